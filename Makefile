@@ -1,0 +1,31 @@
+# Quick start: `make demo`, `make test`. Everything installs into .venv from python3 alone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck rule-tests bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/watcher demo
+
+test: $(STAMP)
+	$(BIN)/ruff check watcher tests
+	$(BIN)/mypy watcher
+	$(BIN)/watcher check --config examples/watcher.yaml
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check watcher tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy watcher
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
