@@ -21,7 +21,7 @@ def iso(ts: float) -> str:
 
 def human_duration(seconds: float) -> str:
     """``3725`` -> ``1h 2m 5s``; used in resolved and reminder messages."""
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, round(seconds))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)

@@ -47,7 +47,9 @@ class Source(Protocol):
 
     def targets(self, rules: Sequence[Any]) -> list[str]: ...
 
-    async def observe(self, ledger: LedgerReader, target: str, state: TargetState | None) -> Any: ...
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> Any: ...
 
     def step(
         self,

@@ -1,0 +1,53 @@
+"""Shared fixtures: real local receivers for deliveries, a store on a temporary file, waiting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from receivers import JsonReceiver, SmtpReceiver
+from receivers import wait_until as _wait_until
+
+from watcher.store import Store
+
+
+@pytest.fixture
+def json_receiver() -> Iterator[JsonReceiver]:
+    with JsonReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def smtp_receiver() -> Iterator[SmtpReceiver]:
+    with SmtpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def tmp_store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "state" / "watcher.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_file_bytes() -> Callable[..., bytes]:
+    """Everything SQLite wrote for a database: the file and its -wal and -shm companions.
+    For a database still open, asserts the -wal exists, so a check on the bytes covers what is
+    not checkpointed yet (a clean close checkpoints and removes it: pass ``open_db=False``)."""
+
+    def read(path: Path, *, open_db: bool = True) -> bytes:
+        files = [p for p in path.parent.iterdir() if p.name.startswith(path.name)]
+        if open_db:
+            assert path.with_name(path.name + "-wal") in files
+        return b"".join(p.read_bytes() for p in files)
+
+    return read
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., Any]:
+    """``wait_until(predicate, timeout=10, what=...)``: poll every 20 ms, fail at the deadline."""
+    return _wait_until

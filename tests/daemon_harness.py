@@ -1,0 +1,91 @@
+"""Runs the real `watcher run` as a subprocess, the way a user or systemd does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_config(
+    folder: Path,
+    *,
+    rpc_url: str,
+    channels: Mapping[str, Sequence[str]],
+    rules: Sequence[Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """A settings file plus one rule file, as a user would write them."""
+    (folder / "rules").mkdir(parents=True, exist_ok=True)
+    (folder / "rules" / "rules.yaml").write_text(yaml.safe_dump({"rules": list(rules)}))
+    settings: dict[str, Any] = {
+        "rpc_url": rpc_url,
+        "state_path": "state/watcher.db",
+        "rules": ["rules/"],
+        "channels": {name: list(urls) for name, urls in channels.items()},
+        # Fast retries so that tests of delivery and RPC faults finish in seconds.
+        "rpc": {"timeout": "2s", "max_attempts": 3},
+        "delivery": {"first_retry": "300ms", "max_backoff": "1s"},
+        "log_format": "json",
+    }
+    settings.update(extra or {})
+    path = folder / "watcher.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+class DaemonProcess:
+    """`python -m watcher run --config PATH`, with its output kept in a file for assertions."""
+
+    def __init__(self, config: Path, env: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = config.parent / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    def start(self) -> DaemonProcess:
+        self.runs += 1
+        log = self.log_path.open("ab")
+        log.write(f"--- run {self.runs} ---\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "watcher", "run", "--config", str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=self.config.parent,
+        )
+        log.close()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then wait; returns the exit code (the contract: 0 within 10 s)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            message = f"daemon did not stop within {timeout}s:\n{self.output()}"
+            raise AssertionError(message) from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def assert_alive(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, (
+            f"daemon exited with {self.proc and self.proc.returncode}:\n{self.output()}"
+        )

@@ -1,0 +1,290 @@
+"""End to end: the real `watcher run` process against the simulator on loopback, delivering to
+real local receivers (a json:// HTTP listener, an SMTP server). Sub-second poll intervals; every
+wait is on a condition with a deadline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon_harness import DaemonProcess, write_config
+from receivers import JsonReceiver, SmtpReceiver, wait_until
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
+
+API_KEY = "k3yTH4tMustN3v3rL3ak0ut9f8e7d6c5b4a3"
+TREASURY = derived_pubkey("e2e treasury")
+MINT = derived_pubkey("e2e mint")
+HOLDERS = [derived_pubkey(f"e2e holder {i}") for i in range(21)]
+OUR_VOTE, OUR_NODE = derived_pubkey("e2e our vote"), derived_pubkey("e2e our node")
+BIG_VOTE, BIG_NODE = derived_pubkey("e2e big vote"), derived_pubkey("e2e big node")
+DRIFT_VOTE, DRIFT_NODE = derived_pubkey("e2e drift vote"), derived_pubkey("e2e drift node")
+FEATURE_SET = 3640012085
+
+
+def small_cluster() -> Ledger:
+    """A cluster with history: 5 old transactions, 20 holders, three validators on 2.3.6."""
+    ledger = Ledger(seed=7)
+    ledger.add_transactions(TREASURY, 5)
+    ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
+    for vote, node, stake in (
+        (BIG_VOTE, BIG_NODE, 10_000_000_000_000_000),
+        (OUR_VOTE, OUR_NODE, 50_000_000_000_000),
+        (DRIFT_VOTE, DRIFT_NODE, 40_000_000_000_000),
+    ):
+        ledger.set_validator(vote, node, stake=stake)
+        ledger.set_node(node, version="2.3.6", feature_set=FEATURE_SET)
+    return ledger
+
+
+def rules(every: str = "200ms") -> list[dict[str, Any]]:
+    return [
+        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
+         "every": every, "notify": ["hooks"]},
+        {"name": "whales", "kind": "holder_changes", "mints": [MINT], "min_change_pct": 10,
+         "every": every, "notify": ["hooks"], "severity": "info"},
+        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
+         "every": every, "notify": ["hooks"], "severity": "critical"},
+        {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE],
+         "every": every, "notify": ["hooks"]},
+    ]  # fmt: skip
+
+
+@dataclass
+class World:
+    ledger: Ledger
+    server: SimulatorServer
+    receiver: JsonReceiver
+    daemon: DaemonProcess
+    config: Path
+
+    def notes(self) -> list[dict[str, Any]]:
+        return self.receiver.received
+
+    def wait_notes(self, count: int, timeout: float = 15.0) -> list[dict[str, Any]]:
+        return wait_until(
+            lambda: self.notes() if len(self.notes()) >= count else None,
+            timeout,
+            f"{count} notifications (have {len(self.notes())}: {self.titles()})\n"
+            + self.daemon.output()[-3000:],
+        )
+
+    def titles(self) -> list[str]:
+        return [note["title"] for note in self.notes()]
+
+    def polls(self, method: str) -> int:
+        return self.server.count(method)
+
+    def wait_polls(self, method: str, more: int = 3) -> None:
+        """Let the daemon poll ``method`` ``more`` more times (nothing else to wait on when
+        asserting that nothing happens)."""
+        target = self.polls(method) + more
+        wait_until(lambda: self.polls(method) >= target, 15.0, f"{more} more {method} polls")
+
+
+def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]:
+    with SimulatorServer(ledger, api_key=API_KEY) as server, JsonReceiver() as receiver:
+        channels = config.pop("channels", {"hooks": [receiver.url]})
+        path = write_config(
+            tmp_path, rpc_url=server.url, channels=channels,
+            rules=config.pop("rules", rules()), extra=config,
+        )  # fmt: skip
+        daemon = DaemonProcess(path)
+        try:
+            yield World(ledger, server, receiver, daemon, path)
+        finally:
+            daemon.kill()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    yield from make_world(tmp_path, small_cluster())
+
+
+def all_polled(world: World) -> None:
+    for method in ("getSignaturesForAddress", "getTokenLargestAccounts",
+                   "getVoteAccounts", "getClusterNodes"):  # fmt: skip
+        world.wait_polls(method, 2)
+
+
+def test_baseline_is_silent_then_every_kind_fires_and_resolves_once(world: World) -> None:
+    world.daemon.start()
+    all_polled(world)
+    assert world.notes() == [], "history that predates the daemon must stay quiet"
+
+    [sig] = world.ledger.add_transactions(TREASURY, 1)
+    note = world.wait_notes(1)[-1]
+    assert "treasury" in note["title"] and "WARNING" in note["title"]
+    assert sig in note["message"] and TREASURY in note["message"]
+
+    grower = HOLDERS[3]
+    old = world.ledger.holder_amount(MINT, grower)
+    world.ledger.set_holder_amount(MINT, grower, old * 3 // 2)
+    note = world.wait_notes(2)[-1]
+    assert "whales" in note["title"] and grower in note["message"]
+    assert "+50" in note["message"]
+
+    world.ledger.mark_delinquent(OUR_VOTE)
+    note = world.wait_notes(3)[-1]
+    assert "my-validator" in note["title"] and "CRITICAL" in note["title"]
+    assert OUR_VOTE in note["message"] and OUR_NODE in note["message"]
+
+    world.ledger.mark_current(OUR_VOTE)
+    note = world.wait_notes(4)[-1]
+    assert "my-validator" in note["title"]
+    assert "resolved" in (note["title"] + note["message"]).lower()
+
+    world.ledger.set_node(DRIFT_NODE, version="2.3.5")
+    note = world.wait_notes(5)[-1]
+    assert "drift" in note["title"]
+    assert "2.3.5" in note["message"] and "2.3.6" in note["message"]
+    assert DRIFT_NODE in note["message"]
+
+    world.ledger.set_node(DRIFT_NODE, version="2.3.6")
+    note = world.wait_notes(6)[-1]
+    assert "drift" in note["title"] and "resolved" in (note["title"] + note["message"]).lower()
+
+    all_polled(world)
+    assert len(world.notes()) == 6, world.titles()
+    assert world.daemon.stop() == 0
+
+    history = subprocess.run(
+        [sys.executable, "-m", "watcher", "alerts", "--config", str(world.config), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    records = [json.loads(line) for line in history.stdout.splitlines()]
+    assert [r["rule"] for r in records] == [
+        "drift", "drift", "my-validator", "my-validator", "whales", "treasury"
+    ]  # fmt: skip
+    assert {r["status"] for r in records} == {"sent"}
+
+
+def test_restart_sends_nothing_twice_and_catches_up_on_activity_while_stopped(
+    world: World,
+) -> None:
+    world.daemon.start()
+    all_polled(world)
+    world.ledger.mark_delinquent(OUR_VOTE)
+    world.wait_notes(1)
+    assert world.daemon.stop() == 0
+
+    new_sigs = world.ledger.add_transactions(TREASURY, 3)  # while the daemon is down
+    world.daemon.start()
+    note = world.wait_notes(2)[-1]
+    assert "treasury" in note["title"] and all(sig in note["message"] for sig in new_sigs)
+    assert "3" in note["title"]
+    all_polled(world)
+    assert len(world.notes()) == 2, f"a firing alert was re-announced: {world.titles()}"
+
+    world.ledger.mark_current(OUR_VOTE)
+    world.wait_notes(3)
+    assert world.daemon.stop() == 0
+    world.daemon.start()
+    all_polled(world)
+    assert world.daemon.stop() == 0
+    assert len(world.notes()) == 3, world.titles()
+
+
+def test_a_burst_of_1500_with_a_failed_page_is_one_notification(world: World) -> None:
+    world.daemon.start()
+    all_polled(world)
+    # The second page fails on every attempt of one round; the next round reads both pages.
+    world.ledger.faults.inject("garbage", method="getSignaturesForAddress", skip=1, count=3)
+    burst = world.ledger.add_transactions(TREASURY, 1500)
+    [note] = world.wait_notes(1)
+    assert "1500" in note["title"]
+    assert burst[0] in note["message"] and "and 1490 more" in note["message"]
+    assert world.ledger.faults.pending() == 0
+    world.wait_polls("getSignaturesForAddress", 3)
+    assert len(world.notes()) == 1, world.titles()
+    assert world.daemon.stop() == 0
+
+
+def test_a_node_ignoring_until_cannot_make_old_signatures_look_new(world: World) -> None:
+    world.ledger.faults.ignore_until = True
+    world.daemon.start()
+    all_polled(world)
+    assert world.notes() == []
+    new = world.ledger.add_transactions(TREASURY, 2)
+    [note] = world.wait_notes(1)
+    assert all(sig in note["message"] for sig in new) and "2" in note["title"]
+    world.wait_polls("getSignaturesForAddress", 5)
+    assert len(world.notes()) == 1, world.titles()
+    assert world.daemon.stop() == 0
+
+
+def test_a_refused_delivery_is_retried_and_arrives_exactly_once(world: World) -> None:
+    world.receiver.refuse(2)
+    world.daemon.start()
+    all_polled(world)
+    [sig] = world.ledger.add_transactions(TREASURY, 1)
+    [note] = world.wait_notes(1)
+    assert sig in note["message"]
+    assert len(world.receiver.refused) == 2
+    world.wait_polls("getSignaturesForAddress", 5)
+    assert len(world.notes()) == 1
+    assert world.daemon.stop() == 0
+
+
+def test_rpc_faults_are_survived_never_evidence_and_the_key_never_shows(
+    world: World, sqlite_file_bytes: Any
+) -> None:
+    world.daemon.start()
+    all_polled(world)
+    # Whole rounds fail (3 attempts each): none of it may fire or resolve anything.
+    for kind in ("http_429", "http_503_html", "garbage", "rpc_error", "wrong_shape", "rpc_429"):
+        options = {"retry_after": 0} if kind == "http_429" else {}
+        world.ledger.faults.inject(kind, count=3, **options)
+    world.ledger.faults.inject("timeout", method="getVoteAccounts", count=3, seconds=3)
+    wait_until(lambda: world.ledger.faults.pending() == 0, 30, "faults consumed")
+    all_polled(world)
+    world.daemon.assert_alive()
+    assert world.notes() == [], world.titles()
+
+    world.ledger.mark_delinquent(OUR_VOTE)
+    [note] = world.wait_notes(1)
+    assert "my-validator" in note["title"]
+    assert world.daemon.stop() == 0
+
+    output = world.daemon.output()
+    assert "poll failed" in output  # the failures were seen and logged...
+    assert API_KEY not in output  # ...without the key
+    assert API_KEY not in json.dumps(world.notes())
+    database = world.config.parent / "state" / "watcher.db"
+    assert API_KEY.encode() not in sqlite_file_bytes(database, open_db=False)
+
+
+def test_email_goes_to_a_real_smtp_server(tmp_path: Path) -> None:
+    with SmtpReceiver() as smtp:
+        for world in make_world(
+            tmp_path, small_cluster(), channels={"hooks": [smtp.url(to="ops@example.com")]}
+        ):
+            world.daemon.start()
+            all_polled(world)
+            [sig] = world.ledger.add_transactions(TREASURY, 1)
+            [message] = smtp.wait_for(1, timeout=15)
+            assert "treasury" in message["Subject"]
+            assert sig in message.get_content()
+            assert message["To"] == "ops@example.com"
+            assert world.daemon.stop() == 0
+
+
+def test_run_refuses_to_start_on_a_bad_rule_file(tmp_path: Path) -> None:
+    bad = [{**rules()[0], "adresses": [TREASURY]}]
+    del bad[0]["addresses"]
+    path = write_config(
+        tmp_path, rpc_url="http://127.0.0.1:9/v3/x", channels={"hooks": ["console://"]}, rules=bad
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "watcher", "run", "--config", str(path)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "rules/rules.yaml:" in result.stderr and "adresses" in result.stderr

@@ -1,0 +1,147 @@
+"""The target registry: one call per target per interval, shared by every rule watching it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import base58
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from watcher.rules import RULE_MODELS, SOURCE_OF_KIND, Rule
+from watcher.ruleset import Job, RuleSet
+
+
+def key(number: int) -> str:
+    """A valid, distinct pubkey per number."""
+    return base58.b58encode(number.to_bytes(32, "big")).decode()
+
+
+A, B, C, M, V = key(1), key(2), key(3), key(4), key(5)
+
+_RULE = TypeAdapter(Rule)
+
+
+def rule(name: str, kind: str, every: str, **fields: Any) -> Rule:
+    return _RULE.validate_python({"name": name, "kind": kind, "every": every, **fields})
+
+
+def tx(name: str, every: str, *addresses: str) -> Rule:
+    return rule(name, "new_transactions", every, addresses=list(addresses))
+
+
+def test_two_rules_on_one_address_share_one_target_at_the_shorter_interval() -> None:
+    slow, fast = tx("slow", "30s", A), tx("fast", "10s", A)
+    rules = RuleSet([slow, fast])
+    assert rules.jobs() == [Job(source="signatures", interval=10.0, targets=(A,))]
+    assert rules.rules_for("signatures", A) == [slow, fast]
+    assert rules.interval("signatures", A) == 10.0
+
+
+def test_targets_are_grouped_by_interval_per_source() -> None:
+    rules = RuleSet(
+        [
+            tx("t1", "10s", A, B),
+            tx("t2", "30s", B, C),
+            rule("w", "holder_changes", "1m", mints=[M]),
+            rule("w2", "holder_changes", "10s", mints=[M]),
+        ]
+    )
+    assert rules.jobs() == [
+        Job(source="holders", interval=10.0, targets=(M,)),
+        Job(source="signatures", interval=10.0, targets=(A, B)),
+        Job(source="signatures", interval=30.0, targets=(C,)),
+    ]
+    assert rules.targets("signatures") == [A, B, C]
+    assert [r.name for r in rules.rules_for("signatures", B)] == ["t1", "t2"]
+    assert [r.name for r in rules.rules_for("signatures", C)] == ["t2"]
+    assert rules.rules_for("signatures", M) == []
+    assert rules.rules_for("holders", A) == []
+
+
+def test_state_kinds_share_the_one_cluster_target_of_their_source() -> None:
+    rules = RuleSet(
+        [
+            rule("d1", "delinquent_validators", "30s", validators=[V]),
+            rule("d2", "delinquent_validators", "10s", validators=[A, V]),
+            rule("drift", "version_drift", "5m", validators=[V]),
+        ]
+    )
+    assert rules.jobs() == [
+        Job(source="nodes", interval=300.0, targets=("cluster",)),
+        Job(source="votes", interval=10.0, targets=("cluster",)),
+    ]
+    assert [r.name for r in rules.rules_for("votes", "cluster")] == ["d1", "d2"]
+    assert [r.name for r in rules.rules_for("nodes", "cluster")] == ["drift"]
+
+
+def test_rule_by_name() -> None:
+    treasury = tx("treasury", "30s", A)
+    rules = RuleSet([treasury])
+    assert rules.rule("treasury") is treasury
+    assert rules.rules == (treasury,)
+    with pytest.raises(KeyError):
+        rules.rule("nope")
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate rule name 'x'"):
+        RuleSet([tx("x", "30s", A), tx("x", "10s", B)])
+
+
+def test_no_rules_no_jobs() -> None:
+    assert RuleSet([]).jobs() == []
+
+
+def test_every_kind_has_a_source() -> None:
+    assert SOURCE_OF_KIND == {
+        "new_transactions": "signatures",
+        "holder_changes": "holders",
+        "delinquent_validators": "votes",
+        "version_drift": "nodes",
+    }
+    assert set(RULE_MODELS) == set(SOURCE_OF_KIND)
+
+
+_INTERVALS = ["500ms", "10s", "30s", "1m"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["new_transactions", "holder_changes", "delinquent_validators"]),
+            st.sampled_from(_INTERVALS),
+            st.sets(st.integers(min_value=1, max_value=8), min_size=1, max_size=4),
+        ),
+        max_size=12,
+    )
+)
+def test_each_target_is_in_exactly_one_job_at_the_shortest_interval_asked(
+    specs: list[tuple[str, str, set[int]]],
+) -> None:
+    watched = {"new_transactions": "addresses", "holder_changes": "mints"}
+    rules = [
+        rule(
+            f"r{index}",
+            kind,
+            every,
+            **{watched.get(kind, "validators"): [key(number) for number in sorted(numbers)]},
+        )
+        for index, (kind, every, numbers) in enumerate(specs)
+    ]
+    ruleset = RuleSet(rules)
+    scheduled = [
+        (job.source, target, job.interval) for job in ruleset.jobs() for target in job.targets
+    ]
+    expected: dict[tuple[str, str], float] = {}
+    for r in rules:
+        for target in r.targets:
+            slot = (r.source, target)
+            expected[slot] = min(expected.get(slot, float("inf")), r.every)
+    assert sorted(scheduled) == sorted((s, t, i) for (s, t), i in expected.items())
+    for (source, target), _ in expected.items():
+        assert ruleset.rules_for(source, target) == [
+            r for r in rules if target in r.targets and r.source == source
+        ]

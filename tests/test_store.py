@@ -1,0 +1,332 @@
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlite_utils import Database
+
+from watcher.events import AlertMessage
+from watcher.outbox import Destination
+from watcher.store import (
+    MIGRATIONS,
+    SchemaTooNewError,
+    Store,
+    migrate,
+    open_database,
+    schema_version,
+    transaction,
+)
+
+OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
+MAIL = Destination("ops", "mailto://127.0.0.1:9?from=w@example.com&to=SECRETBOX99@example.com")
+
+
+def alert(key: str = "r|subj|1|event", rule: str = "r", **changes: Any) -> AlertMessage:
+    values: dict[str, Any] = {
+        "rule": rule,
+        "severity": "warning",
+        "subject": "subj",
+        "reason": "event",
+        "dedup_key": key,
+        "title": f"title {key}",
+        "body": f"body {key}",
+        "channels": ("ops",),
+        "facts": {"n": 1},
+    }
+    values.update(changes)
+    return AlertMessage(**values)
+
+
+def to(*destinations: Destination) -> Any:
+    return lambda _alert: list(destinations)
+
+
+def count(store: Store, table: str) -> int:
+    return int(store.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+# -- opening and migrations -----------------------------------------------------------------
+
+
+def test_a_fresh_database_gets_every_table_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
+    store = Store(tmp_path / "new" / "folder" / "watcher.db")
+    try:
+        assert (tmp_path / "new" / "folder" / "watcher.db").exists()
+        assert {"targets", "alerts", "deliveries", "schema_migrations"} <= set(
+            store.db.table_names()
+        )
+        assert schema_version(store.db) == len(MIGRATIONS)
+        assert store.db.journal_mode == "wal"
+        assert store.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        with pytest.raises(sqlite3.IntegrityError):
+            store.db.execute(
+                "INSERT INTO deliveries (alert_id, channel, url_id, status, next_attempt_at, "
+                "created_at) VALUES (999, 'ops', 'x', 'pending', 0, 0)"
+            )
+    finally:
+        store.close()
+
+
+def test_migrate_on_a_migrated_database_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "watcher.db"
+    Store(path).close()
+    db = open_database(path)
+    schema = db.schema
+    assert migrate(db) == 0
+    assert db.schema == schema
+    assert schema_version(db) == len(MIGRATIONS)
+    db.close()
+    Store(path).close()  # reopening is fine too
+
+
+def _add_note_column(db: Database) -> None:
+    db.execute("ALTER TABLE alerts ADD COLUMN note TEXT")
+
+
+def test_migrate_applies_only_the_migrations_a_database_has_not_seen(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "watcher.db")
+    assert migrate(db, MIGRATIONS) == len(MIGRATIONS)
+    db.execute("INSERT INTO targets VALUES ('s', 't', '{}', 1.0)")
+    assert migrate(db, [*MIGRATIONS, _add_note_column]) == 1
+    assert schema_version(db) == len(MIGRATIONS) + 1
+    assert "note" in db["alerts"].columns_dict
+    assert db.execute("SELECT state FROM targets").fetchall() == [("{}",)]
+    assert migrate(db, [*MIGRATIONS, _add_note_column]) == 0
+    db.close()
+
+
+def test_a_failing_migration_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "watcher.db")
+    migrate(db)
+
+    def half_done(db: Database) -> None:
+        db.execute("CREATE TABLE extra (x TEXT)")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        migrate(db, [*MIGRATIONS, half_done])
+    assert "extra" not in db.table_names()
+    assert schema_version(db) == len(MIGRATIONS)
+    db.close()
+
+
+def test_a_database_from_a_newer_watcher_is_refused(tmp_path: Path) -> None:
+    db = open_database(tmp_path / "watcher.db")
+    migrate(db, [*MIGRATIONS, _add_note_column])
+    db.close()
+    with pytest.raises(SchemaTooNewError, match="newer than this watcher"):
+        Store(tmp_path / "watcher.db")
+
+
+def test_transaction_rolls_back_every_write_when_one_fails(tmp_path: Path) -> None:
+    path = tmp_path / "watcher.db"
+    store = Store(path)
+    with pytest.raises(ZeroDivisionError), store.transaction():
+        store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
+        store.db.table("targets").insert(
+            {"source": "s", "target": "b", "state": "{}", "updated_at": 1}
+        )
+        _ = 1 / 0
+    assert count(store, "targets") == 0
+    with store.transaction():
+        store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
+        store.db.execute("INSERT INTO targets VALUES ('s', 'b', '{}', 1.0)")
+    store.close()
+    reopened = Store(path)
+    assert count(reopened, "targets") == 2
+    reopened.close()
+
+
+def test_transactions_do_not_nest(tmp_store: Store) -> None:
+    with tmp_store.transaction(), pytest.raises(RuntimeError, match="does not nest"):  # noqa: SIM117
+        with transaction(tmp_store.db):
+            pass
+
+
+def test_the_store_refuses_use_from_another_thread(tmp_store: Store) -> None:
+    errors: list[BaseException] = []
+
+    def use() -> None:
+        try:
+            tmp_store.pending_count()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], sqlite3.ProgrammingError)
+
+
+# -- commit_step ----------------------------------------------------------------------------
+
+
+def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(tmp_store: Store) -> None:
+    state = {"cursor": "sig9", "seen": [1, 2]}
+    ids = tmp_store.commit_step("signatures", "addr1", state, [alert()], to(OPS, MAIL), now=50.0)
+    assert len(ids) == 1
+    assert tmp_store.load_state("signatures", "addr1") == state
+    assert tmp_store.load_state("signatures", "other") is None
+    due = tmp_store.due_deliveries(now=50.0)
+    assert [(d.alert_id, d.channel, d.url_id, d.status, d.attempts) for d in due] == [
+        (ids[0], "ops", OPS.url_id, "pending", 0),
+        (ids[0], "ops", MAIL.url_id, "pending", 0),
+    ]
+    assert (due[0].title, due[0].body, due[0].severity, due[0].rule) == (
+        "title r|subj|1|event",
+        "body r|subj|1|event",
+        "warning",
+        "r",
+    )
+    [record] = tmp_store.history()
+    assert record.status == "queued"
+    assert record.facts == {"n": 1}
+    assert tmp_store.pending_count() == 2
+
+
+def test_commit_step_updates_the_state_of_a_known_target(tmp_store: Store) -> None:
+    tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
+    tmp_store.commit_step("s", "t", {"v": 2}, [], to(), now=2.0)
+    assert tmp_store.load_state("s", "t") == {"v": 2}
+    assert count(tmp_store, "targets") == 1
+
+
+def test_an_error_in_destinations_rolls_back_the_state_too(tmp_store: Store) -> None:
+    tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
+
+    def broken(message: AlertMessage) -> Sequence[Destination]:
+        raise LookupError("no such channel")
+
+    with pytest.raises(LookupError):
+        tmp_store.commit_step("s", "t", {"v": 2}, [alert()], broken, now=2.0)
+    assert tmp_store.load_state("s", "t") == {"v": 1}
+    assert count(tmp_store, "alerts") == 0
+    assert count(tmp_store, "deliveries") == 0
+
+
+def test_an_insert_failing_midway_rolls_back_the_earlier_inserts(tmp_store: Store) -> None:
+    tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
+    good = alert("k1")
+    unstorable = alert("k2", facts={"when": object()})
+    with pytest.raises(TypeError):
+        tmp_store.commit_step("s", "t", {"v": 2}, [good, unstorable], to(OPS), now=2.0)
+    assert tmp_store.load_state("s", "t") == {"v": 1}
+    assert count(tmp_store, "alerts") == 0
+    assert count(tmp_store, "deliveries") == 0
+    # The store is usable afterwards: the failed transaction did not stay open.
+    assert tmp_store.commit_step("s", "t", {"v": 3}, [good], to(OPS), now=3.0) != []
+
+
+def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: Store) -> None:
+    first = tmp_store.commit_step("s", "t", {"v": 1}, [alert("k1")], to(OPS), now=1.0)
+    again = tmp_store.commit_step("s", "t", {"v": 2}, [alert("k1"), alert("k2")], to(OPS), now=2.0)
+    assert len(first) == 1
+    assert len(again) == 1 and again[0] != first[0]
+    assert [r.dedup_key for r in tmp_store.history()] == ["k2", "k1"]
+    assert count(tmp_store, "deliveries") == 2
+    assert tmp_store.load_state("s", "t") == {"v": 2}
+
+
+def test_one_url_in_two_channels_gets_one_delivery(tmp_store: Store) -> None:
+    same_url = Destination("oncall", OPS.url)
+    tmp_store.commit_step("s", "t", {}, [alert()], to(OPS, same_url), now=1.0)
+    assert [d.channel for d in tmp_store.due_deliveries(now=1.0)] == ["ops"]
+
+
+def test_no_url_or_secret_reaches_the_database_files(
+    tmp_path: Path, sqlite_file_bytes: Callable[[Path], bytes]
+) -> None:
+    path = tmp_path / "watcher.db"
+    store = Store(path)
+    store.commit_step("s", "t", {}, [alert()], to(OPS, MAIL), now=1.0)
+    [row, _] = store.due_deliveries(now=1.0)
+    store.mark_retry(row.id, "error=500", next_attempt_at=5.0)
+    content = sqlite_file_bytes(path)
+    assert OPS.url_id.encode() in content  # what is stored instead
+    for secret in (b"SECRETPW1", b"SECRETTOKEN42", b"SECRETBOX99", b"json://", b"mailto://"):
+        assert secret not in content
+    store.close()
+
+
+# -- the outbox -----------------------------------------------------------------------------
+
+
+def test_due_deliveries_are_the_pending_ones_whose_time_has_come_oldest_first(
+    tmp_store: Store,
+) -> None:
+    tmp_store.commit_step("s", "t", {}, [alert("k1")], to(OPS), now=10.0)
+    tmp_store.commit_step("s", "u", {}, [alert("k2")], to(OPS), now=20.0)
+    first, second = tmp_store.due_deliveries(now=20.0)
+    assert tmp_store.due_deliveries(now=15.0) == [first]
+    tmp_store.mark_retry(first.id, "refused", next_attempt_at=30.0)
+    assert tmp_store.due_deliveries(now=29.0) == [second]
+    assert [d.id for d in tmp_store.due_deliveries(now=30.0)] == [first.id, second.id]
+    assert tmp_store.due_deliveries(now=30.0, limit=1)[0].attempts == 1
+
+
+def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: Store) -> None:
+    tmp_store.commit_step("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
+    claimed = tmp_store.claim_due(now=1.0)
+    assert [d.status for d in claimed] == ["sending", "sending"]
+    assert tmp_store.claim_due(now=1.0) == []
+    assert tmp_store.pending_count() == 2
+    tmp_store.release([claimed[1].id], not_before=9.0)
+    assert tmp_store.due_deliveries(now=8.0) == []
+    assert [d.id for d in tmp_store.due_deliveries(now=9.0)] == [claimed[1].id]
+    assert tmp_store.requeue_interrupted() == 1
+    assert [d.id for d in tmp_store.due_deliveries(now=9.0)] == [d.id for d in claimed]
+
+
+def test_alert_status_follows_its_deliveries(tmp_store: Store) -> None:
+    [both, one] = tmp_store.commit_step(
+        "s", "t", {}, [alert("k1"), alert("k2")], to(OPS, MAIL), now=1.0
+    )
+    rows = {(d.alert_id, d.url_id): d.id for d in tmp_store.due_deliveries(now=1.0)}
+
+    def status(alert_id: int) -> str:
+        return next(r.status for r in tmp_store.history() if r.id == alert_id)
+
+    tmp_store.mark_sent(rows[both, OPS.url_id], now=2.0)
+    assert status(both) == "partial"
+    tmp_store.mark_sent(rows[both, MAIL.url_id], now=2.0)
+    assert status(both) == "sent"
+    tmp_store.mark_dead(rows[one, OPS.url_id], "gone", now=2.0)
+    assert status(one) == "queued"
+    tmp_store.mark_dead(rows[one, MAIL.url_id], "gone", now=2.0)
+    assert status(one) == "dead"
+    assert tmp_store.pending_count() == 0
+
+
+def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: Store) -> None:
+    [alert_id] = tmp_store.commit_step("s", "t", {}, [alert(channels=())], to(), now=1.0)
+    [record] = tmp_store.history()
+    assert (record.id, record.status, record.deliveries) == (alert_id, "silenced", ())
+
+
+def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: Store) -> None:
+    tmp_store.commit_step("s", "a", {}, [alert("k1", rule="whales")], to(OPS), now=1.0)
+    tmp_store.commit_step("s", "b", {}, [alert("k2", rule="treasury")], to(OPS, MAIL), now=2.0)
+    tmp_store.commit_step("s", "c", {}, [alert("k3", rule="whales")], to(OPS), now=3.0)
+    [ops_row, mail_row] = [d for d in tmp_store.due_deliveries(now=3.0) if d.rule == "treasury"]
+    tmp_store.mark_sent(ops_row.id, now=4.0)
+    tmp_store.mark_retry(mail_row.id, "Failed to send: error=500.", next_attempt_at=9.0)
+
+    assert [r.dedup_key for r in tmp_store.history()] == ["k3", "k2", "k1"]
+    assert [r.dedup_key for r in tmp_store.history(limit=2)] == ["k3", "k2"]
+    assert [r.dedup_key for r in tmp_store.history(rule="whales")] == ["k3", "k1"]
+    [treasury] = tmp_store.history(rule="treasury")
+    assert treasury.status == "partial"
+    assert [
+        (d.url_id, d.status, d.attempts, d.last_error, d.sent_at) for d in treasury.deliveries
+    ] == [
+        (OPS.url_id, "sent", 1, None, 4.0),
+        (MAIL.url_id, "pending", 1, "Failed to send: error=500.", None),
+    ]
+    as_dict = treasury.as_dict()
+    assert as_dict["deliveries"][0]["status"] == "sent"
+    assert as_dict["facts"] == {"n": 1}

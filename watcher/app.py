@@ -1,0 +1,151 @@
+"""The composition root: one daemon, one event loop.
+
+``poll_target`` tells the whole story of one observation, each line a call into one module:
+
+    observe (RPC) -> step (diff + rules + alerts, pure) -> commit (state + outbox, one
+    SQLite transaction) -> wake the sender (Apprise)
+
+The scheduler runs one sweep per (source, interval) over that source's targets; the sender runs
+as its own task so a slow channel never delays polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+
+import structlog
+
+from watcher import routing
+from watcher.clock import Clock, system_clock
+from watcher.errors import RpcError
+from watcher.events import AlertMessage
+from watcher.health import RoundHealth
+from watcher.notify import Sender
+from watcher.outbox import Destination
+from watcher.rpc import RpcClient
+from watcher.ruleset import Job, RuleSet
+from watcher.scheduler import Scheduler
+from watcher.settings import Settings
+from watcher.sources import SOURCES
+from watcher.sources.base import LedgerReader, Source
+from watcher.store import Store
+
+log = structlog.get_logger(__name__)
+
+# How long a clean stop waits for in-flight polls and sends before it abandons them. Abandoning
+# is safe: nothing is committed until a step is complete, and unsent rows wait for the next start.
+STOP_GRACE_SECONDS = 5.0
+SENDER_IDLE_SECONDS = 0.5
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        ruleset: RuleSet,
+        *,
+        clock: Clock = system_clock,
+        ledger: LedgerReader | None = None,
+    ) -> None:
+        self.settings = settings
+        self.ruleset = ruleset
+        self.clock = clock
+        self.store = Store(settings.state_path)
+        self.rpc: LedgerReader = ledger or RpcClient(
+            settings.rpc_url.get_secret_value(),
+            commitment=settings.commitment,
+            timeout=settings.rpc.timeout,
+            max_attempts=settings.rpc.max_attempts,
+            max_concurrency=settings.rpc.max_concurrency,
+        )
+        self.sender = Sender(
+            self.store,
+            settings.channels,
+            clock=clock,
+            first_retry=settings.delivery.first_retry,
+            max_backoff=settings.delivery.max_backoff,
+            deadline=settings.delivery.deadline,
+        )
+        self.health = RoundHealth()
+        self._stopping = asyncio.Event()
+        self._outbox_has_work = asyncio.Event()
+
+    # -- one observation ---------------------------------------------------------------------
+
+    async def poll_target(self, source: Source, target: str) -> None:
+        rules = self.ruleset.rules_for(source.name, target)
+        state = self.store.load_state(source.name, target)
+        try:
+            observation = await source.observe(self.rpc, target, state)
+        except RpcError as exc:
+            # A failed call is never evidence: no step, no commit, the cursor stays put.
+            self.health.failed(source.name, target, exc)
+            return
+        self.health.succeeded(source.name, target)
+        now = self.clock()
+        outcome = source.step(rules, target, state, observation, now)
+        alerts = [self._route(alert) for alert in outcome.alerts]
+        self.store.commit_step(source.name, target, outcome.state, alerts, self._destinations, now)
+        if alerts:
+            self._outbox_has_work.set()
+
+    async def sweep(self, job: Job) -> None:
+        """One scheduled round of a source over its targets (the RPC client caps concurrency)."""
+        if self._stopping.is_set():
+            return
+        source = SOURCES[job.source]
+        await asyncio.gather(*(self.poll_target(source, target) for target in job.targets))
+        self.health.round_done(job.source)
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def _route(self, alert: AlertMessage) -> AlertMessage:
+        channels = routing.channels_for(alert, self.settings)
+        return dataclasses.replace(alert, channels=tuple(channels))
+
+    def _destinations(self, alert: AlertMessage) -> Sequence[Destination]:
+        return self.sender.destinations(alert)
+
+    async def deliver_forever(self) -> None:
+        while not self._stopping.is_set():
+            await self.sender.send_due()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
+            self._outbox_has_work.clear()
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
+        scheduler = Scheduler(self.sweep, clock=self.clock)
+        sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
+        scheduler.start(self.ruleset.jobs())
+        log.info(
+            "watcher started",
+            rules=len(self.ruleset.rules),
+            jobs=[f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in self.ruleset.jobs()],
+            rpc=getattr(self.rpc, "public_url", "custom"),
+            state=str(self.settings.state_path),
+            pending_deliveries=self.store.pending_count(),
+        )
+        try:
+            await stop.wait()
+        finally:
+            log.info("watcher stopping")
+            self._stopping.set()
+            await scheduler.stop(grace=STOP_GRACE_SECONDS)
+            await self.sender.drain(timeout=STOP_GRACE_SECONDS)
+            sender_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender_task
+            await self.close()
+            log.info("watcher stopped")
+
+    async def close(self) -> None:
+        aclose = getattr(self.rpc, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        self.store.close()

@@ -1,0 +1,340 @@
+"""Delivery through Apprise: one Apprise object per URL, retried from the SQLite outbox.
+
+The sender claims due deliveries, sends each through its URL's own Apprise object and marks it
+sent only when that URL accepted it; otherwise it is rescheduled with backoff (``outbox``)
+until the deadline, then given up ("dead"). Deliveries to one URL go in the order they were
+queued; different URLs are served concurrently.
+
+URLs carry secrets: only the channel name and the ``url_id`` are ever logged or stored, and
+Apprise's own logs (and error texts) are scrubbed of every fragment of every configured URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random as random_module
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import apprise
+import apprise.decorators
+import structlog
+
+from watcher import outbox
+from watcher.clock import Clock
+from watcher.events import AlertMessage, Severity
+from watcher.outbox import Destination
+from watcher.redact import REDACTOR
+from watcher.store import DeliveryRow, Store
+
+log = structlog.get_logger(__name__)
+
+NOT_CONFIGURED = "destination no longer configured"
+REJECTED_URL = "Apprise does not accept this URL"
+
+NOTIFY_TYPES: Mapping[Severity, apprise.NotifyType] = {
+    "info": apprise.NotifyType.INFO,
+    "warning": apprise.NotifyType.WARNING,
+    "critical": apprise.NotifyType.FAILURE,
+}
+
+# -- message size --------------------------------------------------------------------------
+
+# Longest message (title + newline + body) some services accept, by URL scheme.
+MAX_MESSAGE_CHARS: Mapping[str, int] = {
+    "tgram": 4096,
+    "telegram": 4096,
+    "discord": 2000,
+}
+TRUNCATED = "\n(truncated)"
+
+
+def fit_for_url(url: str, title: str, body: str) -> tuple[str, str]:
+    """Shorten the body (with a visible marker) so the message fits the service's limit."""
+    limit = MAX_MESSAGE_CHARS.get(url.split("://", 1)[0].lower())
+    if limit is None or len(title) + 1 + len(body) <= limit:
+        return title, body
+    title = title[: limit // 2]
+    room = max(0, limit - len(title) - 1 - len(TRUNCATED))
+    return title, body[:room] + TRUNCATED
+
+
+# -- the console:// scheme (used by the demo) ---------------------------------------------
+
+def console_notify(body: str, title: str, notify_type: str, *args: Any, **kwargs: Any) -> bool:
+    """Print the notification to stdout: ``── title`` then the body (titles carry severity)."""
+    print(f"── {title}\n{body}", file=sys.stdout, flush=True)
+    return True
+
+
+# Registered once, at import: Apprise refuses a second plugin for the same scheme.
+apprise.decorators.notify(on="console", name="Watcher console")(  # type: ignore[no-untyped-call]
+    console_notify
+)
+
+
+# -- keeping secrets out of logs ---------------------------------------------------------------
+
+# Shorter parts are left alone: masking them would blank out ordinary words in every line.
+_MIN_PASSWORD = 4
+_MIN_TOKEN = 8
+
+
+def secret_fragments(url: str) -> set[str]:
+    """The parts of an Apprise URL that may be secrets: the whole URL, user and password,
+    a host that is not a DNS name or IP (Telegram, Slack and Discord put tokens there), path
+    segments and query values."""
+    found = {url}
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return found
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    if len(password) >= _MIN_PASSWORD:
+        found.add(password)
+    tokens = [
+        user,
+        *(p for p in hostport.split(":") if "." not in p and p != "localhost"),
+        *parts.path.split("/"),
+        *(value for _, value in parse_qsl(parts.query)),
+        parts.fragment,
+    ]
+    found.update(t for t in tokens if len(t) >= _MIN_TOKEN)
+    return found
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks registered secrets in records of the libraries that handle delivery URLs, whatever
+    handler (ours, pytest's, a user's) ends up rendering them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = REDACTOR.redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+_FILTER = _RedactingFilter()
+# A filter only sees records logged on its own logger, not those of its children.
+_URL_LOGGERS = ("apprise", "urllib3", "urllib3.connectionpool", "urllib3.util.retry")
+
+
+def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
+    """Register the URLs' secrets with the shared redactor and quiet the libraries that log URLs.
+
+    Apprise logs each loaded URL (query tokens included) at DEBUG and progress at INFO;
+    urllib3, under Apprise's HTTP plugins, logs each request line with its query at DEBUG.
+    """
+    for url in urls:
+        REDACTOR.add(*secret_fragments(url))
+    for name in ("apprise", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for name in _URL_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+# -- the sender -------------------------------------------------------------------------------
+
+
+class Sender:
+    """Sends the outbox's due deliveries; safe to call ``send_due`` from a periodic job."""
+
+    def __init__(
+        self,
+        store: Store,
+        channels: Mapping[str, Sequence[str]],
+        *,
+        clock: Clock,
+        first_retry: float = 2.0,
+        max_backoff: float = 300.0,
+        deadline: float = 86400.0,
+        random: Callable[[], float] = random_module.random,
+        concurrency: int = 8,
+        batch: int = 100,
+        send_timeout: float = 60.0,
+        on_dead: Callable[[DeliveryRow, str], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._channels = {name: tuple(urls) for name, urls in channels.items()}
+        self._urls = {outbox.url_id(url): url for urls in self._channels.values() for url in urls}
+        self._clock = clock
+        self._first_retry = first_retry
+        self._max_backoff = max_backoff
+        self._deadline = deadline
+        self._random = random
+        self._batch = batch
+        self._send_timeout = send_timeout
+        self._on_dead = on_dead
+        self._limit = asyncio.Semaphore(concurrency)
+        self._pass_lock = asyncio.Lock()
+        self._apprise: dict[str, apprise.Apprise] = {}
+        self._stopping = False
+        self._in_flight: set[asyncio.Task[int]] = set()
+        protect_delivery_logs(self._urls.values())
+        # The previous process may have stopped mid-send: those rows go out again.
+        requeued = store.requeue_interrupted()
+        if requeued:
+            log.warning("requeued deliveries interrupted by the last stop", count=requeued)
+
+    def destinations(self, alert: AlertMessage) -> list[Destination]:
+        """Every URL of every channel the alert names; unknown channels were refused earlier."""
+        return [
+            Destination(channel, url)
+            for channel in alert.channels
+            for url in self._channels.get(channel, ())
+        ]
+
+    async def send_due(self) -> int:
+        """One pass over the due deliveries; returns how many were delivered."""
+        if self._stopping:
+            return 0
+        # Shielded: a cancelled caller (the scheduler's job) does not cut a send in half;
+        # drain() waits for it instead.
+        task = asyncio.ensure_future(self._send_pass())
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        return await asyncio.shield(task)
+
+    async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (a grace period)
+        """Stop starting sends; wait up to ``timeout`` for the sends in flight to finish.
+
+        Rows not attempted go back to pending untouched; a send still running at the
+        timeout stays claimed and is requeued by the next start (at-least-once).
+        """
+        self._stopping = True
+        tasks = [t for t in self._in_flight if not t.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+
+    async def _send_pass(self) -> int:
+        async with self._pass_lock:
+            if self._stopping:
+                return 0
+            rows = self._store.claim_due(self._clock(), self._batch)
+            by_url: dict[str, list[DeliveryRow]] = {}
+            for row in rows:
+                by_url.setdefault(row.url_id, []).append(row)
+            counts = await asyncio.gather(*(self._send_in_order(q) for q in by_url.values()))
+            return sum(counts)
+
+    async def _send_in_order(self, queue: list[DeliveryRow]) -> int:
+        """One URL's deliveries, in order; after a failure the rest wait behind it."""
+        sent = 0
+        async with self._limit:
+            for index, row in enumerate(queue):
+                if self._stopping:
+                    self._store.release([r.id for r in queue[index:]])
+                    break
+                delivered, retry_at = await self._send_one(row)
+                if delivered:
+                    sent += 1
+                elif retry_at is not None:
+                    self._store.release([r.id for r in queue[index + 1 :]], not_before=retry_at)
+                    break
+        return sent
+
+    async def _send_one(self, row: DeliveryRow) -> tuple[bool, float | None]:
+        """Send one delivery and record the outcome; returns (delivered, retry time if any)."""
+        url = self._urls.get(row.url_id)
+        if url is None:
+            self._give_up(row, NOT_CONFIGURED)
+            return False, None
+        client = self._client(row.url_id, url)
+        if client is None:
+            self._give_up(row, REJECTED_URL)
+            return False, None
+        title, body = fit_for_url(url, row.title, row.body)
+        error = await self._notify(client, title, body, NOTIFY_TYPES.get(row.severity))
+        now = self._clock()
+        if error is None:
+            self._store.mark_sent(row.id, now)
+            log.info("delivered", alert_id=row.alert_id, channel=row.channel, url_id=row.url_id)
+            return True, None
+        attempts = row.attempts + 1
+        if outbox.is_dead(row.created_at, now, self._deadline):
+            self._give_up(row, error)
+            return False, None
+        # The last retry happens at the deadline itself, not a backoff step after it.
+        retry_at = min(
+            outbox.next_attempt(
+                attempts,
+                now,
+                jitter=self._random(),
+                first_retry=self._first_retry,
+                max_backoff=self._max_backoff,
+            ),
+            row.created_at + self._deadline,
+        )
+        self._store.mark_retry(row.id, error, retry_at)
+        log.warning(
+            "delivery failed, will retry",
+            alert_id=row.alert_id,
+            channel=row.channel,
+            url_id=row.url_id,
+            attempts=attempts,
+            retry_in=round(retry_at - now, 1),
+            error=error,
+        )
+        return False, retry_at
+
+    async def _notify(
+        self,
+        client: apprise.Apprise,
+        title: str,
+        body: str,
+        notify_type: apprise.NotifyType | None,
+    ) -> str | None:
+        """Ask Apprise to deliver; ``None`` when the URL accepted, else why not (scrubbed)."""
+        try:
+            result = await client.async_notify(
+                body=body,
+                title=title,
+                notify_type=notify_type or apprise.NotifyType.INFO,
+                body_format=apprise.NotifyFormat.TEXT,
+                timeout=self._send_timeout,
+            )
+        except Exception as exc:  # a plugin bug must not stop the sender
+            return REDACTOR.redact(f"{type(exc).__name__}: {exc}")[:500]
+        # apprise 2.2: an AppriseResult, true only when every service (here: our one URL)
+        # reports SUCCESS; its status also tells FAILURE, TIMEOUT and NOMATCH apart.
+        with result:
+            if result:
+                return None
+            messages = [
+                entry.message
+                for entry in result.logs()
+                if entry.level in ("WARNING", "ERROR", "CRITICAL")
+            ]
+            error = "; ".join(messages) or f"Apprise reported {result.status.name}"
+        return REDACTOR.redact(error)[:500]
+
+    def _client(self, url_id: str, url: str) -> apprise.Apprise | None:
+        client = self._apprise.get(url_id)
+        if client is None:
+            client = apprise.Apprise()
+            if not client.add(url):
+                return None
+            self._apprise[url_id] = client
+        return client
+
+    def _give_up(self, row: DeliveryRow, error: str) -> None:
+        self._store.mark_dead(row.id, error, self._clock())
+        log.error(
+            "delivery given up",
+            alert_id=row.alert_id,
+            channel=row.channel,
+            url_id=row.url_id,
+            attempts=row.attempts + 1,
+            error=error,
+        )
+        if self._on_dead is not None:
+            self._on_dead(row, error)

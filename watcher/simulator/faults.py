@@ -1,0 +1,139 @@
+"""Scripted failures of the simulated endpoint, consumed one per request (or per call).
+
+Two families:
+
+- HTTP faults hit a whole HTTP request (a batch included): ``http_429``, ``http_502_html``,
+  ``http_503_html``, ``garbage``, ``truncated_json`` and ``timeout``. One injected fault with
+  ``count=N`` spoils the next N HTTP requests that carry a call of ``method`` (any method when
+  ``method`` is None).
+- Call faults replace one call's answer inside an otherwise good response (HTTP 200):
+  ``rpc_error``, ``rpc_429`` and ``wrong_shape``. ``count=N`` spoils the next N matching calls.
+
+Faults are taken in injection order: the oldest matching fault wins. ``skip=N`` lets the first N
+matching requests (or calls) through before the fault starts, e.g. to fail the second page of a
+paged read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+HTTP_FAULTS = frozenset(
+    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout"}
+)
+CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape"})
+FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS
+
+# Options each kind understands, with their defaults.
+_DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
+    "http_429": {"retry_after": 1},
+    "http_502_html": {},
+    "http_503_html": {},
+    "garbage": {},
+    "truncated_json": {},
+    "timeout": {"seconds": 30.0},
+    "rpc_error": {
+        "code": -32005,
+        "message": "Node is behind by 42 slots",
+        "data": {"numSlotsBehind": 42},
+    },
+    "rpc_429": {},
+    "wrong_shape": {},
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    method: str | None
+    options: dict[str, Any]
+
+
+@dataclass
+class _Pending:
+    fault: Fault
+    remaining: int
+    skip: int = 0
+
+
+class FaultPlan:
+    """Thread-safe queue of faults; the server takes them as requests arrive."""
+
+    def __init__(self) -> None:
+        self._pending: list[_Pending] = []
+        self._ignore_until = False
+        self._lock = threading.Lock()
+
+    def inject(
+        self,
+        kind: str,
+        *,
+        method: str | None = None,
+        count: int = 1,
+        skip: int = 0,
+        **options: Any,
+    ) -> None:
+        """Queues a fault for the next ``count`` requests (or calls) of ``method``, after
+        letting ``skip`` of them through."""
+        if kind not in FAULT_KINDS:
+            known = ", ".join(sorted(FAULT_KINDS))
+            raise ValueError(f"unknown fault kind {kind!r}; known: {known}")
+        if count < 1 or skip < 0:
+            raise ValueError("count must be at least 1 and skip at least 0")
+        merged = dict(_DEFAULT_OPTIONS[kind])
+        if kind == "rpc_error" and ("code" in options or "message" in options):
+            merged.pop("data")  # the default data belongs to the default error only
+        unknown = set(options) - set(_DEFAULT_OPTIONS[kind])
+        if unknown:
+            raise ValueError(f"fault {kind!r} takes no option(s) {', '.join(sorted(unknown))}")
+        merged.update(options)
+        with self._lock:
+            self._pending.append(_Pending(Fault(kind, method, merged), count, skip))
+
+    @property
+    def ignore_until(self) -> bool:
+        """When True, getSignaturesForAddress ignores ``until`` (a node lagging behind a
+        load balancer does)."""
+        with self._lock:
+            return self._ignore_until
+
+    @ignore_until.setter
+    def ignore_until(self, value: bool) -> None:
+        with self._lock:
+            self._ignore_until = value
+
+    def clear(self) -> None:
+        """Drop every pending fault and honour ``until`` again."""
+        with self._lock:
+            self._pending.clear()
+            self._ignore_until = False
+
+    def pending(self) -> int:
+        """How many faulty requests/calls are still queued (sum of remaining counts)."""
+        with self._lock:
+            return sum(item.remaining for item in self._pending)
+
+    def take_http(self, methods: Iterable[str]) -> Fault | None:
+        """The HTTP fault for a request carrying calls of ``methods``, if one is due."""
+        return self._take(HTTP_FAULTS, set(methods))
+
+    def take_call(self, method: str) -> Fault | None:
+        """The call fault for one call of ``method``, if one is due."""
+        return self._take(CALL_FAULTS, {method})
+
+    def _take(self, kinds: frozenset[str], methods: set[str]) -> Fault | None:
+        with self._lock:
+            for item in self._pending:
+                fault = item.fault
+                if fault.kind in kinds and (fault.method is None or fault.method in methods):
+                    if item.skip:
+                        item.skip -= 1
+                        return None
+                    item.remaining -= 1
+                    if item.remaining == 0:
+                        self._pending.remove(item)
+                    return fault
+        return None

@@ -1,0 +1,80 @@
+"""Source ``nodes``: version drift of watched nodes (rule kind ``version_drift``).
+
+One target, ``"cluster"``: one getClusterNodes + getVoteAccounts pair serves every rule.
+State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}`` (``watcher.lifecycle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, cast
+
+from watcher.events import StepOutcome, TargetState
+from watcher.lifecycle import Assessment, StateRule, step_episodes
+from watcher.messages import drift_text
+from watcher.models import ClusterNode, VoteAccounts
+from watcher.sources.base import LedgerReader
+from watcher.versions import NodeAssessment, assess_node, index_cluster
+
+CLUSTER = "cluster"
+
+
+class DriftRule(StateRule, Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def validators(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class ClusterObservation:
+    nodes: tuple[ClusterNode, ...]
+    vote_accounts: VoteAccounts
+
+
+class NodesSource:
+    name = "nodes"
+    rule_kinds: tuple[str, ...] = ("version_drift",)
+
+    def targets(self, rules: Sequence[Any]) -> list[str]:
+        # No rule of this kind: nothing to poll (getClusterNodes weighs megabytes).
+        return [CLUSTER] if self._rules(rules) else []
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> ClusterObservation:
+        nodes, vote_accounts = await asyncio.gather(
+            ledger.get_cluster_nodes(), ledger.get_vote_accounts()
+        )
+        return ClusterObservation(tuple(nodes), vote_accounts)
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: ClusterObservation,
+        now: float,
+    ) -> StepOutcome:
+        cluster = index_cluster(observation.nodes, observation.vote_accounts)
+
+        def assess(rule: StateRule) -> Mapping[str, Assessment]:
+            watched = cast(DriftRule, rule).validators
+            return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
+
+        return step_episodes(self._rules(rules), state, now, assess, drift_text)
+
+    def _rules(self, rules: Sequence[Any]) -> list[DriftRule]:
+        return [cast(DriftRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def _assessment(node: NodeAssessment) -> Assessment:
+    facts = asdict(node)
+    facts["vote_pubkeys"] = list(node.vote_pubkeys)
+    return node.drifting, facts
+
+
+SOURCE = NodesSource()

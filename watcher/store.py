@@ -1,0 +1,475 @@
+"""State in SQLite: per-target state documents, the alert history and the delivery outbox.
+
+One connection, used only from the thread that opened it (the event loop's); every method is
+one short transaction. A step's new state, its alerts and their deliveries are committed
+together (``commit_step``), so a crash either loses the whole step (the cursor did not move:
+the step is redone) or nothing (the deliveries wait in the outbox).
+
+Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from watcher.events import AlertMessage, Reason, Severity, TargetState
+from watcher.outbox import Destination
+
+# Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),
+# sent, dead (given up). Alert statuses are derived from its deliveries: queued (nothing
+# sent yet), partial (some sent, others waiting or dead), sent, dead (none sent, all given
+# up), silenced (no destination at all).
+DELIVERY_STATUSES = ("pending", "sending", "sent", "dead")
+ALERT_STATUSES = ("queued", "partial", "sent", "dead", "silenced")
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was written by a newer watcher: refuse rather than guess."""
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    """A delivery due (or claimed) for sending, with what to send."""
+
+    id: int
+    alert_id: int
+    channel: str
+    url_id: str
+    status: str
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+    rule: str
+    severity: Severity
+    reason: Reason
+    title: str
+    body: str
+
+
+@dataclass(frozen=True)
+class DeliveryStatus:
+    channel: str
+    url_id: str
+    status: str
+    attempts: int
+    last_error: str | None
+    sent_at: float | None
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """One line of the alert history, with the fate of each of its deliveries."""
+
+    id: int
+    created_at: float
+    rule: str
+    severity: Severity
+    subject: str
+    reason: Reason
+    dedup_key: str
+    title: str
+    body: str
+    facts: dict[str, Any]
+    status: str
+    deliveries: tuple[DeliveryStatus, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (``watcher alerts --json``)."""
+        return asdict(self)
+
+
+# -- schema -------------------------------------------------------------------------------------
+# Migrations are plain SQL, append-only: never edit one that has shipped, add the next one.
+# Each runs in its own transaction together with the bump of the recorded version.
+
+
+def _migration_1_initial(db: Database) -> None:
+    db.execute(
+        """CREATE TABLE targets (
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (source, target)
+        ) STRICT"""
+    )
+    db.execute(
+        """CREATE TABLE alerts (
+            id INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL,
+            rule TEXT NOT NULL,
+            severity TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            dedup_key TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            facts TEXT NOT NULL,
+            status TEXT NOT NULL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX alerts_rule_created ON alerts (rule, created_at)")
+    db.execute("CREATE INDEX alerts_created ON alerts (created_at)")
+    db.execute(
+        """CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY,
+            alert_id INTEGER NOT NULL REFERENCES alerts (id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            url_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            last_error TEXT,
+            sent_at REAL,
+            created_at REAL NOT NULL,
+            UNIQUE (alert_id, url_id)
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)")
+
+
+Migration = Callable[[Database], None]
+MIGRATIONS: tuple[Migration, ...] = (_migration_1_initial,)
+
+
+@contextmanager
+def transaction(db: Database) -> Iterator[None]:
+    """Group writes: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK of everything on any exception.
+
+    The connection runs with ``isolation_level=None`` (see ``open_database``), so the driver
+    opens no implicit transaction of its own: these statements are the only transaction
+    control. IMMEDIATE takes the write lock up front, so a concurrent reader (the ``alerts``
+    command) cannot make the commit fail half-way. sqlite-utils' own methods nest inside as
+    savepoints. Transactions do not nest: a nested call is a bug and raises.
+    """
+    conn = db.conn
+    if conn.in_transaction:
+        raise RuntimeError("transaction() does not nest")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def open_database(path: Path | str) -> Database:
+    """Open (creating its folder) a WAL database with foreign keys enforced."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = Database(path)
+    db.conn.isolation_level = None
+    db.execute("PRAGMA foreign_keys = ON")
+    # A reader such as `watcher alerts` may hold the lock for a moment: wait a little rather
+    # than fail. Writes are short, so this never waits long.
+    db.execute("PRAGMA busy_timeout = 2000")
+    db.enable_wal()
+    # NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+    # durability of the last transactions at the cost of an fsync per commit.
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def schema_version(db: Database) -> int:
+    if "schema_migrations" not in db.table_names():
+        return 0
+    row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply the migrations the database has not seen yet, in order; returns how many ran.
+
+    Each migration runs in its own transaction with the bump of the version, which is read
+    again under the write lock: two processes starting together cannot apply one twice.
+    """
+    applied = 0
+    while True:
+        current = schema_version(db)
+        if current > len(migrations):
+            raise SchemaTooNewError(
+                f"the state database is at schema version {current}, newer than this watcher "
+                f"knows ({len(migrations)}): upgrade the watcher or use another state_path"
+            )
+        if current == len(migrations):
+            return applied
+        with transaction(db):
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL) STRICT"
+            )
+            if schema_version(db) != current:
+                continue  # another process got there first: look again
+            migrations[current](db)
+            db.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                [current + 1, time.time()],
+            )
+        applied += 1
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+_DELIVERY_COLUMNS = """
+    d.id, d.alert_id, d.channel, d.url_id, d.status, d.attempts, d.next_attempt_at,
+    d.created_at, a.rule, a.severity, a.reason, a.title, a.body
+"""
+
+# An alert's status follows from its deliveries (see ALERT_STATUSES).
+_REFRESH_ALERT_STATUS = """
+UPDATE alerts SET status = (
+    SELECT CASE
+        WHEN COUNT(*) = 0 THEN 'silenced'
+        WHEN SUM(status = 'sent') = COUNT(*) THEN 'sent'
+        WHEN SUM(status = 'sent') > 0 THEN 'partial'
+        WHEN SUM(status = 'dead') = COUNT(*) THEN 'dead'
+        ELSE 'queued'
+    END
+    FROM deliveries WHERE deliveries.alert_id = alerts.id
+)
+WHERE id = ?
+"""
+
+
+def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
+    return DeliveryRow(*row)
+
+
+class Store:
+    """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._db = open_database(self.path)
+        migrate(self._db)
+
+    @property
+    def db(self) -> Database:
+        return self._db
+
+    def close(self) -> None:
+        self._db.close()
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
+
+    # -- target state ---------------------------------------------------------------------
+    def load_state(self, source: str, target: str) -> TargetState | None:
+        row = self._db.execute(
+            "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
+        ).fetchone()
+        if row is None:
+            return None
+        state: TargetState = json.loads(row[0])
+        return state
+
+    def commit_step(
+        self,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        """Save the target's new state, its alerts and their deliveries in ONE transaction.
+
+        An alert whose ``dedup_key`` is already recorded is skipped with its deliveries (a
+        step re-run after a crash repeats nothing). A URL listed twice for one alert (the same
+        URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
+        """
+        new_ids: list[int] = []
+        with transaction(self._db):
+            self._db.execute(
+                """INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (source, target)
+                DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
+                [source, target, _to_json(state), now],
+            )
+            for alert in alerts:
+                alert_id = self._insert_alert(alert, now)
+                if alert_id is None:
+                    continue
+                new_ids.append(alert_id)
+                for destination in destinations(alert):
+                    self._db.execute(
+                        """INSERT INTO deliveries
+                        (alert_id, channel, url_id, status, attempts, next_attempt_at,
+                         created_at)
+                        VALUES (?, ?, ?, 'pending', 0, ?, ?)
+                        ON CONFLICT (alert_id, url_id) DO NOTHING""",
+                        [alert_id, destination.channel, destination.url_id, now, now],
+                    )
+                self._db.execute(_REFRESH_ALERT_STATUS, [alert_id])
+        return new_ids
+
+    def _insert_alert(self, alert: AlertMessage, now: float) -> int | None:
+        row = self._db.execute(
+            """INSERT INTO alerts
+            (created_at, rule, severity, subject, reason, dedup_key, title, body, facts, status)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
+            ON CONFLICT (dedup_key) DO NOTHING
+            RETURNING id""",
+            [
+                now,
+                alert.rule,
+                alert.severity,
+                alert.subject,
+                alert.reason,
+                alert.dedup_key,
+                alert.title,
+                alert.body,
+                _to_json(alert.facts),
+            ],
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    # -- outbox ---------------------------------------------------------------------------
+    def due_deliveries(self, now: float, limit: int = 100) -> list[DeliveryRow]:
+        """Pending deliveries whose time has come, oldest first (in the order they were queued)."""
+        rows = self._db.execute(
+            f"""SELECT {_DELIVERY_COLUMNS}
+            FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+            WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+            ORDER BY d.id LIMIT ?""",
+            [now, limit],
+        ).fetchall()
+        return [_delivery_row(r) for r in rows]
+
+    def claim_due(self, now: float, limit: int = 100) -> list[DeliveryRow]:
+        """``due_deliveries`` marked ``sending``, so that no other pass picks them up."""
+        with transaction(self._db):
+            rows = self.due_deliveries(now, limit)
+            if rows:
+                self._db.execute(
+                    f"UPDATE deliveries SET status = 'sending' WHERE id IN ({_marks(rows)})",
+                    [r.id for r in rows],
+                )
+        return [replace(r, status="sending") for r in rows]
+
+    def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
+        """Put claimed deliveries back to pending, unattempted (e.g. at shutdown).
+
+        ``not_before`` keeps them behind an earlier delivery to the same URL that must go
+        first.
+        """
+        if not delivery_ids:
+            return
+        with transaction(self._db):
+            self._db.execute(
+                f"""UPDATE deliveries SET status = 'pending',
+                    next_attempt_at = MAX(next_attempt_at, COALESCE(?, next_attempt_at))
+                WHERE status = 'sending' AND id IN ({_marks(delivery_ids)})""",
+                [not_before, *delivery_ids],
+            )
+
+    def requeue_interrupted(self) -> int:
+        """Deliveries left ``sending`` by a process that stopped mid-send go back to pending.
+
+        At-least-once: such a message may have gone out; sending it again is the lesser evil.
+        Only the process that sends may call this (not a reader such as ``watcher alerts``).
+        """
+        with transaction(self._db):
+            cursor = self._db.execute(
+                "UPDATE deliveries SET status = 'pending' WHERE status = 'sending'"
+            )
+        return int(cursor.rowcount)
+
+    def mark_sent(self, delivery_id: int, now: float) -> None:
+        self._finish(
+            delivery_id,
+            "status = 'sent', attempts = attempts + 1, sent_at = ?, last_error = NULL",
+            [now],
+        )
+
+    def mark_retry(self, delivery_id: int, error: str, next_attempt_at: float) -> None:
+        self._finish(
+            delivery_id,
+            "status = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
+            [error, next_attempt_at],
+        )
+
+    def mark_dead(self, delivery_id: int, error: str, now: float) -> None:
+        self._finish(
+            delivery_id,
+            "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
+            [error, now],
+        )
+
+    def _finish(self, delivery_id: int, assignments: str, params: list[Any]) -> None:
+        with transaction(self._db):
+            row = self._db.execute(
+                f"UPDATE deliveries SET {assignments} WHERE id = ? RETURNING alert_id",
+                [*params, delivery_id],
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no delivery {delivery_id}")
+            self._db.execute(_REFRESH_ALERT_STATUS, [row[0]])
+
+    def pending_count(self) -> int:
+        """Deliveries not yet sent nor given up (pending or being sent)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')"
+        ).fetchone()
+        return int(row[0])
+
+    # -- history --------------------------------------------------------------------------
+    def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
+        """The most recent alerts, newest first, each with its deliveries."""
+        where, params = ("WHERE rule = ?", [rule]) if rule is not None else ("", [])
+        alerts = self._db.execute(
+            f"""SELECT id, created_at, rule, severity, subject, reason, dedup_key, title, body,
+                facts, status
+            FROM alerts {where} ORDER BY created_at DESC, id DESC LIMIT ?""",
+            [*params, limit],
+        ).fetchall()
+        by_alert: dict[int, list[DeliveryStatus]] = {a[0]: [] for a in alerts}
+        if by_alert:
+            for d in self._db.execute(
+                f"""SELECT alert_id, channel, url_id, status, attempts, last_error, sent_at
+                FROM deliveries WHERE alert_id IN ({_marks(by_alert)}) ORDER BY id""",
+                list(by_alert),
+            ).fetchall():
+                by_alert[d[0]].append(DeliveryStatus(*d[1:]))
+        return [
+            AlertRecord(
+                id=a[0],
+                created_at=a[1],
+                rule=a[2],
+                severity=a[3],
+                subject=a[4],
+                reason=a[5],
+                dedup_key=a[6],
+                title=a[7],
+                body=a[8],
+                facts=json.loads(a[9]),
+                status=a[10],
+                deliveries=tuple(by_alert[a[0]]),
+            )
+            for a in alerts
+        ]
+
+
+def _marks(items: Sequence[Any] | dict[Any, Any]) -> str:
+    return ", ".join("?" for _ in items)
+
+
+def _to_json(value: Any) -> str:
+    # Compact and key-sorted: the same state always serialises to the same bytes.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
