@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from receivers import JsonReceiver, SmtpReceiver
-from receivers import wait_until as _wait_until
 
 from watcher.store import Store
+
+from receivers import JsonReceiver, SmtpReceiver
+from receivers import wait_until as _wait_until
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from daemon_harness import DaemonProcess, write_config
-from receivers import JsonReceiver, SmtpReceiver, wait_until
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
+
+from daemon_harness import DaemonProcess, write_config
+from receivers import JsonReceiver, SmtpReceiver, wait_until
 
 API_KEY = "k3yTH4tMustN3v3rL3ak0ut9f8e7d6c5b4a3"
 TREASURY = derived_pubkey("e2e treasury")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_diff import key
 
 from watcher.messages import (
     drift_text,
@@ -19,6 +18,8 @@ from watcher.messages import (
     validator_text,
 )
 from watcher.rules.schema import RULE_MODELS
+
+from test_diff import key
 
 ADDRESS = key("messages-address")
 NODE, VOTE = key("messages-node"), key("messages-vote")

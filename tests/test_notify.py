@@ -10,12 +10,13 @@ from typing import Any
 import apprise
 import apprise.decorators
 import pytest
-from receivers import JsonReceiver, SmtpReceiver
 
 from watcher.events import AlertMessage
 from watcher.notify import NOT_CONFIGURED, REJECTED_URL, Sender, fit_for_url, secret_fragments
 from watcher.outbox import Destination, url_id
 from watcher.store import AlertRecord, DeliveryRow, Store
+
+from receivers import JsonReceiver, SmtpReceiver
 
 
 class FakeClock:

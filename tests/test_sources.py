@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from test_diff import entry, history, key
-from test_versions import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
 
 from watcher.errors import BadResponse, RpcTimeout
 from watcher.events import AlertMessage, StepOutcome, TargetState
@@ -21,6 +19,9 @@ from watcher.sources import SOURCES, source_for_kind
 from watcher.sources.holders import HoldersObservation
 from watcher.sources.nodes import ClusterObservation
 from watcher.sources.signatures import SignaturesObservation
+
+from test_diff import entry, history, key
+from test_versions import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
 
 ADDRESS = key("treasury")
 OTHER_ADDRESS = key("other")
