@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,11 +32,12 @@ from watcher.models import SignatureEntry
 from watcher.redact import REDACTOR
 from watcher.rpc import RpcClient, SecretUrlTransport
 
+from recorded import answer_bytes
+
 KEY = "SeCrEtKeY-0123456789abcdefXYZ"
 URL = f"https://rpc.example.com/v3/{KEY}"
 PUBLIC_URL = "https://rpc.example.com/v3/***"
 ADDRESS = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
-FIXTURES = Path(__file__).parents[2] / "shared" / "fixtures"
 
 Reply = Callable[[httpx.Request], httpx.Response]
 
@@ -86,7 +86,7 @@ def raises(make: Callable[[httpx.Request], Exception]) -> Reply:
 
 def recorded(name: str) -> Reply:
     """A recorded real answer: sent byte for byte when its id is ours, else with our id put in."""
-    data = (FIXTURES / name).read_bytes()
+    data = answer_bytes(name)
 
     def reply(request: httpx.Request) -> httpx.Response:
         body = json.loads(data)
@@ -150,7 +150,7 @@ def default_structlog() -> Iterator[None]:
     structlog.configure(**saved)
 
 
-SIGNATURES = json.loads((FIXTURES / "testnet_getSignaturesForAddress_2021-06-30.json").read_text())
+SIGNATURES = json.loads(answer_bytes("testnet_getSignaturesForAddress_2021-06-30.json"))
 OK = result(SIGNATURES["result"])
 
 

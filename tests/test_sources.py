@@ -20,8 +20,9 @@ from watcher.sources.holders import HoldersObservation
 from watcher.sources.nodes import ClusterObservation
 from watcher.sources.signatures import SignaturesObservation
 
+from recorded import FIXTURES
 from test_diff import entry, history, key
-from test_versions import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
+from test_versions import BEHIND, ON_REFERENCE, load_mainnet
 
 ADDRESS = key("treasury")
 OTHER_ADDRESS = key("other")

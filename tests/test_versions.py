@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +19,7 @@ from watcher.versions import (
     parse_version,
 )
 
-FIXTURES = Path(__file__).parents[2] / "shared" / "fixtures"
+from recorded import result_of
 
 # Picked from the fixtures: (identity, its vote account)
 ON_REFERENCE = (
@@ -41,7 +39,7 @@ DELINQUENT_NOT_IN_GOSSIP = (
 
 
 def _result(name: str) -> object:
-    return json.loads((FIXTURES / name).read_text())["result"]
+    return result_of(name)
 
 
 @functools.cache
