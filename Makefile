@@ -19,6 +19,7 @@ test: $(STAMP)
 	$(BIN)/ruff check watcher tests
 	$(BIN)/mypy watcher
 	$(BIN)/watcher check --config examples/watcher.yaml
+	$(BIN)/watcher test rules/tests/*.test.yaml
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -10,6 +10,8 @@ from typing import Any
 import apprise
 import apprise.decorators
 import pytest
+import structlog
+import structlog.testing
 
 from watcher.events import AlertMessage
 from watcher.notify import NOT_CONFIGURED, REJECTED_URL, Sender, fit_for_url, secret_fragments
@@ -231,6 +233,119 @@ async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
     assert await sender.send_due() == 0
     assert len(json_receiver.refused) == 3
     assert tmp_store.pending_count() == 0
+
+
+# -- dead letters ---------------------------------------------------------------------------
+
+
+async def test_a_dead_letter_reaches_the_fallback_channel_exactly_once(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    with JsonReceiver() as refusing:
+        refusing.refuse_all(True)
+        clock = FakeClock()
+        channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
+        sender = make_sender(
+            tmp_store, channels, clock, deadline=60.0, fallback_channels=("alerts",)
+        )
+        enqueue(tmp_store, sender, clock, alert("k1"))
+        assert await sender.send_due() == 0
+        clock.advance(60)
+        assert await sender.send_due() == 0  # given up now; its dead letter waits 2 s
+        clock.advance(2)
+        assert await sender.send_due() == 1
+
+        [letter] = json_receiver.received
+        assert letter["title"] == "[WARNING] watcher: notification undeliverable"
+        message = letter["message"]
+        assert "A notification of rule treasury could not be delivered" in message
+        assert "Notification: [warning] treasury: k1" in message
+        assert f"Channel: ops (URL id {url_id(refusing.url)})" in message
+        assert "error=500" in message
+        assert refusing.url not in message and str(refusing.port) not in message
+        for _ in range(3):
+            clock.advance(3600)
+            await sender.send_due()
+        assert len(json_receiver.received) == 1
+        assert [(r.dedup_key, r.status) for r in history(tmp_store)] == [
+            ("k1", "dead"),
+            ("dead|1", "sent"),
+        ]
+
+
+async def test_deliveries_dying_together_make_one_dead_letter_digest(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    with JsonReceiver() as refusing:
+        refusing.refuse_all(True)
+        clock = FakeClock()
+        channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
+        sender = make_sender(
+            tmp_store, channels, clock, deadline=60.0, fallback_channels=("ops", "alerts")
+        )
+        enqueue(tmp_store, sender, clock, alert("k1"), alert("k2"), alert("k3", rule="whales"))
+        await sender.send_due()
+        clock.advance(60)
+        await sender.send_due()
+        clock.advance(2)
+        assert await sender.send_due() == 3
+        # Not to the URL that just failed, although it is in a fallback channel too.
+        assert [post["title"] for post in refusing.refused if "watcher" in post["title"]] == []
+        [digest] = json_receiver.received
+        assert digest["title"] == "[WARNING] watcher: 3 undeliverable notifications (2 rules)"
+        assert f"- [warning] treasury: k2 (to ops, URL id {url_id(refusing.url)})" in (
+            digest["message"]
+        )
+
+
+async def test_a_dead_letter_that_dies_too_is_not_reported_again(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    json_receiver.refuse_all(True)
+    with JsonReceiver() as refusing:
+        refusing.refuse_all(True)
+        clock = FakeClock()
+        channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
+        sender = make_sender(
+            tmp_store, channels, clock, deadline=60.0, fallback_channels=("alerts",)
+        )
+        enqueue(tmp_store, sender, clock, alert("k1"))
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(20):
+                clock.advance(30)
+                await sender.send_due()
+        assert [(r.dedup_key, r.status) for r in history(tmp_store)] == [
+            ("k1", "dead"),
+            ("dead|1", "dead"),
+        ]
+        assert tmp_store.pending_count() == 0
+        assert [e["event"] for e in logs if e["log_level"] == "error"] == [
+            "delivery given up",
+            "delivery given up",
+            "dead letter not reported: it was one itself",
+        ]
+
+
+@pytest.mark.parametrize("fallback", [(), ("ops",)])
+async def test_a_death_with_no_other_url_to_report_it_is_logged(
+    tmp_store: Store, json_receiver: JsonReceiver, fallback: tuple[str, ...]
+) -> None:
+    json_receiver.refuse_all(True)
+    clock = FakeClock()
+    sender = make_sender(
+        tmp_store, {"ops": [json_receiver.url]}, clock, deadline=60.0, fallback_channels=fallback
+    )
+    enqueue(tmp_store, sender, clock, alert("k1"))
+    with structlog.testing.capture_logs() as logs:
+        await sender.send_due()
+        clock.advance(60)
+        await sender.send_due()
+    [unreported] = [e for e in logs if e["event"].startswith("dead letter not reported")]
+    assert unreported["log_level"] == "error"
+    assert unreported["title"] == "[warning] treasury: k1"
+    assert unreported["url_id"] == url_id(json_receiver.url)
+    assert json_receiver.url not in str(logs)
+    assert [r.dedup_key for r in history(tmp_store)] == ["k1"]
 
 
 async def test_a_url_no_longer_configured_is_given_up_without_sending(

@@ -502,7 +502,7 @@ def test_valid_rules_get_their_defaults(rules_dir: Path) -> None:
     treasury, whales, delinquent, drift = load_rules([Path("rules")], None)
     assert isinstance(treasury, NewTransactionsRule)
     assert (treasury.every, treasury.severity, treasury.notify) == (30.0, "warning", None)
-    assert (treasury.group_wait, treasury.group_interval, treasury.max_per_hour) == (0, 0, None)
+    assert (treasury.group_wait, treasury.group_interval, treasury.max_per_hour) == (2, 0, None)
     assert (treasury.title, treasury.body) == (None, None)
     assert isinstance(whales, HolderChangesRule)
     assert (whales.every, whales.min_change_pct) == (60.0, 5.0)

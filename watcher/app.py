@@ -18,11 +18,12 @@ from collections.abc import Sequence
 
 import structlog
 
-from watcher import routing
+from watcher import builtin, routing, silences
 from watcher.clock import Clock, system_clock
 from watcher.errors import RpcError
-from watcher.events import AlertMessage
-from watcher.health import RoundHealth
+from watcher.events import AlertMessage, StepOutcome
+from watcher.health import RoundHealth, RoundVerdict
+from watcher.messages import Presentation, PresentedRule, present
 from watcher.notify import Sender
 from watcher.outbox import Destination
 from watcher.rpc import RpcClient
@@ -68,15 +69,20 @@ class Daemon:
             first_retry=settings.delivery.first_retry,
             max_backoff=settings.delivery.max_backoff,
             deadline=settings.delivery.deadline,
+            fallback_channels=settings.fallback_channels,
         )
         self.health = RoundHealth()
+        endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
+        self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
+        self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
         self._outbox_has_work = asyncio.Event()
 
     # -- one observation ---------------------------------------------------------------------
 
     async def poll_target(self, source: Source, target: str) -> None:
-        rules = self.ruleset.rules_for(source.name, target)
+        builtins = self.builtins.rules_for(source.name)
+        rules = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
         try:
             observation = await source.observe(self.rpc, target, state)
@@ -87,8 +93,22 @@ class Daemon:
         self.health.succeeded(source.name, target)
         now = self.clock()
         outcome = source.step(rules, target, state, observation, now)
-        alerts = [self._route(alert) for alert in outcome.alerts]
-        self.store.commit_step(source.name, target, outcome.state, alerts, self._destinations, now)
+        self._commit(source.name, target, outcome, rules, now)
+
+    def _commit(
+        self,
+        source: str,
+        target: str,
+        outcome: StepOutcome,
+        rules: Sequence[PresentedRule],
+        now: float,
+    ) -> None:
+        """Word, route and silence a step's alerts; store them with its state (one transaction)."""
+        alerts = [self._route(self._present(alert, rules)) for alert in outcome.alerts]
+        if alerts:
+            # Read after the observation: a silence added before the change it mutes is seen.
+            alerts = silences.mark_silenced(alerts, self.store.active_silences(now), now)
+        self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
         if alerts:
             self._outbox_has_work.set()
 
@@ -98,15 +118,33 @@ class Daemon:
             return
         source = SOURCES[job.source]
         await asyncio.gather(*(self.poll_target(source, target) for target in job.targets))
-        self.health.round_done(job.source)
+        now = self.clock()
+        verdict = self.health.round_done(job.source, now)
+        if verdict is not None:
+            self._check_rpc_health(verdict, now)
+
+    def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
+        """The built-in rpc_unhealthy: its episode is stored like a target's state."""
+        state = self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
+        outcome = self.builtins.rpc_step(state, verdict, now)
+        if outcome is not None:
+            rules = [self.builtins.rpc_unhealthy]
+            self._commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
 
     # -- delivery ----------------------------------------------------------------------------
+
+    def _present(self, alert: AlertMessage, rules: Sequence[PresentedRule]) -> AlertMessage:
+        """Word the alert again with the address book and explorer links (settings)."""
+        rule = next((rule for rule in rules if rule.name == alert.rule), None)
+        return alert if rule is None else present(alert, rule, self.presentation)
 
     def _route(self, alert: AlertMessage) -> AlertMessage:
         channels = routing.channels_for(alert, self.settings)
         return dataclasses.replace(alert, channels=tuple(channels))
 
     def _destinations(self, alert: AlertMessage) -> Sequence[Destination]:
+        if silences.is_silenced(alert):
+            return []  # recorded in the history as "silenced", sent nowhere
         return self.sender.destinations(alert)
 
     async def deliver_forever(self) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -135,10 +135,17 @@ def alerts(
         else:
             typer.echo(
                 f"{iso(record.created_at)}  {record.severity.upper():8} {record.reason:8} "
-                f"{record.status:9} {record.rule}: {record.title}"
+                f"{record.status:9} {record.rule}: {record.title}{_silence_note(record.facts)}"
             )
     if not records and not as_json:
         typer.echo("no alerts yet")
+
+
+def _silence_note(facts: dict[str, object]) -> str:
+    from watcher.silences import SILENCE_FACT
+
+    silence = facts.get(SILENCE_FACT)
+    return f"  (silence {silence['id']})" if isinstance(silence, dict) else ""
 
 
 @app.command()
@@ -148,11 +155,15 @@ def simulate(
         str, typer.Option(help="Scripted scenario to play: demo or quiet.")
     ] = "demo",
     api_key: Annotated[str, typer.Option(help="The key expected in the path /v3/KEY.")] = "sim-key",
+    speed: Annotated[
+        float,
+        typer.Option(help="Scenario speed: 0.1 plays it ten times slower (for slower polls)."),
+    ] = 1.0,
 ) -> None:
     """Serve the ledger simulator on loopback, for trying rules against a scripted ledger."""
     from watcher.simulator import serve
 
-    serve(port=port, scenario_name=scenario, api_key=api_key)
+    raise typer.Exit(code=serve(port=port, scenario_name=scenario, api_key=api_key, speed=speed))
 
 
 @app.command()
@@ -165,6 +176,199 @@ def demo(
     from watcher.demo import run_demo
 
     raise typer.Exit(code=run_demo(rules))
+
+
+@app.command("test")
+def test_rules(
+    files: Annotated[list[Path], typer.Argument(help="Rule test files (*.test.yaml).")],
+) -> None:
+    """Run rule tests offline against the simulator; exit 1 if a step fails, 2 on bad input."""
+    from watcher import logs
+    from watcher.ruletest import run_test_files
+
+    logs.configure("error", "console")
+    raise typer.Exit(code=run_test_files(files))
+
+
+# -- silences and channel tests ------------------------------------------------------------
+
+silence_app = typer.Typer(
+    help="Mute a rule's notifications for a while; muted alerts stay in the history.",
+    no_args_is_help=True,
+)
+app.add_typer(silence_app, name="silence")
+
+
+def _settings_or_exit(config: Path) -> Settings:
+    from watcher.errors import ConfigError
+    from watcher.settings import load_settings
+
+    try:
+        return load_settings(config)
+    except ConfigError as exc:
+        _fail_with_problems(list(exc.problems))
+        raise  # unreachable: _fail_with_problems exits
+
+
+def _usage_error(message: str) -> NoReturn:
+    typer.echo(f"watcher: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _builtin_subjects() -> dict[str, tuple[str, ...]]:
+    """The daemon's built-in alerts can be silenced too; each has one subject."""
+    from watcher import builtin
+
+    return {
+        builtin.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
+        builtin.CLUSTER_DELINQUENT_STAKE: (builtin.CLUSTER_SUBJECT,),
+    }
+
+
+def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
+    """Rule name -> the subjects its alerts can have (its addresses, mints or validators)."""
+    return {**_builtin_subjects(), **{rule.name: rule.watched for rule in ruleset.rules}}
+
+
+@silence_app.command("add")
+def silence_add(
+    config: ConfigOption,
+    rule: Annotated[str, typer.Option(help="The rule to silence (its name).")],
+    duration: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d, 1h30m ...")],
+    comment: Annotated[str, typer.Option(help="Why (required); listed with the silence.")],
+    subject: Annotated[
+        str | None,
+        typer.Option(help="Only this address, mint or validator of the rule (default: all)."),
+    ] = None,
+) -> None:
+    """Silence a rule (or one subject of it) from now on, for --for."""
+    import os
+    import time
+
+    from watcher.clock import iso
+    from watcher.durations import parse_duration
+    from watcher.errors import ConfigError
+    from watcher.store import Store
+
+    if not comment.strip():
+        _usage_error("--comment must say why the rule is silenced")
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        _usage_error(f"--for: {exc}")
+    if seconds <= 0:
+        _usage_error("--for must be longer than 0s")
+    try:
+        settings, ruleset = _load(config)
+    except ConfigError as exc:
+        _fail_with_problems(list(exc.problems))
+    watched = _silenceable(ruleset).get(rule)
+    if watched is None:
+        known = ", ".join(sorted(r.name for r in ruleset.rules)) or "none"
+        _usage_error(
+            f"no rule named {rule!r} in the rule files (rules: {known}; built-in: "
+            f"{', '.join(sorted(_builtin_subjects()))})"
+        )
+    if subject is not None and subject not in watched:
+        _usage_error(f"rule {rule!r} does not watch {subject} (it watches: {', '.join(watched)})")
+    now = time.time()
+    store = Store(settings.state_path)
+    try:
+        silence = store.add_silence(
+            rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
+        )
+    finally:
+        store.close()
+    typer.echo(
+        f"silence {silence.id}: {rule} ({subject or 'every subject'}) "
+        f"silenced until {iso(silence.ends_at)}"
+    )
+
+
+@silence_app.command("list")
+def silence_list(
+    config: ConfigOption,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also silences that ended or were expired.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Silences in effect (or all of them with --all), newest first."""
+    import time
+
+    from watcher.clock import iso
+    from watcher.store import Store
+
+    settings = _settings_or_exit(config)
+    now = time.time()
+    silences = []
+    if settings.state_path.exists():
+        store = Store(settings.state_path)
+        try:
+            silences = store.list_silences(now, include_expired=show_all)
+        finally:
+            store.close()
+    for silence in silences:
+        state = "active" if silence.is_active(now) else "expired"
+        if as_json:
+            typer.echo(json.dumps({**silence.as_dict(), "state": state}, sort_keys=True))
+        else:
+            typer.echo(
+                f"{silence.id:>4}  {state:7}  {silence.rule}  {silence.subject or '*'}  "
+                f"{iso(silence.starts_at)} -> {iso(silence.ended_at())}  "
+                f"by {silence.created_by or '?'}: {silence.comment}"
+            )
+    if not silences and not as_json:
+        typer.echo("no silences" if show_all else "no active silences")
+
+
+@silence_app.command("expire")
+def silence_expire(
+    silence_id: Annotated[int, typer.Argument(metavar="ID", help="The silence's id.")],
+    config: ConfigOption,
+) -> None:
+    """End a silence now: the rule notifies again from its next poll."""
+    import time
+
+    from watcher.clock import iso
+    from watcher.store import Store
+
+    settings = _settings_or_exit(config)
+    if not settings.state_path.exists():
+        typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
+        raise typer.Exit(code=1)
+    now = time.time()
+    store = Store(settings.state_path)
+    try:
+        if store.expire_silence(silence_id, now):
+            typer.echo(f"silence {silence_id} expired")
+            return
+        known = {s.id: s for s in store.list_silences(now, include_expired=True)}
+    finally:
+        store.close()
+    if silence_id not in known:
+        typer.echo(f"watcher: no silence {silence_id} (see: watcher silence list --all)", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(f"silence {silence_id} had already ended at {iso(known[silence_id].ended_at())}")
+
+
+@app.command("notify-test")
+def notify_test(
+    config: ConfigOption,
+    channel: Annotated[str, typer.Option(help="The channel to test (a name under channels).")],
+) -> None:
+    """Send a test notification to every URL of a channel now; exit 1 if any URL failed."""
+    from watcher.notify_check import send_test
+
+    settings = _settings_or_exit(config)
+    urls = settings.channels.get(channel)
+    if urls is None:
+        known = ", ".join(sorted(settings.channels)) or "none are defined"
+        _usage_error(f"no channel named {channel!r} (channels: {known})")
+    outcomes = asyncio.run(send_test(channel, urls))
+    for outcome in outcomes:
+        typer.echo(f"{channel}  {outcome.line()}")
+    raise typer.Exit(code=0 if all(o.error is None for o in outcomes) else 1)
 
 
 def main() -> None:

@@ -23,6 +23,20 @@ TargetState = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Grouping:
+    """How the alerts of an event rule are gathered, per destination, into digests
+    (``watcher.digest``): the first waits ``wait`` seconds for company, then one message goes
+    out; later ones go out at most once per ``interval``, and at most ``max_per_hour`` messages
+    per rolling hour (the rest wait and go out together). ``kind`` (the rule's kind) picks the
+    digest's wording."""
+
+    kind: str
+    wait: float = 0.0
+    interval: float = 0.0
+    max_per_hour: int | None = None
+
+
+@dataclass(frozen=True)
 class AlertMessage:
     """One notification to deliver: the output of a step, the input of the outbox.
 
@@ -40,6 +54,13 @@ class AlertMessage:
     body: str
     channels: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)
+    # None: sent on its own, at once (state kinds: firing, resolved, repeat).
+    grouping: Grouping | None = None
+
+    @property
+    def group_key(self) -> str | None:
+        """Alerts with the same key (and URL) share digests: one rule's events of one kind."""
+        return None if self.grouping is None else f"{self.rule}|{self.grouping.kind}"
 
 
 @dataclass(frozen=True)

@@ -8,22 +8,29 @@ set, replace the default wording (rendered in a sandbox).
 Texts are plain (Slack, email and Telegram all show them as they are), titles are short
 (``[CRITICAL] my-validator: validator ELvd…mskf delinquent``); pubkeys are shortened only in
 titles, bodies carry them in full.
+
+How keys are shown is a ``Presentation`` (the settings' address book ``labels`` and
+``explorer_url``): a labelled key reads ``ELvd…mskf (my validator)`` in titles and in full with
+its label in bodies, and each signature or address of a body is followed by its explorer link.
+Steps stay pure and word with ``PLAIN`` (no labels, no links); the daemon then words each alert
+again with the real presentation (``present``), from the facts, before it is stored.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from jinja2 import StrictUndefined, Template, TemplateError
+from jinja2 import StrictUndefined, Template, TemplateError, pass_context
+from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
 from watcher.clock import human_duration, iso
-from watcher.events import AlertMessage, Reason, Severity
+from watcher.events import AlertMessage, Grouping, Reason, Severity
 
 Facts = Mapping[str, Any]
-Wording = Callable[[Facts], tuple[str, str]]
 
 LAMPORTS_DECIMALS = 9
 
@@ -47,12 +54,52 @@ class RuleView(Protocol):
     def body(self) -> str | None: ...
 
 
+class PresentedRule(RuleView, Protocol):
+    """A rule whose alerts can be worded again: its kind names its wording (``WORDINGS``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+
 # -- small formatters ------------------------------------------------------------------------
 
 
 def shorten(key: str) -> str:
     """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles only)."""
     return key if len(key) <= 12 else f"{key[:4]}…{key[-4:]}"
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How keys are shown: names from the address book, links to an explorer (settings)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # "https://explorer.solana.com/{kind}/{id}"; kind is "tx" or "address". None: no links.
+    explorer_url: str | None = None
+
+    def label(self, *keys: str | None) -> str | None:
+        """The label of the first of ``keys`` that has one (a validator by vote or identity)."""
+        return next((self.labels[key] for key in keys if key and key in self.labels), None)
+
+    def name(self, key: str, *aliases: str | None) -> str:
+        """The key in full, with its label if any (bodies)."""
+        label = self.label(key, *aliases)
+        return f"{key} ({label})" if label else key
+
+    def short(self, key: str, *aliases: str | None) -> str:
+        """The key shortened, with its label if any (titles)."""
+        label = self.label(key, *aliases)
+        return f"{shorten(key)} ({label})" if label else shorten(key)
+
+    def link(self, kind: str, key: str | None) -> str | None:
+        """The line under a signature (``tx``) or an address (``address``) in a body."""
+        if self.explorer_url is None or not key:
+            return None
+        return "  " + self.explorer_url.format(kind=kind, id=key)
+
+
+PLAIN = Presentation()
+Wording = Callable[[Facts, Presentation], tuple[str, str]]
 
 
 def ui_amount(raw: int, decimals: int) -> str:
@@ -72,7 +119,8 @@ def _head(facts: Facts) -> str:
 
 
 def _rule_line(facts: Facts) -> str:
-    return f"Rule: {facts['rule']} (severity {facts['severity']})"
+    built_in = "built in, " if facts.get("built_in") else ""
+    return f"Rule: {facts['rule']} ({built_in}severity {facts['severity']})"
 
 
 def _plural(count: int, word: str) -> str:
@@ -86,17 +134,21 @@ def _lines(*parts: str | None) -> str:
 # -- transactions ----------------------------------------------------------------------------
 
 
-def transactions_text(facts: Facts) -> tuple[str, str]:
+def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     count = int(facts["count"])
     failed = int(facts.get("failed", 0))
     failed_note = f" ({failed} failed)" if failed else ""
     noun = _plural(count, "new transaction")
-    title = f"{_head(facts)} {noun} on {shorten(facts['address'])}{failed_note}"
-    listed = [_signature_line(entry) for entry in facts["signatures"]]
+    address = facts["address"]
+    title = f"{_head(facts)} {noun} on {shown.short(address)}{failed_note}"
+    listed: list[str | None] = []
+    for entry in facts["signatures"]:
+        listed += [_signature_line(entry), shown.link("tx", entry["signature"])]
     more = int(facts.get("more", 0))
     body = _lines(
         _rule_line(facts),
-        f"Address: {facts['address']}",
+        f"Address: {shown.name(address)}",
+        shown.link("address", address),
         f"{noun}{failed_note}, newest in slot {facts['newest_slot']}",
         "",
         *listed,
@@ -119,23 +171,28 @@ def _signature_line(entry: Mapping[str, Any]) -> str:
 # -- holders ---------------------------------------------------------------------------------
 
 
-def holders_text(facts: Facts) -> tuple[str, str]:
+def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
     noun = _plural(len(changes), "top-holder change")
-    title = f"{_head(facts)} {noun} on {shorten(facts['mint'])}"
+    mint = facts["mint"]
+    title = f"{_head(facts)} {noun} on {shown.short(mint)}"
+    listed: list[str | None] = []
+    for change in changes:
+        listed += [_holder_line(change, shown), shown.link("address", change["account"])]
     body = _lines(
         _rule_line(facts),
-        f"Mint: {facts['mint']}",
+        f"Mint: {shown.name(mint)}",
+        shown.link("address", mint),
         f"{noun}; a balance counts from a {float(facts['min_change_pct']):g}% move since it was "
         "last notified",
         "",
-        *(_holder_line(change) for change in changes),
+        *listed,
     )
     return title, body
 
 
-def _holder_line(change: Mapping[str, Any]) -> str:
-    account = change["account"]
+def _holder_line(change: Mapping[str, Any], shown: Presentation) -> str:
+    account = shown.name(change["account"])
     if change["kind"] == "entered":
         return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"
     if change["kind"] == "left":
@@ -168,9 +225,10 @@ def episode_facts(
     return out
 
 
-def validator_text(facts: Facts) -> tuple[str, str]:
+def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     reason = facts["reason"]
-    who = shorten(facts["subject"])
+    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
+    who = shown.short(facts["subject"], vote, node)
     if reason == "resolved":
         was = facts.get("was", {}).get("status", "delinquent")
         title = f"{_head(facts)} validator {who} is voting again (current)"
@@ -184,10 +242,12 @@ def validator_text(facts: Facts) -> tuple[str, str]:
         summary = _validator_problem(facts)
     body = _lines(
         _rule_line(facts),
-        f"Validator: {facts['subject']}",
+        f"Validator: {shown.name(facts['subject'], vote, node)}",
         summary,
-        f"Vote account: {facts.get('vote_pubkey') or 'unknown'}",
-        f"Identity: {facts.get('node_pubkey') or 'unknown'}",
+        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
+        shown.link("address", vote),
+        f"Identity: {shown.name(node) if node else 'unknown'}",
+        shown.link("address", node),
         f"Activated stake: {sol(facts.get('activated_stake'))}",
         _last_vote_line(facts),
     )
@@ -211,9 +271,11 @@ def _last_vote_line(facts: Facts) -> str | None:
     return f"Last vote: slot {facts['last_vote']}{note}"
 
 
-def drift_text(facts: Facts) -> tuple[str, str]:
+def drift_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     reason = facts["reason"]
-    who = shorten(facts["subject"])
+    node: str = facts.get("node_pubkey") or facts["subject"]
+    vote_pubkeys: Sequence[str] = facts.get("vote_pubkeys") or ()
+    who = shown.short(facts["subject"], node, *vote_pubkeys)
     if reason == "resolved":
         title = f"{_head(facts)} node {who} back in line ({_version_of(facts)})"
         was = _drift_problem(facts.get("was", {}))
@@ -224,12 +286,14 @@ def drift_text(facts: Facts) -> tuple[str, str]:
     else:
         title = f"{_head(facts)} node {who} {_drift_short(facts)}"
         summary = _drift_problem(facts)
-    vote_pubkeys: Sequence[str] = facts.get("vote_pubkeys") or ()
+    votes_named = ", ".join(shown.name(vote) for vote in vote_pubkeys)
     body = _lines(
         _rule_line(facts),
-        f"Node: {facts.get('node_pubkey') or facts['subject']}",
+        f"Node: {shown.name(node)}",
+        shown.link("address", node),
         summary,
-        f"Vote account: {', '.join(vote_pubkeys) if vote_pubkeys else 'unknown'}",
+        f"Vote account: {votes_named or 'unknown'}",
+        *(shown.link("address", vote) for vote in vote_pubkeys),
         f"Version: {facts.get('version') or 'unknown'} (client {facts.get('client') or 'unknown'})",
         _reference_line(facts),
         f"Feature set: {facts.get('feature_set') or 'unknown'}; stake majority: "
@@ -285,17 +349,107 @@ def _reference_line(facts: Facts) -> str | None:
     )
 
 
+# -- built-in alerts (watcher.builtin) -------------------------------------------------------
+
+
+def rpc_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    """``rpc_unhealthy``: the endpoint failed every call of ``failed_rounds`` rounds in a row."""
+    if facts["reason"] == "resolved":
+        was: Facts = facts.get("was", {})
+        title = f"{_head(facts)} the RPC endpoint answers again after {facts['down_for']}"
+        summary = (
+            f"Resolved: the RPC endpoint answers again, after failing for {facts['down_for']} "
+            f"(since {was.get('failing_since', 'unknown')})."
+        )
+        error = was.get("last_error")
+    else:
+        still = f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
+        title = f"{_head(facts)} the RPC endpoint is failing{still}"
+        summary = (
+            f"Every call failed for {_plural(int(facts['failed_rounds']), 'round')} in a row, "
+            f"since {facts['failing_since']}. Until it answers, nothing is concluded from the "
+            "ledger: no rule fires or resolves on a failed call."
+        )
+        error = facts.get("last_error")
+    body = _lines(
+        _rule_line(facts),
+        f"Endpoint: {facts['endpoint']}",
+        summary,
+        f"Last error: {error or 'unknown'}",
+    )
+    return title, body
+
+
+def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    """``cluster_delinquent_stake``: more than the threshold of activated stake is delinquent."""
+    share = f"{facts['delinquent_pct']:.1f}%"
+    threshold = f"{float(facts['threshold_pct']):g}%"
+    if facts["reason"] == "resolved":
+        title = f"{_head(facts)} delinquent stake back to {share}"
+        was = float(facts.get("was", {}).get("delinquent_pct", 0.0))
+        summary = (
+            f"Resolved after {facts['duration']}: {share} of the activated stake is delinquent, "
+            f"at or under the {threshold} threshold (it was {was:.1f}%). Validator rules are "
+            "evaluated one by one again."
+        )
+    else:
+        title = f"{_head(facts)} {share} of the activated stake is delinquent"
+        summary = (
+            f"{share} of the activated stake is delinquent, above the {threshold} threshold. "
+            "While this lasts, delinquent_validators rules are held: their validators fire or "
+            "resolve one by one once the share is back under the threshold."
+        )
+    largest: Sequence[Mapping[str, Any]] = facts.get("largest") or ()
+    listed: list[str | None] = []
+    for account in largest:
+        vote, node = account["vote_pubkey"], account["node_pubkey"]
+        stake = sol(account["activated_stake"])
+        listed += [f"- {shown.name(vote)}  {stake}, identity {shown.name(node)}"]
+        listed += [shown.link("address", vote)]
+    body = _lines(
+        _rule_line(facts),
+        summary,
+        f"Delinquent: {sol(facts['delinquent_stake'])} of {sol(facts['total_stake'])}; "
+        f"{facts['delinquent_count']} of {facts['total_count']} vote accounts",
+        *(("", "Largest delinquent vote accounts:", *listed) if listed else ()),
+    )
+    return title, body
+
+
+# Each kind's default wording, for wording an alert again from its facts (``present``).
+WORDINGS: Mapping[str, Wording] = {
+    "new_transactions": transactions_text,
+    "holder_changes": holders_text,
+    "delinquent_validators": validator_text,
+    "version_drift": drift_text,
+    "rpc_unhealthy": rpc_text,
+    "cluster_delinquent_stake": cluster_stake_text,
+}
+
+
 # -- rendering and alert building ------------------------------------------------------------
 
+_PRESENTATION = "_presentation"  # where templates' filters find the presentation
 
-def _template_filters() -> dict[str, Callable[..., str]]:
-    return {"short": shorten, "duration": human_duration, "iso": iso, "amount": ui_amount}
+
+@pass_context
+def _named_filter(context: Context, key: str) -> str:
+    shown = context.get(_PRESENTATION, PLAIN)
+    return shown.name(key) if isinstance(shown, Presentation) else key
+
+
+@pass_context
+def _explorer_filter(context: Context, key: str, kind: str = "address") -> str:
+    shown = context.get(_PRESENTATION, PLAIN)
+    line = shown.link(kind, key) if isinstance(shown, Presentation) else None
+    return line.strip() if line else ""
 
 
 @functools.cache
 def _environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
-    env.filters.update(_template_filters())
+    env.filters.update(short=shorten, duration=human_duration, iso=iso, amount=ui_amount)
+    env.filters.update(named=_named_filter, explorer=_explorer_filter)
     return env
 
 
@@ -313,19 +467,23 @@ def template_problem(source: str) -> str | None:
     return None
 
 
-def render(rule: RuleView, facts: Facts, wording: Wording) -> tuple[str, str]:
+def render(
+    rule: RuleView, facts: Facts, wording: Wording, shown: Presentation = PLAIN
+) -> tuple[str, str]:
     """The default wording, with the rule's own templates in its place where set. A template
-    that fails at render time must not lose the alert: the default is kept and the error noted."""
-    title, body = wording(facts)
+    that fails at render time must not lose the alert: the default is kept and the error noted.
+    Templates see the facts; their filters ``named`` and ``explorer`` see ``shown``."""
+    title, body = wording(facts, shown)
+    context = {**facts, _PRESENTATION: shown}
     problems: list[str] = []
     if rule.title:
         try:
-            title = _compiled(rule.title).render(facts).strip()
+            title = _compiled(rule.title).render(context).strip()
         except TemplateError as exc:
             problems.append(f"title template failed: {exc}")
     if rule.body:
         try:
-            body = _compiled(rule.body).render(facts)
+            body = _compiled(rule.body).render(context)
         except TemplateError as exc:
             problems.append(f"body template failed: {exc}")
     if problems:
@@ -342,6 +500,7 @@ def make_alert(
     facts: Facts,
     wording: Wording,
 ) -> AlertMessage:
+    """An alert worded ``PLAIN`` (steps are pure); the daemon words it again with ``present``."""
     full_facts = {
         **facts,
         "rule": rule.name,
@@ -360,4 +519,28 @@ def make_alert(
         body=body,
         channels=tuple(rule.notify or ()),
         facts=full_facts,
+        grouping=grouping_of(rule) if reason == "event" else None,
     )
+
+
+def grouping_of(rule: RuleView) -> Grouping | None:
+    """The digest settings of an event rule (``group_wait`` ...); None for other rules."""
+    wait = getattr(rule, "group_wait", None)
+    if wait is None:
+        return None
+    return Grouping(
+        kind=str(getattr(rule, "kind", "event")),
+        wait=float(wait),
+        interval=float(getattr(rule, "group_interval", 0.0)),
+        max_per_hour=getattr(rule, "max_per_hour", None),
+    )
+
+
+def present(alert: AlertMessage, rule: PresentedRule, shown: Presentation) -> AlertMessage:
+    """The alert worded again from its facts with labels and explorer links (``shown``).
+    An alert of a kind without a known wording is left as it is."""
+    wording = WORDINGS.get(rule.kind)
+    if wording is None:
+        return alert
+    title, body = render(rule, alert.facts, wording, shown)
+    return replace(alert, title=title, body=body)

@@ -2,8 +2,10 @@
 
 The sender claims due deliveries, sends each through its URL's own Apprise object and marks it
 sent only when that URL accepted it; otherwise it is rescheduled with backoff (``outbox``)
-until the deadline, then given up ("dead"). Deliveries to one URL go in the order they were
-queued; different URLs are served concurrently.
+until the deadline, then given up ("dead") and reported to the fallback channels (a dead
+letter). Deliveries to one URL go in the order they were queued; different URLs are served
+concurrently. The due rows of one event rule for one URL go out together as one message, at
+the pace its grouping allows (``watcher.digest``); each row is still marked on its own.
 
 URLs carry secrets: only the channel name and the ``url_id`` are ever logged or stored, and
 Apprise's own logs (and error texts) are scrubbed of every fragment of every configured URL.
@@ -23,7 +25,7 @@ import apprise
 import apprise.decorators
 import structlog
 
-from watcher import outbox
+from watcher import digest, outbox
 from watcher.clock import Clock
 from watcher.events import AlertMessage, Severity
 from watcher.outbox import Destination
@@ -34,6 +36,8 @@ log = structlog.get_logger(__name__)
 
 NOT_CONFIGURED = "destination no longer configured"
 REJECTED_URL = "Apprise does not accept this URL"
+# One digest gathers at most this many alerts; more go out in the next one.
+MAX_DIGEST_ROWS = 500
 
 NOTIFY_TYPES: Mapping[Severity, apprise.NotifyType] = {
     "info": apprise.NotifyType.INFO,
@@ -140,6 +144,42 @@ def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
             logger.addFilter(_FILTER)
 
 
+# -- one send -----------------------------------------------------------------------------------
+
+
+async def send_through(
+    client: apprise.Apprise,
+    title: str,
+    body: str,
+    notify_type: apprise.NotifyType | None,
+    *,
+    timeout: float,  # noqa: ASYNC109 (handed to Apprise, per send)
+) -> str | None:
+    """Ask Apprise to deliver; ``None`` when the URL accepted, else why not (scrubbed)."""
+    try:
+        result = await client.async_notify(
+            body=body,
+            title=title,
+            notify_type=notify_type or apprise.NotifyType.INFO,
+            body_format=apprise.NotifyFormat.TEXT,
+            timeout=timeout,
+        )
+    except Exception as exc:  # a plugin bug must not stop the sender
+        return REDACTOR.redact(f"{type(exc).__name__}: {exc}")[:500]
+    # apprise 2.2: an AppriseResult, true only when every service (here: our one URL)
+    # reports SUCCESS; its status also tells FAILURE, TIMEOUT and NOMATCH apart.
+    with result:
+        if result:
+            return None
+        messages = [
+            entry.message
+            for entry in result.logs()
+            if entry.level in ("WARNING", "ERROR", "CRITICAL")
+        ]
+        error = "; ".join(messages) or f"Apprise reported {result.status.name}"
+    return REDACTOR.redact(error)[:500]
+
+
 # -- the sender -------------------------------------------------------------------------------
 
 
@@ -159,9 +199,11 @@ class Sender:
         concurrency: int = 8,
         batch: int = 100,
         send_timeout: float = 60.0,
+        fallback_channels: Sequence[str] = (),
         on_dead: Callable[[DeliveryRow, str], None] | None = None,
     ) -> None:
         self._store = store
+        self._fallback_channels = tuple(fallback_channels)
         self._channels = {name: tuple(urls) for name, urls in channels.items()}
         self._urls = {outbox.url_id(url): url for urls in self._channels.values() for url in urls}
         self._clock = clock
@@ -219,50 +261,87 @@ class Sender:
         async with self._pass_lock:
             if self._stopping:
                 return 0
-            rows = self._store.claim_due(self._clock(), self._batch)
-            by_url: dict[str, list[DeliveryRow]] = {}
-            for row in rows:
-                by_url.setdefault(row.url_id, []).append(row)
+            rows = self._store.claim_due(self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS)
+            by_url: dict[str, list[list[DeliveryRow]]] = {}
+            for message in digest.batches(rows):
+                by_url.setdefault(message[0].url_id, []).append(message)
             counts = await asyncio.gather(*(self._send_in_order(q) for q in by_url.values()))
             return sum(counts)
 
-    async def _send_in_order(self, queue: list[DeliveryRow]) -> int:
-        """One URL's deliveries, in order; after a failure the rest wait behind it."""
+    async def _send_in_order(self, queue: list[list[DeliveryRow]]) -> int:
+        """One URL's messages, in order; after a failure the rest wait behind it. A digest
+        group whose time has not come goes back to wait, without holding up the others."""
         sent = 0
         async with self._limit:
-            for index, row in enumerate(queue):
+            for index, rows in enumerate(queue):
                 if self._stopping:
-                    self._store.release([r.id for r in queue[index:]])
+                    self._store.release([r.id for later in queue[index:] for r in later])
                     break
-                delivered, retry_at = await self._send_one(row)
+                notes = self._pace(rows)
+                if notes is None:
+                    continue
+                delivered, retry_at = await self._send_message(rows, notes)
                 if delivered:
-                    sent += 1
+                    sent += len(rows)
                 elif retry_at is not None:
-                    self._store.release([r.id for r in queue[index + 1 :]], not_before=retry_at)
+                    rest = [r.id for later in queue[index + 1 :] for r in later]
+                    self._store.release(rest, not_before=retry_at)
                     break
         return sent
 
-    async def _send_one(self, row: DeliveryRow) -> tuple[bool, float | None]:
-        """Send one delivery and record the outcome; returns (delivered, retry time if any)."""
-        url = self._urls.get(row.url_id)
-        if url is None:
-            self._give_up(row, NOT_CONFIGURED)
-            return False, None
-        client = self._client(row.url_id, url)
-        if client is None:
-            self._give_up(row, REJECTED_URL)
-            return False, None
-        title, body = fit_for_url(url, row.title, row.body)
-        error = await self._notify(client, title, body, NOTIFY_TYPES.get(row.severity))
+    def _pace(self, rows: list[DeliveryRow]) -> list[str] | None:
+        """The notes a grouped message carries, or None when its group must wait (the rows
+        are put back until its time, joining the group's rows already waiting)."""
+        newest = rows[-1]
+        if newest.group_key is None or newest.grouping is None:
+            return []
+        group = self._store.group_sends(newest.group_key, newest.url_id)
+        first_queued = min(row.created_at for row in rows)
         now = self._clock()
-        if error is None:
-            self._store.mark_sent(row.id, now)
-            log.info("delivered", alert_id=row.alert_id, channel=row.channel, url_id=row.url_id)
-            return True, None
-        attempts = row.attempts + 1
-        if outbox.is_dead(row.created_at, now, self._deadline):
-            self._give_up(row, error)
+        if group.scheduled_at is not None and group.scheduled_at > now:
+            due = group.scheduled_at  # join the group's rows already waiting (or retrying)
+        else:
+            # The newest row carries the rule's grouping as it is now.
+            due = digest.release_at(newest.grouping, first_queued, group.sent)
+        if due > now:
+            self._store.release([row.id for row in rows], not_before=due)
+            return None
+        return digest.pacing_notes(newest.grouping, first_queued, group.sent, now)
+
+    async def _send_message(
+        self, rows: list[DeliveryRow], notes: list[str]
+    ) -> tuple[bool, float | None]:
+        """Send rows (one URL) as one message and record the outcome of each; returns
+        (delivered, retry time if any)."""
+        first = rows[0]
+        url = self._urls.get(first.url_id)
+        if url is None:
+            self._give_up(rows, NOT_CONFIGURED)
             return False, None
+        client = self._client(first.url_id, url)
+        if client is None:
+            self._give_up(rows, REJECTED_URL)
+            return False, None
+        title, body = fit_for_url(url, *digest.message_text(rows, notes))
+        notify_type = NOTIFY_TYPES.get(digest.severity_of(rows))
+        error = await self._notify(client, title, body, notify_type)
+        now = self._clock()
+        where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
+        if error is None:
+            group = None if first.group_key is None else (first.group_key, first.url_id)
+            self._store.mark_sent([row.id for row in rows], now, group=group)
+            if len(rows) == 1:
+                log.info("delivered", alert_id=first.alert_id, **where)
+            else:
+                log.info("delivered a digest", alerts=len(rows), **where)
+            return True, None
+        dead = [row for row in rows if outbox.is_dead(row.created_at, now, self._deadline)]
+        alive = [row for row in rows if row not in dead]
+        if dead:
+            self._give_up(dead, error)
+        if not alive:
+            return False, None
+        attempts = max(row.attempts for row in alive) + 1
         # The last retry happens at the deadline itself, not a backoff step after it.
         retry_at = min(
             outbox.next_attempt(
@@ -272,17 +351,17 @@ class Sender:
                 first_retry=self._first_retry,
                 max_backoff=self._max_backoff,
             ),
-            row.created_at + self._deadline,
+            min(row.created_at for row in alive) + self._deadline,
         )
-        self._store.mark_retry(row.id, error, retry_at)
+        self._store.mark_retry([row.id for row in alive], error, retry_at)
         log.warning(
             "delivery failed, will retry",
-            alert_id=row.alert_id,
-            channel=row.channel,
-            url_id=row.url_id,
+            alert_id=first.alert_id if len(alive) == 1 else None,
+            alerts=len(alive),
             attempts=attempts,
             retry_in=round(retry_at - now, 1),
             error=error,
+            **where,
         )
         return False, retry_at
 
@@ -293,29 +372,7 @@ class Sender:
         body: str,
         notify_type: apprise.NotifyType | None,
     ) -> str | None:
-        """Ask Apprise to deliver; ``None`` when the URL accepted, else why not (scrubbed)."""
-        try:
-            result = await client.async_notify(
-                body=body,
-                title=title,
-                notify_type=notify_type or apprise.NotifyType.INFO,
-                body_format=apprise.NotifyFormat.TEXT,
-                timeout=self._send_timeout,
-            )
-        except Exception as exc:  # a plugin bug must not stop the sender
-            return REDACTOR.redact(f"{type(exc).__name__}: {exc}")[:500]
-        # apprise 2.2: an AppriseResult, true only when every service (here: our one URL)
-        # reports SUCCESS; its status also tells FAILURE, TIMEOUT and NOMATCH apart.
-        with result:
-            if result:
-                return None
-            messages = [
-                entry.message
-                for entry in result.logs()
-                if entry.level in ("WARNING", "ERROR", "CRITICAL")
-            ]
-            error = "; ".join(messages) or f"Apprise reported {result.status.name}"
-        return REDACTOR.redact(error)[:500]
+        return await send_through(client, title, body, notify_type, timeout=self._send_timeout)
 
     def _client(self, url_id: str, url: str) -> apprise.Apprise | None:
         client = self._apprise.get(url_id)
@@ -326,15 +383,46 @@ class Sender:
             self._apprise[url_id] = client
         return client
 
-    def _give_up(self, row: DeliveryRow, error: str) -> None:
-        self._store.mark_dead(row.id, error, self._clock())
-        log.error(
-            "delivery given up",
-            alert_id=row.alert_id,
-            channel=row.channel,
-            url_id=row.url_id,
-            attempts=row.attempts + 1,
-            error=error,
+    def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
+        """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
+        each to the fallback channels' other URLs; a dead letter's own death is only logged."""
+        now = self._clock()
+        failed_url = rows[0].url_id
+
+        def elsewhere(alert: AlertMessage) -> list[Destination]:
+            return [d for d in self.destinations(alert) if d.url_id != failed_url]
+
+        reports: dict[int, AlertMessage] = {}
+        for row in rows:
+            if digest.is_dead_letter(row):
+                continue
+            letter = digest.dead_letter(row, error, channels=self._fallback_channels, now=now)
+            if elsewhere(letter):
+                reports[row.id] = letter
+        self._store.mark_dead(
+            [row.id for row in rows], error, now, list(reports.values()), elsewhere
         )
-        if self._on_dead is not None:
-            self._on_dead(row, error)
+        for row in rows:
+            log.error(
+                "delivery given up",
+                alert_id=row.alert_id,
+                rule=row.rule,
+                channel=row.channel,
+                url_id=row.url_id,
+                attempts=row.attempts + 1,
+                error=error,
+                dead_letter="queued" if row.id in reports else "not reported",
+            )
+            if row.id not in reports:
+                log.error(
+                    "dead letter not reported: it was one itself"
+                    if digest.is_dead_letter(row)
+                    else "dead letter not reported: no fallback_channels URL but the failed one",
+                    alert_id=row.alert_id,
+                    rule=row.rule,
+                    title=row.title,
+                    channel=row.channel,
+                    url_id=row.url_id,
+                )
+            if self._on_dead is not None:
+                self._on_dead(row, error)

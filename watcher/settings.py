@@ -94,6 +94,16 @@ class DeliverySettings(_Section):
     deadline: PositiveDuration = 86400.0  # after this a delivery is given up (dead)
 
 
+class HealthSettings(_Section):
+    """The built-in alerts rpc_unhealthy and cluster_delinquent_stake (watcher.builtin)."""
+
+    unhealthy_after: Annotated[int, Field(ge=1)] = 3  # failed rounds in a row before firing
+    # More than this share of activated stake delinquent: one cluster-wide alert. None: off.
+    cluster_delinquent_stake_pct: Annotated[float, Field(gt=0, le=100)] | None = 10.0
+    severity: Severity = "critical"
+    channels: tuple[str, ...] = ()  # checked against `channels` by Settings._health_channels
+
+
 class HttpSettings(_Section):
     """The HTTP endpoint for /metrics and /healthz."""
 
@@ -183,6 +193,7 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     rpc: RpcSettings = RpcSettings()
     delivery: DeliverySettings = DeliverySettings()
+    health: HealthSettings = HealthSettings()
     # Link in notifications: {kind} is "tx" or "address", {id} the signature or pubkey.
     explorer_url: str | None = "https://explorer.solana.com/{kind}/{id}"
     http: HttpSettings | None = None  # None: no HTTP endpoint
@@ -210,6 +221,18 @@ class Settings(BaseSettings):
         parts = urlsplit(value.get_secret_value())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL (its value is not shown)")
+        return value
+
+    @field_validator("health")
+    @classmethod
+    def _health_channels(cls, value: HealthSettings, info: ValidationInfo) -> HealthSettings:
+        # A nested section cannot see `channels` itself: checked here, located at `health`.
+        try:
+            _known_channels(value.channels, info)
+        except PydanticCustomError as exc:
+            where = f"channels[{(exc.context or {}).get('index')}]"
+            problem = {"where": where, "problem": exc.message()}
+            raise PydanticCustomError("unknown_channel", "{where}: {problem}", problem) from None
         return value
 
     @field_validator("explorer_url")

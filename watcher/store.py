@@ -15,14 +15,15 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.events import AlertMessage, Reason, Severity, TargetState
+from watcher.events import AlertMessage, Grouping, Reason, Severity, TargetState
 from watcher.outbox import Destination
+from watcher.silences import Silence
 
 # Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),
 # sent, dead (given up). Alert statuses are derived from its deliveries: queued (nothing
@@ -53,6 +54,21 @@ class DeliveryRow:
     reason: Reason
     title: str
     body: str
+    subject: str = ""
+    dedup_key: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    # Rows with the same group_key and url_id go out together as one digest (watcher.digest).
+    group_key: str | None = None
+    grouping: Grouping | None = None
+
+
+@dataclass(frozen=True)
+class GroupSends:
+    """What decides when a digest group may send: its other rows already scheduled and its
+    recent messages."""
+
+    scheduled_at: float | None  # earliest next attempt of its pending rows not claimed now
+    sent: tuple[float, ...]  # when its recent messages went out, oldest first
 
 
 @dataclass(frozen=True)
@@ -137,8 +153,45 @@ def _migration_1_initial(db: Database) -> None:
     db.execute("CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)")
 
 
+def _migration_2_silences(db: Database) -> None:
+    db.execute(
+        """CREATE TABLE silences (
+            id INTEGER PRIMARY KEY,
+            rule TEXT NOT NULL,
+            subject TEXT,
+            starts_at REAL NOT NULL,
+            ends_at REAL NOT NULL,
+            comment TEXT NOT NULL,
+            created_by TEXT,
+            created_at REAL NOT NULL,
+            expired_at REAL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX silences_ends ON silences (ends_at)")
+
+
+def _migration_3_digests(db: Database) -> None:
+    # Event alerts carry their rule's grouping (NULL: sent alone); group_sends remembers when
+    # each group last sent to each URL, for group_interval and max_per_hour.
+    db.execute("ALTER TABLE alerts ADD COLUMN group_key TEXT")
+    db.execute("ALTER TABLE alerts ADD COLUMN grouping TEXT")
+    db.execute(
+        """CREATE TABLE group_sends (
+            group_key TEXT NOT NULL,
+            url_id TEXT NOT NULL,
+            sent_at REAL NOT NULL,
+            alerts INTEGER NOT NULL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX group_sends_latest ON group_sends (group_key, url_id, sent_at)")
+
+
 Migration = Callable[[Database], None]
-MIGRATIONS: tuple[Migration, ...] = (_migration_1_initial,)
+MIGRATIONS: tuple[Migration, ...] = (
+    _migration_1_initial,
+    _migration_2_silences,
+    _migration_3_digests,
+)
 
 
 @contextmanager
@@ -228,8 +281,18 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
 
 _DELIVERY_COLUMNS = """
     d.id, d.alert_id, d.channel, d.url_id, d.status, d.attempts, d.next_attempt_at,
-    d.created_at, a.rule, a.severity, a.reason, a.title, a.body
+    d.created_at, a.rule, a.severity, a.reason, a.title, a.body, a.subject, a.dedup_key,
+    a.facts, a.group_key, a.grouping
 """
+# max_per_hour looks back one rolling hour (watcher.digest); the newest send is always kept.
+_GROUP_SENDS_KEPT_SECONDS = 3600.0
+# How many rows one pass may claim in all, beyond its batch, to complete digest groups: keeps
+# every "IN (...)" list far below SQLite's limit on parameters.
+_CLAIM_CEILING = 5000
+
+_SILENCE_COLUMNS = (
+    "id, rule, subject, starts_at, ends_at, comment, created_by, created_at, expired_at"
+)
 
 # An alert's status follows from its deliveries (see ALERT_STATUSES).
 _REFRESH_ALERT_STATUS = """
@@ -248,7 +311,13 @@ WHERE id = ?
 
 
 def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
-    return DeliveryRow(*row)
+    *plain, facts, group_key, grouping = row
+    return replace(
+        DeliveryRow(*plain),
+        facts=json.loads(facts),
+        group_key=group_key,
+        grouping=None if grouping is None else Grouping(**json.loads(grouping)),
+    )
 
 
 class Store:
@@ -294,7 +363,6 @@ class Store:
         step re-run after a crash repeats nothing). A URL listed twice for one alert (the same
         URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
         """
-        new_ids: list[int] = []
         with transaction(self._db):
             self._db.execute(
                 """INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)
@@ -302,28 +370,48 @@ class Store:
                 DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
                 [source, target, _to_json(state), now],
             )
-            for alert in alerts:
-                alert_id = self._insert_alert(alert, now)
-                if alert_id is None:
-                    continue
-                new_ids.append(alert_id)
-                for destination in destinations(alert):
-                    self._db.execute(
-                        """INSERT INTO deliveries
-                        (alert_id, channel, url_id, status, attempts, next_attempt_at,
-                         created_at)
-                        VALUES (?, ?, ?, 'pending', 0, ?, ?)
-                        ON CONFLICT (alert_id, url_id) DO NOTHING""",
-                        [alert_id, destination.channel, destination.url_id, now, now],
-                    )
-                self._db.execute(_REFRESH_ALERT_STATUS, [alert_id])
+            new_ids = self._insert_alerts(alerts, destinations, now)
+        return new_ids
+
+    def enqueue(
+        self,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        """Alerts that belong to no target (the daemon's own notices), as ``commit_step``."""
+        with transaction(self._db):
+            return self._insert_alerts(alerts, destinations, now)
+
+    def _insert_alerts(
+        self,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        new_ids: list[int] = []
+        for alert in alerts:
+            alert_id = self._insert_alert(alert, now)
+            if alert_id is None:
+                continue
+            new_ids.append(alert_id)
+            for destination in destinations(alert):
+                self._db.execute(
+                    """INSERT INTO deliveries
+                    (alert_id, channel, url_id, status, attempts, next_attempt_at, created_at)
+                    VALUES (?, ?, ?, 'pending', 0, ?, ?)
+                    ON CONFLICT (alert_id, url_id) DO NOTHING""",
+                    [alert_id, destination.channel, destination.url_id, now, now],
+                )
+            self._db.execute(_REFRESH_ALERT_STATUS, [alert_id])
         return new_ids
 
     def _insert_alert(self, alert: AlertMessage, now: float) -> int | None:
         row = self._db.execute(
             """INSERT INTO alerts
-            (created_at, rule, severity, subject, reason, dedup_key, title, body, facts, status)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
+            (created_at, rule, severity, subject, reason, dedup_key, title, body, facts, status,
+             group_key, grouping)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)
             ON CONFLICT (dedup_key) DO NOTHING
             RETURNING id""",
             [
@@ -336,6 +424,8 @@ class Store:
                 alert.title,
                 alert.body,
                 _to_json(alert.facts),
+                alert.group_key,
+                None if alert.grouping is None else _to_json(asdict(alert.grouping)),
             ],
         ).fetchone()
         return None if row is None else int(row[0])
@@ -352,16 +442,57 @@ class Store:
         ).fetchall()
         return [_delivery_row(r) for r in rows]
 
-    def claim_due(self, now: float, limit: int = 100) -> list[DeliveryRow]:
-        """``due_deliveries`` marked ``sending``, so that no other pass picks them up."""
+    def claim_due(self, now: float, limit: int = 100, group_limit: int = 0) -> list[DeliveryRow]:
+        """``due_deliveries`` marked ``sending``, so that no other pass picks them up.
+
+        With ``group_limit``, each digest group (``group_key`` and URL) among them is completed
+        with its other due rows, up to ``group_limit`` each, so that it goes out as one message.
+        """
         with transaction(self._db):
             rows = self.due_deliveries(now, limit)
+            if group_limit > 0:
+                rows = self._complete_groups(rows, now, group_limit)
             if rows:
                 self._db.execute(
                     f"UPDATE deliveries SET status = 'sending' WHERE id IN ({_marks(rows)})",
                     [r.id for r in rows],
                 )
         return [replace(r, status="sending") for r in rows]
+
+    def _complete_groups(
+        self, rows: list[DeliveryRow], now: float, group_limit: int
+    ) -> list[DeliveryRow]:
+        claimed = {row.id: row for row in rows}
+        groups = dict.fromkeys((r.group_key, r.url_id) for r in rows if r.group_key is not None)
+        for group_key, url_id in groups:
+            if len(claimed) >= _CLAIM_CEILING:
+                break
+            for found in self._db.execute(
+                f"""SELECT {_DELIVERY_COLUMNS}
+                FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+                    AND a.group_key = ? AND d.url_id = ?
+                ORDER BY d.id LIMIT ?""",
+                [now, group_key, url_id, group_limit],
+            ).fetchall():
+                row = _delivery_row(found)
+                claimed.setdefault(row.id, row)
+        return sorted(claimed.values(), key=lambda row: row.id)
+
+    def group_sends(self, group_key: str, url_id: str) -> GroupSends:
+        """The state of one digest group for one URL (see ``GroupSends``)."""
+        scheduled = self._db.execute(
+            """SELECT MIN(d.next_attempt_at)
+            FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+            WHERE d.status = 'pending' AND a.group_key = ? AND d.url_id = ?""",
+            [group_key, url_id],
+        ).fetchone()[0]
+        sent = self._db.execute(
+            """SELECT sent_at FROM group_sends WHERE group_key = ? AND url_id = ?
+            ORDER BY sent_at""",
+            [group_key, url_id],
+        ).fetchall()
+        return GroupSends(scheduled, tuple(float(row[0]) for row in sent))
 
     def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
         """Put claimed deliveries back to pending, unattempted (e.g. at shutdown).
@@ -391,36 +522,70 @@ class Store:
             )
         return int(cursor.rowcount)
 
-    def mark_sent(self, delivery_id: int, now: float) -> None:
-        self._finish(
-            delivery_id,
-            "status = 'sent', attempts = attempts + 1, sent_at = ?, last_error = NULL",
-            [now],
-        )
-
-    def mark_retry(self, delivery_id: int, error: str, next_attempt_at: float) -> None:
-        self._finish(
-            delivery_id,
-            "status = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
-            [error, next_attempt_at],
-        )
-
-    def mark_dead(self, delivery_id: int, error: str, now: float) -> None:
-        self._finish(
-            delivery_id,
-            "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
-            [error, now],
-        )
-
-    def _finish(self, delivery_id: int, assignments: str, params: list[Any]) -> None:
+    def mark_sent(
+        self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
+    ) -> None:
+        """Delivered (in one message). ``group`` (group_key, url_id): that message was of a
+        digest group, remembered for its pacing."""
         with transaction(self._db):
-            row = self._db.execute(
-                f"UPDATE deliveries SET {assignments} WHERE id = ? RETURNING alert_id",
-                [*params, delivery_id],
-            ).fetchone()
-            if row is None:
-                raise KeyError(f"no delivery {delivery_id}")
-            self._db.execute(_REFRESH_ALERT_STATUS, [row[0]])
+            self._finish(
+                delivery_ids,
+                "status = 'sent', attempts = attempts + 1, sent_at = ?, last_error = NULL",
+                [now],
+            )
+            if group is not None:
+                self._db.execute(
+                    "INSERT INTO group_sends (group_key, url_id, sent_at, alerts) "
+                    "VALUES (?, ?, ?, ?)",
+                    [*group, now, 1 if isinstance(delivery_ids, int) else len(delivery_ids)],
+                )
+                self._db.execute(
+                    "DELETE FROM group_sends WHERE group_key = ? AND url_id = ? AND sent_at < ?",
+                    [*group, now - _GROUP_SENDS_KEPT_SECONDS],
+                )
+
+    def mark_retry(
+        self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
+    ) -> None:
+        with transaction(self._db):
+            self._finish(
+                delivery_ids,
+                "status = 'pending', attempts = attempts + 1, last_error = ?, "
+                "next_attempt_at = ?",
+                [error, next_attempt_at],
+            )
+
+    def mark_dead(
+        self,
+        delivery_ids: int | Sequence[int],
+        error: str,
+        now: float,
+        reports: Sequence[AlertMessage] = (),
+        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+    ) -> None:
+        """Given up; ``reports`` (alerts saying so, to ``destinations``) are queued in the same
+        transaction, so a dead letter is reported exactly once."""
+        with transaction(self._db):
+            self._finish(
+                delivery_ids,
+                "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
+                [error, now],
+            )
+            if reports and destinations is not None:
+                self._insert_alerts(reports, destinations, now)
+
+    def _finish(
+        self, delivery_ids: int | Sequence[int], assignments: str, params: list[Any]
+    ) -> None:
+        ids = [delivery_ids] if isinstance(delivery_ids, int) else list(delivery_ids)
+        rows = self._db.execute(
+            f"UPDATE deliveries SET {assignments} WHERE id IN ({_marks(ids)}) RETURNING alert_id",
+            [*params, *ids],
+        ).fetchall()
+        if len(rows) != len(set(ids)):
+            raise KeyError(f"no delivery among {ids}")
+        for alert_id in sorted({row[0] for row in rows}):
+            self._db.execute(_REFRESH_ALERT_STATUS, [alert_id])
 
     def pending_count(self) -> int:
         """Deliveries not yet sent nor given up (pending or being sent)."""
@@ -428,6 +593,54 @@ class Store:
             "SELECT COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')"
         ).fetchone()
         return int(row[0])
+
+    # -- silences -------------------------------------------------------------------------
+    def add_silence(
+        self,
+        rule: str,
+        subject: str | None,
+        starts_at: float,
+        ends_at: float,
+        comment: str,
+        created_by: str | None,
+        now: float,
+    ) -> Silence:
+        with transaction(self._db):
+            row = self._db.execute(
+                """INSERT INTO silences
+                (rule, subject, starts_at, ends_at, comment, created_by, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                [rule, subject, starts_at, ends_at, comment, created_by, now],
+            ).fetchone()
+        return Silence(int(row[0]), rule, subject, starts_at, ends_at, comment, created_by, now)
+
+    def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
+        """Silences not ended yet (or every one with ``include_expired``), newest first."""
+        where = "" if include_expired else "WHERE expired_at IS NULL AND ends_at > ?"
+        rows = self._db.execute(
+            f"SELECT {_SILENCE_COLUMNS} FROM silences {where} ORDER BY id DESC",
+            [] if include_expired else [now],
+        ).fetchall()
+        return [Silence(*r) for r in rows]
+
+    def active_silences(self, now: float) -> list[Silence]:
+        """The silences muting alerts at ``now`` (what the daemon reads before each commit)."""
+        rows = self._db.execute(
+            f"""SELECT {_SILENCE_COLUMNS} FROM silences
+            WHERE ends_at > ? AND starts_at <= ? AND expired_at IS NULL ORDER BY id""",
+            [now, now],
+        ).fetchall()
+        return [Silence(*r) for r in rows]
+
+    def expire_silence(self, silence_id: int, now: float) -> bool:
+        """End a silence now; ``False`` when there is no such silence still running."""
+        with transaction(self._db):
+            cursor = self._db.execute(
+                """UPDATE silences SET expired_at = ?
+                WHERE id = ? AND expired_at IS NULL AND ends_at > ?""",
+                [now, silence_id, now],
+            )
+        return int(cursor.rowcount) == 1
 
     # -- history --------------------------------------------------------------------------
     def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:

@@ -46,6 +46,8 @@ SOURCE_OF_KIND: dict[str, str] = {
 CLUSTER = "cluster"  # the one target of the votes and nodes sources
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+# Names of the built-in alerts (watcher.builtin): a rule's episodes must not mix with theirs.
+RESERVED_NAMES = frozenset({"rpc_unhealthy", "cluster_delinquent_stake"})
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -107,6 +109,8 @@ def _template(source: str) -> str:
 def _rule_name(value: str) -> str:
     if not NAME_PATTERN.fullmatch(value):
         raise ValueError(f"{value!r}: use only letters, digits, - and _")
+    if value in RESERVED_NAMES:
+        raise ValueError(f"{value!r} is the name of a built-in alert; choose another")
     return value
 
 
@@ -165,9 +169,13 @@ class RuleBase(BaseModel):
 
 
 class EventRule(RuleBase):
-    """Kinds whose alerts are one-off events; grouping is applied by the engine."""
+    """Kinds whose alerts are one-off events, gathered into digests per destination
+    (``watcher.digest``)."""
 
-    group_wait: Duration = 0.0
+    # 2 s: a single event still arrives within seconds, and what one poll round of many
+    # addresses turns up (a sweep takes about that long) goes out as one digest.
+    group_wait: Duration = 2.0
+    # 0: no pace beyond group_wait; e.g. 5m caps a busy rule at one digest per 5 minutes.
     group_interval: Duration = 0.0
     max_per_hour: Annotated[int, Field(ge=1)] | None = None
 

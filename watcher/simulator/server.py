@@ -126,6 +126,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request line holds the API key: never log it
 
+    def _discard(self, length: int, limit: int = 16 * 1024 * 1024) -> None:
+        remaining = min(length, limit)
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 65536))
+            if not chunk:
+                return
+            remaining -= len(chunk)
+
     def _send(self, status: int, body: str, content_type: str = _JSON_TYPE,
               headers: dict[str, str] | None = None) -> None:
         raw = body.encode()
@@ -134,6 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(raw)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        if self.close_connection:
+            # Say so: a client that pools connections must not reuse this one.
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(raw)
 
@@ -153,7 +164,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(411, "Length Required", "text/plain")
             return
         if int(length_text) > sim.max_body_bytes:
-            self.close_connection = True  # the unread body would poison the connection
+            # Read the body before refusing it (bounded): answering mid-upload makes the client
+            # see a reset instead of the 413. The connection is closed afterwards all the same.
+            self._discard(int(length_text))
+            self.close_connection = True
             self._send(413, "Payload Too Large", "text/plain")
             return
         body = self.rfile.read(int(length_text))

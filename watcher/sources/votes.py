@@ -3,6 +3,13 @@
 One target, ``"cluster"``: one getVoteAccounts call serves every rule. Observation: the
 ``VoteAccounts`` model itself. State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}``
 (see ``watcher.lifecycle.step_episodes``).
+
+The step also evaluates the built-in ``cluster_delinquent_stake`` (``watcher.builtin``) when the
+daemon hands it that rule: when more than its threshold of the activated stake is delinquent,
+one cluster-wide alert fires instead of one per validator. While it fires, the episodes of the
+``delinquent_validators`` rules are held (the observation counts as unknown for them: nothing
+fires, resolves or repeats); once the share is back at or under the threshold, it resolves and
+each validator is judged on its own again (one still delinquent then fires).
 """
 
 from __future__ import annotations
@@ -11,14 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol, cast
 
+from watcher.builtin import CLUSTER_DELINQUENT_STAKE, CLUSTER_SUBJECT
 from watcher.diff import ValidatorStatus, classify_validators
 from watcher.events import StepOutcome, TargetState
 from watcher.lifecycle import Assessment, StateRule, step_episodes
-from watcher.messages import validator_text
+from watcher.messages import cluster_stake_text, validator_text
 from watcher.models import VoteAccounts
 from watcher.sources.base import LedgerReader
 
 CLUSTER = "cluster"
+LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
 
 
 class DelinquencyRule(StateRule, Protocol):
@@ -27,6 +36,11 @@ class DelinquencyRule(StateRule, Protocol):
 
     @property
     def validators(self) -> Sequence[str]: ...
+
+
+class StakeShareRule(StateRule, Protocol):
+    @property
+    def threshold(self) -> float: ...  # percent of activated stake
 
 
 class VotesSource:
@@ -51,18 +65,75 @@ class VotesSource:
         now: float,
     ) -> StepOutcome:
         mine = self._rules(rules)
+        shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
+        cluster = StepOutcome(state=state or {})
+        if shares:
+
+            def assess_share(rule: StateRule) -> Mapping[str, Assessment]:
+                threshold = cast(StakeShareRule, rule).threshold
+                return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
+
+            cluster = step_episodes(shares, state, now, assess_share, cluster_stake_text)
+        held = any(_firing(cluster.state, rule.name, CLUSTER_SUBJECT) for rule in shares)
         statuses = classify_validators(
             {pubkey for rule in mine for pubkey in rule.validators}, observation
         )
 
         def assess(rule: StateRule) -> Mapping[str, Assessment]:
             watched = cast(DelinquencyRule, rule).validators
+            if held:
+                return {pubkey: (None, {}) for pubkey in watched}
             return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
 
-        return step_episodes(mine, state, now, assess, validator_text)
+        validators = step_episodes(mine, cluster.state, now, assess, validator_text)
+        return StepOutcome(validators.state, cluster.alerts + validators.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[DelinquencyRule]:
         return [cast(DelinquencyRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def delinquent_stake_pct(vote_accounts: VoteAccounts) -> float | None:
+    """Percent of the activated stake held by delinquent vote accounts; None without stake."""
+    delinquent, total = _stakes(vote_accounts)
+    return None if total == 0 else 100 * delinquent / total
+
+
+def _stakes(vote_accounts: VoteAccounts) -> tuple[int, int]:
+    """(delinquent activated stake, all activated stake), in lamports."""
+    delinquent = sum(account.activated_stake for account in vote_accounts.delinquent)
+    return delinquent, delinquent + sum(acc.activated_stake for acc in vote_accounts.current)
+
+
+def cluster_assessment(vote_accounts: VoteAccounts, threshold_pct: float) -> Assessment:
+    """Is more than ``threshold_pct`` of the stake delinquent, with the facts that tell it."""
+    pct = delinquent_stake_pct(vote_accounts)
+    if pct is None:
+        return None, {}
+    largest = sorted(vote_accounts.delinquent, key=lambda account: -account.activated_stake)
+    delinquent_stake, total_stake = _stakes(vote_accounts)
+    facts = {
+        "built_in": True,
+        "delinquent_pct": round(pct, 2),
+        "threshold_pct": threshold_pct,
+        "delinquent_stake": delinquent_stake,
+        "total_stake": total_stake,
+        "delinquent_count": len(vote_accounts.delinquent),
+        "total_count": len(vote_accounts.current) + len(vote_accounts.delinquent),
+        "largest": [
+            {
+                "vote_pubkey": account.vote_pubkey,
+                "node_pubkey": account.node_pubkey,
+                "activated_stake": account.activated_stake,
+            }
+            for account in largest[:LARGEST_LISTED]
+        ],
+    }
+    return pct > threshold_pct, facts
+
+
+def _firing(state: TargetState, rule: str, subject: str) -> bool:
+    episode = state.get("episodes", {}).get(rule, {}).get(subject) or {}
+    return bool(episode.get("status") == "firing")
 
 
 def _assessment(status: ValidatorStatus) -> Assessment:

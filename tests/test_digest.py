@@ -1,0 +1,388 @@
+"""Digests: event alerts of one rule gathered per destination, at the pace their rule allows.
+
+Alerts are made the way the sources make them (``make_alert`` from a real rule), queued in the
+real SQLite outbox and sent by the real Sender to a real local JSON receiver; only the clock is
+injected. The last test runs the real daemon against the simulator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watcher.digest import (
+    DEAD_LETTER_GROUPING,
+    batches,
+    digest_text,
+    pacing_notes,
+    release_at,
+)
+from watcher.events import AlertMessage, Grouping
+from watcher.messages import make_alert, transactions_text
+from watcher.notify import Sender
+from watcher.outbox import url_id
+from watcher.rules.schema import DelinquentValidatorsRule, NewTransactionsRule
+from watcher.simulator.keys import derived_pubkey
+from watcher.store import MIGRATIONS, DeliveryRow, Store, migrate, open_database
+
+from receivers import JsonReceiver, wait_until
+from test_e2e import World, make_world, small_cluster
+from test_notify import FakeClock, history, make_sender, titles
+
+ADDRESSES = [derived_pubkey(f"digest address {i}") for i in range(50)]
+VOTE = derived_pubkey("digest vote")
+
+
+def tx_rule(name: str = "treasury", **keys: Any) -> NewTransactionsRule:
+    return NewTransactionsRule.model_validate(
+        {"name": name, "addresses": ADDRESSES, "notify": ["ops"], **keys}
+    )
+
+
+def tx_alert(
+    rule: NewTransactionsRule, address: str, first_sig: int, count: int = 1
+) -> AlertMessage:
+    """What the signatures source says about ``count`` new transactions on ``address``."""
+    signatures = [
+        {"signature": f"sig{first_sig + i}", "slot": 100 + first_sig + i, "failed": False,
+         "err": None, "memo": None, "block_time": None}
+        for i in range(count)
+    ]  # fmt: skip
+    facts = {
+        "address": address, "count": count, "failed": 0, "newest_slot": 100 + first_sig,
+        "newest_signature": f"sig{first_sig}", "signatures": signatures, "more": 0,
+    }  # fmt: skip
+    return make_alert(
+        rule,
+        subject=address,
+        reason="event",
+        dedup_key=f"{rule.name}|{address}|sig{first_sig}|event",
+        facts=facts,
+        wording=transactions_text,
+    )
+
+
+def firing_alert(key: str) -> AlertMessage:
+    rule = DelinquentValidatorsRule(
+        name="my-validator", validators=(VOTE,), notify=("ops",), severity="critical"
+    )
+    return make_alert(
+        rule,
+        subject=VOTE,
+        reason="firing",
+        dedup_key=f"my-validator|{VOTE}|{key}|firing",
+        facts={"key": key},
+        wording=lambda facts, shown: (f"[CRITICAL] my-validator: delinquent {facts['key']}", "b"),
+    )
+
+
+class Outbox:
+    """A store, a sender with a fake clock, and a real receiver behind channel ``ops``."""
+
+    def __init__(self, path: Path, receiver: JsonReceiver, **sender: Any) -> None:
+        self.path = path
+        self.receiver = receiver
+        self.clock = FakeClock()
+        self.sender_options = sender
+        self.store = Store(path)
+        self.sender = self._sender()
+
+    def _sender(self) -> Sender:
+        return make_sender(
+            self.store, {"ops": [self.receiver.url]}, self.clock, **self.sender_options
+        )
+
+    def restart(self) -> None:
+        self.store.close()
+        self.store = Store(self.path)
+        self.sender = self._sender()
+
+    def queue(self, *alerts: AlertMessage) -> None:
+        destinations = self.sender.destinations
+        self.store.commit_step("signatures", "t", {}, alerts, destinations, self.clock())
+
+    async def at(self, seconds: float) -> list[str]:
+        """Advance to ``seconds`` after the start, run one pass; the titles received so far."""
+        self.clock.now = 1_000_000.0 + seconds
+        await self.sender.send_due()
+        return titles(self.receiver.received)
+
+
+
+@pytest.fixture
+def outbox(tmp_path: Path, json_receiver: JsonReceiver) -> Iterator[Outbox]:
+    box = Outbox(tmp_path / "state" / "watcher.db", json_receiver)
+    yield box
+    box.store.close()
+
+
+def counted(title: str) -> int:
+    """The number of transactions a title announces (a digest's or a lone alert's)."""
+    match = re.search(r"(\d+) new transactions?", title)
+    assert match, title
+    return int(match.group(1))
+
+
+def statuses(store: Store) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for record in history(store):
+        for delivery in record.deliveries:
+            found[delivery.status] = found.get(delivery.status, 0) + 1
+    return found
+
+
+# -- grouping through the real sender ---------------------------------------------------------
+
+
+async def test_200_events_on_50_addresses_within_group_wait_are_one_digest(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="2s")
+    for round_no in range(4):  # four polls, 0.5 s apart, each finding 50 addresses busy
+        outbox.clock.now = 1_000_000.0 + round_no * 0.5
+        outbox.queue(*(tx_alert(rule, a, 1000 * round_no + i) for i, a in enumerate(ADDRESSES)))
+        assert await outbox.at(round_no * 0.5) == []  # still within group_wait
+
+    assert await outbox.at(1.9) == []
+    [title] = await outbox.at(2.0)
+    assert title == "[WARNING] treasury: 200 new transactions (50 addresses)"
+    [post] = outbox.receiver.received
+    body = post["message"]
+    assert "200 new transactions in 200 notifications on 50 addresses" in body
+    listed = [line for line in body.splitlines() if line.startswith("- ")]
+    assert listed[0] == f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}"
+    assert len(listed) == 10 and body.endswith("... and 190 more")
+    assert statuses(outbox.store) == {"sent": 200}
+
+    assert await outbox.at(3600) == [title]  # nothing is sent twice
+
+
+async def test_a_lone_event_goes_out_as_it_is_after_group_wait(outbox: Outbox) -> None:
+    alert = tx_alert(tx_rule(group_wait="2s"), ADDRESSES[0], 1, count=3)
+    outbox.queue(alert)
+    assert await outbox.at(1.5) == []
+    assert await outbox.at(2.0) == [alert.title]
+    [post] = outbox.receiver.received
+    assert post["message"] == alert.body  # no digest wrapper
+    assert "3 new transactions" in alert.title
+
+
+async def test_a_busy_rule_sends_at_most_once_per_group_interval(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="2s", group_interval="1m")
+    outbox.queue(tx_alert(rule, ADDRESSES[0], 1), tx_alert(rule, ADDRESSES[1], 2))
+    assert await outbox.at(2) == ["[WARNING] treasury: 2 new transactions (2 addresses)"]
+    for second, address in ((10, 2), (30, 3), (50, 2)):
+        outbox.clock.now = 1_000_000.0 + second
+        outbox.queue(tx_alert(rule, ADDRESSES[address], second))
+        assert len(await outbox.at(second + 5)) == 1  # held: 1 min after the last message
+    assert await outbox.at(61.9) == titles(outbox.receiver.received[:1])
+    sent = await outbox.at(62)
+    assert sent[1] == "[WARNING] treasury: 3 new transactions (2 addresses)"
+
+    outbox.clock.now = 1_000_000.0 + 500  # quiet for long: the next event waits group_wait only
+    outbox.queue(tx_alert(rule, ADDRESSES[4], 500))
+    assert len(await outbox.at(501)) == 2
+    assert counted((await outbox.at(502))[-1]) == 1
+    assert sum(counted(t) for t in titles(outbox.receiver.received)) == 6
+
+
+async def test_events_of_two_rules_are_never_mixed(outbox: Outbox) -> None:
+    treasury, hot = tx_rule(group_wait="2s"), tx_rule("hot-wallets", group_wait="2s")
+    outbox.queue(
+        *(tx_alert(treasury, a, i) for i, a in enumerate(ADDRESSES[:5])),
+        *(tx_alert(hot, a, 100 + i, count=2) for i, a in enumerate(ADDRESSES[5:8])),
+    )
+    assert sorted(await outbox.at(2)) == [
+        "[WARNING] hot-wallets: 6 new transactions (3 addresses)",
+        "[WARNING] treasury: 5 new transactions (5 addresses)",
+    ]
+
+
+async def test_state_alerts_are_never_delayed_nor_held(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="30s", group_interval="1h", max_per_hour=1)
+    events = [tx_alert(rule, ADDRESSES[0], 1), tx_alert(rule, ADDRESSES[1], 2)]
+    outbox.queue(events[0], firing_alert("1"), events[1])
+    assert await outbox.at(0) == ["[CRITICAL] my-validator: delinquent 1"]
+    outbox.queue(firing_alert("2"))
+    assert await outbox.at(1) == [
+        "[CRITICAL] my-validator: delinquent 1",
+        "[CRITICAL] my-validator: delinquent 2",
+    ]
+    assert counted((await outbox.at(30))[-1]) == 2
+
+
+async def test_max_per_hour_holds_the_rest_and_says_so(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="0s", max_per_hour=2)
+    for second in (0, 10):
+        outbox.clock.now = 1_000_000.0 + second
+        outbox.queue(tx_alert(rule, ADDRESSES[second // 10], second))
+        await outbox.at(second)
+    first, last_slot = outbox.receiver.received
+    assert "max_per_hour" not in first["message"]
+    assert "max_per_hour reached (2 messages in the last hour)" in last_slot["message"]
+    assert "not before 1970-01-12T14:46:40Z" in last_slot["message"]  # an hour after the first
+
+    for second in (20, 30, 40, 1800):
+        outbox.clock.now = 1_000_000.0 + second
+        outbox.queue(tx_alert(rule, ADDRESSES[second % 7], second, count=2))
+        assert len(await outbox.at(second)) == 2  # held
+    assert len(await outbox.at(3599)) == 2
+    held = (await outbox.at(3600))[2]
+    assert held == "[WARNING] treasury: 8 new transactions (4 addresses)"
+    body = outbox.receiver.received[2]["message"]
+    assert "Held back by max_per_hour (2)" in body
+    assert "max_per_hour reached" in body  # the second hour's first slot is the 10 s one's
+    assert statuses(outbox.store) == {"sent": 6}
+
+
+async def test_a_refused_digest_is_retried_as_one_and_arrives_once(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="2s")
+    outbox.queue(*(tx_alert(rule, a, i) for i, a in enumerate(ADDRESSES[:5])))
+    outbox.receiver.refuse(1)
+    assert await outbox.at(2) == []
+    [refused] = outbox.receiver.refused
+    assert refused["title"] == "[WARNING] treasury: 5 new transactions (5 addresses)"
+    assert statuses(outbox.store) == {"pending": 5}
+
+    outbox.clock.now = 1_000_000.0 + 3
+    outbox.queue(tx_alert(rule, ADDRESSES[9], 99))  # joins the retry rather than overtaking it
+    assert await outbox.at(3.9) == [] and len(outbox.receiver.refused) == 1
+    assert await outbox.at(4.0) == ["[WARNING] treasury: 6 new transactions (6 addresses)"]
+    assert [(d.status, d.attempts) for r in history(outbox.store) for d in r.deliveries] == [
+        ("sent", 2)
+    ] * 5 + [("sent", 1)]
+    assert len(await outbox.at(3600)) == 1
+
+
+async def test_a_restarted_sender_keeps_the_groups_and_resends_nothing(outbox: Outbox) -> None:
+    rule = tx_rule(group_wait="2s", group_interval="1m")
+    outbox.queue(*(tx_alert(rule, a, i) for i, a in enumerate(ADDRESSES[:3])))
+    assert await outbox.at(1) == []
+    outbox.restart()  # held rows wait in the database
+    assert await outbox.at(2) == ["[WARNING] treasury: 3 new transactions (3 addresses)"]
+
+    outbox.clock.now = 1_000_000.0 + 10
+    outbox.queue(tx_alert(rule, ADDRESSES[5], 10), tx_alert(rule, ADDRESSES[6], 11))
+    assert len(await outbox.at(12)) == 1  # held by group_interval...
+    outbox.restart()  # ...which the new sender still knows
+    assert len(await outbox.at(61)) == 1
+    assert (await outbox.at(62))[1] == "[WARNING] treasury: 2 new transactions (2 addresses)"
+    outbox.restart()
+    assert len(await outbox.at(3600)) == 2
+    assert statuses(outbox.store) == {"sent": 5}
+
+
+async def test_rows_queued_before_the_upgrade_still_go_out_alone(
+    tmp_path: Path, json_receiver: JsonReceiver
+) -> None:
+    path = tmp_path / "state" / "watcher.db"
+    old = open_database(path)
+    migrate(old, MIGRATIONS[:-1])  # as the previous release left it, with a row waiting
+    old.execute(
+        """INSERT INTO alerts (id, created_at, rule, severity, subject, reason, dedup_key,
+        title, body, facts, status) VALUES (1, 5.0, 'treasury', 'warning', 'a', 'event', 'k1',
+        'old title', 'old body', '{}', 'queued')"""
+    )
+    old.execute(
+        """INSERT INTO deliveries (alert_id, channel, url_id, status, attempts,
+        next_attempt_at, created_at) VALUES (1, 'ops', ?, 'pending', 0, 5.0, 5.0)""",
+        [url_id(json_receiver.url)],
+    )
+    old.close()
+    box = Outbox(path, json_receiver)
+    try:
+        assert await box.at(0) == ["old title"]
+        assert json_receiver.received[0]["message"] == "old body"
+    finally:
+        box.store.close()
+
+
+# -- the pure parts -----------------------------------------------------------------------------
+
+
+def test_release_at_combines_wait_interval_and_the_hourly_cap() -> None:
+    grouping = Grouping("new_transactions", wait=5, interval=60, max_per_hour=3)
+    assert release_at(grouping, first_queued=100, sent=()) == 105
+    assert release_at(grouping, first_queued=100, sent=(90,)) == 150
+    assert release_at(grouping, first_queued=500, sent=(90,)) == 505
+    assert release_at(grouping, first_queued=500, sent=(10, 200, 300)) == 3610
+    assert release_at(grouping, first_queued=5000, sent=(10, 200, 300)) == 5005
+
+
+def test_pacing_notes_only_with_a_cap() -> None:
+    assert pacing_notes(Grouping("x", wait=2), 0, (1, 2, 3), now=10) == []
+    capped = Grouping("x", max_per_hour=2)
+    assert pacing_notes(capped, first_queued=5, sent=(), now=5) == []
+    [reached] = pacing_notes(capped, first_queued=5, sent=(1,), now=5)
+    assert reached.startswith("max_per_hour reached (2 messages in the last hour)")
+    held, _ = pacing_notes(capped, first_queued=5, sent=(1, 2), now=3601)
+    assert held.startswith("Held back by max_per_hour (2): gathered since")
+
+
+def row(id_: int, url_id: str = "u1", group: str | None = "r|k", **changes: Any) -> DeliveryRow:
+    values: dict[str, Any] = {
+        "id": id_, "alert_id": id_, "channel": "ops", "url_id": url_id, "status": "sending",
+        "attempts": 0, "next_attempt_at": 0.0, "created_at": float(id_), "rule": "r",
+        "severity": "warning", "reason": "event", "title": f"[WARNING] r: item {id_}",
+        "body": "b", "subject": f"s{id_ % 3}", "group_key": group,
+        "grouping": Grouping("x") if group else None,
+    }  # fmt: skip
+    values.update(changes)
+    return DeliveryRow(**values)
+
+
+def test_batches_keep_each_group_together_in_order_of_its_first_row() -> None:
+    rows = [row(1), row(2, group=None), row(3, url_id="u2"), row(4), row(5, group="other|k")]
+    assert [[r.id for r in message] for message in batches(rows)] == [[1, 4], [2], [3], [5]]
+
+
+def test_a_digest_of_an_unknown_kind_counts_events_and_lists_ten() -> None:
+    rows = [row(i) for i in range(1, 13)]
+    rows[6] = row(7, severity="critical", title="[CRITICAL] r: item 7")  # the rule was edited
+    title, body = digest_text(rows)
+    assert title == "[CRITICAL] r: 12 events (3 subjects)"
+    assert "Rule: r (severity critical)\n12 events in 12 notifications on 3 subjects" in body
+    assert "\n- item 1\n" in body and "\n- item 7\n" in body
+    assert body.endswith("- item 10\n... and 2 more")
+
+
+def test_dead_letters_have_a_grouping_of_their_own() -> None:
+    assert DEAD_LETTER_GROUPING.kind == "dead_letter" and DEAD_LETTER_GROUPING.wait > 0
+
+
+# -- end to end -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_world(tmp_path: Path) -> Iterator[World]:
+    """The e2e world with one rule watching 50 addresses (default grouping)."""
+    rule = {"name": "treasury", "kind": "new_transactions", "addresses": ADDRESSES,
+            "every": "200ms", "notify": ["hooks"]}  # fmt: skip
+    yield from make_world(tmp_path, small_cluster(), rules=[rule])
+
+
+def test_200_transactions_on_50_addresses_are_a_handful_of_digests_each_one_counted(
+    busy_world: World,
+) -> None:
+    world = busy_world
+    world.daemon.start()
+    world.wait_polls("getSignaturesForAddress", 2 * len(ADDRESSES))
+    assert world.notes() == []
+    added = [
+        sig for _ in range(4) for address in ADDRESSES
+        for sig in world.ledger.add_transactions(address, 1)
+    ]  # fmt: skip
+
+    def announced() -> int:
+        return sum(counted(title) for title in world.titles())
+
+    wait_until(lambda: announced() >= len(added), 20, f"200 announced: {world.titles()}")
+    world.wait_polls("getSignaturesForAddress", 3 * len(ADDRESSES))
+    assert announced() == len(added) == 200
+    assert 1 <= len(world.notes()) <= 3, world.titles()
+    digest = world.notes()[0]
+    assert digest["title"].startswith("[WARNING] treasury: ")
+    assert "... and " in digest["message"]
+    assert world.daemon.stop() == 0
