@@ -26,6 +26,7 @@ from watcher.simulator.scenarios import Step
 from watcher.store import Store
 
 DEMO_POLL_SECONDS = 1.0
+DEMO_GROUP_WAIT_SECONDS = 0.5
 # After the scenario's last step: time for the last change to be polled and delivered.
 SETTLE_SECONDS = 3.0
 BASELINE_TIMEOUT_SECONDS = 15.0
@@ -53,7 +54,7 @@ def run_demo(rules_path: Path) -> int:
         ledger = scenario.new_ledger()
         with SimulatorServer(ledger) as server:
             settings = _demo_settings(Path(folder), server.url, rules_path, rules)
-            fast_rules = [rule.model_copy(update={"every": DEMO_POLL_SECONDS}) for rule in rules]
+            fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
             asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
         store = Store(settings.state_path)
         try:
@@ -61,6 +62,15 @@ def run_demo(rules_path: Path) -> int:
         finally:
             store.close()
     return _report(rules, [(record.rule, record.reason) for record in history])
+
+
+def _demo_pace(rule: object) -> dict[str, float]:
+    """Every rule polls each second; event rules gather a digest for half a second only, so
+    each notification prints right after the step that caused it."""
+    pace = {"every": DEMO_POLL_SECONDS}
+    if hasattr(rule, "group_wait"):
+        pace["group_wait"] = DEMO_GROUP_WAIT_SECONDS
+    return pace
 
 
 def _demo_settings(
