@@ -54,7 +54,29 @@ def _wait_for_count(items: Callable[[], list[T]], count: int, timeout: float, wh
     return got
 
 
-class JsonReceiver:
+class _Running:
+    """``with Receiver() as r:`` starts it and always stops it."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class JsonReceiver(_Running):
     """An HTTP listener for Apprise's ``json://`` scheme; records each JSON body it accepts.
 
     ``refuse(n)`` answers HTTP 500 to the next ``n`` posts, ``refuse_all(True)`` to every post
@@ -72,7 +94,7 @@ class JsonReceiver:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> JsonReceiver:
+    def start(self) -> Self:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -113,17 +135,6 @@ class JsonReceiver:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- what tests use ----------------------------------------------------------------------
     @property
@@ -183,7 +194,7 @@ class _FreePortController(Controller):
         super()._trigger_server()  # type: ignore[no-untyped-call]
 
 
-class SmtpReceiver:
+class SmtpReceiver(_Running):
     """A plain local SMTP server (no TLS, no auth) that keeps every message it accepts."""
 
     def __init__(self) -> None:
@@ -200,7 +211,7 @@ class SmtpReceiver:
             self._messages.append(message)
         return "250 OK"
 
-    def start(self) -> SmtpReceiver:
+    def start(self) -> Self:
         self._controller = _FreePortController(self, hostname="127.0.0.1", port=0)
         self._controller.start()
         return self
@@ -210,17 +221,6 @@ class SmtpReceiver:
             self._controller.stop()
             self._controller = None
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def port(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from watcher.database import MIGRATIONS, migrate, open_database
 from watcher.digest import (
     DEAD_LETTER_GROUPING,
     batches,
@@ -27,7 +28,7 @@ from watcher.notify import Sender
 from watcher.outbox import url_id
 from watcher.rules.schema import DelinquentValidatorsRule, NewTransactionsRule
 from watcher.simulator.keys import derived_pubkey
-from watcher.store import MIGRATIONS, DeliveryRow, Store, migrate, open_database
+from watcher.store import DeliveryRow, Store
 
 from receivers import JsonReceiver, wait_until
 from test_e2e import World, make_world, small_cluster

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from sqlite_utils import Database
 
-from watcher.events import AlertMessage
-from watcher.outbox import Destination
-from watcher.store import (
+from watcher.database import (
     MIGRATIONS,
     SchemaTooNewError,
-    Store,
     migrate,
     open_database,
     schema_version,
     transaction,
 )
+from watcher.events import AlertMessage
+from watcher.outbox import Destination
+from watcher.store import Store
 
 OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
 MAIL = Destination("ops", "mailto://127.0.0.1:9?from=w@example.com&to=SECRETBOX99@example.com")

@@ -160,11 +160,12 @@ class Daemon:
         """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
         scheduler = Scheduler(self.sweep, clock=self.clock)
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
-        scheduler.start(self.ruleset.jobs())
+        jobs = self.ruleset.jobs()
+        scheduler.start(jobs)
         log.info(
             "watcher started",
             rules=len(self.ruleset.rules),
-            jobs=[f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in self.ruleset.jobs()],
+            jobs=[f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in jobs],
             rpc=getattr(self.rpc, "public_url", "custom"),
             state=str(self.settings.state_path),
             pending_deliveries=self.store.pending_count(),

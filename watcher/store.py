@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
+from watcher.database import migrate, open_database, transaction
 from watcher.events import AlertMessage, Grouping, Reason, Severity, TargetState
 from watcher.outbox import Destination
 from watcher.silences import Silence
@@ -31,10 +31,6 @@ from watcher.silences import Silence
 # up), silenced (no destination at all).
 DELIVERY_STATUSES = ("pending", "sending", "sent", "dead")
 ALERT_STATUSES = ("queued", "partial", "sent", "dead", "silenced")
-
-
-class SchemaTooNewError(RuntimeError):
-    """The database was written by a newer watcher: refuse rather than guess."""
 
 
 @dataclass(frozen=True)
@@ -101,180 +97,6 @@ class AlertRecord:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (``watcher alerts --json``)."""
         return asdict(self)
-
-
-# -- schema -------------------------------------------------------------------------------------
-# Migrations are plain SQL, append-only: never edit one that has shipped, add the next one.
-# Each runs in its own transaction together with the bump of the recorded version.
-
-
-def _migration_1_initial(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE targets (
-            source TEXT NOT NULL,
-            target TEXT NOT NULL,
-            state TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (source, target)
-        ) STRICT"""
-    )
-    db.execute(
-        """CREATE TABLE alerts (
-            id INTEGER PRIMARY KEY,
-            created_at REAL NOT NULL,
-            rule TEXT NOT NULL,
-            severity TEXT NOT NULL,
-            subject TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            dedup_key TEXT NOT NULL UNIQUE,
-            title TEXT NOT NULL,
-            body TEXT NOT NULL,
-            facts TEXT NOT NULL,
-            status TEXT NOT NULL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX alerts_rule_created ON alerts (rule, created_at)")
-    db.execute("CREATE INDEX alerts_created ON alerts (created_at)")
-    db.execute(
-        """CREATE TABLE deliveries (
-            id INTEGER PRIMARY KEY,
-            alert_id INTEGER NOT NULL REFERENCES alerts (id) ON DELETE CASCADE,
-            channel TEXT NOT NULL,
-            url_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_attempt_at REAL NOT NULL,
-            last_error TEXT,
-            sent_at REAL,
-            created_at REAL NOT NULL,
-            UNIQUE (alert_id, url_id)
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)")
-
-
-def _migration_2_silences(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE silences (
-            id INTEGER PRIMARY KEY,
-            rule TEXT NOT NULL,
-            subject TEXT,
-            starts_at REAL NOT NULL,
-            ends_at REAL NOT NULL,
-            comment TEXT NOT NULL,
-            created_by TEXT,
-            created_at REAL NOT NULL,
-            expired_at REAL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX silences_ends ON silences (ends_at)")
-
-
-def _migration_3_digests(db: Database) -> None:
-    # Event alerts carry their rule's grouping (NULL: sent alone); group_sends remembers when
-    # each group last sent to each URL, for group_interval and max_per_hour.
-    db.execute("ALTER TABLE alerts ADD COLUMN group_key TEXT")
-    db.execute("ALTER TABLE alerts ADD COLUMN grouping TEXT")
-    db.execute(
-        """CREATE TABLE group_sends (
-            group_key TEXT NOT NULL,
-            url_id TEXT NOT NULL,
-            sent_at REAL NOT NULL,
-            alerts INTEGER NOT NULL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX group_sends_latest ON group_sends (group_key, url_id, sent_at)")
-
-
-Migration = Callable[[Database], None]
-MIGRATIONS: tuple[Migration, ...] = (
-    _migration_1_initial,
-    _migration_2_silences,
-    _migration_3_digests,
-)
-
-
-@contextmanager
-def transaction(db: Database) -> Iterator[None]:
-    """Group writes: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK of everything on any exception.
-
-    The connection runs with ``isolation_level=None`` (see ``open_database``), so the driver
-    opens no implicit transaction of its own: these statements are the only transaction
-    control. IMMEDIATE takes the write lock up front, so a concurrent reader (the ``alerts``
-    command) cannot make the commit fail half-way. sqlite-utils' own methods nest inside as
-    savepoints. Transactions do not nest: a nested call is a bug and raises.
-    """
-    conn = db.conn
-    if conn.in_transaction:
-        raise RuntimeError("transaction() does not nest")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    try:
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def open_database(path: Path | str) -> Database:
-    """Open (creating its folder) a WAL database with foreign keys enforced."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = Database(path)
-    db.conn.isolation_level = None
-    db.execute("PRAGMA foreign_keys = ON")
-    # A reader such as `watcher alerts` may hold the lock for a moment: wait a little rather
-    # than fail. Writes are short, so this never waits long.
-    db.execute("PRAGMA busy_timeout = 2000")
-    db.enable_wal()
-    # NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
-    # durability of the last transactions at the cost of an fsync per commit.
-    db.execute("PRAGMA synchronous = NORMAL")
-    return db
-
-
-def schema_version(db: Database) -> int:
-    if "schema_migrations" not in db.table_names():
-        return 0
-    row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
-    return int(row[0] or 0)
-
-
-def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
-    """Apply the migrations the database has not seen yet, in order; returns how many ran.
-
-    Each migration runs in its own transaction with the bump of the version, which is read
-    again under the write lock: two processes starting together cannot apply one twice.
-    """
-    applied = 0
-    while True:
-        current = schema_version(db)
-        if current > len(migrations):
-            raise SchemaTooNewError(
-                f"the state database is at schema version {current}, newer than this watcher "
-                f"knows ({len(migrations)}): upgrade the watcher or use another state_path"
-            )
-        if current == len(migrations):
-            return applied
-        with transaction(db):
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL) STRICT"
-            )
-            if schema_version(db) != current:
-                continue  # another process got there first: look again
-            migrations[current](db)
-            db.execute(
-                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                [current + 1, time.time()],
-            )
-        applied += 1
 
 
 # -- the store ----------------------------------------------------------------------------------
