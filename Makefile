@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench clean
+.PHONY: demo test lint typecheck rule-tests bench clean check-packaging lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher
+
+# The deployment files: systemd unit (verify, security score) and Dockerfile (hadolint).
+check-packaging: $(STAMP)
+	VENV=$(CURDIR)/$(VENV) deploy/check-packaging
+
+# Renew the pinned, hash-checked dependency set the Docker image installs.
+lock: $(STAMP)
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
+	    -o deploy/requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from watcher.store import Store
+
 from receivers import wait_until
 from test_e2e import OUR_NODE, OUR_VOTE, World, make_world, small_cluster
 
@@ -25,6 +27,23 @@ def world_with(tmp: Path, **lifecycle: Any) -> Iterator[World]:
     yield from make_world(tmp, small_cluster(), rules=validator_rule(**lifecycle))
 
 
+def first_poll_after(world: World, moment: float) -> float:
+    """When the simulator received the daemon's first getVoteAccounts call after ``moment``."""
+    return min(r.at for r in world.server.requests
+               if r.method == "getVoteAccounts" and r.at >= moment)  # fmt: skip
+
+
+def fired_at(world: World) -> float:
+    """The daemon's own time of the firing, from its alert history (not the receiver's clock,
+    so a slow start or a busy machine cannot move it)."""
+    store = Store(world.config.parent / "state" / "watcher.db")
+    try:
+        [record] = [r for r in store.history() if r.reason == "firing"]
+        return record.created_at
+    finally:
+        store.close()
+
+
 def test_for_delays_firing_and_a_shorter_blip_never_fires(tmp_path: Path) -> None:
     with world_with(tmp_path, **{"for": "1500ms"}) as world:
         world.daemon.start()
@@ -36,10 +55,11 @@ def test_for_delays_firing_and_a_shorter_blip_never_fires(tmp_path: Path) -> Non
         world.wait_polls("getVoteAccounts", 10)  # well past 1.5 s since the blip began
         assert world.notes() == [], world.titles()
 
-        started = time.monotonic()
+        marked = time.time()
         world.ledger.mark_delinquent(OUR_VOTE)
         [note] = world.wait_notes(1)
-        assert time.monotonic() - started >= 1.5, "fired before the condition held for 1.5 s"
+        seen = first_poll_after(world, marked)
+        assert fired_at(world) - seen >= 1.5, "fired before the condition held for 1.5 s"
         assert OUR_NODE in note["message"]
         assert world.daemon.stop() == 0
 
@@ -48,14 +68,21 @@ def test_pending_survives_a_restart(tmp_path: Path) -> None:
     with world_with(tmp_path, **{"for": "2s"}) as world:
         world.daemon.start()
         world.wait_polls("getVoteAccounts", 2)
+        marked = time.time()
         world.ledger.mark_delinquent(OUR_VOTE)
         world.wait_polls("getVoteAccounts", 2)  # pending now
         assert world.daemon.stop() == 0
-        started = time.monotonic()
+        assert world.notes() == [], world.titles()
+        seen = first_poll_after(world, marked)
+        # Stay stopped until `for` has passed since the daemon first saw the problem.
+        wait_until(lambda: time.time() - seen > 2.2, 10, "`for` to pass while stopped")
+
+        restarted = time.time()
         world.daemon.start()
         [note] = world.wait_notes(1)
-        # Pending began before the restart, so it fires less than `for` after the new start.
-        assert time.monotonic() - started < 2.0 + 1.5
+        # Pending began before the restart, so the first poll after it fires; a pending state
+        # lost in the restart would need `for` (2 s) of the daemon's own time after that poll.
+        assert fired_at(world) - first_poll_after(world, restarted) < 2.0
         assert "my-validator" in note["title"]
         assert world.daemon.stop() == 0
 

@@ -8,8 +8,11 @@ Tracebacks are rendered without frame locals: a truncated secret in a local woul
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -33,6 +36,33 @@ def _redact_rendered(_logger: WrappedLogger, _name: str, event: Any) -> Any:
     return event
 
 
+# syslog priorities (sd-daemon(3)): journald reads a "<N>" prefix on each line as the line's level.
+_PRIORITY = {"critical": 2, "error": 3, "warning": 4, "info": 6, "debug": 7}
+
+
+def _writes_to_journal(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """systemd sets JOURNAL_STREAM=DEV:INODE to the stream it connected to the journal."""
+    expected = environ.get("JOURNAL_STREAM")
+    if not expected:
+        return False
+    try:
+        stat = os.fstat(stream.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return expected == f"{stat.st_dev}:{stat.st_ino}"
+
+
+def _with_priority(renderer: Processor) -> Processor:
+    def render(logger: WrappedLogger, name: str, event_dict: EventDict) -> Any:
+        priority = _PRIORITY.get(str(event_dict.get("level", "info")), 6)
+        line = renderer(logger, name, event_dict)
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        return f"<{priority}>{line}"
+
+    return render
+
+
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -43,10 +73,14 @@ def _shared_processors() -> list[Processor]:
 
 
 def configure(
-    level: str = "info", fmt: LogFormat = "auto", stream: TextIO | None = None
+    level: str = "info",
+    fmt: LogFormat = "auto",
+    stream: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """Set up structlog and stdlib logging once, at start-up of a command."""
     stream = stream or sys.stderr
+    environ = os.environ if environ is None else environ
     as_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
     renderer: Processor
     if as_json:
@@ -61,6 +95,8 @@ def configure(
             colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
         )
         exceptions = []
+    if _writes_to_journal(stream, environ):
+        renderer = _with_priority(renderer)
 
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),

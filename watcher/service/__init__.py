@@ -1,0 +1,1 @@
+"""Running as a service: systemd's notify protocol (and, coming, reload, /metrics, /healthz)."""
