@@ -88,6 +88,10 @@ class JsonReceiver(_Running):
         self._received: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
         self._paths: list[str] = []
+        self._headers: list[dict[str, str]] = []
+        # Called with each accepted body before the answer goes back (e.g. to kill the sender
+        # while its message is in flight).
+        self.on_accept: Callable[[dict[str, Any]], None] | None = None
         self._refuse_next = 0
         self._refuse_all = False
         self._server: ThreadingHTTPServer | None = None
@@ -105,10 +109,10 @@ class JsonReceiver(_Running):
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {"_raw": raw.decode("utf-8", "replace")}
-                status = receiver._record(body, self.path)
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                status = receiver._record(body, self.path, dict(self.headers.items()))
+                if status == 200 and receiver.on_accept is not None:
+                    receiver.on_accept(body)
+                receiver._answer(self, status)
 
             def log_message(self, format: str, *args: Any) -> None:
                 # Keep test output clean: the default handler writes every request to stderr.
@@ -163,6 +167,12 @@ class JsonReceiver(_Running):
         with self._lock:
             return list(self._paths)
 
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """HTTP headers of each accepted post, in the order of ``received``."""
+        with self._lock:
+            return list(self._headers)
+
     def refuse(self, n: int) -> None:
         with self._lock:
             self._refuse_next = n
@@ -174,7 +184,12 @@ class JsonReceiver(_Running):
     def wait_for(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         return _wait_for_count(lambda: self.received, count, timeout, "JSON posts received")
 
-    def _record(self, body: dict[str, Any], path: str) -> int:
+    def _answer(self, handler: BaseHTTPRequestHandler, status: int) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def _record(self, body: dict[str, Any], path: str, headers: dict[str, str]) -> int:
         with self._lock:
             self._paths.append(path)
             if self._refuse_all or self._refuse_next > 0:
@@ -182,7 +197,48 @@ class JsonReceiver(_Running):
                 self._refused.append(body)
                 return 500
             self._received.append(body)
+            self._headers.append(headers)
             return 200
+
+
+class TrickleReceiver(JsonReceiver):
+    """A ``json://`` listener that records each post, then answers one byte every 0.2 s
+    until ``release()``: the stalled channel of issue 6 (no read timeout ever fires).
+    ``stalled`` counts the answers being trickled right now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._released = threading.Event()
+        self._stalled = 0
+
+    def release(self) -> None:
+        self._released.set()
+
+    @property
+    def stalled(self) -> int:
+        with self._lock:
+            return self._stalled
+
+    def _answer(self, handler: BaseHTTPRequestHandler, status: int) -> None:
+        with self._lock:
+            self._stalled += 1
+        try:
+            handler.wfile.write(f"HTTP/1.1 {status} OK\r\nX-Pad: ".encode())
+            handler.wfile.flush()
+            while not self._released.wait(0.2):
+                handler.wfile.write(b"a")
+                handler.wfile.flush()
+            handler.wfile.write(b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            handler.wfile.flush()
+        except OSError:
+            pass  # the sender gave up on the connection
+        finally:
+            with self._lock:
+                self._stalled -= 1
+
+    def stop(self) -> None:
+        self.release()
+        super().stop()
 
 
 class _FreePortController(Controller):

@@ -14,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Awaitable, Sequence
 
 import structlog
 
 from watcher import builtin, routing, silences
 from watcher.clock import Clock, system_clock
-from watcher.errors import RpcError
+from watcher.errors import DaemonFailed, RpcError, state_error
 from watcher.events import AlertMessage, StepOutcome
-from watcher.health import RoundHealth, RoundVerdict
+from watcher.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.messages import Presentation, PresentedRule, present
-from watcher.notify import Sender
+from watcher.notify import DB_RETRY_MAX, Sender
 from watcher.outbox import Destination
 from watcher.rpc import RpcClient
 from watcher.ruleset import Job, RuleSet
@@ -40,6 +41,8 @@ log = structlog.get_logger(__name__)
 # is safe: nothing is committed until a step is complete, and unsent rows wait for the next start.
 STOP_GRACE_SECONDS = 5.0
 SENDER_IDLE_SECONDS = 0.5
+# How often the supervisor in ``run`` looks at the tasks and the database's health.
+SUPERVISE_SECONDS = 1.0
 
 
 class Daemon:
@@ -55,6 +58,8 @@ class Daemon:
         self.ruleset = ruleset
         self.clock = clock
         self.store = Store(settings.state_path)
+        self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
+        self._outbox_has_work = asyncio.Event()
         self.rpc: LedgerReader = ledger or RpcClient(
             settings.rpc_url.get_secret_value(),
             commitment=settings.commitment,
@@ -69,14 +74,16 @@ class Daemon:
             first_retry=settings.delivery.first_retry,
             max_backoff=settings.delivery.max_backoff,
             deadline=settings.delivery.deadline,
+            send_timeout=settings.delivery.send_timeout,
             fallback_channels=settings.fallback_channels,
+            on_idle=self._wake_sender,
+            state_health=self.state_health,
         )
         self.health = RoundHealth()
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
-        self._outbox_has_work = asyncio.Event()
 
     # -- one observation ---------------------------------------------------------------------
 
@@ -117,11 +124,29 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(*(self.poll_target(source, target) for target in job.targets))
+        await asyncio.gather(
+            *(
+                self._guarded(f"poll {job.source}", self.poll_target(source, target))
+                for target in job.targets
+            )
+        )
         now = self.clock()
         verdict = self.health.round_done(job.source, now)
         if verdict is not None:
-            self._check_rpc_health(verdict, now)
+            await self._guarded("rpc health", self._check_rpc_health_async(verdict, now))
+
+    async def _check_rpc_health_async(self, verdict: RoundVerdict, now: float) -> None:
+        self._check_rpc_health(verdict, now)
+
+    async def _guarded(self, operation: str, work: Awaitable[None]) -> None:
+        """Run one poll's work; a database error ends only it. Its transaction rolled back
+        (the cursor did not move without its outbox rows): the next round redoes the step."""
+        try:
+            await work
+        except sqlite3.Error as exc:
+            self.state_health.failed(state_error(exc, operation), self.clock())
+        else:
+            self.state_health.succeeded(self.clock())
 
     def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
@@ -147,12 +172,38 @@ class Daemon:
             return []  # recorded in the history as "silenced", sent nowhere
         return self.sender.destinations(alert)
 
+    def _wake_sender(self) -> None:
+        self._outbox_has_work.set()
+
     async def deliver_forever(self) -> None:
+        """Start a worker for each URL with due deliveries (``Sender.dispatch``), whenever
+        there is new work, a worker finished, or every half second. A failed claim (database
+        locked, disk full) is retried with backoff: the sender never stops on its own."""
+        failures = 0
         while not self._stopping.is_set():
-            await self.sender.send_due()
+            wait = SENDER_IDLE_SECONDS
+            try:
+                self.sender.dispatch()
+                failures = 0
+            except sqlite3.Error as exc:
+                failures += 1
+                self.state_health.failed(state_error(exc, "claim deliveries"), self.clock())
+                wait = min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX)
+                self._outbox_has_work.clear()
+                await asyncio.sleep(wait)  # a failure must not be retried at once
+                continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
+                await asyncio.wait_for(self._outbox_has_work.wait(), wait)
             self._outbox_has_work.clear()
+
+    def _fatal(self, sender_task: asyncio.Task[None]) -> str | None:
+        """Why the daemon cannot go on, or None: a dead task, or the database failing."""
+        if sender_task.done():
+            error = None if sender_task.cancelled() else sender_task.exception()
+            return f"the sender stopped: {error!r}" if error else "the sender stopped"
+        if self.sender.failure is not None:
+            return f"a delivery worker failed: {self.sender.failure!r}"
+        return self.state_health.fatal(self.clock())
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -170,8 +221,17 @@ class Daemon:
             state=str(self.settings.state_path),
             pending_deliveries=self.store.pending_count(),
         )
+        fatal: str | None = None
         try:
-            await stop.wait()
+            stopped = asyncio.create_task(stop.wait(), name="stop signal")
+            # The supervisor: a long-lived task that died, or a database that stays down,
+            # ends the run with one clear line and a non-zero exit (systemd restarts it).
+            while fatal is None and not stopped.done():
+                await asyncio.wait({stopped, sender_task}, timeout=SUPERVISE_SECONDS)
+                fatal = None if stopped.done() else self._fatal(sender_task)
+            stopped.cancel()
+            if fatal is not None:
+                log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
         finally:
             log.info("watcher stopping")
             self._stopping.set()
@@ -182,6 +242,8 @@ class Daemon:
                 await sender_task
             await self.close()
             log.info("watcher stopped")
+        if fatal is not None:
+            raise DaemonFailed(fatal)
 
     async def close(self) -> None:
         aclose = getattr(self.rpc, "aclose", None)

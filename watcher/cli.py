@@ -82,7 +82,13 @@ def run(config: ConfigOption) -> None:
         typer.echo("watcher: refusing to start, the configuration has problems:", err=True)
         _fail_with_problems(list(exc.problems))
     logs.configure(settings.log_level, settings.log_format)
-    asyncio.run(_run_until_signalled(settings, ruleset))
+    from watcher.errors import DaemonFailed
+
+    try:
+        asyncio.run(_run_until_signalled(settings, ruleset))
+    except DaemonFailed as exc:
+        typer.echo(f"watcher: stopped with an error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
 
 
 def _load(config: Path) -> tuple[Settings, RuleSet]:

@@ -3,6 +3,15 @@
 ```
 WatcherError
  ├─ ConfigError                    settings or rule files are invalid; .problems: list[Problem]
+ ├─ DaemonFailed                   `watcher run` cannot go on (a task died, the database is down
+ │                                 too long or for good): exit non-zero for the supervisor
+ ├─ StateError                     the state database (SQLite) failed; .transient .operation
+ │   ├─ TransientStateError        locked/busy past the busy timeout, disk full, I/O error, out of
+ │   │                             memory: the operation rolled back; retried with backoff, logged
+ │   │                             once per failing stretch, shown in health (``StateHealth``)
+ │   └─ PermanentStateError        corrupt file, not a database, read-only file or folder, schema
+ │                                 or constraint errors, a bug: retrying cannot help; the daemon
+ │                                 logs one line and exits non-zero for its supervisor
  └─ RpcError                       .transient .method .code .attempts; text never holds the key
      ├─ TransientRpcError          retried with backoff; a failed round, never evidence
      │   ├─ RpcTimeout             connect/read timeout, connection refused/reset
@@ -19,12 +28,17 @@ WatcherError
                                    any other non-2xx status that is not 5xx; .status
 ```
 
+``StateError`` is made from a ``sqlite3.Error`` by ``state_error`` (the driver raises its own
+classes; callers catch ``sqlite3.Error`` and classify). A stretch of transient state errors
+longer than ``health.database_down_for`` is fatal too.
+
 When retries are used up the client raises the last transient error itself (so callers still see
 e.g. ``RateLimited``), with ``.attempts`` telling how many requests were made.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -54,6 +68,52 @@ class ConfigError(WatcherError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(map(str, self.problems)))
+
+
+class DaemonFailed(WatcherError):
+    """The daemon stopped because it cannot go on; ``str()`` says why (already logged)."""
+
+
+class StateError(WatcherError):
+    """The state database failed; ``operation`` says what the daemon was doing."""
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, operation: str) -> None:
+        self.message = REDACTOR.redact(message)
+        self.operation = operation
+        super().__init__(f"{operation}: {self.message}")
+
+
+class TransientStateError(StateError):
+    """Locked or busy, disk full, I/O error: the transaction rolled back; try again later."""
+
+    transient = True
+
+
+class PermanentStateError(StateError):
+    """Corrupt, read-only, schema or constraint error: trying again gets the same answer."""
+
+
+# Driver messages (sqlite3 gives no error code before Python 3.11's ``sqlite_errorname``) and
+# SQLite result codes that clear by themselves: another process releases its lock, space is
+# freed, a disk or NFS hiccup passes.
+_TRANSIENT_CODES = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR",
+                              "SQLITE_NOMEM", "SQLITE_INTERRUPT", "SQLITE_PROTOCOL"})  # fmt: skip
+_TRANSIENT_TEXTS = ("locked", "busy", "disk is full", "disk i/o error", "out of memory",
+                    "interrupted", "unable to open database file")  # fmt: skip
+
+
+def state_error(exc: sqlite3.Error, operation: str) -> StateError:
+    """Classify a driver error: transient (retry with backoff) or permanent (stop)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    text = str(exc).lower()
+    transient = any(name.startswith(code) for code in _TRANSIENT_CODES) or (
+        not name and isinstance(exc, sqlite3.OperationalError)
+        and any(t in text for t in _TRANSIENT_TEXTS)
+    )  # fmt: skip
+    kind = TransientStateError if transient else PermanentStateError
+    return kind(f"{type(exc).__name__}: {exc}", operation=operation)
 
 
 class RpcError(WatcherError):

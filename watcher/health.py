@@ -1,4 +1,5 @@
-"""Health of the RPC endpoint as seen by the pollers: rounds that failed, cluster-wide.
+"""Health of the RPC endpoint as seen by the pollers: rounds that failed, cluster-wide; and of
+the state database as seen by every task (``StateHealth``).
 
 A *round* is one sweep of one job over its targets. A round *failed* when every call of it
 failed; a round in which at least one call succeeded means the endpoint *answered*.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from watcher.errors import RpcError
+from watcher.errors import RpcError, StateError
 
 log = structlog.get_logger(__name__)
 
@@ -92,3 +93,60 @@ class RoundHealth:
             longest=self.failed_rounds,
         )
         return RoundVerdict(False, self.failed_rounds, self.failing_since, self.last_error)
+
+
+@dataclass
+class StateHealth:
+    """Health of the state database as every long-lived task sees it: the current stretch of
+    failed operations (any success ends it), for the log, the supervisor and ``/healthz``.
+
+    One warning at the start of a failing stretch and one "recovered" line at its end: a
+    locked or full database never floods the log. No clock of its own: callers pass ``now``.
+    """
+
+    down_for_limit: float = 300.0  # a stretch of transient failures this long is fatal
+    consecutive_failures: int = 0
+    failing_since: float | None = None
+    last_error: str | None = None
+    permanent: StateError | None = None  # the first permanent error seen: fatal
+
+    def failed(self, error: StateError, now: float) -> None:
+        self.consecutive_failures += 1
+        self.last_error = str(error)
+        if not error.transient and self.permanent is None:
+            self.permanent = error
+        if self.failing_since is None:
+            self.failing_since = now
+            log.warning(
+                "state database failing; retrying with backoff",
+                operation=error.operation,
+                error=error.message,
+                transient=error.transient,
+            )
+
+    def succeeded(self, now: float) -> None:
+        if self.failing_since is None:
+            return
+        log.info(
+            "state database recovered",
+            failures=self.consecutive_failures,
+            after=round(now - self.failing_since, 1),
+            last_error=self.last_error,
+        )
+        self.consecutive_failures = 0
+        self.failing_since = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.failing_since is None
+
+    def fatal(self, now: float) -> str | None:
+        """Why the daemon cannot go on (a permanent error, or failing too long), else None."""
+        if self.permanent is not None:
+            return f"the state database failed permanently: {self.permanent}"
+        if self.failing_since is not None and now - self.failing_since >= self.down_for_limit:
+            return (
+                f"the state database has been failing for {now - self.failing_since:.0f}s "
+                f"({self.consecutive_failures} failures in a row); last error: {self.last_error}"
+            )
+        return None

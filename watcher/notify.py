@@ -1,7 +1,9 @@
-"""Delivery through Apprise: one Apprise object per URL, retried from the SQLite outbox.
+"""Delivery through Apprise: one worker per URL, retried from the SQLite outbox.
 
-The sender claims due deliveries, sends each through its URL's own Apprise object and marks it
-sent only when that URL accepted it; otherwise it is rescheduled with backoff (``outbox``)
+The sender claims due deliveries and hands each URL's to that URL's own worker task (a URL
+whose worker is busy is not claimed for), which sends them through Apprise, each send bounded by
+``send_timeout`` (a slow URL never holds up another), and marks a delivery sent right after its
+URL accepted it; otherwise it is rescheduled with backoff (``outbox``)
 until the deadline, then given up ("dead") and reported to the fallback channels (a dead
 letter). Deliveries to one URL go in the order they were queued; different URLs are served
 concurrently. The due rows of one event rule for one URL go out together as one message, at
@@ -14,22 +16,29 @@ Apprise's own logs (and error texts) are scrubbed of every fragment of every con
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random as random_module
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import apprise
 import apprise.decorators
 import structlog
 
-from watcher import digest, outbox
+from watcher import digest, outbox, sending
 from watcher.clock import Clock
+from watcher.errors import state_error
 from watcher.events import AlertMessage, Severity
+from watcher.health import StateHealth
 from watcher.outbox import Destination
 from watcher.redact import REDACTOR
+from watcher.sending import notification_id, with_id_header
+from watcher.sending import send_through as send_through  # for notify_check
 from watcher.store import DeliveryRow, Store
 
 log = structlog.get_logger(__name__)
@@ -144,47 +153,22 @@ def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
             logger.addFilter(_FILTER)
 
 
-# -- one send -----------------------------------------------------------------------------------
-
-
-async def send_through(
-    client: apprise.Apprise,
-    title: str,
-    body: str,
-    notify_type: apprise.NotifyType | None,
-    *,
-    timeout: float,  # noqa: ASYNC109 (handed to Apprise, per send)
-) -> str | None:
-    """Ask Apprise to deliver; ``None`` when the URL accepted, else why not (scrubbed)."""
-    try:
-        result = await client.async_notify(
-            body=body,
-            title=title,
-            notify_type=notify_type or apprise.NotifyType.INFO,
-            body_format=apprise.NotifyFormat.TEXT,
-            timeout=timeout,
-        )
-    except Exception as exc:  # a plugin bug must not stop the sender
-        return REDACTOR.redact(f"{type(exc).__name__}: {exc}")[:500]
-    # apprise 2.2: an AppriseResult, true only when every service (here: our one URL)
-    # reports SUCCESS; its status also tells FAILURE, TIMEOUT and NOMATCH apart.
-    with result:
-        if result:
-            return None
-        messages = [
-            entry.message
-            for entry in result.logs()
-            if entry.level in ("WARNING", "ERROR", "CRITICAL")
-        ]
-        error = "; ".join(messages) or f"Apprise reported {result.status.name}"
-    return REDACTOR.redact(error)[:500]
-
-
 # -- the sender -------------------------------------------------------------------------------
+
+# Retrying a failed database operation: first wait, longest wait (seconds).
+DB_RETRY_FIRST = 0.5
+DB_RETRY_MAX = 30.0
+T = TypeVar("T")
 
 
 class Sender:
-    """Sends the outbox's due deliveries; safe to call ``send_due`` from a periodic job."""
+    """Sends the outbox's due deliveries: one worker task per URL, so each destination
+    progresses on its own; each send is bounded by ``send_timeout``.
+
+    Every database operation of a worker is retried while the error is transient (locked,
+    disk full: ``watcher.errors``), recorded in ``state_health``; a send the URL accepted is
+    marked sent before anything else, and never sent again because the mark had to wait.
+    """
 
     def __init__(
         self,
@@ -196,11 +180,13 @@ class Sender:
         max_backoff: float = 300.0,
         deadline: float = 86400.0,
         random: Callable[[], float] = random_module.random,
-        concurrency: int = 8,
         batch: int = 100,
-        send_timeout: float = 60.0,
+        send_timeout: float = 30.0,
         fallback_channels: Sequence[str] = (),
         on_dead: Callable[[DeliveryRow, str], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        state_health: StateHealth | None = None,
+        db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
     ) -> None:
         self._store = store
         self._fallback_channels = tuple(fallback_channels)
@@ -214,11 +200,16 @@ class Sender:
         self._batch = batch
         self._send_timeout = send_timeout
         self._on_dead = on_dead
-        self._limit = asyncio.Semaphore(concurrency)
-        self._pass_lock = asyncio.Lock()
+        self._on_idle = on_idle
+        self._db_retry = db_retry
+        self.state_health = state_health or StateHealth()
         self._apprise: dict[str, apprise.Apprise] = {}
         self._stopping = False
-        self._in_flight: set[asyncio.Task[int]] = set()
+        self._workers: dict[str, asyncio.Task[int]] = {}
+        # url_id -> (notification id, send) of a send that timed out while still running.
+        self._abandoned: dict[str, tuple[str, concurrent.futures.Future[str | None]]] = {}
+        # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
+        self.failure: BaseException | None = None
         protect_delivery_logs(self._urls.values())
         # The previous process may have stopped mid-send: those rows go out again.
         requeued = store.requeue_interrupted()
@@ -234,15 +225,46 @@ class Sender:
         ]
 
     async def send_due(self) -> int:
-        """One pass over the due deliveries; returns how many were delivered."""
-        if self._stopping:
+        """Start the workers for what is due now and wait for them; returns how many
+        deliveries they delivered. (The daemon calls ``dispatch`` and does not wait.)"""
+        started = self.dispatch()
+        if not started:
             return 0
-        # Shielded: a cancelled caller (the scheduler's job) does not cut a send in half;
-        # drain() waits for it instead.
-        task = asyncio.ensure_future(self._send_pass())
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-        return await asyncio.shield(task)
+        # Shielded: a cancelled caller does not cut a send in half; drain() waits for it.
+        counts = await asyncio.shield(asyncio.gather(*started))
+        return sum(counts)
+
+    def dispatch(self) -> list[asyncio.Task[int]]:
+        """Claim the due deliveries of every URL that has no worker running and start one
+        worker per URL. Raises ``sqlite3.Error`` when the claim failed (rolled back: nothing
+        claimed); the caller records it and tries again later."""
+        if self._stopping:
+            return []
+        busy = [url_id for url_id, task in self._workers.items() if not task.done()]
+        rows = self._store.claim_due(
+            self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS, skip_urls=busy
+        )
+        if rows:
+            self.state_health.succeeded(self._clock())
+        by_url: dict[str, list[list[DeliveryRow]]] = {}
+        for message in digest.batches(rows):
+            by_url.setdefault(message[0].url_id, []).append(message)
+        started = []
+        for url_id, queue in by_url.items():
+            task = asyncio.create_task(self._send_in_order(queue), name=f"send to {url_id}")
+            self._workers[url_id] = task
+            task.add_done_callback(self._worker_done)
+            started.append(task)
+        return started
+
+    def _worker_done(self, task: asyncio.Task[int]) -> None:
+        for url_id, worker in list(self._workers.items()):
+            if worker is task:
+                del self._workers[url_id]
+        if not task.cancelled() and task.exception() is not None and self.failure is None:
+            self.failure = task.exception()
+        if self._on_idle is not None:
+            self._on_idle()  # its URL may have more due: look again
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (a grace period)
         """Stop starting sends; wait up to ``timeout`` for the sends in flight to finish.
@@ -251,51 +273,67 @@ class Sender:
         timeout stays claimed and is requeued by the next start (at-least-once).
         """
         self._stopping = True
-        tasks = [t for t in self._in_flight if not t.done()]
+        tasks = [t for t in self._workers.values() if not t.done()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=timeout)
             for task in pending:
                 task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
 
-    async def _send_pass(self) -> int:
-        async with self._pass_lock:
-            if self._stopping:
-                return 0
-            rows = self._store.claim_due(self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS)
-            by_url: dict[str, list[list[DeliveryRow]]] = {}
-            for message in digest.batches(rows):
-                by_url.setdefault(message[0].url_id, []).append(message)
-            counts = await asyncio.gather(*(self._send_in_order(q) for q in by_url.values()))
-            return sum(counts)
+    async def _db(self, operation: str, call: Callable[[], T], *, writes: bool = True) -> T:
+        """Run a store call; a transient database error (rolled back) is recorded and retried
+        with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
+        delay, longest = self._db_retry
+        while True:
+            try:
+                result = call()
+            except sqlite3.Error as exc:
+                error = state_error(exc, operation)
+                self.state_health.failed(error, self._clock())
+                if not error.transient:
+                    raise error from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+                continue
+            if writes:
+                self.state_health.succeeded(self._clock())
+            return result
 
     async def _send_in_order(self, queue: list[list[DeliveryRow]]) -> int:
         """One URL's messages, in order; after a failure the rest wait behind it. A digest
         group whose time has not come goes back to wait, without holding up the others."""
         sent = 0
-        async with self._limit:
-            for index, rows in enumerate(queue):
-                if self._stopping:
-                    self._store.release([r.id for later in queue[index:] for r in later])
-                    break
-                notes = self._pace(rows)
-                if notes is None:
-                    continue
-                delivered, retry_at = await self._send_message(rows, notes)
-                if delivered:
-                    sent += len(rows)
-                elif retry_at is not None:
-                    rest = [r.id for later in queue[index + 1 :] for r in later]
-                    self._store.release(rest, not_before=retry_at)
-                    break
+        for index, rows in enumerate(queue):
+            if self._stopping:
+                rest = [r.id for later in queue[index:] for r in later]
+                await self._db("release deliveries", partial(self._store.release, rest))
+                break
+            notes = await self._pace(rows)
+            if notes is None:
+                continue
+            delivered, retry_at = await self._send_message(rows, notes)
+            if delivered:
+                sent += len(rows)
+            elif retry_at is not None:
+                rest = [r.id for later in queue[index + 1 :] for r in later]
+                await self._db(
+                    "release deliveries",
+                    partial(self._store.release, rest, not_before=retry_at),
+                )
+                break
         return sent
 
-    def _pace(self, rows: list[DeliveryRow]) -> list[str] | None:
+    async def _pace(self, rows: list[DeliveryRow]) -> list[str] | None:
         """The notes a grouped message carries, or None when its group must wait (the rows
         are put back until its time, joining the group's rows already waiting)."""
         newest = rows[-1]
         if newest.group_key is None or newest.grouping is None:
             return []
-        group = self._store.group_sends(newest.group_key, newest.url_id)
+        group_key, url_id = newest.group_key, newest.url_id
+        group = await self._db(
+            "read digest group", lambda: self._store.group_sends(group_key, url_id), writes=False
+        )
         first_queued = min(row.created_at for row in rows)
         now = self._clock()
         if group.scheduled_at is not None and group.scheduled_at > now:
@@ -304,7 +342,8 @@ class Sender:
             # The newest row carries the rule's grouping as it is now.
             due = digest.release_at(newest.grouping, first_queued, group.sent)
         if due > now:
-            self._store.release([row.id for row in rows], not_before=due)
+            ids = [row.id for row in rows]
+            await self._db("release deliveries", lambda: self._store.release(ids, not_before=due))
             return None
         return digest.pacing_notes(newest.grouping, first_queued, group.sent, now)
 
@@ -316,29 +355,33 @@ class Sender:
         first = rows[0]
         url = self._urls.get(first.url_id)
         if url is None:
-            self._give_up(rows, NOT_CONFIGURED)
+            await self._give_up(rows, NOT_CONFIGURED)
             return False, None
-        client = self._client(first.url_id, url)
+        notification = notification_id(rows)
+        client = self._client(first.url_id, url, notification)
         if client is None:
-            self._give_up(rows, REJECTED_URL)
+            await self._give_up(rows, REJECTED_URL)
             return False, None
         title, body = fit_for_url(url, *digest.message_text(rows, notes))
         notify_type = NOTIFY_TYPES.get(digest.severity_of(rows))
-        error = await self._notify(client, title, body, notify_type)
+        error = await self._send(first.url_id, notification, client, title, body, notify_type)
         now = self._clock()
+        ids = [row.id for row in rows]
         where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
         if error is None:
+            # First thing after the URL accepted: the shorter this window, the fewer repeats
+            # a crash can cause. A failing mark is retried; the message is not sent again.
             group = None if first.group_key is None else (first.group_key, first.url_id)
-            self._store.mark_sent([row.id for row in rows], now, group=group)
+            await self._db("mark sent", lambda: self._store.mark_sent(ids, now, group=group))
             if len(rows) == 1:
-                log.info("delivered", alert_id=first.alert_id, **where)
+                log.info("delivered", alert_id=first.alert_id, id=notification, **where)
             else:
-                log.info("delivered a digest", alerts=len(rows), **where)
+                log.info("delivered a digest", alerts=len(rows), id=notification, **where)
             return True, None
         dead = [row for row in rows if outbox.is_dead(row.created_at, now, self._deadline)]
         alive = [row for row in rows if row not in dead]
         if dead:
-            self._give_up(dead, error)
+            await self._give_up(dead, error)
         if not alive:
             return False, None
         attempts = max(row.attempts for row in alive) + 1
@@ -353,7 +396,10 @@ class Sender:
             ),
             min(row.created_at for row in alive) + self._deadline,
         )
-        self._store.mark_retry([row.id for row in alive], error, retry_at)
+        alive_ids = [row.id for row in alive]
+        await self._db(
+            "reschedule delivery", lambda: self._store.mark_retry(alive_ids, error, retry_at)
+        )
         log.warning(
             "delivery failed, will retry",
             alert_id=first.alert_id if len(alive) == 1 else None,
@@ -365,25 +411,59 @@ class Sender:
         )
         return False, retry_at
 
-    async def _notify(
+    async def _send(
         self,
+        url_id: str,
+        notification: str,
         client: apprise.Apprise,
         title: str,
         body: str,
         notify_type: apprise.NotifyType | None,
     ) -> str | None:
-        return await send_through(client, title, body, notify_type, timeout=self._send_timeout)
+        """One attempt, bounded by ``send_timeout``. A send that timed out may still be
+        running in its thread: until it ends, its URL gets no other send (no pile of hung
+        threads); if it ends accepted, that counts as this message's delivery."""
+        abandoned = self._abandoned.get(url_id)
+        if abandoned is not None:
+            previous, running = abandoned
+            if not running.done():
+                return f"the previous send, timed out ({self._send_timeout:g}s), is still running"
+            del self._abandoned[url_id]
+            if previous == notification and sending.accepted(running):
+                log.info("a timed-out send was accepted after all", url_id=url_id)
+                return None
+        running = sending.start_thread(
+            partial(sending.send_blocking, client, title, body, notify_type)
+        )
+        try:
+            return await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(running)), self._send_timeout
+            )
+        except TimeoutError:
+            self._abandoned[url_id] = (notification, running)
+            return f"no answer within {self._send_timeout:g}s (delivery.send_timeout)"
+        except asyncio.CancelledError:
+            self._abandoned[url_id] = (notification, running)
+            raise
 
-    def _client(self, url_id: str, url: str) -> apprise.Apprise | None:
+    def _client(self, url_id: str, url: str, notification: str) -> apprise.Apprise | None:
+        """The URL's Apprise object; the webhook schemes get one per message, carrying its id."""
+        tagged = with_id_header(url, notification)
+        if tagged is not None:
+            client = sending.new_client(tagged)
+            return client if client is not None else self._client_for(url_id, url)
+        return self._client_for(url_id, url)
+
+    def _client_for(self, url_id: str, url: str) -> apprise.Apprise | None:
         client = self._apprise.get(url_id)
         if client is None:
-            client = apprise.Apprise()
-            if not client.add(url):
+            client = sending.new_client(url)
+            if client is None:
                 return None
             self._apprise[url_id] = client
         return client
 
-    def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
+    async def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
         """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
         each to the fallback channels' other URLs; a dead letter's own death is only logged."""
         now = self._clock()
@@ -399,8 +479,10 @@ class Sender:
             letter = digest.dead_letter(row, error, channels=self._fallback_channels, now=now)
             if elsewhere(letter):
                 reports[row.id] = letter
-        self._store.mark_dead(
-            [row.id for row in rows], error, now, list(reports.values()), elsewhere
+        ids, letters = [row.id for row in rows], list(reports.values())
+        await self._db(
+            "give up delivery",
+            lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
         )
         for row in rows:
             log.error(
@@ -426,3 +508,4 @@ class Sender:
                 )
             if self._on_dead is not None:
                 self._on_dead(row, error)
+

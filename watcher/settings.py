@@ -92,6 +92,8 @@ class DeliverySettings(_Section):
     first_retry: PositiveDuration = 2.0  # delay before the first retry of a refused delivery
     max_backoff: PositiveDuration = 300.0  # longest delay between retries
     deadline: PositiveDuration = 86400.0  # after this a delivery is given up (dead)
+    # One send to one URL; past it the attempt counts as failed and is retried with backoff.
+    send_timeout: PositiveDuration = 30.0
 
 
 class HealthSettings(_Section):
@@ -102,6 +104,8 @@ class HealthSettings(_Section):
     cluster_delinquent_stake_pct: Annotated[float, Field(gt=0, le=100)] | None = 10.0
     severity: Severity = "critical"
     channels: tuple[str, ...] = ()  # checked against `channels` by Settings._health_channels
+    # The state database failing this long without a break: `watcher run` exits non-zero.
+    database_down_for: PositiveDuration = 300.0
 
 
 class HttpSettings(_Section):

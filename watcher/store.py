@@ -253,25 +253,31 @@ class Store:
         return None if row is None else int(row[0])
 
     # -- outbox ---------------------------------------------------------------------------
-    def due_deliveries(self, now: float, limit: int = 100) -> list[DeliveryRow]:
-        """Pending deliveries whose time has come, oldest first (in the order they were queued)."""
+    def due_deliveries(
+        self, now: float, limit: int = 100, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        """Pending deliveries whose time has come, oldest first (in the order they were queued),
+        leaving out those to ``skip_urls`` (URLs whose worker is busy)."""
         rows = self._db.execute(
             f"""SELECT {_DELIVERY_COLUMNS}
             FROM deliveries d JOIN alerts a ON a.id = d.alert_id
             WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+                AND d.url_id NOT IN ({_marks(skip_urls)})
             ORDER BY d.id LIMIT ?""",
-            [now, limit],
+            [now, *skip_urls, limit],
         ).fetchall()
         return [_delivery_row(r) for r in rows]
 
-    def claim_due(self, now: float, limit: int = 100, group_limit: int = 0) -> list[DeliveryRow]:
+    def claim_due(
+        self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
         """``due_deliveries`` marked ``sending``, so that no other pass picks them up.
 
         With ``group_limit``, each digest group (``group_key`` and URL) among them is completed
         with its other due rows, up to ``group_limit`` each, so that it goes out as one message.
         """
         with transaction(self._db):
-            rows = self.due_deliveries(now, limit)
+            rows = self.due_deliveries(now, limit, skip_urls)
             if group_limit > 0:
                 rows = self._complete_groups(rows, now, group_limit)
             if rows:

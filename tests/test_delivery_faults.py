@@ -1,0 +1,274 @@
+"""The delivery path under faults (issue 6): a channel that stalls, a database that fails.
+
+Real parts: local HTTP receivers, a SQLite file. Only the database failure is simulated (a
+store whose writes raise what SQLite raises on a full disk or a held lock)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import structlog.testing
+
+from watcher.errors import PermanentStateError, TransientStateError, state_error
+from watcher.events import AlertMessage
+from watcher.health import StateHealth
+from watcher.notify import Sender
+from watcher.store import Store
+
+from receivers import JsonReceiver, TrickleReceiver
+
+ID_HEADER = "X-Watcher-Id"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def alert(key: str) -> AlertMessage:
+    return AlertMessage(
+        rule="treasury",
+        severity="warning",
+        subject="addr1",
+        reason="event",
+        dedup_key=key,
+        title=f"[warning] treasury: {key}",
+        body=f"signature {key} on addr1",
+        channels=("ops",),
+    )
+
+
+def make_sender(store: Store, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
+    return Sender(
+        store, {"ops": list(urls)}, clock=clock, random=lambda: 0.0, first_retry=2.0,
+        db_retry=(0.01, 0.05), **kwargs,
+    )  # fmt: skip
+
+
+def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
+    store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
+
+
+def statuses(store: Store) -> list[tuple[str, str, int]]:
+    """(alert title, delivery status, attempts) for every delivery, oldest alert first."""
+    return [
+        (record.title, d.status, d.attempts)
+        for record in reversed(store.history(limit=1000))
+        for d in record.deliveries
+    ]
+
+
+def titles(receiver: JsonReceiver) -> list[str]:
+    return [post["title"] for post in receiver.received]
+
+
+async def until(predicate: Callable[[], object], within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+# -- a channel that stalls ----------------------------------------------------------------------
+
+
+async def test_a_stalled_send_times_out_is_retried_and_never_repeats_a_message(
+    tmp_store: Store,
+) -> None:
+    """Issue 6.3: a receiver trickling its answer. The send gives up after send_timeout (a
+    failed attempt, rescheduled); while the stalled send still runs, its URL gets nothing
+    else; when it turns out accepted, that counts: the message is not posted twice."""
+    with TrickleReceiver() as slow:
+        clock = FakeClock()
+        sender = make_sender(tmp_store, [slow.url], clock, send_timeout=0.5)
+        enqueue(tmp_store, sender, clock, alert("k1"))
+
+        assert await sender.send_due() == 0
+        assert slow.stalled == 1
+        [(_, status, attempts)] = statuses(tmp_store)
+        assert (status, attempts) == ("pending", 1)
+        [delivery] = tmp_store.history()[0].deliveries
+        assert "no answer within 0.5s" in (delivery.last_error or "")
+
+        clock.advance(2.0)  # the retry is due, but the stalled send has not ended
+        assert await sender.send_due() == 0
+        assert len(slow.received) == 1
+        assert statuses(tmp_store) == [("[warning] treasury: k1", "pending", 2)]
+
+        slow.release()  # the channel answers 200 to the first post after all
+        await until(lambda: slow.stalled == 0)
+        clock.advance(4.0)
+        assert await sender.send_due() == 1
+        assert titles(slow) == ["[warning] treasury: k1"]
+        assert statuses(tmp_store) == [("[warning] treasury: k1", "sent", 3)]
+
+
+# -- the notification id ------------------------------------------------------------------------
+
+
+async def test_each_webhook_message_carries_a_stable_id_the_same_on_every_retry(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    clock = FakeClock()
+    sender = make_sender(tmp_store, [json_receiver.url], clock)
+    enqueue(tmp_store, sender, clock, alert("k1"), alert("k2"))
+    json_receiver.refuse(1)
+
+    await sender.send_due()  # k1 refused, k2 waits behind it
+    clock.advance(2.0)
+    assert await sender.send_due() == 2
+    assert titles(json_receiver) == ["[warning] treasury: k1", "[warning] treasury: k2"]
+    first, second = (headers.get(ID_HEADER) for headers in json_receiver.headers)
+    assert first and second and first != second
+    assert json_receiver.paths[0] == json_receiver.paths[1]  # the refused post: same URL
+
+
+# -- a database that fails ----------------------------------------------------------------------
+
+
+class FailingStore(Store):
+    """The real store, except that the named methods first raise ``error`` ``times`` times
+    (after rolling back, as SQLite does)."""
+
+    def __init__(self, path: Any, failures: dict[str, int], error: sqlite3.Error) -> None:
+        super().__init__(path)
+        self.failures = dict(failures)
+        self.error = error
+        for name in failures:
+            setattr(self, name, self._failing(name, getattr(self, name)))
+
+    def _failing(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.failures[name] > 0:
+                self.failures[name] -= 1
+                raise self.error
+            return method(*args, **kwargs)
+
+        return call
+
+
+async def test_a_full_disk_at_mark_sent_is_retried_and_the_message_is_not_sent_twice(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    """Issue 6.1: COMMIT of mark_sent failed on a full disk and the sender died. Now the mark
+    is retried until it works; the accepted message is not sent again; the next ones go."""
+    full = sqlite3.OperationalError("database or disk is full")
+    store = FailingStore(tmp_path / "watcher.db", {"mark_sent": 3}, full)
+    clock = FakeClock()
+    health = StateHealth()
+    sender = make_sender(store, [json_receiver.url], clock, state_health=health)
+    enqueue(store, sender, clock, alert("k1"))
+
+    with structlog.testing.capture_logs() as logs:
+        assert await sender.send_due() == 1
+    assert titles(json_receiver) == ["[warning] treasury: k1"]
+    assert statuses(store) == [("[warning] treasury: k1", "sent", 1)]
+    events = [(e["event"], e["log_level"]) for e in logs if "state database" in e["event"]]
+    assert events == [
+        ("state database failing; retrying with backoff", "warning"),
+        ("state database recovered", "info"),
+    ]
+    assert health.healthy and health.last_error and "disk is full" in health.last_error
+
+    enqueue(store, sender, clock, alert("k2"))  # and the sender goes on
+    assert await sender.send_due() == 1
+    assert titles(json_receiver) == ["[warning] treasury: k1", "[warning] treasury: k2"]
+    store.close()
+
+
+async def test_a_locked_database_at_claim_leaves_nothing_claimed_and_the_next_claim_works(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    store = FailingStore(
+        tmp_path / "watcher.db", {"claim_due": 1}, sqlite3.OperationalError("database is locked")
+    )
+    clock = FakeClock()
+    sender = make_sender(store, [json_receiver.url], clock)
+    enqueue(store, sender, clock, alert("k1"))
+
+    with pytest.raises(sqlite3.OperationalError):
+        sender.dispatch()  # the daemon's loop records it and tries again (test_e2e_faults)
+    assert statuses(store) == [("[warning] treasury: k1", "pending", 0)]
+    assert await sender.send_due() == 1
+    assert titles(json_receiver) == ["[warning] treasury: k1"]
+    store.close()
+
+
+async def test_a_permanent_database_error_ends_the_worker_for_the_supervisor(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    corrupt = sqlite3.DatabaseError("database disk image is malformed")
+    store = FailingStore(tmp_path / "watcher.db", {"mark_sent": 1}, corrupt)
+    clock = FakeClock()
+    sender = make_sender(store, [json_receiver.url], clock)
+    enqueue(store, sender, clock, alert("k1"))
+
+    with pytest.raises(PermanentStateError, match="mark sent: DatabaseError: database disk image"):
+        await sender.send_due()
+    await until(lambda: sender.failure is not None)
+    assert isinstance(sender.failure, PermanentStateError)
+    assert sender.state_health.fatal(clock()) is not None
+    store.close()
+
+
+# -- the pieces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("database is locked", TransientStateError),
+        ("database table is locked", TransientStateError),
+        ("database or disk is full", TransientStateError),
+        ("disk I/O error", TransientStateError),
+        ("database disk image is malformed", PermanentStateError),
+        ("attempt to write a readonly database", PermanentStateError),
+        ("no such table: deliveries", PermanentStateError),
+    ],
+)
+def test_sqlite_errors_are_transient_or_permanent(message: str, kind: type) -> None:
+    error = state_error(sqlite3.OperationalError(message), "claim")
+    assert type(error) is kind
+    assert str(error) == f"claim: OperationalError: {message}"
+
+
+def test_a_real_busy_database_is_transient(tmp_path: Any) -> None:
+    path = tmp_path / "x.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0.05, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        other.execute("BEGIN IMMEDIATE")
+    assert state_error(caught.value, "write").transient
+    holder.close()
+    other.close()
+
+
+def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() -> None:
+    health = StateHealth(down_for_limit=300.0)
+    locked = state_error(sqlite3.OperationalError("database is locked"), "commit step")
+    with structlog.testing.capture_logs() as logs:
+        for second in range(0, 300, 10):
+            health.failed(locked, 1000.0 + second)
+            assert health.fatal(1000.0 + second) is None
+        health.succeeded(1299.0)
+        health.failed(locked, 1300.0)
+    assert [e["event"] for e in logs] == [
+        "state database failing; retrying with backoff",
+        "state database recovered",
+        "state database failing; retrying with backoff",
+    ]
+    assert health.fatal(1599.0) is None
+    reason = health.fatal(1600.0)
+    assert reason is not None and "failing for 300s" in reason and "database is locked" in reason
