@@ -167,3 +167,34 @@ async def test_a_bad_signature_entry_raises_nothing_and_wedges_nothing(
 
 def _short(key: str) -> str:
     return f"{key[:4]}…{key[-4:]}"
+
+
+# -- a failure wording one alert never stops the cursor or the other alerts ----------------------
+
+
+async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
+    make_world: Callable[..., World],
+) -> None:
+    broken = {"name": "broken", "kind": "new_transactions", "addresses": [TREASURY],
+              "every": "1s", "notify": ["hooks"], "title": "{{ count + 'x' }} new"}  # fmt: skip
+    world = make_world([base_rules()[0], broken])
+    await world.poll("signatures", TREASURY)
+    new = world.ledger.add_transactions(TREASURY, 1)
+
+    with structlog.testing.capture_logs() as logs:
+        await world.poll("signatures", TREASURY)
+
+    by_rule = {alert.rule: alert for alert in world.alerts()}
+    on = f"1 new transaction on {_short(TREASURY)}"
+    assert by_rule["treasury"].title == f"[WARNING] treasury: {on}"
+    assert by_rule["broken"].title == f"[WARNING] broken: {on}"
+    assert new[0] in by_rule["broken"].body
+    assert "(title template failed: TypeError: unsupported operand" in by_rule["broken"].body
+    assert world.cursor().sig == new[0]
+    warnings = [e for e in logs if e["event"] == "alert worded with the default wording"]
+    assert [w["rule"] for w in warnings] == ["broken"]
+
+    # ... and it goes on: the next transaction is one more alert per rule.
+    world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert sorted(alert.rule for alert in world.alerts()) == ["broken"] * 2 + ["treasury"] * 2

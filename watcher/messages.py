@@ -522,7 +522,9 @@ _REASON_CHARS = 200
 
 
 def _short_reason(exc: BaseException) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    # A template's own error says what it is; anything else is named by its class.
+    said = str(exc) if isinstance(exc, TemplateError) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(said.split())
     return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
 
 
