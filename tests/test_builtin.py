@@ -232,7 +232,7 @@ def accounts(current: Sequence[int], delinquent: Sequence[int]) -> VoteAccounts:
         ([], [7], 100.0),
         ([0], [0], None),  # no stake at all: no share to speak of
         ([], [], None),
-        ([10**18, 10**18], [10**18], 100 / 3),  # mainnet-sized lamports stay exact enough
+        ([2 * 10**17, 2 * 10**17], [2 * 10**17], 100 / 3),  # mainnet-sized lamports: exact enough
     ],
 )
 def test_delinquent_stake_share(

@@ -244,8 +244,9 @@ def test_new_accounts_get_a_baseline_and_gone_ones_lose_theirs() -> None:
 
 
 def vote_account(vote: str, node: str, stake: int, last_vote: int) -> VoteAccount:
-    return VoteAccount.model_validate(
-        {"votePubkey": vote, "nodePubkey": node, "activatedStake": stake, "lastVote": last_vote}
+    # Short labels for pubkeys: built, not validated (the wire's answers are validated).
+    return VoteAccount.model_construct(
+        vote_pubkey=vote, node_pubkey=node, activated_stake=stake, last_vote=last_vote
     )
 
 

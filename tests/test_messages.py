@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from watcher.messages import (
     episode_facts,
     holders_text,
     make_alert,
+    render_checked,
     shorten,
     template_problem,
     transactions_text,
@@ -223,3 +225,18 @@ def test_a_template_failing_at_render_keeps_the_default_and_says_why() -> None:
 def test_template_problem() -> None:
     assert template_problem("{{ count }} new") is None
     assert template_problem("{% if %}") is not None
+
+
+def test_a_default_wording_that_fails_falls_back_to_the_minimal_wording() -> None:
+    def failing(facts: Any, shown: Any) -> tuple[str, str]:
+        raise ValueError("year 57000 is out of range")
+
+    rule = SimpleNamespace(name="treasury", severity="warning", notify=["ops"], title=None,
+                           body=None)  # fmt: skip
+    address = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
+    facts = {"rule": "treasury", "severity": "warning", "subject": address, "reason": "event"}
+    title, body, problems = render_checked(rule, facts, failing)
+    assert title == "[WARNING] treasury: event on 9xQe…VFin"
+    assert f"Subject: {address}" in body
+    assert "(default wording failed: ValueError: year 57000 is out of range)" in body
+    assert problems == ("default wording failed: ValueError: year 57000 is out of range",)

@@ -529,7 +529,7 @@ async def test_backoff_grows_to_its_cap_with_full_jitter(make_client: MakeClient
             "getClusterNodes: HTTP 401 Unauthorized: Unauthorized",
         ),
         (
-            result([{"pubkey": "P", "featureSet": "not a number"}]),
+            result([{"pubkey": ADDRESS, "featureSet": "not a number"}]),
             BadResponse,
             {},
             "getClusterNodes: answer does not fit its model (1 error): 0.featureSet: "

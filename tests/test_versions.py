@@ -156,8 +156,8 @@ def test_a_node_missing_from_gossip_drifts(cluster: ClusterIndex, watched: str) 
 
 def test_a_node_without_version_is_unknown_not_evidence() -> None:
     nodes = [
-        ClusterNode.model_validate({"pubkey": "A", "version": "2.3.6", "featureSet": 7}),
-        ClusterNode.model_validate({"pubkey": "B", "version": None, "featureSet": None}),
+        ClusterNode.model_construct(pubkey="A", version="2.3.6", feature_set=7),
+        ClusterNode.model_construct(pubkey="B", version=None, feature_set=None),
     ]
     result = assess_node("B", index_cluster(nodes, VoteAccounts(current=[], delinquent=[])))
     assert result.status == "unknown" and result.drifting is None
@@ -165,7 +165,7 @@ def test_a_node_without_version_is_unknown_not_evidence() -> None:
 
 def test_without_stake_the_most_common_version_is_the_reference() -> None:
     nodes = [
-        ClusterNode.model_validate({"pubkey": p, "version": v, "featureSet": 7})
+        ClusterNode.model_construct(pubkey=p, version=v, feature_set=7)
         for p, v in [("A", "2.3.5"), ("B", "2.3.6"), ("C", "2.3.6"), ("D", "0.705.20306")]
     ]
     cluster = index_cluster(nodes, VoteAccounts(current=[], delinquent=[]))

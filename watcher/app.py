@@ -112,6 +112,15 @@ class Daemon:
     ) -> None:
         """Word, route and silence a step's alerts; store them with its state (one transaction)."""
         alerts = [self._route(self._present(alert, rules)) for alert in outcome.alerts]
+        for alert in alerts:
+            if alert.wording_problems:
+                # The alert goes out with the default wording; the rule needs a look.
+                log.warning(
+                    "alert worded with the default wording",
+                    rule=alert.rule,
+                    subject=alert.subject,
+                    problems=list(alert.wording_problems),
+                )
         if alerts:
             # Read after the observation: a silence added before the change it mutes is seen.
             alerts = silences.mark_silenced(alerts, self.store.active_silences(now), now)

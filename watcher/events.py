@@ -56,6 +56,9 @@ class AlertMessage:
     facts: dict[str, Any] = field(default_factory=dict)
     # None: sent on its own, at once (state kinds: firing, resolved, repeat).
     grouping: Grouping | None = None
+    # What failed while wording it (a template, the default wording): noted in the body and
+    # logged by the daemon; the alert goes out all the same (``watcher.messages.render_checked``).
+    wording_problems: tuple[str, ...] = ()
 
     @property
     def group_key(self) -> str | None:

@@ -470,25 +470,62 @@ def template_problem(source: str) -> str | None:
 def render(
     rule: RuleView, facts: Facts, wording: Wording, shown: Presentation = PLAIN
 ) -> tuple[str, str]:
-    """The default wording, with the rule's own templates in its place where set. A template
-    that fails at render time must not lose the alert: the default is kept and the error noted.
-    Templates see the facts; their filters ``named`` and ``explorer`` see ``shown``."""
-    title, body = wording(facts, shown)
-    context = {**facts, _PRESENTATION: shown}
+    """The alert's (title, body): see ``render_checked``."""
+    title, body, _ = render_checked(rule, facts, wording, shown)
+    return title, body
+
+
+def render_checked(
+    rule: RuleView, facts: Facts, wording: Wording, shown: Presentation = PLAIN
+) -> tuple[str, str, tuple[str, ...]]:
+    """The default wording, with the rule's own templates in its place where set, and what
+    went wrong wording it. Templates see the facts; their filters ``named`` and ``explorer`` see
+    ``shown``.
+
+    Wording one alert must never lose it, nor stop the step (and the cursor) it belongs to: a
+    template that fails at render time (any exception: an undefined name, ``TypeError``...) is
+    replaced by the default wording; a default wording that fails (facts it cannot word) by
+    ``minimal_text``. Each failure is noted at the end of the body, ``(title template failed:
+    ...)``, and returned, for the caller to log."""
     problems: list[str] = []
+    try:
+        title, body = wording(facts, shown)
+    except Exception as exc:  # any failure of one alert's wording is contained
+        problems.append(f"default wording failed: {_short_reason(exc)}")
+        title, body = minimal_text(facts)
+    context = {**facts, _PRESENTATION: shown}
     if rule.title:
         try:
             title = _compiled(rule.title).render(context).strip()
-        except TemplateError as exc:
-            problems.append(f"title template failed: {exc}")
+        except Exception as exc:
+            problems.append(f"title template failed: {_short_reason(exc)}")
     if rule.body:
         try:
             body = _compiled(rule.body).render(context)
-        except TemplateError as exc:
-            problems.append(f"body template failed: {exc}")
+        except Exception as exc:
+            problems.append(f"body template failed: {_short_reason(exc)}")
     if problems:
         body = _lines(body, "", *(f"({problem})" for problem in problems))
+    return title, body, tuple(problems)
+
+
+def minimal_text(facts: Facts) -> tuple[str, str]:
+    """The wording of last resort: rule, severity, subject and reason, nothing that can fail."""
+    severity, rule = str(facts.get("severity", "warning")), str(facts.get("rule", "?"))
+    subject, reason = str(facts.get("subject", "?")), str(facts.get("reason", "event"))
+    title = f"[{severity.upper()}] {rule}: {reason} on {shorten(subject)}"
+    body = _lines(f"Rule: {rule} (severity {severity})", f"Subject: {subject}", f"Reason: {reason}")
     return title, body
+
+
+_REASON_CHARS = 200
+
+
+def _short_reason(exc: BaseException) -> str:
+    # A template's own error says what it is; anything else is named by its class.
+    said = str(exc) if isinstance(exc, TemplateError) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(said.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
 
 
 def make_alert(
@@ -508,7 +545,7 @@ def make_alert(
         "subject": subject,
         "reason": reason,
     }
-    title, body = render(rule, full_facts, wording)
+    title, body, problems = render_checked(rule, full_facts, wording)
     return AlertMessage(
         rule=rule.name,
         severity=rule.severity,
@@ -520,6 +557,7 @@ def make_alert(
         channels=tuple(rule.notify or ()),
         facts=full_facts,
         grouping=grouping_of(rule) if reason == "event" else None,
+        wording_problems=problems,
     )
 
 
@@ -542,5 +580,5 @@ def present(alert: AlertMessage, rule: PresentedRule, shown: Presentation) -> Al
     wording = WORDINGS.get(rule.kind)
     if wording is None:
         return alert
-    title, body = render(rule, alert.facts, wording, shown)
-    return replace(alert, title=title, body=body)
+    title, body, problems = render_checked(rule, alert.facts, wording, shown)
+    return replace(alert, title=title, body=body, wording_problems=problems)

@@ -4,13 +4,50 @@ Only the fields the daemon reads are declared; unknown fields are ignored (nodes
 such as ``transactionIndex``, ``clientId`` or ``inflationRewardsCommissionBps`` over time), but a
 declared field with the wrong type makes the whole answer invalid: an answer that does not fit
 is an error, never data.
+
+Values outside the documented ranges make the answer invalid too (``BadResponse``: retried,
+counted as a failed call, never evidence): slots, amounts and stakes are u64; a slot beyond
+``MAX_PLAUSIBLE_SLOT`` or a stake beyond ``MAX_LAMPORTS`` (more than all the SOL there is) cannot
+come from a real cluster; ``blockTime`` is in seconds (a value in milliseconds is refused);
+pubkeys are base58 of 32 bytes, signatures of 64. Whether an answer that fits is *plausible*
+against what came before (a slot far ahead, an empty cluster) is ``watcher.plausibility``'s call.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import base58
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+U64_MAX = 2**64 - 1
+# 2^40 slots is 14,000 years of 400 ms slots: no real cluster is there (mainnet: ~4e8 in 2025).
+MAX_PLAUSIBLE_SLOT = 2**40
+# All the SOL there is is under 6e17 lamports: a stake (or a sum of stakes) above 10^18 is wrong.
+MAX_LAMPORTS = 10**18
+# blockTime is unix seconds: 2^33 s is the year 2242; a time in milliseconds (1.7e12) is beyond.
+MAX_BLOCK_TIME = 2**33
+
+
+def _base58_of(size: int) -> AfterValidator:
+    def check(value: str) -> str:
+        try:
+            decoded = base58.b58decode(value) if len(value) <= 2 * size else b""
+        except ValueError:
+            decoded = b""
+        if len(decoded) != size:
+            raise ValueError(f"not base58 of {size} bytes")
+        return value
+
+    return AfterValidator(check)
+
+
+Pubkey = Annotated[str, _base58_of(32)]
+Signature = Annotated[str, _base58_of(64)]
+Slot = Annotated[int, Field(ge=0, le=MAX_PLAUSIBLE_SLOT)]
+U64 = Annotated[int, Field(ge=0, le=U64_MAX)]
+Lamports = Annotated[int, Field(ge=0, le=MAX_LAMPORTS)]
+BlockTime = Annotated[int, Field(ge=0, le=MAX_BLOCK_TIME)]
 
 
 class _Answer(BaseModel):
@@ -18,29 +55,29 @@ class _Answer(BaseModel):
 
 
 class Context(_Answer):
-    slot: int
+    slot: Slot
     api_version: str | None = Field(default=None, alias="apiVersion")
 
 
 class SignatureEntry(_Answer):
     """One entry of getSignaturesForAddress (newest first in the answer)."""
 
-    signature: str = Field(min_length=32, max_length=100)
-    slot: int = Field(ge=0)
+    signature: Signature
+    slot: Slot
     err: Any = None
     memo: str | None = None
-    block_time: int | None = Field(default=None, alias="blockTime")
+    block_time: BlockTime | None = Field(default=None, alias="blockTime")
     confirmation_status: Literal["processed", "confirmed", "finalized"] | None = Field(
         default=None, alias="confirmationStatus"
     )
-    transaction_index: int | None = Field(default=None, alias="transactionIndex")
+    transaction_index: U64 | None = Field(default=None, alias="transactionIndex")
 
 
 class TokenAmount(_Answer):
     """One entry of getTokenLargestAccounts' value (also the value of getTokenAccountBalance)."""
 
-    address: str | None = None
-    amount: int = Field(ge=0)
+    address: Pubkey | None = None
+    amount: U64
     decimals: int = Field(ge=0, le=255)
     ui_amount_string: str | None = Field(default=None, alias="uiAmountString")
 
@@ -61,12 +98,12 @@ class TokenLargestAccounts(_Answer):
 
 
 class VoteAccount(_Answer):
-    vote_pubkey: str = Field(alias="votePubkey")
-    node_pubkey: str = Field(alias="nodePubkey")
-    activated_stake: int = Field(alias="activatedStake", ge=0)
-    commission: int | None = None
-    last_vote: int = Field(alias="lastVote", ge=0)
-    root_slot: int | None = Field(default=None, alias="rootSlot")
+    vote_pubkey: Pubkey = Field(alias="votePubkey")
+    node_pubkey: Pubkey = Field(alias="nodePubkey")
+    activated_stake: Lamports = Field(alias="activatedStake")
+    commission: int | None = Field(default=None, ge=0, le=100)
+    last_vote: Slot = Field(alias="lastVote")
+    root_slot: Slot | None = Field(default=None, alias="rootSlot")
     epoch_vote_account: bool | None = Field(default=None, alias="epochVoteAccount")
 
 
@@ -74,12 +111,21 @@ class VoteAccounts(_Answer):
     current: list[VoteAccount]
     delinquent: list[VoteAccount]
 
+    @model_validator(mode="after")
+    def _stake_fits_the_supply(self) -> VoteAccounts:
+        total = sum(account.activated_stake for account in (*self.current, *self.delinquent))
+        if total > MAX_LAMPORTS:
+            raise ValueError(f"activated stakes add up to {total} lamports, more than all SOL")
+        return self
+
 
 class ClusterNode(_Answer):
-    pubkey: str
+    pubkey: Pubkey
     gossip: str | None = None
     rpc: str | None = None
     version: str | None = None
-    feature_set: int | None = Field(default=None, alias="featureSet")
+    feature_set: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = Field(
+        default=None, alias="featureSet"
+    )
     shred_version: int | None = Field(default=None, alias="shredVersion")
     client_id: int | str | None = Field(default=None, alias="clientId")

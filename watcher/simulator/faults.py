@@ -9,6 +9,10 @@ Two families:
 - Call faults replace one call's answer inside an otherwise good response (HTTP 200):
   ``rpc_error``, ``rpc_429`` and ``wrong_shape``. ``count=N`` spoils the next N matching calls.
 
+A third, for answers that are well-formed JSON-RPC but wrong (fuzzing the daemon's judgement):
+``rewrite(method, fn)`` passes one call's decoded result through ``fn`` and answers what it
+returns (``FaultPlan.rewrite``; in-process only, the function is Python).
+
 Faults are taken in injection order: the oldest matching fault wins. ``skip=N`` lets the first N
 matching requests (or calls) through before the fault starts, e.g. to fail the second page of a
 paged read.
@@ -17,7 +21,7 @@ paged read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +30,7 @@ HTTP_FAULTS = frozenset(
 )
 CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape"})
 FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS
+REWRITE = "rewrite"  # see FaultPlan.rewrite (not injectable by name: it takes a function)
 
 # Options each kind understands, with their defaults.
 _DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
@@ -93,6 +98,16 @@ class FaultPlan:
         with self._lock:
             self._pending.append(_Pending(Fault(kind, method, merged), count, skip))
 
+    def rewrite(
+        self, method: str, fn: Callable[[Any], Any], *, count: int = 1, skip: int = 0
+    ) -> None:
+        """The next ``count`` calls of ``method`` (after ``skip``) answer ``fn(result)``: the
+        result the ledger would give, decoded, rewritten by ``fn`` (which may mutate it)."""
+        if count < 1 or skip < 0:
+            raise ValueError("count must be at least 1 and skip at least 0")
+        with self._lock:
+            self._pending.append(_Pending(Fault(REWRITE, method, {"fn": fn}), count, skip))
+
     @property
     def ignore_until(self) -> bool:
         """When True, getSignaturesForAddress ignores ``until`` (a node lagging behind a
@@ -122,7 +137,7 @@ class FaultPlan:
 
     def take_call(self, method: str) -> Fault | None:
         """The call fault for one call of ``method``, if one is due."""
-        return self._take(CALL_FAULTS, {method})
+        return self._take(CALL_FAULTS | {REWRITE}, {method})
 
     def _take(self, kinds: frozenset[str], methods: set[str]) -> Fault | None:
         with self._lock:

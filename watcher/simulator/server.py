@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from watcher.simulator.faults import Fault
+from watcher.simulator.faults import REWRITE, Fault
 from watcher.simulator.ledger import Ledger
 from watcher.simulator.methods import RpcError, RpcMethods
 
@@ -333,6 +333,9 @@ class SimulatorServer:
             result_text = self.methods.answer(method, call.get("params"))
         except RpcError as error:
             return _envelope(id_text, error=error.to_json())
-        if fault is not None:  # wrong_shape
+        if fault is not None and fault.kind == REWRITE:
+            result = fault.options["fn"](json.loads(result_text))
+            result_text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+        elif fault is not None:  # wrong_shape
             result_text = _wrong_shape(result_text)
         return _envelope(id_text, result_text=result_text)

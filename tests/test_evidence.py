@@ -1,0 +1,200 @@
+"""A bad or doubtful answer is never evidence, never wedges an address, never mutes alerts.
+
+The daemon's own ``poll_target`` against the real simulator on loopback, whose answers a
+``rewrite`` fault spoils one call at a time; state is a real SQLite file. What the user sees is
+asserted: the alerts recorded for delivery (titles, bodies), and that later good answers are
+still noticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from watcher.app import Daemon
+from watcher.config_check import load_config
+from watcher.diff import Cursor
+from watcher.ruleset import RuleSet
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
+from watcher.sources import SOURCES
+from watcher.store import AlertRecord
+
+from daemon_harness import write_config
+
+API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
+TREASURY = derived_pubkey("evidence treasury")
+MINT = derived_pubkey("evidence mint")
+HOLDERS = [derived_pubkey(f"evidence holder {i}") for i in range(21)]
+OUR_VOTE, OUR_NODE = derived_pubkey("evidence our vote"), derived_pubkey("evidence our node")
+BIG_VOTE, BIG_NODE = derived_pubkey("evidence big vote"), derived_pubkey("evidence big node")
+FEATURE_SET = 3640012085
+START = 1_790_000_000.0  # the injected clock (2026-09)
+
+
+def small_cluster() -> Ledger:
+    ledger = Ledger(seed=11)
+    ledger.add_transactions(TREASURY, 5)
+    ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
+    for vote, node, stake in (
+        (BIG_VOTE, BIG_NODE, 10_000_000_000_000_000),
+        (OUR_VOTE, OUR_NODE, 50_000_000_000_000),
+    ):
+        ledger.set_validator(vote, node, stake=stake)
+        ledger.set_node(node, version="2.3.6", feature_set=FEATURE_SET)
+    return ledger
+
+
+def base_rules() -> list[dict[str, Any]]:
+    return [
+        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
+         "every": "1s", "notify": ["hooks"]},
+        {"name": "whales", "kind": "holder_changes", "mints": [MINT], "min_change_pct": 10,
+         "every": "1s", "notify": ["hooks"]},
+        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
+         "every": "1s", "notify": ["hooks"]},
+        {"name": "drift", "kind": "version_drift", "validators": [OUR_NODE],
+         "every": "1s", "notify": ["hooks"]},
+    ]  # fmt: skip
+
+
+@dataclass
+class World:
+    ledger: Ledger
+    daemon: Daemon
+    now: list[float]
+
+    async def poll(self, source: str, target: str) -> None:
+        self.now[0] += 1.0
+        await self.daemon.poll_target(SOURCES[source], target)
+
+    def alerts(self) -> list[AlertRecord]:
+        return list(reversed(self.daemon.store.history(limit=1000)))
+
+    def titles(self) -> list[str]:
+        return [alert.title for alert in self.alerts()]
+
+    def state(self, source: str, target: str) -> dict[str, Any]:
+        return self.daemon.store.load_state(source, target) or {}
+
+    def cursor(self) -> Cursor:
+        return Cursor.from_json(self.state("signatures", TREASURY)["cursor"])
+
+    def rewrite(self, method: str, fn: Callable[[Any], Any], count: int = 1) -> None:
+        self.ledger.faults.rewrite(method, fn, count=count)
+
+
+@pytest.fixture
+def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
+    made: list[tuple[SimulatorServer, Daemon]] = []
+
+    def make(rules: list[dict[str, Any]] | None = None) -> World:
+        ledger = small_cluster()
+        server = SimulatorServer(ledger, api_key=API_KEY)
+        server.start()
+        config = write_config(
+            tmp_path,
+            rpc_url=server.url,
+            channels={"hooks": ["json://127.0.0.1:9/"]},
+            rules=rules if rules is not None else base_rules(),
+            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
+                   "rpc": {"timeout": "2s", "max_attempts": 1}},
+        )  # fmt: skip
+        settings, loaded = load_config(config)
+        now = [START]
+        daemon = Daemon(settings, RuleSet(loaded), clock=lambda: now[0])
+        made.append((server, daemon))
+        return World(ledger, daemon, now)
+
+    yield make
+    for server, daemon in made:
+        daemon.store.close()
+        server.stop()
+
+
+def top_entry(mutate: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:
+    """A rewrite that adds a copy of the newest signature entry, changed by ``mutate``, on top."""
+
+    def rewrite(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        forged = dict(result[0]) if result else {"signature": "x", "slot": 1, "err": None}
+        forged["signature"] = "4" * 87  # base58, 64 bytes: a signature nobody made
+        mutate(forged)
+        return [forged, *result]
+
+    return rewrite
+
+
+# -- a bad answer is never evidence and never wedges an address ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "why"),
+    [
+        (lambda e: e.update(slot=2**64), "slot beyond u64"),
+        (lambda e: e.update(slot=2**64 - 1), "slot at u64 max: no real cluster is there"),
+        (lambda e: e.update(blockTime=1_790_000_000_000), "blockTime in milliseconds"),
+        (lambda e: e.update(blockTime=-5), "negative blockTime"),
+        (lambda e: e.update(signature="0OIl" * 22), "signature not base58"),
+    ],
+)
+async def test_a_bad_signature_entry_raises_nothing_and_wedges_nothing(
+    make_world: Callable[..., World], mutate: Callable[[dict[str, Any]], None], why: str
+) -> None:
+    world = make_world()
+    await world.poll("signatures", TREASURY)  # the quiet baseline
+    before = world.cursor()
+
+    world.rewrite("getSignaturesForAddress", top_entry(mutate))
+    with structlog.testing.capture_logs() as logs:
+        await world.poll("signatures", TREASURY)
+
+    assert world.titles() == [], why
+    assert world.cursor() == before, why
+    assert any(entry["event"].startswith("poll failed") for entry in logs), why
+    assert world.daemon.health._failed_this_round["signatures"] == 1
+
+    # The address is not wedged: the next real transactions are noticed.
+    new = world.ledger.add_transactions(TREASURY, 2)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"]
+    assert all(signature in world.alerts()[0].body for signature in new)
+
+
+def _short(key: str) -> str:
+    return f"{key[:4]}…{key[-4:]}"
+
+
+# -- a failure wording one alert never stops the cursor or the other alerts ----------------------
+
+
+async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
+    make_world: Callable[..., World],
+) -> None:
+    broken = {"name": "broken", "kind": "new_transactions", "addresses": [TREASURY],
+              "every": "1s", "notify": ["hooks"], "title": "{{ count + 'x' }} new"}  # fmt: skip
+    world = make_world([base_rules()[0], broken])
+    await world.poll("signatures", TREASURY)
+    new = world.ledger.add_transactions(TREASURY, 1)
+
+    with structlog.testing.capture_logs() as logs:
+        await world.poll("signatures", TREASURY)
+
+    by_rule = {alert.rule: alert for alert in world.alerts()}
+    on = f"1 new transaction on {_short(TREASURY)}"
+    assert by_rule["treasury"].title == f"[WARNING] treasury: {on}"
+    assert by_rule["broken"].title == f"[WARNING] broken: {on}"
+    assert new[0] in by_rule["broken"].body
+    assert "(title template failed: TypeError: unsupported operand" in by_rule["broken"].body
+    assert world.cursor().sig == new[0]
+    warnings = [e for e in logs if e["event"] == "alert worded with the default wording"]
+    assert [w["rule"] for w in warnings] == ["broken"]
+
+    # ... and it goes on: the next transaction is one more alert per rule.
+    world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert sorted(alert.rule for alert in world.alerts()) == ["broken"] * 2 + ["treasury"] * 2
