@@ -79,8 +79,8 @@ def run(config: ConfigOption) -> None:
     try:
         settings, ruleset = _load(config)
     except ConfigError as exc:
-        typer.echo("watcher: refusing to start, the configuration has problems:", err=True)
-        _fail_with_problems(list(exc.problems))
+        # One line per problem, each saying why nothing runs.
+        _fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
     asyncio.run(_run_until_signalled(settings, ruleset))
 
