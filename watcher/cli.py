@@ -372,7 +372,13 @@ def notify_test(
 
 
 def main() -> None:
-    app()
+    from watcher.errors import StateError
+
+    try:
+        app()
+    except StateError as exc:  # any command: one line naming the database, no traceback
+        typer.echo(f"watcher: {exc}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":  # pragma: no cover
