@@ -150,6 +150,9 @@ def default_structlog() -> Iterator[None]:
     structlog.configure(**saved)
 
 
+# An answer nested 100,000 deep: the JSON decoder gives up with RecursionError.
+DEEP_JSON = b'{"jsonrpc": "2.0", "id": 1, "result": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
 SIGNATURES = json.loads(answer_bytes("testnet_getSignaturesForAddress_2021-06-30.json"))
 OK = result(SIGNATURES["result"])
 
@@ -379,6 +382,7 @@ JITTER = [0.25, 0.5, 1.0, 2.0]  # random()=0.5 times min(30, 0.5 * 2**n)
         pytest.param([status(502, HTML_502)], ServerError, 5, JITTER, id="502-exhausted"),
         pytest.param([raw(b"<html>oops</html>")], BadResponse, 5, JITTER, id="garbage-exhausted"),
         pytest.param([raw(b"")], BadResponse, 5, JITTER, id="empty-body"),
+        pytest.param([raw(DEEP_JSON)], BadResponse, 5, JITTER, id="100000-deep-json"),
         pytest.param(
             [rpc_error(-32005, "Node is behind by 42 slots", {"numSlotsBehind": 42}), OK],
             None,
@@ -781,3 +785,12 @@ def test_problems_read_file_line_message() -> None:
     assert error.problems == problems
     assert str(error) == "rules/a.yaml:12: unknown key 'evry'\nwatcher.yaml: file not found"
     assert isinstance(error, WatcherError)
+
+
+async def test_a_too_deeply_nested_answer_is_a_bad_answer_in_a_batch_too(
+    make_client: MakeClient,
+) -> None:
+    client, _node, _sleeps = make_client(raw(DEEP_JSON), max_attempts=1)
+    outcomes = await client.call_batch("getBalance", [[ADDRESS], [ADDRESS]], int)
+    assert all(isinstance(outcome, BadResponse) for outcome in outcomes)
+    assert "nested too deeply" in str(outcomes[0])

@@ -75,6 +75,12 @@ def test_parse_version_table() -> None:
         assert parse_version(unreadable) is None
 
 
+def test_an_absurdly_long_version_is_unreadable_not_a_crash() -> None:
+    # int() refuses more than 4300 digits with ValueError: that was a traceback in the poll.
+    for hostile in ("9" * 5000, "2.3." + "1" * 5000, "2.3.6" + "-x" * 5000):
+        assert parse_version(hostile) is None
+
+
 def test_clients_are_told_apart_by_their_numbering() -> None:
     assert client_of((0, 703, 20300)) == FRANKENDANCER
     assert client_of((2, 3, 6)) == AGAVE

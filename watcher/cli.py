@@ -79,8 +79,8 @@ def run(config: ConfigOption) -> None:
     try:
         settings, ruleset = _load(config)
     except ConfigError as exc:
-        typer.echo("watcher: refusing to start, the configuration has problems:", err=True)
-        _fail_with_problems(list(exc.problems))
+        # One line per problem, each saying why nothing runs.
+        _fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
     from watcher.errors import DaemonFailed
 
@@ -378,7 +378,13 @@ def notify_test(
 
 
 def main() -> None:
-    app()
+    from watcher.errors import StateError
+
+    try:
+        app()
+    except StateError as exc:  # any command: one line naming the database, no traceback
+        typer.echo(f"watcher: {exc}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,16 +3,75 @@ with its append-only migrations. ``watcher.store`` holds the queries on top of i
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from sqlite_utils import Database
 
+from watcher.errors import StateError
 
-class SchemaTooNewError(RuntimeError):
+__all__ = ["MIGRATIONS", "SchemaTooNewError", "StateError", "migrate", "open_database"]
+
+
+class SchemaTooNewError(StateError):
     """The database was written by a newer watcher: refuse rather than guess."""
+
+
+@contextmanager
+def state_errors(path: Path) -> Iterator[None]:
+    """Turn what the file system and SQLite say about ``path`` into a ``StateError``."""
+    try:
+        yield
+    except StateError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+    except sqlite3.Error as exc:
+        raise StateError(f"{path}: cannot use the state database: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise StateError(f"{path}: cannot use the state database: {reason}") from None
+
+
+def state_path_problem(path: Path) -> str | None:
+    """What stops the daemon from using ``path`` as its state database, or None. Creates and
+    changes nothing: an existing database is opened read-only."""
+    if path.is_dir():
+        return "is a folder, expected a database file"
+    folder = path.parent
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot create its folder: {folder} is not a folder"
+    if not path.exists():
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"cannot create it: the folder {folder} is not writable"
+        return None
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(folder, os.W_OK | os.X_OK):
+        return "the database or its folder is not writable"
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            ).fetchone()
+            version = 0
+            if has_table:
+                row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+                version = int(row[0] or 0)
+    except sqlite3.Error as exc:
+        return f"not a usable state database: {exc}"
+    if version > len(MIGRATIONS):
+        return _too_new(version, len(MIGRATIONS))
+    return None
+
+
+def _too_new(version: int, known: int) -> str:
+    return (
+        f"the state database is at schema version {version}, newer than this watcher "
+        f"knows ({known}): upgrade the watcher or use another state_path"
+    )
 
 
 # -- schema -------------------------------------------------------------------------------------
@@ -168,10 +227,7 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
     while True:
         current = schema_version(db)
         if current > len(migrations):
-            raise SchemaTooNewError(
-                f"the state database is at schema version {current}, newer than this watcher "
-                f"knows ({len(migrations)}): upgrade the watcher or use another state_path"
-            )
+            raise SchemaTooNewError(_too_new(current, len(migrations)))
         if current == len(migrations):
             return applied
         with transaction(db):

@@ -3,7 +3,7 @@
 A duration is one or more ``<number><unit>`` parts, largest unit first, each unit at most once;
 numbers may have a fraction (``1.5h``). Units: ``ms``, ``s``, ``m``, ``h``, ``d``. A bare number
 has no unit and is refused (``30`` could mean seconds or minutes), except ``0``, which needs none.
-Values are float seconds everywhere in the code.
+Values are float seconds everywhere in the code. A duration is at most 365d.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ _UNIT_ORDER = list(UNIT_SECONDS)
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _EXAMPLES = "e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s"
+# The longest duration anything takes (a poll interval, a silence, a delay): a year. Longer ones
+# are mistakes, and unbounded ones overflow the scheduler's and SQLite's date arithmetic.
+MAX_DURATION_SECONDS = 365 * 86400
+MAX_DURATION_TEXT = "365d"
+_MAX_TEXT_LENGTH = 40  # longer text is no duration: refused before any number is read
 
 
 def parse_duration(value: object) -> float:
@@ -36,6 +41,8 @@ def parse_duration(value: object) -> float:
     if not isinstance(value, int | float | str):
         raise ValueError(f"not a duration ({_EXAMPLES})")
     text = str(value).strip()
+    if len(text) > _MAX_TEXT_LENGTH:
+        raise ValueError(f"not a duration: {text[:20]!r}... is too long")
     if _NUMBER.fullmatch(text):  # from YAML (30) or the environment ("30")
         if float(text) == 0:
             return 0.0
@@ -55,6 +62,8 @@ def parse_duration(value: object) -> float:
         position = match.end()
     if position == 0 or position != len(text):
         raise ValueError(f"not a duration: {value!r} ({_EXAMPLES})")
+    if total > MAX_DURATION_SECONDS:
+        raise ValueError(f"{value!r} is longer than the limit of {MAX_DURATION_TEXT}")
     return float(total)
 
 

@@ -202,3 +202,8 @@ class HttpClientError(PermanentRpcError):
     def __init__(self, message: str, *, method: str | None = None, status: int) -> None:
         super().__init__(message, method=method)
         self.status = status
+
+
+class StateError(RuntimeError):
+    """The state database cannot be used (a folder, not a database, corrupted, read-only, from a
+    newer watcher ...). Its text is one line for the user, naming the path."""

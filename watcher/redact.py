@@ -13,10 +13,19 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 
-# A single path segment is taken for a key only when it is long enough to be one: short ones
-# such as `/solana` or `/rpc` name a route, and masking them would mangle every log line.
-_MIN_LONE_SEGMENT_KEY = 16
+# Path segments shown as they are: a version prefix (v1, v2, v3 ...) and these well-known route
+# names. Every other segment of an RPC URL's path is taken for a secret, whatever its length or
+# place (``https://host/KEY/solana`` -> ``https://host/***/solana``).
 _VERSION_SEGMENT = re.compile(r"v\d+")
+PUBLIC_SEGMENTS = frozenset(
+    {"api", "rpc", "jsonrpc", "http", "solana", "mainnet", "mainnet-beta", "devnet", "testnet"}
+)
+
+# A secret this long is masked wherever it appears. A shorter one could be an ordinary word
+# (``abc``, ``main``): it is masked only as a whole token right after ``/``, ``=``, ``:`` or ``@``,
+# that is where a URL puts it (a path segment, a query value, userinfo).
+SHORT_SECRET = 8
+_TOKEN_CHAR = r"[A-Za-z0-9_.~-]"
 
 
 class Redactor:
@@ -35,7 +44,13 @@ class Redactor:
                     self._secrets.add(form)
         # Longest first, so a secret that contains another is masked whole.
         ordered = sorted(self._secrets, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        alternatives = [
+            re.escape(secret)
+            if len(secret) >= SHORT_SECRET
+            else rf"(?<=[/=:@]){re.escape(secret)}(?!{_TOKEN_CHAR})"
+            for secret in ordered
+        ]
+        self._pattern = re.compile("|".join(alternatives)) if ordered else None
 
     def redact(self, text: str) -> str:
         if self._pattern is None:
@@ -61,10 +76,10 @@ class SplitUrl(NamedTuple):
 def split_rpc_url(url: str) -> SplitUrl:
     """Split an RPC URL into the form to show and its secret parts.
 
-    Secret parts: everything after a version segment (``https://host/v3/KEY`` ->
-    ``https://host/v3/***``); otherwise the last path segment when the path has two or more
-    segments, or one long (>= 16 characters) segment; the user name and password of a userinfo;
-    every query value; a fragment.
+    Secret parts: every path segment after a version segment (``https://host/v3/KEY`` ->
+    ``https://host/v3/***``); without a version segment, every path segment but the well-known
+    route names of ``PUBLIC_SEGMENTS`` (``https://host/KEY/solana`` -> ``https://host/***/solana``);
+    the user name and password of a userinfo; every query value; a fragment.
     """
     parts = urlsplit(url)
     secrets: list[str] = []
@@ -76,9 +91,8 @@ def split_rpc_url(url: str) -> SplitUrl:
         secrets += [s for s in (user, password) if s]
         netloc = f"{MASK if user else ''}{colon}{MASK if password else ''}@{hostport}"
 
-    path, path_secret = _split_path(parts.path)
-    if path_secret:
-        secrets.append(path_secret)
+    path, path_secrets = _split_path(parts.path)
+    secrets += path_secrets
 
     query_fields = []
     for field in parts.query.split("&") if parts.query else []:
@@ -97,21 +111,17 @@ def split_rpc_url(url: str) -> SplitUrl:
     return SplitUrl(public, tuple(secrets))
 
 
-def _split_path(path: str) -> tuple[str, str | None]:
-    """(path to show, secret part of the path or None)."""
+def _split_path(path: str) -> tuple[str, list[str]]:
+    """(path to show, the secret segments of the path)."""
     segments = path.split("/")
+    versions = [i for i, segment in enumerate(segments) if _VERSION_SEGMENT.fullmatch(segment)]
+    shown_until = versions[0] if versions else -1
+    secrets: list[str] = []
+    shown: list[str] = []
     for index, segment in enumerate(segments):
-        if _VERSION_SEGMENT.fullmatch(segment):
-            rest = "/".join(segments[index + 1 :])
-            key = rest.rstrip("/")
-            if key:
-                shown = "/".join([*segments[: index + 1], MASK]) + rest[len(key) :]
-                return shown, key
-    filled = [i for i, segment in enumerate(segments) if segment]
-    if not filled:
-        return path, None
-    last = filled[-1]
-    if len(filled) >= 2 or len(segments[last]) >= _MIN_LONE_SEGMENT_KEY:
-        key = segments[last]
-        return "/".join([*segments[:last], MASK, *segments[last + 1 :]]), key
-    return path, None
+        public = index <= shown_until or (shown_until < 0 and segment.lower() in PUBLIC_SEGMENTS)
+        if segment and not public:
+            secrets.append(segment)
+            segment = MASK
+        shown.append(segment)
+    return "/".join(shown), secrets

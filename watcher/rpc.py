@@ -365,6 +365,10 @@ class RpcClient:
             raise status_error
         try:
             return response.json(), response.headers
+        except RecursionError:
+            # The decoder refuses nesting deeper than the interpreter's recursion limit (about
+            # 1000); no answer of the service comes close (10 levels).
+            raise BadResponse("answer is nested too deeply", method=method) from None
         except ValueError:
             snippet = _snippet(response.text)
             raise BadResponse(f"answer is not JSON: {snippet!r}", method=method) from None

@@ -270,8 +270,12 @@ def load_settings(path: Path | str, env: Mapping[str, str] | None = None) -> Set
     return reading.settings
 
 
-def read_settings(path: Path | str, env: Mapping[str, str] | None = None) -> SettingsReading:
-    """Like ``load_settings``, but returns the problems instead of raising."""
+def read_settings(
+    path: Path | str, env: Mapping[str, str] | None = None, *, check_state: bool = False
+) -> SettingsReading:
+    """Like ``load_settings``, but returns the problems instead of raising. ``check_state``:
+    also check that ``state_path`` can be the state database (opened read-only if it exists;
+    nothing is created)."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config_path = normalized(Path(path), Path.cwd())
     try:
@@ -320,6 +324,13 @@ def read_settings(path: Path | str, env: Mapping[str, str] | None = None) -> Set
         }
     )
     settings._config_path = config_path
+    if check_state:
+        from watcher.database import state_path_problem
+
+        state_problem = state_path_problem(settings.state_path)
+        if state_problem is not None:
+            message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
+            problems.append(_locate(("state_path",), message, document, from_env, environ))
     return SettingsReading(settings, _ordered(problems, document), existing, set(settings.channels))
 
 

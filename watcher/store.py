@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.database import migrate, open_database, transaction
+from watcher.database import migrate, open_database, state_errors, transaction
 from watcher.events import AlertMessage, Grouping, Reason, Severity, TargetState
 from watcher.outbox import Destination
 from watcher.silences import Silence
@@ -147,8 +147,9 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._db = open_database(self.path)
-        migrate(self._db)
+        with state_errors(self.path):
+            self._db = open_database(self.path)
+            migrate(self._db)
 
     @property
     def db(self) -> Database:

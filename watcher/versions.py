@@ -21,11 +21,13 @@ AGAVE = "agave"
 FRANKENDANCER = "frankendancer"
 
 _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
+# Real versions are short (``0.703.20300``, ``3.0.0-rc.1``): a longer string is unreadable.
+MAX_VERSION_LENGTH = 64
 
 
 def parse_version(text: str | None) -> Version | None:
     """``"2.3.6"`` -> ``(2, 3, 6)``; a suffix (``-rc.1``) is ignored; None when unreadable."""
-    if not text:
+    if not text or len(text) > MAX_VERSION_LENGTH:
         return None
     match = _VERSION.match(text.strip())
     return tuple(int(part) for part in match.group(1).split(".")) if match else None

@@ -1,0 +1,169 @@
+"""Hostile input to the command line: every case is one clear line naming the file or path,
+a non-zero exit, no traceback, and it ends at once (the per-test timeout is the only clock).
+
+The real ``watcher`` process runs, as a user starts it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from watcher.database import MIGRATIONS
+from watcher.store import Store
+
+TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
+
+SETTINGS = """
+rpc_url: "http://127.0.0.1:9/v3/k3y"
+state_path: {state_path}
+rules: [rules/]
+channels:
+  ops: ["json://127.0.0.1:9/"]
+"""
+
+RULE = f"""
+rules:
+  - name: treasury
+    kind: new_transactions
+    addresses: [{TREASURY}]
+    every: {{every}}
+    notify: [ops]
+"""
+
+
+def watcher(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "watcher.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def one_clear_line(result: subprocess.CompletedProcess[str], *names: str) -> str:
+    """The run failed with exactly one line of output naming each of ``names``."""
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "Traceback" not in output, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1, output
+    for name in names:
+        assert name in lines[0], output
+    return lines[0]
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> Path:
+    (tmp_path / "rules").mkdir()
+    write(tmp_path / "rules" / "a.yaml", RULE.format(every="30s"))
+    write(tmp_path / "watcher.yaml", SETTINGS.format(state_path="state/watcher.db"))
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+# -- durations --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_duration_beyond_the_limit_is_refused(conf: Path, command: str) -> None:
+    write(conf / "rules" / "a.yaml", RULE.format(every="2000000000d"))
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    line = one_clear_line(result, "rules/a.yaml:5:", "every")
+    assert "365d" in line
+
+
+# -- the state database -----------------------------------------------------------------------
+
+
+def a_database(conf: Path) -> Path:
+    """A real state database with some history in it, as the daemon leaves it."""
+    path = conf / "state" / "watcher.db"
+    store = Store(path)
+    with store.transaction():
+        for number in range(300):
+            store.db.execute(
+                "INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)",
+                ["sigs", f"target-{number}", "x" * 200, 0.0],
+            )
+    store.close()
+    return path
+
+
+def corrupted(conf: Path) -> Path:
+    path = a_database(conf)
+    data = bytearray(path.read_bytes())
+    data[:100] = b"\x00" * 100  # the header
+    path.write_bytes(bytes(data))
+    return path
+
+
+def truncated(conf: Path) -> Path:
+    path = a_database(conf)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def future(conf: Path) -> Path:
+    path = a_database(conf)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 0)", [len(MIGRATIONS) + 5])
+    return path
+
+
+def garbage(conf: Path) -> Path:
+    path = conf / "state" / "watcher.db"
+    path.parent.mkdir()
+    path.write_bytes(b"this is not a database\n" * 100)
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run", "alerts"])
+@pytest.mark.parametrize("damage", [corrupted, truncated, future, garbage])
+def test_an_unusable_state_database_is_one_line(
+    conf: Path, command: str, damage: Callable[[Path], Path]
+) -> None:
+    damage(conf)
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    one_clear_line(result, "state/watcher.db")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run", "alerts"])
+def test_a_state_path_that_is_a_folder_is_one_line(conf: Path, command: str) -> None:
+    (conf / "state" / "watcher.db").mkdir(parents=True)
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    one_clear_line(result, "state/watcher.db")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_state_path_under_a_file_is_one_line(conf: Path, command: str) -> None:
+    (conf / "state").write_text("a file, not a folder\n")
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    one_clear_line(result, "watcher.yaml:2:", "state/watcher.db")
+
+
+@pytest.mark.timeout(60)
+def test_check_does_not_create_the_state_database(conf: Path) -> None:
+    result = watcher("check", "--config", "watcher.yaml", cwd=conf)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (conf / "state").exists()
