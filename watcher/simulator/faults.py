@@ -8,6 +8,10 @@ Two families:
   ``method`` is None).
 - Call faults replace one call's answer inside an otherwise good response (HTTP 200):
   ``rpc_error``, ``rpc_429`` and ``wrong_shape``. ``count=N`` spoils the next N matching calls.
+- Fuzz faults (for ``bench/soak.py fuzz``): ``raw_http`` answers a whole request with the given
+  ``body``, ``status`` and ``content_type``; ``rewrite_result`` passes one call's real result
+  text through ``rewrite`` (a function ``str -> str``) and sends what it returns verbatim as
+  the result, valid JSON or not.
 
 Faults are taken in injection order: the oldest matching fault wins. ``skip=N`` lets the first N
 matching requests (or calls) through before the fault starts, e.g. to fail the second page of a
@@ -22,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 HTTP_FAULTS = frozenset(
-    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout"}
+    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout",
+     "raw_http"}
 )
-CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape"})
+CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape", "rewrite_result"})
 FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS
 
 # Options each kind understands, with their defaults.
@@ -42,6 +47,8 @@ _DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "rpc_429": {},
     "wrong_shape": {},
+    "raw_http": {"body": "", "status": 200, "content_type": "application/json"},
+    "rewrite_result": {"rewrite": None},
 }
 
 
