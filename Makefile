@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench clean check-packaging lock
+.PHONY: demo test lint typecheck rule-tests bench soak soak-quick clean check-packaging lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,14 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check watcher tests
+	$(BIN)/ruff check watcher tests bench
+
+# The long randomized runs (bench/README.md); not part of `make test`.
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py all
+
+soak-quick: $(STAMP)
+	$(BIN)/python bench/soak.py all --quick
 
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher

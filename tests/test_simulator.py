@@ -504,3 +504,15 @@ def test_serve_prints_the_url_and_stops_on_request(wait_until: Callable[..., Any
     assert exit_codes == [0]
     with pytest.raises(ValueError, match="unknown scenario"):
         serve(0, "nope")
+
+
+def test_fuzz_faults_rewrite_one_result_or_answer_a_raw_body(ledger: Ledger, rpc: Rpc) -> None:
+    ledger.faults.inject("rewrite_result", method="getVoteAccounts",
+                         rewrite=lambda text: text.replace('"current"', '"kurrent"'))
+    ledger.faults.inject("raw_http", method="getClusterNodes", status=502,
+                         body="<html>bad gateway</html>", content_type="text/html")
+    assert set(rpc.result("getVoteAccounts")) == {"kurrent", "delinquent"}
+    answer = rpc.post({"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"})
+    assert answer.status_code == 502 and answer.text == "<html>bad gateway</html>"
+    assert set(rpc.result("getVoteAccounts")) == {"current", "delinquent"}
+    assert ledger.faults.pending() == 0

@@ -8,6 +8,10 @@ Two families:
   ``method`` is None).
 - Call faults replace one call's answer inside an otherwise good response (HTTP 200):
   ``rpc_error``, ``rpc_429`` and ``wrong_shape``. ``count=N`` spoils the next N matching calls.
+- Fuzz faults (for ``bench/soak.py fuzz``): ``raw_http`` answers a whole request with the given
+  ``body``, ``status`` and ``content_type``; ``rewrite_result`` passes one call's real result
+  text through ``rewrite`` (a function ``str -> str``) and sends what it returns verbatim as
+  the result, valid JSON or not.
 
 A third, for answers that are well-formed JSON-RPC but wrong (fuzzing the daemon's judgement):
 ``rewrite(method, fn)`` passes one call's decoded result through ``fn`` and answers what it
@@ -26,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 HTTP_FAULTS = frozenset(
-    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout"}
+    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout",
+     "raw_http"}
 )
-CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape"})
+CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape", "rewrite_result"})
 FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS
 REWRITE = "rewrite"  # see FaultPlan.rewrite (not injectable by name: it takes a function)
 
@@ -47,6 +52,8 @@ _DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "rpc_429": {},
     "wrong_shape": {},
+    "raw_http": {"body": "", "status": 200, "content_type": "application/json"},
+    "rewrite_result": {"rewrite": None},
 }
 
 

@@ -78,6 +78,12 @@ def _wrong_shape(result_text: str) -> str:
     return f'{{"items":{result_text}}}' if result_text.startswith("[") else f"[{result_text}]"
 
 
+def _rewritten(fault: Fault, result_text: str) -> str:
+    # rewrite_result: the fuzz corpus's function of the real result, sent as it returns it.
+    rewrite = fault.options["rewrite"]
+    return result_text if rewrite is None else str(rewrite(result_text))
+
+
 class _RequestLog:
     def __init__(self) -> None:
         self._items: list[RecordedRequest] = []
@@ -219,8 +225,15 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind in ("http_502_html", "http_503_html"):
             status = 502 if fault.kind == "http_502_html" else 503
             self._send(status, _HTML_PAGES[status], _HTML_TYPE)
+        elif fault.kind == "raw_http":
+            self._send_raw(fault)
         else:  # garbage: claims JSON, is not
             self._send(200, _GARBAGE)
+
+    def _send_raw(self, fault: Fault) -> None:
+        """``raw_http``: whatever body, status and content type the fuzz corpus asks for."""
+        self._send(int(fault.options["status"]), str(fault.options["body"]),
+                   str(fault.options["content_type"]))
 
     @staticmethod
     def _record(call: Any, path_ok: bool, batch_size: int) -> RecordedRequest:
@@ -336,6 +349,8 @@ class SimulatorServer:
         if fault is not None and fault.kind == REWRITE:
             result = fault.options["fn"](json.loads(result_text))
             result_text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+        elif fault is not None and fault.kind == "rewrite_result":
+            result_text = _rewritten(fault, result_text)
         elif fault is not None:  # wrong_shape
             result_text = _wrong_shape(result_text)
         return _envelope(id_text, result_text=result_text)
