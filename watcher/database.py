@@ -12,27 +12,27 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from watcher.errors import StateError
+from watcher.errors import StateUnusable
 
-__all__ = ["MIGRATIONS", "SchemaTooNewError", "StateError", "migrate", "open_database"]
+__all__ = ["MIGRATIONS", "SchemaTooNewError", "StateUnusable", "migrate", "open_database"]
 
 
-class SchemaTooNewError(StateError):
+class SchemaTooNewError(StateUnusable):
     """The database was written by a newer watcher: refuse rather than guess."""
 
 
 @contextmanager
 def state_errors(path: Path) -> Iterator[None]:
-    """Turn what the file system and SQLite say about ``path`` into a ``StateError``."""
+    """Turn what the file system and SQLite say about ``path`` into a ``StateUnusable``."""
     try:
         yield
-    except StateError as exc:
+    except StateUnusable as exc:
         raise type(exc)(f"{path}: {exc}") from None
     except sqlite3.Error as exc:
-        raise StateError(f"{path}: cannot use the state database: {exc}") from None
+        raise StateUnusable(f"{path}: cannot use the state database: {exc}") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise StateError(f"{path}: cannot use the state database: {reason}") from None
+        raise StateUnusable(f"{path}: cannot use the state database: {reason}") from None
 
 
 def state_path_problem(path: Path) -> str | None:

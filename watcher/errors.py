@@ -10,8 +10,11 @@ WatcherError
  │   │                             memory: the operation rolled back; retried with backoff, logged
  │   │                             once per failing stretch, shown in health (``StateHealth``)
  │   └─ PermanentStateError        corrupt file, not a database, read-only file or folder, schema
- │                                 or constraint errors, a bug: retrying cannot help; the daemon
- │                                 logs one line and exits non-zero for its supervisor
+ │       │                         or constraint errors, a bug: retrying cannot help; the daemon
+ │       │                         logs one line and exits non-zero for its supervisor
+ │       └─ StateUnusable          found when opening: the path is a folder or under a file, not a
+ │                                 database, truncated, from a newer watcher; every command says
+ │                                 so in one line naming the path
  └─ RpcError                       .transient .method .code .attempts; text never holds the key
      ├─ TransientRpcError          retried with backoff; a failed round, never evidence
      │   ├─ RpcTimeout             connect/read timeout, connection refused/reset
@@ -204,6 +207,10 @@ class HttpClientError(PermanentRpcError):
         self.status = status
 
 
-class StateError(RuntimeError):
-    """The state database cannot be used (a folder, not a database, corrupted, read-only, from a
-    newer watcher ...). Its text is one line for the user, naming the path."""
+class StateUnusable(PermanentStateError):
+    """The state database cannot be used at all (a folder, not a database, corrupted, read-only,
+    from a newer watcher ...). Its text is one line for the user, naming the path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, operation="open the state database")
+        self.args = (self.message,)  # str(): the line naming the path, nothing more
