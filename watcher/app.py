@@ -141,12 +141,14 @@ class Daemon:
     async def _guarded(self, operation: str, work: Awaitable[None]) -> None:
         """Run one poll's work; a database error ends only it. Its transaction rolled back
         (the cursor did not move without its outbox rows): the next round redoes the step."""
+        commits = self.store.commits
         try:
             await work
         except sqlite3.Error as exc:
             self.state_health.failed(state_error(exc, operation), self.clock())
         else:
-            self.state_health.succeeded(self.clock())
+            if self.store.commits != commits:  # only a write shows the database works again
+                self.state_health.succeeded(self.clock())
 
     def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
