@@ -263,7 +263,8 @@ def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() ->
             health.failed(locked, 1000.0 + second)
             assert health.fatal(1000.0 + second) is None
         health.succeeded(1299.0)
-        health.failed(locked, 1300.0)
+        for second in range(300, 600, 30):
+            health.failed(locked, 1000.0 + second)
     assert [e["event"] for e in logs] == [
         "state database failing; retrying with backoff",
         "state database recovered",
@@ -272,3 +273,8 @@ def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() ->
     assert health.fatal(1599.0) is None
     reason = health.fatal(1600.0)
     assert reason is not None and "failing for 300s" in reason and "database is locked" in reason
+    # One failure, then nothing written for a long time (nothing to show either way): not
+    # evidence that the database is still down.
+    quiet = StateHealth(down_for_limit=300.0)
+    quiet.failed(locked, 1000.0)
+    assert quiet.fatal(1400.0) is None
