@@ -240,8 +240,7 @@ class Daemon:
             await scheduler.stop(grace=STOP_GRACE_SECONDS)
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender_task
+            await asyncio.wait({sender_task})  # its failure, if any, was reported above
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:
