@@ -263,7 +263,8 @@ def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() ->
             health.failed(locked, 1000.0 + second)
             assert health.fatal(1000.0 + second) is None
         health.succeeded(1299.0)
-        health.failed(locked, 1300.0)
+        for second in range(300, 600, 30):
+            health.failed(locked, 1000.0 + second)
     assert [e["event"] for e in logs] == [
         "state database failing; retrying with backoff",
         "state database recovered",
@@ -272,3 +273,45 @@ def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() ->
     assert health.fatal(1599.0) is None
     reason = health.fatal(1600.0)
     assert reason is not None and "failing for 300s" in reason and "database is locked" in reason
+    # One failure, then nothing written for a long time (nothing to show either way): not
+    # evidence that the database is still down.
+    quiet = StateHealth(down_for_limit=300.0)
+    quiet.failed(locked, 1000.0)
+    assert quiet.fatal(1400.0) is None
+
+
+# -- the supervisor -----------------------------------------------------------------------------
+
+
+async def test_run_ends_with_daemon_failed_when_the_sender_dies(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    """A bug that kills the sender task must not leave the daemon polling with nobody
+    delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
+    from watcher.app import Daemon
+    from watcher.config_check import load_config
+    from watcher.errors import DaemonFailed
+    from watcher.ruleset import RuleSet
+    from watcher.simulator import Ledger, SimulatorServer
+
+    from daemon_harness import write_config
+
+    with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
+        config = write_config(
+            tmp_path, rpc_url=server.url, channels={"hooks": [json_receiver.url]},
+            rules=[{"name": "treasury", "kind": "new_transactions", "every": "200ms",
+                    "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
+                    "notify": ["hooks"]}],
+        )  # fmt: skip
+        settings, rules = load_config(config)
+        daemon = Daemon(settings, RuleSet(rules))
+
+        def broken() -> list[Any]:
+            raise RuntimeError("a bug in the sender")
+
+        daemon.sender.dispatch = broken  # type: ignore[method-assign]
+        failed = pytest.raises(DaemonFailed, match="the sender stopped: RuntimeError")
+        with structlog.testing.capture_logs() as logs, failed:
+            await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
+    lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
+    assert len(lines) == 1 and "a bug in the sender" in lines[0]["reason"]

@@ -150,12 +150,14 @@ class Daemon:
     async def _guarded(self, operation: str, work: Awaitable[None]) -> None:
         """Run one poll's work; a database error ends only it. Its transaction rolled back
         (the cursor did not move without its outbox rows): the next round redoes the step."""
+        commits = self.store.commits
         try:
             await work
         except sqlite3.Error as exc:
             self.state_health.failed(state_error(exc, operation), self.clock())
         else:
-            self.state_health.succeeded(self.clock())
+            if self.store.commits != commits:  # only a write shows the database works again
+                self.state_health.succeeded(self.clock())
 
     def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
@@ -247,8 +249,7 @@ class Daemon:
             await scheduler.stop(grace=STOP_GRACE_SECONDS)
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender_task
+            await asyncio.wait({sender_task})  # its failure, if any, was reported above
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:

@@ -95,6 +95,11 @@ class RoundHealth:
         return RoundVerdict(False, self.failed_rounds, self.failing_since, self.last_error)
 
 
+# Retries of database work are at most 30 s apart: a stretch with no failure for twice that
+# has no evidence that the database still fails.
+STILL_FAILING_SECONDS = 60.0
+
+
 @dataclass
 class StateHealth:
     """Health of the state database as every long-lived task sees it: the current stretch of
@@ -107,12 +112,14 @@ class StateHealth:
     down_for_limit: float = 300.0  # a stretch of transient failures this long is fatal
     consecutive_failures: int = 0
     failing_since: float | None = None
+    last_failed_at: float | None = None
     last_error: str | None = None
     permanent: StateError | None = None  # the first permanent error seen: fatal
 
     def failed(self, error: StateError, now: float) -> None:
         self.consecutive_failures += 1
         self.last_error = str(error)
+        self.last_failed_at = now
         if not error.transient and self.permanent is None:
             self.permanent = error
         if self.failing_since is None:
@@ -144,7 +151,14 @@ class StateHealth:
         """Why the daemon cannot go on (a permanent error, or failing too long), else None."""
         if self.permanent is not None:
             return f"the state database failed permanently: {self.permanent}"
-        if self.failing_since is not None and now - self.failing_since >= self.down_for_limit:
+        if (
+            self.failing_since is not None
+            and self.last_failed_at is not None
+            and now - self.failing_since >= self.down_for_limit
+            # Still failing now: not one old failure followed by quiet (e.g. an RPC outage
+            # during which nothing is written, so nothing can show the database works).
+            and now - self.last_failed_at <= STILL_FAILING_SECONDS
+        ):
             return (
                 f"the state database has been failing for {now - self.failing_since:.0f}s "
                 f"({self.consecutive_failures} failures in a row); last error: {self.last_error}"

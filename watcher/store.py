@@ -150,6 +150,8 @@ class Store:
         with state_errors(self.path):
             self._db = open_database(self.path)
             migrate(self._db)
+        # Steps committed: a caller sees whether its work wrote anything (a health signal).
+        self.commits = 0
 
     @property
     def db(self) -> Database:
@@ -194,6 +196,7 @@ class Store:
                 [source, target, _to_json(state), now],
             )
             new_ids = self._insert_alerts(alerts, destinations, now)
+        self.commits += 1
         return new_ids
 
     def enqueue(
@@ -277,6 +280,8 @@ class Store:
         With ``group_limit``, each digest group (``group_key`` and URL) among them is completed
         with its other due rows, up to ``group_limit`` each, so that it goes out as one message.
         """
+        if not self.due_deliveries(now, 1, skip_urls):
+            return []  # a read (WAL: never waits for a writer); no write lock when idle
         with transaction(self._db):
             rows = self.due_deliveries(now, limit, skip_urls)
             if group_limit > 0:
