@@ -37,8 +37,8 @@ FEATURE_SET = 3640012085
 START = 1_790_000_000.0  # the injected clock (2026-09)
 
 
-def small_cluster() -> Ledger:
-    ledger = Ledger(seed=11)
+def small_cluster(clock: Callable[[], float]) -> Ledger:
+    ledger = Ledger(seed=11, clock=clock)
     ledger.add_transactions(TREASURY, 5)
     ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
     for vote, node, stake in (
@@ -94,7 +94,8 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
     made: list[tuple[SimulatorServer, Daemon]] = []
 
     def make(rules: list[dict[str, Any]] | None = None) -> World:
-        ledger = small_cluster()
+        now = [START]
+        ledger = small_cluster(lambda: now[0])
         server = SimulatorServer(ledger, api_key=API_KEY)
         server.start()
         config = write_config(
@@ -106,7 +107,6 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
                    "rpc": {"timeout": "2s", "max_attempts": 1}},
         )  # fmt: skip
         settings, loaded = load_config(config)
-        now = [START]
         daemon = Daemon(settings, RuleSet(loaded), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now)
@@ -198,3 +198,159 @@ async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
     world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
     assert sorted(alert.rule for alert in world.alerts()) == ["broken"] * 2 + ["treasury"] * 2
+
+
+# -- a holder change back to an earlier state is notified ---------------------------------------
+
+
+async def test_a_balance_going_back_and_forth_is_notified_at_every_move(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    whale = HOLDERS[5]
+    one = world.ledger.holder_amount(MINT, whale)
+    await world.poll("holders", MINT)  # the quiet baseline
+    for amount in (2 * one, one, 2 * one, one):
+        world.ledger.set_holder_amount(MINT, whale, amount)
+        await world.poll("holders", MINT)
+    titles = world.titles()
+    assert titles == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"] * 4
+    assert ["(+100.00%)" in a.body for a in world.alerts()] == [True, False, True, False]
+    assert ["(-50.00%)" in a.body for a in world.alerts()] == [False, True, False, True]
+
+
+# -- well-formed but doubtful answers are not evidence until confirmed ---------------------------
+
+
+def emptied(key: str) -> Callable[[Any], Any]:
+    def rewrite(result: dict[str, Any]) -> dict[str, Any]:
+        result[key] = []
+        return result
+
+    return rewrite
+
+
+async def test_an_empty_holder_list_is_doubtful_until_seen_three_polls_in_a_row(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("holders", MINT)
+    baseline = world.state("holders", MINT)
+
+    world.rewrite("getTokenLargestAccounts", emptied("value"), count=2)
+    with structlog.testing.capture_logs() as logs:
+        await world.poll("holders", MINT)
+        await world.poll("holders", MINT)
+    assert world.titles() == []
+    assert world.state("holders", MINT)["top"] == baseline["top"]
+    said = [e for e in logs if e["log_level"] == "warning"]
+    assert len(said) == 1 and "no holder at all" in said[0]["detail"]  # once per stretch
+
+    # A good answer ends the stretch; the same empty answer starts counting again.
+    await world.poll("holders", MINT)
+    world.rewrite("getTokenLargestAccounts", emptied("value"), count=3)
+    await world.poll("holders", MINT)
+    await world.poll("holders", MINT)
+    assert world.titles() == []
+    # Three in a row: a real mass change gets through, as one notification.
+    await world.poll("holders", MINT)
+    assert world.titles() == [f"[WARNING] whales: 20 top-holder changes on {_short(MINT)}"]
+
+
+async def test_a_holder_answer_older_in_slots_is_never_taken(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("holders", MINT)
+    accepted_slot = world.state("holders", MINT)["slot"]
+    whale = HOLDERS[3]
+    world.ledger.set_holder_amount(MINT, whale, 1)  # a real change, seen first by a stale node
+
+    def stale(result: dict[str, Any]) -> dict[str, Any]:
+        result["context"]["slot"] = accepted_slot - 5
+        return result
+
+    world.rewrite("getTokenLargestAccounts", stale, count=4)
+    for _ in range(4):
+        await world.poll("holders", MINT)
+    assert world.titles() == []
+    assert world.state("holders", MINT)["slot"] == accepted_slot
+
+    await world.poll("holders", MINT)  # a fresh node: the change is noticed
+    assert world.titles() == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"]
+
+
+async def test_an_empty_cluster_is_not_evidence_of_missing_validators_or_drift(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")
+    await world.poll("nodes", "cluster")
+
+    def no_votes(result: dict[str, Any]) -> dict[str, Any]:
+        return {"current": [], "delinquent": []}
+
+    world.rewrite("getVoteAccounts", no_votes, count=4)  # 2 polls of each source
+    world.rewrite("getClusterNodes", lambda result: [], count=2)
+    for _ in range(2):
+        await world.poll("votes", "cluster")
+        await world.poll("nodes", "cluster")
+    assert world.titles() == []
+
+    world.rewrite("getClusterNodes", lambda result: [], count=2)
+    for _ in range(2):
+        await world.poll("nodes", "cluster")
+    assert world.titles() == []
+
+
+async def test_a_stake_above_all_sol_is_a_bad_answer_not_a_delinquent_share(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")
+
+    def huge(result: dict[str, Any]) -> dict[str, Any]:
+        result["current"][0]["activatedStake"] = 10**30
+        result["delinquent"] = [dict(result["current"][1], activatedStake=10**30)]
+        return result
+
+    world.rewrite("getVoteAccounts", huge, count=3)
+    for _ in range(3):
+        await world.poll("votes", "cluster")
+    assert world.titles() == []
+
+
+async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("signatures", TREASURY)
+    before = world.cursor()
+    world.rewrite(
+        "getSignaturesForAddress", top_entry(lambda e: e.update(slot=2**39)), count=3
+    )
+    for _ in range(3):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == [] and world.cursor() == before
+
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
+
+
+async def test_a_block_time_in_the_future_is_never_taken(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("signatures", TREASURY)
+    before = world.cursor()
+    future = int(START) + 3 * 86_400
+    world.rewrite(
+        "getSignaturesForAddress",
+        top_entry(lambda e: e.update(slot=world.ledger.slot + 1, blockTime=future)),
+        count=3,
+    )
+    for _ in range(3):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == [] and world.cursor() == before
