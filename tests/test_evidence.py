@@ -8,6 +8,7 @@ still noticed.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +16,20 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watcher.app import Daemon
 from watcher.config_check import load_config
 from watcher.diff import Cursor
+from watcher.models import TokenAmount
+from watcher.rules.schema import RULE_MODELS
 from watcher.ruleset import RuleSet
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.sources import SOURCES
-from watcher.store import AlertRecord
+from watcher.sources.holders import HoldersObservation
+from watcher.store import AlertRecord, Store
 
 from daemon_harness import write_config
 
@@ -326,9 +332,7 @@ async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
     world = make_world()
     await world.poll("signatures", TREASURY)
     before = world.cursor()
-    world.rewrite(
-        "getSignaturesForAddress", top_entry(lambda e: e.update(slot=2**39)), count=3
-    )
+    world.rewrite("getSignaturesForAddress", top_entry(lambda e: e.update(slot=2**39)), count=3)
     for _ in range(3):
         await world.poll("signatures", TREASURY)
     assert world.titles() == [] and world.cursor() == before
@@ -354,3 +358,51 @@ async def test_a_block_time_in_the_future_is_never_taken(
     for _ in range(3):
         await world.poll("signatures", TREASURY)
     assert world.titles() == [] and world.cursor() == before
+
+
+# -- property: one notification per qualifying move, whatever the sequence ----------------------
+
+WHALES_RULE = RULE_MODELS["holder_changes"].model_validate(
+    {"kind": "holder_changes", "name": "whales", "mints": [MINT], "min_change_pct": 10,
+     "notify": ["ops"]}
+)  # fmt: skip
+
+
+def no_urls(alert: Any) -> list[Any]:
+    return []
+
+
+def snapshot(whale_amount: int, slot: int) -> HoldersObservation:
+    others = {holder: 10**6 * (50 + i) for i, holder in enumerate(HOLDERS[1:20])}
+    amounts = {HOLDERS[0]: whale_amount, **others}
+    ordered = sorted(amounts.items(), key=lambda item: -item[1])
+    accounts = tuple(
+        TokenAmount.model_validate({"address": a, "amount": str(n), "decimals": 6})
+        for a, n in ordered
+    )
+    return HoldersObservation(accounts, slot)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from([10**6, 2 * 10**6, 1_050_000, 3 * 10**6, 0, 10**12]), max_size=12))
+def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
+    balances: list[int],
+) -> None:
+    source = SOURCES["holders"]
+    expected, reference = 0, 10**6
+    for amount in balances:  # the contract: a move of >= 10% from the amount last notified
+        moved = amount > 0 if reference == 0 else abs(amount - reference) * 10 >= reference
+        if moved and amount != reference:
+            expected, reference = expected + 1, amount
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(Path(folder) / "watcher.db")
+        try:
+            for slot, amount in enumerate([10**6, *balances], start=100):
+                state = store.load_state("holders", MINT)
+                if (doubt := source.doubt(state, snapshot(amount, slot), float(slot))) is not None:
+                    raise AssertionError(doubt)
+                outcome = source.step([WHALES_RULE], MINT, state, snapshot(amount, slot), slot)
+                store.commit_step("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
+            assert len(store.history(limit=100)) == expected
+        finally:
+            store.close()
