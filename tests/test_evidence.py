@@ -8,6 +8,7 @@ still noticed.
 
 from __future__ import annotations
 
+import random
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -406,3 +407,116 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
             assert len(store.history(limit=100)) == expected
         finally:
             store.close()
+
+
+# -- fuzz: seeded mutations of the simulator's answers ------------------------------------------
+
+# The fields the daemon reads, per method; a garbage value in one makes the answer bad.
+FUZZED_FIELDS = {
+    "getSignaturesForAddress": {"signature", "slot", "blockTime", "confirmationStatus"},
+    "getTokenLargestAccounts": {"address", "amount", "decimals", "slot"},
+    "getVoteAccounts": {"votePubkey", "nodePubkey", "activatedStake", "lastVote", "commission",
+                        "rootSlot"},
+    "getClusterNodes": {"pubkey", "featureSet"},
+}  # fmt: skip
+NULLABLE = {"blockTime", "confirmationStatus", "commission", "rootSlot", "featureSet"}
+GARBAGE: list[Any] = [2**64, 2**64 - 1, -1, 10**30, 1.5, "x", "0OIl0OIl", {}, [], True]
+
+
+LISTS = {"current", "delinquent", "value"}  # the lists the daemon reads, besides the result
+
+
+def places(node: Any, fields: set[str]) -> list[tuple[Any, Any]]:
+    """(container, key) of every fuzzed field, and of every list the daemon reads (to empty)."""
+    found: list[tuple[Any, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in fields:
+                found.append((node, key))
+            if key in LISTS and value:
+                found.append((node, key))
+            if key in LISTS or key == "context":
+                found += places(value, fields)
+    elif isinstance(node, list):
+        for item in node:
+            found += places(item, fields)
+    return found
+
+
+def mutation(rng: random.Random, method: str, said: list[str]) -> Callable[[Any], Any]:
+    """One seeded way to spoil an answer: a garbage value, a required field dropped, or every
+    list emptied (a doubtful picture, or for signatures a plain "nothing new")."""
+
+    def rewrite(result: Any) -> Any:
+        if isinstance(result, list) and method != "getSignaturesForAddress" and rng.random() < 0.1:
+            said.append("emptied the answer")
+            return []
+        spots = places(result, FUZZED_FIELDS[method])
+        container, key = rng.choice(spots)
+        if key in LISTS:
+            container[key] = []
+        elif key not in NULLABLE and rng.random() < 0.2:
+            del container[key]
+        elif key == "blockTime":
+            container[key] = rng.choice([*GARBAGE, 1_790_000_000_000])
+        else:
+            container[key] = rng.choice(GARBAGE)
+        said.append(
+            f"{key}: {container.get(key, 'dropped') if isinstance(container, dict) else []}"
+        )
+        return result
+
+    return rewrite
+
+
+async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
+    make_world: Callable[..., World],
+) -> None:
+    """For each method: a real change, then a spoiled answer (nothing raised, nothing alerted,
+    nothing advanced), then a good answer (the change is noticed: nothing is wedged)."""
+    world = make_world()
+    rng = random.Random(20261123)
+    whale = HOLDERS[5]
+    one = world.ledger.holder_amount(MINT, whale)
+    delinquent = False
+    version = "2.3.6"
+
+    def change(method: str) -> None:
+        nonlocal delinquent, version
+        if method == "getSignaturesForAddress":
+            world.ledger.add_transactions(TREASURY, 1 + rng.randrange(3))
+        elif method == "getTokenLargestAccounts":
+            amount = world.ledger.holder_amount(MINT, whale)
+            world.ledger.set_holder_amount(MINT, whale, 2 * one if amount == one else one)
+        elif method == "getVoteAccounts":
+            delinquent = not delinquent
+            world.ledger.set_validator(OUR_VOTE, OUR_NODE, stake=50_000_000_000_000,
+                                       delinquent=delinquent)  # fmt: skip
+        else:
+            version = "2.3.5" if version == "2.3.6" else "2.3.6"
+            world.ledger.set_node(OUR_NODE, version=version, feature_set=FEATURE_SET)
+
+    targets = {
+        "getSignaturesForAddress": ("signatures", TREASURY, "cursor"),
+        "getTokenLargestAccounts": ("holders", MINT, "top"),
+        "getVoteAccounts": ("votes", "cluster", "episodes"),
+        "getClusterNodes": ("nodes", "cluster", "episodes"),
+    }
+    for source, target, _ in targets.values():
+        await world.poll(source, target)  # baselines
+    assert world.titles() == []
+
+    for case in range(40):
+        method = list(targets)[case % 4]
+        source, target, kept = targets[method]
+        change(method)
+        before_state, before_alerts = world.state(source, target).get(kept), len(world.alerts())
+        said: list[str] = []
+        world.rewrite(method, mutation(rng, method, said))
+        await world.poll(source, target)  # nothing escapes
+        assert world.ledger.faults.pending() == 0
+        assert len(world.alerts()) == before_alerts, (case, method, said)
+        assert world.state(source, target).get(kept) == before_state, (case, method, said)
+
+        await world.poll(source, target)  # a good answer: the change is noticed
+        assert len(world.alerts()) == before_alerts + 1, (case, method, said)

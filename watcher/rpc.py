@@ -217,7 +217,7 @@ class RpcClient:
         return await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
-        return (await self.get_token_largest_accounts_with_context(mint)).value
+        return list((await self.get_token_largest_accounts_with_context(mint)).value)
 
     async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts:
         """The answer with its context: the slot it was read at tells a stale answer."""
