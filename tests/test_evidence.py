@@ -8,6 +8,8 @@ still noticed.
 
 from __future__ import annotations
 
+import random
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +17,20 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watcher.app import Daemon
 from watcher.config_check import load_config
 from watcher.diff import Cursor
+from watcher.models import TokenAmount
+from watcher.rules.schema import RULE_MODELS
 from watcher.ruleset import RuleSet
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.sources import SOURCES
-from watcher.store import AlertRecord
+from watcher.sources.holders import HoldersObservation
+from watcher.store import AlertRecord, Store
 
 from daemon_harness import write_config
 
@@ -37,8 +44,8 @@ FEATURE_SET = 3640012085
 START = 1_790_000_000.0  # the injected clock (2026-09)
 
 
-def small_cluster() -> Ledger:
-    ledger = Ledger(seed=11)
+def small_cluster(clock: Callable[[], float]) -> Ledger:
+    ledger = Ledger(seed=11, clock=clock)
     ledger.add_transactions(TREASURY, 5)
     ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
     for vote, node, stake in (
@@ -94,7 +101,8 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
     made: list[tuple[SimulatorServer, Daemon]] = []
 
     def make(rules: list[dict[str, Any]] | None = None) -> World:
-        ledger = small_cluster()
+        now = [START]
+        ledger = small_cluster(lambda: now[0])
         server = SimulatorServer(ledger, api_key=API_KEY)
         server.start()
         config = write_config(
@@ -106,7 +114,6 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
                    "rpc": {"timeout": "2s", "max_attempts": 1}},
         )  # fmt: skip
         settings, loaded = load_config(config)
-        now = [START]
         daemon = Daemon(settings, RuleSet(loaded), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now)
@@ -198,3 +205,318 @@ async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
     world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
     assert sorted(alert.rule for alert in world.alerts()) == ["broken"] * 2 + ["treasury"] * 2
+
+
+# -- a holder change back to an earlier state is notified ---------------------------------------
+
+
+async def test_a_balance_going_back_and_forth_is_notified_at_every_move(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    whale = HOLDERS[5]
+    one = world.ledger.holder_amount(MINT, whale)
+    await world.poll("holders", MINT)  # the quiet baseline
+    for amount in (2 * one, one, 2 * one, one):
+        world.ledger.set_holder_amount(MINT, whale, amount)
+        await world.poll("holders", MINT)
+    titles = world.titles()
+    assert titles == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"] * 4
+    assert ["(+100.00%)" in a.body for a in world.alerts()] == [True, False, True, False]
+    assert ["(-50.00%)" in a.body for a in world.alerts()] == [False, True, False, True]
+
+
+# -- well-formed but doubtful answers are not evidence until confirmed ---------------------------
+
+
+def emptied(key: str) -> Callable[[Any], Any]:
+    def rewrite(result: dict[str, Any]) -> dict[str, Any]:
+        result[key] = []
+        return result
+
+    return rewrite
+
+
+async def test_an_empty_holder_list_is_doubtful_until_seen_three_polls_in_a_row(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("holders", MINT)
+    baseline = world.state("holders", MINT)
+
+    world.rewrite("getTokenLargestAccounts", emptied("value"), count=2)
+    with structlog.testing.capture_logs() as logs:
+        await world.poll("holders", MINT)
+        await world.poll("holders", MINT)
+    assert world.titles() == []
+    assert world.state("holders", MINT)["top"] == baseline["top"]
+    said = [e for e in logs if e["log_level"] == "warning"]
+    assert len(said) == 1 and "no holder at all" in said[0]["detail"]  # once per stretch
+
+    # A good answer ends the stretch; the same empty answer starts counting again.
+    await world.poll("holders", MINT)
+    world.rewrite("getTokenLargestAccounts", emptied("value"), count=3)
+    await world.poll("holders", MINT)
+    await world.poll("holders", MINT)
+    assert world.titles() == []
+    # Three in a row: a real mass change gets through, as one notification.
+    await world.poll("holders", MINT)
+    assert world.titles() == [f"[WARNING] whales: 20 top-holder changes on {_short(MINT)}"]
+
+
+async def test_a_holder_answer_older_in_slots_is_never_taken(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("holders", MINT)
+    accepted_slot = world.state("holders", MINT)["slot"]
+    whale = HOLDERS[3]
+    world.ledger.set_holder_amount(MINT, whale, 1)  # a real change, seen first by a stale node
+
+    def stale(result: dict[str, Any]) -> dict[str, Any]:
+        result["context"]["slot"] = accepted_slot - 5
+        return result
+
+    world.rewrite("getTokenLargestAccounts", stale, count=4)
+    for _ in range(4):
+        await world.poll("holders", MINT)
+    assert world.titles() == []
+    assert world.state("holders", MINT)["slot"] == accepted_slot
+
+    await world.poll("holders", MINT)  # a fresh node: the change is noticed
+    assert world.titles() == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"]
+
+
+async def test_an_empty_cluster_is_not_evidence_of_missing_validators_or_drift(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")
+    await world.poll("nodes", "cluster")
+
+    def no_votes(result: dict[str, Any]) -> dict[str, Any]:
+        return {"current": [], "delinquent": []}
+
+    world.rewrite("getVoteAccounts", no_votes, count=4)  # 2 polls of each source
+    world.rewrite("getClusterNodes", lambda result: [], count=2)
+    for _ in range(2):
+        await world.poll("votes", "cluster")
+        await world.poll("nodes", "cluster")
+    assert world.titles() == []
+
+    world.rewrite("getClusterNodes", lambda result: [], count=2)
+    for _ in range(2):
+        await world.poll("nodes", "cluster")
+    assert world.titles() == []
+
+
+async def test_a_stake_above_all_sol_is_a_bad_answer_not_a_delinquent_share(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")
+
+    def huge(result: dict[str, Any]) -> dict[str, Any]:
+        result["current"][0]["activatedStake"] = 10**30
+        result["delinquent"] = [dict(result["current"][1], activatedStake=10**30)]
+        return result
+
+    world.rewrite("getVoteAccounts", huge, count=3)
+    for _ in range(3):
+        await world.poll("votes", "cluster")
+    assert world.titles() == []
+
+
+async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("signatures", TREASURY)
+    before = world.cursor()
+    world.rewrite("getSignaturesForAddress", top_entry(lambda e: e.update(slot=2**39)), count=3)
+    for _ in range(3):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == [] and world.cursor() == before
+
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
+
+
+async def test_a_block_time_in_the_future_is_never_taken(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("signatures", TREASURY)
+    before = world.cursor()
+    future = int(START) + 3 * 86_400
+    world.rewrite(
+        "getSignaturesForAddress",
+        top_entry(lambda e: e.update(slot=world.ledger.slot + 1, blockTime=future)),
+        count=3,
+    )
+    for _ in range(3):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == [] and world.cursor() == before
+
+
+# -- property: one notification per qualifying move, whatever the sequence ----------------------
+
+WHALES_RULE = RULE_MODELS["holder_changes"].model_validate(
+    {"kind": "holder_changes", "name": "whales", "mints": [MINT], "min_change_pct": 10,
+     "notify": ["ops"]}
+)  # fmt: skip
+
+
+def no_urls(alert: Any) -> list[Any]:
+    return []
+
+
+def snapshot(whale_amount: int, slot: int) -> HoldersObservation:
+    others = {holder: 10**6 * (50 + i) for i, holder in enumerate(HOLDERS[1:20])}
+    amounts = {HOLDERS[0]: whale_amount, **others}
+    ordered = sorted(amounts.items(), key=lambda item: -item[1])
+    accounts = tuple(
+        TokenAmount.model_validate({"address": a, "amount": str(n), "decimals": 6})
+        for a, n in ordered
+    )
+    return HoldersObservation(accounts, slot)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from([10**6, 2 * 10**6, 1_050_000, 3 * 10**6, 0, 10**12]), max_size=12))
+def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
+    balances: list[int],
+) -> None:
+    source = SOURCES["holders"]
+    expected, reference = 0, 10**6
+    for amount in balances:  # the contract: a move of >= 10% from the amount last notified
+        moved = amount > 0 if reference == 0 else abs(amount - reference) * 10 >= reference
+        if moved and amount != reference:
+            expected, reference = expected + 1, amount
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(Path(folder) / "watcher.db")
+        try:
+            for slot, amount in enumerate([10**6, *balances], start=100):
+                state = store.load_state("holders", MINT)
+                if (doubt := source.doubt(state, snapshot(amount, slot), float(slot))) is not None:
+                    raise AssertionError(doubt)
+                outcome = source.step([WHALES_RULE], MINT, state, snapshot(amount, slot), slot)
+                store.commit_step("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
+            assert len(store.history(limit=100)) == expected
+        finally:
+            store.close()
+
+
+# -- fuzz: seeded mutations of the simulator's answers ------------------------------------------
+
+# The fields the daemon reads, per method; a garbage value in one makes the answer bad.
+FUZZED_FIELDS = {
+    "getSignaturesForAddress": {"signature", "slot", "blockTime", "confirmationStatus"},
+    "getTokenLargestAccounts": {"address", "amount", "decimals", "slot"},
+    "getVoteAccounts": {"votePubkey", "nodePubkey", "activatedStake", "lastVote", "commission",
+                        "rootSlot"},
+    "getClusterNodes": {"pubkey", "featureSet"},
+}  # fmt: skip
+NULLABLE = {"blockTime", "confirmationStatus", "commission", "rootSlot", "featureSet"}
+GARBAGE: list[Any] = [2**64, 2**64 - 1, -1, 10**30, 1.5, "x", "0OIl0OIl", {}, [], True]
+
+
+LISTS = {"current", "delinquent", "value"}  # the lists the daemon reads, besides the result
+
+
+def places(node: Any, fields: set[str]) -> list[tuple[Any, Any]]:
+    """(container, key) of every fuzzed field, and of every list the daemon reads (to empty)."""
+    found: list[tuple[Any, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in fields:
+                found.append((node, key))
+            if key in LISTS and value:
+                found.append((node, key))
+            if key in LISTS or key == "context":
+                found += places(value, fields)
+    elif isinstance(node, list):
+        for item in node:
+            found += places(item, fields)
+    return found
+
+
+def mutation(rng: random.Random, method: str, said: list[str]) -> Callable[[Any], Any]:
+    """One seeded way to spoil an answer: a garbage value, a required field dropped, or every
+    list emptied (a doubtful picture, or for signatures a plain "nothing new")."""
+
+    def rewrite(result: Any) -> Any:
+        if isinstance(result, list) and method != "getSignaturesForAddress" and rng.random() < 0.1:
+            said.append("emptied the answer")
+            return []
+        spots = places(result, FUZZED_FIELDS[method])
+        container, key = rng.choice(spots)
+        if key in LISTS:
+            container[key] = []
+        elif key not in NULLABLE and rng.random() < 0.2:
+            del container[key]
+        elif key == "blockTime":
+            container[key] = rng.choice([*GARBAGE, 1_790_000_000_000])
+        else:
+            container[key] = rng.choice(GARBAGE)
+        said.append(
+            f"{key}: {container.get(key, 'dropped') if isinstance(container, dict) else []}"
+        )
+        return result
+
+    return rewrite
+
+
+async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
+    make_world: Callable[..., World],
+) -> None:
+    """For each method: a real change, then a spoiled answer (nothing raised, nothing alerted,
+    nothing advanced), then a good answer (the change is noticed: nothing is wedged)."""
+    world = make_world()
+    rng = random.Random(20261123)
+    whale = HOLDERS[5]
+    one = world.ledger.holder_amount(MINT, whale)
+    delinquent = False
+    version = "2.3.6"
+
+    def change(method: str) -> None:
+        nonlocal delinquent, version
+        if method == "getSignaturesForAddress":
+            world.ledger.add_transactions(TREASURY, 1 + rng.randrange(3))
+        elif method == "getTokenLargestAccounts":
+            amount = world.ledger.holder_amount(MINT, whale)
+            world.ledger.set_holder_amount(MINT, whale, 2 * one if amount == one else one)
+        elif method == "getVoteAccounts":
+            delinquent = not delinquent
+            world.ledger.set_validator(OUR_VOTE, OUR_NODE, stake=50_000_000_000_000,
+                                       delinquent=delinquent)  # fmt: skip
+        else:
+            version = "2.3.5" if version == "2.3.6" else "2.3.6"
+            world.ledger.set_node(OUR_NODE, version=version, feature_set=FEATURE_SET)
+
+    targets = {
+        "getSignaturesForAddress": ("signatures", TREASURY, "cursor"),
+        "getTokenLargestAccounts": ("holders", MINT, "top"),
+        "getVoteAccounts": ("votes", "cluster", "episodes"),
+        "getClusterNodes": ("nodes", "cluster", "episodes"),
+    }
+    for source, target, _ in targets.values():
+        await world.poll(source, target)  # baselines
+    assert world.titles() == []
+
+    for case in range(40):
+        method = list(targets)[case % 4]
+        source, target, kept = targets[method]
+        change(method)
+        before_state, before_alerts = world.state(source, target).get(kept), len(world.alerts())
+        said: list[str] = []
+        world.rewrite(method, mutation(rng, method, said))
+        await world.poll(source, target)  # nothing escapes
+        assert world.ledger.faults.pending() == 0
+        assert len(world.alerts()) == before_alerts, (case, method, said)
+        assert world.state(source, target).get(kept) == before_state, (case, method, said)
+
+        await world.poll(source, target)  # a good answer: the change is noticed
+        assert len(world.alerts()) == before_alerts + 1, (case, method, said)

@@ -19,14 +19,15 @@ from collections.abc import Awaitable, Sequence
 
 import structlog
 
-from watcher import builtin, routing, silences
+from watcher import builtin, plausibility, routing, silences
 from watcher.clock import Clock, system_clock
-from watcher.errors import DaemonFailed, RpcError, state_error
-from watcher.events import AlertMessage, StepOutcome
+from watcher.errors import DaemonFailed, DoubtfulAnswer, RpcError, state_error
+from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.messages import Presentation, PresentedRule, present
 from watcher.notify import DB_RETRY_MAX, Sender
 from watcher.outbox import Destination
+from watcher.plausibility import Doubt
 from watcher.rpc import RpcClient
 from watcher.ruleset import Job, RuleSet
 from watcher.scheduler import Scheduler
@@ -97,10 +98,34 @@ class Daemon:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             self.health.failed(source.name, target, exc)
             return
-        self.health.succeeded(source.name, target)
         now = self.clock()
+        doubt = source.doubt(state, observation, now)
+        if doubt is not None and not self._confirmed(source, target, state, doubt, now):
+            return
+        self.health.succeeded(source.name, target)
         outcome = source.step(rules, target, state, observation, now)
         self._commit(source.name, target, outcome, rules, now)
+
+    def _confirmed(
+        self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float
+    ) -> bool:
+        """A doubtful answer (``watcher.plausibility``): taken once the same picture has been
+        seen ``CONFIRM_POLLS`` polls in a row; until then a failed call that advances nothing
+        but the streak (warned once per stretch)."""
+        verdict = plausibility.judge(state, doubt)
+        if verdict.accept:
+            log.warning(
+                "doubtful answer confirmed; taken as evidence",
+                source=source.name,
+                target=target,
+                reason=doubt.reason,
+                polls=verdict.seen,
+            )
+            return True
+        error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
+        self.health.failed(source.name, target, error, quiet=not verdict.new_stretch)
+        self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
+        return False
 
     def _commit(
         self,

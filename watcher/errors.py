@@ -21,7 +21,9 @@ WatcherError
      │   ├─ RateLimited            HTTP 429 or JSON-RPC code 429; .retry_after
      │   ├─ ServerError            HTTP 5xx (HTML bodies from proxies too); .status
      │   ├─ BadResponse            non-JSON body, wrong envelope, result not fitting its model,
-     │   │                         id mismatch
+     │   │   │                     id mismatch
+     │   │   └─ DoubtfulAnswer     fits its model but not what came before: stale, or a picture
+     │   │                         turned upside down (``watcher.plausibility``)
      │   └─ NodeUnhealthy          JSON-RPC -32005 (node behind; .slots_behind), -32004, -32007,
      │                             -32009, -32014, -32016
      └─ PermanentRpcError          not retried
@@ -169,6 +171,12 @@ class ServerError(TransientRpcError):
 
 class BadResponse(TransientRpcError):
     """An answer that is not a JSON-RPC answer to our request, or does not fit its model."""
+
+
+class DoubtfulAnswer(BadResponse):
+    """An answer that fits its model but is stale or implausible against what came before; not
+    evidence (``watcher.plausibility``). Raised by no client: the daemon records it as the
+    failure of the poll."""
 
 
 class NodeUnhealthy(TransientRpcError):

@@ -57,10 +57,11 @@ class RoundHealth:
         """The longest current streak of failed rounds (0 while the endpoint answers)."""
         return max(self.consecutive_failed_rounds.values(), default=0)
 
-    def failed(self, source: str, target: str, error: RpcError) -> None:
+    def failed(self, source: str, target: str, error: RpcError, *, quiet: bool = False) -> None:
+        """One failed poll; ``quiet``: already said (logged at debug level only)."""
         self._failed_this_round[source] += 1
         self.last_error = f"{type(error).__name__}: {error}"
-        log.warning(
+        (log.debug if quiet else log.warning)(
             "poll failed; nothing concluded from it",
             source=source,
             target=target,

@@ -44,10 +44,11 @@ def _base58_of(size: int) -> AfterValidator:
 
 Pubkey = Annotated[str, _base58_of(32)]
 Signature = Annotated[str, _base58_of(64)]
-Slot = Annotated[int, Field(ge=0, le=MAX_PLAUSIBLE_SLOT)]
-U64 = Annotated[int, Field(ge=0, le=U64_MAX)]
-Lamports = Annotated[int, Field(ge=0, le=MAX_LAMPORTS)]
-BlockTime = Annotated[int, Field(ge=0, le=MAX_BLOCK_TIME)]
+# Strict: a JSON true is not 1, and 5.0 is not a slot.
+Slot = Annotated[int, Field(strict=True, ge=0, le=MAX_PLAUSIBLE_SLOT)]
+U64 = Annotated[int, Field(strict=True, ge=0, le=U64_MAX)]
+Lamports = Annotated[int, Field(strict=True, ge=0, le=MAX_LAMPORTS)]
+BlockTime = Annotated[int, Field(strict=True, ge=0, le=MAX_BLOCK_TIME)]
 
 
 class _Answer(BaseModel):
@@ -78,7 +79,7 @@ class TokenAmount(_Answer):
 
     address: Pubkey | None = None
     amount: U64
-    decimals: int = Field(ge=0, le=255)
+    decimals: int = Field(strict=True, ge=0, le=255)
     ui_amount_string: str | None = Field(default=None, alias="uiAmountString")
 
     @field_validator("amount", mode="before")
@@ -92,16 +93,23 @@ class TokenAmount(_Answer):
         raise ValueError("amount must be a string of digits")
 
 
+class LargestAccount(TokenAmount):
+    """One entry of getTokenLargestAccounts: the token account's address is always there (an
+    entry without one would look like a holder that left the top)."""
+
+    address: Pubkey
+
+
 class TokenLargestAccounts(_Answer):
     context: Context
-    value: list[TokenAmount] = Field(max_length=20)
+    value: list[LargestAccount] = Field(max_length=20)
 
 
 class VoteAccount(_Answer):
     vote_pubkey: Pubkey = Field(alias="votePubkey")
     node_pubkey: Pubkey = Field(alias="nodePubkey")
     activated_stake: Lamports = Field(alias="activatedStake")
-    commission: int | None = Field(default=None, ge=0, le=100)
+    commission: int | None = Field(default=None, strict=True, ge=0, le=100)
     last_vote: Slot = Field(alias="lastVote")
     root_slot: Slot | None = Field(default=None, alias="rootSlot")
     epoch_vote_account: bool | None = Field(default=None, alias="epochVoteAccount")
@@ -124,7 +132,7 @@ class ClusterNode(_Answer):
     gossip: str | None = None
     rpc: str | None = None
     version: str | None = None
-    feature_set: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = Field(
+    feature_set: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = Field(
         default=None, alias="featureSet"
     )
     shred_version: int | None = Field(default=None, alias="shredVersion")

@@ -217,9 +217,12 @@ class RpcClient:
         return await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
+        return list((await self.get_token_largest_accounts_with_context(mint)).value)
+
+    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts:
+        """The answer with its context: the slot it was read at tells a stale answer."""
         params = [mint, {"commitment": self.commitment}]
-        answer = await self.call("getTokenLargestAccounts", params, _LARGEST_ACCOUNTS)
-        return answer.value
+        return await self.call("getTokenLargestAccounts", params, _LARGEST_ACCOUNTS)
 
     async def get_vote_accounts(self) -> VoteAccounts:
         # Without keepUnstakedDelinquents an unstaked delinquent would look absent, not delinquent.

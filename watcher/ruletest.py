@@ -26,7 +26,13 @@ import yaml
 
 from watcher.app import Daemon
 from watcher.errors import ConfigError, Problem, RpcError
-from watcher.models import ClusterNode, SignatureEntry, TokenAmount, VoteAccounts
+from watcher.models import (
+    ClusterNode,
+    SignatureEntry,
+    TokenAmount,
+    TokenLargestAccounts,
+    VoteAccounts,
+)
 from watcher.rpc import RpcClient
 from watcher.rules.loader import read_rules
 from watcher.rules.schema import Rule
@@ -86,6 +92,13 @@ class _RecordingReader:
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
         result: list[TokenAmount] = await self._call(
             f"largest accounts of {mint}", lambda: self._client.get_token_largest_accounts(mint)
+        )
+        return result
+
+    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts:
+        result: TokenLargestAccounts = await self._call(
+            f"largest accounts of {mint}",
+            lambda: self._client.get_token_largest_accounts_with_context(mint),
         )
         return result
 

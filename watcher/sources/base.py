@@ -7,6 +7,9 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 - ``targets(rules)``: which targets those rules watch (address, mint, or the one ``"cluster"``);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
   (a failed observation is never evidence: the caller then skips ``step`` entirely);
+- ``doubt(state, observation, now)``: pure; is an observation that fits its model stale or
+  implausible against the previous state (``watcher.plausibility``)? ``None`` when it is fine;
+  a doubtful observation is not stepped (unless confirmed by polls in a row);
 - ``step(rules, target, state, observation, now)``: pure; previous state + observation ->
   ``StepOutcome`` (new state and the alerts to send).
 
@@ -19,7 +22,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from watcher.events import StepOutcome, TargetState
-from watcher.models import ClusterNode, SignatureEntry, TokenAmount, VoteAccounts
+from watcher.models import (
+    ClusterNode,
+    SignatureEntry,
+    TokenAmount,
+    TokenLargestAccounts,
+    VoteAccounts,
+)
+from watcher.plausibility import Doubt
 
 
 class LedgerReader(Protocol):
@@ -36,6 +46,10 @@ class LedgerReader(Protocol):
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]: ...
 
+    async def get_token_largest_accounts_with_context(
+        self, mint: str
+    ) -> TokenLargestAccounts: ...
+
     async def get_vote_accounts(self) -> VoteAccounts: ...
 
     async def get_cluster_nodes(self) -> list[ClusterNode]: ...
@@ -50,6 +64,10 @@ class Source(Protocol):
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> Any: ...
+
+    def doubt(
+        self, state: TargetState | None, observation: Any, now: float
+    ) -> Doubt | None: ...
 
     def step(
         self,

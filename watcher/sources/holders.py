@@ -4,13 +4,20 @@ State per mint (raw amounts as decimal strings: u64 does not fit a JSON double):
 
     {"v": 1, "decimals": 6,
      "top": {token_account: "amount"},                     # the last snapshot
-     "refs": {rule_name: {token_account: "amount"}}}       # amount last notified, per rule
+     "refs": {rule_name: {token_account: "amount"}},       # amount last notified, per rule
+     "slot": 361665664, "at": 1790000000.0,                # context slot of that snapshot, when
+     "seq": 42}                                            # accepted; snapshots accepted so far
+
+An alert's dedup key names the observation (``seq``), not its content: a balance going back
+to an amount seen before is a new move, notified again.
+
+Doubts (``watcher.plausibility``): an answer older in slots than the snapshot (stale) or far
+ahead of it is never taken; one where every holder of the snapshot is gone at once (an empty
+list, or a top of which no account was in the snapshot) is taken once seen three polls in a row.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -20,6 +27,7 @@ from watcher.diff import BalanceChange, Top, diff_holders, holder_changes, ranks
 from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.messages import RuleView, holders_text, make_alert, ui_amount
 from watcher.models import TokenAmount
+from watcher.plausibility import Doubt, picture_of, slot_allowance
 from watcher.sources.base import LedgerReader
 
 STATE_VERSION = 1
@@ -41,6 +49,7 @@ class HoldersObservation:
     """getTokenLargestAccounts' value for one mint (at most 20 entries, largest first)."""
 
     accounts: tuple[TokenAmount, ...]
+    slot: int | None = None  # the answer's context slot
 
 
 class HoldersSource:
@@ -53,7 +62,32 @@ class HoldersSource:
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> HoldersObservation:
-        return HoldersObservation(tuple(await ledger.get_token_largest_accounts(target)))
+        answer = await ledger.get_token_largest_accounts_with_context(target)
+        return HoldersObservation(tuple(answer.value), answer.context.slot)
+
+    def doubt(
+        self, state: TargetState | None, observation: HoldersObservation, now: float
+    ) -> Doubt | None:
+        if not state or "top" not in state:
+            return None  # the baseline: nothing to compare with
+        last_slot, new_slot = state.get("slot"), observation.slot
+        if last_slot is not None and new_slot is not None:
+            if new_slot < last_slot:
+                reason = f"stale answer: context slot {new_slot} is older than {last_slot}"
+                return Doubt(reason, picture_of("stale", new_slot), confirmable=False)
+            allowance = slot_allowance(now - float(state.get("at", now)))
+            if new_slot - last_slot > allowance:
+                reason = f"context slot {new_slot} is far ahead of {last_slot}"
+                return Doubt(reason, picture_of("ahead", new_slot), confirmable=False)
+        previous = set(state["top"])
+        new_top = {acc.address: acc.amount for acc in observation.accounts if acc.address}
+        picture = picture_of(sorted(new_top.items()))
+        if previous and not new_top:
+            return Doubt(f"no holder at all, where the last snapshot had {len(previous)}", picture)
+        if len(previous) > 1 and not previous & set(new_top):
+            reason = f"all {len(previous)} holders of the last snapshot gone at once"
+            return Doubt(reason, picture)
+        return None
 
     def step(
         self,
@@ -72,6 +106,8 @@ class HoldersSource:
         stored_refs: Mapping[str, Mapping[str, str]] = (state or {}).get("refs", {})
         refs = {rule: _amounts(by_account) for rule, by_account in stored_refs.items()}
         alerts: list[AlertMessage] = []
+        state_slot = (state or {}).get("slot")
+        seq = int((state or {}).get("seq", 0)) + 1  # this snapshot's number: names its alerts
         if state and "top" in state:
             prev_top = _amounts(state["top"])
             entered, left = diff_holders(prev_top, new_top)
@@ -86,7 +122,7 @@ class HoldersSource:
                 )
                 report = _report(prev_top, new_top, entered, left, changes, decimals)
                 if report:
-                    alerts.append(_alert(rule, target, report, new_top, decimals))
+                    alerts.append(_alert(rule, target, report, seq, decimals))
         else:
             for rule in self._rules(rules):
                 if target in rule.mints:
@@ -96,6 +132,9 @@ class HoldersSource:
             "decimals": decimals,
             "top": _strings(new_top),
             "refs": {rule: _strings(by_account) for rule, by_account in refs.items()},
+            "slot": observation.slot if observation.slot is not None else state_slot,
+            "at": now,
+            "seq": seq,
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
@@ -156,12 +195,11 @@ def _signed_pct(old: int | None, new: int | None) -> str | None:
 
 
 def _alert(
-    rule: HoldersRule, mint: str, report: list[dict[str, Any]], new_top: Top, decimals: int
+    rule: HoldersRule, mint: str, report: list[dict[str, Any]], seq: int, decimals: int
 ) -> AlertMessage:
-    # The same snapshot and changes give the same key: re-running a step is harmless.
-    digest = hashlib.sha256(
-        json.dumps({"changes": report, "top": _strings(new_top)}, sort_keys=True).encode()
-    ).hexdigest()[:16]
+    # The key names the snapshot (its number), not its content: an amount coming back to one
+    # seen before is a move of its own. Re-running a step from the same state gives the same
+    # number, hence the same key: the outbox drops the copy.
     facts = {
         "mint": mint,
         "decimals": decimals,
@@ -173,7 +211,7 @@ def _alert(
         rule,
         subject=mint,
         reason="event",
-        dedup_key=f"{rule.name}|{mint}|{digest}|event",
+        dedup_key=f"{rule.name}|{mint}|snapshot-{seq}|event",
         facts=facts,
         wording=holders_text,
     )

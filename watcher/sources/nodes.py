@@ -1,7 +1,11 @@
 """Source ``nodes``: version drift of watched nodes (rule kind ``version_drift``).
 
 One target, ``"cluster"``: one getClusterNodes + getVoteAccounts pair serves every rule.
-State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}`` (``watcher.lifecycle``).
+State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}`` (``watcher.lifecycle``), with the
+counts of the last accepted answers (``"nodes"``, ``"accounts"``, ``"current"``).
+
+Doubts (``watcher.plausibility``): no node in gossip, no vote account, or none current, where
+the last accepted answers had some, is taken once seen three polls in a row.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from watcher.events import StepOutcome, TargetState
 from watcher.lifecycle import Assessment, StateRule, step_episodes
 from watcher.messages import drift_text
 from watcher.models import ClusterNode, VoteAccounts
+from watcher.plausibility import Doubt, picture_of
 from watcher.sources.base import LedgerReader
+from watcher.sources.votes import vote_account_counts, vote_accounts_doubt
 from watcher.versions import NodeAssessment, assess_node, index_cluster
 
 CLUSTER = "cluster"
@@ -51,6 +57,15 @@ class NodesSource:
         )
         return ClusterObservation(tuple(nodes), vote_accounts)
 
+    def doubt(
+        self, state: TargetState | None, observation: ClusterObservation, now: float
+    ) -> Doubt | None:
+        before = (state or {}).get("nodes") or 0
+        if before and not observation.nodes:
+            picture = picture_of("no nodes", vote_account_counts(observation.vote_accounts))
+            return Doubt(f"no node in gossip, where the last answer had {before}", picture)
+        return vote_accounts_doubt(state, observation.vote_accounts)
+
     def step(
         self,
         rules: Sequence[Any],
@@ -65,7 +80,9 @@ class NodesSource:
             watched = cast(DriftRule, rule).validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
-        return step_episodes(self._rules(rules), state, now, assess, drift_text)
+        outcome = step_episodes(self._rules(rules), state, now, assess, drift_text)
+        counts = {"nodes": len(observation.nodes), **vote_account_counts(observation.vote_accounts)}
+        return StepOutcome({**outcome.state, **counts}, outcome.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[DriftRule]:
         return [cast(DriftRule, rule) for rule in rules if rule.kind in self.rule_kinds]

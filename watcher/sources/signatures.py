@@ -1,6 +1,11 @@
 """Source ``signatures``: new transactions of watched addresses (rule kind ``new_transactions``).
 
-State per address: ``{"v": 1, "cursor": Cursor.to_json()}``; no ``cursor`` = never polled.
+State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000}``; no
+``cursor`` = never polled. ``slot_time``: the blockTime of the cursor's entry, when known.
+
+Doubts (``watcher.plausibility``), never taken as they are: an entry whose blockTime is more
+than a day after the clock, or whose slot is further ahead of the cursor's than time allows
+since ``slot_time``; the cursor stays put and the next answer is judged afresh.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from watcher.errors import BadResponse
 from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.messages import RuleView, make_alert, transactions_text
 from watcher.models import SignatureEntry
+from watcher.plausibility import MAX_CLOCK_AHEAD, Doubt, picture_of, slot_allowance
 from watcher.sources.base import LedgerReader
 
 STATE_VERSION = 1
@@ -79,6 +85,25 @@ class SignaturesSource:
                 return SignaturesObservation(pages=tuple(pages), baseline=False)
             before = page[-1].signature
 
+    def doubt(
+        self, state: TargetState | None, observation: SignaturesObservation, now: float
+    ) -> Doubt | None:
+        entries = [entry for page in observation.pages for entry in page]
+        for entry in entries:
+            if entry.block_time is not None and entry.block_time > now + MAX_CLOCK_AHEAD:
+                reason = f"{entry.signature} has a blockTime more than a day in the future"
+                return Doubt(reason, picture_of("future", entry.signature), confirmable=False)
+        cursor = cursor_of(state)
+        slot_time = (state or {}).get("slot_time")
+        if observation.baseline or cursor is None or cursor.slot is None or slot_time is None:
+            return None
+        allowance = slot_allowance(now - float(slot_time))
+        for entry in entries:
+            if entry.slot - cursor.slot > allowance:
+                reason = f"{entry.signature} is at slot {entry.slot}, far ahead of {cursor.slot}"
+                return Doubt(reason, picture_of("ahead", entry.signature), confirmable=False)
+        return None
+
     def step(
         self,
         rules: Sequence[Any],
@@ -90,21 +115,23 @@ class SignaturesSource:
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
             first_page = observation.pages[0] if observation.pages else ()
-            return StepOutcome(state=_state(baseline_cursor(first_page)))
+            newest = max(first_page, key=lambda entry: entry.slot, default=None)
+            slot_time = None if newest is None else newest.block_time
+            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time))
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
-            return StepOutcome(state=_state(new_cursor))
+            return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time")))
         alerts = tuple(
             _alert(rule, target, fresh) for rule in self._rules(rules) if target in rule.addresses
         )
-        return StepOutcome(state=_state(new_cursor), alerts=alerts)
+        return StepOutcome(state=_state(new_cursor, fresh[0].block_time), alerts=alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[TransactionsRule]:
         return [cast(TransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
 
 
-def _state(cursor: Cursor) -> TargetState:
-    return {"v": STATE_VERSION, "cursor": cursor.to_json()}
+def _state(cursor: Cursor, slot_time: int | None) -> TargetState:
+    return {"v": STATE_VERSION, "cursor": cursor.to_json(), "slot_time": slot_time}
 
 
 def _alert(rule: TransactionsRule, address: str, fresh: Sequence[SignatureEntry]) -> AlertMessage:

@@ -10,6 +10,10 @@ one cluster-wide alert fires instead of one per validator. While it fires, the e
 ``delinquent_validators`` rules are held (the observation counts as unknown for them: nothing
 fires, resolves or repeats); once the share is back at or under the threshold, it resolves and
 each validator is judged on its own again (one still delinquent then fires).
+
+Doubts (``watcher.plausibility``): an answer with no vote account at all, or none current,
+where the last accepted one had some, is taken once seen three polls in a row (the state keeps
+``"accounts"`` and ``"current"``, the counts of the last accepted answer).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from watcher.events import StepOutcome, TargetState
 from watcher.lifecycle import Assessment, StateRule, step_episodes
 from watcher.messages import cluster_stake_text, validator_text
 from watcher.models import VoteAccounts
+from watcher.plausibility import Doubt, picture_of
 from watcher.sources.base import LedgerReader
 
 CLUSTER = "cluster"
@@ -56,6 +61,11 @@ class VotesSource:
     ) -> VoteAccounts:
         return await ledger.get_vote_accounts()
 
+    def doubt(
+        self, state: TargetState | None, observation: VoteAccounts, now: float
+    ) -> Doubt | None:
+        return vote_accounts_doubt(state, observation)
+
     def step(
         self,
         rules: Sequence[Any],
@@ -86,10 +96,34 @@ class VotesSource:
             return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
 
         validators = step_episodes(mine, cluster.state, now, assess, validator_text)
-        return StepOutcome(validators.state, cluster.alerts + validators.alerts)
+        state_after = {**validators.state, **vote_account_counts(observation)}
+        return StepOutcome(state_after, cluster.alerts + validators.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[DelinquencyRule]:
         return [cast(DelinquencyRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def vote_account_counts(vote_accounts: VoteAccounts) -> dict[str, int]:
+    """What ``vote_accounts_doubt`` compares the next answer with (kept in the state)."""
+    current = len(vote_accounts.current)
+    return {"accounts": current + len(vote_accounts.delinquent), "current": current}
+
+
+def vote_accounts_doubt(state: TargetState | None, vote_accounts: VoteAccounts) -> Doubt | None:
+    """An empty cluster, or one where no account is current, after one that had some."""
+    before = (state or {}).get("accounts") or 0
+    current_before = (state or {}).get("current") or 0
+    counts = vote_account_counts(vote_accounts)
+    picture = picture_of(
+        sorted(account.vote_pubkey for account in vote_accounts.current),
+        sorted(account.vote_pubkey for account in vote_accounts.delinquent),
+    )
+    if before and not counts["accounts"]:
+        return Doubt(f"no vote account at all, where the last answer had {before}", picture)
+    if current_before and not counts["current"]:
+        reason = f"no current vote account, where the last answer had {current_before}"
+        return Doubt(reason, picture)
+    return None
 
 
 def delinquent_stake_pct(vote_accounts: VoteAccounts) -> float | None:
