@@ -167,3 +167,20 @@ def test_check_does_not_create_the_state_database(conf: Path) -> None:
     result = watcher("check", "--config", "watcher.yaml", cwd=conf)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (conf / "state").exists()
+
+
+# -- channel URLs -----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_channel_url_apprise_cannot_read_names_the_channel_not_the_url(
+    conf: Path, command: str
+) -> None:
+    secret = "T0k3nTh4tMustN0tSh0w"
+    settings = SETTINGS.format(state_path="state/watcher.db")
+    write(conf / "watcher.yaml", settings.replace("json://127.0.0.1:9/", f"nosuch://{secret}/x"))
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    line = one_clear_line(result, "watcher.yaml:5:", "channels.ops[0]", "Apprise")
+    assert secret not in line
+    assert not (conf / "state").exists()  # run did not start
