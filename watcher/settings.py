@@ -338,6 +338,8 @@ def _unreadable_channel_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[
     (a URL holds tokens)."""
     import apprise
 
+    import watcher.notify  # noqa: F401  (registers the console:// scheme)
+
     for name, urls in channels.items():
         for index, url in enumerate(urls):
             if not apprise.Apprise().add(url):
