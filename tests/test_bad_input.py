@@ -167,3 +167,88 @@ def test_check_does_not_create_the_state_database(conf: Path) -> None:
     result = watcher("check", "--config", "watcher.yaml", cwd=conf)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (conf / "state").exists()
+
+
+# -- channel URLs -----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_channel_url_apprise_cannot_read_names_the_channel_not_the_url(
+    conf: Path, command: str
+) -> None:
+    secret = "T0k3nTh4tMustN0tSh0w"
+    settings = SETTINGS.format(state_path="state/watcher.db")
+    write(conf / "watcher.yaml", settings.replace("json://127.0.0.1:9/", f"nosuch://{secret}/x"))
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    line = one_clear_line(result, "watcher.yaml:5:", "channels.ops[0]", "Apprise")
+    assert secret not in line
+    assert not (conf / "state").exists()  # run did not start
+
+
+# -- YAML limits ------------------------------------------------------------------------------
+
+ALIAS_BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def deep_rules(conf: Path) -> str:
+    (conf / "rules" / "a.yaml").write_text("rules: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    return "rules/a.yaml:1:"
+
+
+def deep_settings(conf: Path) -> str:
+    text = (conf / "watcher.yaml").read_text()
+    (conf / "watcher.yaml").write_text(text + "x: " + "{a: " * 20_000 + "1" + "}" * 20_000)
+    return "watcher.yaml:6:"
+
+
+def bomb_rules(conf: Path) -> str:
+    (conf / "rules" / "a.yaml").write_text(ALIAS_BOMB)
+    return "rules/a.yaml:"
+
+
+def bomb_settings(conf: Path) -> str:
+    text = (conf / "watcher.yaml").read_text()
+    (conf / "watcher.yaml").write_text(text + "x:\n" + textwrap.indent(ALIAS_BOMB, "  "))
+    return "watcher.yaml:"
+
+
+def huge_rules(conf: Path) -> str:
+    with (conf / "rules" / "a.yaml").open("w") as out:
+        out.write("rules:\n  - name: big\n    kind: new_transactions\n    addresses:\n")
+        line = f"      - {TREASURY}\n"
+        out.write(line * (17 * 1024 * 1024 // len(line)))
+    return "rules/a.yaml:"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize("make", [deep_rules, deep_settings, bomb_rules, bomb_settings, huge_rules])
+def test_hostile_yaml_is_one_line(conf: Path, command: str, make: Callable[[Path], str]) -> None:
+    where = make(conf)
+    result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    one_clear_line(result, where)
+
+
+@pytest.mark.timeout(60)
+def test_a_10_mb_rules_file_is_checked_in_linear_time(conf: Path) -> None:
+    """100,000 lines of the same address (10 MB of YAML): read, then refused as duplicates."""
+    with (conf / "rules" / "a.yaml").open("w") as out:
+        out.write("rules:\n  - name: big\n    kind: new_transactions\n    notify: [ops]\n")
+        out.write("    addresses:\n")
+        line = f"      - {TREASURY}{' ' * 40}# a comment to make the file big\n"
+        out.write(line * (10 * 1024 * 1024 // len(line)))
+    result = watcher("check", "--config", "watcher.yaml", cwd=conf)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "rules/a.yaml:" in result.stderr

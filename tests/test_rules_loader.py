@@ -278,7 +278,7 @@ MISTAKES = [
           - name: a
             kind: [new_transactions
         """,
-        ["rules/a.yaml:4: invalid YAML: expected ',' or ']', but got '<stream end>'"],
+        ["rules/a.yaml:4: invalid YAML: did not find expected ',' or ']'"],
         id="yaml-syntax",
     ),
     pytest.param(
@@ -376,7 +376,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
     lines = problem_lines([Path("rules"), Path("missing.yaml")], {"ops"})
     assert lines == [
         "missing.yaml: no such file or folder",
-        "rules/a.yaml:2: invalid YAML: expected the node content, but found '<stream end>'",
+        "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
         "delinquent_validators, version_drift)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
@@ -692,7 +692,7 @@ def test_duration_round_trip_at_millisecond_precision(millis: int) -> None:
 
 @given(st.lists(st.integers(min_value=0, max_value=999), min_size=5, max_size=5).filter(any))
 def test_any_written_duration_parses_to_the_sum_of_its_parts(counts: list[int]) -> None:
-    counts[0] %= 365  # days: the limit is 365d
+    counts[0] %= 300  # days: the limit is 365d
     units = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001)]
     text = "".join(
         f"{count}{unit}" for count, (unit, _) in zip(counts, units, strict=True) if count

@@ -377,7 +377,7 @@ MISTAKES = [
     ),
     pytest.param(
         "rpc_url: [unclosed\n",
-        ["conf/watcher.yaml:2: invalid YAML: expected ',' or ']', but got '<stream end>'"],
+        ["conf/watcher.yaml:2: invalid YAML: did not find expected ',' or ']'"],
         id="yaml-syntax",
     ),
     pytest.param("", ["conf/watcher.yaml: empty file"], id="empty-file"),

@@ -37,7 +37,7 @@ def load_config(
 def _read(
     path: Path | str, env: Mapping[str, str] | None
 ) -> tuple[Settings | None, list[Rule], list[Problem]]:
-    reading = read_settings(path, env, check_state=True)
+    reading = read_settings(path, env, deep=True)
     rules, rule_problems = read_rules(
         reading.rule_paths, reading.channels, routing=reading.settings
     )

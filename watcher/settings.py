@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -271,11 +271,12 @@ def load_settings(path: Path | str, env: Mapping[str, str] | None = None) -> Set
 
 
 def read_settings(
-    path: Path | str, env: Mapping[str, str] | None = None, *, check_state: bool = False
+    path: Path | str, env: Mapping[str, str] | None = None, *, deep: bool = False
 ) -> SettingsReading:
-    """Like ``load_settings``, but returns the problems instead of raising. ``check_state``:
-    also check that ``state_path`` can be the state database (opened read-only if it exists;
-    nothing is created)."""
+    """Like ``load_settings``, but returns the problems instead of raising. ``deep``: also check
+    what the settings point at (as ``watcher check`` and ``run`` do): that ``state_path`` can be
+    the state database (opened read-only if it exists; nothing is created) and that Apprise can
+    read every channel URL."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config_path = normalized(Path(path), Path.cwd())
     try:
@@ -324,14 +325,33 @@ def read_settings(
         }
     )
     settings._config_path = config_path
-    if check_state:
+    if deep:
         from watcher.database import state_path_problem
 
         state_problem = state_path_problem(settings.state_path)
         if state_problem is not None:
             message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
             problems.append(_locate(("state_path",), message, document, from_env, environ))
+        for loc, message in _unreadable_channel_urls(settings.channels):
+            problems.append(_locate(loc, message, document, from_env, environ))
     return SettingsReading(settings, _ordered(problems, document), existing, set(settings.channels))
+
+
+def _unreadable_channel_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[tuple[Loc, str]]:
+    """Each channel URL Apprise cannot read: its location and a message that never quotes it
+    (a URL holds tokens)."""
+    import apprise
+
+    import watcher.notify  # noqa: F401  (registers the console:// scheme)
+
+    for name, urls in channels.items():
+        for index, url in enumerate(urls):
+            if not apprise.Apprise().add(url):
+                where = format_loc(("channels", name, index))
+                yield (
+                    ("channels", name, index),
+                    f"{where}: Apprise cannot read this URL (not shown: it may hold secrets)",
+                )
 
 
 def _ordered(problems: list[Problem], document: YamlDocument) -> list[Problem]:

@@ -1,16 +1,15 @@
 """YAML with line numbers, so that every problem can be reported as ``FILE:LINE: message``.
 
-ruamel.yaml's round-trip loader keeps the position of every key and item (``.lc``), reads YAML
-1.2 (``no`` is a string, not false) and refuses duplicate keys. ``load_yaml`` returns both that
-tree (for positions) and a plain copy of the data (dicts, lists, str, int, float ... for
-validation); ``YamlDocument.line(loc)`` maps a pydantic error location back to a line.
+``watcher.yamlload`` reads the text (fast, within size, depth and alias limits), YAML 1.2 (``no``
+is a string, not false), refusing duplicate keys. ``load_yaml`` returns both the position of
+every key and item and the plain data (dicts, lists, str, int, float ... for validation);
+``YamlDocument.line(loc)`` maps a pydantic error location back to a line.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +17,11 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from watcher.errors import ConfigError, Problem
+from watcher.yamlload import MAX_BYTES, Positions, YamlProblem, parse
 
 Loc = tuple[str | int, ...]
-
-_DUPLICATE_KEY = re.compile(r'found duplicate key "(.*?)" with value')
 
 
 def display_path(path: Path) -> str:
@@ -40,7 +35,7 @@ def display_path(path: Path) -> str:
 @dataclass(frozen=True)
 class YamlDocument:
     file: str  # as shown to the user
-    tree: Any  # ruamel nodes, with positions
+    tree: Positions | None  # the line of every key and item
     data: Any  # the same content as plain Python values; None for an empty file
 
     def line(self, loc: Loc) -> int | None:
@@ -57,6 +52,9 @@ def load_yaml(path: Path) -> YamlDocument:
     the file cannot be read or is not valid YAML."""
     file = display_path(path)
     try:
+        if path.is_file() and path.stat().st_size > MAX_BYTES:
+            limit = f"larger than the limit of {MAX_BYTES // (1024 * 1024)} MiB"
+            raise ConfigError([Problem(file, None, limit)])
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError([Problem(file, None, "no such file")]) from None
@@ -66,93 +64,37 @@ def load_yaml(path: Path) -> YamlDocument:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError([Problem(file, None, f"cannot read: {reason}")]) from None
     try:
-        tree = YAML(typ="rt").load(text)
-    except MarkedYAMLError as exc:
-        raise ConfigError([_syntax_problem(file, exc)]) from None
-    except YAMLError as exc:  # unmarked errors carry no position
-        raise ConfigError([Problem(file, None, f"invalid YAML: {exc}")]) from None
-    try:
-        data = to_plain(tree)
-    except RecursionError:  # an alias inside its own anchor
-        raise ConfigError([Problem(file, None, "invalid YAML: recursive alias")]) from None
+        data, tree = parse(text)
+    except YamlProblem as exc:
+        raise ConfigError([Problem(file, exc.line, exc.message)]) from None
     return YamlDocument(file=file, tree=tree, data=data)
 
 
-def _syntax_problem(file: str, exc: MarkedYAMLError) -> Problem:
-    mark = exc.problem_mark or exc.context_mark
-    line = None if mark is None else mark.line + 1
-    problem = str(exc.problem or exc.context or "invalid YAML")
-    duplicate = _DUPLICATE_KEY.search(problem)
-    if duplicate:
-        # ruamel's text quotes both values: they may be secrets, so name only the key.
-        return Problem(file, line, f"duplicate key '{duplicate.group(1)}'")
-    return Problem(file, line, f"invalid YAML: {problem}")
-
-
-def to_plain(node: Any) -> Any:
-    """ruamel's round-trip types (CommentedMap, ScalarFloat, LiteralScalarString, ...) -> plain
-    dict, list, str, int, float, bool, None, so that validation sees ordinary values."""
-    if isinstance(node, Mapping):
-        return {_hashable(to_plain(key)): to_plain(value) for key, value in node.items()}
-    if isinstance(node, list | tuple):
-        return [to_plain(item) for item in node]
-    if isinstance(node, TaggedScalar):
-        return node.value
-    if isinstance(node, bool):
-        return bool(node)
-    if isinstance(node, str):
-        return str(node)
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    return node
-
-
-def _hashable(key: Any) -> Any:
-    # A complex key (``? [a, b]``) would be a list: keep it usable as a key so that it is
-    # reported as an unknown key instead of crashing.
-    return tuple(_hashable(part) for part in key) if isinstance(key, list) else key
-
-
-def line_of(tree: Any, loc: Loc) -> int | None:
+def line_of(tree: Positions | None, loc: Loc) -> int | None:
     """Walk ``tree`` along ``loc``; the 1-based line of the last step found (see YamlDocument)."""
-    line = _own_line(tree)
-    node = tree
+    if tree is None:
+        return None
+    line = tree.line + 1
+    node: Positions | None = tree
     for part in loc:
-        position: tuple[int, int] | None = None
-        if isinstance(node, CommentedMap) and _has_key(node, part):
-            position = _safe_position(node, "key", part)
-            node = node[part]
-        elif isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
-            position = _safe_position(node, "item", part)
-            node = node[part]
-        else:
+        if node is None:
             break
-        if position is not None:
-            line = position[0] + 1
+        step: tuple[int, Positions | None] | None = None
+        if node.keys and _has_key(node.keys, part):
+            step = node.keys[part]
+        elif node.items and isinstance(part, int) and 0 <= part < len(node.items):
+            step = node.items[part]
+        if step is None:
+            break
+        line, node = step[0] + 1, step[1]
     return line
 
 
-def _has_key(node: CommentedMap, key: object) -> bool:
+def _has_key(keys: Mapping[Any, Any], key: object) -> bool:
     try:
-        return key in node
+        return key in keys
     except TypeError:  # an unhashable part of a location
         return False
-
-
-def _own_line(node: Any) -> int | None:
-    lc = getattr(node, "lc", None)
-    return None if lc is None or lc.line is None else int(lc.line) + 1
-
-
-def _safe_position(node: Any, kind: str, part: object) -> tuple[int, int] | None:
-    # Keys brought in by a merge (<<: *anchor) have no position of their own.
-    try:
-        position = node.lc.key(part) if kind == "key" else node.lc.item(part)
-    except (KeyError, IndexError, TypeError):
-        return None
-    return (int(position[0]), int(position[1]))
 
 
 # -- pydantic errors -> short human messages ------------------------------------------------
