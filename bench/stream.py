@@ -36,6 +36,7 @@ from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 
 COVERS = re.compile(r"soak (\w+) slot=(\d+) count=(\d+)")
+DIGEST = re.compile(r"in \d+ notifications on \d+ address")
 TITLE = "soak {{ address }} slot={{ newest_slot }} count={{ count }}"
 
 # The simulator's own fault kinds for the soak's random 5 % (options keep each one short).
@@ -87,8 +88,8 @@ def tally(
     for body, _ in accepted:
         text = f"{body.get('title', '')}\n{body.get('message', '')}"
         found = COVERS.findall(text)
-        if "more" in text and re.search(r"\.\.\. and \d+ more", text):
-            result.truncated_digests += 1
+        if DIGEST.search(text) and re.search(r"^\.\.\. and \d+ more$", text, re.M):
+            result.truncated_digests += 1  # alerts past the 10 listed are not readable
         if not found:
             result.false_alerts.append(f"unrecognised notification: {body.get('title')!r}")
         for address, slot_text, count_text in found:
@@ -287,6 +288,7 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
             table.add("duplicates per kill", f"{result.duplicate_alerts / kills:.2f}")
         table.add("false alerts", len(result.false_alerts), fail=bool(result.false_alerts))
         table.add("digests cut short (... and K more)", result.truncated_digests)
+        table.add("RPC calls served", server.count())
         if fault_share:
             table.add("RPC faults injected", sum(faults.injected.values()))
             table.add("deliveries refused", faults.refusals)
