@@ -477,8 +477,9 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
     for name in wedged:
         table.note(f"wedged: {name}")
     for index, body in false_alerts[:15]:
-        near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-4:]
-        table.note(f"false alert: {body.get('title')!r}\n    served just before: {near}")
+        near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-8:]
+        table.note(f"false alert: {body.get('title')!r}\n"
+                   f"    the 8 garbage answers served just before: {near}")
     for body in unexpected[:5]:
         table.note(f"false alert after the fuzz: {body.get('title')!r}")
     for text in crashes[:3]:
