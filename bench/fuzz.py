@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -476,6 +477,10 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
     table.add("API key leaks", ", ".join(leaks) or 0, fail=bool(leaks))
     for name in wedged:
         table.note(f"wedged: {name}")
+    if false_alerts:
+        rules = Counter(re.sub(r"^\[\w+\] ([\w-]+):.*", r"\1", str(body.get("title")))
+                        for _, body in false_alerts)
+        table.note(f"false alerts by rule: {dict(rules)}")
     for index, body in false_alerts[:15]:
         near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-8:]
         table.note(f"false alert: {body.get('title')!r}\n"
