@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -303,24 +304,30 @@ def _rewrite(mutator: Mutator, seed: int, errors: Counter[str], name: str) -> Ca
 
 def corpus(size: int, seed: int, stale_sigs: list[Json], stale_holders: dict[str, str],
            errors: Counter[str]) -> list[Item]:
+    """``size`` items, round-robin over the four methods; each method's every mutation comes
+    once (in a seeded order) before any comes twice."""
     rng = random.Random(seed)
     specific = {SIGS: _signature_mutators(stale_sigs), HOLDERS: _holder_mutators(stale_holders),
                 VOTES: _vote_mutators(), NODES: _node_mutators()}
-    items = []
-    for index in range(size):
-        method = METHODS[index % len(METHODS)]
-        roll = rng.random()
-        if roll < 0.6:
-            name, mutator = rng.choice(sorted(specific[method].items()))
-            rewrite = _rewrite(mutator, rng.randrange(2**32), errors, name)
-            items.append(Item(method, name, "rewrite_result", {"rewrite": rewrite}))
-        elif roll < 0.85:
-            name, result = rng.choice(sorted(_GENERIC_RESULTS.items()))
-            items.append(Item(method, name, "rewrite_result", {"rewrite": result}))
-        else:
-            name, (kind, options) = rng.choice(sorted(_GENERIC_HTTP.items()))
-            items.append(Item(method, name, kind, dict(options)))
-    return items
+
+    def make(method: str, name: str) -> Item:
+        if name in specific[method]:
+            rewrite = _rewrite(specific[method][name], rng.randrange(2**32), errors, name)
+            return Item(method, name, "rewrite_result", {"rewrite": rewrite})
+        if name in _GENERIC_RESULTS:
+            return Item(method, name, "rewrite_result", {"rewrite": _GENERIC_RESULTS[name]})
+        kind, options = _GENERIC_HTTP[name]
+        return Item(method, name, kind, dict(options))
+
+    queues: dict[str, list[str]] = {}
+    for method in METHODS:
+        names = sorted([*specific[method], *_GENERIC_RESULTS, *_GENERIC_HTTP])
+        queue: list[str] = []
+        while len(queue) * len(METHODS) < size:
+            queue += rng.sample(names, len(names))
+        queues[method] = queue
+    return [make(METHODS[i % len(METHODS)], queues[METHODS[i % len(METHODS)]][i // len(METHODS)])
+            for i in range(size)]
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -470,9 +477,14 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
     table.add("API key leaks", ", ".join(leaks) or 0, fail=bool(leaks))
     for name in wedged:
         table.note(f"wedged: {name}")
+    if false_alerts:
+        rules = Counter(re.sub(r"^\[\w+\] ([\w-]+):.*", r"\1", str(body.get("title")))
+                        for _, body in false_alerts)
+        table.note(f"false alerts by rule: {dict(rules)}")
     for index, body in false_alerts[:15]:
-        near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-4:]
-        table.note(f"false alert: {body.get('title')!r}\n    served just before: {near}")
+        near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-8:]
+        table.note(f"false alert: {body.get('title')!r}\n"
+                   f"    the 8 garbage answers served just before: {near}")
     for body in unexpected[:5]:
         table.note(f"false alert after the fuzz: {body.get('title')!r}")
     for text in crashes[:3]:

@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan: list[Callable[[argparse.Namespace], Table]]
     if args.run == "all":
         quick = args.quick
-        args.kills, args.corpus, args.sweeps = (5, 40, 10) if quick else (30, 300, 10)
+        args.kills, args.corpus, args.sweeps = (5, 120, 10) if quick else (30, 300, 10)
         args.minutes, args.fault_pct = (0.5 if quick else 10.0), 5.0
         plan = [kills_run, fuzz_run, soak_run]
     else:

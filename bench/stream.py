@@ -9,6 +9,7 @@ without relying on the 10 a message lists.
 
 from __future__ import annotations
 
+import bisect
 import random
 import re
 import tempfile
@@ -36,6 +37,7 @@ from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 
 COVERS = re.compile(r"soak (\w+) slot=(\d+) count=(\d+)")
+DIGEST = re.compile(r"in \d+ notifications on \d+ address")
 TITLE = "soak {{ address }} slot={{ newest_slot }} count={{ count }}"
 
 # The simulator's own fault kinds for the soak's random 5 % (options keep each one short).
@@ -58,6 +60,8 @@ class Tally:
     delivered: int = 0
     lost: list[str] = field(default_factory=list)
     duplicate_alerts: int = 0
+    duplicate_messages: int = 0  # posts that repeat an alert already accepted
+    worst_kill: int = 0  # most duplicate posts accepted after one kill
     duplicate_signatures: int = 0
     duplicate_ids: int | None = None
     false_alerts: list[str] = field(default_factory=list)
@@ -76,23 +80,32 @@ def _rules(addresses: list[str]) -> list[dict[str, Any]]:
 def tally(
     ledger: Ledger, addresses: list[str], baseline: set[str], accepted: list[tuple[dict[str, Any],
                                                                                  str | None]],
+    kills_at: list[int] | None = None,
 ) -> Tally:
-    """Every signature that appeared after the baseline, against what the receiver accepted."""
+    """Every signature that appeared after the baseline, against what the receiver accepted.
+    ``kills_at``: how many posts had been accepted at each kill (to count duplicates per kill)."""
     result = Tally(messages=len(accepted))
+    per_run: Counter[int] = Counter()
+    seen_alerts: set[tuple[str, int, int]] = set()
     histories = {a: list(reversed(ledger.signatures(a))) for a in addresses}  # oldest first
     expected = {e["signature"] for h in histories.values() for e in h} - baseline
     result.expected = len(expected)
     covered: Counter[str] = Counter()
     alerts: Counter[tuple[str, int, int]] = Counter()
-    for body, _ in accepted:
+    for position, (body, _) in enumerate(accepted):
         text = f"{body.get('title', '')}\n{body.get('message', '')}"
         found = COVERS.findall(text)
-        if "more" in text and re.search(r"\.\.\. and \d+ more", text):
-            result.truncated_digests += 1
+        if DIGEST.search(text) and re.search(r"^\.\.\. and \d+ more$", text, re.M):
+            result.truncated_digests += 1  # alerts past the 10 listed are not readable
         if not found:
             result.false_alerts.append(f"unrecognised notification: {body.get('title')!r}")
-        for address, slot_text, count_text in found:
-            alerts[(address, int(slot_text), int(count_text))] += 1
+        keys = [(a, int(slot), int(count)) for a, slot, count in found]
+        if keys and any(key in seen_alerts for key in keys):
+            result.duplicate_messages += 1
+            per_run[bisect.bisect_right(kills_at or [], position)] += 1
+        seen_alerts.update(keys)
+        for key in keys:
+            alerts[key] += 1
     for (address, slot, count), times in alerts.items():
         history = histories.get(address, [])
         index = next((i for i, e in enumerate(history) if e["slot"] == slot), None)
@@ -106,6 +119,7 @@ def tally(
         for signature in span:
             covered[signature] += times
         result.duplicate_alerts += times - 1
+    result.worst_kill = max(per_run.values(), default=0)
     result.delivered = sum(1 for s in expected if covered[s])
     result.lost = sorted(s for s in expected if not covered[s])
     result.duplicate_signatures = sum(n - 1 for s, n in covered.items() if n > 1)
@@ -196,6 +210,7 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
             faults.start()
         rss: list[int] = []
         crashes = done = on_accept = 0
+        kills_at: list[int] = []
         deadline = time.monotonic() + seconds
         next_rss = time.monotonic()
         while done < kills or (kills == 0 and time.monotonic() < deadline):
@@ -236,6 +251,7 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
                     rss.append(sample)
                 sigkill(pid)
             daemon.kill()  # reaps it
+            kills_at.append(len(receiver.accepted))
             done += 1
             daemon.start()
         stream.stop_flag.set()
@@ -264,7 +280,7 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
             exit_code: int | str = daemon.stop(timeout=10)
         except AssertionError:
             exit_code = "did not stop in 10 s"
-        result = tally(ledger, addresses, baseline, receiver.accepted)
+        result = tally(ledger, addresses, baseline, receiver.accepted, kills_at)
         leaks = key_leaks(folder, [body for body, _ in receiver.accepted])
 
         if kills:
@@ -279,6 +295,11 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
         allowed = kills
         table.add("duplicate notifications (by alert)", result.duplicate_alerts,
                   fail=result.duplicate_alerts > allowed)
+        table.add("duplicate messages", result.duplicate_messages,
+                  fail=result.duplicate_messages > allowed)
+        if kills:
+            table.add("  most after one kill (bar: 1)", result.worst_kill,
+                      fail=result.worst_kill > 1)
         table.add("duplicate signatures", result.duplicate_signatures)
         table.add("duplicates by X-Watcher-Id",
                   "n/a (no header)" if result.duplicate_ids is None else result.duplicate_ids,
@@ -287,6 +308,7 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
             table.add("duplicates per kill", f"{result.duplicate_alerts / kills:.2f}")
         table.add("false alerts", len(result.false_alerts), fail=bool(result.false_alerts))
         table.add("digests cut short (... and K more)", result.truncated_digests)
+        table.add("RPC calls served", server.count())
         if fault_share:
             table.add("RPC faults injected", sum(faults.injected.values()))
             table.add("deliveries refused", faults.refusals)
