@@ -15,13 +15,13 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from watcher import builtin, plausibility, routing, silences
 from watcher.clock import Clock, system_clock
-from watcher.errors import DaemonFailed, DoubtfulAnswer, RpcError, state_error
+from watcher.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
 from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.messages import Presentation, PresentedRule, present
@@ -31,6 +31,7 @@ from watcher.plausibility import Doubt
 from watcher.rpc import RpcClient
 from watcher.ruleset import Job, RuleSet
 from watcher.scheduler import Scheduler
+from watcher.service.sdnotify import SystemdNotifier
 from watcher.settings import Settings
 from watcher.sources import SOURCES
 from watcher.sources.base import LedgerReader, Source
@@ -46,6 +47,14 @@ SENDER_IDLE_SECONDS = 0.5
 SUPERVISE_SECONDS = 1.0
 
 
+# Settings a running daemon keeps until it restarts: its connections and its database.
+RESTART_SETTINGS = ("rpc_url", "commitment", "state_path", "rpc", "log_level", "log_format")
+
+
+def describe_jobs(jobs: Sequence[Job]) -> list[str]:
+    return [f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in jobs]
+
+
 class Daemon:
     def __init__(
         self,
@@ -54,10 +63,13 @@ class Daemon:
         *,
         clock: Clock = system_clock,
         ledger: LedgerReader | None = None,
+        notifier: SystemdNotifier | None = None,
     ) -> None:
         self.settings = settings
         self.ruleset = ruleset
         self.clock = clock
+        self.notifier = notifier or SystemdNotifier()
+        self._scheduler = Scheduler(self.sweep, clock=clock)
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self._outbox_has_work = asyncio.Event()
@@ -245,18 +257,20 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
-        scheduler = Scheduler(self.sweep, clock=self.clock)
+        scheduler = self._scheduler
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
+        watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = self.ruleset.jobs()
         scheduler.start(jobs)
         log.info(
             "watcher started",
             rules=len(self.ruleset.rules),
-            jobs=[f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in jobs],
+            jobs=describe_jobs(jobs),
             rpc=getattr(self.rpc, "public_url", "custom"),
             state=str(self.settings.state_path),
             pending_deliveries=self.store.pending_count(),
         )
+        self.notifier.ready(f"{len(self.ruleset.rules)} rules, {len(jobs)} sweeps")
         fatal: str | None = None
         try:
             stopped = asyncio.create_task(stop.wait(), name="stop signal")
@@ -270,6 +284,8 @@ class Daemon:
                 log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
         finally:
             log.info("watcher stopping")
+            self.notifier.stopping()
+            watchdog.cancel()
             self._stopping.set()
             await scheduler.stop(grace=STOP_GRACE_SECONDS)
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
@@ -279,6 +295,37 @@ class Daemon:
             log.info("watcher stopped")
         if fatal is not None:
             raise DaemonFailed(fatal)
+
+    async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
+        """SIGHUP: read the settings and rules again and swap them in at once, or, when a file
+        is broken, log every ``FILE:LINE`` problem and keep running the old ones. State (cursors,
+        snapshots, episodes, silences, the outbox) lives in the database and is untouched."""
+        self.notifier.reloading()
+        try:
+            settings, ruleset = await asyncio.to_thread(load)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused, the previous rules keep running", problem=str(problem))
+            self.notifier.ready("reload refused: see the log")
+            return False
+        except Exception as exc:  # unreadable in a way the checks did not foresee: keep running
+            log.error("reload failed, the previous rules keep running", error=repr(exc))
+            self.notifier.ready("reload failed: see the log")
+            return False
+        old = self.settings
+        later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
+        if later:
+            log.warning("reloaded; these settings apply after a restart", settings=later)
+        self.settings, self.ruleset = settings, ruleset
+        self.sender.configure_channels(settings.channels, settings.fallback_channels)
+        endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
+        self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
+        self.presentation = Presentation(settings.labels, settings.explorer_url)
+        jobs = ruleset.jobs()
+        self._scheduler.replace(jobs)
+        log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
+        self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
+        return True
 
     async def close(self) -> None:
         aclose = getattr(self.rpc, "aclose", None)

@@ -85,7 +85,7 @@ def run(config: ConfigOption) -> None:
     from watcher.errors import DaemonFailed
 
     try:
-        asyncio.run(_run_until_signalled(settings, ruleset))
+        asyncio.run(_run_until_signalled(settings, ruleset, config))
     except DaemonFailed as exc:
         typer.echo(f"watcher: stopped with an error: {exc}", err=True)
         raise typer.Exit(code=1) from None
@@ -99,7 +99,7 @@ def _load(config: Path) -> tuple[Settings, RuleSet]:
     return settings, RuleSet(rules)
 
 
-async def _run_until_signalled(settings: Settings, ruleset: RuleSet) -> None:
+async def _run_until_signalled(settings: Settings, ruleset: RuleSet, config: Path) -> None:
     from watcher.app import Daemon
 
     stop = asyncio.Event()
@@ -107,6 +107,16 @@ async def _run_until_signalled(settings: Settings, ruleset: RuleSet) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     daemon = Daemon(settings, ruleset)
+    reloads: set[asyncio.Task[bool]] = set()
+
+    def reload() -> None:
+        # SIGHUP (systemctl reload, log rotation): re-read everything; one reload at a time.
+        if not reloads:
+            task = loop.create_task(daemon.reload(lambda: _load(config)), name="reload")
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
     await daemon.run(stop)
 
 

@@ -189,9 +189,7 @@ class Sender:
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
     ) -> None:
         self._store = store
-        self._fallback_channels = tuple(fallback_channels)
-        self._channels = {name: tuple(urls) for name, urls in channels.items()}
-        self._urls = {outbox.url_id(url): url for urls in self._channels.values() for url in urls}
+        self.configure_channels(channels, fallback_channels)
         self._clock = clock
         self._first_retry = first_retry
         self._max_backoff = max_backoff
@@ -210,11 +208,20 @@ class Sender:
         self._abandoned: dict[str, tuple[str, concurrent.futures.Future[str | None]]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
-        protect_delivery_logs(self._urls.values())
         # The previous process may have stopped mid-send: those rows go out again.
         requeued = store.requeue_interrupted()
         if requeued:
             log.warning("requeued deliveries interrupted by the last stop", count=requeued)
+
+    def configure_channels(
+        self, channels: Mapping[str, Sequence[str]], fallback_channels: Sequence[str] = ()
+    ) -> None:
+        """Set (at start) or replace (on reload) the channels. Pending deliveries to a URL that
+        is gone are given up with NOT_CONFIGURED when their turn comes."""
+        self._fallback_channels = tuple(fallback_channels)
+        self._channels = {name: tuple(urls) for name, urls in channels.items()}
+        self._urls = {outbox.url_id(url): url for urls in self._channels.values() for url in urls}
+        protect_delivery_logs(self._urls.values())
 
     def destinations(self, alert: AlertMessage) -> list[Destination]:
         """Every URL of every channel the alert names; unknown channels were refused earlier."""

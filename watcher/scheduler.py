@@ -41,6 +41,22 @@ class Scheduler:
 
     def start(self, jobs: Sequence[Job]) -> None:
         """Must be called from inside the running event loop. Every job runs once right away."""
+        self._add(jobs)
+        self._scheduler.start()
+
+    def replace(self, jobs: Sequence[Job]) -> None:
+        """A reload: jobs that are gone stop, new ones run at once, a job whose targets changed
+        keeps its schedule and sweeps its new targets from its next run on."""
+        wanted = {_job_id(job): job for job in jobs}
+        for scheduled in self._scheduler.get_jobs():
+            job = wanted.pop(scheduled.id, None)
+            if job is None:
+                scheduled.remove()
+            elif scheduled.args[0] != job:
+                scheduled.modify(args=[job])
+        self._add(list(wanted.values()))
+
+    def _add(self, jobs: Sequence[Job]) -> None:
         first_run = datetime.fromtimestamp(self._clock(), UTC)
         for job in jobs:
             self._scheduler.add_job(
@@ -48,10 +64,9 @@ class Scheduler:
                 "interval",
                 seconds=job.interval,
                 args=[job],
-                id=f"{job.source}@{job.interval:g}",
+                id=_job_id(job),
                 next_run_time=first_run,
             )
-        self._scheduler.start()
 
     async def _run(self, job: Job) -> None:
         task = asyncio.current_task()
@@ -82,3 +97,7 @@ class Scheduler:
                 await asyncio.wait(pending)
                 log.warning("stopped with sweeps cancelled", cancelled=len(pending))
         self._scheduler.shutdown(wait=False)
+
+
+def _job_id(job: Job) -> str:
+    return f"{job.source}@{job.interval:g}"
