@@ -92,9 +92,10 @@ def test_a_kill_after_the_channel_accepted_repeats_that_message_at_most_once_sam
     wait_until(killed.is_set, 15.0, "the first message in flight")
     assert world.daemon.proc is not None
     assert world.daemon.proc.wait(timeout=10) != 0
-    [second] = world.ledger.add_transactions(TREASURY, 1)  # while it is down
 
     world.daemon.start()
+    world.wait_notes(2)  # the message in flight, again
+    [second] = world.ledger.add_transactions(TREASURY, 1)
     world.wait_notes(3)
     world.wait_polls("getSignaturesForAddress", 5)
     notes, headers = world.notes(), world.receiver.headers
@@ -129,7 +130,7 @@ def test_a_database_locked_longer_than_the_busy_timeout_loses_nothing(world: Wor
         holder.close()
     world.ledger.add_transactions(TREASURY, 1)
 
-    wait_until(lambda: announced(world) >= 4, 20.0, "all 4 transactions announced")
+    wait_until(lambda: announced(world) >= 4, 30.0, "all 4 transactions announced")
     world.wait_polls("getSignaturesForAddress", 5)
     assert announced(world) == 4
     world.daemon.assert_alive()

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import structlog
 
@@ -170,26 +170,24 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(
-            *(
-                self._guarded(f"poll {job.source}", self.poll_target(source, target))
-                for target in job.targets
-            )
-        )
+        await asyncio.gather(*(self._poll(source, target) for target in job.targets))
         now = self.clock()
         verdict = self.health.round_done(job.source, now)
         if verdict is not None:
-            await self._guarded("rpc health", self._check_rpc_health_async(verdict, now))
+            with self._database_work("rpc health"):
+                self._check_rpc_health(verdict, now)
 
-    async def _check_rpc_health_async(self, verdict: RoundVerdict, now: float) -> None:
-        self._check_rpc_health(verdict, now)
+    async def _poll(self, source: Source, target: str) -> None:
+        with self._database_work(f"poll {source.name}"):
+            await self.poll_target(source, target)
 
-    async def _guarded(self, operation: str, work: Awaitable[None]) -> None:
-        """Run one poll's work; a database error ends only it. Its transaction rolled back
-        (the cursor did not move without its outbox rows): the next round redoes the step."""
+    @contextlib.contextmanager
+    def _database_work(self, operation: str) -> Iterator[None]:
+        """A database error ends only this work (one poll): its transaction rolled back, so
+        the cursor did not move without its outbox rows, and the next round redoes the step."""
         commits = self.store.commits
         try:
-            await work
+            yield
         except sqlite3.Error as exc:
             self.state_health.failed(state_error(exc, operation), self.clock())
         else:
@@ -229,19 +227,17 @@ class Daemon:
         locked, disk full) is retried with backoff: the sender never stops on its own."""
         failures = 0
         while not self._stopping.is_set():
-            wait = SENDER_IDLE_SECONDS
             try:
                 self.sender.dispatch()
                 failures = 0
             except sqlite3.Error as exc:
                 failures += 1
                 self.state_health.failed(state_error(exc, "claim deliveries"), self.clock())
-                wait = min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX)
-                self._outbox_has_work.clear()
-                await asyncio.sleep(wait)  # a failure must not be retried at once
+                # Not retried at once, whatever wakes the sender meanwhile.
+                await asyncio.sleep(min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX))
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._outbox_has_work.wait(), wait)
+                await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
             self._outbox_has_work.clear()
 
     def _fatal(self, sender_task: asyncio.Task[None]) -> str | None:

@@ -3,6 +3,7 @@ with its append-only migrations. ``watcher.store`` holds the queries on top of i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -182,15 +183,21 @@ def transaction(db: Database) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
     try:
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if any (SQLite ends some itself on a full disk or an I/O
+    error). A failing ROLLBACK must not hide the error that caused it: that one propagates."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def open_database(path: Path | str) -> Database:
