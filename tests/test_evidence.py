@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.app import Daemon
-from watcher.config_check import load_config
+from watcher.config_check import check_config, load_config
 from watcher.diff import Cursor
 from watcher.models import TokenAmount
 from watcher.rules.schema import RULE_MODELS
@@ -520,3 +520,44 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
 
         await world.poll(source, target)  # a good answer: the change is noticed
         assert len(world.alerts()) == before_alerts + 1, (case, method, said)
+
+
+# -- watcher check renders each template once against sample alerts of its kind -----------------
+
+
+def check_rules(tmp_path: Path, rules: list[dict[str, Any]]) -> list[str]:
+    config = write_config(tmp_path, rpc_url="http://127.0.0.1:1/v3/key",
+                          channels={"hooks": ["json://127.0.0.1:9/"]}, rules=rules)  # fmt: skip
+    return [str(problem) for problem in check_config(config, {})]
+
+
+def test_check_reports_a_template_that_fails_at_render_time(tmp_path: Path) -> None:
+    broken = dict(base_rules()[0], title="{{ count + 'x' }} new")
+    resolved_only = dict(base_rules()[2], body="was {{ was.status }}")  # no `was` when firing
+    said = check_rules(tmp_path, [broken, base_rules()[1], resolved_only])
+    rules_file = tmp_path / "rules" / "rules.yaml"
+    # FILE:LINE (the line of the rule's name), then what failed on which sample.
+    assert [line.split(": ", 1)[1] for line in said] == [
+        "rule 'treasury': title template failed: TypeError: unsupported operand "
+        "type(s) for +: 'int' and 'str'",
+        "rule 'my-validator': body template failed: 'was' is undefined",
+    ]
+    lines = rules_file.read_text().splitlines()
+    for problem, name in zip(said, ["treasury", "my-validator"], strict=True):
+        where = problem.split(": ", 1)[0]
+        assert where.startswith(f"{rules_file}:")
+        assert lines[int(where.rsplit(":", 1)[1]) - 1].endswith(f"name: {name}")
+
+
+def test_check_accepts_templates_that_render_for_every_kind(tmp_path: Path) -> None:
+    titles = {
+        "treasury": "{{ count }} on {{ address | short }}: {{ newest_signature }} {{ more }}",
+        "whales": "{% for c in changes %}{{ c.kind }} {{ c.account | named }} {{ c.new_ui }}"
+                  "{% endfor %} on {{ mint }}",
+        "my-validator": "{{ status }} {{ vote_pubkey }}{% if reason == 'resolved' %} was "
+                        "{{ was.status }} for {{ duration }}{% endif %}",
+        "drift": "{{ status }} {{ version }} < {{ reference_version }} {{ subject | explorer }}",
+    }  # fmt: skip
+    rules = [dict(rule, title=titles[rule["name"]], repeat="1h") if "validators" in rule
+             else dict(rule, title=titles[rule["name"]]) for rule in base_rules()]  # fmt: skip
+    assert check_rules(tmp_path, rules) == []
