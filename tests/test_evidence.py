@@ -100,7 +100,8 @@ class World:
 def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
     made: list[tuple[SimulatorServer, Daemon]] = []
 
-    def make(rules: list[dict[str, Any]] | None = None) -> World:
+    def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
+        """``unchecked``: rule dicts added after ``check`` (which would refuse them)."""
         now = [START]
         ledger = small_cluster(lambda: now[0])
         server = SimulatorServer(ledger, api_key=API_KEY)
@@ -114,7 +115,8 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
                    "rpc": {"timeout": "2s", "max_attempts": 1}},
         )  # fmt: skip
         settings, loaded = load_config(config)
-        daemon = Daemon(settings, RuleSet(loaded), clock=lambda: now[0])
+        extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
+        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now)
 
@@ -184,7 +186,7 @@ async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
 ) -> None:
     broken = {"name": "broken", "kind": "new_transactions", "addresses": [TREASURY],
               "every": "1s", "notify": ["hooks"], "title": "{{ count + 'x' }} new"}  # fmt: skip
-    world = make_world([base_rules()[0], broken])
+    world = make_world([base_rules()[0]], unchecked=[broken])  # check refuses it: see below
     await world.poll("signatures", TREASURY)
     new = world.ledger.add_transactions(TREASURY, 1)
 
@@ -561,3 +563,23 @@ def test_check_accepts_templates_that_render_for_every_kind(tmp_path: Path) -> N
     rules = [dict(rule, title=titles[rule["name"]], repeat="1h") if "validators" in rule
              else dict(rule, title=titles[rule["name"]]) for rule in base_rules()]  # fmt: skip
     assert check_rules(tmp_path, rules) == []
+
+
+async def test_a_first_poll_far_ahead_of_the_cluster_tip_is_not_the_baseline(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")  # the daemon learns the cluster's tip
+
+    def far_ahead(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [dict(result[0], slot=2**39)]
+
+    world.rewrite("getSignaturesForAddress", far_ahead)
+    await world.poll("signatures", TREASURY)
+    assert "cursor" not in world.state("signatures", TREASURY)
+
+    await world.poll("signatures", TREASURY)  # the real baseline
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
