@@ -24,6 +24,7 @@ from watcher.app import Daemon
 from watcher.config_check import check_config, load_config
 from watcher.diff import Cursor
 from watcher.models import TokenAmount
+from watcher.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.rules.schema import RULE_MODELS
 from watcher.ruleset import RuleSet
 from watcher.simulator import Ledger, SimulatorServer
@@ -583,3 +584,73 @@ async def test_a_first_poll_far_ahead_of_the_cluster_tip_is_not_the_baseline(
     await world.poll("signatures", TREASURY)
     assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
     assert world.cursor().sig == new[0]
+
+
+def holder_twice(result: dict[str, Any]) -> dict[str, Any]:
+    result["value"][1] = dict(result["value"][0], amount="1", uiAmountString="0.000001")
+    return result
+
+
+def vote_account_in_both_lists(result: dict[str, Any]) -> dict[str, Any]:
+    result["delinquent"].append(dict(result["current"][0], lastVote=1))
+    return result
+
+
+@pytest.mark.parametrize(
+    ("method", "source", "target", "rewrite"),
+    [
+        ("getTokenLargestAccounts", "holders", MINT, holder_twice),
+        ("getVoteAccounts", "votes", "cluster", vote_account_in_both_lists),
+    ],
+)
+async def test_an_answer_contradicting_itself_is_a_bad_answer(
+    make_world: Callable[..., World],
+    method: str,
+    source: str,
+    target: str,
+    rewrite: Callable[[Any], Any],
+) -> None:
+    world = make_world()
+    await world.poll(source, target)
+    before = world.state(source, target)
+    world.rewrite(method, rewrite, count=3)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            await world.poll(source, target)
+    assert world.titles() == []
+    assert world.state(source, target) == before
+    assert [e["error"] for e in logs if e["event"].startswith("poll failed")] == ["BadResponse"] * 3
+
+
+# -- the pure judgement, as a table ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("streak", "doubt", "accept", "seen", "new_stretch"),
+    [
+        (None, Doubt("empty", "p1"), False, 1, True),
+        ({"picture": "p1", "seen": 1}, Doubt("empty", "p1"), False, 2, False),
+        ({"picture": "p1", "seen": 2}, Doubt("empty", "p1"), True, 3, False),
+        ({"picture": "p1", "seen": 2}, Doubt("other", "p2"), False, 1, True),
+        ({"picture": "p1", "seen": 9}, Doubt("stale", "p1", confirmable=False), False, 10, False),
+    ],
+)
+def test_judge_confirms_the_same_picture_three_polls_in_a_row(
+    streak: dict[str, Any] | None, doubt: Doubt, accept: bool, seen: int, new_stretch: bool
+) -> None:
+    state = {"top": {"a": "1"}, **({DOUBT_KEY: streak} if streak else {})}
+    verdict = judge(state, doubt)
+    assert (verdict.accept, verdict.seen, verdict.new_stretch) == (accept, seen, new_stretch)
+    assert verdict.state["top"] == {"a": "1"}  # nothing but the streak changes
+    assert verdict.state[DOUBT_KEY] == {"picture": doubt.picture, "reason": doubt.reason,
+                                        "seen": seen}  # fmt: skip
+
+
+def test_a_slot_bound_grows_with_time_so_a_real_slot_always_gets_in() -> None:
+    tip = SlotTip(slot=400_000_000, at=START)
+    assert tip.bound(START) == 400_000_000 + SLOT_MARGIN
+    # A real cluster makes 2.5 slots a second; the bound grows four times as fast.
+    for elapsed in (0.0, 60.0, 86_400.0, 365 * 86_400.0):
+        assert 400_000_000 + 2.5 * elapsed < tip.bound(START + elapsed)
+    assert tip.after(None, START + 5) == tip and tip.after(1, START + 5) == tip
+    assert tip.after(400_000_100, START + 5) == SlotTip(400_000_100, START + 5)
