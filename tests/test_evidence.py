@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.app import Daemon
-from watcher.config_check import load_config
+from watcher.config_check import check_config, load_config
 from watcher.diff import Cursor
 from watcher.models import TokenAmount
+from watcher.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.rules.schema import RULE_MODELS
 from watcher.ruleset import RuleSet
 from watcher.simulator import Ledger, SimulatorServer
@@ -100,7 +101,8 @@ class World:
 def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
     made: list[tuple[SimulatorServer, Daemon]] = []
 
-    def make(rules: list[dict[str, Any]] | None = None) -> World:
+    def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
+        """``unchecked``: rule dicts added after ``check`` (which would refuse them)."""
         now = [START]
         ledger = small_cluster(lambda: now[0])
         server = SimulatorServer(ledger, api_key=API_KEY)
@@ -114,7 +116,8 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
                    "rpc": {"timeout": "2s", "max_attempts": 1}},
         )  # fmt: skip
         settings, loaded = load_config(config)
-        daemon = Daemon(settings, RuleSet(loaded), clock=lambda: now[0])
+        extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
+        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now)
 
@@ -184,7 +187,7 @@ async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
 ) -> None:
     broken = {"name": "broken", "kind": "new_transactions", "addresses": [TREASURY],
               "every": "1s", "notify": ["hooks"], "title": "{{ count + 'x' }} new"}  # fmt: skip
-    world = make_world([base_rules()[0], broken])
+    world = make_world([base_rules()[0]], unchecked=[broken])  # check refuses it: see below
     await world.poll("signatures", TREASURY)
     new = world.ledger.add_transactions(TREASURY, 1)
 
@@ -520,3 +523,134 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
 
         await world.poll(source, target)  # a good answer: the change is noticed
         assert len(world.alerts()) == before_alerts + 1, (case, method, said)
+
+
+# -- watcher check renders each template once against sample alerts of its kind -----------------
+
+
+def check_rules(tmp_path: Path, rules: list[dict[str, Any]]) -> list[str]:
+    config = write_config(tmp_path, rpc_url="http://127.0.0.1:1/v3/key",
+                          channels={"hooks": ["json://127.0.0.1:9/"]}, rules=rules)  # fmt: skip
+    return [str(problem) for problem in check_config(config, {})]
+
+
+def test_check_reports_a_template_that_fails_at_render_time(tmp_path: Path) -> None:
+    broken = dict(base_rules()[0], title="{{ count + 'x' }} new")
+    resolved_only = dict(base_rules()[2], body="was {{ was.status }}")  # no `was` when firing
+    said = check_rules(tmp_path, [broken, base_rules()[1], resolved_only])
+    rules_file = tmp_path / "rules" / "rules.yaml"
+    # FILE:LINE (the line of the rule's name), then what failed on which sample.
+    assert [line.split(": ", 1)[1] for line in said] == [
+        "rule 'treasury': title template failed: TypeError: unsupported operand "
+        "type(s) for +: 'int' and 'str'",
+        "rule 'my-validator': body template failed: 'was' is undefined",
+    ]
+    lines = rules_file.read_text().splitlines()
+    for problem, name in zip(said, ["treasury", "my-validator"], strict=True):
+        where = problem.split(": ", 1)[0]
+        assert where.startswith(f"{rules_file}:")
+        assert lines[int(where.rsplit(":", 1)[1]) - 1].endswith(f"name: {name}")
+
+
+def test_check_accepts_templates_that_render_for_every_kind(tmp_path: Path) -> None:
+    titles = {
+        "treasury": "{{ count }} on {{ address | short }}: {{ newest_signature }} {{ more }}",
+        "whales": "{% for c in changes %}{{ c.kind }} {{ c.account | named }} {{ c.new_ui }}"
+                  "{% endfor %} on {{ mint }}",
+        "my-validator": "{{ status }} {{ vote_pubkey }}{% if reason == 'resolved' %} was "
+                        "{{ was.status }} for {{ duration }}{% endif %}",
+        "drift": "{{ status }} {{ version }} < {{ reference_version }} {{ subject | explorer }}",
+    }  # fmt: skip
+    rules = [dict(rule, title=titles[rule["name"]], repeat="1h") if "validators" in rule
+             else dict(rule, title=titles[rule["name"]]) for rule in base_rules()]  # fmt: skip
+    assert check_rules(tmp_path, rules) == []
+
+
+async def test_a_first_poll_far_ahead_of_the_cluster_tip_is_not_the_baseline(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")  # the daemon learns the cluster's tip
+
+    def far_ahead(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [dict(result[0], slot=2**39)]
+
+    world.rewrite("getSignaturesForAddress", far_ahead)
+    await world.poll("signatures", TREASURY)
+    assert "cursor" not in world.state("signatures", TREASURY)
+
+    await world.poll("signatures", TREASURY)  # the real baseline
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
+
+
+def holder_twice(result: dict[str, Any]) -> dict[str, Any]:
+    result["value"][1] = dict(result["value"][0], amount="1", uiAmountString="0.000001")
+    return result
+
+
+def vote_account_in_both_lists(result: dict[str, Any]) -> dict[str, Any]:
+    result["delinquent"].append(dict(result["current"][0], lastVote=1))
+    return result
+
+
+@pytest.mark.parametrize(
+    ("method", "source", "target", "rewrite"),
+    [
+        ("getTokenLargestAccounts", "holders", MINT, holder_twice),
+        ("getVoteAccounts", "votes", "cluster", vote_account_in_both_lists),
+    ],
+)
+async def test_an_answer_contradicting_itself_is_a_bad_answer(
+    make_world: Callable[..., World],
+    method: str,
+    source: str,
+    target: str,
+    rewrite: Callable[[Any], Any],
+) -> None:
+    world = make_world()
+    await world.poll(source, target)
+    before = world.state(source, target)
+    world.rewrite(method, rewrite, count=3)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            await world.poll(source, target)
+    assert world.titles() == []
+    assert world.state(source, target) == before
+    assert [e["error"] for e in logs if e["event"].startswith("poll failed")] == ["BadResponse"] * 3
+
+
+# -- the pure judgement, as a table ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("streak", "doubt", "accept", "seen", "new_stretch"),
+    [
+        (None, Doubt("empty", "p1"), False, 1, True),
+        ({"picture": "p1", "seen": 1}, Doubt("empty", "p1"), False, 2, False),
+        ({"picture": "p1", "seen": 2}, Doubt("empty", "p1"), True, 3, False),
+        ({"picture": "p1", "seen": 2}, Doubt("other", "p2"), False, 1, True),
+        ({"picture": "p1", "seen": 9}, Doubt("stale", "p1", confirmable=False), False, 10, False),
+    ],
+)
+def test_judge_confirms_the_same_picture_three_polls_in_a_row(
+    streak: dict[str, Any] | None, doubt: Doubt, accept: bool, seen: int, new_stretch: bool
+) -> None:
+    state = {"top": {"a": "1"}, **({DOUBT_KEY: streak} if streak else {})}
+    verdict = judge(state, doubt)
+    assert (verdict.accept, verdict.seen, verdict.new_stretch) == (accept, seen, new_stretch)
+    assert verdict.state["top"] == {"a": "1"}  # nothing but the streak changes
+    assert verdict.state[DOUBT_KEY] == {"picture": doubt.picture, "reason": doubt.reason,
+                                        "seen": seen}  # fmt: skip
+
+
+def test_a_slot_bound_grows_with_time_so_a_real_slot_always_gets_in() -> None:
+    tip = SlotTip(slot=400_000_000, at=START)
+    assert tip.bound(START) == 400_000_000 + SLOT_MARGIN
+    # A real cluster makes 2.5 slots a second; the bound grows four times as fast.
+    for elapsed in (0.0, 60.0, 86_400.0, 365 * 86_400.0):
+        assert 400_000_000 + 2.5 * elapsed < tip.bound(START + elapsed)
+    assert tip.after(None, START + 5) == tip and tip.after(1, START + 5) == tip
+    assert tip.after(400_000_100, START + 5) == SlotTip(400_000_100, START + 5)

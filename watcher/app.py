@@ -27,7 +27,7 @@ from watcher.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.messages import Presentation, PresentedRule, present
 from watcher.notify import DB_RETRY_MAX, Sender
 from watcher.outbox import Destination
-from watcher.plausibility import Doubt
+from watcher.plausibility import Doubt, SlotTip
 from watcher.rpc import RpcClient
 from watcher.ruleset import Job, RuleSet
 from watcher.scheduler import Scheduler
@@ -97,6 +97,8 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
+        # The highest slot accepted answers have shown: bounds the slots of any other answer.
+        self.tip: SlotTip | None = None
 
     # -- one observation ---------------------------------------------------------------------
 
@@ -111,12 +113,15 @@ class Daemon:
             self.health.failed(source.name, target, exc)
             return
         now = self.clock()
-        doubt = source.doubt(state, observation, now)
+        doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now):
             return
         self.health.succeeded(source.name, target)
         outcome = source.step(rules, target, state, observation, now)
         self._commit(source.name, target, outcome, rules, now)
+        slot = source.tip(observation)
+        if slot is not None:
+            self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
 
     def _confirmed(
         self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float

@@ -15,6 +15,7 @@ from watcher.errors import ConfigError, Problem
 from watcher.rules.loader import read_rules
 from watcher.rules.schema import Rule
 from watcher.settings import Settings, read_settings
+from watcher.template_check import template_problems
 
 
 def check_config(path: Path | str, env: Mapping[str, str] | None = None) -> list[Problem]:
@@ -41,4 +42,6 @@ def _read(
     rules, rule_problems = read_rules(
         reading.rule_paths, reading.channels, routing=reading.settings
     )
+    # Templates that compile but fail on a sample alert of their kind (TypeError at render).
+    rule_problems += template_problems(rules)
     return reading.settings, rules, [*reading.problems, *rule_problems]

@@ -100,9 +100,22 @@ class LargestAccount(TokenAmount):
     address: Pubkey
 
 
+def _unique(keys: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            raise ValueError(f"{what} {key} is listed twice")
+        seen.add(key)
+
+
 class TokenLargestAccounts(_Answer):
     context: Context
     value: list[LargestAccount] = Field(max_length=20)
+
+    @model_validator(mode="after")
+    def _each_account_once(self) -> TokenLargestAccounts:
+        _unique([account.address for account in self.value], "token account")
+        return self
 
 
 class VoteAccount(_Answer):
@@ -121,6 +134,8 @@ class VoteAccounts(_Answer):
 
     @model_validator(mode="after")
     def _stake_fits_the_supply(self) -> VoteAccounts:
+        # One vote account in both lists (or twice in one) contradicts itself.
+        _unique([acc.vote_pubkey for acc in (*self.current, *self.delinquent)], "vote account")
         total = sum(account.activated_stake for account in (*self.current, *self.delinquent))
         if total > MAX_LAMPORTS:
             raise ValueError(f"activated stakes add up to {total} lamports, more than all SOL")

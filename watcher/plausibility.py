@@ -11,7 +11,8 @@ Three kinds of wrong answer, three treatments (README, "Bad, stale and doubtful 
   far ahead of what time allows since the last accepted one (``slot_allowance``), a blockTime
   more than a day in the future. Ignored, never accepted as it is; the bound of "far ahead"
   grows with the time since the last accepted answer, so a real slot always gets in at last: no
-  address is wedged for good.
+  address is wedged for good. Besides a target's own last slot, the daemon keeps the highest
+  slot any answer has shown (``SlotTip``: context slots, votes), which also bounds a first poll.
 - **Doubtful** (``Doubt(confirmable=True)``): an answer that would turn the whole picture upside
   down: every holder gone at once, an empty cluster, no node in gossip, no vote account. Not
   evidence while it is new; the *same* doubtful picture seen ``CONFIRM_POLLS`` polls in a row
@@ -49,6 +50,22 @@ class Doubt:
     reason: str
     picture: str
     confirmable: bool = True
+
+
+@dataclass(frozen=True)
+class SlotTip:
+    """The highest slot an accepted answer has shown, and when it was seen."""
+
+    slot: int
+    at: float
+
+    def bound(self, now: float) -> int:
+        """The highest slot a real answer can show at ``now``."""
+        return self.slot + slot_allowance(now - self.at)
+
+    def after(self, slot: int | None, now: float) -> SlotTip:
+        """This tip raised by an accepted answer at ``slot`` (None: the answer shows none)."""
+        return self if slot is None or slot <= self.slot else SlotTip(slot, now)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 - ``targets(rules)``: which targets those rules watch (address, mint, or the one ``"cluster"``);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
   (a failed observation is never evidence: the caller then skips ``step`` entirely);
-- ``doubt(state, observation, now)``: pure; is an observation that fits its model stale or
-  implausible against the previous state (``watcher.plausibility``)? ``None`` when it is fine;
-  a doubtful observation is not stepped (unless confirmed by polls in a row);
+- ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
+  implausible against the previous state and the highest slot seen so far
+  (``watcher.plausibility``)? ``None`` when it is fine; a doubtful observation is not stepped
+  (unless confirmed by polls in a row);
+- ``tip(observation)``: the highest slot the observation shows (None: it shows none);
 - ``step(rules, target, state, observation, now)``: pure; previous state + observation ->
   ``StepOutcome`` (new state and the alerts to send).
 
@@ -29,7 +31,7 @@ from watcher.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.plausibility import Doubt
+from watcher.plausibility import Doubt, SlotTip
 
 
 class LedgerReader(Protocol):
@@ -46,9 +48,7 @@ class LedgerReader(Protocol):
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]: ...
 
-    async def get_token_largest_accounts_with_context(
-        self, mint: str
-    ) -> TokenLargestAccounts: ...
+    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts: ...
 
     async def get_vote_accounts(self) -> VoteAccounts: ...
 
@@ -66,8 +66,10 @@ class Source(Protocol):
     ) -> Any: ...
 
     def doubt(
-        self, state: TargetState | None, observation: Any, now: float
+        self, state: TargetState | None, observation: Any, now: float, tip: SlotTip | None = None
     ) -> Doubt | None: ...
+
+    def tip(self, observation: Any) -> int | None: ...
 
     def step(
         self,

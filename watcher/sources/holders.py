@@ -27,7 +27,7 @@ from watcher.diff import BalanceChange, Top, diff_holders, holder_changes, ranks
 from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.messages import RuleView, holders_text, make_alert, ui_amount
 from watcher.models import TokenAmount
-from watcher.plausibility import Doubt, picture_of, slot_allowance
+from watcher.plausibility import Doubt, SlotTip, picture_of, slot_allowance
 from watcher.sources.base import LedgerReader
 
 STATE_VERSION = 1
@@ -65,8 +65,15 @@ class HoldersSource:
         answer = await ledger.get_token_largest_accounts_with_context(target)
         return HoldersObservation(tuple(answer.value), answer.context.slot)
 
+    def tip(self, observation: HoldersObservation) -> int | None:
+        return observation.slot
+
     def doubt(
-        self, state: TargetState | None, observation: HoldersObservation, now: float
+        self,
+        state: TargetState | None,
+        observation: HoldersObservation,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None:
         if not state or "top" not in state:
             return None  # the baseline: nothing to compare with

@@ -19,9 +19,9 @@ from watcher.events import StepOutcome, TargetState
 from watcher.lifecycle import Assessment, StateRule, step_episodes
 from watcher.messages import drift_text
 from watcher.models import ClusterNode, VoteAccounts
-from watcher.plausibility import Doubt, picture_of
+from watcher.plausibility import Doubt, SlotTip, picture_of
 from watcher.sources.base import LedgerReader
-from watcher.sources.votes import vote_account_counts, vote_accounts_doubt
+from watcher.sources.votes import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.versions import NodeAssessment, assess_node, index_cluster
 
 CLUSTER = "cluster"
@@ -57,8 +57,15 @@ class NodesSource:
         )
         return ClusterObservation(tuple(nodes), vote_accounts)
 
+    def tip(self, observation: ClusterObservation) -> int | None:
+        return newest_vote(observation.vote_accounts)
+
     def doubt(
-        self, state: TargetState | None, observation: ClusterObservation, now: float
+        self,
+        state: TargetState | None,
+        observation: ClusterObservation,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None:
         before = (state or {}).get("nodes") or 0
         if before and not observation.nodes:

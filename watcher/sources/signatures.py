@@ -4,8 +4,9 @@ State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 179000000
 ``cursor`` = never polled. ``slot_time``: the blockTime of the cursor's entry, when known.
 
 Doubts (``watcher.plausibility``), never taken as they are: an entry whose blockTime is more
-than a day after the clock, or whose slot is further ahead of the cursor's than time allows
-since ``slot_time``; the cursor stays put and the next answer is judged afresh.
+than a day after the clock, or whose slot is further ahead than time allows since the cluster's
+highest slot seen (``SlotTip``) or since the cursor's (``slot_time``); the cursor stays put and
+the next answer is judged afresh.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from watcher.errors import BadResponse
 from watcher.events import AlertMessage, StepOutcome, TargetState
 from watcher.messages import RuleView, make_alert, transactions_text
 from watcher.models import SignatureEntry
-from watcher.plausibility import MAX_CLOCK_AHEAD, Doubt, picture_of, slot_allowance
+from watcher.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
 from watcher.sources.base import LedgerReader
 
 STATE_VERSION = 1
@@ -85,22 +86,33 @@ class SignaturesSource:
                 return SignaturesObservation(pages=tuple(pages), baseline=False)
             before = page[-1].signature
 
+    def tip(self, observation: SignaturesObservation) -> int | None:
+        return None  # an address's own entries are what is judged, not a reference
+
     def doubt(
-        self, state: TargetState | None, observation: SignaturesObservation, now: float
+        self,
+        state: TargetState | None,
+        observation: SignaturesObservation,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None:
         entries = [entry for page in observation.pages for entry in page]
         for entry in entries:
             if entry.block_time is not None and entry.block_time > now + MAX_CLOCK_AHEAD:
                 reason = f"{entry.signature} has a blockTime more than a day in the future"
                 return Doubt(reason, picture_of("future", entry.signature), confirmable=False)
+        # The highest slot a real entry can have: from the cluster's tip, and from the cursor's
+        # own slot and time (a first poll has only the tip).
+        bounds = [tip.bound(now)] if tip is not None else []
         cursor = cursor_of(state)
         slot_time = (state or {}).get("slot_time")
-        if observation.baseline or cursor is None or cursor.slot is None or slot_time is None:
+        if cursor is not None and cursor.slot is not None and slot_time is not None:
+            bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
+        if not bounds:
             return None
-        allowance = slot_allowance(now - float(slot_time))
         for entry in entries:
-            if entry.slot - cursor.slot > allowance:
-                reason = f"{entry.signature} is at slot {entry.slot}, far ahead of {cursor.slot}"
+            if entry.slot > min(bounds):
+                reason = f"{entry.signature} is at slot {entry.slot}, beyond {min(bounds)}"
                 return Doubt(reason, picture_of("ahead", entry.signature), confirmable=False)
         return None
 

@@ -28,7 +28,7 @@ from watcher.events import StepOutcome, TargetState
 from watcher.lifecycle import Assessment, StateRule, step_episodes
 from watcher.messages import cluster_stake_text, validator_text
 from watcher.models import VoteAccounts
-from watcher.plausibility import Doubt, picture_of
+from watcher.plausibility import Doubt, SlotTip, picture_of
 from watcher.sources.base import LedgerReader
 
 CLUSTER = "cluster"
@@ -61,8 +61,15 @@ class VotesSource:
     ) -> VoteAccounts:
         return await ledger.get_vote_accounts()
 
+    def tip(self, observation: VoteAccounts) -> int | None:
+        return newest_vote(observation)
+
     def doubt(
-        self, state: TargetState | None, observation: VoteAccounts, now: float
+        self,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None:
         return vote_accounts_doubt(state, observation)
 
@@ -101,6 +108,11 @@ class VotesSource:
 
     def _rules(self, rules: Sequence[Any]) -> list[DelinquencyRule]:
         return [cast(DelinquencyRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def newest_vote(vote_accounts: VoteAccounts) -> int | None:
+    """The highest lastVote of the current vote accounts: the cluster's tip, give or take."""
+    return max((account.last_vote for account in vote_accounts.current), default=None)
 
 
 def vote_account_counts(vote_accounts: VoteAccounts) -> dict[str, int]:
