@@ -10,8 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -144,6 +144,34 @@ def test_an_unusable_state_database_is_one_line(
     damage(conf)
     result = watcher(command, "--config", "watcher.yaml", cwd=conf)
     one_clear_line(result, "state/watcher.db")
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` cannot be written, even by root (who ignores permission bits: the file is made
+    immutable then)."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_read_only_state_database_is_one_line(conf: Path, command: str) -> None:
+    path = a_database(conf)
+    with read_only(path):
+        result = watcher(command, "--config", "watcher.yaml", cwd=conf)
+    one_clear_line(result, "watcher.yaml:2:", "state/watcher.db", "not writable")
 
 
 @pytest.mark.timeout(60)

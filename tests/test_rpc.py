@@ -748,6 +748,24 @@ async def test_userinfo_becomes_basic_auth_below_httpx() -> None:
     assert "s3cr3t-pw" in REDACTOR
 
 
+@pytest.mark.parametrize(
+    ("url", "public"),
+    [
+        ("https://rpc.example.com/Sh0rtK3y12ab", "https://rpc.example.com/***"),
+        ("https://rpc.example.com/0dd1yPl4c3d/solana", "https://rpc.example.com/***/solana"),
+        ("https://rpc.example.com/api/v2/k/x?t=abc", "https://rpc.example.com/api/v2/***/***?t=***"),
+    ],
+)
+async def test_the_real_url_reaches_the_wire_whatever_is_masked(url: str, public: str) -> None:
+    node = FakeNode(OK)
+    client = RpcClient(url, transport=httpx.MockTransport(node))
+    async with client:
+        await client.get_signatures_for_address(ADDRESS)
+    assert client.public_url == public
+    (request,) = node.requests
+    assert str(request.url) == url
+
+
 # -- the error tree --------------------------------------------------------------------------------
 
 

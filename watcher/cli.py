@@ -61,12 +61,12 @@ def _fail_with_problems(problems: list[object]) -> None:
 @app.command()
 def check(config: ConfigOption) -> None:
     """Validate the settings and every rule file; one FILE:LINE: message line per problem."""
-    from watcher.config_check import check_config
+    from watcher.errors import ConfigError
 
-    problems = check_config(config)
-    if problems:
-        _fail_with_problems(list(problems))
-    _settings, ruleset = _load(config)
+    try:  # read once: a big rule file is not parsed twice
+        _settings, ruleset = _load(config)
+    except ConfigError as exc:
+        _fail_with_problems(list(exc.problems))
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
 
 
