@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from watcher.store import Store
+from watcher.state.store import Store
 
 from receivers import JsonReceiver, SmtpReceiver
 from receivers import wait_until as _wait_until

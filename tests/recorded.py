@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from watcher.simulator import recorded
+from watcher.ledger.simulator import recorded
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher.database import MIGRATIONS
-from watcher.store import Store
+from watcher.state.database import MIGRATIONS
+from watcher.state.store import Store
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.builtin import (
+from watcher.alerting.builtin import (
     CLUSTER_DELINQUENT_STAKE,
     RPC_UNHEALTHY,
     BuiltinRule,
@@ -23,16 +23,16 @@ from watcher.builtin import (
     rpc_condition,
     step_rpc_health,
 )
-from watcher.errors import ConfigError, ServerError
-from watcher.events import AlertMessage, TargetState
-from watcher.health import RoundHealth, RoundVerdict
-from watcher.models import VoteAccount, VoteAccounts
-from watcher.rules.loader import load_rules
-from watcher.rules.schema import RULE_MODELS
-from watcher.settings import load_settings
-from watcher.simulator.keys import derived_pubkey
-from watcher.sources import SOURCES
-from watcher.sources.votes import delinquent_stake_pct
+from watcher.alerting.events import AlertMessage, TargetState
+from watcher.alerting.health import RoundHealth, RoundVerdict
+from watcher.config.rule_models import RULE_MODELS
+from watcher.config.rules import load_rules
+from watcher.config.settings import load_settings
+from watcher.core.errors import ConfigError, ServerError
+from watcher.kinds import SOURCES
+from watcher.kinds.votes import delinquent_stake_pct
+from watcher.ledger.models import VoteAccount, VoteAccounts
+from watcher.ledger.simulator.keys import derived_pubkey
 
 from test_diff import key
 from test_e2e import (
@@ -59,7 +59,7 @@ def roundtrip(state: TargetState) -> TargetState:
     return loaded
 
 
-# -- counting failed rounds (watcher.health) -------------------------------------------------
+# -- counting failed rounds (watcher.alerting.health)
 
 # One round: (source, outcomes of its calls: True = succeeded).
 Round = tuple[str, Sequence[bool]]

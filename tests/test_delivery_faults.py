@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from watcher.errors import PermanentStateError, TransientStateError, state_error
-from watcher.events import AlertMessage
-from watcher.health import StateHealth
-from watcher.notify import Sender
-from watcher.store import Store
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.health import StateHealth
+from watcher.core.errors import PermanentStateError, TransientStateError, state_error
+from watcher.delivery.sender import Sender
+from watcher.state.store import Store
 
 from receivers import JsonReceiver, TrickleReceiver
 
@@ -288,11 +288,11 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
 ) -> None:
     """A bug that kills the sender task must not leave the daemon polling with nobody
     delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
+    from watcher.alerting.ruleset import RuleSet
     from watcher.app import Daemon
-    from watcher.config_check import load_config
-    from watcher.errors import DaemonFailed
-    from watcher.ruleset import RuleSet
-    from watcher.simulator import Ledger, SimulatorServer
+    from watcher.config.check import load_config
+    from watcher.core.errors import DaemonFailed
+    from watcher.ledger.simulator import Ledger, SimulatorServer
 
     from daemon_harness import write_config
 

@@ -11,7 +11,7 @@ import base58
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.diff import (
+from watcher.kinds.diff import (
     EMPTY_HISTORY,
     BalanceChange,
     Cursor,
@@ -23,7 +23,7 @@ from watcher.diff import (
     page_is_last,
     ranks,
 )
-from watcher.models import SignatureEntry, VoteAccount, VoteAccounts
+from watcher.ledger.models import SignatureEntry, VoteAccount, VoteAccounts
 
 # -- builders (also used by test_sources) ----------------------------------------------------
 

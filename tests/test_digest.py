@@ -14,21 +14,21 @@ from typing import Any
 
 import pytest
 
-from watcher.database import MIGRATIONS, migrate, open_database
-from watcher.digest import (
+from watcher.alerting.events import AlertMessage, Grouping
+from watcher.alerting.messages import make_alert, transactions_text
+from watcher.config.rule_models import DelinquentValidatorsRule, NewTransactionsRule
+from watcher.delivery.digest import (
     DEAD_LETTER_GROUPING,
     batches,
     digest_text,
     pacing_notes,
     release_at,
 )
-from watcher.events import AlertMessage, Grouping
-from watcher.messages import make_alert, transactions_text
-from watcher.notify import Sender
-from watcher.outbox import url_id
-from watcher.rules.schema import DelinquentValidatorsRule, NewTransactionsRule
-from watcher.simulator.keys import derived_pubkey
-from watcher.store import DeliveryRow, Store
+from watcher.delivery.outbox import url_id
+from watcher.delivery.sender import Sender
+from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.state.database import MIGRATIONS, migrate, open_database
+from watcher.state.store import DeliveryRow, Store
 
 from receivers import JsonReceiver, wait_until
 from test_e2e import World, make_world, small_cluster

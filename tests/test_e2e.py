@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from watcher.simulator import Ledger, SimulatorServer
-from watcher.simulator.keys import derived_pubkey
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.ledger.simulator.keys import derived_pubkey
 
 from daemon_harness import DaemonProcess, write_config
 from receivers import JsonReceiver, SmtpReceiver, wait_until

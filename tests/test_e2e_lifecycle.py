@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from watcher.store import Store
+from watcher.state.store import Store
 
 from receivers import wait_until
 from test_e2e import OUR_NODE, OUR_VOTE, World, make_world, small_cluster

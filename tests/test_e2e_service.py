@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.simulator.keys import derived_pubkey
+from watcher.ledger.simulator.keys import derived_pubkey
 
 from receivers import wait_until
 from test_e2e import TREASURY, World, make_world, small_cluster

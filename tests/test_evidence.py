@@ -20,18 +20,18 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
-from watcher.config_check import check_config, load_config
-from watcher.diff import Cursor
-from watcher.models import TokenAmount
-from watcher.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
-from watcher.rules.schema import RULE_MODELS
-from watcher.ruleset import RuleSet
-from watcher.simulator import Ledger, SimulatorServer
-from watcher.simulator.keys import derived_pubkey
-from watcher.sources import SOURCES
-from watcher.sources.holders import HoldersObservation
-from watcher.store import AlertRecord, Store
+from watcher.config.check import check_config, load_config
+from watcher.config.rule_models import RULE_MODELS
+from watcher.kinds import SOURCES
+from watcher.kinds.diff import Cursor
+from watcher.kinds.holders import HoldersObservation
+from watcher.ledger.models import TokenAmount
+from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.state.store import AlertRecord, Store
 
 from daemon_harness import write_config
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from watcher.simulator import SimulatorServer
+from watcher.ledger.simulator import SimulatorServer
 
 from daemon_harness import DaemonProcess, write_config
 from receivers import JsonReceiver

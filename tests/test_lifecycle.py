@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.lifecycle import Episode, Transition, advance, dedup_key
+from watcher.alerting.lifecycle import Episode, Transition, advance, dedup_key
 
 Observations = Sequence[tuple[float, bool | None]]
 

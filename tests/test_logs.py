@@ -8,7 +8,7 @@ from pathlib import Path
 
 import structlog
 
-from watcher import logs
+from watcher.core import logs
 
 
 def log_lines(tmp_path: Path, journal: bool) -> list[str]:

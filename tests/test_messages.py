@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from watcher.messages import (
+from watcher.alerting.messages import (
     drift_text,
     episode_facts,
     holders_text,
@@ -19,7 +19,7 @@ from watcher.messages import (
     ui_amount,
     validator_text,
 )
-from watcher.rules.schema import RULE_MODELS
+from watcher.config.rule_models import RULE_MODELS
 
 from test_diff import key
 

@@ -13,10 +13,16 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.events import AlertMessage
-from watcher.notify import NOT_CONFIGURED, REJECTED_URL, Sender, fit_for_url, secret_fragments
-from watcher.outbox import Destination, url_id
-from watcher.store import AlertRecord, DeliveryRow, Store
+from watcher.alerting.events import AlertMessage
+from watcher.delivery.outbox import Destination, url_id
+from watcher.delivery.sender import (
+    NOT_CONFIGURED,
+    REJECTED_URL,
+    Sender,
+    fit_for_url,
+    secret_fragments,
+)
+from watcher.state.store import AlertRecord, DeliveryRow, Store
 
 from receivers import JsonReceiver, SmtpReceiver
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.outbox import Destination, is_dead, next_attempt, url_id
+from watcher.delivery.outbox import Destination, is_dead, next_attempt, url_id
 
 
 @pytest.mark.parametrize(

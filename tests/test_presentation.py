@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from watcher.events import AlertMessage
-from watcher.messages import (
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.messages import (
     PLAIN,
     Presentation,
     cluster_stake_text,
@@ -17,14 +17,14 @@ from watcher.messages import (
     shorten,
     validator_text,
 )
-from watcher.models import TokenAmount, VoteAccount, VoteAccounts
-from watcher.notify import MAX_MESSAGE_CHARS, TRUNCATED, Sender
-from watcher.rules.schema import RULE_MODELS, AnyRule
-from watcher.sources import SOURCES
-from watcher.sources.holders import HoldersObservation
-from watcher.sources.nodes import ClusterObservation
-from watcher.sources.signatures import SignaturesObservation
-from watcher.store import Store
+from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.delivery.sender import MAX_MESSAGE_CHARS, TRUNCATED, Sender
+from watcher.kinds import SOURCES
+from watcher.kinds.holders import HoldersObservation
+from watcher.kinds.nodes import ClusterObservation
+from watcher.kinds.signatures import SignaturesObservation
+from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
+from watcher.state.store import Store
 
 from receivers import JsonReceiver
 from test_diff import entry, key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watcher.redact import Redactor, split_rpc_url
+from watcher.core.redact import Redactor, split_rpc_url
 
 
 @pytest.mark.parametrize(

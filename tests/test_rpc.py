@@ -13,7 +13,7 @@ import pytest
 import structlog
 from pydantic import BaseModel
 
-from watcher.errors import (
+from watcher.core.errors import (
     BadResponse,
     ConfigError,
     HttpClientError,
@@ -28,9 +28,9 @@ from watcher.errors import (
     TransientRpcError,
     WatcherError,
 )
-from watcher.models import SignatureEntry
-from watcher.redact import REDACTOR
-from watcher.rpc import RpcClient, SecretUrlTransport
+from watcher.core.redact import REDACTOR
+from watcher.ledger.models import SignatureEntry
+from watcher.ledger.rpc import RpcClient, SecretUrlTransport
 
 from recorded import answer_bytes
 

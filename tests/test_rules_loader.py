@@ -12,10 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
-from watcher.errors import ConfigError
-from watcher.events import Severity
-from watcher.rules import (
+from watcher.alerting.events import Severity
+from watcher.config.rules import (
     DelinquentValidatorsRule,
     HolderChangesRule,
     NewTransactionsRule,
@@ -24,6 +22,8 @@ from watcher.rules import (
     load_rules,
     read_rules,
 )
+from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
+from watcher.core.errors import ConfigError
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.rules import RULE_MODELS, SOURCE_OF_KIND, Rule
-from watcher.ruleset import Job, RuleSet
+from watcher.alerting.ruleset import Job, RuleSet
+from watcher.config.rules import RULE_MODELS, SOURCE_OF_KIND, Rule
 
 
 def key(number: int) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from watcher.config_check import check_config, load_config
-from watcher.errors import ConfigError
-from watcher.settings import Settings, load_settings
+from watcher.config.check import check_config, load_config
+from watcher.config.settings import Settings, load_settings
+from watcher.core.errors import ConfigError
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 KEY = "k3y-0f-the-rpc-s3cret"

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.silences import SILENCE_FACT, Silence, mark_silenced, silenced_by
 from watcher.cli import app
-from watcher.events import AlertMessage
-from watcher.notify_check import public_form
-from watcher.outbox import url_id
-from watcher.silences import SILENCE_FACT, Silence, mark_silenced, silenced_by
-from watcher.store import Store
+from watcher.delivery.notify_check import public_form
+from watcher.delivery.outbox import url_id
+from watcher.state.store import Store
 
 from daemon_harness import write_config
 from receivers import JsonReceiver, wait_until

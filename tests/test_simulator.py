@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.simulator import (
+from watcher.ledger.simulator import (
     DEMO,
     SCENARIOS,
     Ledger,
@@ -23,7 +23,7 @@ from watcher.simulator import (
     run_scenario,
     serve,
 )
-from watcher.simulator.keys import derived_pubkey
+from watcher.ledger.simulator.keys import derived_pubkey
 
 ADDRESS = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 
-from watcher.errors import BadResponse, RpcTimeout
-from watcher.events import AlertMessage, StepOutcome, TargetState
-from watcher.models import ClusterNode, SignatureEntry, TokenAmount, VoteAccount, VoteAccounts
-from watcher.rules.schema import RULE_MODELS, AnyRule
-from watcher.sources import SOURCES, source_for_kind
-from watcher.sources.holders import HoldersObservation
-from watcher.sources.nodes import ClusterObservation
-from watcher.sources.signatures import SignaturesObservation
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.core.errors import BadResponse, RpcTimeout
+from watcher.kinds import SOURCES, source_for_kind
+from watcher.kinds.holders import HoldersObservation
+from watcher.kinds.nodes import ClusterObservation
+from watcher.kinds.signatures import SignaturesObservation
+from watcher.ledger.models import (
+    ClusterNode,
+    SignatureEntry,
+    TokenAmount,
+    VoteAccount,
+    VoteAccounts,
+)
 
 from recorded import FIXTURES
 from test_diff import entry, history, key

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from sqlite_utils import Database
 
-from watcher.database import (
+from watcher.alerting.events import AlertMessage
+from watcher.delivery.outbox import Destination
+from watcher.state.database import (
     MIGRATIONS,
     SchemaTooNewError,
     migrate,
@@ -17,9 +19,7 @@ from watcher.database import (
     schema_version,
     transaction,
 )
-from watcher.events import AlertMessage
-from watcher.outbox import Destination
-from watcher.store import Store
+from watcher.state.store import Store
 
 OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
 MAIL = Destination("ops", "mailto://127.0.0.1:9?from=w@example.com&to=SECRETBOX99@example.com")

@@ -7,8 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from watcher.models import ClusterNode, VoteAccounts
-from watcher.versions import (
+from watcher.kinds.versions import (
     AGAVE,
     FRANKENDANCER,
     ClusterIndex,
@@ -18,6 +17,7 @@ from watcher.versions import (
     node_stakes,
     parse_version,
 )
+from watcher.ledger.models import ClusterNode, VoteAccounts
 
 from recorded import result_of
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from watcher.yamlload import MAX_DEPTH, MAX_VALUES, YamlProblem, parse
-from watcher.yamlpos import line_of
+from watcher.config.yamlload import MAX_DEPTH, MAX_VALUES, YamlProblem, parse
+from watcher.config.yamlpos import line_of
 
 
 def test_plain_scalars_follow_yaml_1_2() -> None:

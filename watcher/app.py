@@ -19,23 +19,24 @@ from collections.abc import Callable, Iterator, Sequence
 
 import structlog
 
-from watcher import builtin, plausibility, routing, silences
-from watcher.clock import Clock, system_clock
-from watcher.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
-from watcher.events import AlertMessage, StepOutcome, TargetState
-from watcher.health import RoundHealth, RoundVerdict, StateHealth
-from watcher.messages import Presentation, PresentedRule, present
-from watcher.notify import DB_RETRY_MAX, Sender
-from watcher.outbox import Destination
-from watcher.plausibility import Doubt, SlotTip
-from watcher.rpc import RpcClient
-from watcher.ruleset import Job, RuleSet
-from watcher.scheduler import Scheduler
+from watcher.alerting import builtin, routing, silences
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
+from watcher.alerting.messages import Presentation, PresentedRule, present
+from watcher.alerting.ruleset import Job, RuleSet
+from watcher.config.settings import Settings
+from watcher.core.clock import Clock, system_clock
+from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
+from watcher.delivery.outbox import Destination
+from watcher.delivery.sender import DB_RETRY_MAX, Sender
+from watcher.kinds import SOURCES
+from watcher.kinds.base import LedgerReader, Source
+from watcher.ledger import plausibility
+from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.rpc import RpcClient
+from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.settings import Settings
-from watcher.sources import SOURCES
-from watcher.sources.base import LedgerReader, Source
-from watcher.store import Store
+from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
@@ -126,7 +127,7 @@ class Daemon:
     def _confirmed(
         self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float
     ) -> bool:
-        """A doubtful answer (``watcher.plausibility``): taken once the same picture has been
+        """A doubtful answer (``watcher.ledger.plausibility``): taken once the same picture has been
         seen ``CONFIRM_POLLS`` polls in a row; until then a failed call that advances nothing
         but the streak (warned once per stretch)."""
         verdict = plausibility.judge(state, doubt)

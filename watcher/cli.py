@@ -13,8 +13,8 @@ import typer
 from watcher import __version__
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
-    from watcher.ruleset import RuleSet
-    from watcher.settings import Settings
+    from watcher.alerting.ruleset import RuleSet
+    from watcher.config.settings import Settings
 
 app = typer.Typer(
     name="watcher",
@@ -61,7 +61,7 @@ def _fail_with_problems(problems: list[object]) -> None:
 @app.command()
 def check(config: ConfigOption) -> None:
     """Validate the settings and every rule file; one FILE:LINE: message line per problem."""
-    from watcher.errors import ConfigError
+    from watcher.core.errors import ConfigError
 
     try:  # read once: a big rule file is not parsed twice
         _settings, ruleset = _load(config)
@@ -73,8 +73,8 @@ def check(config: ConfigOption) -> None:
 @app.command()
 def run(config: ConfigOption) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT; exit 0 after a clean stop."""
-    from watcher import logs
-    from watcher.errors import ConfigError
+    from watcher.core import logs
+    from watcher.core.errors import ConfigError
 
     try:
         settings, ruleset = _load(config)
@@ -82,7 +82,7 @@ def run(config: ConfigOption) -> None:
         # One line per problem, each saying why nothing runs.
         _fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
-    from watcher.errors import DaemonFailed
+    from watcher.core.errors import DaemonFailed
 
     try:
         asyncio.run(_run_until_signalled(settings, ruleset, config))
@@ -92,8 +92,8 @@ def run(config: ConfigOption) -> None:
 
 
 def _load(config: Path) -> tuple[Settings, RuleSet]:
-    from watcher.config_check import load_config
-    from watcher.ruleset import RuleSet
+    from watcher.alerting.ruleset import RuleSet
+    from watcher.config.check import load_config
 
     settings, rules = load_config(config)
     return settings, RuleSet(rules)
@@ -128,10 +128,10 @@ def alerts(
     rule: Annotated[str | None, typer.Option(help="Only this rule's alerts.")] = None,
 ) -> None:
     """Alert history from the state database, newest first."""
-    from watcher.clock import iso
-    from watcher.errors import ConfigError
-    from watcher.settings import load_settings
-    from watcher.store import Store
+    from watcher.config.settings import load_settings
+    from watcher.core.clock import iso
+    from watcher.core.errors import ConfigError
+    from watcher.state.store import Store
 
     try:
         settings = load_settings(config)
@@ -158,7 +158,7 @@ def alerts(
 
 
 def _silence_note(facts: dict[str, object]) -> str:
-    from watcher.silences import SILENCE_FACT
+    from watcher.alerting.silences import SILENCE_FACT
 
     silence = facts.get(SILENCE_FACT)
     return f"  (silence {silence['id']})" if isinstance(silence, dict) else ""
@@ -177,7 +177,7 @@ def simulate(
     ] = 1.0,
 ) -> None:
     """Serve the ledger simulator on loopback, for trying rules against a scripted ledger."""
-    from watcher.simulator import serve
+    from watcher.ledger.simulator import serve
 
     raise typer.Exit(code=serve(port=port, scenario_name=scenario, api_key=api_key, speed=speed))
 
@@ -199,8 +199,8 @@ def test_rules(
     files: Annotated[list[Path], typer.Argument(help="Rule test files (*.test.yaml).")],
 ) -> None:
     """Run rule tests offline against the simulator; exit 1 if a step fails, 2 on bad input."""
-    from watcher import logs
-    from watcher.ruletest import run_test_files
+    from watcher.core import logs
+    from watcher.ruletest.runner import run_test_files
 
     logs.configure("error", "console")
     raise typer.Exit(code=run_test_files(files))
@@ -216,8 +216,8 @@ app.add_typer(silence_app, name="silence")
 
 
 def _settings_or_exit(config: Path) -> Settings:
-    from watcher.errors import ConfigError
-    from watcher.settings import load_settings
+    from watcher.config.settings import load_settings
+    from watcher.core.errors import ConfigError
 
     try:
         return load_settings(config)
@@ -233,7 +233,7 @@ def _usage_error(message: str) -> NoReturn:
 
 def _builtin_subjects() -> dict[str, tuple[str, ...]]:
     """The daemon's built-in alerts can be silenced too; each has one subject."""
-    from watcher import builtin
+    from watcher.alerting import builtin
 
     return {
         builtin.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
@@ -261,10 +261,10 @@ def silence_add(
     import os
     import time
 
-    from watcher.clock import iso
-    from watcher.durations import parse_duration
-    from watcher.errors import ConfigError
-    from watcher.store import Store
+    from watcher.core.clock import iso
+    from watcher.core.durations import parse_duration
+    from watcher.core.errors import ConfigError
+    from watcher.state.store import Store
 
     if not comment.strip():
         _usage_error("--comment must say why the rule is silenced")
@@ -312,8 +312,8 @@ def silence_list(
     """Silences in effect (or all of them with --all), newest first."""
     import time
 
-    from watcher.clock import iso
-    from watcher.store import Store
+    from watcher.core.clock import iso
+    from watcher.state.store import Store
 
     settings = _settings_or_exit(config)
     now = time.time()
@@ -346,8 +346,8 @@ def silence_expire(
     """End a silence now: the rule notifies again from its next poll."""
     import time
 
-    from watcher.clock import iso
-    from watcher.store import Store
+    from watcher.core.clock import iso
+    from watcher.state.store import Store
 
     settings = _settings_or_exit(config)
     if not settings.state_path.exists():
@@ -374,7 +374,7 @@ def notify_test(
     channel: Annotated[str, typer.Option(help="The channel to test (a name under channels).")],
 ) -> None:
     """Send a test notification to every URL of a channel now; exit 1 if any URL failed."""
-    from watcher.notify_check import send_test
+    from watcher.delivery.notify_check import send_test
 
     settings = _settings_or_exit(config)
     urls = settings.channels.get(channel)
@@ -388,7 +388,7 @@ def notify_test(
 
 
 def main() -> None:
-    from watcher.errors import StateError
+    from watcher.core.errors import StateError
 
     try:
         app()

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import yaml
 
-from watcher import logs
+from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
-from watcher.errors import ConfigError
-from watcher.rules.loader import load_rules
-from watcher.ruleset import RuleSet
-from watcher.settings import Settings, load_settings
-from watcher.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
-from watcher.simulator.scenarios import Step
-from watcher.store import Store
+from watcher.config.rules import load_rules
+from watcher.config.settings import Settings, load_settings
+from watcher.core import logs
+from watcher.core.errors import ConfigError
+from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
+from watcher.ledger.simulator.scenarios import Step
+from watcher.state.store import Store
 
 DEMO_POLL_SECONDS = 1.0
 DEMO_GROUP_WAIT_SECONDS = 0.5

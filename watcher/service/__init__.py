@@ -1,1 +1,2 @@
-"""Running as a service: systemd's notify protocol (and, coming, reload, /metrics, /healthz)."""
+"""Running as a service: the scheduler of sweeps, systemd's notify protocol (coming: /metrics,
+/healthz)."""

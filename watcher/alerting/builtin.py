@@ -1,0 +1,167 @@
+"""Built-in alerts: the daemon's own ``rpc_unhealthy`` and ``cluster_delinquent_stake``.
+
+They need no rule file; the ``health`` settings tune them. Each is a ``BuiltinRule``, a value
+shaped like a state-kind rule, so that its episodes go through ``watcher.alerting.lifecycle`` and
+its
+alerts through the same route, presentation, silences and store path as any rule's: exactly
+once, and a firing episode survives a restart without being announced again.
+
+- ``rpc_unhealthy`` (subject ``rpc``): fires once the endpoint has failed every call of
+  ``health.unhealthy_after`` rounds in a row (see ``watcher.alerting.health`` for how rounds are
+  counted
+  and why dependent alerts need no special holding), naming the endpoint (its key masked) and
+  the last error; resolves on the next round in which a call succeeds, saying how long the
+  outage lasted. Its episode is stored as the state of target ``(builtin, rpc)``.
+- ``cluster_delinquent_stake`` (subject ``cluster``): evaluated by the ``votes`` source, which
+  sees the whole vote-account set (so only while some ``delinquent_validators`` rule exists);
+  it is handed to that source's step as one more rule (``Builtins.rules_for``).
+
+Channels (decision): ``health.channels`` when set. Otherwise ``rpc_unhealthy`` goes to
+``fallback_channels``, else ``default_channels``, else every channel any rule delivers to (an
+endpoint failure concerns every rule); ``cluster_delinquent_stake`` goes to the channels of the
+``delinquent_validators`` rules whose alerts it folds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watcher.alerting.events import Severity, StepOutcome, TargetState
+from watcher.alerting.health import RoundVerdict
+from watcher.alerting.lifecycle import Episode, step_episodes
+from watcher.alerting.messages import rpc_text
+from watcher.config.rule_models import RESERVED_NAMES, Rule
+from watcher.config.rules import channels_of
+from watcher.config.settings import Settings
+from watcher.core.clock import human_duration, iso
+
+RPC_UNHEALTHY = "rpc_unhealthy"
+CLUSTER_DELINQUENT_STAKE = "cluster_delinquent_stake"
+assert {RPC_UNHEALTHY, CLUSTER_DELINQUENT_STAKE} == RESERVED_NAMES  # no rule may take them
+
+SOURCE = "builtin"  # the store's (source, target) of the rpc_unhealthy episode
+RPC_TARGET = "rpc"
+RPC_SUBJECT = "rpc"
+CLUSTER_SUBJECT = "cluster"
+
+
+@dataclass(frozen=True)
+class BuiltinRule:
+    """A built-in alert, with what ``watcher.alerting.lifecycle`` and ``watcher.alerting.messages``
+    read of a rule.
+
+    ``threshold``: failed rounds for rpc_unhealthy, percent of activated stake for
+    cluster_delinquent_stake."""
+
+    name: str
+    severity: Severity
+    notify: tuple[str, ...]
+    threshold: float
+    title: str | None = None
+    body: str | None = None
+    for_: float = 0.0
+    keep_firing_for: float = 0.0
+    repeat: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Builtins:
+    """The built-in alerts of one daemon, built once from the settings and the rules."""
+
+    endpoint: str  # the RPC URL with its key masked
+    rpc_unhealthy: BuiltinRule
+    cluster_delinquent_stake: BuiltinRule | None  # None: turned off
+
+    @classmethod
+    def from_settings(cls, settings: Settings, rules: Sequence[Rule], endpoint: str) -> Builtins:
+        health = settings.health
+        every_rule = _union(channels_of(rule, settings) for rule in rules)
+        rpc_channels = (
+            health.channels or settings.fallback_channels or settings.default_channels or every_rule
+        )
+        delinquency = [rule for rule in rules if rule.kind == "delinquent_validators"]
+        stake_channels = health.channels or _union(
+            channels_of(rule, settings) for rule in delinquency
+        )
+        stake_pct = health.cluster_delinquent_stake_pct
+        return cls(
+            endpoint=endpoint,
+            rpc_unhealthy=BuiltinRule(
+                RPC_UNHEALTHY, health.severity, rpc_channels, health.unhealthy_after
+            ),
+            cluster_delinquent_stake=None
+            if stake_pct is None
+            else BuiltinRule(CLUSTER_DELINQUENT_STAKE, health.severity, stake_channels, stake_pct),
+        )
+
+    def rules_for(self, source: str) -> list[BuiltinRule]:
+        """The built-in rules a source's step evaluates besides the user's."""
+        if source == "votes" and self.cluster_delinquent_stake is not None:
+            return [self.cluster_delinquent_stake]
+        return []
+
+    def rpc_step(
+        self, state: TargetState | None, verdict: RoundVerdict, now: float
+    ) -> StepOutcome | None:
+        return step_rpc_health(self.rpc_unhealthy, state, verdict, self.endpoint, now)
+
+
+def _union(groups: Iterable[Sequence[str]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for group in groups for name in group))
+
+
+# -- rpc_unhealthy: pure -------------------------------------------------------------------
+
+
+def rpc_condition(verdict: RoundVerdict, unhealthy_after: int) -> bool | None:
+    """Is the endpoint unhealthy after this round? A round in which a call succeeded: no. A
+    failed round: yes from ``unhealthy_after`` failed rounds in a row on, before that unknown
+    (a short streak is not evidence either way: it must not resolve an outage that survived a
+    restart, whose count starts again from zero)."""
+    if verdict.answered:
+        return False
+    return True if verdict.failed_rounds >= unhealthy_after else None
+
+
+def step_rpc_health(
+    rule: BuiltinRule,
+    state: TargetState | None,
+    verdict: RoundVerdict,
+    endpoint: str,
+    now: float,
+) -> StepOutcome | None:
+    """One finished round -> the rpc_unhealthy episode after it and what to say, or None when
+    there is nothing to record (the usual case: the endpoint answers and no episode is open)."""
+    active = rpc_condition(verdict, int(rule.threshold))
+    episode = _episode(state, rule.name, RPC_SUBJECT)
+    firing = episode.status == "firing"
+    if active is None or (not active and not firing):
+        return None
+    # The outage started at the first failed round, kept across restarts by the episode.
+    started = [now if verdict.failing_since is None else verdict.failing_since]
+    if firing:
+        started.append(float(episode.active_details.get("failing_since_ts", now)))
+    since = min(started)
+    facts: dict[str, Any] = {"built_in": True, "endpoint": endpoint}
+    if active:
+        facts |= {
+            "failed_rounds": verdict.failed_rounds,
+            "unhealthy_after": int(rule.threshold),
+            "failing_since_ts": since,
+            "failing_since": iso(since),
+            "last_error": verdict.last_error,
+        }
+    else:
+        facts |= {"down_for_seconds": now - since, "down_for": human_duration(now - since)}
+    return step_episodes([rule], state, now, lambda _rule: {RPC_SUBJECT: (active, facts)}, rpc_text)
+
+
+def _episode(state: TargetState | None, rule: str, subject: str) -> Episode:
+    stored = (state or {}).get("episodes", {}).get(rule, {}).get(subject)
+    return Episode.from_json(stored) if stored is not None else Episode()

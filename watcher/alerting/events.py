@@ -1,0 +1,76 @@
+"""Values passed between the stages: poll -> step (diff + rules + alerts) -> outbox -> sender.
+
+Everything here is plain, immutable and JSON-friendly so that the pure stages can be tested with
+tables and properties, and so that what reaches the outbox can be stored as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "critical"]
+
+# Why a notification exists. "event": a one-off occurrence (transactions, holder moves);
+# "firing"/"resolved": the start and end of an episode of a state kind; "repeat": a reminder
+# while an episode is still firing.
+Reason = Literal["event", "firing", "resolved", "repeat"]
+
+# A target's state is whatever its source needs to remember between polls (cursor, snapshot,
+# per-rule references, episodes). It is stored as one JSON document per (source, target) and
+# committed in the same transaction as the alerts it produced.
+TargetState = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How the alerts of an event rule are gathered, per destination, into digests
+    (``watcher.delivery.digest``): the first waits ``wait`` seconds for company, then one message
+    goes
+    out; later ones go out at most once per ``interval``, and at most ``max_per_hour`` messages
+    per rolling hour (the rest wait and go out together). ``kind`` (the rule's kind) picks the
+    digest's wording."""
+
+    kind: str
+    wait: float = 0.0
+    interval: float = 0.0
+    max_per_hour: int | None = None
+
+
+@dataclass(frozen=True)
+class AlertMessage:
+    """One notification to deliver: the output of a step, the input of the outbox.
+
+    ``dedup_key`` is unique across the whole history (``rule|subject|episode-or-event|reason``):
+    the outbox refuses a second row with the same key, which makes re-running a step after a
+    crash harmless.
+    """
+
+    rule: str
+    severity: Severity
+    subject: str
+    reason: Reason
+    dedup_key: str
+    title: str
+    body: str
+    channels: tuple[str, ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+    # None: sent on its own, at once (state kinds: firing, resolved, repeat).
+    grouping: Grouping | None = None
+    # What failed while wording it (a template, the default wording): noted in the body and
+    # logged by the daemon; the alert goes out all the same
+    # (``watcher.alerting.messages.render_checked``).
+    wording_problems: tuple[str, ...] = ()
+
+    @property
+    def group_key(self) -> str | None:
+        """Alerts with the same key (and URL) share digests: one rule's events of one kind."""
+        return None if self.grouping is None else f"{self.rule}|{self.grouping.kind}"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one observation of one target amounts to: the state to keep and what to say."""
+
+    state: TargetState
+    alerts: tuple[AlertMessage, ...] = ()

@@ -1,0 +1,73 @@
+"""The target registry: which source polls which target, how often, for which rules.
+
+Rules that watch the same target share one call: a target is polled at the shortest ``every``
+among the rules watching it, and a source's targets with the same interval form one ``Job`` (one
+scheduled sweep). Targets: addresses (source ``signatures``), mints (``holders``), and the one
+``cluster`` for the vote-account set (``votes``) and the node set (``nodes``); the mapping from
+rule kind to source is ``SOURCE_OF_KIND``.
+
+Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
+a new RuleSet and compares ``jobs()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from watcher.config.rule_models import CLUSTER, SOURCE_OF_KIND, Rule
+
+__all__ = ["CLUSTER", "SOURCE_OF_KIND", "Job", "RuleSet"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scheduled sweep: poll every target of ``source`` once per ``interval`` seconds."""
+
+    source: str
+    interval: float
+    targets: tuple[str, ...]
+
+
+class RuleSet:
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self._by_name: dict[str, Rule] = {}
+        for rule in self.rules:
+            if rule.name in self._by_name:
+                raise ValueError(f"duplicate rule name {rule.name!r}")
+            self._by_name[rule.name] = rule
+        # (source, target) -> the rules watching it, in rule order; insertion order of the
+        # keys is the order targets were first named, which jobs() keeps.
+        self._watchers: dict[tuple[str, str], list[Rule]] = {}
+        for rule in self.rules:
+            for target in rule.targets:
+                self._watchers.setdefault((rule.source, target), []).append(rule)
+
+    def rule(self, name: str) -> Rule:
+        """The rule called ``name``; ``KeyError`` if there is none."""
+        return self._by_name[name]
+
+    def rules_for(self, source: str, target: str) -> list[Rule]:
+        """The rules of ``source`` that watch ``target`` (empty when none)."""
+        return list(self._watchers.get((source, target), ()))
+
+    def targets(self, source: str) -> list[str]:
+        """Every target of ``source``, in the order the rules name them."""
+        return [target for (name, target) in self._watchers if name == source]
+
+    def interval(self, source: str, target: str) -> float:
+        """How often ``target`` is polled: the shortest ``every`` of the rules watching it."""
+        return min(rule.every for rule in self._watchers[(source, target)])
+
+    def jobs(self) -> list[Job]:
+        """One job per source and interval, sorted by source then interval; targets keep the
+        order the rules name them."""
+        grouped: dict[tuple[str, float], list[str]] = {}
+        for source, target in self._watchers:
+            interval = self.interval(source, target)
+            grouped.setdefault((source, interval), []).append(target)
+        return [
+            Job(source=source, interval=interval, targets=tuple(targets))
+            for (source, interval), targets in sorted(grouped.items(), key=lambda item: item[0])
+        ]

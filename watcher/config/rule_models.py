@@ -1,0 +1,272 @@
+"""The rule file format (contract.md, "Rule files") as pydantic models.
+
+One frozen model per ``kind``, ``extra="forbid"``; ``Rule`` is their union discriminated by
+``kind``. Durations are float seconds (``every``, ``for_`` (written ``for``), ``keep_firing_for``,
+``repeat``, ``group_wait``, ``group_interval``); they dump back as strings (``"30s"``), so a
+dumped rule validates again.
+
+Event kinds (new_transactions, holder_changes) take the grouping keys ``group_wait``,
+``group_interval``, ``max_per_hour``; state kinds (delinquent_validators, version_drift) take the
+lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by one source
+(``SOURCE_OF_KIND``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+import base58
+from jinja2 import TemplateSyntaxError
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+)
+from pydantic_core import PydanticCustomError
+
+from watcher.alerting.events import Severity
+from watcher.config.yamlpos import keys_at
+from watcher.core.durations import format_duration, parse_duration
+
+RuleKind = Literal["new_transactions", "holder_changes", "delinquent_validators", "version_drift"]
+
+# Which source polls for each kind (see watcher.alerting.ruleset); state kinds watch the whole
+# cluster.
+SOURCE_OF_KIND: dict[str, str] = {
+    "new_transactions": "signatures",
+    "holder_changes": "holders",
+    "delinquent_validators": "votes",
+    "version_drift": "nodes",
+}
+CLUSTER = "cluster"  # the one target of the votes and nodes sources
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+# Names of the built-in alerts (watcher.alerting.builtin): a rule's episodes must not mix with
+# theirs.
+RESERVED_NAMES = frozenset({"rpc_unhealthy", "cluster_delinquent_stake"})
+
+
+# -- value types -----------------------------------------------------------------------------
+
+
+_BASE58 = {char: index for index, char in enumerate(base58.BITCOIN_ALPHABET.decode())}
+
+
+def check_pubkey(value: str) -> str:
+    """A base58 string of 32 bytes (an account, mint, vote account or identity)."""
+    if _base58_length(value) != 32:
+        raise ValueError(f"not a valid base58 public key: {value[:60]!r}")
+    return value
+
+
+def _base58_length(value: str) -> int | None:
+    """How many bytes ``value`` decodes to, or None when it is not base58 (or far too long to
+    be a key). Fast: a rule file may list 100,000 addresses."""
+    if len(value) > 64:
+        return None
+    number = 0
+    try:
+        for char in value:
+            number = number * 58 + _BASE58[char]
+    except KeyError:
+        return None
+    zeros = len(value) - len(value.lstrip("1"))
+    return zeros + (number.bit_length() + 7) // 8
+
+
+def _pubkey_text(value: object) -> object:
+    # YAML reads an all-digit pubkey (11111111111111111111111111111111, the system program) as
+    # an integer; its digits are exactly the key. A float cannot be turned back: ask for quotes.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        raise ValueError("YAML read this pubkey as a number: put it in quotes")
+    return value
+
+
+def _no_duplicates(values: tuple[str, ...]) -> tuple[str, ...]:
+    seen: dict[str, int] = {}
+    for index, value in enumerate(values):
+        if value in seen:
+            # ``index`` makes the loader point at the repeated item's own line.
+            raise PydanticCustomError(
+                "duplicate_item",
+                "{value} is listed twice (first as item {first})",
+                {"value": repr(value), "first": seen[value], "index": index},
+            )
+        seen[value] = index
+    return values
+
+
+def _positive(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("must be more than 0")
+    return seconds
+
+
+_TEMPLATES = SandboxedEnvironment()
+
+
+def _template(source: str) -> str:
+    try:
+        _TEMPLATES.parse(source)
+    except TemplateSyntaxError as exc:
+        detail = (exc.message or "invalid syntax").rstrip(".")
+        raise ValueError(f"template syntax error: {detail} (template line {exc.lineno})") from None
+    return source
+
+
+def _rule_name(value: str) -> str:
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"{value!r}: use only letters, digits, - and _")
+    if value in RESERVED_NAMES:
+        raise ValueError(f"{value!r} is the name of a built-in alert; choose another")
+    return value
+
+
+Pubkey = Annotated[str, BeforeValidator(_pubkey_text), AfterValidator(check_pubkey)]
+Pubkeys = Annotated[tuple[Pubkey, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+ChannelNames = Annotated[tuple[str, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
+Template = Annotated[str, AfterValidator(_template)]
+
+
+# -- rules -----------------------------------------------------------------------------------
+
+
+class RuleBase(BaseModel):
+    """Keys every kind takes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, AfterValidator(_rule_name)]
+    severity: Severity = "warning"
+    # Channel names from the settings; None: routed by severity (routes, then default_channels).
+    notify: ChannelNames | None = None
+    title: Template | None = None
+    body: Template | None = None
+
+    # Where the rule was written (set by the loader): "FILE:LINE" for messages.
+    _origin: str = PrivateAttr(default="")
+
+    @property
+    def origin(self) -> str:
+        return self._origin
+
+    @property
+    def source(self) -> str:
+        return SOURCE_OF_KIND[self.kind_name()]
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """The pubkeys this rule is about (addresses, mints or validators)."""
+        raise NotImplementedError
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What its source polls for it: its addresses or mints, or the one ``cluster``."""
+        return self.watched
+
+    @classmethod
+    def kind_name(cls) -> str:
+        kind_field = cls.model_fields["kind"]
+        return str(kind_field.default)
+
+
+class EventRule(RuleBase):
+    """Kinds whose alerts are one-off events, gathered into digests per destination
+    (``watcher.delivery.digest``)."""
+
+    # 2 s: a single event still arrives within seconds, and what one poll round of many
+    # addresses turns up (a sweep takes about that long) goes out as one digest.
+    group_wait: Duration = 2.0
+    # 0: no pace beyond group_wait; e.g. 5m caps a busy rule at one digest per 5 minutes.
+    group_interval: Duration = 0.0
+    max_per_hour: Annotated[int, Field(ge=1)] | None = None
+
+
+class StateRule(RuleBase):
+    """Kinds with episodes (firing, then resolved), following Prometheus' semantics."""
+
+    for_: Duration = Field(default=0.0, alias="for")
+    keep_firing_for: Duration = 0.0
+    repeat: PositiveDuration | None = None  # reminder interval while firing; None: no reminders
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return (CLUSTER,)
+
+
+class NewTransactionsRule(EventRule):
+    kind: Literal["new_transactions"] = "new_transactions"
+    addresses: Pubkeys
+    every: PositiveDuration = 30.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.addresses
+
+
+class HolderChangesRule(EventRule):
+    kind: Literal["holder_changes"] = "holder_changes"
+    mints: Pubkeys
+    every: PositiveDuration = 60.0
+    min_change_pct: Annotated[float, Field(gt=0)] = 5.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.mints
+
+
+class DelinquentValidatorsRule(StateRule):
+    kind: Literal["delinquent_validators"] = "delinquent_validators"
+    validators: Pubkeys  # vote account or identity pubkeys
+    every: PositiveDuration = 30.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+
+class VersionDriftRule(StateRule):
+    kind: Literal["version_drift"] = "version_drift"
+    validators: Pubkeys  # identity or vote account pubkeys
+    every: PositiveDuration = 300.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+
+Rule = Annotated[
+    NewTransactionsRule | HolderChangesRule | DelinquentValidatorsRule | VersionDriftRule,
+    Field(discriminator="kind"),
+]
+AnyRule = NewTransactionsRule | HolderChangesRule | DelinquentValidatorsRule | VersionDriftRule
+
+RULE_MODELS: dict[str, type[AnyRule]] = {
+    model.kind_name(): model
+    for model in (
+        NewTransactionsRule,
+        HolderChangesRule,
+        DelinquentValidatorsRule,
+        VersionDriftRule,
+    )
+}
+assert set(RULE_MODELS) == set(SOURCE_OF_KIND)
+
+
+def kinds_taking(key: str) -> list[str]:
+    """The kinds whose rules accept ``key`` (to explain a key used on the wrong kind)."""
+    return [kind for kind, model in RULE_MODELS.items() if key in keys_at(model, ())]

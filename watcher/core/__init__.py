@@ -1,0 +1,1 @@
+"""Shared by every stage: the clock, durations, the error tree, redaction of secrets, logging."""

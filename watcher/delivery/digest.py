@@ -1,0 +1,251 @@
+"""Noise control for event alerts (digests and their pace) and the dead letters' wording.
+
+Event rules (new_transactions, holder_changes) carry a ``Grouping``; their alerts are gathered
+per rule and destination URL, as in Alertmanager:
+
+- the first pending alert of a group waits ``group_wait`` for company, then everything pending
+  goes out as ONE message: a digest (a lone alert goes out as it is);
+- after a message, the group sends again at most once per ``group_interval``;
+- with ``max_per_hour``, at most that many messages per rolling hour: what comes in meanwhile
+  waits and goes out together in the next message. Nothing is dropped, only gathered.
+
+State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
+
+A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
+to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
+
+Pure: rows and times in, texts and times out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watcher.alerting.events import AlertMessage, Grouping, Severity
+from watcher.core.clock import iso
+from watcher.state.store import DeliveryRow
+
+HOUR = 3600.0
+DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"
+
+DEAD_LETTER_RULE = "watcher"
+DEAD_LETTER_KIND = "dead_letter"
+DEAD_LETTER_PREFIX = "dead|"
+# Many deliveries die together when a channel is down for a day: one digest a minute at most.
+DEAD_LETTER_GROUPING = Grouping(kind=DEAD_LETTER_KIND, wait=2.0, interval=60.0)
+
+_SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2}
+
+
+# -- wording --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DigestWords:
+    """How a digest of one kind counts: what its alerts add up to, and what a subject is."""
+
+    item: tuple[str, str]  # singular, plural
+    subject: tuple[str, str]
+    count: Callable[[Mapping[str, Any]], int]
+    # How one alert is listed; None: by its title.
+    line: Callable[[Mapping[str, Any]], str] | None = None
+
+
+def _transactions(facts: Mapping[str, Any]) -> int:
+    return int(facts.get("count", 1))
+
+
+def _holder_changes(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("changes") or ()) or 1
+
+
+def _one(facts: Mapping[str, Any]) -> int:
+    return 1
+
+
+def _dead_letter_line(facts: Mapping[str, Any]) -> str:
+    return f"{facts['original_title']} (to {facts['channel']}, URL id {facts['url_id']})"
+
+
+WORDS: Mapping[str, DigestWords] = {
+    "new_transactions": DigestWords(
+        ("new transaction", "new transactions"), ("address", "addresses"), _transactions
+    ),
+    "holder_changes": DigestWords(
+        ("top-holder change", "top-holder changes"), ("mint", "mints"), _holder_changes
+    ),
+    DEAD_LETTER_KIND: DigestWords(
+        ("undeliverable notification", "undeliverable notifications"),
+        ("rule", "rules"),
+        _one,
+        _dead_letter_line,
+    ),
+}
+GENERIC_WORDS = DigestWords(("event", "events"), ("subject", "subjects"), _one)
+
+
+def _counted(count: int, forms: tuple[str, str]) -> str:
+    return f"{count} {forms[0] if count == 1 else forms[1]}"
+
+
+def _lines(*parts: str | None) -> str:
+    return "\n".join(part for part in parts if part is not None)
+
+
+def _head(row: DeliveryRow, severity: str | None = None) -> str:
+    return f"[{(severity or row.severity).upper()}] {row.rule}:"
+
+
+def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
+    """The highest severity among the rows (one rule's rows share it, unless it was edited)."""
+    return max((row.severity for row in rows), key=lambda s: _SEVERITY_RANK.get(s, 0))
+
+
+def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
+    """Title and body of one message for ``rows``: a lone row as it is, several as a digest;
+    ``notes`` (from ``pacing_notes``) are added to the body."""
+    if len(rows) == 1:
+        row = rows[0]
+        return row.title, _lines(row.body, "", *notes) if notes else row.body
+    return digest_text(rows, notes)
+
+
+def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
+    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
+    the first ``DIGEST_ITEMS`` alerts by their titles, then "... and K more"."""
+    first = rows[0]
+    words = WORDS.get(first.grouping.kind if first.grouping else "", GENERIC_WORDS)
+    severity = severity_of(rows)
+    count = sum(words.count(row.facts) for row in rows)
+    subjects = len({row.subject for row in rows})
+    started, ended = min(r.created_at for r in rows), max(r.created_at for r in rows)
+    span = f"at {iso(started)}" if ended == started else f"from {iso(started)} to {iso(ended)}"
+    more = len(rows) - DIGEST_ITEMS
+    title = f"{_head(first, severity)} {_counted(count, words.item)} "
+    title += f"({_counted(subjects, words.subject)})"
+    body = _lines(
+        f"Rule: {first.rule} (severity {severity})",
+        f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
+        f" on {_counted(subjects, words.subject)}, queued {span}.",
+        *notes,
+        "",
+        *(f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]),
+        f"... and {more} more" if more > 0 else None,
+    )
+    return title, body
+
+
+def _item(row: DeliveryRow, words: DigestWords) -> str:
+    """An alert's title without the ``[SEVERITY] rule:`` the digest's title already says."""
+    if words.line is not None:
+        return words.line(row.facts)
+    head = _head(row)
+    return row.title[len(head) :].strip() if row.title.startswith(head) else row.title
+
+
+# -- pace -----------------------------------------------------------------------------------
+
+
+def release_at(grouping: Grouping, first_queued: float, sent: Sequence[float]) -> float:
+    """When a group's pending alerts may go out: ``wait`` after the first of them was queued,
+    ``interval`` after the group's last message, and with ``max_per_hour`` not before the
+    oldest of its last ``max_per_hour`` messages is an hour old. ``sent``: when its recent
+    messages went out (at least those of the last hour and the latest one)."""
+    at = first_queued + grouping.wait
+    if sent:
+        at = max(at, max(sent) + grouping.interval)
+    cap = grouping.max_per_hour
+    if cap is not None and len(sent) >= cap:
+        at = max(at, sorted(sent)[-cap] + HOUR)
+    return at
+
+
+def pacing_notes(
+    grouping: Grouping, first_queued: float, sent: Sequence[float], now: float
+) -> list[str]:
+    """What a message sent at ``now`` says about ``max_per_hour``: that it was held back by
+    it, and that it uses the hour's last slot (with when the next may go)."""
+    cap = grouping.max_per_hour
+    if cap is None:
+        return []
+    notes = []
+    uncapped = Grouping(grouping.kind, grouping.wait, grouping.interval)
+    if release_at(grouping, first_queued, sent) > release_at(uncapped, first_queued, sent):
+        notes.append(f"Held back by max_per_hour ({cap}): gathered since {iso(first_queued)}.")
+    recent = sorted([t for t in sent if t > now - HOUR] + [now])
+    if len(recent) >= cap:
+        notes.append(
+            f"max_per_hour reached ({cap} messages in the last hour): further events of this "
+            f"rule wait and go out together, not before {iso(recent[-cap] + HOUR)}."
+        )
+    return notes
+
+
+def batches(rows: Sequence[DeliveryRow]) -> list[list[DeliveryRow]]:
+    """Claimed rows as messages: the rows of one digest group (``group_key`` and URL)
+    together, every other row alone; in the order of each message's first row."""
+    messages: list[list[DeliveryRow]] = []
+    groups: dict[tuple[str, str], list[DeliveryRow]] = {}
+    for row in sorted(rows, key=lambda r: r.id):
+        if row.group_key is None:
+            messages.append([row])
+            continue
+        key = (row.group_key, row.url_id)
+        if key not in groups:
+            groups[key] = []
+            messages.append(groups[key])
+        groups[key].append(row)
+    return messages
+
+
+# -- dead letters ---------------------------------------------------------------------------
+
+
+def is_dead_letter(row: DeliveryRow) -> bool:
+    """Whether the row carries a dead letter (whose own death is not reported again)."""
+    return row.rule == DEAD_LETTER_RULE and row.dedup_key.startswith(DEAD_LETTER_PREFIX)
+
+
+def dead_letter(
+    row: DeliveryRow, error: str, *, channels: Sequence[str], now: float
+) -> AlertMessage:
+    """The alert reporting that ``row`` was given up: names its rule, title, channel and
+    url_id (never the URL) and the last error."""
+    attempts = row.attempts + 1
+    facts: dict[str, Any] = {
+        "rule": DEAD_LETTER_RULE,
+        "severity": "warning",
+        "subject": row.rule,
+        "reason": "event",
+        "delivery_id": row.id,
+        "original_rule": row.rule,
+        "original_title": row.title,
+        "channel": row.channel,
+        "url_id": row.url_id,
+        "attempts": attempts,
+        "queued_at": iso(row.created_at),
+        "error": error,
+    }
+    body = _lines(
+        f"A notification of rule {row.rule} could not be delivered and was given up.",
+        f"Notification: {row.title}",
+        f"Channel: {row.channel} (URL id {row.url_id})",
+        f"Queued at {iso(row.created_at)}, given up at {iso(now)} after "
+        f"{_counted(attempts, ('attempt', 'attempts'))}.",
+        f"Last error: {error}",
+        "It stays in the history (watcher alerts), marked dead.",
+    )
+    return AlertMessage(
+        rule=DEAD_LETTER_RULE,
+        severity="warning",
+        subject=row.rule,
+        reason="event",
+        dedup_key=f"{DEAD_LETTER_PREFIX}{row.id}",
+        title=f"[WARNING] {DEAD_LETTER_RULE}: notification undeliverable",
+        body=body,
+        channels=tuple(channels),
+        facts=facts,
+        grouping=DEAD_LETTER_GROUPING,
+    )

@@ -1,0 +1,72 @@
+"""``watcher notify-test``: send a test notification to every URL of one channel, right now.
+
+Straight through Apprise, one Apprise object per URL (as the sender does), not through the
+outbox: nothing is recorded and nothing is retried; the operator sees each URL's outcome at
+once. URLs carry tokens, so a URL is only ever shown as its scheme and a host that is a DNS
+name or an IP (else ``***``), plus its ``url_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import apprise
+
+from watcher.core.redact import MASK, REDACTOR
+from watcher.delivery.outbox import url_id
+from watcher.delivery.sender import REJECTED_URL, protect_delivery_logs, send_through
+
+SEND_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class UrlOutcome:
+    shown_as: str  # the URL with every possible secret left out
+    error: str | None  # None: the URL accepted the notification
+
+    def line(self) -> str:
+        return f"{self.shown_as}  {'ok' if self.error is None else f'FAILED: {self.error}'}"
+
+
+def public_form(url: str) -> str:
+    """``json://user:pw@hooks.example.com:8080/T0KEN`` -> ``json://hooks.example.com:8080
+    (id 1a2b...)``. Telegram, Slack and Discord put tokens where the host goes: such a "host"
+    (no dot, not localhost) is masked."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return f"(id {url_id(url)})"
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    hostport = netloc.rpartition("@")[2]
+    host, _, port = hostport.partition(":")
+    looks_public = ("." in host or host == "localhost") and (not port or port.isdigit())
+    shown = REDACTOR.redact(hostport if looks_public else MASK)
+    return f"{scheme}://{shown} (id {url_id(url)})"
+
+
+def probe_message(channel: str, host: str) -> tuple[str, str]:
+    """The title and body of a test notification."""
+    return (
+        f"watcher test notification from {host}",
+        f"This is a test of the channel '{channel}', sent by `watcher notify-test` on {host}. "
+        "If you can read it, the channel works. No action is needed.",
+    )
+
+
+async def send_test(channel: str, urls: Sequence[str]) -> list[UrlOutcome]:
+    """Send the test message to each URL concurrently; one outcome per URL, in order."""
+    protect_delivery_logs(urls)
+    title, body = probe_message(channel, socket.gethostname())
+
+    async def one(url: str) -> UrlOutcome:
+        client = apprise.Apprise()
+        if not client.add(url):
+            return UrlOutcome(public_form(url), REJECTED_URL)
+        error = await send_through(
+            client, title, body, apprise.NotifyType.INFO, timeout=SEND_TIMEOUT_SECONDS
+        )
+        return UrlOutcome(public_form(url), error)
+
+    return list(await asyncio.gather(*(one(url) for url in urls)))

@@ -1,0 +1,81 @@
+"""The seam between the scheduler and what it polls.
+
+A *source* is one kind of thing the daemon observes (signatures of an address, the top holders of
+a mint, the vote-account set, the gossip node set). Each source module provides:
+
+- ``rule_kinds``: the rule kinds it serves;
+- ``targets(rules)``: which targets those rules watch (address, mint, or the one ``"cluster"``);
+- ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
+  (a failed observation is never evidence: the caller then skips ``step`` entirely);
+- ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
+  implausible against the previous state and the highest slot seen so far
+  (``watcher.ledger.plausibility``)? ``None`` when it is fine; a doubtful observation is not stepped
+  (unless confirmed by polls in a row);
+- ``tip(observation)``: the highest slot the observation shows (None: it shows none);
+- ``step(rules, target, state, observation, now)``: pure; previous state + observation ->
+  ``StepOutcome`` (new state and the alerts to send).
+
+Adding a watch kind is one module plus one line in ``watcher.kinds.SOURCES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from watcher.alerting.events import StepOutcome, TargetState
+from watcher.ledger.models import (
+    ClusterNode,
+    SignatureEntry,
+    TokenAmount,
+    TokenLargestAccounts,
+    VoteAccounts,
+)
+from watcher.ledger.plausibility import Doubt, SlotTip
+
+
+class LedgerReader(Protocol):
+    """What sources may ask of the RPC client (``watcher.ledger.rpc.RpcClient`` implements it)."""
+
+    async def get_signatures_for_address(
+        self,
+        address: str,
+        *,
+        before: str | None = None,
+        until: str | None = None,
+        limit: int = 1000,
+    ) -> list[SignatureEntry]: ...
+
+    async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]: ...
+
+    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts: ...
+
+    async def get_vote_accounts(self) -> VoteAccounts: ...
+
+    async def get_cluster_nodes(self) -> list[ClusterNode]: ...
+
+
+class Source(Protocol):
+    name: str
+    rule_kinds: tuple[str, ...]
+
+    def targets(self, rules: Sequence[Any]) -> list[str]: ...
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> Any: ...
+
+    def doubt(
+        self, state: TargetState | None, observation: Any, now: float, tip: SlotTip | None = None
+    ) -> Doubt | None: ...
+
+    def tip(self, observation: Any) -> int | None: ...
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: Any,
+        now: float,
+    ) -> StepOutcome: ...

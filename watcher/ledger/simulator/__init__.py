@@ -1,0 +1,113 @@
+"""The ledger simulator: a scripted fake cluster served over real HTTP JSON-RPC on loopback.
+
+For tests::
+
+    ledger = Ledger.from_mainnet()
+    with SimulatorServer(ledger) as server:   # server.url == "http://127.0.0.1:PORT/v3/sim-key"
+        ledger.add_transactions(address, 25)
+        ledger.faults.inject("http_429", method="getSignaturesForAddress")
+
+For people: ``serve(port, scenario_name)`` (``watcher simulate``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import TextIO
+
+from watcher.ledger.simulator.faults import FAULT_KINDS, FaultPlan
+from watcher.ledger.simulator.ledger import KEEP, Ledger
+from watcher.ledger.simulator.scenarios import (
+    DEMO,
+    SCENARIOS,
+    DemoCast,
+    Scenario,
+    Step,
+    run_scenario,
+)
+from watcher.ledger.simulator.server import RecordedRequest, SimulatorServer
+
+__all__ = [
+    "DEMO",
+    "FAULT_KINDS",
+    "KEEP",
+    "SCENARIOS",
+    "DemoCast",
+    "FaultPlan",
+    "Ledger",
+    "RecordedRequest",
+    "Scenario",
+    "SimulatorServer",
+    "Step",
+    "run_scenario",
+    "serve",
+]
+
+
+def serve(
+    port: int = 8899,
+    scenario_name: str = "demo",
+    api_key: str = "sim-key",
+    *,
+    host: str = "127.0.0.1",
+    speed: float = 1.0,
+    out: TextIO | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Serves the scenario's ledger until Ctrl-C, SIGTERM or ``stop``; returns the exit code (0).
+
+    Prints the RPC URL to use, then each scenario step as it happens. Raises ``ValueError`` for
+    an unknown scenario and ``OSError`` when the port is taken.
+    """
+    if scenario_name not in SCENARIOS:
+        raise ValueError(
+            f"unknown scenario {scenario_name!r}; known: {', '.join(sorted(SCENARIOS))}"
+        )
+    stream = out if out is not None else sys.stdout
+    scenario = SCENARIOS[scenario_name]
+    ledger = scenario.new_ledger()
+    stopped = stop if stop is not None else threading.Event()
+
+    def say(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=stream, flush=True)
+
+    with SimulatorServer(ledger, host=host, port=port, api_key=api_key) as server:
+        say(f"ledger simulator serving {server.url}")
+        say(f"scenario {scenario.name}: {scenario.summary}")
+        restore = _stop_on_sigterm(stopped)
+        try:
+            player = run_scenario(ledger, scenario, stop=stopped, speed=speed,
+                                  on_step=lambda step: say(f"scenario: {step.description}"))
+            announced = False
+            while not stopped.wait(0.2):
+                if not announced and not player.is_alive():
+                    say("scenario complete; still serving (Ctrl-C to stop)")
+                    announced = True
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stopped.set()
+            restore()
+    say("ledger simulator stopped")
+    return 0
+
+
+def _stop_on_sigterm(stopped: threading.Event) -> Callable[[], None]:
+    """SIGTERM sets ``stopped`` (only the main thread may install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return restore

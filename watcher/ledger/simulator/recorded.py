@@ -1,0 +1,50 @@
+"""Recorded mainnet answers shipped with the package (see ``data/README.md``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+# Highest lastVote among the recorded current vote accounts: the tip of the recorded cluster.
+MAINNET_TIP_SLOT = 361_641_764
+MAINNET_EPOCH = 837
+MAINNET_SHRED_VERSION = 50_093
+# apiVersion the recorded getTokenLargestAccounts answer reports in its context.
+API_VERSION = "2.2.7"
+
+
+@cache
+def _load(name: str) -> Any:
+    raw = resources.files("watcher.ledger.simulator").joinpath("data", name).read_bytes()
+    return json.loads(gzip.decompress(raw))
+
+
+def vote_accounts() -> dict[str, list[dict[str, Any]]]:
+    """getVoteAccounts result, 2025-08-21: ``{"current": [...], "delinquent": [...]}``.
+
+    Shared and cached: callers must copy what they mutate.
+    """
+    result: dict[str, list[dict[str, Any]]] = _load("mainnet_vote_accounts.json.gz")
+    return result
+
+
+def cluster_nodes() -> list[dict[str, Any]]:
+    """getClusterNodes result, 2025-08-22 (6455 nodes). Shared and cached: copy to mutate."""
+    result: list[dict[str, Any]] = _load("mainnet_cluster_nodes.json.gz")
+    return result
+
+
+def token_largest_accounts() -> dict[str, Any]:
+    """getTokenLargestAccounts result of an 8-decimal mint at slot 361665664 (20 entries)."""
+    result: dict[str, Any] = _load("mainnet_token_largest_accounts.json.gz")
+    return result
+
+
+def top_holders() -> tuple[list[tuple[str, int]], int]:
+    """The recorded top 20 as ``([(token account, raw amount)], decimals)``."""
+    value = token_largest_accounts()["value"]
+    holders = [(str(entry["address"]), int(entry["amount"])) for entry in value]
+    return holders, int(value[0]["decimals"])

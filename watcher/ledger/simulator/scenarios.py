@@ -1,0 +1,182 @@
+"""Scripted scenarios: timed changes applied to a ledger while the simulator serves it.
+
+A scenario seeds a ledger (``setup``), then applies its steps at their offsets from the start
+(``run_scenario``, in a background thread). Slots keep advancing meanwhile (one per 400 ms), so
+voting validators' ``lastVote`` moves like on a live cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.ledger.simulator.ledger import Ledger
+from watcher.ledger.simulator.recorded import top_holders
+
+SLOT_SECONDS: Final = 0.4
+
+Action = Callable[[Ledger], object]  # return values are ignored
+
+
+@dataclass(frozen=True)
+class Step:
+    at_seconds: float
+    description: str
+    action: Action
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    steps: tuple[Step, ...]
+    setup: Action = field(default=lambda ledger: None)
+    duration: float = 0.0  # seconds the scenario lasts; at least its last step
+
+    def length(self) -> float:
+        return max([self.duration, *(step.at_seconds for step in self.steps)])
+
+    def new_ledger(self, *, seed: int | None = None) -> Ledger:
+        """The recorded mainnet cluster, seeded by this scenario's ``setup``."""
+        ledger = Ledger.from_mainnet(seed=seed)
+        self.setup(ledger)
+        return ledger
+
+
+@dataclass(frozen=True)
+class DemoCast:
+    """Who the demo scenario changes (the example rules watch exactly these)."""
+
+    treasury: str
+    hot_wallet: str
+    mint: str
+    mint_decimals: int
+    holders: tuple[tuple[str, int], ...]  # the 20 seeded token accounts, largest first
+    newcomer: str  # token account that enters the top 20
+    grower: str  # holder whose balance grows by 30 %
+    delinquent_vote: str
+    delinquent_node: str
+    drift_vote: str
+    drift_node: str
+    drift_from: str  # version the drifting node normally reports
+    drift_to: str  # the version it falls back to
+
+
+def _demo_cast() -> DemoCast:
+    holders, _ = top_holders()  # the recorded top 20 of a real mint, reused for USDC
+    return DemoCast(
+        treasury="9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin",
+        hot_wallet=derived_pubkey("watcher demo hot wallet"),
+        mint="EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+        mint_decimals=6,
+        holders=tuple(holders),
+        newcomer=derived_pubkey("watcher demo newcomer"),
+        grower=holders[3][0],
+        # Two current mainnet validators whose nodes reported 2.3.6 (checked by the tests).
+        delinquent_vote="Va1idkzkB6LEmVFmxWbWU8Ao9qehC62Tjmf68L3uYKj",
+        delinquent_node="Va1idLRtYEtVFJFsvz8vtt1uCJgea4Q1zi2Rh3eraJh",
+        drift_vote="Ste11vRHQJyQjcTKrDbTWAYsTXkX6PCnoEw3mSH3u2k",
+        drift_node="Ste1115xFGdAYK5jaWA3dEFcUc1S5jEbVvD8e327zty",
+        drift_from="2.3.6",
+        drift_to="2.3.5",
+    )
+
+
+DEMO: Final = _demo_cast()
+
+
+def _demo_setup(ledger: Ledger) -> None:
+    # History before the daemon's first poll is its baseline: it must stay quiet.
+    ledger.add_transactions(DEMO.treasury, 3, memo="opening balance")
+    ledger.add_transactions(DEMO.hot_wallet, 2)
+    ledger.set_holders(DEMO.mint, DEMO.holders, decimals=DEMO.mint_decimals)
+
+
+def _grow(ledger: Ledger) -> None:
+    amount = ledger.holder_amount(DEMO.mint, DEMO.grower)
+    ledger.set_holder_amount(DEMO.mint, DEMO.grower, amount * 13 // 10)
+
+
+# Three seconds between steps so that each shows up on its own with 1 s polling.
+_DEMO_STEPS = (
+    Step(2, "one transaction to the treasury",
+         lambda ledger: ledger.add_transactions(DEMO.treasury, 1, memo="invoice 1042")),
+    Step(5, "a burst of 25 transactions from the hot wallet",
+         lambda ledger: ledger.add_transactions(DEMO.hot_wallet, 25)),
+    Step(8, "a new token account enters the top 20 and pushes the smallest out",
+         lambda ledger: ledger.set_holder_amount(DEMO.mint, DEMO.newcomer,
+                                                 DEMO.holders[0][1] // 2)),
+    Step(11, "a top holder's balance grows by 30 %", _grow),
+    Step(14, "a validator stops voting (delinquent)",
+         lambda ledger: ledger.mark_delinquent(DEMO.delinquent_vote)),
+    Step(17, f"a node falls back to {DEMO.drift_to}",
+         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_to)),
+    Step(20, "the validator votes again", lambda ledger: ledger.mark_current(DEMO.delinquent_vote)),
+    Step(23, f"the node is back on {DEMO.drift_from}",
+         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_from)),
+)
+
+SCENARIOS: Final[dict[str, Scenario]] = {
+    "demo": Scenario(
+        name="demo",
+        summary="every rule kind fires once (and the state kinds resolve) within 26 s",
+        steps=_DEMO_STEPS,
+        setup=_demo_setup,
+        duration=26.0,
+    ),
+    "quiet": Scenario(
+        name="quiet", summary="the demo's ledger, where nothing happens", steps=(),
+        setup=_demo_setup,
+    ),
+}
+
+
+def run_scenario(
+    ledger: Ledger,
+    scenario: Scenario,
+    *,
+    stop: threading.Event,
+    speed: float = 1.0,
+    on_step: Callable[[Step], None] | None = None,
+    slot_seconds: float | None = SLOT_SECONDS,
+) -> threading.Thread:
+    """Starts a daemon thread that applies the steps on time (offsets divided by ``speed``),
+    advances a slot every ``slot_seconds`` (None: never), and ends after the scenario's length
+    or as soon as ``stop`` is set. ``on_step`` is called after each applied step."""
+    if speed <= 0:
+        raise ValueError("speed must be positive")
+
+    def play() -> None:
+        started = time.monotonic()
+        slots_done = 0
+        pending = sorted(scenario.steps, key=lambda step: step.at_seconds)
+        end = scenario.length() / speed
+        while True:
+            elapsed = time.monotonic() - started
+            if slot_seconds is not None:
+                due = int(elapsed * speed / slot_seconds)
+                if due > slots_done:
+                    ledger.tick(due - slots_done)
+                    slots_done = due
+            while pending and pending[0].at_seconds / speed <= elapsed:
+                step = pending.pop(0)
+                step.action(ledger)
+                if on_step is not None:
+                    on_step(step)
+            if elapsed >= end and not pending:
+                return
+            wake = [end]
+            if pending:
+                wake.append(pending[0].at_seconds / speed)
+            if slot_seconds is not None:
+                wake.append((slots_done + 1) * slot_seconds / speed)
+            if stop.wait(max(0.0, min(wake) - elapsed)):
+                return
+
+    thread = threading.Thread(target=play, name=f"scenario-{scenario.name}", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,1 @@
+"""`watcher test`: rule tests (a seeded ledger, steps, expected notifications), run offline."""

@@ -1,0 +1,280 @@
+"""The rule test file format (``watcher test``; README.md, "Test your rules").
+
+```yaml
+rule_files: [../treasury.yaml]          # relative to this file
+ledger:                                 # the ledger before step 1 (all keys optional)
+  from: empty                           # or mainnet: the recorded mainnet cluster
+  transactions: {ADDRESS: 3}            # addresses with existing history
+  holders: [{mint: MINT, decimals: 6, accounts: {TOKEN_ACCOUNT: 1000000}}]
+  validators: [{vote: VOTE, identity: IDENTITY, stake: 1000000000, delinquent: false}]
+  nodes: [{identity: IDENTITY, version: 2.3.6, feature_set: 3640012085}]
+steps:
+  - name: baseline
+    expect: []                          # nothing may be notified
+  - wait: 2m                            # time passes first, then the actions, then one poll
+    actions:
+      - add_transactions: {address: ADDRESS, count: 2}
+    expect:
+      - {rule: treasury, reason: event, subject: ADDRESS, title_contains: 2 new}
+```
+
+Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from watcher.alerting.events import Reason
+from watcher.config.rule_models import Duration, Pubkey
+from watcher.config.yamlpos import (
+    Loc,
+    YamlDocument,
+    describe_value,
+    error_loc,
+    error_message,
+    format_loc,
+    keys_at,
+    load_yaml,
+    unknown_key_message,
+    user_errors,
+)
+from watcher.core.errors import ConfigError, Problem
+from watcher.ledger.simulator import KEEP, Ledger
+from watcher.state.store import AlertRecord
+
+# What a failed transaction reports as its error (a custom program error, as on mainnet).
+FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
+
+
+def _as_list(value: object) -> object:
+    # One text or a list of texts; a scalar is checked (and reported) as the list's one item.
+    return value if isinstance(value, list | tuple) else [value]
+
+
+Texts = Annotated[tuple[str, ...], BeforeValidator(_as_list)]
+Amount = Annotated[int, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- the ledger and what steps do to it ------------------------------------------------------
+
+
+class Holders(_Strict):
+    """Every token account of a mint (raw amounts: the amount times 10^decimals)."""
+
+    mint: Pubkey
+    decimals: Annotated[int, Field(ge=0, le=18)] = 6
+    accounts: dict[Pubkey, Amount]
+
+
+class Validator(_Strict):
+    vote: Pubkey
+    identity: Pubkey
+    stake: Amount  # lamports
+    delinquent: bool = False
+    commission: Annotated[int, Field(ge=0, le=100)] = 0
+
+
+class Node(_Strict):
+    """A gossip node; a key left out keeps the node's value (null is a real value)."""
+
+    identity: Pubkey
+    version: str | None = None
+    feature_set: Annotated[int, Field(ge=0)] | None = None
+
+
+class AddTransactions(_Strict):
+    address: Pubkey
+    count: Annotated[int, Field(ge=1)] = 1
+    memo: str | None = None
+    failed: bool = False
+
+
+class HolderAmount(_Strict):
+    mint: Pubkey
+    account: Pubkey
+    amount: Amount
+
+
+class Holder(_Strict):
+    mint: Pubkey
+    account: Pubkey
+
+
+class Action(_Strict):
+    """One change to the ledger: exactly one key, named after the simulator's Ledger method."""
+
+    add_transactions: AddTransactions | None = None
+    set_holders: Holders | None = None
+    set_holder_amount: HolderAmount | None = None
+    remove_holder: Holder | None = None
+    set_validator: Validator | None = None
+    mark_delinquent: Pubkey | None = None  # vote or identity pubkey
+    mark_current: Pubkey | None = None
+    remove_validator: Pubkey | None = None
+    set_node: Node | None = None
+    remove_node: Pubkey | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, data: Any) -> Any:
+        if isinstance(data, dict) and len(data) != 1:
+            names = ", ".join(cls.model_fields)
+            raise ValueError(f"write exactly one action per item (one of: {names})")
+        return data
+
+
+class LedgerSetup(_Strict):
+    from_: Literal["empty", "mainnet"] = Field(default="empty", alias="from")
+    transactions: dict[Pubkey, Annotated[int, Field(ge=1)]] = {}  # address -> how many
+    holders: list[Holders] = []
+    validators: list[Validator] = []
+    nodes: list[Node] = []
+
+    def seed(self, ledger: Ledger, document: YamlDocument) -> None:
+        for address, count in self.transactions.items():
+            ledger.add_transactions(address, count)
+        for index, holders in enumerate(self.holders):
+            _apply(ledger, Action(set_holders=holders), document, ("ledger", "holders", index))
+        for index, validator in enumerate(self.validators):
+            loc = ("ledger", "validators", index)
+            _apply(ledger, Action(set_validator=validator), document, loc)
+        for index, node in enumerate(self.nodes):
+            _apply(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
+
+
+def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
+    """Applies one action; ``ConfigError`` at the action's line when the ledger refuses it
+    (a mint, validator or node it does not have)."""
+    _apply(ledger, action, document, loc)
+
+
+def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
+    try:
+        _change(ledger, action)
+    except (LookupError, ValueError) as exc:
+        reason = exc.args[0] if exc.args else type(exc).__name__
+        message = f"{format_loc(loc)}: the ledger refused this: {reason}"
+        raise ConfigError([document.problem(loc, message)]) from None
+
+
+def _change(ledger: Ledger, action: Action) -> None:
+    if action.add_transactions is not None:
+        add = action.add_transactions
+        error = FAILED_TRANSACTION_ERROR if add.failed else None
+        ledger.add_transactions(add.address, add.count, err=error, memo=add.memo)
+    elif action.set_holders is not None:
+        holders = action.set_holders
+        ledger.set_holders(holders.mint, holders.accounts.items(), decimals=holders.decimals)
+    elif action.set_holder_amount is not None:
+        amount = action.set_holder_amount
+        ledger.set_holder_amount(amount.mint, amount.account, amount.amount)
+    elif action.remove_holder is not None:
+        ledger.remove_holder(action.remove_holder.mint, action.remove_holder.account)
+    elif action.set_validator is not None:
+        validator = action.set_validator
+        ledger.set_validator(
+            validator.vote, validator.identity, stake=validator.stake,
+            delinquent=validator.delinquent, commission=validator.commission,
+        )
+    elif action.set_node is not None:
+        node = action.set_node
+        given = node.model_fields_set
+        ledger.set_node(
+            node.identity,
+            version=node.version if "version" in given else KEEP,
+            feature_set=node.feature_set if "feature_set" in given else KEEP,
+        )
+    elif action.remove_node is not None:
+        if ledger.node(action.remove_node) is None:
+            raise KeyError(f"no gossip node {action.remove_node}")
+        ledger.remove_node(action.remove_node)
+    elif action.mark_delinquent is not None:
+        ledger.mark_delinquent(action.mark_delinquent)
+    elif action.mark_current is not None:
+        ledger.mark_current(action.mark_current)
+    elif action.remove_validator is not None:
+        ledger.remove_validator(action.remove_validator)
+
+
+# -- expectations ----------------------------------------------------------------------------
+
+
+class Expected(_Strict):
+    """One notification that must happen in the step (each matches a notification of its own)."""
+
+    rule: str
+    reason: Reason
+    subject: str | None = None
+    title_contains: Texts = ()
+    body_contains: Texts = ()
+
+    def matches(self, record: AlertRecord) -> bool:
+        return (
+            record.rule == self.rule
+            and record.reason == self.reason
+            and (self.subject is None or record.subject == self.subject)
+            and all(text in record.title for text in self.title_contains)
+            and all(text in record.body for text in self.body_contains)
+        )
+
+    def describe(self) -> str:
+        parts = [f"rule {self.rule}", f"reason {self.reason}"]
+        if self.subject is not None:
+            parts.append(f"subject {self.subject}")
+        parts.extend(f"title containing {text!r}" for text in self.title_contains)
+        parts.extend(f"body containing {text!r}" for text in self.body_contains)
+        return ", ".join(parts)
+
+
+class Step(_Strict):
+    name: str | None = None
+    wait: Duration = 0.0  # time passing before the actions
+    actions: list[Action] = []
+    expect: list[Expected]  # [] means: nothing may be notified in this step
+
+
+class RuleTestFile(_Strict):
+    rule_files: Annotated[list[str], Field(min_length=1)]
+    ledger: LedgerSetup = LedgerSetup()
+    steps: Annotated[list[Step], Field(min_length=1)]
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_test_file(path: Path) -> tuple[YamlDocument, RuleTestFile]:
+    """Read and validate a test file. Raises ``ConfigError`` listing every problem."""
+    document = load_yaml(path)
+    if document.data is None:
+        raise ConfigError([Problem(document.file, None, "empty file: expected a rule test")])
+    if not isinstance(document.data, dict):
+        got = describe_value(document.data)
+        message = f"expected a mapping (rule_files, ledger, steps), got {got}"
+        raise ConfigError([document.problem((), message)])
+    try:
+        test = RuleTestFile.model_validate(document.data)
+    except ValidationError as exc:
+        problems = [
+            document.problem(error_loc(error), _message(error)) for error in user_errors(exc)
+        ]
+        raise ConfigError(sorted(problems, key=lambda problem: problem.line or 0)) from None
+    return document, test
+
+
+def _message(error: Any) -> str:
+    loc = error_loc(error)
+    if error["type"] != "extra_forbidden":
+        return error_message(error, RuleTestFile)
+    # keys_at walks models by field name: list positions are not fields.
+    known = keys_at(RuleTestFile, tuple(part for part in loc[:-1] if isinstance(part, str)))
+    where = format_loc(loc[:-1])
+    text = unknown_key_message(loc[-1], known)
+    return f"{where}: {text}" if where else text

@@ -1,0 +1,103 @@
+"""APScheduler 3.11 wiring: one interval job per (source, interval), coroutine jobs on our loop.
+
+APScheduler's defaults are tuned for cron-like work, not for a poller (pitfalls.md): a one-second
+misfire grace silently drops runs whenever the loop was busy, and ``shutdown(wait=True)`` cancels
+running coroutines. So: a generous grace, coalescing, one instance per job, and a stop that
+pauses first, waits for the sweeps we track ourselves, and only then shuts the scheduler down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from watcher.alerting.ruleset import Job
+from watcher.core.clock import Clock, system_clock
+
+log = structlog.get_logger(__name__)
+
+MISFIRE_GRACE_SECONDS = 30
+
+
+class Scheduler:
+    def __init__(
+        self, sweep: Callable[[Job], Awaitable[None]], *, clock: Clock = system_clock
+    ) -> None:
+        self._sweep = sweep
+        self._clock = clock
+        self._inflight: set[asyncio.Task[object]] = set()
+        self._scheduler = AsyncIOScheduler(
+            timezone="UTC",
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": MISFIRE_GRACE_SECONDS,
+            },
+        )
+
+    def start(self, jobs: Sequence[Job]) -> None:
+        """Must be called from inside the running event loop. Every job runs once right away."""
+        self._add(jobs)
+        self._scheduler.start()
+
+    def replace(self, jobs: Sequence[Job]) -> None:
+        """A reload: jobs that are gone stop, new ones run at once, a job whose targets changed
+        keeps its schedule and sweeps its new targets from its next run on."""
+        wanted = {_job_id(job): job for job in jobs}
+        for scheduled in self._scheduler.get_jobs():
+            job = wanted.pop(scheduled.id, None)
+            if job is None:
+                scheduled.remove()
+            elif scheduled.args[0] != job:
+                scheduled.modify(args=[job])
+        self._add(list(wanted.values()))
+
+    def _add(self, jobs: Sequence[Job]) -> None:
+        first_run = datetime.fromtimestamp(self._clock(), UTC)
+        for job in jobs:
+            self._scheduler.add_job(
+                self._run,
+                "interval",
+                seconds=job.interval,
+                args=[job],
+                id=_job_id(job),
+                next_run_time=first_run,
+            )
+
+    async def _run(self, job: Job) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            await self._sweep(job)
+        except Exception:
+            # A bug in one sweep must not kill the job; the next interval tries again.
+            log.exception("sweep failed", source=job.source, interval=job.interval)
+        finally:
+            self._inflight.discard(task)
+
+    async def stop(self, grace: float) -> None:
+        """No new sweeps; let running ones finish within ``grace`` seconds, then cancel them.
+
+        Cancelling is safe: a sweep commits each target's state and outbox rows in one
+        transaction, so a cancelled target simply keeps its old cursor.
+        """
+        if not self._scheduler.running:
+            return
+        self._scheduler.pause()
+        if self._inflight:
+            _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+                log.warning("stopped with sweeps cancelled", cancelled=len(pending))
+        self._scheduler.shutdown(wait=False)
+
+
+def _job_id(job: Job) -> str:
+    return f"{job.source}@{job.interval:g}"

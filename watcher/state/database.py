@@ -1,0 +1,252 @@
+"""The SQLite file itself: opening it (WAL, foreign keys), real transactions, and the schema
+with its append-only migrations. ``watcher.state.store`` holds the queries on top of it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from watcher.core.errors import StateUnusable
+
+__all__ = ["MIGRATIONS", "SchemaTooNewError", "StateUnusable", "migrate", "open_database"]
+
+
+class SchemaTooNewError(StateUnusable):
+    """The database was written by a newer watcher: refuse rather than guess."""
+
+
+@contextmanager
+def state_errors(path: Path) -> Iterator[None]:
+    """Turn what the file system and SQLite say about ``path`` into a ``StateUnusable``."""
+    try:
+        yield
+    except StateUnusable as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+    except sqlite3.Error as exc:
+        raise StateUnusable(f"{path}: cannot use the state database: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise StateUnusable(f"{path}: cannot use the state database: {reason}") from None
+
+
+def state_path_problem(path: Path) -> str | None:
+    """What stops the daemon from using ``path`` as its state database, or None. Creates and
+    changes nothing: an existing database is opened read-only."""
+    if path.is_dir():
+        return "is a folder, expected a database file"
+    folder = path.parent
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot create its folder: {folder} is not a folder"
+    if not path.exists():
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"cannot create it: the folder {folder} is not writable"
+        return None
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(folder, os.W_OK | os.X_OK):
+        return "the database or its folder is not writable"
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            ).fetchone()
+            version = 0
+            if has_table:
+                row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+                version = int(row[0] or 0)
+    except sqlite3.Error as exc:
+        return f"not a usable state database: {exc}"
+    if version > len(MIGRATIONS):
+        return _too_new(version, len(MIGRATIONS))
+    return None
+
+
+def _too_new(version: int, known: int) -> str:
+    return (
+        f"the state database is at schema version {version}, newer than this watcher "
+        f"knows ({known}): upgrade the watcher or use another state_path"
+    )
+
+
+# -- schema -------------------------------------------------------------------------------------
+# Migrations are plain SQL, append-only: never edit one that has shipped, add the next one.
+# Each runs in its own transaction together with the bump of the recorded version.
+
+
+def _migration_1_initial(db: Database) -> None:
+    db.execute(
+        """CREATE TABLE targets (
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (source, target)
+        ) STRICT"""
+    )
+    db.execute(
+        """CREATE TABLE alerts (
+            id INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL,
+            rule TEXT NOT NULL,
+            severity TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            dedup_key TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            facts TEXT NOT NULL,
+            status TEXT NOT NULL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX alerts_rule_created ON alerts (rule, created_at)")
+    db.execute("CREATE INDEX alerts_created ON alerts (created_at)")
+    db.execute(
+        """CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY,
+            alert_id INTEGER NOT NULL REFERENCES alerts (id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            url_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            last_error TEXT,
+            sent_at REAL,
+            created_at REAL NOT NULL,
+            UNIQUE (alert_id, url_id)
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)")
+
+
+def _migration_2_silences(db: Database) -> None:
+    db.execute(
+        """CREATE TABLE silences (
+            id INTEGER PRIMARY KEY,
+            rule TEXT NOT NULL,
+            subject TEXT,
+            starts_at REAL NOT NULL,
+            ends_at REAL NOT NULL,
+            comment TEXT NOT NULL,
+            created_by TEXT,
+            created_at REAL NOT NULL,
+            expired_at REAL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX silences_ends ON silences (ends_at)")
+
+
+def _migration_3_digests(db: Database) -> None:
+    # Event alerts carry their rule's grouping (NULL: sent alone); group_sends remembers when
+    # each group last sent to each URL, for group_interval and max_per_hour.
+    db.execute("ALTER TABLE alerts ADD COLUMN group_key TEXT")
+    db.execute("ALTER TABLE alerts ADD COLUMN grouping TEXT")
+    db.execute(
+        """CREATE TABLE group_sends (
+            group_key TEXT NOT NULL,
+            url_id TEXT NOT NULL,
+            sent_at REAL NOT NULL,
+            alerts INTEGER NOT NULL
+        ) STRICT"""
+    )
+    db.execute("CREATE INDEX group_sends_latest ON group_sends (group_key, url_id, sent_at)")
+
+
+Migration = Callable[[Database], None]
+MIGRATIONS: tuple[Migration, ...] = (
+    _migration_1_initial,
+    _migration_2_silences,
+    _migration_3_digests,
+)
+
+
+@contextmanager
+def transaction(db: Database) -> Iterator[None]:
+    """Group writes: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK of everything on any exception.
+
+    The connection runs with ``isolation_level=None`` (see ``open_database``), so the driver
+    opens no implicit transaction of its own: these statements are the only transaction
+    control. IMMEDIATE takes the write lock up front, so a concurrent reader (the ``alerts``
+    command) cannot make the commit fail half-way. sqlite-utils' own methods nest inside as
+    savepoints. Transactions do not nest: a nested call is a bug and raises.
+    """
+    conn = db.conn
+    if conn.in_transaction:
+        raise RuntimeError("transaction() does not nest")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if any (SQLite ends some itself on a full disk or an I/O
+    error). A failing ROLLBACK must not hide the error that caused it: that one propagates."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def open_database(path: Path | str) -> Database:
+    """Open (creating its folder) a WAL database with foreign keys enforced."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = Database(path)
+    db.conn.isolation_level = None
+    db.execute("PRAGMA foreign_keys = ON")
+    # A reader such as `watcher alerts` may hold the lock for a moment: wait a little rather
+    # than fail. Writes are short, so this never waits long.
+    db.execute("PRAGMA busy_timeout = 2000")
+    db.enable_wal()
+    # NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+    # durability of the last transactions at the cost of an fsync per commit.
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def schema_version(db: Database) -> int:
+    if "schema_migrations" not in db.table_names():
+        return 0
+    row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply the migrations the database has not seen yet, in order; returns how many ran.
+
+    Each migration runs in its own transaction with the bump of the version, which is read
+    again under the write lock: two processes starting together cannot apply one twice.
+    """
+    applied = 0
+    while True:
+        current = schema_version(db)
+        if current > len(migrations):
+            raise SchemaTooNewError(_too_new(current, len(migrations)))
+        if current == len(migrations):
+            return applied
+        with transaction(db):
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL) STRICT"
+            )
+            if schema_version(db) != current:
+                continue  # another process got there first: look again
+            migrations[current](db)
+            db.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                [current + 1, time.time()],
+            )
+        applied += 1
