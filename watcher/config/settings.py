@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -333,26 +333,14 @@ def read_settings(
         if state_problem is not None:
             message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
             problems.append(_locate(("state_path",), message, document, from_env, environ))
-        for loc, message in _unreadable_channel_urls(settings.channels):
+        from watcher.delivery.notify_check import unreadable_urls
+
+        for name, index in unreadable_urls(settings.channels):
+            loc: Loc = ("channels", name, index)
+            why = "Apprise cannot read this URL (not shown: it may hold secrets)"
+            message = f"{format_loc(loc)}: {why}"
             problems.append(_locate(loc, message, document, from_env, environ))
     return SettingsReading(settings, _ordered(problems, document), existing, set(settings.channels))
-
-
-def _unreadable_channel_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[tuple[Loc, str]]:
-    """Each channel URL Apprise cannot read: its location and a message that never quotes it
-    (a URL holds tokens)."""
-    import apprise
-
-    import watcher.delivery.sender  # noqa: F401  (registers the console:// scheme)
-
-    for name, urls in channels.items():
-        for index, url in enumerate(urls):
-            if not apprise.Apprise().add(url):
-                where = format_loc(("channels", name, index))
-                yield (
-                    ("channels", name, index),
-                    f"{where}: Apprise cannot read this URL (not shown: it may hold secrets)",
-                )
 
 
 def _ordered(problems: list[Problem], document: YamlDocument) -> list[Problem]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import apprise
@@ -44,6 +44,14 @@ def public_form(url: str) -> str:
     looks_public = ("." in host or host == "localhost") and (not port or port.isdigit())
     shown = REDACTOR.redact(hostport if looks_public else MASK)
     return f"{scheme}://{shown} (id {url_id(url)})"
+
+
+def unreadable_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[tuple[str, int]]:
+    """(channel, index) of each URL Apprise cannot read (``watcher check``)."""
+    for name, urls in channels.items():
+        for index, url in enumerate(urls):
+            if not apprise.Apprise().add(url):
+                yield name, index
 
 
 def probe_message(channel: str, host: str) -> tuple[str, str]:
