@@ -13,15 +13,14 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.alerting.events import Severity
-from watcher.config.rules import (
+from watcher.config.rule_models import (
     DelinquentValidatorsRule,
     HolderChangesRule,
     NewTransactionsRule,
     Rule,
     VersionDriftRule,
-    load_rules,
-    read_rules,
 )
+from watcher.config.rules import load_rules, read_rules
 from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
 from watcher.core.errors import ConfigError
 

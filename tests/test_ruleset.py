@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.alerting.ruleset import Job, RuleSet
-from watcher.config.rules import RULE_MODELS, SOURCE_OF_KIND, Rule
+from watcher.config.rule_models import RULE_MODELS, SOURCE_OF_KIND, Rule
 
 
 def key(number: int) -> str:
