@@ -83,8 +83,8 @@ class Receiver(JsonReceiver):
         self._server.RequestHandlerClass = Handler
         return self
 
-    def _record(self, body: dict[str, Any], path: str) -> int:
-        status = super()._record(body, path)
+    def _record(self, body: dict[str, Any], path: str, headers: dict[str, str]) -> int:
+        status = super()._record(body, path, headers)
         if status == 200:
             self._local.accepted = True
             with self._mine:
