@@ -9,9 +9,19 @@ The API key lives in the URL path. httpx logs full URLs and copies them into its
 (encode/httpx#2760), so httpx never sees the key: it is given the redacted URL and
 ``SecretUrlTransport``, below it, swaps the real URL in just before the bytes leave.
 
-Seams for later: ``_post`` talks to one endpoint; failover across several endpoints would choose
-the endpoint per attempt there. ``call_batch`` sends one JSON-RPC batch; chunking to a provider's
-cap (20 to 100 calls) is the caller's choice.
+Several endpoints (``rpc_urls``): each attempt of a call goes to one endpoint, in the order
+``watcher.ledger.endpoints.EndpointPool`` gives (a due probe, healthy endpoints, then those
+cooling down). An endpoint failure (``is_endpoint_failure``: timeout or refused connection, 429,
+5xx, another HTTP error, garbage, node behind) moves the attempt at once to the next endpoint;
+only when every endpoint of the round failed does the call back off and start another round
+(``max_attempts`` counts rounds). Each endpoint has its own ``httpx.AsyncClient`` and its own
+placeholder, and registers its own secrets with the redactor. ``readers()`` gives one reader
+pinned to each endpoint, for observations that must come from different endpoints (quorum,
+``watcher.ledger.quorum``).
+
+Seams: ``_post`` sends one HTTP request to one endpoint (the place for a per-request hook:
+``endpoint.public_url`` names it). ``call_batch`` sends one JSON-RPC batch; chunking to a
+provider's cap (20 to 100 calls) is the caller's choice.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import contextlib
 import logging
 import random as _random
 import re
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +55,7 @@ from watcher.core.errors import (
     TransientRpcError,
 )
 from watcher.core.redact import REDACTOR, split_rpc_url
+from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -77,6 +89,25 @@ _CLUSTER_NODES = TypeAdapter(list[ClusterNode])
 Sleep = Callable[[float], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class EndpointSpec:
+    """One endpoint as the settings give it. ``max_rps`` is stored, not enforced yet."""
+
+    url: str
+    max_rps: float | None = None
+
+
+def is_endpoint_failure(err: RpcError) -> bool:
+    """Whether the endpoint failed (another may answer), rather than the call itself.
+
+    Slot or block not available (-32004, -32007, -32009, -32014, -32016) is about the data, not
+    the endpoint; an error in JSON-RPC about the request would be the same anywhere.
+    """
+    if isinstance(err, NodeUnhealthy):
+        return err.code == NODE_BEHIND_CODE
+    return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
+
+
 @dataclass
 class RpcStats:
     """Counters for logs and metrics."""
@@ -87,6 +118,7 @@ class RpcStats:
     successes: int = 0
     errors: Counter[str] = field(default_factory=Counter)  # failed attempts, by error class
     failures: Counter[str] = field(default_factory=Counter)  # given up (a batch once), by class
+    failovers: int = 0  # attempts moved to another endpoint after an endpoint failure
 
 
 class SecretUrlTransport(httpx.AsyncBaseTransport):
@@ -132,72 +164,49 @@ class SecretUrlTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class RpcClient:
-    """Implements ``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0."""
+class Endpoint:
+    """One endpoint: its public form, and its own httpx client that never sees the key."""
 
     def __init__(
         self,
-        url: str,
+        spec: EndpointSpec,
         *,
-        commitment: str = "finalized",
-        timeout: float = 10.0,
-        max_attempts: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        max_concurrency: int = 8,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Sleep = asyncio.sleep,
-        random: Callable[[], float] = _random.random,
+        timeout: float,
+        max_concurrency: int,
+        transport: httpx.AsyncBaseTransport | None,
     ) -> None:
-        if commitment not in COMMITMENTS:
-            raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
-        if max_attempts < 1 or max_concurrency < 1:
-            raise ValueError("max_attempts and max_concurrency must be at least 1")
+        url = spec.url
         public_url, secrets = split_rpc_url(url)
         REDACTOR.add(*secrets)
         self.public_url = public_url
+        self.max_rps = spec.max_rps
         try:
             scheme = httpx.URL(url).scheme
             # What httpx sees: the public form without userinfo (httpx would make basic auth of it).
-            self._placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
+            self.placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
             inner = transport or httpx.AsyncHTTPTransport(
                 limits=httpx.Limits(max_connections=max_concurrency)
             )
-            wrapped = SecretUrlTransport(self._placeholder, url, inner)
+            wrapped = SecretUrlTransport(self.placeholder, url, inner)
         except httpx.InvalidURL:
             raise ValueError(f"not a valid RPC URL: {public_url}") from None
         if scheme not in ("http", "https"):
             raise ValueError(f"RPC URL must start with http:// or https://: {public_url}")
-        self.commitment = commitment
-        # getSignaturesForAddress refuses commitment below confirmed.
-        self._signatures_commitment = "confirmed" if commitment == "processed" else commitment
-        self._max_attempts = max_attempts
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
-        self._sleep = sleep
-        self._random = random
-        self._semaphore = asyncio.Semaphore(max_concurrency)
-        self._next_id = 0
-        self._http = httpx.AsyncClient(
+        self.http = httpx.AsyncClient(
             transport=wrapped, timeout=httpx.Timeout(timeout), follow_redirects=False
         )
-        self.stats = RpcStats()
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
+class _LedgerMethods:
+    """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    commitment: str
+    _signatures_commitment: str
 
-    # -- the methods sources use (LedgerReader) -------------------------------------------------
+    async def call(
+        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
+    ) -> T:
+        raise NotImplementedError
 
     async def get_signatures_for_address(
         self,
@@ -233,22 +242,109 @@ class RpcClient:
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
 
-    # -- generic calls -----------------------------------------------------------------------------
+
+class PinnedReader(_LedgerMethods):
+    """A reader whose calls go to one endpoint only (retried there, never failed over)."""
+
+    def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
+        self._client, self.endpoint = client, endpoint
+        self.public_url = endpoint.public_url
+        self.commitment = client.commitment
+        self._signatures_commitment = client._signatures_commitment
 
     async def call(
         self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
     ) -> T:
-        """One call, retried while it fails transiently; ``params=None`` sends no params."""
+        return await self._client.call(method, params, model, only=self.endpoint)
+
+
+class RpcClient(_LedgerMethods):
+    """Implements ``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0, on one endpoint
+    or several (a URL, or a list of URLs or ``EndpointSpec``)."""
+
+    def __init__(
+        self,
+        url: str | Sequence[str | EndpointSpec],
+        *,
+        commitment: str = "finalized",
+        timeout: float = 10.0,
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_concurrency: int = 8,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        random: Callable[[], float] = _random.random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if commitment not in COMMITMENTS:
+            raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
+        if max_attempts < 1 or max_concurrency < 1:
+            raise ValueError("max_attempts and max_concurrency must be at least 1")
+        urls = [url] if isinstance(url, str) else list(url)
+        specs = [EndpointSpec(u) if isinstance(u, str) else u for u in urls]
+        endpoints = [
+            Endpoint(spec, timeout=timeout, max_concurrency=max_concurrency, transport=transport)
+            for spec in specs
+        ]
+        self._pool = EndpointPool(endpoints)
+        self.endpoints: tuple[Endpoint, ...] = self._pool.endpoints
+        self.public_url = ", ".join(endpoint.public_url for endpoint in endpoints)
+        self.commitment = commitment
+        # getSignaturesForAddress refuses commitment below confirmed.
+        self._signatures_commitment = "confirmed" if commitment == "processed" else commitment
+        self._max_attempts = max_attempts
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+        self._sleep = sleep
+        self._random = random
+        self._clock = clock
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._next_id = 0
+        self.stats = RpcStats()
+
+    async def aclose(self) -> None:
+        for endpoint in self.endpoints:
+            await endpoint.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def readers(self) -> list[PinnedReader]:
+        """One reader per endpoint, each pinned to it, healthiest first."""
+        return [PinnedReader(self, endpoint) for endpoint in self._pool.order(self._clock())]
+
+    # -- generic calls -----------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: list[Any] | None,
+        model: type[T] | TypeAdapter[T],
+        *,
+        only: Endpoint | None = None,
+    ) -> T:
+        """One call, retried while it fails transiently; ``params=None`` sends no params.
+        ``only``: to that endpoint, with no failover."""
         adapter = _adapter(model)
         self.stats.calls += 1
 
-        async def attempt() -> T:
+        async def attempt(endpoint: Endpoint) -> T:
             request_id = self._new_id()
-            body, headers = await self._post(method, _envelope(request_id, method, params))
+            payload = _envelope(request_id, method, params)
+            body, headers = await self._post(endpoint, method, payload)
             result = _unwrap(method, request_id, body, headers)
             return _validate(method, adapter, result)
 
-        value = await self._retrying(method, attempt)
+        value = await self._retrying(method, attempt, only)
         self.stats.successes += 1
         return value
 
@@ -275,7 +371,7 @@ class RpcClient:
                 outcome.attempts = tries
             outcomes[position] = outcome
 
-        async def attempt() -> None:
+        async def attempt(endpoint: Endpoint) -> None:
             nonlocal tries
             tries += 1
             ids = [self._new_id() for _ in pending]
@@ -284,7 +380,7 @@ class RpcClient:
                 for request_id, position in zip(ids, pending, strict=True)
             ]
             try:
-                body, headers = await self._post(method, payload)
+                body, headers = await self._post(endpoint, method, payload)
                 answers = _unwrap_batch(method, ids, body, headers)
             except RpcError as err:
                 for position in pending:
@@ -321,31 +417,62 @@ class RpcClient:
         self._next_id += 1
         return self._next_id
 
-    async def _retrying(self, method: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(
+        self,
+        method: str,
+        attempt: Callable[[Endpoint], Awaitable[T]],
+        only: Endpoint | None = None,
+    ) -> T:
+        """Rounds of attempts: in each, the endpoints in the pool's order until one answers or
+        one fails in a way another endpoint would not mend; between rounds, backoff."""
         number = 0
         while True:
             number += 1
-            try:
-                return await attempt()
-            except RpcError as err:
-                self.stats.errors[type(err).__name__] += 1
-                if not err.transient or number >= self._max_attempts:
-                    err.attempts = number
-                    self.stats.failures[type(err).__name__] += 1
-                    raise
-                delay = self._delay(err, number)
-                log.warning(
-                    "rpc retry",
-                    method=method,
-                    attempt=number,
-                    max_attempts=self._max_attempts,
-                    error=type(err).__name__,
-                    detail=err.message,
-                    delay=round(delay, 3),
-                    endpoint=self.public_url,
-                )
-                self.stats.retries += 1
-                await self._sleep(delay)
+            endpoints = [only] if only is not None else self._pool.order(self._clock())
+            error: RpcError | None = None
+            for position, endpoint in enumerate(endpoints):
+                try:
+                    value = await attempt(endpoint)
+                except RpcError as err:
+                    self.stats.errors[type(err).__name__] += 1
+                    error = err
+                    if not is_endpoint_failure(err):
+                        break
+                    self._pool.failed(endpoint, self._clock())
+                    if position + 1 < len(endpoints):
+                        self._failover(method, err, endpoint, endpoints[position + 1])
+                else:
+                    self._pool.succeeded(endpoint)
+                    return value
+            assert error is not None  # a round without an answer has its error
+            if not error.transient or number >= self._max_attempts:
+                error.attempts = number
+                self.stats.failures[type(error).__name__] += 1
+                raise error
+            delay = self._delay(error, number)
+            log.warning(
+                "rpc retry",
+                method=method,
+                attempt=number,
+                max_attempts=self._max_attempts,
+                error=type(error).__name__,
+                detail=error.message,
+                delay=round(delay, 3),
+                endpoint=endpoint.public_url,
+            )
+            self.stats.retries += 1
+            await self._sleep(delay)
+
+    def _failover(self, method: str, err: RpcError, failed: Endpoint, then: Endpoint) -> None:
+        log.warning(
+            "rpc failover",
+            method=method,
+            error=type(err).__name__,
+            detail=err.message,
+            endpoint=failed.public_url,
+            next_endpoint=then.public_url,
+        )
+        self.stats.failovers += 1
 
     def _delay(self, err: RpcError, attempt: int) -> float:
         """Full jitter (a random share of the exponential step), or what a 429 asked for."""
@@ -354,12 +481,15 @@ class RpcClient:
         step = min(self._backoff_max, self._backoff_base * 2.0 ** (attempt - 1))
         return self._random() * step
 
-    async def _post(self, method: str, payload: Any) -> tuple[Any, httpx.Headers]:
-        """One HTTP request; the decoded JSON body of a 2xx answer, or a typed error."""
+    async def _post(
+        self, endpoint: Endpoint, method: str, payload: Any
+    ) -> tuple[Any, httpx.Headers]:
+        """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
+        error."""
         self.stats.requests += 1
         try:
             async with self._semaphore:
-                response = await self._http.post(self._placeholder, json=payload)
+                response = await endpoint.http.post(endpoint.placeholder, json=payload)
         except httpx.TransportError as exc:
             raise RpcTimeout(_describe(exc), method=method) from None
         except httpx.DecodingError as exc:
