@@ -36,7 +36,8 @@ from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
-from watcher.ledger.rpc import EndpointSpec, RpcClient
+from watcher.ledger.rpc import RpcClient
+from watcher.ledger.transport import EndpointSpec
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.state.store import Store
