@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
-from watcher.core.errors import InvalidRequest, RpcTimeout, ServerError
+from watcher.core.errors import InvalidRequest, RpcError, RpcTimeout, ServerError
 from watcher.ledger.endpoints import COOLDOWN_FIRST, EndpointPool
 from watcher.ledger.rpc import EndpointSpec, RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
@@ -172,3 +173,21 @@ async def test_a_pinned_reader_asks_its_endpoint_only(
         await second.get_vote_accounts()
     assert (a.count(), b.count()) == (2, 1)
     assert first.public_url == a.url.replace(KEY_A, "***")
+
+
+async def test_no_key_of_any_endpoint_shows_in_errors_or_logs(
+    servers: tuple[SimulatorServer, SimulatorServer],
+) -> None:
+    a, b = servers
+    a.ledger.faults.inject("http_503_html", count=10)
+    refused = b.url
+    b.stop()
+    with structlog.testing.capture_logs() as logs:
+        async with client([a.url, refused], [0.0]) as rpc:
+            with pytest.raises(RpcError) as caught:
+                await rpc.get_vote_accounts()
+    shown = [str(caught.value), caught.value.message, rpc.public_url, repr(logs)]
+    assert "rpc failover" in shown[-1] and "rpc retry" in shown[-1]
+    assert rpc.public_url == f"{a.url}, {refused}".replace(KEY_A, "***").replace(KEY_B, "***")
+    for text in shown:
+        assert KEY_A not in text and KEY_B not in text
