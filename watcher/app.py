@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import structlog
 
@@ -24,6 +25,7 @@ from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import Presentation, PresentedRule, present
 from watcher.alerting.ruleset import Job, RuleSet
+from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
@@ -33,7 +35,9 @@ from watcher.kinds import SOURCES
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient
+from watcher.ledger.transport import EndpointSpec
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.state.store import Store
@@ -49,7 +53,9 @@ SUPERVISE_SECONDS = 1.0
 
 
 # Settings a running daemon keeps until it restarts: its connections and its database.
-RESTART_SETTINGS = ("rpc_url", "commitment", "state_path", "rpc", "log_level", "log_format")
+RESTART_SETTINGS = (
+    "rpc_url", "rpc_urls", "quorum", "commitment", "state_path", "rpc", "log_level", "log_format"
+)
 
 
 def describe_jobs(jobs: Sequence[Job]) -> list[str]:
@@ -74,8 +80,9 @@ class Daemon:
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self._outbox_has_work = asyncio.Event()
+        endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
         self.rpc: LedgerReader = ledger or RpcClient(
-            settings.rpc_url.get_secret_value(),
+            endpoints,
             commitment=settings.commitment,
             timeout=settings.rpc.timeout,
             max_attempts=settings.rpc.max_attempts,
@@ -94,6 +101,7 @@ class Daemon:
             state_health=self.state_health,
         )
         self.health = RoundHealth()
+        self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
@@ -108,21 +116,35 @@ class Daemon:
         rules = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
         try:
-            observation = await source.observe(self.rpc, target, state)
+            observations = await self._observe(source, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             self.health.failed(source.name, target, exc)
             return
-        now = self.clock()
+        observation, now = observations[0], self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now):
             return
         self.health.succeeded(source.name, target)
         outcome = source.step(rules, target, state, observation, now)
+        others = [source.step(rules, target, state, other, now) for other in observations[1:]]
+        if not self.quorum.agreed(source.name, target, [outcome, *others]):
+            return  # the endpoints disagree: not evidence
         self._commit(source.name, target, outcome, rules, now)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
+
+    async def _observe(self, source: Source, target: str, state: TargetState | None) -> list[Any]:
+        """One observation; a state kind's target under quorum: one from each of ``quorum``
+        endpoints (``watcher.ledger.quorum``)."""
+        watched = self.ruleset.rules_for(source.name, target)
+        state_kind = any(isinstance(rule, StateRule) for rule in watched)
+        if self.quorum.needed > 1 and state_kind and isinstance(self.rpc, RpcClient):
+            readers = self.rpc.readers()
+            observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
+            return await observe_from(readers, self.quorum.needed, observe)
+        return [await source.observe(self.rpc, target, state)]
 
     def _confirmed(
         self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float

@@ -17,8 +17,11 @@ message``.
 - Unknown keys are errors. ``rules`` entries must exist.
 
 ``rpc_url`` holds the RPC API key in its path: it is a ``SecretStr`` (hidden in repr, str and
-dumps; ``rpc_url.get_secret_value()`` gives it) and no message ever quotes it. Channel URLs hold
-tokens too: they are left out of repr and never quoted in messages.
+dumps; ``rpc_url.get_secret_value()`` gives it) and no message ever quotes it. ``rpc_urls``
+(several endpoints, each a URL or ``{url, max_rps}``) is its alternative: giving both is an
+error (which one wins would be a guess); ``Settings.endpoints`` gives the endpoints either way.
+``quorum`` (state kinds confirmed by that many endpoints) cannot exceed their number.
+Channel URLs hold tokens too: they are left out of repr and never quoted in messages.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -42,6 +44,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
@@ -55,6 +58,7 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 from watcher.alerting.events import Severity
+from watcher.config.endpoints import RpcEndpoint, RpcEndpoints, http_url, redacted
 from watcher.config.rule_models import NAME_PATTERN, PositiveDuration, Pubkey
 from watcher.config.yamlpos import (
     Loc,
@@ -73,7 +77,7 @@ from watcher.core.errors import ConfigError, Problem
 ENV_PREFIX = "WATCHER_"
 ENV_NESTED_DELIMITER = "__"
 # Keys whose values are secrets: never quoted in a problem.
-SECRET_KEYS = frozenset({"rpc_url", "channels"})
+SECRET_KEYS = frozenset({"rpc_url", "rpc_urls", "channels"})
 
 _VARIABLE = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})$")
@@ -181,7 +185,11 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    rpc_url: SecretStr
+    # Required unless rpc_urls is given (see _endpoint_keys).
+    rpc_url: Annotated[SecretStr, AfterValidator(http_url)] | None
+    rpc_urls: Annotated[RpcEndpoints | None, Field(repr=False)] = None
+    # State kinds: a transition is taken only when this many endpoints agree on it.
+    quorum: Annotated[int, Field(ge=1)] = 1
     commitment: Literal["finalized", "confirmed"] = "finalized"
     state_path: Path = Path("state/watcher.db")
     rules: Annotated[list[Path], Field(min_length=1)]
@@ -211,22 +219,47 @@ class Settings(BaseSettings):
         return self._config_path
 
     @property
-    def rpc_url_redacted(self) -> str:
-        """``https://rpc.example.com/***``: the endpoint without its key, for logs."""
-        parts = urlsplit(self.rpc_url.get_secret_value())
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}/***"
+    def endpoints(self) -> tuple[RpcEndpoint, ...]:
+        """The RPC endpoints, from ``rpc_urls`` or the one ``rpc_url``."""
+        if self.rpc_urls is not None:
+            return tuple(self.rpc_urls)
+        assert self.rpc_url is not None  # _endpoint_keys
+        return (RpcEndpoint(url=self.rpc_url),)
 
-    @field_validator("rpc_url")
+    @property
+    def rpc_url_redacted(self) -> str:
+        """``https://rpc.example.com/***``: the endpoints without their keys, for logs."""
+        return ", ".join(redacted(endpoint.url) for endpoint in self.endpoints)
+
+    @model_validator(mode="before")
     @classmethod
-    def _http_url(cls, value: SecretStr) -> SecretStr:
-        parts = urlsplit(value.get_secret_value())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL (its value is not shown)")
+    def _endpoint_keys(cls, data: Any) -> Any:
+        # rpc_urls stands in for rpc_url; with neither, the error names rpc_url as before.
+        if isinstance(data, dict) and data.get("rpc_urls") is not None and "rpc_url" not in data:
+            return {**data, "rpc_url": None}
+        return data
+
+    @field_validator("rpc_urls")
+    @classmethod
+    def _not_both(cls, value: list[RpcEndpoint] | None, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("rpc_url") is not None:
+            raise ValueError("give either rpc_url (one endpoint) or rpc_urls, not both")
         return value
+
+    @field_validator("quorum")
+    @classmethod
+    def _enough_endpoints(cls, value: int, info: ValidationInfo) -> int:
+        urls = info.data.get("rpc_urls")
+        count = len(urls) if urls is not None else 1
+        if value > count and ("rpc_urls" in info.data or info.data.get("rpc_url")):
+            raise ValueError(f"quorum {value} needs at least {value} endpoints in rpc_urls")
+        return value
+
+    @model_validator(mode="after")
+    def _an_endpoint(self) -> Settings:
+        if self.rpc_url is None and self.rpc_urls is None:
+            raise ValueError("rpc_url: give rpc_url or rpc_urls")
+        return self
 
     @field_validator("health")
     @classmethod

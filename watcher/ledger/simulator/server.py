@@ -11,7 +11,8 @@ Wire behaviour (each choice documented where a real node or provider leaves it o
   than ``batch_limit`` gets HTTP 413 with a -32600 error body; an empty batch a -32600 error.
   Unparseable JSON: -32700 "Parse error" (HTTP 200). A call without ``id`` is a notification and
   gets no answer.
-- Faults from ``ledger.faults`` (see ``faults.py``) are applied after authentication.
+- Faults from ``ledger.faults``, or the server's own ``faults`` (two servers on one ledger that
+  fail apart; see ``faults.py``), are applied after authentication.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from watcher.ledger.simulator.faults import REWRITE, Fault
+from watcher.ledger.simulator.faults import REWRITE, Fault, FaultPlan
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.methods import RpcError, RpcMethods
 
@@ -205,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         methods = [call["method"] for call in calls
                    if isinstance(call, dict) and isinstance(call.get("method"), str)]
-        fault = sim.ledger.faults.take_http(methods)
+        fault = sim.faults.take_http(methods)
         if fault is not None and fault.kind != "truncated_json":
             if fault.kind != "timeout":
                 self._send_http_fault(fault)
@@ -255,8 +256,11 @@ class SimulatorServer:
         api_key: str = "sim-key",
         batch_limit: int = 100,
         max_body_bytes: int = MAX_BODY_BYTES,
+        faults: FaultPlan | None = None,
     ) -> None:
         self.ledger = ledger
+        # The ledger's faults, or this server's own: two servers on one ledger failing apart.
+        self.faults = ledger.faults if faults is None else faults
         self.host, self.api_key = host, api_key
         self.path = f"/v3/{api_key}"
         self.batch_limit, self.max_body_bytes = batch_limit, max_body_bytes
@@ -335,7 +339,7 @@ class SimulatorServer:
             return None
         id_text = json.dumps(call["id"], ensure_ascii=False)
         method: str = call["method"]
-        fault = self.ledger.faults.take_call(method)
+        fault = self.faults.take_call(method)
         if fault is not None and fault.kind == "rpc_error":
             error = RpcError(fault.options["code"], fault.options["message"],
                              fault.options.get("data"))

@@ -1,0 +1,154 @@
+"""quorum: 2 — a state alert fires or resolves only when two endpoints agree.
+
+The daemon's own ``poll_target`` against two real simulators on loopback, each with its own
+ledger; state is a real SQLite file. What the user would get is asserted: the alerts recorded
+for delivery."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import yaml
+from test_evidence import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
+
+from watcher.alerting.events import AlertMessage, StepOutcome
+from watcher.alerting.ruleset import RuleSet
+from watcher.app import Daemon
+from watcher.config.check import load_config
+from watcher.kinds import SOURCES
+from watcher.ledger.quorum import agree
+from watcher.ledger.simulator import Ledger, SimulatorServer
+
+from daemon_harness import write_config
+
+KEY_A, KEY_B = "qu0rumAK3yTh4tMustN3v3rL3ak", "qu0rumBK3yTh4tMustN3v3rL3ak"
+
+
+def with_endpoints(config: Path, urls: list[str], **extra: Any) -> Path:
+    """The settings file with ``rpc_urls`` instead of ``rpc_url``."""
+    data = yaml.safe_load(config.read_text())
+    del data["rpc_url"]
+    data.update(rpc_urls=urls, **extra)
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+@dataclass
+class World:
+    a: Ledger
+    b: Ledger
+    servers: tuple[SimulatorServer, SimulatorServer]
+    daemon: Daemon
+    now: list[float]
+
+    async def poll(self, source: str = "votes") -> None:
+        self.now[0] += 1.0
+        await self.daemon.poll_target(SOURCES[source], "cluster")
+
+    def titles(self) -> list[str]:
+        return [alert.title for alert in reversed(self.daemon.store.history(limit=1000))]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    now = [START]
+    a, b = small_cluster(lambda: now[0]), small_cluster(lambda: now[0])
+    with (
+        SimulatorServer(a, api_key=KEY_A) as server_a,
+        SimulatorServer(b, api_key=KEY_B) as server_b,
+    ):
+        config = write_config(
+            tmp_path, rpc_url="unused", channels={"hooks": ["json://127.0.0.1:9/"]},
+            rules=base_rules(),
+            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
+                   "rpc": {"timeout": "2s", "max_attempts": 1}},
+        )  # fmt: skip
+        with_endpoints(config, [server_a.url, server_b.url], quorum=2)
+        settings, rules = load_config(config)
+        daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
+        try:
+            yield World(a, b, (server_a, server_b), daemon, now)
+        finally:
+            daemon.store.close()
+
+
+async def test_one_endpoint_alone_cannot_fire_nor_resolve_a_delinquency(world: World) -> None:
+    await world.poll()  # both agree: current, quiet
+    world.a.mark_delinquent(OUR_VOTE)  # only endpoint A sees it
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            await world.poll()
+    assert world.titles() == []
+    disagreements = [e for e in logs if e["event"].startswith("rpc endpoints disagree")]
+    assert len(disagreements) == 1  # once per stretch
+
+    world.b.mark_delinquent(OUR_VOTE)  # now both do
+    await world.poll()
+    [fired] = world.titles()
+    assert "delinquent" in fired and "my-validator" in fired
+
+    world.a.mark_current(OUR_VOTE)  # one endpoint says it recovered: not enough
+    for _ in range(2):
+        await world.poll()
+    assert world.titles() == [fired]
+    world.b.mark_current(OUR_VOTE)
+    await world.poll()
+    assert len(world.titles()) == 2 and "is voting again (current)" in world.titles()[1]
+
+
+async def test_drift_needs_both_endpoints_too(world: World) -> None:
+    await world.poll("nodes")
+    world.a.set_node(OUR_NODE, version="2.3.4")
+    await world.poll("nodes")
+    assert world.titles() == []
+    world.b.set_node(OUR_NODE, version="2.3.4")
+    await world.poll("nodes")
+    [fired] = world.titles()
+    assert fired.startswith("[WARNING] drift:"), fired
+
+
+async def test_with_one_endpoint_down_a_state_poll_is_a_failed_poll(world: World) -> None:
+    await world.poll()
+    world.a.mark_delinquent(OUR_VOTE)
+    world.b.mark_delinquent(OUR_VOTE)
+    world.b.faults.inject("http_503_html", count=5)  # only one endpoint answers
+    before = world.daemon.store.load_state("votes", "cluster")
+    await world.poll()
+    assert world.titles() == []
+    assert world.daemon.store.load_state("votes", "cluster") == before
+    assert world.daemon.health.failed_rounds == 0  # counted when the round is done
+    verdict = world.daemon.health.round_done("votes", world.now[0])
+    assert verdict is not None and verdict.last_error is not None
+
+
+async def test_event_kinds_are_not_put_to_a_vote(world: World) -> None:
+    """A new transaction seen by the endpoint asked is notified: failover covers event kinds."""
+    await world.daemon.poll_target(SOURCES["signatures"], TREASURY)  # the quiet baseline
+    world.a.add_transactions(TREASURY, 2)  # only A (the first endpoint) has them
+    world.now[0] += 1
+    await world.daemon.poll_target(SOURCES["signatures"], TREASURY)
+    assert len(world.titles()) == 1
+
+
+def outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:
+    alerts = tuple(
+        AlertMessage(rule="r", severity="warning", subject="s", reason="firing", dedup_key=k,
+                     title="t", body="b", channels=())
+        for k in keys
+    )  # fmt: skip
+    return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
+
+
+def test_agreement_is_about_transitions_not_facts() -> None:
+    firing = {"status": "firing", "number": 1, "details": {"last_vote": 10}}
+    other_facts = {"status": "firing", "number": 1, "details": {"last_vote": 12}}
+    pending = {"status": "pending", "number": 0, "details": {}}
+    assert agree([outcome("k1", episodes={"r": {"s": firing}}),
+                  outcome("k1", episodes={"r": {"s": other_facts}})])  # fmt: skip
+    assert not agree([outcome("k1"), outcome()])
+    assert not agree([outcome(episodes={"r": {"s": pending}}), outcome(episodes={"r": {}})])

@@ -1,0 +1,99 @@
+"""One endpoint's HTTP side: its public form, and the httpx client that never sees its key.
+
+The API key lives in the URL path. httpx logs full URLs and copies them into its exceptions
+(encode/httpx#2760), so httpx never sees the key: it is given the redacted URL and
+``SecretUrlTransport``, below it, swaps the real URL in just before the bytes leave.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import httpx
+
+from watcher.core.redact import REDACTOR, split_rpc_url
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """One endpoint as the settings give it. ``max_rps`` is stored, not enforced yet."""
+
+    url: str
+    max_rps: float | None = None
+
+
+class SecretUrlTransport(httpx.AsyncBaseTransport):
+    """Rewrites requests for ``placeholder`` to ``real`` just before they are sent.
+
+    Everything above this layer (httpx's logs, exceptions, ``response.request``) holds the
+    placeholder. Errors from below are re-raised with their text redacted and without the
+    original (which may carry the real request) attached.
+    """
+
+    def __init__(self, placeholder: str, real: str, inner: httpx.AsyncBaseTransport) -> None:
+        self._placeholder = httpx.URL(placeholder)
+        real_url = httpx.URL(real)
+        self._real = real_url.copy_with(userinfo=b"")
+        # httpx turns URL userinfo into basic auth in the client, above us: do it here instead.
+        self._authorization: str | None = None
+        if real_url.userinfo:
+            pair = f"{real_url.username}:{real_url.password}".encode()
+            self._authorization = "Basic " + base64.b64encode(pair).decode()
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url != self._placeholder:
+            return await self._inner.handle_async_request(request)
+        headers = request.headers.copy()
+        if self._authorization:
+            headers["Authorization"] = self._authorization
+        outgoing = httpx.Request(
+            request.method,
+            self._real,
+            headers=headers,
+            stream=request.stream,
+            extensions=request.extensions,
+        )
+        try:
+            return await self._inner.handle_async_request(outgoing)
+        except httpx.TransportError as exc:
+            scrubbed = type(exc)(REDACTOR.redact(str(exc)))
+        # Raised outside the except block, so the original is not chained as its context.
+        raise scrubbed
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Endpoint:
+    """One endpoint: its public form, and its own httpx client that never sees the key."""
+
+    def __init__(
+        self,
+        spec: EndpointSpec,
+        *,
+        timeout: float,
+        max_concurrency: int,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        url = spec.url
+        public_url, secrets = split_rpc_url(url)
+        REDACTOR.add(*secrets)
+        self.public_url = public_url
+        self.max_rps = spec.max_rps
+        try:
+            scheme = httpx.URL(url).scheme
+            # What httpx sees: the public form without userinfo (httpx would make basic auth of it).
+            self.placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
+            inner = transport or httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=max_concurrency)
+            )
+            wrapped = SecretUrlTransport(self.placeholder, url, inner)
+        except httpx.InvalidURL:
+            raise ValueError(f"not a valid RPC URL: {public_url}") from None
+        if scheme not in ("http", "https"):
+            raise ValueError(f"RPC URL must start with http:// or https://: {public_url}")
+        self.http = httpx.AsyncClient(
+            transport=wrapped, timeout=httpx.Timeout(timeout), follow_redirects=False
+        )
