@@ -591,6 +591,16 @@ def holder_twice(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def node_twice_with_another_version(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [*result, dict(result[0], version="1.0.0")]
+
+
+def amount_as_a_bare_number(result: dict[str, Any]) -> dict[str, Any]:
+    # The node sends amounts as strings of digits; a number in their place is not its answer.
+    result["value"][0]["amount"] = 5
+    return result
+
+
 def vote_account_in_both_lists(result: dict[str, Any]) -> dict[str, Any]:
     result["delinquent"].append(dict(result["current"][0], lastVote=1))
     return result
@@ -601,6 +611,8 @@ def vote_account_in_both_lists(result: dict[str, Any]) -> dict[str, Any]:
     [
         ("getTokenLargestAccounts", "holders", MINT, holder_twice),
         ("getVoteAccounts", "votes", "cluster", vote_account_in_both_lists),
+        ("getClusterNodes", "nodes", "cluster", node_twice_with_another_version),
+        ("getTokenLargestAccounts", "holders", MINT, amount_as_a_bare_number),
     ],
 )
 async def test_an_answer_contradicting_itself_is_a_bad_answer(

@@ -87,10 +87,9 @@ class TokenAmount(_Answer):
     @classmethod
     def _amount_is_a_u64_string(cls, value: Any) -> Any:
         # The wire carries a string holding a u64; refuse floats that would lose precision.
+        # A bare number is not what a node sends: an answer that changed type is not evidence.
         if isinstance(value, str) and value.isdigit():
             return int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         raise ValueError("amount must be a string of digits")
 
 
@@ -153,3 +152,12 @@ class ClusterNode(_Answer):
     )
     shred_version: int | None = Field(default=None, alias="shredVersion")
     client_id: int | str | None = Field(default=None, alias="clientId")
+
+
+def _each_node_once(nodes: list[ClusterNode]) -> list[ClusterNode]:
+    # Gossip holds one contact info per identity: a node listed twice contradicts itself.
+    _unique([node.pubkey for node in nodes], "node")
+    return nodes
+
+
+ClusterNodes = Annotated[list[ClusterNode], AfterValidator(_each_node_once)]

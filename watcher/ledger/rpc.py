@@ -51,6 +51,7 @@ from watcher.core.errors import (
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
     ClusterNode,
+    ClusterNodes,
     SignatureEntry,
     TokenAmount,
     TokenLargestAccounts,
@@ -94,7 +95,7 @@ MAX_SIGNATURES_LIMIT = 1000
 _SIGNATURES = TypeAdapter(list[SignatureEntry])
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
-_CLUSTER_NODES = TypeAdapter(list[ClusterNode])
+_CLUSTER_NODES = TypeAdapter(ClusterNodes)
 
 Sleep = Callable[[float], Awaitable[None]]
 
