@@ -19,7 +19,15 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import base58
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 U64_MAX = 2**64 - 1
 # 2^40 slots is 14,000 years of 400 ms slots: no real cluster is there (mainnet: ~4e8 in 2025).
@@ -75,6 +83,11 @@ class SignatureEntry(_Answer):
     transaction_index: U64 | None = Field(default=None, alias="transactionIndex")
 
 
+# Validation context of answers read from the wire (``watcher.ledger.wire.validate``): stricter
+# than values built in code.
+FROM_WIRE = "from_wire"
+
+
 class TokenAmount(_Answer):
     """One entry of getTokenLargestAccounts' value (also the value of getTokenAccountBalance)."""
 
@@ -85,11 +98,15 @@ class TokenAmount(_Answer):
 
     @field_validator("amount", mode="before")
     @classmethod
-    def _amount_is_a_u64_string(cls, value: Any) -> Any:
+    def _amount_is_a_u64_string(cls, value: Any, info: ValidationInfo) -> Any:
         # The wire carries a string holding a u64; refuse floats that would lose precision.
-        # A bare number is not what a node sends: an answer that changed type is not evidence.
         if isinstance(value, str) and value.isdigit():
             return int(value)
+        # A bare number is not what a node sends (an answer that changed type is not evidence);
+        # code building a value (samples, tests) may pass an int.
+        from_wire = bool(info.context and info.context.get(FROM_WIRE))
+        if isinstance(value, int) and not isinstance(value, bool) and not from_wire:
+            return value
         raise ValueError("amount must be a string of digits")
 
 

@@ -20,6 +20,7 @@ from watcher.core.errors import (
     ServerError,
 )
 from watcher.core.redact import REDACTOR
+from watcher.ledger.models import FROM_WIRE
 
 T = TypeVar("T")
 
@@ -138,7 +139,7 @@ def _retry_after(headers: httpx.Headers) -> float | None:
 
 def validate(method: str, adapter: TypeAdapter[T], result: Any) -> T:
     try:
-        return adapter.validate_python(result)
+        return adapter.validate_python(result, context={FROM_WIRE: True})
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(map(str, first["loc"])) or "result"
