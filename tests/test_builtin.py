@@ -25,12 +25,11 @@ from watcher.alerting.builtin import (
 )
 from watcher.alerting.events import AlertMessage, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict
-from watcher.config.rule_models import RULE_MODELS
 from watcher.config.rules import load_rules
 from watcher.config.settings import load_settings
 from watcher.core.errors import ConfigError, ServerError
-from watcher.kinds import SOURCES
-from watcher.kinds.votes import delinquent_stake_pct
+from watcher.kinds import RULE_MODELS, SOURCES
+from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator.keys import derived_pubkey
 

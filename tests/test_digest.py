@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from watcher.alerting.events import AlertMessage, Grouping
-from watcher.alerting.messages import make_alert, transactions_text
-from watcher.config.rule_models import DelinquentValidatorsRule, NewTransactionsRule
+from watcher.alerting.messages import make_alert
 from watcher.delivery.digest import (
     DEAD_LETTER_GROUPING,
     batches,
@@ -26,6 +25,8 @@ from watcher.delivery.digest import (
 )
 from watcher.delivery.outbox import url_id
 from watcher.delivery.sender import Sender
+from watcher.kinds.delinquency import DelinquentValidatorsRule
+from watcher.kinds.transactions import NewTransactionsRule, transactions_text
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import DeliveryRow, Store
@@ -111,7 +112,6 @@ class Outbox:
         self.clock.now = 1_000_000.0 + seconds
         await self.sender.send_due()
         return titles(self.receiver.received)
-
 
 
 @pytest.fixture

@@ -8,18 +8,18 @@ from typing import Any
 import pytest
 
 from watcher.alerting.messages import (
-    drift_text,
     episode_facts,
-    holders_text,
     make_alert,
     render_checked,
     shorten,
     template_problem,
-    transactions_text,
     ui_amount,
-    validator_text,
 )
-from watcher.config.rule_models import RULE_MODELS
+from watcher.kinds import RULE_MODELS
+from watcher.kinds.delinquency import validator_text
+from watcher.kinds.drift import drift_text
+from watcher.kinds.holders import holders_text
+from watcher.kinds.transactions import transactions_text
 
 from test_diff import key
 

@@ -12,17 +12,16 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import (
     PLAIN,
     Presentation,
-    cluster_stake_text,
     present,
     shorten,
-    validator_text,
 )
-from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.config.rule_models import AnyRule
 from watcher.delivery.sender import MAX_MESSAGE_CHARS, TRUNCATED, Sender
-from watcher.kinds import SOURCES
+from watcher.kinds import RULE_MODELS, SOURCES, wording_of
+from watcher.kinds.delinquency import cluster_stake_text, validator_text
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.store import Store
 
@@ -91,13 +90,13 @@ def test_wording_again_plain_gives_what_the_step_said(case: tuple[AnyRule, Alert
     """The daemon words each alert again from its facts: with no labels and no links that
     must be exactly what the step said (the kind names the same wording the source used)."""
     watching, alert = case
-    assert present(alert, watching, PLAIN) == alert
+    assert present(alert, watching, PLAIN, wording_of(watching.kind)) == alert
 
 
 @pytest.mark.parametrize("case", one_alert_of_each_kind(), ids=lambda case: case[0].kind)
 def test_every_kind_links_the_keys_it_names(case: tuple[AnyRule, AlertMessage]) -> None:
     watching, alert = case
-    shown = present(alert, watching, SHOWN)
+    shown = present(alert, watching, SHOWN, wording_of(watching.kind))
     assert shown.facts == alert.facts and shown.dedup_key == alert.dedup_key
     links = [line for line in shown.body.splitlines() if line.startswith("  https://")]
     assert links, shown.body
@@ -109,7 +108,7 @@ def test_every_kind_links_the_keys_it_names(case: tuple[AnyRule, AlertMessage]) 
 
 def test_a_label_shows_next_to_the_key_in_titles_and_bodies() -> None:
     [(watching, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "new_transactions"]
-    shown = present(alert, watching, SHOWN)
+    shown = present(alert, watching, SHOWN, wording_of(watching.kind))
     assert shown.title == f"[WARNING] r: 1 new transaction on {shorten(ADDRESS)} (treasury)"
     lines = shown.body.splitlines()
     assert lines[1:3] == [
@@ -135,7 +134,9 @@ def test_a_validator_is_named_by_the_label_of_its_vote_account_or_its_identity()
 
 def test_no_explorer_url_means_no_links() -> None:
     [(watching, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "holder_changes"]
-    shown = present(alert, watching, Presentation({HOLDER: "exchange"}, None))
+    shown = present(
+        alert, watching, Presentation({HOLDER: "exchange"}, None), wording_of(watching.kind)
+    )
     assert "https://" not in shown.body
     assert f"{HOLDER} (exchange)" in shown.body
 
@@ -148,13 +149,13 @@ def test_templates_can_name_and_link_keys() -> None:
         body="{{ address | explorer }} {{ signatures[0].signature | explorer('tx') }}",
     )
     [(_, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "new_transactions"]
-    shown = present(alert, templated, SHOWN)
+    shown = present(alert, templated, SHOWN, wording_of(templated.kind))
     signature = entry("new", 11).signature
     assert shown.title == f"{ADDRESS} (treasury)"
     assert shown.body == (
         f"https://explorer.solana.com/address/{ADDRESS} https://explorer.solana.com/tx/{signature}"
     )
-    plain = present(alert, templated, PLAIN)
+    plain = present(alert, templated, PLAIN, wording_of(templated.kind))
     assert plain.title == ADDRESS and plain.body == " "
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.config.rule_models import AnyRule
 from watcher.core.errors import BadResponse, RpcTimeout
-from watcher.kinds import SOURCES, source_for_kind
+from watcher.kinds import RULE_MODELS, SOURCES, source_of
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -475,7 +475,7 @@ def test_registry() -> None:
     assert set(SOURCES) == {"signatures", "holders", "votes", "nodes"}
     for name, source in SOURCES.items():
         assert source.name == name
-    assert source_for_kind("version_drift") is NODES
+    assert source_of("version_drift") is NODES
     assert VOTES.targets([MY_VALIDATOR]) == ["cluster"]
     assert HOLDERS.targets([WHALES, TREASURY]) == [MINT]
 

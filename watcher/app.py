@@ -29,7 +29,7 @@ from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import DB_RETRY_MAX, Sender
-from watcher.kinds import SOURCES
+from watcher.kinds import SOURCES, wording_of
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -105,7 +105,7 @@ class Daemon:
 
     async def poll_target(self, source: Source, target: str) -> None:
         builtins = self.builtins.rules_for(source.name)
-        rules = [*self.ruleset.rules_for(source.name, target), *builtins]
+        rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
         try:
             observation = await source.observe(self.rpc, target, state)
@@ -213,7 +213,9 @@ class Daemon:
     def _present(self, alert: AlertMessage, rules: Sequence[PresentedRule]) -> AlertMessage:
         """Word the alert again with the address book and explorer links (settings)."""
         rule = next((rule for rule in rules if rule.name == alert.rule), None)
-        return alert if rule is None else present(alert, rule, self.presentation)
+        if rule is None:
+            return alert
+        return present(alert, rule, self.presentation, wording_of(rule.kind))
 
     def _route(self, alert: AlertMessage) -> AlertMessage:
         channels = routing.channels_for(alert, self.settings)

@@ -19,10 +19,9 @@ import base58
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.errors import Problem
 from watcher.kinds import SOURCES
-from watcher.kinds.diff import Cursor
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import Cursor, SignaturesObservation
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,

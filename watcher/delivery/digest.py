@@ -19,12 +19,13 @@ Pure: rows and times in, texts and times out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
 from watcher.core.clock import iso
+from watcher.kinds import digest_words
+from watcher.kinds.base import DigestWords
 from watcher.state.store import DeliveryRow
 
 HOUR = 3600.0
@@ -42,25 +43,6 @@ _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2
 # -- wording --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DigestWords:
-    """How a digest of one kind counts: what its alerts add up to, and what a subject is."""
-
-    item: tuple[str, str]  # singular, plural
-    subject: tuple[str, str]
-    count: Callable[[Mapping[str, Any]], int]
-    # How one alert is listed; None: by its title.
-    line: Callable[[Mapping[str, Any]], str] | None = None
-
-
-def _transactions(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count", 1))
-
-
-def _holder_changes(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 def _one(facts: Mapping[str, Any]) -> int:
     return 1
 
@@ -69,21 +51,21 @@ def _dead_letter_line(facts: Mapping[str, Any]) -> str:
     return f"{facts['original_title']} (to {facts['channel']}, URL id {facts['url_id']})"
 
 
-WORDS: Mapping[str, DigestWords] = {
-    "new_transactions": DigestWords(
-        ("new transaction", "new transactions"), ("address", "addresses"), _transactions
-    ),
-    "holder_changes": DigestWords(
-        ("top-holder change", "top-holder changes"), ("mint", "mints"), _holder_changes
-    ),
-    DEAD_LETTER_KIND: DigestWords(
-        ("undeliverable notification", "undeliverable notifications"),
-        ("rule", "rules"),
-        _one,
-        _dead_letter_line,
-    ),
-}
+# Each event kind's words are its own (``watcher.kinds.digest_words``); dead letters have theirs.
+DEAD_LETTER_WORDS = DigestWords(
+    ("undeliverable notification", "undeliverable notifications"),
+    ("rule", "rules"),
+    _one,
+    _dead_letter_line,
+)
 GENERIC_WORDS = DigestWords(("event", "events"), ("subject", "subjects"), _one)
+
+
+def words_of(kind: str) -> DigestWords:
+    """How a digest of ``kind``'s alerts counts."""
+    if kind == DEAD_LETTER_KIND:
+        return DEAD_LETTER_WORDS
+    return digest_words(kind) or GENERIC_WORDS
 
 
 def _counted(count: int, forms: tuple[str, str]) -> str:
@@ -116,7 +98,7 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
     the first ``DIGEST_ITEMS`` alerts by their titles, then "... and K more"."""
     first = rows[0]
-    words = WORDS.get(first.grouping.kind if first.grouping else "", GENERIC_WORDS)
+    words = words_of(first.grouping.kind if first.grouping else "")
     severity = severity_of(rows)
     count = sum(words.count(row.facts) for row in rows)
     subjects = len({row.subject for row in rows})
