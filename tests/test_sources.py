@@ -14,7 +14,7 @@ import pytest
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.config.rule_models import AnyRule
 from watcher.core.errors import BadResponse, RpcTimeout
-from watcher.kinds import RULE_MODELS, SOURCES, source_of
+from watcher.kinds import RULE_MODELS, SOURCES, source_of, word
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
@@ -101,7 +101,14 @@ async def poll(
     ledger: FakeLedger, state: TargetState | None, rules: Sequence[AnyRule] = (TREASURY,)
 ) -> StepOutcome:
     observation = await SIGNATURES.observe(ledger, ADDRESS, state)
-    return SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
+    outcome = SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
+    return StepOutcome(outcome.state, worded(outcome, rules))
+
+
+def worded(outcome: StepOutcome, rules: Sequence[AnyRule]) -> tuple[AlertMessage, ...]:
+    """What a step says (facts), worded the one way the daemon words it."""
+    by_name = {rule.name: rule for rule in rules}
+    return tuple(word(alert, by_name[alert.rule]) for alert in outcome.alerts)
 
 
 # -- signatures ------------------------------------------------------------------------------
@@ -246,7 +253,7 @@ def test_a_whale_moving_is_one_notification_listing_each_change() -> None:
     after = {a: 5_000_000_000, b: 500_000_000, c: 2_100_000_000, e: 2_500_000_000}
     outcome = HOLDERS.step([WHALES], MINT, state, holders(after), 60.0)
     assert len(outcome.alerts) == 1
-    alert = outcome.alerts[0]
+    alert = worded(outcome, [WHALES])[0]
     assert alert.title == "[WARNING] whales: 3 top-holder changes on EPjF…Dt1v"
     lines = [line for line in alert.body.splitlines() if line.startswith("- ")]
     assert lines == [
@@ -257,11 +264,12 @@ def test_a_whale_moving_is_one_notification_listing_each_change() -> None:
     assert MINT in alert.body and "10%" in alert.body
     assert alert.dedup_key.startswith(f"whales|{MINT}|") and alert.dedup_key.endswith("|event")
     # Re-running the same step (after a crash) gives the same key: the outbox drops the copy.
-    assert HOLDERS.step([WHALES], MINT, state, holders(after), 61.0).alerts[0] == alert
+    assert HOLDERS.step([WHALES], MINT, state, holders(after), 61.0).alerts == outcome.alerts
     # c crept 5% and stays quiet; 5% more (10.25% from its reference) is reported.
     later = {**after, c: 2_205_000_000}
     creep = HOLDERS.step([WHALES], MINT, roundtrip(outcome.state), holders(later), 120.0)
-    assert [line for line in creep.alerts[0].body.splitlines() if line.startswith("- ")] == [
+    creep_body = worded(creep, [WHALES])[0].body
+    assert [line for line in creep_body.splitlines() if line.startswith("- ")] == [
         f"- rank 3: {c}  2,000 -> 2,205 (+10.25%)"
     ]
 
@@ -320,7 +328,7 @@ def run_votes(
     for now, observation in observations:
         outcome = VOTES.step(rules, "cluster", state, observation, now)
         state = roundtrip(outcome.state)
-        said.append(list(outcome.alerts))
+        said.append(list(worded(outcome, rules)))
     return said
 
 
@@ -444,7 +452,7 @@ def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -
     ]:
         outcome = NODES.step([DRIFT], "cluster", state, observation, now)
         state = roundtrip(outcome.state)
-        said.append(list(outcome.alerts))
+        said.append(list(worded(outcome, [DRIFT])))
     assert [[a.reason for a in step] for step in said] == [["firing"], [], ["resolved"]]
     firing = said[0][0]
     short = f"{BEHIND[1][:4]}…{BEHIND[1][-4:]}"
@@ -465,10 +473,9 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
         [DRIFT], "cluster", state, ClusterObservation(gone, caught_up.vote_accounts), 300
     )
     short = f"{ON_REFERENCE[0][:4]}…{ON_REFERENCE[0][-4:]}"
-    assert [a.title for a in outcome.alerts] == [
-        f"[WARNING] drift: node {short} missing from gossip"
-    ]
-    assert "Missing from gossip (getClusterNodes)." in outcome.alerts[0].body
+    alerts = worded(outcome, [DRIFT])
+    assert [a.title for a in alerts] == [f"[WARNING] drift: node {short} missing from gossip"]
+    assert "Missing from gossip (getClusterNodes)." in alerts[0].body
 
 
 def test_registry() -> None:

@@ -22,14 +22,14 @@ import structlog
 from watcher.alerting import builtin, routing, silences
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
-from watcher.alerting.messages import Presentation, PresentedRule, present
+from watcher.alerting.messages import Presentation, PresentedRule
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import DB_RETRY_MAX, Sender
-from watcher.kinds import SOURCES, wording_of
+from watcher.kinds import SOURCES, word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -211,11 +211,9 @@ class Daemon:
     # -- delivery ----------------------------------------------------------------------------
 
     def _present(self, alert: AlertMessage, rules: Sequence[PresentedRule]) -> AlertMessage:
-        """Word the alert again with the address book and explorer links (settings)."""
+        """Word the alert, once: with its rule and the address book and explorer links."""
         rule = next((rule for rule in rules if rule.name == alert.rule), None)
-        if rule is None:
-            return alert
-        return present(alert, rule, self.presentation, wording_of(rule.kind))
+        return word(alert, rule, self.presentation)
 
     def _route(self, alert: AlertMessage) -> AlertMessage:
         channels = routing.channels_for(alert, self.settings)

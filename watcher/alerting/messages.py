@@ -1,6 +1,7 @@
-"""All the wording of notifications, in one place.
+"""How notifications are worded: the shared formatters, and the one renderer.
 
-Each message type has a pure function ``facts -> (title, body)``. The facts are a JSON-friendly
+Each kind has a pure default wording ``facts -> (title, body)`` in its module
+(``watcher.kinds``); the built-in ``rpc_unhealthy``'s is here. The facts are a JSON-friendly
 dict that always holds ``rule``, ``severity``, ``subject`` and ``reason``; they are stored with
 the alert and are the context of a rule's own ``title``/``body`` Jinja2 templates, which, when
 set, replace the default wording (rendered in a sandbox).
@@ -12,8 +13,10 @@ titles, bodies carry them in full.
 How keys are shown is a ``Presentation`` (the settings' address book ``labels`` and
 ``explorer_url``): a labelled key reads ``ELvd…mskf (my validator)`` in titles and in full with
 its label in bodies, and each signature or address of a body is followed by its explorer link.
-Steps stay pure and word with ``PLAIN`` (no labels, no links); the daemon then words each alert
-again with the real presentation (``present``), from the facts, before it is stored.
+Steps stay pure and word nothing: they return alerts as facts (``make_alert``: no title, no
+body yet). Each alert is worded ONCE, from its facts, by ``word_alert`` (through
+``watcher.kinds.word``, which knows each kind's wording): the default wording, the rule's
+templates, labels and explorer links, before it is stored. Digests list the stored titles.
 """
 
 from __future__ import annotations
@@ -226,16 +229,8 @@ def template_problem(source: str) -> str | None:
     return None
 
 
-def render(
-    rule: RuleView, facts: Facts, wording: Wording, shown: Presentation = PLAIN
-) -> tuple[str, str]:
-    """The alert's (title, body): see ``render_checked``."""
-    title, body, _ = render_checked(rule, facts, wording, shown)
-    return title, body
-
-
 def render_checked(
-    rule: RuleView, facts: Facts, wording: Wording, shown: Presentation = PLAIN
+    rule: RuleView | None, facts: Facts, wording: Wording, shown: Presentation = PLAIN
 ) -> tuple[str, str, tuple[str, ...]]:
     """The default wording, with the rule's own templates in its place where set, and what
     went wrong wording it. Templates see the facts; their filters ``named`` and ``explorer`` see
@@ -253,12 +248,12 @@ def render_checked(
         problems.append(f"default wording failed: {_short_reason(exc)}")
         title, body = minimal_text(facts)
     context = {**facts, _PRESENTATION: shown}
-    if rule.title:
+    if rule is not None and rule.title:
         try:
             title = _compiled(rule.title).render(context).strip()
         except Exception as exc:
             problems.append(f"title template failed: {_short_reason(exc)}")
-    if rule.body:
+    if rule is not None and rule.body:
         try:
             body = _compiled(rule.body).render(context)
         except Exception as exc:
@@ -294,9 +289,9 @@ def make_alert(
     reason: Reason,
     dedup_key: str,
     facts: Facts,
-    wording: Wording,
 ) -> AlertMessage:
-    """An alert worded ``PLAIN`` (steps are pure); the daemon words it again with ``present``."""
+    """An alert as facts, not worded yet (``title`` and ``body`` empty): ``word_alert`` words
+    it, once."""
     full_facts = {
         **facts,
         "rule": rule.name,
@@ -304,19 +299,17 @@ def make_alert(
         "subject": subject,
         "reason": reason,
     }
-    title, body, problems = render_checked(rule, full_facts, wording)
     return AlertMessage(
         rule=rule.name,
         severity=rule.severity,
         subject=subject,
         reason=reason,
         dedup_key=dedup_key,
-        title=title,
-        body=body,
+        title="",
+        body="",
         channels=tuple(rule.notify or ()),
         facts=full_facts,
         grouping=grouping_of(rule) if reason == "event" else None,
-        wording_problems=problems,
     )
 
 
@@ -333,12 +326,15 @@ def grouping_of(rule: RuleView) -> Grouping | None:
     )
 
 
-def present(
-    alert: AlertMessage, rule: PresentedRule, shown: Presentation, wording: Wording | None
+def word_alert(
+    alert: AlertMessage,
+    rule: RuleView | None,
+    wording: Wording | None,
+    shown: Presentation = PLAIN,
 ) -> AlertMessage:
-    """The alert worded again from its facts with labels and explorer links (``shown``).
-    An alert of a kind without a known wording is left as it is."""
-    if wording is None:
-        return alert
-    title, body, problems = render_checked(rule, alert.facts, wording, shown)
+    """THE place an alert is worded: from its facts, by ``wording`` (its kind's default) or the
+    rule's own templates, with labels and explorer links (``shown``). Without a known wording
+    (or without its rule: no templates), the wording of last resort, ``minimal_text``."""
+    default: Wording = wording or (lambda facts, _shown: minimal_text(facts))
+    title, body, problems = render_checked(rule, alert.facts, default, shown)
     return replace(alert, title=title, body=body, wording_problems=problems)

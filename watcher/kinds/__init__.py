@@ -23,7 +23,15 @@ from typing import Annotated, Any, Union
 from pydantic import Field
 
 from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, RPC_UNHEALTHY
-from watcher.alerting.messages import Wording, rpc_text
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.messages import (
+    PLAIN,
+    Presentation,
+    PresentedRule,
+    Wording,
+    rpc_text,
+    word_alert,
+)
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import delinquency, drift, holders, transactions
@@ -63,6 +71,15 @@ def wording_of(kind: str) -> Wording | None:
     """The default wording of a rule kind's (or a built-in alert's) alerts."""
     known = KINDS.get(kind)
     return known.wording if known is not None else BUILTIN_WORDINGS.get(kind)
+
+
+def word(
+    alert: AlertMessage, rule: PresentedRule | None, shown: Presentation = PLAIN
+) -> AlertMessage:
+    """Word a step's alert, once: its kind's default wording or its rule's templates, with
+    the address book's labels and explorer links (``shown``). ``rule``: the rule that made
+    it (None: not known any more; worded minimally)."""
+    return word_alert(alert, rule, None if rule is None else wording_of(rule.kind), shown)
 
 
 def digest_words(kind: str) -> DigestWords | None:

@@ -103,7 +103,7 @@ class VotesSource:
                 threshold = cast(StakeShareRule, rule).threshold
                 return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
-            cluster = step_episodes(shares, state, now, assess_share, cluster_stake_text)
+            cluster = step_episodes(shares, state, now, assess_share)
         held = any(_firing(cluster.state, rule.name, CLUSTER_SUBJECT) for rule in shares)
         statuses = classify_validators(
             {pubkey for rule in mine for pubkey in rule.validators}, observation
@@ -115,7 +115,7 @@ class VotesSource:
                 return {pubkey: (None, {}) for pubkey in watched}
             return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
 
-        validators = step_episodes(mine, cluster.state, now, assess, validator_text)
+        validators = step_episodes(mine, cluster.state, now, assess)
         state_after = {**validators.state, **vote_account_counts(observation)}
         return StepOutcome(state_after, cluster.alerts + validators.alerts)
 

@@ -96,7 +96,7 @@ class NodesSource:
             watched = cast(VersionDriftRule, rule).validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
-        outcome = step_episodes(self._rules(rules), state, now, assess, drift_text)
+        outcome = step_episodes(self._rules(rules), state, now, assess)
         counts = {"nodes": len(observation.nodes), **vote_account_counts(observation.vote_accounts)}
         return StepOutcome({**outcome.state, **counts}, outcome.alerts)
 

@@ -294,7 +294,6 @@ def _alert(
         reason="event",
         dedup_key=f"{rule.name}|{mint}|snapshot-{seq}|event",
         facts=facts,
-        wording=holders_text,
     )
 
 

@@ -270,7 +270,6 @@ def _alert(
         reason="event",
         dedup_key=f"{rule.name}|{address}|{newest.signature}|event",
         facts=facts,
-        wording=transactions_text,
     )
 
 
