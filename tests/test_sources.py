@@ -10,12 +10,25 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.config.rule_models import AnyRule
 from watcher.core.errors import BadResponse, RpcTimeout
-from watcher.kinds import RULE_MODELS, SOURCES, source_of, word
-from watcher.kinds.drift import ClusterObservation
+from watcher.kinds import (
+    KINDS,
+    RULE_MODELS,
+    SOURCES,
+    Rule,
+    digest_words,
+    source_of,
+    sources_of,
+    word,
+    wording_of,
+)
+from watcher.kinds.base import Kind
+from watcher.kinds.delinquency import DelinquentValidatorsRule, VotesSource
+from watcher.kinds.drift import ClusterObservation, VersionDriftRule
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import (
@@ -485,6 +498,39 @@ def test_registry() -> None:
     assert source_of("version_drift") is NODES
     assert VOTES.targets([MY_VALIDATOR]) == ["cluster"]
     assert HOLDERS.targets([WHALES, TREASURY]) == [MINT]
+
+
+WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
+WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
+WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
+WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
+
+
+def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
+    assert list(KINDS) == [
+        "new_transactions", "holder_changes", "delinquent_validators", "version_drift"
+    ]  # fmt: skip
+    union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
+    for name, kind in KINDS.items():
+        assert RULE_MODELS[name] is kind.model and kind.model.kind_name() == name
+        assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
+        assert name in kind.source.rule_kinds
+        assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
+        fields = {"name": "r", "kind": name, WATCHES[name]: [WATCHED[name]]}
+        assert type(union.validate_python(fields)) is kind.model
+    # Event kinds count their digests in their own words; state kinds are never digested.
+    assert [name for name, kind in KINDS.items() if kind.digest] == [
+        "new_transactions", "holder_changes"
+    ]  # fmt: skip
+
+
+def test_two_kinds_riding_one_source_poll_it_once() -> None:
+    riding = Kind(model=DelinquentValidatorsRule, source=VOTES, wording=lambda f, s: ("t", "b"))
+    kinds = [KINDS["delinquent_validators"], riding, KINDS["version_drift"]]
+    assert sources_of(kinds) == {"votes": VOTES, "nodes": NODES}
+    impostor = Kind(model=VersionDriftRule, source=VotesSource(), wording=riding.wording)
+    with pytest.raises(ValueError, match="two sources are named 'votes'"):
+        sources_of([KINDS["delinquent_validators"], impostor])
 
 
 def test_state_layouts_are_versioned() -> None:

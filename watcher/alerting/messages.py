@@ -58,7 +58,7 @@ class RuleView(Protocol):
 
 
 class PresentedRule(RuleView, Protocol):
-    """A rule whose alerts can be worded again: its kind names its wording
+    """A rule whose alerts can be worded: its kind names its wording
     (``watcher.kinds.wording_of``)."""
 
     @property

@@ -11,6 +11,10 @@ per rule and destination URL, as in Alertmanager:
 
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
+A digest is not worded again: it lists its alerts by the titles they were given, once, when
+they were stored (``watcher.kinds.word``), and counts them in their kind's words
+(``watcher.kinds.digest_words``).
+
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
 to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
 
@@ -23,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
+from watcher.alerting.messages import lines, rule_head
 from watcher.core.clock import iso
 from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords
@@ -72,12 +77,8 @@ def _counted(count: int, forms: tuple[str, str]) -> str:
     return f"{count} {forms[0] if count == 1 else forms[1]}"
 
 
-def _lines(*parts: str | None) -> str:
-    return "\n".join(part for part in parts if part is not None)
-
-
 def _head(row: DeliveryRow, severity: str | None = None) -> str:
-    return f"[{(severity or row.severity).upper()}] {row.rule}:"
+    return rule_head({"severity": severity or row.severity, "rule": row.rule})
 
 
 def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
@@ -90,7 +91,7 @@ def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tupl
     ``notes`` (from ``pacing_notes``) are added to the body."""
     if len(rows) == 1:
         row = rows[0]
-        return row.title, _lines(row.body, "", *notes) if notes else row.body
+        return row.title, lines(row.body, "", *notes) if notes else row.body
     return digest_text(rows, notes)
 
 
@@ -107,7 +108,7 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     more = len(rows) - DIGEST_ITEMS
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
-    body = _lines(
+    body = lines(
         f"Rule: {first.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
@@ -210,7 +211,7 @@ def dead_letter(
         "queued_at": iso(row.created_at),
         "error": error,
     }
-    body = _lines(
+    body = lines(
         f"A notification of rule {row.rule} could not be delivered and was given up.",
         f"Notification: {row.title}",
         f"Channel: {row.channel} (URL id {row.url_id})",

@@ -8,16 +8,19 @@ Everything else is derived from ``KINDS``: the rule models and their discriminat
 
 Why a kind *names* the source it rides on instead of being one: the contract says one RPC call
 serves every rule watching the same thing. A source is that call, per target (an address, a
-mint, the ``cluster``); it is polled once per target and its ``step`` is handed every rule
-watching that target, whatever their kind, and serves those it knows. So two kinds reading the
-same answer ride one source (one ``Kind`` line each, the same ``source``), and each kind stays
-one line here. Today each of the four kinds rides a source of its own; ``delinquent_validators``
-and ``version_drift`` share only the pure reading of getVoteAccounts (``watcher.kinds.cluster``).
+mint, the ``cluster``); it is polled once per target, at the shortest ``every`` of the rules
+watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
+(``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,
+the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
+number of kinds. Today each of the four kinds rides a source of its own. ``version_drift`` does
+read getVoteAccounts besides getClusterNodes, but riding the ``votes`` source would fetch the
+gossip table (megabytes) at the delinquency rules' pace (seconds); the two share only the pure
+reading of getVoteAccounts (``watcher.kinds.cluster``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Union
 
 from pydantic import Field
@@ -53,8 +56,19 @@ Rule: Any = Annotated[
     Union[tuple(RULE_MODELS.values())],  # noqa: UP007 (a union built at run time)
     Field(discriminator="kind"),
 ]
-# The sources to poll, by name: one per observation, however many kinds ride on it.
-SOURCES: Mapping[str, Source] = {kind.source.name: kind.source for kind in KINDS.values()}
+
+
+def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
+    """The sources to poll, by name: each once, however many kinds ride on it."""
+    sources: dict[str, Source] = {}
+    for kind in kinds:
+        known = sources.setdefault(kind.source.name, kind.source)
+        if known is not kind.source:
+            raise ValueError(f"two sources are named {kind.source.name!r}")
+    return sources
+
+
+SOURCES: Mapping[str, Source] = sources_of(KINDS.values())
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, Wording] = {
     RPC_UNHEALTHY: rpc_text,
