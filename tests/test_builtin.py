@@ -25,12 +25,11 @@ from watcher.alerting.builtin import (
 )
 from watcher.alerting.events import AlertMessage, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict
-from watcher.config.rule_models import RULE_MODELS
 from watcher.config.rules import load_rules
 from watcher.config.settings import load_settings
 from watcher.core.errors import ConfigError, ServerError
-from watcher.kinds import SOURCES
-from watcher.kinds.votes import delinquent_stake_pct
+from watcher.kinds import RULE_MODELS, SOURCES, word
+from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator.keys import derived_pubkey
 
@@ -154,7 +153,7 @@ def run_rpc(
     said = []
     for now, verdict in verdicts:
         outcome = step_rpc_health(RPC_RULE, state, verdict, ENDPOINT, now)
-        said.append([] if outcome is None else list(outcome.alerts))
+        said.append([] if outcome is None else [word(a, RPC_RULE) for a in outcome.alerts])
         if outcome is not None:
             state = roundtrip(outcome.state)
     return said, state
@@ -298,7 +297,7 @@ def test_the_threshold_is_a_strict_more_than() -> None:
     outcome = VOTES.step([MY_VALIDATOR, STAKE_RULE], "cluster", state, exactly, 0)
     assert [a.rule for a in outcome.alerts] == ["my-validator"]  # mine is missing here
     outcome = VOTES.step([MY_VALIDATOR, STAKE_RULE], "cluster", outcome.state, above, 30)
-    [alert] = outcome.alerts
+    [alert] = [word(a, STAKE_RULE) for a in outcome.alerts]
     assert (
         alert.title
         == "[CRITICAL] cluster_delinquent_stake: 11.0% of the activated stake is delinquent"

@@ -11,17 +11,14 @@ import base58
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.kinds.diff import (
+from watcher.kinds.delinquency import classify_validators
+from watcher.kinds.holders import BalanceChange, diff_holders, holder_changes, ranks
+from watcher.kinds.transactions import (
     EMPTY_HISTORY,
-    BalanceChange,
     Cursor,
     baseline_cursor,
-    classify_validators,
-    diff_holders,
-    holder_changes,
     new_signatures,
     page_is_last,
-    ranks,
 )
 from watcher.ledger.models import SignatureEntry, VoteAccount, VoteAccounts
 

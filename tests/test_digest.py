@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from watcher.alerting.events import AlertMessage, Grouping
-from watcher.alerting.messages import make_alert, transactions_text
-from watcher.config.rule_models import DelinquentValidatorsRule, NewTransactionsRule
+from watcher.alerting.messages import make_alert, word_alert
 from watcher.delivery.digest import (
     DEAD_LETTER_GROUPING,
     batches,
@@ -26,6 +25,9 @@ from watcher.delivery.digest import (
 )
 from watcher.delivery.outbox import url_id
 from watcher.delivery.sender import Sender
+from watcher.kinds import word
+from watcher.kinds.delinquency import DelinquentValidatorsRule
+from watcher.kinds.transactions import NewTransactionsRule
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import DeliveryRow, Store
@@ -57,27 +59,31 @@ def tx_alert(
         "address": address, "count": count, "failed": 0, "newest_slot": 100 + first_sig,
         "newest_signature": f"sig{first_sig}", "signatures": signatures, "more": 0,
     }  # fmt: skip
-    return make_alert(
+    said = make_alert(
         rule,
         subject=address,
         reason="event",
         dedup_key=f"{rule.name}|{address}|sig{first_sig}|event",
         facts=facts,
-        wording=transactions_text,
     )
+    return word(said, rule)
 
 
 def firing_alert(key: str) -> AlertMessage:
     rule = DelinquentValidatorsRule(
         name="my-validator", validators=(VOTE,), notify=("ops",), severity="critical"
     )
-    return make_alert(
+    said = make_alert(
         rule,
         subject=VOTE,
         reason="firing",
         dedup_key=f"my-validator|{VOTE}|{key}|firing",
         facts={"key": key},
-        wording=lambda facts, shown: (f"[CRITICAL] my-validator: delinquent {facts['key']}", "b"),
+    )
+    return word_alert(
+        said,
+        rule,
+        lambda facts, shown: (f"[CRITICAL] my-validator: delinquent {facts['key']}", "b"),
     )
 
 
@@ -111,7 +117,6 @@ class Outbox:
         self.clock.now = 1_000_000.0 + seconds
         await self.sender.send_due()
         return titles(self.receiver.received)
-
 
 
 @pytest.fixture

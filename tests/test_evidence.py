@@ -23,10 +23,9 @@ from hypothesis import strategies as st
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import check_config, load_config
-from watcher.config.rule_models import RULE_MODELS
-from watcher.kinds import SOURCES
-from watcher.kinds.diff import Cursor
+from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
+from watcher.kinds.transactions import Cursor
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.simulator import Ledger, SimulatorServer

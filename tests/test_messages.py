@@ -8,18 +8,19 @@ from typing import Any
 import pytest
 
 from watcher.alerting.messages import (
-    drift_text,
     episode_facts,
-    holders_text,
     make_alert,
+    minimal_text,
     render_checked,
     shorten,
     template_problem,
-    transactions_text,
     ui_amount,
-    validator_text,
 )
-from watcher.config.rule_models import RULE_MODELS
+from watcher.kinds import RULE_MODELS, word
+from watcher.kinds.delinquency import validator_text
+from watcher.kinds.drift import drift_text
+from watcher.kinds.holders import holders_text
+from watcher.kinds.transactions import transactions_text
 
 from test_diff import key
 
@@ -183,14 +184,19 @@ TX_FACTS = {
 
 
 def alert_for(rule: Any) -> Any:
-    return make_alert(
-        rule,
-        subject=ADDRESS,
-        reason="event",
-        dedup_key="k",
-        facts=TX_FACTS,
-        wording=transactions_text,
-    )
+    said = make_alert(rule, subject=ADDRESS, reason="event", dedup_key="k", facts=TX_FACTS)
+    return word(said, rule)
+
+
+def test_a_step_says_facts_and_word_words_them_once() -> None:
+    rule = templated()
+    said = make_alert(rule, subject=ADDRESS, reason="event", dedup_key="k", facts=TX_FACTS)
+    assert (said.title, said.body) == ("", "")  # a step words nothing
+    worded = word(said, rule)
+    assert (worded.title, worded.body) == transactions_text(said.facts)
+    assert worded.facts == said.facts and worded.dedup_key == said.dedup_key
+    # Without its rule (no kind, no templates): the wording of last resort.
+    assert (word(said, None).title, word(said, None).body) == minimal_text(said.facts)
 
 
 def test_rule_templates_replace_the_default_wording() -> None:

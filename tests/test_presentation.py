@@ -4,25 +4,20 @@ length limits of the services a message goes to."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from watcher.alerting.events import AlertMessage
-from watcher.alerting.messages import (
-    PLAIN,
-    Presentation,
-    cluster_stake_text,
-    present,
-    shorten,
-    validator_text,
-)
-from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.alerting.messages import PLAIN, Presentation, shorten
+from watcher.config.rule_models import AnyRule
 from watcher.delivery.sender import MAX_MESSAGE_CHARS, TRUNCATED, Sender
-from watcher.kinds import SOURCES
+from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
+from watcher.kinds.delinquency import cluster_stake_text, validator_text
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.store import Store
 
@@ -53,7 +48,7 @@ def votes(*, delinquent: bool) -> VoteAccounts:
 
 
 def one_alert_of_each_kind() -> list[tuple[AnyRule, AlertMessage]]:
-    """What each source's step says on a change, worded PLAIN as steps do."""
+    """What each source's step says on a change: facts, not worded yet."""
     cases: list[tuple[AnyRule, str, Sequence[Any]]] = [
         (
             rule("new_transactions", ADDRESS),
@@ -87,17 +82,23 @@ def one_alert_of_each_kind() -> list[tuple[AnyRule, AlertMessage]]:
 
 
 @pytest.mark.parametrize("case", one_alert_of_each_kind(), ids=lambda case: case[0].kind)
-def test_wording_again_plain_gives_what_the_step_said(case: tuple[AnyRule, AlertMessage]) -> None:
-    """The daemon words each alert again from its facts: with no labels and no links that
-    must be exactly what the step said (the kind names the same wording the source used)."""
+def test_a_step_says_facts_and_they_are_worded_once_by_the_kind(
+    case: tuple[AnyRule, AlertMessage],
+) -> None:
+    """Steps word nothing; ``word`` words each alert once, from its facts, with its kind's
+    default wording (PLAIN: no labels, no links)."""
     watching, alert = case
-    assert present(alert, watching, PLAIN) == alert
+    assert (alert.title, alert.body) == ("", "")
+    worded = word(alert, watching, PLAIN)
+    assert (worded.title, worded.body) == KINDS[watching.kind].wording(alert.facts, PLAIN)
+    assert worded.title.startswith("[WARNING] r: ")
+    assert replace(worded, title="", body="") == alert
 
 
 @pytest.mark.parametrize("case", one_alert_of_each_kind(), ids=lambda case: case[0].kind)
 def test_every_kind_links_the_keys_it_names(case: tuple[AnyRule, AlertMessage]) -> None:
     watching, alert = case
-    shown = present(alert, watching, SHOWN)
+    shown = word(alert, watching, SHOWN)
     assert shown.facts == alert.facts and shown.dedup_key == alert.dedup_key
     links = [line for line in shown.body.splitlines() if line.startswith("  https://")]
     assert links, shown.body
@@ -109,7 +110,7 @@ def test_every_kind_links_the_keys_it_names(case: tuple[AnyRule, AlertMessage]) 
 
 def test_a_label_shows_next_to_the_key_in_titles_and_bodies() -> None:
     [(watching, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "new_transactions"]
-    shown = present(alert, watching, SHOWN)
+    shown = word(alert, watching, SHOWN)
     assert shown.title == f"[WARNING] r: 1 new transaction on {shorten(ADDRESS)} (treasury)"
     lines = shown.body.splitlines()
     assert lines[1:3] == [
@@ -135,7 +136,7 @@ def test_a_validator_is_named_by_the_label_of_its_vote_account_or_its_identity()
 
 def test_no_explorer_url_means_no_links() -> None:
     [(watching, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "holder_changes"]
-    shown = present(alert, watching, Presentation({HOLDER: "exchange"}, None))
+    shown = word(alert, watching, Presentation({HOLDER: "exchange"}, None))
     assert "https://" not in shown.body
     assert f"{HOLDER} (exchange)" in shown.body
 
@@ -148,13 +149,13 @@ def test_templates_can_name_and_link_keys() -> None:
         body="{{ address | explorer }} {{ signatures[0].signature | explorer('tx') }}",
     )
     [(_, alert)] = [c for c in one_alert_of_each_kind() if c[0].kind == "new_transactions"]
-    shown = present(alert, templated, SHOWN)
+    shown = word(alert, templated, SHOWN)
     signature = entry("new", 11).signature
     assert shown.title == f"{ADDRESS} (treasury)"
     assert shown.body == (
         f"https://explorer.solana.com/address/{ADDRESS} https://explorer.solana.com/tx/{signature}"
     )
-    plain = present(alert, templated, PLAIN)
+    plain = word(alert, templated, PLAIN)
     assert plain.title == ADDRESS and plain.body == " "
 
 

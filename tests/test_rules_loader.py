@@ -13,16 +13,14 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.alerting.events import Severity
-from watcher.config.rule_models import (
-    DelinquentValidatorsRule,
-    HolderChangesRule,
-    NewTransactionsRule,
-    Rule,
-    VersionDriftRule,
-)
 from watcher.config.rules import load_rules, read_rules
 from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
 from watcher.core.errors import ConfigError
+from watcher.kinds import Rule
+from watcher.kinds.delinquency import DelinquentValidatorsRule
+from watcher.kinds.drift import VersionDriftRule
+from watcher.kinds.holders import HolderChangesRule
+from watcher.kinds.transactions import NewTransactionsRule
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.alerting.ruleset import Job, RuleSet
-from watcher.config.rule_models import RULE_MODELS, SOURCE_OF_KIND, Rule
+from watcher.config.rule_models import Rule
+from watcher.kinds import KINDS, RULE_MODELS
+from watcher.kinds import Rule as AnyKindOfRule
 
 
 def key(number: int) -> str:
@@ -21,7 +23,7 @@ def key(number: int) -> str:
 
 A, B, C, M, V = key(1), key(2), key(3), key(4), key(5)
 
-_RULE = TypeAdapter(Rule)
+_RULE: TypeAdapter[Rule] = TypeAdapter(AnyKindOfRule)
 
 
 def rule(name: str, kind: str, every: str, **fields: Any) -> Rule:
@@ -96,13 +98,15 @@ def test_no_rules_no_jobs() -> None:
 
 
 def test_every_kind_has_a_source() -> None:
-    assert SOURCE_OF_KIND == {
+    assert {name: kind.source.name for name, kind in KINDS.items()} == {
         "new_transactions": "signatures",
         "holder_changes": "holders",
         "delinquent_validators": "votes",
         "version_drift": "nodes",
     }
-    assert set(RULE_MODELS) == set(SOURCE_OF_KIND)
+    assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
+        name: name for name in KINDS
+    }
 
 
 _INTERVALS = ["500ms", "10s", "30s", "1m"]

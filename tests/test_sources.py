@@ -10,14 +10,27 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.config.rule_models import RULE_MODELS, AnyRule
+from watcher.config.rule_models import AnyRule
 from watcher.core.errors import BadResponse, RpcTimeout
-from watcher.kinds import SOURCES, source_for_kind
+from watcher.kinds import (
+    KINDS,
+    RULE_MODELS,
+    SOURCES,
+    Rule,
+    digest_words,
+    source_of,
+    sources_of,
+    word,
+    wording_of,
+)
+from watcher.kinds.base import Kind
+from watcher.kinds.delinquency import DelinquentValidatorsRule, VotesSource
+from watcher.kinds.drift import ClusterObservation, VersionDriftRule
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -101,7 +114,14 @@ async def poll(
     ledger: FakeLedger, state: TargetState | None, rules: Sequence[AnyRule] = (TREASURY,)
 ) -> StepOutcome:
     observation = await SIGNATURES.observe(ledger, ADDRESS, state)
-    return SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
+    outcome = SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
+    return StepOutcome(outcome.state, worded(outcome, rules))
+
+
+def worded(outcome: StepOutcome, rules: Sequence[AnyRule]) -> tuple[AlertMessage, ...]:
+    """What a step says (facts), worded the one way the daemon words it."""
+    by_name = {rule.name: rule for rule in rules}
+    return tuple(word(alert, by_name[alert.rule]) for alert in outcome.alerts)
 
 
 # -- signatures ------------------------------------------------------------------------------
@@ -246,7 +266,7 @@ def test_a_whale_moving_is_one_notification_listing_each_change() -> None:
     after = {a: 5_000_000_000, b: 500_000_000, c: 2_100_000_000, e: 2_500_000_000}
     outcome = HOLDERS.step([WHALES], MINT, state, holders(after), 60.0)
     assert len(outcome.alerts) == 1
-    alert = outcome.alerts[0]
+    alert = worded(outcome, [WHALES])[0]
     assert alert.title == "[WARNING] whales: 3 top-holder changes on EPjF…Dt1v"
     lines = [line for line in alert.body.splitlines() if line.startswith("- ")]
     assert lines == [
@@ -257,11 +277,12 @@ def test_a_whale_moving_is_one_notification_listing_each_change() -> None:
     assert MINT in alert.body and "10%" in alert.body
     assert alert.dedup_key.startswith(f"whales|{MINT}|") and alert.dedup_key.endswith("|event")
     # Re-running the same step (after a crash) gives the same key: the outbox drops the copy.
-    assert HOLDERS.step([WHALES], MINT, state, holders(after), 61.0).alerts[0] == alert
+    assert HOLDERS.step([WHALES], MINT, state, holders(after), 61.0).alerts == outcome.alerts
     # c crept 5% and stays quiet; 5% more (10.25% from its reference) is reported.
     later = {**after, c: 2_205_000_000}
     creep = HOLDERS.step([WHALES], MINT, roundtrip(outcome.state), holders(later), 120.0)
-    assert [line for line in creep.alerts[0].body.splitlines() if line.startswith("- ")] == [
+    creep_body = worded(creep, [WHALES])[0].body
+    assert [line for line in creep_body.splitlines() if line.startswith("- ")] == [
         f"- rank 3: {c}  2,000 -> 2,205 (+10.25%)"
     ]
 
@@ -320,7 +341,7 @@ def run_votes(
     for now, observation in observations:
         outcome = VOTES.step(rules, "cluster", state, observation, now)
         state = roundtrip(outcome.state)
-        said.append(list(outcome.alerts))
+        said.append(list(worded(outcome, rules)))
     return said
 
 
@@ -444,7 +465,7 @@ def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -
     ]:
         outcome = NODES.step([DRIFT], "cluster", state, observation, now)
         state = roundtrip(outcome.state)
-        said.append(list(outcome.alerts))
+        said.append(list(worded(outcome, [DRIFT])))
     assert [[a.reason for a in step] for step in said] == [["firing"], [], ["resolved"]]
     firing = said[0][0]
     short = f"{BEHIND[1][:4]}…{BEHIND[1][-4:]}"
@@ -465,19 +486,51 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
         [DRIFT], "cluster", state, ClusterObservation(gone, caught_up.vote_accounts), 300
     )
     short = f"{ON_REFERENCE[0][:4]}…{ON_REFERENCE[0][-4:]}"
-    assert [a.title for a in outcome.alerts] == [
-        f"[WARNING] drift: node {short} missing from gossip"
-    ]
-    assert "Missing from gossip (getClusterNodes)." in outcome.alerts[0].body
+    alerts = worded(outcome, [DRIFT])
+    assert [a.title for a in alerts] == [f"[WARNING] drift: node {short} missing from gossip"]
+    assert "Missing from gossip (getClusterNodes)." in alerts[0].body
 
 
 def test_registry() -> None:
     assert set(SOURCES) == {"signatures", "holders", "votes", "nodes"}
     for name, source in SOURCES.items():
         assert source.name == name
-    assert source_for_kind("version_drift") is NODES
+    assert source_of("version_drift") is NODES
     assert VOTES.targets([MY_VALIDATOR]) == ["cluster"]
     assert HOLDERS.targets([WHALES, TREASURY]) == [MINT]
+
+
+WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
+WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
+WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
+WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
+
+
+def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
+    assert list(KINDS) == [
+        "new_transactions", "holder_changes", "delinquent_validators", "version_drift"
+    ]  # fmt: skip
+    union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
+    for name, kind in KINDS.items():
+        assert RULE_MODELS[name] is kind.model and kind.model.kind_name() == name
+        assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
+        assert name in kind.source.rule_kinds
+        assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
+        fields = {"name": "r", "kind": name, WATCHES[name]: [WATCHED[name]]}
+        assert type(union.validate_python(fields)) is kind.model
+    # Event kinds count their digests in their own words; state kinds are never digested.
+    assert [name for name, kind in KINDS.items() if kind.digest] == [
+        "new_transactions", "holder_changes"
+    ]  # fmt: skip
+
+
+def test_two_kinds_riding_one_source_poll_it_once() -> None:
+    riding = Kind(model=DelinquentValidatorsRule, source=VOTES, wording=lambda f, s: ("t", "b"))
+    kinds = [KINDS["delinquent_validators"], riding, KINDS["version_drift"]]
+    assert sources_of(kinds) == {"votes": VOTES, "nodes": NODES}
+    impostor = Kind(model=VersionDriftRule, source=VotesSource(), wording=riding.wording)
+    with pytest.raises(ValueError, match="two sources are named 'votes'"):
+        sources_of([KINDS["delinquent_validators"], impostor])
 
 
 def test_state_layouts_are_versioned() -> None:

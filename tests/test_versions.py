@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from watcher.kinds.versions import (
+from watcher.kinds.drift import (
     AGAVE,
     FRANKENDANCER,
     ClusterIndex,

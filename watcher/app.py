@@ -23,7 +23,7 @@ import structlog
 from watcher.alerting import builtin, routing, silences
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
-from watcher.alerting.messages import Presentation, PresentedRule, present
+from watcher.alerting.messages import Presentation, PresentedRule
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
@@ -31,7 +31,7 @@ from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import DB_RETRY_MAX, Sender
-from watcher.kinds import SOURCES
+from watcher.kinds import SOURCES, word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -113,7 +113,7 @@ class Daemon:
 
     async def poll_target(self, source: Source, target: str) -> None:
         builtins = self.builtins.rules_for(source.name)
-        rules = [*self.ruleset.rules_for(source.name, target), *builtins]
+        rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
         try:
             observations = await self._observe(source, target, state)
@@ -233,9 +233,9 @@ class Daemon:
     # -- delivery ----------------------------------------------------------------------------
 
     def _present(self, alert: AlertMessage, rules: Sequence[PresentedRule]) -> AlertMessage:
-        """Word the alert again with the address book and explorer links (settings)."""
+        """Word the alert, once: with its rule and the address book and explorer links."""
         rule = next((rule for rule in rules if rule.name == alert.rule), None)
-        return alert if rule is None else present(alert, rule, self.presentation)
+        return word(alert, rule, self.presentation)
 
     def _route(self, alert: AlertMessage) -> AlertMessage:
         channels = routing.channels_for(alert, self.settings)

@@ -31,7 +31,6 @@ from typing import Any
 from watcher.alerting.events import Severity, StepOutcome, TargetState
 from watcher.alerting.health import RoundVerdict
 from watcher.alerting.lifecycle import Episode, step_episodes
-from watcher.alerting.messages import rpc_text
 from watcher.config.rule_models import RESERVED_NAMES, Rule
 from watcher.config.rules import channels_of
 from watcher.config.settings import Settings
@@ -159,7 +158,7 @@ def step_rpc_health(
         }
     else:
         facts |= {"down_for_seconds": now - since, "down_for": human_duration(now - since)}
-    return step_episodes([rule], state, now, lambda _rule: {RPC_SUBJECT: (active, facts)}, rpc_text)
+    return step_episodes([rule], state, now, lambda _rule: {RPC_SUBJECT: (active, facts)})
 
 
 def _episode(state: TargetState | None, rule: str, subject: str) -> Episode:

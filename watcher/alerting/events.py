@@ -51,6 +51,7 @@ class AlertMessage:
     subject: str
     reason: Reason
     dedup_key: str
+    # Empty as a step says it (facts only); set once, by ``watcher.kinds.word``, before storing.
     title: str
     body: str
     channels: tuple[str, ...]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from watcher.alerting.events import AlertMessage, Reason, StepOutcome, TargetState
-from watcher.alerting.messages import RuleView, Wording, episode_facts, make_alert
+from watcher.alerting.messages import RuleView, episode_facts, make_alert
 
 Status = Literal["inactive", "pending", "firing"]
 Transition = Literal["firing", "resolved", "repeat"]
@@ -162,9 +162,8 @@ def step_episodes(
     state: TargetState | None,
     now: float,
     assess: Callable[[StateRule], Mapping[str, Assessment]],
-    wording: Wording,
 ) -> StepOutcome:
-    """Advance every (rule, subject) episode and word the transitions.
+    """Advance every (rule, subject) episode and say the transitions (as facts).
 
     State layout: ``{"v": 1, "episodes": {rule: {subject: Episode.to_json()}}}``. Episodes of
     rules or subjects no longer watched are kept: their numbers must never restart, or the
@@ -202,7 +201,6 @@ def step_episodes(
                         reason=reason,
                         dedup_key=dedup_key(rule.name, subject, after, transition),
                         facts=episode_facts(facts, previous, after.to_json(), transition, now),
-                        wording=wording,
                     )
                 )
     return StepOutcome(state={"v": STATE_VERSION, "episodes": episodes}, alerts=tuple(alerts))

@@ -3,8 +3,8 @@
 Rules that watch the same target share one call: a target is polled at the shortest ``every``
 among the rules watching it, and a source's targets with the same interval form one ``Job`` (one
 scheduled sweep). Targets: addresses (source ``signatures``), mints (``holders``), and the one
-``cluster`` for the vote-account set (``votes``) and the node set (``nodes``); the mapping from
-rule kind to source is ``SOURCE_OF_KIND``.
+``cluster`` for the vote-account set (``votes``) and the node set (``nodes``); each rule kind
+names the source it rides on (``watcher.kinds.KINDS``).
 
 Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
 a new RuleSet and compares ``jobs()``.
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher.config.rule_models import CLUSTER, SOURCE_OF_KIND, Rule
+from watcher.config.rule_models import CLUSTER, Rule
 
-__all__ = ["CLUSTER", "SOURCE_OF_KIND", "Job", "RuleSet"]
+__all__ = ["CLUSTER", "Job", "RuleSet"]
 
 
 @dataclass(frozen=True)

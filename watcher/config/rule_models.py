@@ -1,20 +1,22 @@
-"""The rule file format (contract.md, "Rule files") as pydantic models.
+"""The rule file format (contract.md, "Rule files"): what every rule takes, as pydantic models.
 
-One frozen model per ``kind``, ``extra="forbid"``; ``Rule`` is their union discriminated by
-``kind``. Durations are float seconds (``every``, ``for_`` (written ``for``), ``keep_firing_for``,
-``repeat``, ``group_wait``, ``group_interval``); they dump back as strings (``"30s"``), so a
-dumped rule validates again.
+Each kind's own model (``kind``, what it watches, ``every``'s default) lives in its module in
+``watcher.kinds`` and derives from ``EventRule`` or ``StateRule`` here;
+``watcher.kinds.KINDS`` lists them and builds their union, discriminated by ``kind``. Every
+model is frozen, ``extra="forbid"``. Durations are float seconds (``every``, ``for_`` (written
+``for``), ``keep_firing_for``, ``repeat``, ``group_wait``, ``group_interval``); they dump back
+as strings (``"30s"``), so a dumped rule validates again.
 
 Event kinds (new_transactions, holder_changes) take the grouping keys ``group_wait``,
 ``group_interval``, ``max_per_hour``; state kinds (delinquent_validators, version_drift) take the
 lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by one source
-(``SOURCE_OF_KIND``).
+(``watcher.kinds.source_of``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated
 
 import base58
 from jinja2 import TemplateSyntaxError
@@ -31,19 +33,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from watcher.alerting.events import Severity
-from watcher.config.yamlpos import keys_at
 from watcher.core.durations import format_duration, parse_duration
 
-RuleKind = Literal["new_transactions", "holder_changes", "delinquent_validators", "version_drift"]
-
-# Which source polls for each kind (see watcher.alerting.ruleset); state kinds watch the whole
-# cluster.
-SOURCE_OF_KIND: dict[str, str] = {
-    "new_transactions": "signatures",
-    "holder_changes": "holders",
-    "delinquent_validators": "votes",
-    "version_drift": "nodes",
-}
 CLUSTER = "cluster"  # the one target of the votes and nodes sources
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
@@ -150,12 +141,16 @@ class RuleBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Each kind's model narrows it to its own literal (the union's discriminator).
+    kind: str
     name: Annotated[str, AfterValidator(_rule_name)]
     severity: Severity = "warning"
     # Channel names from the settings; None: routed by severity (routes, then default_channels).
     notify: ChannelNames | None = None
     title: Template | None = None
     body: Template | None = None
+    # How often its targets are polled; each kind's model gives its default.
+    every: PositiveDuration
 
     # Where the rule was written (set by the loader): "FILE:LINE" for messages.
     _origin: str = PrivateAttr(default="")
@@ -166,7 +161,10 @@ class RuleBase(BaseModel):
 
     @property
     def source(self) -> str:
-        return SOURCE_OF_KIND[self.kind_name()]
+        """The name of the source polling for it (``watcher.kinds``)."""
+        from watcher.kinds import source_of  # the registry imports the models: import late
+
+        return source_of(self.kind).name
 
     @property
     def watched(self) -> tuple[str, ...]:
@@ -208,65 +206,6 @@ class StateRule(RuleBase):
         return (CLUSTER,)
 
 
-class NewTransactionsRule(EventRule):
-    kind: Literal["new_transactions"] = "new_transactions"
-    addresses: Pubkeys
-    every: PositiveDuration = 30.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.addresses
-
-
-class HolderChangesRule(EventRule):
-    kind: Literal["holder_changes"] = "holder_changes"
-    mints: Pubkeys
-    every: PositiveDuration = 60.0
-    min_change_pct: Annotated[float, Field(gt=0)] = 5.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.mints
-
-
-class DelinquentValidatorsRule(StateRule):
-    kind: Literal["delinquent_validators"] = "delinquent_validators"
-    validators: Pubkeys  # vote account or identity pubkeys
-    every: PositiveDuration = 30.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.validators
-
-
-class VersionDriftRule(StateRule):
-    kind: Literal["version_drift"] = "version_drift"
-    validators: Pubkeys  # identity or vote account pubkeys
-    every: PositiveDuration = 300.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.validators
-
-
-Rule = Annotated[
-    NewTransactionsRule | HolderChangesRule | DelinquentValidatorsRule | VersionDriftRule,
-    Field(discriminator="kind"),
-]
-AnyRule = NewTransactionsRule | HolderChangesRule | DelinquentValidatorsRule | VersionDriftRule
-
-RULE_MODELS: dict[str, type[AnyRule]] = {
-    model.kind_name(): model
-    for model in (
-        NewTransactionsRule,
-        HolderChangesRule,
-        DelinquentValidatorsRule,
-        VersionDriftRule,
-    )
-}
-assert set(RULE_MODELS) == set(SOURCE_OF_KIND)
-
-
-def kinds_taking(key: str) -> list[str]:
-    """The kinds whose rules accept ``key`` (to explain a key used on the wrong kind)."""
-    return [kind for kind, model in RULE_MODELS.items() if key in keys_at(model, ())]
+# Any rule of any kind (for annotations; the discriminated union is ``watcher.kinds.Rule``).
+Rule = RuleBase
+AnyRule = RuleBase

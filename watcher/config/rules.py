@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from watcher.alerting.events import Severity
-from watcher.config.rule_models import RULE_MODELS, AnyRule, Rule, kinds_taking
+from watcher.config.rule_models import AnyRule, Rule
 from watcher.config.yamlpos import (
     YamlDocument,
     describe_value,
@@ -31,7 +31,6 @@ from watcher.core.errors import ConfigError, Problem
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _FILE_KEYS = ("rules",)
-_KINDS = ", ".join(RULE_MODELS)
 
 
 class Routing(Protocol):
@@ -203,6 +202,10 @@ def _read_file(document: YamlDocument, problems: list[Problem]) -> Iterator[_Ent
 
 
 def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
+    # The kinds' modules import the built-in alerts, which import this module: import late.
+    from watcher.kinds import RULE_MODELS
+
+    _KINDS = ", ".join(RULE_MODELS)
     kind = entry.raw.get("kind")
     if kind is None:
         problems.append(entry.problem((), f"missing key 'kind' (one of: {_KINDS})"))
@@ -233,6 +236,8 @@ def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
 
 def _misplaced_key_message(key: str, model: type[AnyRule]) -> str:
     """An unknown key, or one that belongs to other kinds only."""
+    from watcher.kinds import kinds_taking  # late: see _validate_rule
+
     elsewhere = kinds_taking(key)
     if elsewhere:
         return (

@@ -18,11 +18,10 @@ import base58
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.errors import Problem
-from watcher.kinds import SOURCES
-from watcher.kinds.diff import Cursor
+from watcher.kinds import SOURCES, word
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.nodes import ClusterObservation
-from watcher.kinds.signatures import SignaturesObservation
+from watcher.kinds.transactions import Cursor, SignaturesObservation
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -48,7 +47,7 @@ def template_problems(rules: Sequence[Any]) -> list[Problem]:
         if not (rule.title or rule.body):
             continue
         try:
-            alerts = sample_alerts(rule)
+            alerts = [word(alert, rule) for alert in sample_alerts(rule)]
         except Exception:  # no sample for this rule (e.g. nothing watched): nothing to say
             continue
         said = sorted({p for alert in alerts for p in alert.wording_problems})
@@ -60,7 +59,7 @@ def template_problems(rules: Sequence[Any]) -> list[Problem]:
 
 
 def sample_alerts(rule: Any) -> list[AlertMessage]:
-    """Alerts of every transition of ``rule``'s kind, worded by its templates."""
+    """Alerts of every transition of ``rule``'s kind, as facts (``word`` words them)."""
     kind = rule.kind
     if kind == "new_transactions":
         return list(_transactions(rule))

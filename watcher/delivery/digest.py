@@ -11,6 +11,10 @@ per rule and destination URL, as in Alertmanager:
 
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
+A digest is not worded again: it lists its alerts by the titles they were given, once, when
+they were stored (``watcher.kinds.word``), and counts them in their kind's words
+(``watcher.kinds.digest_words``).
+
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
 to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
 
@@ -19,12 +23,14 @@ Pure: rows and times in, texts and times out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
+from watcher.alerting.messages import lines, rule_head
 from watcher.core.clock import iso
+from watcher.kinds import digest_words
+from watcher.kinds.base import DigestWords
 from watcher.state.store import DeliveryRow
 
 HOUR = 3600.0
@@ -42,25 +48,6 @@ _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2
 # -- wording --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DigestWords:
-    """How a digest of one kind counts: what its alerts add up to, and what a subject is."""
-
-    item: tuple[str, str]  # singular, plural
-    subject: tuple[str, str]
-    count: Callable[[Mapping[str, Any]], int]
-    # How one alert is listed; None: by its title.
-    line: Callable[[Mapping[str, Any]], str] | None = None
-
-
-def _transactions(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count", 1))
-
-
-def _holder_changes(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 def _one(facts: Mapping[str, Any]) -> int:
     return 1
 
@@ -69,33 +56,29 @@ def _dead_letter_line(facts: Mapping[str, Any]) -> str:
     return f"{facts['original_title']} (to {facts['channel']}, URL id {facts['url_id']})"
 
 
-WORDS: Mapping[str, DigestWords] = {
-    "new_transactions": DigestWords(
-        ("new transaction", "new transactions"), ("address", "addresses"), _transactions
-    ),
-    "holder_changes": DigestWords(
-        ("top-holder change", "top-holder changes"), ("mint", "mints"), _holder_changes
-    ),
-    DEAD_LETTER_KIND: DigestWords(
-        ("undeliverable notification", "undeliverable notifications"),
-        ("rule", "rules"),
-        _one,
-        _dead_letter_line,
-    ),
-}
+# Each event kind's words are its own (``watcher.kinds.digest_words``); dead letters have theirs.
+DEAD_LETTER_WORDS = DigestWords(
+    ("undeliverable notification", "undeliverable notifications"),
+    ("rule", "rules"),
+    _one,
+    _dead_letter_line,
+)
 GENERIC_WORDS = DigestWords(("event", "events"), ("subject", "subjects"), _one)
+
+
+def words_of(kind: str) -> DigestWords:
+    """How a digest of ``kind``'s alerts counts."""
+    if kind == DEAD_LETTER_KIND:
+        return DEAD_LETTER_WORDS
+    return digest_words(kind) or GENERIC_WORDS
 
 
 def _counted(count: int, forms: tuple[str, str]) -> str:
     return f"{count} {forms[0] if count == 1 else forms[1]}"
 
 
-def _lines(*parts: str | None) -> str:
-    return "\n".join(part for part in parts if part is not None)
-
-
 def _head(row: DeliveryRow, severity: str | None = None) -> str:
-    return f"[{(severity or row.severity).upper()}] {row.rule}:"
+    return rule_head({"severity": severity or row.severity, "rule": row.rule})
 
 
 def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
@@ -108,7 +91,7 @@ def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tupl
     ``notes`` (from ``pacing_notes``) are added to the body."""
     if len(rows) == 1:
         row = rows[0]
-        return row.title, _lines(row.body, "", *notes) if notes else row.body
+        return row.title, lines(row.body, "", *notes) if notes else row.body
     return digest_text(rows, notes)
 
 
@@ -116,7 +99,7 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
     the first ``DIGEST_ITEMS`` alerts by their titles, then "... and K more"."""
     first = rows[0]
-    words = WORDS.get(first.grouping.kind if first.grouping else "", GENERIC_WORDS)
+    words = words_of(first.grouping.kind if first.grouping else "")
     severity = severity_of(rows)
     count = sum(words.count(row.facts) for row in rows)
     subjects = len({row.subject for row in rows})
@@ -125,7 +108,7 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     more = len(rows) - DIGEST_ITEMS
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
-    body = _lines(
+    body = lines(
         f"Rule: {first.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
@@ -228,7 +211,7 @@ def dead_letter(
         "queued_at": iso(row.created_at),
         "error": error,
     }
-    body = _lines(
+    body = lines(
         f"A notification of rule {row.rule} could not be delivered and was given up.",
         f"Notification: {row.title}",
         f"Channel: {row.channel} (URL id {row.url_id})",

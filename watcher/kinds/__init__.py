@@ -1,21 +1,107 @@
-"""The registry of sources: adding a watch kind is one module plus one line here."""
+"""The registry of watch kinds: adding one is one module plus one line in ``KINDS``.
+
+A kind's module (``transactions``, ``holders``, ``delinquency``, ``drift``) holds all of it: its
+rule model, its source (``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default
+wording and its digest's words, gathered in one ``Kind`` value (``watcher.kinds.base``).
+Everything else is derived from ``KINDS``: the rule models and their discriminated union
+(``Rule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
+
+Why a kind *names* the source it rides on instead of being one: the contract says one RPC call
+serves every rule watching the same thing. A source is that call, per target (an address, a
+mint, the ``cluster``); it is polled once per target, at the shortest ``every`` of the rules
+watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
+(``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,
+the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
+number of kinds. Today each of the four kinds rides a source of its own. ``version_drift`` does
+read getVoteAccounts besides getClusterNodes, but riding the ``votes`` source would fetch the
+gossip table (megabytes) at the delinquency rules' pace (seconds); the two share only the pure
+reading of getVoteAccounts (``watcher.kinds.cluster``).
+"""
 
 from __future__ import annotations
 
-from watcher.kinds import holders, nodes, signatures, votes
-from watcher.kinds.base import Source
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Union
 
-SOURCES: dict[str, Source] = {
-    "signatures": signatures.SOURCE,
-    "holders": holders.SOURCE,
-    "votes": votes.SOURCE,
-    "nodes": nodes.SOURCE,
+from pydantic import Field
+
+from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, RPC_UNHEALTHY
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.messages import (
+    PLAIN,
+    Presentation,
+    PresentedRule,
+    Wording,
+    rpc_text,
+    word_alert,
+)
+from watcher.config.rule_models import RuleBase
+from watcher.config.yamlpos import keys_at
+from watcher.kinds import delinquency, drift, holders, transactions
+from watcher.kinds.base import DigestWords, Kind, Source
+
+KINDS: Mapping[str, Kind] = {
+    kind.name: kind
+    for kind in (
+        transactions.KIND,
+        holders.KIND,
+        delinquency.KIND,
+        drift.KIND,
+    )
+}
+
+# The models of every kind, by name, and their union discriminated by ``kind``.
+RULE_MODELS: Mapping[str, type[RuleBase]] = {name: kind.model for name, kind in KINDS.items()}
+Rule: Any = Annotated[
+    Union[tuple(RULE_MODELS.values())],  # noqa: UP007 (a union built at run time)
+    Field(discriminator="kind"),
+]
+
+
+def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
+    """The sources to poll, by name: each once, however many kinds ride on it."""
+    sources: dict[str, Source] = {}
+    for kind in kinds:
+        known = sources.setdefault(kind.source.name, kind.source)
+        if known is not kind.source:
+            raise ValueError(f"two sources are named {kind.source.name!r}")
+    return sources
+
+
+SOURCES: Mapping[str, Source] = sources_of(KINDS.values())
+# The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
+BUILTIN_WORDINGS: Mapping[str, Wording] = {
+    RPC_UNHEALTHY: rpc_text,
+    CLUSTER_DELINQUENT_STAKE: delinquency.cluster_stake_text,
 }
 
 
-def source_for_kind(kind: str) -> Source:
-    """The source serving a rule kind (``KeyError`` for an unknown kind)."""
-    for source in SOURCES.values():
-        if kind in source.rule_kinds:
-            return source
-    raise KeyError(kind)
+def source_of(kind: str) -> Source:
+    """The source a rule kind rides on (``KeyError`` for an unknown kind)."""
+    return KINDS[kind].source
+
+
+def wording_of(kind: str) -> Wording | None:
+    """The default wording of a rule kind's (or a built-in alert's) alerts."""
+    known = KINDS.get(kind)
+    return known.wording if known is not None else BUILTIN_WORDINGS.get(kind)
+
+
+def word(
+    alert: AlertMessage, rule: PresentedRule | None, shown: Presentation = PLAIN
+) -> AlertMessage:
+    """Word a step's alert, once: its kind's default wording or its rule's templates, with
+    the address book's labels and explorer links (``shown``). ``rule``: the rule that made
+    it (None: not known any more; worded minimally)."""
+    return word_alert(alert, rule, None if rule is None else wording_of(rule.kind), shown)
+
+
+def digest_words(kind: str) -> DigestWords | None:
+    """How a digest of a kind's alerts counts; None: the generic words."""
+    known = KINDS.get(kind)
+    return None if known is None else known.digest
+
+
+def kinds_taking(key: str) -> list[str]:
+    """The kinds whose rules accept ``key`` (to explain a key used on the wrong kind)."""
+    return [name for name, model in RULE_MODELS.items() if key in keys_at(model, ())]

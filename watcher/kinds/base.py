@@ -1,4 +1,8 @@
-"""The seam between the scheduler and what it polls.
+"""The seam between the scheduler and what it polls, and what a watch kind is made of.
+
+A *kind* (``Kind``) is what a rule's ``kind:`` names: its rule model, the source it rides on,
+its default wording and, for event kinds, how a digest of its alerts counts. Each kind is one
+module of ``watcher.kinds`` and one line of ``watcher.kinds.KINDS``.
 
 A *source* is one kind of thing the daemon observes (signatures of an address, the top holders of
 a mint, the vote-account set, the gossip node set). Each source module provides:
@@ -13,17 +17,19 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
   (unless confirmed by polls in a row);
 - ``tip(observation)``: the highest slot the observation shows (None: it shows none);
 - ``step(rules, target, state, observation, now)``: pure; previous state + observation ->
-  ``StepOutcome`` (new state and the alerts to send).
-
-Adding a watch kind is one module plus one line in ``watcher.kinds.SOURCES``.
+  ``StepOutcome`` (new state and the alerts to send, as facts: they are worded once, later,
+  by ``watcher.alerting.messages.word``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.messages import Wording
+from watcher.config.rule_models import RuleBase
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -79,3 +85,29 @@ class Source(Protocol):
         observation: Any,
         now: float,
     ) -> StepOutcome: ...
+
+
+@dataclass(frozen=True)
+class DigestWords:
+    """How a digest of one kind counts: what its alerts add up to, and what a subject is."""
+
+    item: tuple[str, str]  # singular, plural
+    subject: tuple[str, str]
+    count: Callable[[Mapping[str, Any]], int]
+    # How one alert is listed; None: by its title.
+    line: Callable[[Mapping[str, Any]], str] | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One watch kind: its rule model, the source it rides on, its default wording (facts ->
+    title, body) and, for event kinds, the words of its digests."""
+
+    model: type[RuleBase]
+    source: Source
+    wording: Wording
+    digest: DigestWords | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model.kind_name()

@@ -1,4 +1,4 @@
-"""Source ``holders``: the top-20 token accounts of watched mints (rule kind ``holder_changes``).
+"""Kind ``holder_changes``: the top-20 token accounts of watched mints (source ``holders``).
 
 State per mint (raw amounts as decimal strings: u64 does not fit a JSON double)::
 
@@ -21,27 +21,101 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol, cast
+from fractions import Fraction
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import Field
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.messages import RuleView, holders_text, make_alert, ui_amount
-from watcher.kinds.base import LedgerReader
-from watcher.kinds.diff import BalanceChange, Top, diff_holders, holder_changes, ranks
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+    ui_amount,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of, slot_allowance
 
 STATE_VERSION = 1
 
 
-class HoldersRule(RuleView, Protocol):
-    @property
-    def kind(self) -> str: ...
+# -- the diff (pure) -------------------------------------------------------------------------
+
+# A top-holders snapshot: token account address -> raw amount (integer, never a float).
+Top = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class BalanceChange:
+    account: str
+    old: int  # the amount last notified for this account (or its baseline)
+    new: int
 
     @property
-    def mints(self) -> Sequence[str]: ...
+    def pct(self) -> Fraction | None:
+        """Signed change in percent of ``old``; None when ``old`` is 0 (no base to compare)."""
+        if self.old == 0:
+            return None
+        return Fraction(self.new - self.old, self.old) * 100
+
+
+def ranks(top: Top) -> dict[str, int]:
+    """1-based rank by amount, largest first (ties by account, to be deterministic)."""
+    ordered = sorted(top.items(), key=lambda item: (-item[1], item[0]))
+    return {account: rank for rank, (account, _) in enumerate(ordered, start=1)}
+
+
+def diff_holders(prev_top: Top, new_top: Top) -> tuple[list[str], list[str]]:
+    """(accounts that entered the top, accounts that left it), each largest first."""
+    entered = [account for account in ranks(new_top) if account not in prev_top]
+    left = [account for account in ranks(prev_top) if account not in new_top]
+    return entered, left
+
+
+def holder_changes(
+    refs: Top, new_top: Top, min_pct: float
+) -> tuple[list[BalanceChange], dict[str, int]]:
+    """Balances that moved by at least ``min_pct`` percent from their reference (the amount
+    last notified, or the baseline), largest first, and the references after notifying them.
+
+    Comparing with the last *notified* amount, not the last polled one, is what catches slow
+    creep. An account without a reference gets its current amount as baseline; accounts no
+    longer in the top lose theirs (they come back as "entered").
+    """
+    threshold = Fraction(Decimal(str(min_pct)))
+    changes: list[BalanceChange] = []
+    new_refs: dict[str, int] = {}
+    for account in ranks(new_top):
+        amount = new_top[account]
+        if account not in refs:
+            new_refs[account] = amount
+            continue
+        ref = refs[account]
+        moved = amount > 0 if ref == 0 else abs(amount - ref) * 100 >= threshold * ref
+        if moved and amount != ref:
+            changes.append(BalanceChange(account, ref, amount))
+            new_refs[account] = amount
+        else:
+            new_refs[account] = ref
+    return changes, new_refs
+
+
+class HolderChangesRule(EventRule):
+    kind: Literal["holder_changes"] = "holder_changes"
+    mints: Pubkeys
+    every: PositiveDuration = 60.0
+    min_change_pct: Annotated[float, Field(gt=0)] = 5.0
 
     @property
-    def min_change_pct(self) -> float: ...
+    def watched(self) -> tuple[str, ...]:
+        return self.mints
 
 
 @dataclass(frozen=True)
@@ -145,8 +219,8 @@ class HoldersSource:
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
-    def _rules(self, rules: Sequence[Any]) -> list[HoldersRule]:
-        return [cast(HoldersRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+    def _rules(self, rules: Sequence[Any]) -> list[HolderChangesRule]:
+        return [cast(HolderChangesRule, rule) for rule in rules if rule.kind in self.rule_kinds]
 
 
 def _amounts(stored: Mapping[str, str | int]) -> dict[str, int]:
@@ -202,7 +276,7 @@ def _signed_pct(old: int | None, new: int | None) -> str | None:
 
 
 def _alert(
-    rule: HoldersRule, mint: str, report: list[dict[str, Any]], seq: int, decimals: int
+    rule: HolderChangesRule, mint: str, report: list[dict[str, Any]], seq: int, decimals: int
 ) -> AlertMessage:
     # The key names the snapshot (its number), not its content: an amount coming back to one
     # seen before is a move of its own. Re-running a step from the same state gives the same
@@ -220,8 +294,53 @@ def _alert(
         reason="event",
         dedup_key=f"{rule.name}|{mint}|snapshot-{seq}|event",
         facts=facts,
-        wording=holders_text,
     )
 
 
 SOURCE = HoldersSource()
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    changes: Sequence[Mapping[str, Any]] = facts["changes"]
+    noun = plural(len(changes), "top-holder change")
+    mint = facts["mint"]
+    title = f"{rule_head(facts)} {noun} on {shown.short(mint)}"
+    listed: list[str | None] = []
+    for change in changes:
+        listed += [_holder_line(change, shown), shown.link("address", change["account"])]
+    body = lines(
+        rule_line(facts),
+        f"Mint: {shown.name(mint)}",
+        shown.link("address", mint),
+        f"{noun}; a balance counts from a {float(facts['min_change_pct']):g}% move since it was "
+        "last notified",
+        "",
+        *listed,
+    )
+    return title, body
+
+
+def _holder_line(change: Mapping[str, Any], shown: Presentation) -> str:
+    account = shown.name(change["account"])
+    if change["kind"] == "entered":
+        return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"
+    if change["kind"] == "left":
+        was = f"(was rank {change['old_rank']}): {account}  was {change['old_ui']}"
+        return f"- left the top 20 {was}"
+    pct = change["pct"] if change["pct"] is not None else "new balance"
+    return f"- rank {change['rank']}: {account}  {change['old_ui']} -> {change['new_ui']} ({pct})"
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("changes") or ()) or 1
+
+
+KIND = Kind(
+    model=HolderChangesRule,
+    source=SOURCE,
+    wording=holders_text,
+    digest=DigestWords(("top-holder change", "top-holder changes"), ("mint", "mints"), _count),
+)

@@ -1,4 +1,4 @@
-"""Source ``signatures``: new transactions of watched addresses (rule kind ``new_transactions``).
+"""Kind ``new_transactions``: new transactions of watched addresses (source ``signatures``).
 
 State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000}``; no
 ``cursor`` = never polled. ``slot_time``: the blockTime of the cursor's entry, when known.
@@ -11,15 +11,25 @@ the next answer is judged afresh.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Literal, cast
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.messages import RuleView, make_alert, transactions_text
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.kinds.base import LedgerReader
-from watcher.kinds.diff import Cursor, baseline_cursor, new_signatures, page_is_last
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
 
@@ -29,12 +39,107 @@ LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
 
 
-class TransactionsRule(RuleView, Protocol):
-    @property
-    def kind(self) -> str: ...
+# -- the cursor (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """How far the signatures of one address have been seen.
+
+    ``sig`` is the newest signature seen (what ``until`` is set to), ``slot`` its slot and
+    ``sigs_at_slot`` every signature seen at that slot: nodes order one slot's entries
+    differently, so "at the cursor's slot" alone cannot tell old from new. ``sig is None``
+    means "baselined on an empty history": everything found later is new. ``slot_closed``
+    marks a baseline learned with ``limit=1``: the other entries of that slot were not listed
+    but predate the first poll, so every entry at ``slot`` counts as seen.
+    """
+
+    sig: str | None
+    slot: int | None
+    sigs_at_slot: frozenset[str] = frozenset()
+    slot_closed: bool = False
+
+    def has_seen(self, entry: SignatureEntry) -> bool:
+        if self.slot is None:
+            return False
+        if entry.slot != self.slot:
+            return entry.slot < self.slot
+        return self.slot_closed or entry.signature in self.sigs_at_slot
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sig": self.sig,
+            "slot": self.slot,
+            "sigs_at_slot": sorted(self.sigs_at_slot),
+            "slot_closed": self.slot_closed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cursor:
+        return cls(
+            sig=data.get("sig"),
+            slot=data.get("slot"),
+            sigs_at_slot=frozenset(data.get("sigs_at_slot") or ()),
+            slot_closed=bool(data.get("slot_closed", False)),
+        )
+
+
+EMPTY_HISTORY = Cursor(sig=None, slot=None)
+
+
+def baseline_cursor(page: Sequence[SignatureEntry]) -> Cursor:
+    """The cursor learned from the first poll (``limit=1``): the newest entry, or empty."""
+    if not page:
+        return EMPTY_HISTORY
+    newest = max(page, key=lambda entry: entry.slot)
+    at_slot = frozenset(entry.signature for entry in page if entry.slot == newest.slot)
+    return Cursor(newest.signature, newest.slot, at_slot, slot_closed=True)
+
+
+def page_is_last(cursor: Cursor | None, page: Sequence[SignatureEntry], limit: int) -> bool:
+    """Stop paging back: the page is short, or it reached what the cursor has seen (its
+    signature, its slot's signatures, or an older slot). The last test is what keeps a node that
+    ignores ``until`` from walking the whole history."""
+    if len(page) < limit:
+        return True
+    if cursor is None:
+        return False
+    return any(cursor.has_seen(entry) for entry in page)
+
+
+def new_signatures(
+    cursor: Cursor | None, pages: Iterable[Sequence[SignatureEntry]]
+) -> tuple[tuple[SignatureEntry, ...], Cursor]:
+    """Entries of ``pages`` the cursor has not seen, newest first, de-duplicated by signature,
+    and the cursor after them (unchanged when nothing is new)."""
+    known: set[str] = set()
+    fresh: list[SignatureEntry] = []
+    for page in pages:
+        for entry in page:
+            if entry.signature in known:
+                continue
+            known.add(entry.signature)
+            if cursor is None or not cursor.has_seen(entry):
+                fresh.append(entry)
+    # Stable sort: inside one slot the node's own order is kept.
+    fresh.sort(key=lambda entry: entry.slot, reverse=True)
+    if not fresh:
+        return (), cursor if cursor is not None else EMPTY_HISTORY
+    newest = fresh[0]
+    at_slot = {entry.signature for entry in fresh if entry.slot == newest.slot}
+    if cursor is not None and cursor.slot == newest.slot:
+        at_slot |= cursor.sigs_at_slot
+    return tuple(fresh), Cursor(newest.signature, newest.slot, frozenset(at_slot))
+
+
+class NewTransactionsRule(EventRule):
+    kind: Literal["new_transactions"] = "new_transactions"
+    addresses: Pubkeys
+    every: PositiveDuration = 30.0
 
     @property
-    def addresses(self) -> Sequence[str]: ...
+    def watched(self) -> tuple[str, ...]:
+        return self.addresses
 
 
 @dataclass(frozen=True)
@@ -138,15 +243,17 @@ class SignaturesSource:
         )
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time), alerts=alerts)
 
-    def _rules(self, rules: Sequence[Any]) -> list[TransactionsRule]:
-        return [cast(TransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+    def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
+        return [cast(NewTransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
 
 
 def _state(cursor: Cursor, slot_time: int | None) -> TargetState:
     return {"v": STATE_VERSION, "cursor": cursor.to_json(), "slot_time": slot_time}
 
 
-def _alert(rule: TransactionsRule, address: str, fresh: Sequence[SignatureEntry]) -> AlertMessage:
+def _alert(
+    rule: NewTransactionsRule, address: str, fresh: Sequence[SignatureEntry]
+) -> AlertMessage:
     newest = fresh[0]
     facts = {
         "address": address,
@@ -163,7 +270,6 @@ def _alert(rule: TransactionsRule, address: str, fresh: Sequence[SignatureEntry]
         reason="event",
         dedup_key=f"{rule.name}|{address}|{newest.signature}|event",
         facts=facts,
-        wording=transactions_text,
     )
 
 
@@ -179,3 +285,52 @@ def _entry_facts(entry: SignatureEntry) -> dict[str, Any]:
 
 
 SOURCE = SignaturesSource()
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    count = int(facts["count"])
+    failed = int(facts.get("failed", 0))
+    failed_note = f" ({failed} failed)" if failed else ""
+    noun = plural(count, "new transaction")
+    address = facts["address"]
+    title = f"{rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
+    listed: list[str | None] = []
+    for entry in facts["signatures"]:
+        listed += [_signature_line(entry), shown.link("tx", entry["signature"])]
+    more = int(facts.get("more", 0))
+    body = lines(
+        rule_line(facts),
+        f"Address: {shown.name(address)}",
+        shown.link("address", address),
+        f"{noun}{failed_note}, newest in slot {facts['newest_slot']}",
+        "",
+        *listed,
+        f"... and {more} more" if more else None,
+    )
+    return title, body
+
+
+def _signature_line(entry: Mapping[str, Any]) -> str:
+    details = [f"slot {entry['slot']}"]
+    if entry.get("block_time") is not None:
+        details.append(iso(float(entry["block_time"])))
+    if entry.get("failed"):
+        details.append("(failed)")
+    if entry.get("memo"):
+        details.append(f"memo: {entry['memo']}")
+    return f"- {entry['signature']}  " + ", ".join(details)
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return int(facts.get("count", 1))
+
+
+KIND = Kind(
+    model=NewTransactionsRule,
+    source=SOURCE,
+    wording=transactions_text,
+    digest=DigestWords(("new transaction", "new transactions"), ("address", "addresses"), _count),
+)

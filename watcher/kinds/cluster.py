@@ -1,0 +1,38 @@
+"""What the kinds watching the whole cluster share: its one target, and the reading of
+getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pure)."""
+
+from __future__ import annotations
+
+from watcher.alerting.events import TargetState
+from watcher.ledger.models import VoteAccounts
+from watcher.ledger.plausibility import Doubt, picture_of
+
+CLUSTER = "cluster"  # the one target of the sources watching the whole cluster
+
+
+def newest_vote(vote_accounts: VoteAccounts) -> int | None:
+    """The highest lastVote of the current vote accounts: the cluster's tip, give or take."""
+    return max((account.last_vote for account in vote_accounts.current), default=None)
+
+
+def vote_account_counts(vote_accounts: VoteAccounts) -> dict[str, int]:
+    """What ``vote_accounts_doubt`` compares the next answer with (kept in the state)."""
+    current = len(vote_accounts.current)
+    return {"accounts": current + len(vote_accounts.delinquent), "current": current}
+
+
+def vote_accounts_doubt(state: TargetState | None, vote_accounts: VoteAccounts) -> Doubt | None:
+    """An empty cluster, or one where no account is current, after one that had some."""
+    before = (state or {}).get("accounts") or 0
+    current_before = (state or {}).get("current") or 0
+    counts = vote_account_counts(vote_accounts)
+    picture = picture_of(
+        sorted(account.vote_pubkey for account in vote_accounts.current),
+        sorted(account.vote_pubkey for account in vote_accounts.delinquent),
+    )
+    if before and not counts["accounts"]:
+        return Doubt(f"no vote account at all, where the last answer had {before}", picture)
+    if current_before and not counts["current"]:
+        reason = f"no current vote account, where the last answer had {current_before}"
+        return Doubt(reason, picture)
+    return None

@@ -1,0 +1,326 @@
+"""Kind ``delinquent_validators``: delinquency of watched validators (source ``votes``).
+
+One target, ``"cluster"``: one getVoteAccounts call serves every rule. Observation: the
+``VoteAccounts`` model itself. State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}``
+(see ``watcher.alerting.lifecycle.step_episodes``).
+
+The step also evaluates the built-in ``cluster_delinquent_stake`` (``watcher.alerting.builtin``)
+when the
+daemon hands it that rule: when more than its threshold of the activated stake is delinquent,
+one cluster-wide alert fires instead of one per validator. While it fires, the episodes of the
+``delinquent_validators`` rules are held (the observation counts as unknown for them: nothing
+fires, resolves or repeats); once the share is back at or under the threshold, it resolves and
+each validator is judged on its own again (one still delinquent then fires).
+
+Doubts (``watcher.ledger.plausibility``): an answer with no vote account at all, or none current,
+where the last accepted one had some, is taken once seen three polls in a row (the state keeps
+``"accounts"`` and ``"current"``, the counts of the last accepted answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol, cast
+
+from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, CLUSTER_SUBJECT
+from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    plural,
+    rule_head,
+    rule_line,
+    sol,
+)
+from watcher.config import rule_models
+from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.ledger.models import VoteAccount, VoteAccounts
+from watcher.ledger.plausibility import Doubt, SlotTip
+
+LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
+
+
+class DelinquentValidatorsRule(rule_models.StateRule):
+    kind: Literal["delinquent_validators"] = "delinquent_validators"
+    validators: Pubkeys  # vote account or identity pubkeys
+    every: PositiveDuration = 30.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+
+class StakeShareRule(StateRule, Protocol):
+    @property
+    def threshold(self) -> float: ...  # percent of activated stake
+
+
+class VotesSource:
+    name = "votes"
+    rule_kinds: tuple[str, ...] = ("delinquent_validators",)
+
+    def targets(self, rules: Sequence[Any]) -> list[str]:
+        # No rule of this kind: nothing to poll.
+        return [CLUSTER] if self._rules(rules) else []
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> VoteAccounts:
+        return await ledger.get_vote_accounts()
+
+    def tip(self, observation: VoteAccounts) -> int | None:
+        return newest_vote(observation)
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        return vote_accounts_doubt(state, observation)
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
+    ) -> StepOutcome:
+        mine = self._rules(rules)
+        shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
+        cluster = StepOutcome(state=state or {})
+        if shares:
+
+            def assess_share(rule: StateRule) -> Mapping[str, Assessment]:
+                threshold = cast(StakeShareRule, rule).threshold
+                return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
+
+            cluster = step_episodes(shares, state, now, assess_share)
+        held = any(_firing(cluster.state, rule.name, CLUSTER_SUBJECT) for rule in shares)
+        statuses = classify_validators(
+            {pubkey for rule in mine for pubkey in rule.validators}, observation
+        )
+
+        def assess(rule: StateRule) -> Mapping[str, Assessment]:
+            watched = cast(DelinquentValidatorsRule, rule).validators
+            if held:
+                return {pubkey: (None, {}) for pubkey in watched}
+            return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
+
+        validators = step_episodes(mine, cluster.state, now, assess)
+        state_after = {**validators.state, **vote_account_counts(observation)}
+        return StepOutcome(state_after, cluster.alerts + validators.alerts)
+
+    def _rules(self, rules: Sequence[Any]) -> list[DelinquentValidatorsRule]:
+        return [
+            cast(DelinquentValidatorsRule, rule) for rule in rules if rule.kind in self.rule_kinds
+        ]
+
+
+def delinquent_stake_pct(vote_accounts: VoteAccounts) -> float | None:
+    """Percent of the activated stake held by delinquent vote accounts; None without stake."""
+    delinquent, total = _stakes(vote_accounts)
+    return None if total == 0 else 100 * delinquent / total
+
+
+def _stakes(vote_accounts: VoteAccounts) -> tuple[int, int]:
+    """(delinquent activated stake, all activated stake), in lamports."""
+    delinquent = sum(account.activated_stake for account in vote_accounts.delinquent)
+    return delinquent, delinquent + sum(acc.activated_stake for acc in vote_accounts.current)
+
+
+def cluster_assessment(vote_accounts: VoteAccounts, threshold_pct: float) -> Assessment:
+    """Is more than ``threshold_pct`` of the stake delinquent, with the facts that tell it."""
+    pct = delinquent_stake_pct(vote_accounts)
+    if pct is None:
+        return None, {}
+    largest = sorted(vote_accounts.delinquent, key=lambda account: -account.activated_stake)
+    delinquent_stake, total_stake = _stakes(vote_accounts)
+    facts = {
+        "built_in": True,
+        "delinquent_pct": round(pct, 2),
+        "threshold_pct": threshold_pct,
+        "delinquent_stake": delinquent_stake,
+        "total_stake": total_stake,
+        "delinquent_count": len(vote_accounts.delinquent),
+        "total_count": len(vote_accounts.current) + len(vote_accounts.delinquent),
+        "largest": [
+            {
+                "vote_pubkey": account.vote_pubkey,
+                "node_pubkey": account.node_pubkey,
+                "activated_stake": account.activated_stake,
+            }
+            for account in largest[:LARGEST_LISTED]
+        ],
+    }
+    return pct > threshold_pct, facts
+
+
+def _firing(state: TargetState, rule: str, subject: str) -> bool:
+    episode = state.get("episodes", {}).get(rule, {}).get(subject) or {}
+    return bool(episode.get("status") == "firing")
+
+
+def _assessment(status: ValidatorStatus) -> Assessment:
+    facts = asdict(status)
+    facts["status"] = facts.pop("state")
+    return status.state != "current", facts
+
+
+SOURCE = VotesSource()
+
+
+# -- which validators are delinquent (pure) --------------------------------------------------
+
+VoteState = Literal["current", "delinquent", "missing"]
+
+
+@dataclass(frozen=True)
+class ValidatorStatus:
+    """Where a watched pubkey (vote account or identity) stands in getVoteAccounts."""
+
+    watched: str
+    state: VoteState
+    vote_pubkey: str | None = None
+    node_pubkey: str | None = None
+    activated_stake: int | None = None
+    last_vote: int | None = None
+    slots_behind: int | None = None  # behind the newest vote of the current set
+
+
+def classify_validators(
+    watched: Iterable[str], vote_accounts: VoteAccounts
+) -> dict[str, ValidatorStatus]:
+    """A watched pubkey matches a vote account's ``votePubkey`` or ``nodePubkey``. Found in
+    ``current`` -> current (an identity with several vote accounts counts as current when one of
+    them is); else in ``delinquent`` -> delinquent; in neither -> missing (which fires too: an
+    unstaked delinquent is left out of both lists)."""
+    newest_vote = max((acc.last_vote for acc in vote_accounts.current), default=None)
+    current = _by_pubkey(vote_accounts.current)
+    delinquent = _by_pubkey(vote_accounts.delinquent)
+    statuses: dict[str, ValidatorStatus] = {}
+    for pubkey in watched:
+        state: VoteState
+        if pubkey in current:
+            state, account = "current", current[pubkey]
+        elif pubkey in delinquent:
+            state, account = "delinquent", delinquent[pubkey]
+        else:
+            statuses[pubkey] = ValidatorStatus(pubkey, "missing")
+            continue
+        behind = None if newest_vote is None else max(0, newest_vote - account.last_vote)
+        statuses[pubkey] = ValidatorStatus(
+            watched=pubkey,
+            state=state,
+            vote_pubkey=account.vote_pubkey,
+            node_pubkey=account.node_pubkey,
+            activated_stake=account.activated_stake,
+            last_vote=account.last_vote,
+            slots_behind=behind,
+        )
+    return statuses
+
+
+def _by_pubkey(accounts: Iterable[VoteAccount]) -> dict[str, VoteAccount]:
+    """Vote and identity pubkey -> account (the most staked one when an identity has several)."""
+    index: dict[str, VoteAccount] = {}
+    for account in sorted(accounts, key=lambda acc: acc.activated_stake):
+        index[account.vote_pubkey] = account
+        index[account.node_pubkey] = account
+    return index
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    reason = facts["reason"]
+    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
+    who = shown.short(facts["subject"], vote, node)
+    if reason == "resolved":
+        was = facts.get("was", {}).get("status", "delinquent")
+        title = f"{rule_head(facts)} validator {who} is voting again (current)"
+        summary = f"Resolved: back in the current vote accounts after {facts['duration']} {was}."
+    elif reason == "repeat":
+        title = f"{rule_head(facts)} validator {who} still {facts['status']} ({facts['duration']})"
+        since = f"for {facts['duration']}, since {facts['firing_since']}"
+        summary = f"Still {facts['status']}: {since}."
+    else:
+        title = f"{rule_head(facts)} validator {who} {facts['status']}"
+        summary = _validator_problem(facts)
+    body = lines(
+        rule_line(facts),
+        f"Validator: {shown.name(facts['subject'], vote, node)}",
+        summary,
+        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
+        shown.link("address", vote),
+        f"Identity: {shown.name(node) if node else 'unknown'}",
+        shown.link("address", node),
+        f"Activated stake: {sol(facts.get('activated_stake'))}",
+        _last_vote_line(facts),
+    )
+    return title, body
+
+
+def _validator_problem(facts: Facts) -> str:
+    if facts["status"] == "missing":
+        return (
+            "It is in neither the current nor the delinquent vote accounts "
+            "(wrong pubkey, closed vote account, or an unstaked delinquent)."
+        )
+    return "It is delinquent: its last vote is more than 128 slots behind the cluster."
+
+
+def _last_vote_line(facts: Facts) -> str | None:
+    if facts.get("last_vote") is None:
+        return None
+    behind = facts.get("slots_behind")
+    note = f" ({plural(behind, 'slot')} behind the newest vote)" if behind is not None else ""
+    return f"Last vote: slot {facts['last_vote']}{note}"
+
+
+def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    """``cluster_delinquent_stake``: more than the threshold of activated stake is delinquent."""
+    share = f"{facts['delinquent_pct']:.1f}%"
+    threshold = f"{float(facts['threshold_pct']):g}%"
+    if facts["reason"] == "resolved":
+        title = f"{rule_head(facts)} delinquent stake back to {share}"
+        was = float(facts.get("was", {}).get("delinquent_pct", 0.0))
+        summary = (
+            f"Resolved after {facts['duration']}: {share} of the activated stake is delinquent, "
+            f"at or under the {threshold} threshold (it was {was:.1f}%). Validator rules are "
+            "evaluated one by one again."
+        )
+    else:
+        title = f"{rule_head(facts)} {share} of the activated stake is delinquent"
+        summary = (
+            f"{share} of the activated stake is delinquent, above the {threshold} threshold. "
+            "While this lasts, delinquent_validators rules are held: their validators fire or "
+            "resolve one by one once the share is back under the threshold."
+        )
+    largest: Sequence[Mapping[str, Any]] = facts.get("largest") or ()
+    listed: list[str | None] = []
+    for account in largest:
+        vote, node = account["vote_pubkey"], account["node_pubkey"]
+        stake = sol(account["activated_stake"])
+        listed += [f"- {shown.name(vote)}  {stake}, identity {shown.name(node)}"]
+        listed += [shown.link("address", vote)]
+    body = lines(
+        rule_line(facts),
+        summary,
+        f"Delinquent: {sol(facts['delinquent_stake'])} of {sol(facts['total_stake'])}; "
+        f"{facts['delinquent_count']} of {facts['total_count']} vote accounts",
+        *(("", "Largest delinquent vote accounts:", *listed) if listed else ()),
+    )
+    return title, body
+
+
+KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text)
