@@ -166,7 +166,7 @@ async def test_a_bad_signature_entry_raises_nothing_and_wedges_nothing(
     assert world.titles() == [], why
     assert world.cursor() == before, why
     assert any(entry["event"].startswith("poll failed") for entry in logs), why
-    assert world.daemon.health._failed_this_round["signatures"] == 1
+    assert world.daemon.health._failed_this_round["signatures", 0.0] == 1
 
     # The address is not wedged: the next real transactions are noticed.
     new = world.ledger.add_transactions(TREASURY, 2)

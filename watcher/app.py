@@ -103,7 +103,8 @@ class Daemon:
 
     # -- one observation ---------------------------------------------------------------------
 
-    async def poll_target(self, source: Source, target: str) -> None:
+    async def poll_target(self, source: Source, target: str, interval: float = 0.0) -> None:
+        """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s."""
         builtins = self.builtins.rules_for(source.name)
         rules = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
@@ -111,13 +112,13 @@ class Daemon:
             observation = await source.observe(self.rpc, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
-            self.health.failed(source.name, target, exc)
+            self.health.failed(source.name, target, exc, interval=interval)
             return
         now = self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
-        if doubt is not None and not self._confirmed(source, target, state, doubt, now):
+        if doubt is not None and not self._confirmed(source, target, state, doubt, now, interval):
             return
-        self.health.succeeded(source.name, target)
+        self.health.succeeded(source.name, target, interval=interval)
         outcome = source.step(rules, target, state, observation, now)
         self._commit(source.name, target, outcome, rules, now)
         slot = source.tip(observation)
@@ -125,7 +126,13 @@ class Daemon:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
 
     def _confirmed(
-        self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float
+        self,
+        source: Source,
+        target: str,
+        state: TargetState | None,
+        doubt: Doubt,
+        now: float,
+        interval: float,
     ) -> bool:
         """A doubtful answer (``watcher.ledger.plausibility``): taken once the same picture has been
         seen ``CONFIRM_POLLS`` polls in a row; until then a failed call that advances nothing
@@ -141,7 +148,9 @@ class Daemon:
             )
             return True
         error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
-        self.health.failed(source.name, target, error, quiet=not verdict.new_stretch)
+        self.health.failed(
+            source.name, target, error, interval=interval, quiet=not verdict.new_stretch
+        )
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
@@ -176,16 +185,16 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(*(self._poll(source, target) for target in job.targets))
+        await asyncio.gather(*(self._poll(source, target, job.interval) for target in job.targets))
         now = self.clock()
-        verdict = self.health.round_done(job.source, now)
+        verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:
             with self._database_work("rpc health"):
                 self._check_rpc_health(verdict, now)
 
-    async def _poll(self, source: Source, target: str) -> None:
+    async def _poll(self, source: Source, target: str, interval: float) -> None:
         with self._database_work(f"poll {source.name}"):
-            await self.poll_target(source, target)
+            await self.poll_target(source, target, interval)
 
     @contextlib.contextmanager
     def _database_work(self, operation: str) -> Iterator[None]:
