@@ -201,16 +201,6 @@ class Store:
         self.commits += 1
         return new_ids
 
-    def enqueue(
-        self,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
-        """Alerts that belong to no target (the daemon's own notices), as ``commit_step``."""
-        with transaction(self._db):
-            return self._insert_alerts(alerts, destinations, now)
-
     def _insert_alerts(
         self,
         alerts: Sequence[AlertMessage],
