@@ -24,6 +24,7 @@ from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import check_config, load_config
 from watcher.config.rule_models import RULE_MODELS
+from watcher.delivery.outbox import AlertRecord
 from watcher.kinds import SOURCES
 from watcher.kinds.diff import Cursor
 from watcher.kinds.holders import HoldersObservation
@@ -31,7 +32,7 @@ from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.state.store import AlertRecord, Store
+from watcher.state.store import Store
 
 from daemon_harness import write_config
 

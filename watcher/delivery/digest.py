@@ -25,7 +25,7 @@ from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
 from watcher.core.clock import iso
-from watcher.state.store import DeliveryRow
+from watcher.delivery.outbox import DeliveryRow
 
 HOUR = 3600.0
 DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"

@@ -29,6 +29,7 @@ from watcher.config.rules import read_rules
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
+from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -40,7 +41,6 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.format import Expected, RuleTestFile, Step, apply_action, read_test_file
-from watcher.state.store import AlertRecord
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0
