@@ -116,6 +116,28 @@ def test_the_streak_remembers_when_the_endpoint_started_failing() -> None:
     assert verdict.last_error == "ServerError: getVoteAccounts: HTTP 503"
 
 
+def test_two_jobs_of_one_source_each_count_their_own_rounds() -> None:
+    """votes swept every 10 s (failing) and every 60 s (answering), their rounds overlapping:
+    each round is judged by its own job's calls, and the 10 s job's streak grows round by round
+    until the 60 s job's answered round resets it."""
+    health = RoundHealth()
+    error = ServerError("HTTP 503", method="getVoteAccounts", status=503)
+    verdicts: list[tuple[bool, int] | None] = []
+
+    def done(interval: float, now: float) -> None:
+        verdict = health.round_done("votes", now, interval=interval)
+        verdicts.append(None if verdict is None else (verdict.answered, verdict.failed_rounds))
+
+    health.succeeded("votes", "cluster", interval=60.0)  # the 60 s round is still open
+    for now in (10.0, 20.0):
+        health.failed("votes", "cluster", error, interval=10.0)
+        done(10.0, now)
+    done(60.0, 25.0)
+    health.failed("votes", "cluster", error, interval=10.0)
+    done(10.0, 30.0)
+    assert verdicts == [(False, 1), (False, 2), (True, 0), (False, 1)]
+
+
 @pytest.mark.parametrize(
     ("answered", "failed_rounds", "unhealthy_after", "unhealthy"),
     [

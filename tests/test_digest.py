@@ -23,14 +23,14 @@ from watcher.delivery.digest import (
     pacing_notes,
     release_at,
 )
-from watcher.delivery.outbox import url_id
+from watcher.delivery.outbox import DeliveryRow, url_id
 from watcher.delivery.sender import Sender
 from watcher.kinds import word
 from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.transactions import NewTransactionsRule
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
-from watcher.state.store import DeliveryRow, Store
+from watcher.state.store import Store
 
 from receivers import JsonReceiver, wait_until
 from test_e2e import World, make_world, small_cluster

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import check_config, load_config
+from watcher.delivery.outbox import AlertRecord
 from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import Cursor
@@ -30,7 +31,7 @@ from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.state.store import AlertRecord, Store
+from watcher.state.store import Store
 
 from daemon_harness import write_config
 
@@ -165,7 +166,7 @@ async def test_a_bad_signature_entry_raises_nothing_and_wedges_nothing(
     assert world.titles() == [], why
     assert world.cursor() == before, why
     assert any(entry["event"].startswith("poll failed") for entry in logs), why
-    assert world.daemon.health._failed_this_round["signatures"] == 1
+    assert world.daemon.health._failed_this_round["signatures", 0.0] == 1
 
     # The address is not wedged: the next real transactions are noticed.
     new = world.ledger.add_transactions(TREASURY, 2)

@@ -14,7 +14,7 @@ import structlog
 import structlog.testing
 
 from watcher.alerting.events import AlertMessage
-from watcher.delivery.outbox import Destination, url_id
+from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, url_id
 from watcher.delivery.sender import (
     NOT_CONFIGURED,
     REJECTED_URL,
@@ -22,7 +22,7 @@ from watcher.delivery.sender import (
     fit_for_url,
     secret_fragments,
 )
-from watcher.state.store import AlertRecord, DeliveryRow, Store
+from watcher.state.store import Store
 
 from receivers import JsonReceiver, SmtpReceiver
 

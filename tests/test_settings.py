@@ -440,3 +440,38 @@ def test_the_example_settings_validate_without_any_variable_set(
     assert settings.rules == [REPO / "rules"]
     assert settings.state_path == REPO / "state" / "watcher.db"
     assert len(rules) == 4
+
+
+# -- Settings built in code (the library face) ---------------------------------------------------
+
+
+def test_settings_built_in_code_equal_the_same_settings_read_from_a_file(
+    conf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from_file = load(settings_file(conf, MINIMAL + "delivery: {first_retry: 500ms}\n"))
+    monkeypatch.setenv("WATCHER_LOG_LEVEL", "debug")  # the environment is not read
+    built = Settings.build(
+        base=conf,
+        rpc_url=f"https://rpc.example.com/v3/{KEY}",
+        rules=["rules/"],
+        channels={"ops": ["json://127.0.0.1:8080/"], "oncall": ["json://127.0.0.1:8081/"]},
+        delivery={"first_retry": "500ms"},
+    )
+    assert built.model_dump() == from_file.model_dump()
+    assert built.rules == [conf / "rules"] and built.state_path == conf / "state/watcher.db"
+    assert built.delivery.first_retry == 0.5 and built.log_level == "info"
+
+
+def test_settings_built_in_code_list_every_problem_and_show_no_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.build(
+            rpc_url=f"ftp://rpc.example.com/{KEY}",
+            rules=[tmp_path],
+            default_channels=["nowhere"],
+            delivery={"first_retyr": "1s"},
+        )
+    text = str(caught.value)
+    assert [problem.file for problem in caught.value.problems] == ["Settings.build"] * 3
+    assert "rpc_url: must be an http:// or https:// URL" in text
+    assert "default_channels[0]" in text and "delivery" in text and "first_retry" in text
+    assert KEY not in text

@@ -330,3 +330,28 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
     as_dict = treasury.as_dict()
     assert as_dict["deliveries"][0]["status"] == "sent"
     assert as_dict["facts"] == {"n": 1}
+
+
+# -- pure code keeps away from the state ------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "watcher"
+PURE = [
+    *sorted((PACKAGE / "kinds").glob("*.py")),
+    *sorted((PACKAGE / "alerting").glob("*.py")),
+    PACKAGE / "delivery" / "digest.py",
+    PACKAGE / "delivery" / "outbox.py",
+    PACKAGE / "ruletest" / "format.py",
+]
+
+
+@pytest.mark.parametrize("module", PURE, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_pure_code_imports_nothing_from_the_state(module: Path) -> None:
+    import ast
+
+    imported: list[str] = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.append(node.module)
+        elif isinstance(node, ast.Import):
+            imported.extend(alias.name for alias in node.names)
+    assert [name for name in imported if name.startswith("watcher.state")] == []

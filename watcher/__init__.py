@@ -1,3 +1,72 @@
-"""watcher: monitoring and alerting for a Solana-style ledger."""
+"""watcher: monitoring and alerting for a Solana-style ledger.
+
+What a program embedding the daemon needs, importable from ``watcher``::
+
+    from watcher import Daemon, RuleSet, Settings, load_rules
+
+    settings = Settings.build(rpc_url=..., rules=["rules/"], channels={"ops": ["json://..."]})
+    rules = load_rules(settings.rules, channels=set(settings.channels))
+    daemon = Daemon(settings, RuleSet(rules))
+
+(``load_config`` reads a settings file and its rules together.) Errors: every error the
+daemon raises on purpose is a ``WatcherError``; ``ConfigError`` (settings or rules),
+``RpcError`` (the ledger's endpoint), ``StateError`` (the state database) and ``DaemonFailed``.
+The names are imported on first use, so that ``import watcher`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from watcher.alerting.ruleset import RuleSet
+    from watcher.app import Daemon
+    from watcher.config.check import load_config
+    from watcher.config.rules import load_rules
+    from watcher.config.settings import Settings, load_settings
+    from watcher.core.errors import (
+        ConfigError,
+        DaemonFailed,
+        RpcError,
+        StateError,
+        WatcherError,
+    )
+
+_WHERE = {
+    "Daemon": "watcher.app",
+    "RuleSet": "watcher.alerting.ruleset",
+    "Settings": "watcher.config.settings",
+    "load_settings": "watcher.config.settings",
+    "load_config": "watcher.config.check",
+    "load_rules": "watcher.config.rules",
+    "WatcherError": "watcher.core.errors",
+    "ConfigError": "watcher.core.errors",
+    "RpcError": "watcher.core.errors",
+    "StateError": "watcher.core.errors",
+    "DaemonFailed": "watcher.core.errors",
+}
+
+__all__ = [
+    "ConfigError",
+    "Daemon",
+    "DaemonFailed",
+    "RpcError",
+    "RuleSet",
+    "Settings",
+    "StateError",
+    "WatcherError",
+    "__version__",
+    "load_config",
+    "load_rules",
+    "load_settings",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'watcher' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

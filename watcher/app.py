@@ -111,7 +111,8 @@ class Daemon:
 
     # -- one observation ---------------------------------------------------------------------
 
-    async def poll_target(self, source: Source, target: str) -> None:
+    async def poll_target(self, source: Source, target: str, interval: float = 0.0) -> None:
+        """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s."""
         builtins = self.builtins.rules_for(source.name)
         rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
@@ -119,13 +120,13 @@ class Daemon:
             observations = await self._observe(source, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
-            self.health.failed(source.name, target, exc)
+            self.health.failed(source.name, target, exc, interval=interval)
             return
         observation, now = observations[0], self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
-        if doubt is not None and not self._confirmed(source, target, state, doubt, now):
+        if doubt is not None and not self._confirmed(source, target, state, doubt, now, interval):
             return
-        self.health.succeeded(source.name, target)
+        self.health.succeeded(source.name, target, interval=interval)
         outcome = source.step(rules, target, state, observation, now)
         others = [source.step(rules, target, state, other, now) for other in observations[1:]]
         if not self.quorum.agreed(source.name, target, [outcome, *others]):
@@ -147,7 +148,13 @@ class Daemon:
         return [await source.observe(self.rpc, target, state)]
 
     def _confirmed(
-        self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float
+        self,
+        source: Source,
+        target: str,
+        state: TargetState | None,
+        doubt: Doubt,
+        now: float,
+        interval: float,
     ) -> bool:
         """A doubtful answer (``watcher.ledger.plausibility``): taken once the same picture has been
         seen ``CONFIRM_POLLS`` polls in a row; until then a failed call that advances nothing
@@ -163,7 +170,9 @@ class Daemon:
             )
             return True
         error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
-        self.health.failed(source.name, target, error, quiet=not verdict.new_stretch)
+        self.health.failed(
+            source.name, target, error, interval=interval, quiet=not verdict.new_stretch
+        )
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
@@ -198,16 +207,16 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(*(self._poll(source, target) for target in job.targets))
+        await asyncio.gather(*(self._poll(source, target, job.interval) for target in job.targets))
         now = self.clock()
-        verdict = self.health.round_done(job.source, now)
+        verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:
             with self._database_work("rpc health"):
                 self._check_rpc_health(verdict, now)
 
-    async def _poll(self, source: Source, target: str) -> None:
+    async def _poll(self, source: Source, target: str, interval: float) -> None:
         with self._database_work(f"poll {source.name}"):
-            await self.poll_target(source, target)
+            await self.poll_target(source, target, interval)
 
     @contextlib.contextmanager
     def _database_work(self, operation: str) -> Iterator[None]:

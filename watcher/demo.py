@@ -13,12 +13,10 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.rules import load_rules
-from watcher.config.settings import Settings, load_settings
+from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
@@ -77,17 +75,14 @@ def _demo_settings(
     folder: Path, rpc_url: str, rules_path: Path, rules: Sequence[object]
 ) -> Settings:
     channel_names = {name for rule in rules for name in (getattr(rule, "notify", None) or ())}
-    config = {
-        "rpc_url": rpc_url,
-        "state_path": str(folder / "watcher.db"),
-        "rules": [str(rules_path.resolve())],
-        "channels": {name: ["console://"] for name in sorted(channel_names)},
-        "default_channels": sorted(channel_names)[:1],
-        "delivery": {"first_retry": "500ms"},
-    }
-    path = folder / "watcher.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return load_settings(path)
+    return Settings.build(
+        rpc_url=rpc_url,
+        state_path=folder / "watcher.db",
+        rules=[rules_path.resolve()],
+        channels={name: ["console://"] for name in sorted(channel_names)},
+        default_channels=sorted(channel_names)[:1],
+        delivery={"first_retry": "500ms"},
+    )
 
 
 async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: Scenario) -> None:

@@ -4,11 +4,13 @@ the state database as seen by every task (``StateHealth``).
 A *round* is one sweep of one job over its targets. A round *failed* when every call of it
 failed; a round in which at least one call succeeded means the endpoint *answered*.
 
-Counting is cluster-wide: each source keeps its streak of failed rounds, and any answered round,
-of any source, resets every streak (the endpoint works). The streak that decides is the longest
-one (``RoundVerdict.failed_rounds``). Taking the longest streak of one source, rather than the sum
-over sources, keeps "N rounds" a measure of time: one bad second in which the four sources fail
-together is one failed round of each, not four failed rounds.
+Counting is cluster-wide: each job (a source at one interval: ``Job``) keeps its streak of
+failed rounds, and any answered round, of any job, resets every streak (the endpoint works). The
+streak that decides is the longest one (``RoundVerdict.failed_rounds``). Taking the longest streak
+of one job, rather than the sum over jobs, keeps "N rounds" a measure of time: one bad second in
+which the four sources fail together is one failed round of each, not four failed rounds. Two
+jobs of one source (two sweep intervals) run side by side: each call and each round is counted
+for its own job, so neither can close the other's round.
 
 This feeds the built-in ``rpc_unhealthy`` alert (``watcher.alerting.builtin``), which fires once the
 longest streak reaches ``health.unhealthy_after`` and resolves on the next answered round.
@@ -37,29 +39,44 @@ class RoundVerdict:
     """What one finished round says about the endpoint."""
 
     answered: bool  # at least one call of the round succeeded
-    failed_rounds: int  # longest streak of failed rounds of any source since it last answered
+    failed_rounds: int  # longest streak of failed rounds of any job since the endpoint answered
     failing_since: float | None  # end of the first failed round of the streak (None: answered)
     last_error: str | None  # class and message of the last failure (redacted by RpcError)
 
 
+# A job: its source and its sweep interval (seconds).
+JobKey = tuple[str, float]
+
+
 @dataclass
 class RoundHealth:
-    """Counts failed rounds. No clock of its own: ``round_done`` is told the time."""
+    """Counts failed rounds per job. No clock of its own: ``round_done`` is told the time.
 
-    consecutive_failed_rounds: Counter[str] = field(default_factory=Counter)
+    ``interval`` names the job of ``source`` a call or round belongs to (a source swept at one
+    interval only can leave it out)."""
+
+    consecutive_failed_rounds: Counter[JobKey] = field(default_factory=Counter)
     failing_since: float | None = None
     last_error: str | None = None
-    _failed_this_round: Counter[str] = field(default_factory=Counter)
-    _ok_this_round: Counter[str] = field(default_factory=Counter)
+    _failed_this_round: Counter[JobKey] = field(default_factory=Counter)
+    _ok_this_round: Counter[JobKey] = field(default_factory=Counter)
 
     @property
     def failed_rounds(self) -> int:
         """The longest current streak of failed rounds (0 while the endpoint answers)."""
         return max(self.consecutive_failed_rounds.values(), default=0)
 
-    def failed(self, source: str, target: str, error: RpcError, *, quiet: bool = False) -> None:
+    def failed(
+        self,
+        source: str,
+        target: str,
+        error: RpcError,
+        *,
+        interval: float = 0.0,
+        quiet: bool = False,
+    ) -> None:
         """One failed poll; ``quiet``: already said (logged at debug level only)."""
-        self._failed_this_round[source] += 1
+        self._failed_this_round[source, interval] += 1
         self.last_error = f"{type(error).__name__}: {error}"
         (log.debug if quiet else log.warning)(
             "poll failed; nothing concluded from it",
@@ -70,12 +87,13 @@ class RoundHealth:
             transient=error.transient,
         )
 
-    def succeeded(self, source: str, target: str) -> None:
-        self._ok_this_round[source] += 1
+    def succeeded(self, source: str, target: str, *, interval: float = 0.0) -> None:
+        self._ok_this_round[source, interval] += 1
 
-    def round_done(self, source: str, now: float) -> RoundVerdict | None:
-        """Close the round of ``source``; None when it made no call (nothing to say)."""
-        failed, ok = self._failed_this_round.pop(source, 0), self._ok_this_round.pop(source, 0)
+    def round_done(self, source: str, now: float, *, interval: float = 0.0) -> RoundVerdict | None:
+        """Close the round of the job; None when it made no call (nothing to say)."""
+        job = (source, interval)
+        failed, ok = self._failed_this_round.pop(job, 0), self._ok_this_round.pop(job, 0)
         if ok:
             if self.failed_rounds:
                 log.info("endpoint answering again", source=source)
@@ -84,13 +102,13 @@ class RoundHealth:
             return RoundVerdict(True, 0, None, self.last_error)
         if not failed:
             return None
-        self.consecutive_failed_rounds[source] += 1
+        self.consecutive_failed_rounds[job] += 1
         if self.failing_since is None:
             self.failing_since = now
         log.warning(
             "round failed",
             source=source,
-            consecutive=self.consecutive_failed_rounds[source],
+            consecutive=self.consecutive_failed_rounds[job],
             longest=self.failed_rounds,
         )
         return RoundVerdict(False, self.failed_rounds, self.failing_since, self.last_error)

@@ -175,8 +175,9 @@ ChannelRefs = Annotated[tuple[str, ...], AfterValidator(_known_channels)]
 
 
 class Settings(BaseSettings):
-    """Validated settings. Build it with ``load_settings``: that applies the environment,
-    resolves relative paths and sets ``config_path``."""
+    """Validated settings. Read a settings file with ``load_settings`` (which applies the
+    environment, resolves relative paths and sets ``config_path``), or build them in code with
+    ``Settings.build``."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -212,6 +213,35 @@ class Settings(BaseSettings):
     http: HttpSettings | None = None  # None: no HTTP endpoint
 
     _config_path: Path = PrivateAttr(default=Path("."))
+
+    @classmethod
+    def build(cls, *, base: Path | str | None = None, **values: Any) -> Settings:
+        """Settings given in code, with the keys and values a settings file holds (durations
+        such as ``"500ms"`` included), e.g. ``Settings.build(rpc_url=..., rules=[path],
+        channels={"ops": ["json://..."]})``. The environment is not read; relative paths are
+        taken from ``base`` (default: the current folder). Raises ``ConfigError`` listing
+        every problem (no value is shown: values given in code may hold secrets)."""
+        folder = normalized(Path.cwd() if base is None else Path(base), Path.cwd())
+        try:
+            settings = cls(_build_sources=((_FileSource(dict(values)),), {}))
+        except ValidationError as exc:
+            problems = [
+                Problem("Settings.build", None, error_message(error, Settings, show_value=False))
+                for error in user_errors(exc)
+            ]
+            raise ConfigError(problems) from None
+        return settings._resolved(folder, folder)
+
+    def _resolved(self, base: Path, config_path: Path) -> Settings:
+        """Relative paths taken from ``base``; ``config_path`` set."""
+        settings = self.model_copy(
+            update={
+                "state_path": normalized(self.state_path, base),
+                "rules": [normalized(entry, base) for entry in self.rules],
+            }
+        )
+        settings._config_path = config_path
+        return settings
 
     @property
     def config_path(self) -> Path:
@@ -352,13 +382,7 @@ def read_settings(
         channels = _channel_names(data, from_env)
         return SettingsReading(None, _ordered(problems, document), existing, channels)
 
-    settings = settings.model_copy(
-        update={
-            "state_path": normalized(settings.state_path, base),
-            "rules": [normalized(entry, base) for entry in settings.rules],
-        }
-    )
-    settings._config_path = config_path
+    settings = settings._resolved(base, config_path)
     if deep:
         from watcher.state.database import state_path_problem
 

@@ -126,10 +126,3 @@ def configure(
         cache_logger_on_first_use=False,
     )
 
-
-def drop_secrets(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    """Processor for callers that build their own chains: redact every string value."""
-    return {
-        key: REDACTOR.redact(value) if isinstance(value, str) else value
-        for key, value in event_dict.items()
-    }

@@ -29,9 +29,9 @@ from typing import Any
 from watcher.alerting.events import AlertMessage, Grouping, Severity
 from watcher.alerting.messages import lines, rule_head
 from watcher.core.clock import iso
+from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords
-from watcher.state.store import DeliveryRow
 
 HOUR = 3600.0
 DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"

@@ -1,12 +1,17 @@
 """The outbox's pure parts: where a delivery goes (as an id, never the URL) and when to retry it.
 
-No clock, no database, no network: the caller passes ``now`` and the random ``jitter``.
+No clock, no database, no network: the caller passes ``now`` and the random ``jitter``. The
+outbox's rows as values (``DeliveryRow``, ``AlertRecord``) live here too: the store fills them,
+pure code (digests, rule tests) reads them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from watcher.alerting.events import Grouping, Reason, Severity
 
 
 def url_id(url: str) -> str:
@@ -65,3 +70,78 @@ def next_attempt(
 def is_dead(created_at: float, now: float, deadline: float = 86400.0) -> bool:
     """A delivery still failing ``deadline`` seconds after it was queued is given up."""
     return now - created_at >= deadline
+
+
+# Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),
+# sent, dead (given up). Alert statuses are derived from its deliveries: queued (nothing
+# sent yet), partial (some sent, others waiting or dead), sent, dead (none sent, all given
+# up), silenced (no destination at all).
+DELIVERY_STATUSES = ("pending", "sending", "sent", "dead")
+ALERT_STATUSES = ("queued", "partial", "sent", "dead", "silenced")
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    """A delivery due (or claimed) for sending, with what to send."""
+
+    id: int
+    alert_id: int
+    channel: str
+    url_id: str
+    status: str
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+    rule: str
+    severity: Severity
+    reason: Reason
+    title: str
+    body: str
+    subject: str = ""
+    dedup_key: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    # Rows with the same group_key and url_id go out together as one digest
+    # (watcher.delivery.digest).
+    group_key: str | None = None
+    grouping: Grouping | None = None
+
+
+@dataclass(frozen=True)
+class GroupSends:
+    """What decides when a digest group may send: its other rows already scheduled and its
+    recent messages."""
+
+    scheduled_at: float | None  # earliest next attempt of its pending rows not claimed now
+    sent: tuple[float, ...]  # when its recent messages went out, oldest first
+
+
+@dataclass(frozen=True)
+class DeliveryStatus:
+    channel: str
+    url_id: str
+    status: str
+    attempts: int
+    last_error: str | None
+    sent_at: float | None
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """One line of the alert history, with the fate of each of its deliveries."""
+
+    id: int
+    created_at: float
+    rule: str
+    severity: Severity
+    subject: str
+    reason: Reason
+    dedup_key: str
+    title: str
+    body: str
+    facts: dict[str, Any]
+    status: str
+    deliveries: tuple[DeliveryStatus, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (``watcher alerts --json``)."""
+        return asdict(self)

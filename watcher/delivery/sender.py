@@ -36,10 +36,10 @@ from watcher.core.clock import Clock
 from watcher.core.errors import state_error
 from watcher.core.redact import REDACTOR
 from watcher.delivery import digest, outbox, sending
-from watcher.delivery.outbox import Destination
+from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.sending import notification_id, with_id_header
 from watcher.delivery.sending import send_through as send_through  # for notify_check
-from watcher.state.store import DeliveryRow, Store
+from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 

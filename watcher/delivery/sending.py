@@ -13,7 +13,7 @@ from typing import Any
 import apprise
 
 from watcher.core.redact import REDACTOR
-from watcher.state.store import DeliveryRow
+from watcher.delivery.outbox import DeliveryRow
 
 
 async def send_through(

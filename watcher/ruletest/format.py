@@ -43,8 +43,8 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
+from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
-from watcher.state.store import AlertRecord
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}

@@ -22,15 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.rule_models import Rule
 from watcher.config.rules import read_rules
-from watcher.config.settings import load_settings
+from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
+from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -42,7 +41,6 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.format import Expected, RuleTestFile, Step, apply_action, read_test_file
-from watcher.state.store import AlertRecord
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0
@@ -78,7 +76,11 @@ class _RecordingReader:
             raise
 
     async def get_signatures_for_address(
-        self, address: str, *, before: str | None = None, until: str | None = None,
+        self,
+        address: str,
+        *,
+        before: str | None = None,
+        until: str | None = None,
         limit: int = 1000,
     ) -> list[SignatureEntry]:
         result: list[SignatureEntry] = await self._call(
@@ -257,13 +259,13 @@ async def _play(
         else Ledger(clock=clock, seed=LEDGER_SEED)
     )
     test.ledger.seed(ledger, document)
-    with SimulatorServer(ledger) as server, tempfile.TemporaryDirectory(
-        prefix="watcher-test-"
-    ) as folder:
+    with (
+        SimulatorServer(ledger) as server,
+        tempfile.TemporaryDirectory(prefix="watcher-test-") as folder,
+    ):
         reader = _RecordingReader(RpcClient(server.url, max_attempts=1))
-        settings_path = _settings_file(Path(folder), server.url, rule_paths, rules)
-        daemon = Daemon(load_settings(settings_path, env={}), RuleSet(rules), clock=clock,
-                        ledger=reader)
+        settings = _settings(Path(folder), server.url, rule_paths, rules)
+        daemon = Daemon(settings, RuleSet(rules), clock=clock, ledger=reader)
         try:
             last_id = 0
             for index, step in enumerate(test.steps):
@@ -301,22 +303,19 @@ def _verdict(
     )
 
 
-def _settings_file(
+def _settings(
     folder: Path, rpc_url: str, rule_paths: Sequence[Path], rules: Sequence[Rule]
-) -> Path:
+) -> Settings:
     """Settings for the in-process daemon: the simulator, a temporary state file, and every
     channel the rules name (never sent to: no sender runs)."""
     names = sorted({name for rule in rules for name in (rule.notify or ())})
-    config = {
-        "rpc_url": rpc_url,
-        "state_path": str(folder / "watcher.db"),
-        "rules": [str(path) for path in rule_paths],
-        "channels": {name: ["console://"] for name in names},
-        "rpc": {"max_attempts": 1},
-    }
-    path = folder / "watcher.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return Settings.build(
+        rpc_url=rpc_url,
+        state_path=folder / "watcher.db",
+        rules=list(rule_paths),
+        channels={name: ["console://"] for name in names},
+        rpc={"max_attempts": 1},
+    )
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -338,8 +337,10 @@ def format_result(result: FileResult) -> str:
             lines.append("  notified, not expected:")
             lines.extend(f"    - {_describe_record(record)}" for record in step.unexpected)
     failed = sum(1 for step in result.steps if not step.ok)
-    verdict = f"{failed} of {_count(len(result.steps), 'step')} failed" if failed else (
-        f"{_count(len(result.steps), 'step')} passed"
+    verdict = (
+        f"{failed} of {_count(len(result.steps), 'step')} failed"
+        if failed
+        else (f"{_count(len(result.steps), 'step')} passed")
     )
     lines.append(f"{result.file}: {verdict}")
     return "\n".join(lines)

@@ -14,91 +14,22 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.alerting.events import AlertMessage, Grouping, Reason, Severity, TargetState
+from watcher.alerting.events import AlertMessage, Grouping, TargetState
 from watcher.alerting.silences import Silence
-from watcher.delivery.outbox import Destination
+from watcher.delivery.outbox import (
+    AlertRecord,
+    DeliveryRow,
+    DeliveryStatus,
+    Destination,
+    GroupSends,
+)
 from watcher.state.database import migrate, open_database, state_errors, transaction
-
-# Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),
-# sent, dead (given up). Alert statuses are derived from its deliveries: queued (nothing
-# sent yet), partial (some sent, others waiting or dead), sent, dead (none sent, all given
-# up), silenced (no destination at all).
-DELIVERY_STATUSES = ("pending", "sending", "sent", "dead")
-ALERT_STATUSES = ("queued", "partial", "sent", "dead", "silenced")
-
-
-@dataclass(frozen=True)
-class DeliveryRow:
-    """A delivery due (or claimed) for sending, with what to send."""
-
-    id: int
-    alert_id: int
-    channel: str
-    url_id: str
-    status: str
-    attempts: int
-    next_attempt_at: float
-    created_at: float
-    rule: str
-    severity: Severity
-    reason: Reason
-    title: str
-    body: str
-    subject: str = ""
-    dedup_key: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
-    # Rows with the same group_key and url_id go out together as one digest
-    # (watcher.delivery.digest).
-    group_key: str | None = None
-    grouping: Grouping | None = None
-
-
-@dataclass(frozen=True)
-class GroupSends:
-    """What decides when a digest group may send: its other rows already scheduled and its
-    recent messages."""
-
-    scheduled_at: float | None  # earliest next attempt of its pending rows not claimed now
-    sent: tuple[float, ...]  # when its recent messages went out, oldest first
-
-
-@dataclass(frozen=True)
-class DeliveryStatus:
-    channel: str
-    url_id: str
-    status: str
-    attempts: int
-    last_error: str | None
-    sent_at: float | None
-
-
-@dataclass(frozen=True)
-class AlertRecord:
-    """One line of the alert history, with the fate of each of its deliveries."""
-
-    id: int
-    created_at: float
-    rule: str
-    severity: Severity
-    subject: str
-    reason: Reason
-    dedup_key: str
-    title: str
-    body: str
-    facts: dict[str, Any]
-    status: str
-    deliveries: tuple[DeliveryStatus, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form (``watcher alerts --json``)."""
-        return asdict(self)
-
 
 # -- the store ----------------------------------------------------------------------------------
 
@@ -200,16 +131,6 @@ class Store:
             new_ids = self._insert_alerts(alerts, destinations, now)
         self.commits += 1
         return new_ids
-
-    def enqueue(
-        self,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
-        """Alerts that belong to no target (the daemon's own notices), as ``commit_step``."""
-        with transaction(self._db):
-            return self._insert_alerts(alerts, destinations, now)
 
     def _insert_alerts(
         self,

@@ -1,0 +1,70 @@
+"""The library face: what a program embedding the daemon imports from ``watcher``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import watcher
+from watcher import (
+    ConfigError,
+    Daemon,
+    RpcError,
+    RuleSet,
+    Settings,
+    StateError,
+    WatcherError,
+    load_config,
+    load_rules,
+)
+from watcher.alerting.ruleset import RuleSet as RuleSetItself
+from watcher.app import Daemon as DaemonItself
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.state.store import Store
+
+TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
+
+
+def test_the_package_exports_what_an_embedding_program_needs() -> None:
+    assert (Daemon, RuleSet) == (DaemonItself, RuleSetItself)
+    assert all(issubclass(error, WatcherError) for error in (ConfigError, RpcError, StateError))
+    assert callable(load_config) and watcher.__version__ == "0.1.0"
+    with pytest.raises(AttributeError):
+        _ = watcher.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text(
+        f"rules:\n  - name: treasury\n    kind: new_transactions\n"
+        f"    addresses: [{TREASURY}]\n    notify: [ops]\n"
+    )
+    with SimulatorServer(Ledger(seed=1)) as server:
+        settings = Settings.build(
+            base=tmp_path,
+            rpc_url=server.url,
+            rules=["rules.yaml"],
+            channels={"ops": ["json://127.0.0.1:9/"]},
+        )
+        rules = load_rules(settings.rules, channels=set(settings.channels))
+        daemon = Daemon(settings, RuleSet(rules))
+
+        async def one_round() -> None:
+            try:
+                for job in daemon.ruleset.jobs():
+                    await daemon.sweep(job)
+            finally:
+                await daemon.close()
+
+        asyncio.run(one_round())
+    assert settings.state_path == tmp_path / "state" / "watcher.db"
+    store = Store(settings.state_path)
+    try:  # the sweep observed the treasury and kept its state
+        assert store.load_state("signatures", TREASURY) is not None
+    finally:
+        store.close()
+
+
+def test_every_exported_name_is_there() -> None:
+    assert all(getattr(watcher, name) is not None for name in watcher.__all__)
