@@ -18,7 +18,8 @@ from watcher.alerting.messages import (
     validator_text,
 )
 from watcher.config.rule_models import RULE_MODELS, AnyRule
-from watcher.delivery.sender import MAX_MESSAGE_CHARS, TRUNCATED, Sender
+from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
+from watcher.delivery.sender import Sender
 from watcher.kinds import SOURCES
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.nodes import ClusterObservation
