@@ -17,7 +17,6 @@ Apprise's own logs (and error texts) are scrubbed of every fragment of every con
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import random as random_module
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -26,17 +25,18 @@ from typing import TypeVar
 
 import structlog
 
-from watcher.alerting.events import AlertMessage, Severity
+from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import state_error
-from watcher.delivery import digest, outbox, sending
+from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import (
     REJECTED_URL,
     AppriseNotifier,
     protect_delivery_logs,
 )
-from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, refused
+from watcher.delivery.bounded import BoundedSends
+from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.sending import notification_id
 from watcher.state.store import Store
@@ -84,7 +84,9 @@ class Sender:
         notifier: Notifier | None = None,
     ) -> None:
         self._store = store
-        self._notifier: Notifier = AppriseNotifier() if notifier is None else notifier
+        self._sends = BoundedSends(
+            AppriseNotifier() if notifier is None else notifier, send_timeout
+        )
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
         self._first_retry = first_retry
@@ -92,15 +94,12 @@ class Sender:
         self._deadline = deadline
         self._random = random
         self._batch = batch
-        self._send_timeout = send_timeout
         self._on_dead = on_dead
         self._on_idle = on_idle
         self._db_retry = db_retry
         self.state_health = state_health or StateHealth()
         self._stopping = False
         self._workers: dict[str, asyncio.Task[int]] = {}
-        # url_id -> (notification id, send) of a send that timed out while still running.
-        self._abandoned: dict[str, tuple[str, concurrent.futures.Future[Outcome]]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
         # The previous process may have stopped mid-send: those rows go out again.
@@ -262,7 +261,7 @@ class Sender:
         notification = notification_id(rows)
         title, body = digest.message_text(rows, notes)
         severity = digest.severity_of(rows)
-        outcome = await self._send(first.url_id, notification, url, title, body, severity)
+        outcome = await self._sends.send(first.url_id, notification, url, title, body, severity)
         if outcome.final:
             await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None
@@ -313,37 +312,6 @@ class Sender:
         )
         return False, retry_at
 
-    async def _send(
-        self, url_id: str, notification: str, url: str, title: str, body: str, severity: Severity
-    ) -> Outcome:
-        """One attempt, bounded by ``send_timeout``. A send that timed out may still be
-        running in its thread: until it ends, its URL gets no other send (no pile of hung
-        threads); if it ends accepted, that counts as this message's delivery."""
-        abandoned = self._abandoned.get(url_id)
-        if abandoned is not None:
-            previous, running = abandoned
-            if not running.done():
-                return refused(
-                    f"the previous send, timed out ({self._send_timeout:g}s), is still running"
-                )
-            del self._abandoned[url_id]
-            if previous == notification and _accepted(running):
-                log.info("a timed-out send was accepted after all", url_id=url_id)
-                return ACCEPTED
-        running = sending.start_thread(
-            partial(self._notifier.send, url, title, body, severity, notification)
-        )
-        try:
-            return await asyncio.wait_for(
-                asyncio.shield(asyncio.wrap_future(running)), self._send_timeout
-            )
-        except TimeoutError:
-            self._abandoned[url_id] = (notification, running)
-            return refused(f"no answer within {self._send_timeout:g}s (delivery.send_timeout)")
-        except asyncio.CancelledError:
-            self._abandoned[url_id] = (notification, running)
-            raise
-
     async def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
         """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
         each to the fallback channels' other URLs; a dead letter's own death is only logged."""
@@ -353,43 +321,13 @@ class Sender:
         def elsewhere(alert: AlertMessage) -> list[Destination]:
             return [d for d in self.destinations(alert) if d.url_id != failed_url]
 
-        reports: dict[int, AlertMessage] = {}
-        for row in rows:
-            if digest.is_dead_letter(row):
-                continue
-            letter = digest.dead_letter(row, error, channels=self._fallback_channels, now=now)
-            if elsewhere(letter):
-                reports[row.id] = letter
+        reports = dead_letters.letters(rows, error, self._fallback_channels, now, elsewhere)
         ids, letters = [row.id for row in rows], list(reports.values())
         await self._db(
             "give up delivery",
             lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
         )
         for row in rows:
-            log.error(
-                "delivery given up",
-                alert_id=row.alert_id,
-                rule=row.rule,
-                channel=row.channel,
-                url_id=row.url_id,
-                attempts=row.attempts + 1,
-                error=error,
-                dead_letter="queued" if row.id in reports else "not reported",
-            )
-            if row.id not in reports:
-                log.error(
-                    "dead letter not reported: it was one itself"
-                    if digest.is_dead_letter(row)
-                    else "dead letter not reported: no fallback_channels URL but the failed one",
-                    alert_id=row.alert_id,
-                    rule=row.rule,
-                    title=row.title,
-                    channel=row.channel,
-                    url_id=row.url_id,
-                )
+            dead_letters.log_given_up(row, error, reported=row.id in reports)
             if self._on_dead is not None:
                 self._on_dead(row, error)
-
-
-def _accepted(send: concurrent.futures.Future[Outcome]) -> bool:
-    return not send.cancelled() and send.exception() is None and send.result().accepted
