@@ -59,11 +59,8 @@ def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:
 
         asyncio.run(one_round())
     assert settings.state_path == tmp_path / "state" / "watcher.db"
-    store = Store(settings.state_path)
-    try:  # the sweep observed the treasury and kept its state
+    with Store(settings.state_path) as store:  # the sweep observed the treasury, kept its state
         assert store.load_state("signatures", TREASURY) is not None
-    finally:
-        store.close()
 
 
 def test_every_exported_name_is_there() -> None:

@@ -13,15 +13,11 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.alerting.events import AlertMessage
+from watcher.alerting.events import AlertMessage, Severity
+from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
+from watcher.delivery.notifier import ACCEPTED, Outcome, refused
 from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, url_id
-from watcher.delivery.sender import (
-    NOT_CONFIGURED,
-    REJECTED_URL,
-    Sender,
-    fit_for_url,
-    secret_fragments,
-)
+from watcher.delivery.sender import NOT_CONFIGURED, Sender
 from watcher.state.store import Store
 
 from receivers import JsonReceiver, SmtpReceiver
@@ -374,6 +370,42 @@ async def test_a_url_apprise_cannot_use_is_given_up(tmp_store: Store) -> None:
     assert await sender.send_due() == 0
     [record] = history(tmp_store)
     assert (record.status, record.deliveries[0].last_error) == ("dead", REJECTED_URL)
+
+
+class ScriptedNotifier:
+    """A notifier answering from a script (the seam the sender sends through)."""
+
+    def __init__(self, *outcomes: Outcome) -> None:
+        self.outcomes = list(outcomes)
+        self.sent: list[tuple[str, str, str, str]] = []
+
+    def send(
+        self, url: str, title: str, body: str, severity: Severity, notification: str
+    ) -> Outcome:
+        self.sent.append((url, title, severity, notification))
+        return self.outcomes.pop(0)
+
+
+async def test_the_sender_goes_through_the_notifier_it_is_given(tmp_store: Store) -> None:
+    clock = FakeClock()
+    notifier = ScriptedNotifier(refused("HTTP 503"), ACCEPTED, refused("no such URL", final=True))
+    sender = make_sender(
+        tmp_store, {"ops": ["json://a.example/"]}, clock, first_retry=10.0, notifier=notifier
+    )
+    enqueue(tmp_store, sender, clock, alert("k1"))
+    assert await sender.send_due() == 0
+    assert deliveries(tmp_store) == [("[warning] treasury: k1", "pending", 1)]
+    clock.advance(10)
+    assert await sender.send_due() == 1
+    assert deliveries(tmp_store) == [("[warning] treasury: k1", "sent", 2)]
+    [(url, title, severity, first_id), (_, _, _, second_id)] = notifier.sent
+    assert (url, title, severity) == ("json://a.example/", "[warning] treasury: k1", "warning")
+    assert first_id == second_id  # one message, one id on every attempt
+
+    enqueue(tmp_store, sender, clock, alert("k2"))
+    assert await sender.send_due() == 0  # a final refusal: given up at once
+    [_, record] = history(tmp_store)
+    assert (record.status, record.deliveries[0].last_error) == ("dead", "no such URL")
 
 
 async def test_email_reaches_a_real_smtp_server_with_title_and_body(

@@ -355,3 +355,13 @@ def test_pure_code_imports_nothing_from_the_state(module: Path) -> None:
         elif isinstance(node, ast.Import):
             imported.extend(alias.name for alias in node.names)
     assert [name for name in imported if name.startswith("watcher.state")] == []
+
+
+def test_the_store_is_a_context_manager_that_closes_the_file(tmp_path: Path) -> None:
+    with Store(tmp_path / "watcher.db") as store:
+        store.commit_step("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
+        assert store.load_state("votes", "cluster") == {"seen": 1}
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.load_state("votes", "cluster")
+    with Store(tmp_path / "watcher.db") as again:
+        assert again.load_state("votes", "cluster") == {"seen": 1}

@@ -54,11 +54,8 @@ def run_demo(rules_path: Path) -> int:
             settings = _demo_settings(Path(folder), server.url, rules_path, rules)
             fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
             asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
-        store = Store(settings.state_path)
-        try:
+        with Store(settings.state_path) as store:
             history = store.history(limit=1000)
-        finally:
-            store.close()
     return _report(rules, [(record.rule, record.reason) for record in history])
 
 

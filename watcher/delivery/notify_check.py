@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import apprise
 
 from watcher.core.redact import MASK, REDACTOR
+from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
 from watcher.delivery.outbox import url_id
-from watcher.delivery.sender import REJECTED_URL, protect_delivery_logs, send_through
+from watcher.delivery.sending import send_through
 
 SEND_TIMEOUT_SECONDS = 30.0
 

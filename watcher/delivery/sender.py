@@ -1,10 +1,11 @@
-"""Delivery through Apprise: one worker per URL, retried from the SQLite outbox.
+"""Delivery: one worker per URL, retried from the SQLite outbox.
 
 The sender claims due deliveries and hands each URL's to that URL's own worker task (a URL
-whose worker is busy is not claimed for), which sends them through Apprise, each send bounded by
-``send_timeout`` (a slow URL never holds up another), and marks a delivery sent right after its
-URL accepted it; otherwise it is rescheduled with backoff (``outbox``)
-until the deadline, then given up ("dead") and reported to the fallback channels (a dead
+whose worker is busy is not claimed for), which sends them through the notifier (Apprise:
+``watcher.delivery.apprise_notifier``; the seam: ``watcher.delivery.notifier``), each send
+bounded by ``send_timeout`` (a slow URL never holds up another), and marks a delivery sent
+right after its URL accepted it; otherwise it is rescheduled with backoff (``outbox``) until the
+deadline, then given up ("dead") and reported to the fallback channels (a dead
 letter). Deliveries to one URL go in the order they were queued; different URLs are served
 concurrently. The due rows of one event rule for one URL go out together as one message, at
 the pace its grouping allows (``watcher.delivery.digest``); each row is still marked on its own.
@@ -16,142 +17,35 @@ Apprise's own logs (and error texts) are scrubbed of every fragment of every con
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import logging
 import random as random_module
 import sqlite3
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from typing import TypeVar
 
-import apprise
-import apprise.decorators
 import structlog
 
-from watcher.alerting.events import AlertMessage, Severity
+from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import state_error
-from watcher.core.redact import REDACTOR
-from watcher.delivery import digest, outbox, sending
+from watcher.delivery import dead_letters, digest, outbox
+from watcher.delivery.apprise_notifier import (
+    REJECTED_URL,
+    AppriseNotifier,
+    protect_delivery_logs,
+)
+from watcher.delivery.bounded import BoundedSends
+from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
-from watcher.delivery.sending import notification_id, with_id_header
-from watcher.delivery.sending import send_through as send_through  # for notify_check
+from watcher.delivery.sending import notification_id
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
 NOT_CONFIGURED = "destination no longer configured"
-REJECTED_URL = "Apprise does not accept this URL"
 # One digest gathers at most this many alerts; more go out in the next one.
 MAX_DIGEST_ROWS = 500
-
-NOTIFY_TYPES: Mapping[Severity, apprise.NotifyType] = {
-    "info": apprise.NotifyType.INFO,
-    "warning": apprise.NotifyType.WARNING,
-    "critical": apprise.NotifyType.FAILURE,
-}
-
-# -- message size --------------------------------------------------------------------------
-
-# Longest message (title + newline + body) some services accept, by URL scheme.
-MAX_MESSAGE_CHARS: Mapping[str, int] = {
-    "tgram": 4096,
-    "telegram": 4096,
-    "discord": 2000,
-}
-TRUNCATED = "\n(truncated)"
-
-
-def fit_for_url(url: str, title: str, body: str) -> tuple[str, str]:
-    """Shorten the body (with a visible marker) so the message fits the service's limit."""
-    limit = MAX_MESSAGE_CHARS.get(url.split("://", 1)[0].lower())
-    if limit is None or len(title) + 1 + len(body) <= limit:
-        return title, body
-    title = title[: limit // 2]
-    room = max(0, limit - len(title) - 1 - len(TRUNCATED))
-    return title, body[:room] + TRUNCATED
-
-
-# -- the console:// scheme (used by the demo) ---------------------------------------------
-
-def console_notify(body: str, title: str, notify_type: str, *args: Any, **kwargs: Any) -> bool:
-    """Print the notification to stdout: ``── title`` then the body (titles carry severity)."""
-    print(f"── {title}\n{body}", file=sys.stdout, flush=True)
-    return True
-
-
-# Registered once, at import: Apprise refuses a second plugin for the same scheme.
-apprise.decorators.notify(on="console", name="Watcher console")(  # type: ignore[no-untyped-call]
-    console_notify
-)
-
-
-# -- keeping secrets out of logs ---------------------------------------------------------------
-
-# Shorter parts are left alone: masking them would blank out ordinary words in every line.
-_MIN_PASSWORD = 4
-_MIN_TOKEN = 8
-
-
-def secret_fragments(url: str) -> set[str]:
-    """The parts of an Apprise URL that may be secrets: the whole URL, user and password,
-    a host that is not a DNS name or IP (Telegram, Slack and Discord put tokens there), path
-    segments and query values."""
-    found = {url}
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return found
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    if len(password) >= _MIN_PASSWORD:
-        found.add(password)
-    tokens = [
-        user,
-        *(p for p in hostport.split(":") if "." not in p and p != "localhost"),
-        *parts.path.split("/"),
-        *(value for _, value in parse_qsl(parts.query)),
-        parts.fragment,
-    ]
-    found.update(t for t in tokens if len(t) >= _MIN_TOKEN)
-    return found
-
-
-class _RedactingFilter(logging.Filter):
-    """Masks registered secrets in records of the libraries that handle delivery URLs, whatever
-    handler (ours, pytest's, a user's) ends up rendering them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = REDACTOR.redact(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
-
-
-_FILTER = _RedactingFilter()
-# A filter only sees records logged on its own logger, not those of its children.
-_URL_LOGGERS = ("apprise", "urllib3", "urllib3.connectionpool", "urllib3.util.retry")
-
-
-def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
-    """Register the URLs' secrets with the shared redactor and quiet the libraries that log URLs.
-
-    Apprise logs each loaded URL (query tokens included) at DEBUG and progress at INFO;
-    urllib3, under Apprise's HTTP plugins, logs each request line with its query at DEBUG.
-    """
-    for url in urls:
-        REDACTOR.add(*secret_fragments(url))
-    for name in ("apprise", "urllib3"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    for name in _URL_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
-
 
 # -- the sender -------------------------------------------------------------------------------
 
@@ -187,8 +81,12 @@ class Sender:
         on_idle: Callable[[], None] | None = None,
         state_health: StateHealth | None = None,
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
+        notifier: Notifier | None = None,
     ) -> None:
         self._store = store
+        self._sends = BoundedSends(
+            AppriseNotifier() if notifier is None else notifier, send_timeout
+        )
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
         self._first_retry = first_retry
@@ -196,16 +94,12 @@ class Sender:
         self._deadline = deadline
         self._random = random
         self._batch = batch
-        self._send_timeout = send_timeout
         self._on_dead = on_dead
         self._on_idle = on_idle
         self._db_retry = db_retry
         self.state_health = state_health or StateHealth()
-        self._apprise: dict[str, apprise.Apprise] = {}
         self._stopping = False
         self._workers: dict[str, asyncio.Task[int]] = {}
-        # url_id -> (notification id, send) of a send that timed out while still running.
-        self._abandoned: dict[str, tuple[str, concurrent.futures.Future[str | None]]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
         # The previous process may have stopped mid-send: those rows go out again.
@@ -365,13 +259,13 @@ class Sender:
             await self._give_up(rows, NOT_CONFIGURED)
             return False, None
         notification = notification_id(rows)
-        client = self._client(first.url_id, url, notification)
-        if client is None:
-            await self._give_up(rows, REJECTED_URL)
+        title, body = digest.message_text(rows, notes)
+        severity = digest.severity_of(rows)
+        outcome = await self._sends.send(first.url_id, notification, url, title, body, severity)
+        if outcome.final:
+            await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None
-        title, body = fit_for_url(url, *digest.message_text(rows, notes))
-        notify_type = NOTIFY_TYPES.get(digest.severity_of(rows))
-        error = await self._send(first.url_id, notification, client, title, body, notify_type)
+        error = outcome.refused
         now = self._clock()
         ids = [row.id for row in rows]
         where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
@@ -418,58 +312,6 @@ class Sender:
         )
         return False, retry_at
 
-    async def _send(
-        self,
-        url_id: str,
-        notification: str,
-        client: apprise.Apprise,
-        title: str,
-        body: str,
-        notify_type: apprise.NotifyType | None,
-    ) -> str | None:
-        """One attempt, bounded by ``send_timeout``. A send that timed out may still be
-        running in its thread: until it ends, its URL gets no other send (no pile of hung
-        threads); if it ends accepted, that counts as this message's delivery."""
-        abandoned = self._abandoned.get(url_id)
-        if abandoned is not None:
-            previous, running = abandoned
-            if not running.done():
-                return f"the previous send, timed out ({self._send_timeout:g}s), is still running"
-            del self._abandoned[url_id]
-            if previous == notification and sending.accepted(running):
-                log.info("a timed-out send was accepted after all", url_id=url_id)
-                return None
-        running = sending.start_thread(
-            partial(sending.send_blocking, client, title, body, notify_type)
-        )
-        try:
-            return await asyncio.wait_for(
-                asyncio.shield(asyncio.wrap_future(running)), self._send_timeout
-            )
-        except TimeoutError:
-            self._abandoned[url_id] = (notification, running)
-            return f"no answer within {self._send_timeout:g}s (delivery.send_timeout)"
-        except asyncio.CancelledError:
-            self._abandoned[url_id] = (notification, running)
-            raise
-
-    def _client(self, url_id: str, url: str, notification: str) -> apprise.Apprise | None:
-        """The URL's Apprise object; the webhook schemes get one per message, carrying its id."""
-        tagged = with_id_header(url, notification)
-        if tagged is not None:
-            client = sending.new_client(tagged)
-            return client if client is not None else self._client_for(url_id, url)
-        return self._client_for(url_id, url)
-
-    def _client_for(self, url_id: str, url: str) -> apprise.Apprise | None:
-        client = self._apprise.get(url_id)
-        if client is None:
-            client = sending.new_client(url)
-            if client is None:
-                return None
-            self._apprise[url_id] = client
-        return client
-
     async def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
         """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
         each to the fallback channels' other URLs; a dead letter's own death is only logged."""
@@ -479,40 +321,13 @@ class Sender:
         def elsewhere(alert: AlertMessage) -> list[Destination]:
             return [d for d in self.destinations(alert) if d.url_id != failed_url]
 
-        reports: dict[int, AlertMessage] = {}
-        for row in rows:
-            if digest.is_dead_letter(row):
-                continue
-            letter = digest.dead_letter(row, error, channels=self._fallback_channels, now=now)
-            if elsewhere(letter):
-                reports[row.id] = letter
+        reports = dead_letters.letters(rows, error, self._fallback_channels, now, elsewhere)
         ids, letters = [row.id for row in rows], list(reports.values())
         await self._db(
             "give up delivery",
             lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
         )
         for row in rows:
-            log.error(
-                "delivery given up",
-                alert_id=row.alert_id,
-                rule=row.rule,
-                channel=row.channel,
-                url_id=row.url_id,
-                attempts=row.attempts + 1,
-                error=error,
-                dead_letter="queued" if row.id in reports else "not reported",
-            )
-            if row.id not in reports:
-                log.error(
-                    "dead letter not reported: it was one itself"
-                    if digest.is_dead_letter(row)
-                    else "dead letter not reported: no fallback_channels URL but the failed one",
-                    alert_id=row.alert_id,
-                    rule=row.rule,
-                    title=row.title,
-                    channel=row.channel,
-                    url_id=row.url_id,
-                )
+            dead_letters.log_given_up(row, error, reported=row.id in reports)
             if self._on_dead is not None:
                 self._on_dead(row, error)
-

@@ -8,12 +8,14 @@ import concurrent.futures
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import apprise
 
 from watcher.core.redact import REDACTOR
 from watcher.delivery.outbox import DeliveryRow
+
+T = TypeVar("T")
 
 
 async def send_through(
@@ -94,10 +96,10 @@ def with_id_header(url: str, notification: str) -> str | None:
     return f"{base}{joiner}+{ID_HEADER}={notification}{hash_mark}{fragment}"
 
 
-def start_thread(send: Callable[[], str | None]) -> concurrent.futures.Future[str | None]:
+def start_thread(send: Callable[[], T]) -> concurrent.futures.Future[T]:
     """Run one blocking send in its own daemon thread: a send that hangs holds only its own
     thread, and never keeps the process from exiting."""
-    future: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def run() -> None:
         if not future.set_running_or_notify_cancel():
@@ -117,7 +119,3 @@ def new_client(url: str) -> apprise.Apprise | None:
     # service_timeout=0: Apprise sends in the calling thread (ours), see send_blocking.
     client = apprise.Apprise(asset=apprise.AppriseAsset(service_timeout=0))
     return client if client.add(url) else None
-
-
-def accepted(send: concurrent.futures.Future[str | None]) -> bool:
-    return not send.cancelled() and send.exception() is None and send.result() is None

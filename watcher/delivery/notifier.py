@@ -1,0 +1,44 @@
+"""Where a message goes out: the ``Notifier`` seam between the sender and a notification library.
+
+The sender (``watcher.delivery.sender``) decides what to send, when, and what an outcome means
+for the outbox; a notifier only sends one message to one URL and says how it went. The daemon's
+notifier is Apprise (``watcher.delivery.apprise_notifier``); tests can pass their own, as
+httpx's transports are passed to a client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from watcher.alerting.events import Severity
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one send went: accepted (``refused`` is None), or refused and why (a text with no
+    secret in it). ``final``: the URL can never be sent to (retrying is pointless)."""
+
+    refused: str | None = None
+    final: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        return self.refused is None
+
+
+ACCEPTED = Outcome()
+
+
+def refused(reason: str, *, final: bool = False) -> Outcome:
+    return Outcome(reason, final)
+
+
+class Notifier(Protocol):
+    def send(
+        self, url: str, title: str, body: str, severity: Severity, notification: str
+    ) -> Outcome:
+        """Send one message to ``url`` and wait for its answer (called in a thread of its own;
+        the caller bounds the wait). ``notification``: the message's id, the same on every
+        attempt, for a receiver to deduplicate on."""
+        ...

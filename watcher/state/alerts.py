@@ -1,0 +1,91 @@
+"""Alerts and their deliveries as rows: what every repository that queues alerts shares (a step's
+alerts, dead-letter reports), and the small SQL helpers of the store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from sqlite_utils import Database
+
+from watcher.alerting.events import AlertMessage
+from watcher.delivery.outbox import Destination
+
+# An alert's status follows from its deliveries (see ``watcher.delivery.outbox.ALERT_STATUSES``).
+REFRESH_ALERT_STATUS = """
+UPDATE alerts SET status = (
+    SELECT CASE
+        WHEN COUNT(*) = 0 THEN 'silenced'
+        WHEN SUM(status = 'sent') = COUNT(*) THEN 'sent'
+        WHEN SUM(status = 'sent') > 0 THEN 'partial'
+        WHEN SUM(status = 'dead') = COUNT(*) THEN 'dead'
+        ELSE 'queued'
+    END
+    FROM deliveries WHERE deliveries.alert_id = alerts.id
+)
+WHERE id = ?
+"""
+
+
+class AlertRows:
+    """Queues alerts with their deliveries, inside the caller's transaction."""
+
+    _db: Database
+
+    def _insert_alerts(
+        self,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        new_ids: list[int] = []
+        for alert in alerts:
+            alert_id = self._insert_alert(alert, now)
+            if alert_id is None:
+                continue
+            new_ids.append(alert_id)
+            for destination in destinations(alert):
+                self._db.execute(
+                    """INSERT INTO deliveries
+                    (alert_id, channel, url_id, status, attempts, next_attempt_at, created_at)
+                    VALUES (?, ?, ?, 'pending', 0, ?, ?)
+                    ON CONFLICT (alert_id, url_id) DO NOTHING""",
+                    [alert_id, destination.channel, destination.url_id, now, now],
+                )
+            self._db.execute(REFRESH_ALERT_STATUS, [alert_id])
+        return new_ids
+
+    def _insert_alert(self, alert: AlertMessage, now: float) -> int | None:
+        row = self._db.execute(
+            """INSERT INTO alerts
+            (created_at, rule, severity, subject, reason, dedup_key, title, body, facts, status,
+             group_key, grouping)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)
+            ON CONFLICT (dedup_key) DO NOTHING
+            RETURNING id""",
+            [
+                now,
+                alert.rule,
+                alert.severity,
+                alert.subject,
+                alert.reason,
+                alert.dedup_key,
+                alert.title,
+                alert.body,
+                to_json(alert.facts),
+                alert.group_key,
+                None if alert.grouping is None else to_json(asdict(alert.grouping)),
+            ],
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+
+def marks(items: Sequence[Any] | dict[Any, Any]) -> str:
+    return ", ".join("?" for _ in items)
+
+
+def to_json(value: Any) -> str:
+    # Compact and key-sorted: the same state always serialises to the same bytes.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,211 @@
+"""The delivery outbox: claiming due deliveries, digest groups, and each delivery's fate."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from watcher.alerting.events import AlertMessage, Grouping
+from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
+from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
+from watcher.state.database import transaction
+
+_DELIVERY_COLUMNS = """
+    d.id, d.alert_id, d.channel, d.url_id, d.status, d.attempts, d.next_attempt_at,
+    d.created_at, a.rule, a.severity, a.reason, a.title, a.body, a.subject, a.dedup_key,
+    a.facts, a.group_key, a.grouping
+"""
+# max_per_hour looks back one rolling hour (watcher.delivery.digest); the newest send is always
+# kept.
+_GROUP_SENDS_KEPT_SECONDS = 3600.0
+# How many rows one pass may claim in all, beyond its batch, to complete digest groups: keeps
+# every "IN (...)" list far below SQLite's limit on parameters.
+_CLAIM_CEILING = 5000
+
+
+def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
+    *plain, facts, group_key, grouping = row
+    return replace(
+        DeliveryRow(*plain),
+        facts=json.loads(facts),
+        group_key=group_key,
+        grouping=None if grouping is None else Grouping(**json.loads(grouping)),
+    )
+
+
+class Deliveries(AlertRows):
+    """The outbox's rows: claimed, sent, retried, given up."""
+
+    def due_deliveries(
+        self, now: float, limit: int = 100, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        """Pending deliveries whose time has come, oldest first (in the order they were queued),
+        leaving out those to ``skip_urls`` (URLs whose worker is busy)."""
+        rows = self._db.execute(
+            f"""SELECT {_DELIVERY_COLUMNS}
+            FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+            WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+                AND d.url_id NOT IN ({marks(skip_urls)})
+            ORDER BY d.id LIMIT ?""",
+            [now, *skip_urls, limit],
+        ).fetchall()
+        return [_delivery_row(r) for r in rows]
+
+    def claim_due(
+        self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        """``due_deliveries`` marked ``sending``, so that no other pass picks them up.
+
+        With ``group_limit``, each digest group (``group_key`` and URL) among them is completed
+        with its other due rows, up to ``group_limit`` each, so that it goes out as one message.
+        """
+        if not self.due_deliveries(now, 1, skip_urls):
+            return []  # a read (WAL: never waits for a writer); no write lock when idle
+        with transaction(self._db):
+            rows = self.due_deliveries(now, limit, skip_urls)
+            if group_limit > 0:
+                rows = self._complete_groups(rows, now, group_limit)
+            if rows:
+                self._db.execute(
+                    f"UPDATE deliveries SET status = 'sending' WHERE id IN ({marks(rows)})",
+                    [r.id for r in rows],
+                )
+        return [replace(r, status="sending") for r in rows]
+
+    def _complete_groups(
+        self, rows: list[DeliveryRow], now: float, group_limit: int
+    ) -> list[DeliveryRow]:
+        claimed = {row.id: row for row in rows}
+        groups = dict.fromkeys((r.group_key, r.url_id) for r in rows if r.group_key is not None)
+        for group_key, url_id in groups:
+            if len(claimed) >= _CLAIM_CEILING:
+                break
+            for found in self._db.execute(
+                f"""SELECT {_DELIVERY_COLUMNS}
+                FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+                WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+                    AND a.group_key = ? AND d.url_id = ?
+                ORDER BY d.id LIMIT ?""",
+                [now, group_key, url_id, group_limit],
+            ).fetchall():
+                row = _delivery_row(found)
+                claimed.setdefault(row.id, row)
+        return sorted(claimed.values(), key=lambda row: row.id)
+
+    def group_sends(self, group_key: str, url_id: str) -> GroupSends:
+        """The state of one digest group for one URL (see ``GroupSends``)."""
+        scheduled = self._db.execute(
+            """SELECT MIN(d.next_attempt_at)
+            FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+            WHERE d.status = 'pending' AND a.group_key = ? AND d.url_id = ?""",
+            [group_key, url_id],
+        ).fetchone()[0]
+        sent = self._db.execute(
+            """SELECT sent_at FROM group_sends WHERE group_key = ? AND url_id = ?
+            ORDER BY sent_at""",
+            [group_key, url_id],
+        ).fetchall()
+        return GroupSends(scheduled, tuple(float(row[0]) for row in sent))
+
+    def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
+        """Put claimed deliveries back to pending, unattempted (e.g. at shutdown).
+
+        ``not_before`` keeps them behind an earlier delivery to the same URL that must go
+        first.
+        """
+        if not delivery_ids:
+            return
+        with transaction(self._db):
+            self._db.execute(
+                f"""UPDATE deliveries SET status = 'pending',
+                    next_attempt_at = MAX(next_attempt_at, COALESCE(?, next_attempt_at))
+                WHERE status = 'sending' AND id IN ({marks(delivery_ids)})""",
+                [not_before, *delivery_ids],
+            )
+
+    def requeue_interrupted(self) -> int:
+        """Deliveries left ``sending`` by a process that stopped mid-send go back to pending.
+
+        At-least-once: such a message may have gone out; sending it again is the lesser evil.
+        Only the process that sends may call this (not a reader such as ``watcher alerts``).
+        """
+        with transaction(self._db):
+            cursor = self._db.execute(
+                "UPDATE deliveries SET status = 'pending' WHERE status = 'sending'"
+            )
+        return int(cursor.rowcount)
+
+    def mark_sent(
+        self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
+    ) -> None:
+        """Delivered (in one message). ``group`` (group_key, url_id): that message was of a
+        digest group, remembered for its pacing."""
+        with transaction(self._db):
+            self._finish(
+                delivery_ids,
+                "status = 'sent', attempts = attempts + 1, sent_at = ?, last_error = NULL",
+                [now],
+            )
+            if group is not None:
+                self._db.execute(
+                    "INSERT INTO group_sends (group_key, url_id, sent_at, alerts) "
+                    "VALUES (?, ?, ?, ?)",
+                    [*group, now, 1 if isinstance(delivery_ids, int) else len(delivery_ids)],
+                )
+                self._db.execute(
+                    "DELETE FROM group_sends WHERE group_key = ? AND url_id = ? AND sent_at < ?",
+                    [*group, now - _GROUP_SENDS_KEPT_SECONDS],
+                )
+
+    def mark_retry(
+        self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
+    ) -> None:
+        with transaction(self._db):
+            self._finish(
+                delivery_ids,
+                "status = 'pending', attempts = attempts + 1, last_error = ?, "
+                "next_attempt_at = ?",
+                [error, next_attempt_at],
+            )
+
+    def mark_dead(
+        self,
+        delivery_ids: int | Sequence[int],
+        error: str,
+        now: float,
+        reports: Sequence[AlertMessage] = (),
+        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+    ) -> None:
+        """Given up; ``reports`` (alerts saying so, to ``destinations``) are queued in the same
+        transaction, so a dead letter is reported exactly once."""
+        with transaction(self._db):
+            self._finish(
+                delivery_ids,
+                "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
+                [error, now],
+            )
+            if reports and destinations is not None:
+                self._insert_alerts(reports, destinations, now)
+
+    def _finish(
+        self, delivery_ids: int | Sequence[int], assignments: str, params: list[Any]
+    ) -> None:
+        ids = [delivery_ids] if isinstance(delivery_ids, int) else list(delivery_ids)
+        rows = self._db.execute(
+            f"UPDATE deliveries SET {assignments} WHERE id IN ({marks(ids)}) RETURNING alert_id",
+            [*params, *ids],
+        ).fetchall()
+        if len(rows) != len(set(ids)):
+            raise KeyError(f"no delivery among {ids}")
+        for alert_id in sorted({row[0] for row in rows}):
+            self._db.execute(REFRESH_ALERT_STATUS, [alert_id])
+
+    def pending_count(self) -> int:
+        """Deliveries not yet sent nor given up (pending or being sent)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM deliveries WHERE status IN ('pending', 'sending')"
+        ).fetchone()
+        return int(row[0])
