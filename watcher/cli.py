@@ -128,15 +128,10 @@ def alerts(
     rule: Annotated[str | None, typer.Option(help="Only this rule's alerts.")] = None,
 ) -> None:
     """Alert history from the state database, newest first."""
-    from watcher.config.settings import load_settings
     from watcher.core.clock import iso
-    from watcher.core.errors import ConfigError
     from watcher.state.store import Store
 
-    try:
-        settings = load_settings(config)
-    except ConfigError as exc:
-        _fail_with_problems(list(exc.problems))
+    settings = _settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"no state database yet at {settings.state_path}", err=True)
         raise typer.Exit(code=1)
@@ -215,12 +210,14 @@ silence_app = typer.Typer(
 app.add_typer(silence_app, name="silence")
 
 
-def _settings_or_exit(config: Path) -> Settings:
+def _settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
+    """``readonly``: for a command that only reads the state database (no secret needed)."""
     from watcher.config.settings import load_settings
     from watcher.core.errors import ConfigError
+    from watcher.service.readonly import load_readonly_settings
 
     try:
-        return load_settings(config)
+        return load_readonly_settings(config) if readonly else load_settings(config)
     except ConfigError as exc:
         _fail_with_problems(list(exc.problems))
         raise  # unreachable: _fail_with_problems exits
@@ -315,7 +312,7 @@ def silence_list(
     from watcher.core.clock import iso
     from watcher.state.store import Store
 
-    settings = _settings_or_exit(config)
+    settings = _settings_or_exit(config, readonly=True)
     now = time.time()
     silences = []
     if settings.state_path.exists():
@@ -349,7 +346,7 @@ def silence_expire(
     from watcher.core.clock import iso
     from watcher.state.store import Store
 
-    settings = _settings_or_exit(config)
+    settings = _settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)
