@@ -34,6 +34,8 @@ from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.rpc import RpcClient
+from watcher.service.http import HttpEndpoint
+from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.state.store import Store
@@ -46,6 +48,8 @@ STOP_GRACE_SECONDS = 5.0
 SENDER_IDLE_SECONDS = 0.5
 # How often the supervisor in ``run`` looks at the tasks and the database's health.
 SUPERVISE_SECONDS = 1.0
+# A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
+OUTBOX_STUCK_SECONDS = 300.0
 
 
 # Settings a running daemon keeps until it restarts: its connections and its database.
@@ -74,6 +78,7 @@ class Daemon:
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self._outbox_has_work = asyncio.Event()
+        self.metrics = Metrics(settings.state_path, clock, lambda: getattr(self.rpc, "stats", None))
         self.rpc: LedgerReader = ledger or RpcClient(
             settings.rpc_url.get_secret_value(),
             commitment=settings.commitment,
@@ -81,6 +86,8 @@ class Daemon:
             max_attempts=settings.rpc.max_attempts,
             max_concurrency=settings.rpc.max_concurrency,
         )
+        if isinstance(self.rpc, RpcClient):
+            self.rpc.on_request = self.metrics.rpc_request
         self.sender = Sender(
             self.store,
             settings.channels,
@@ -91,6 +98,8 @@ class Daemon:
             send_timeout=settings.delivery.send_timeout,
             fallback_channels=settings.fallback_channels,
             on_idle=self._wake_sender,
+            on_result=self.metrics.delivered,
+            on_dead=lambda row, _error: self.metrics.delivered(row.channel, "dead"),
             state_health=self.state_health,
         )
         self.health = RoundHealth()
@@ -98,6 +107,10 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
+        http = settings.http
+        self.http = None if http is None else HttpEndpoint(
+            http.host, http.port, self.metrics, self.healthz
+        )  # fmt: skip
         # The highest slot accepted answers have shown: bounds the slots of any other answer.
         self.tip: SlotTip | None = None
 
@@ -112,12 +125,14 @@ class Daemon:
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             self.health.failed(source.name, target, exc)
+            self.metrics.polled(source.name, ok=False)
             return
         now = self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now):
             return
         self.health.succeeded(source.name, target)
+        self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
         self._commit(source.name, target, outcome, rules, now)
         slot = source.tip(observation)
@@ -142,6 +157,7 @@ class Daemon:
             return True
         error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
         self.health.failed(source.name, target, error, quiet=not verdict.new_stretch)
+        self.metrics.polled(source.name, ok=False)
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
@@ -246,6 +262,14 @@ class Daemon:
                 await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
             self._outbox_has_work.clear()
 
+    def healthz(self) -> HealthVerdict:
+        """``/healthz``: polls succeed and the outbox drains (a delivery pending for longer than
+        its backoff allows is stuck)."""
+        state = self.metrics.state()
+        stuck_after = max(OUTBOX_STUCK_SECONDS, 2 * self.settings.delivery.max_backoff)
+        outbox = None if state is None else state[1]
+        return health_verdict(self.health, self.state_health, outbox, self.clock(), stuck_after)
+
     def _fatal(self, sender_task: asyncio.Task[None]) -> str | None:
         """Why the daemon cannot go on, or None: a dead task, or the database failing."""
         if sender_task.done():
@@ -260,6 +284,8 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
         scheduler = self._scheduler
+        if self.http is not None:
+            await self.http.start()  # first: a port in use stops the start with one line
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
         watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = self.ruleset.jobs()
@@ -293,6 +319,8 @@ class Daemon:
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
             await asyncio.wait({sender_task})  # its failure, if any, was reported above
+            if self.http is not None:
+                await self.http.close()
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:
@@ -333,4 +361,5 @@ class Daemon:
         aclose = getattr(self.rpc, "aclose", None)
         if aclose is not None:
             await aclose()
+        self.metrics.close()
         self.store.close()

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import random as _random
 import re
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -182,6 +183,8 @@ class RpcClient:
             transport=wrapped, timeout=httpx.Timeout(timeout), follow_redirects=False
         )
         self.stats = RpcStats()
+        # Told each HTTP request's method and duration in seconds (the daemon's metrics).
+        self.on_request: Callable[[str, float], None] | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -359,7 +362,10 @@ class RpcClient:
         self.stats.requests += 1
         try:
             async with self._semaphore:
+                started = time.monotonic()
                 response = await self._http.post(self._placeholder, json=payload)
+                if self.on_request is not None:
+                    self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:
             raise RpcTimeout(_describe(exc), method=method) from None
         except httpx.DecodingError as exc:
