@@ -3,8 +3,12 @@ the real daemon polling the simulator, and how they change while the endpoint fa
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,7 +19,7 @@ import yaml
 from test_e2e_service import tx_rule
 
 from receivers import wait_until
-from test_e2e import API_KEY, TREASURY, World, make_world, small_cluster
+from test_e2e import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
 
 
 def free_port() -> int:
@@ -75,10 +79,55 @@ def test_metrics_and_healthz_follow_the_endpoints_health(world: World) -> None:
     assert world.daemon.stop() == 0
 
 
-def test_nothing_listens_without_http_listen(tmp_path: Path) -> None:
+@pytest.fixture
+def plain_world(tmp_path: Path) -> Iterator[World]:
+    """Every kind of rule, no ``http`` section."""
+    yield from make_world(tmp_path, small_cluster(), rules=rules())
+
+
+def test_nothing_listens_without_http_listen(plain_world: World) -> None:
     port = free_port()
-    for world in make_world(tmp_path, small_cluster(), rules=[tx_rule(TREASURY)]):
-        world.daemon.start()
-        world.wait_polls("getSignaturesForAddress", 2)
-        assert get(f"http://127.0.0.1:{port}/healthz") == (0, "")
-        assert world.daemon.stop() == 0
+    plain_world.daemon.start()
+    plain_world.wait_polls("getSignaturesForAddress", 2)
+    assert get(f"http://127.0.0.1:{port}/healthz") == (0, "")
+    assert plain_world.daemon.stop() == 0
+
+
+def status(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "watcher", "status", "--config", str(config), *args],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_status_shows_what_fires_each_sources_last_round_and_the_outbox(
+    plain_world: World,
+) -> None:
+    world = plain_world
+    config = world.config
+    world.daemon.start()
+    world.ledger.mark_delinquent(OUR_VOTE)
+    world.wait_notes(1)
+    world.ledger.faults.inject("http_503_html", method="getClusterNodes", count=10_000)
+    result = wait_until(
+        lambda: (r := status(config, "--health")).returncode == 1 and r,
+        15, "status --health exits 1 while getClusterNodes fails",
+    )  # fmt: skip
+    assert "watcher: unhealthy: nodes: every poll of its last round failed" in result.stderr
+    world.ledger.faults.clear()
+    assert world.daemon.stop() == 0
+
+    result = status(config)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "firing: 1"
+    assert lines[1].startswith(f"  CRITICAL my-validator {OUR_VOTE} since ")
+    assert "sources: 4" in lines
+    assert any(line.startswith("  signatures ") and "1 targets" in line for line in lines)
+    assert lines[-1] == "deliveries: 0 pending, 0 dead"
+
+    shown = json.loads(status(config, "--json").stdout)
+    assert [f["rule"] for f in shown["firing"]] == ["my-validator"]
+    assert {s["source"] for s in shown["sources"]} == {"holders", "nodes", "signatures", "votes"}
+    assert shown["deliveries"] == {"pending": 0, "oldest_pending_at": None, "dead": 0}

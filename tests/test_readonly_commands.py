@@ -38,7 +38,11 @@ def config(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("command", "shown"),
-    [(["alerts"], "no alerts yet"), (["silence", "list"], "no active silences")],
+    [
+        (["alerts"], "no alerts yet"),
+        (["silence", "list"], "no active silences"),
+        (["status"], "firing: 0\nsources: none polled yet\ndeliveries: 0 pending, 0 dead"),
+    ],
 )
 def test_a_read_only_command_needs_no_secret(config: Path, command: list[str], shown: str) -> None:
     result = cli(*command, "--config", str(config))

@@ -38,6 +38,7 @@ from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
@@ -116,7 +117,8 @@ class Daemon:
 
     # -- one observation ---------------------------------------------------------------------
 
-    async def poll_target(self, source: Source, target: str) -> None:
+    async def poll_target(self, source: Source, target: str) -> bool:
+        """One poll; whether it succeeded (an answer taken as evidence)."""
         builtins = self.builtins.rules_for(source.name)
         rules = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
@@ -126,11 +128,11 @@ class Daemon:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             self.health.failed(source.name, target, exc)
             self.metrics.polled(source.name, ok=False)
-            return
+            return False
         now = self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now):
-            return
+            return False
         self.health.succeeded(source.name, target)
         self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
@@ -138,6 +140,7 @@ class Daemon:
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
+        return True
 
     def _confirmed(
         self, source: Source, target: str, state: TargetState | None, doubt: Doubt, now: float
@@ -192,16 +195,24 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(*(self._poll(source, target) for target in job.targets))
+        started = self.clock()
+        results = await asyncio.gather(*(self._poll(source, target) for target in job.targets))
         now = self.clock()
         verdict = self.health.round_done(job.source, now)
         if verdict is not None:
             with self._database_work("rpc health"):
                 self._check_rpc_health(verdict, now)
+        failed = sum(result is False for result in results)
+        done = SourceRound(job.source, now, len(results), failed, now - started,
+                           now if any(results) else None)  # fmt: skip
+        with self._database_work("record the round"):
+            record_round(self.store.db, done)
 
-    async def _poll(self, source: Source, target: str) -> None:
+    async def _poll(self, source: Source, target: str) -> bool | None:
+        """Whether the poll succeeded; None when the database failed it."""
         with self._database_work(f"poll {source.name}"):
-            await self.poll_target(source, target)
+            return await self.poll_target(source, target)
+        return None
 
     @contextlib.contextmanager
     def _database_work(self, operation: str) -> Iterator[None]:

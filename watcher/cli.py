@@ -152,6 +152,31 @@ def alerts(
         typer.echo("no alerts yet")
 
 
+@app.command()
+def status(
+    config: ConfigOption,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    health: Annotated[
+        bool, typer.Option("--health", help="Exit 1 (reasons on stderr) when unhealthy.")
+    ] = False,
+) -> None:
+    """Firing alerts, each source's last poll, pending and dead deliveries (state database)."""
+    import time
+
+    from watcher.service.status import read_status
+
+    settings = _settings_or_exit(config, readonly=True)
+    if not settings.state_path.exists():
+        typer.echo(f"no state database yet at {settings.state_path}", err=True)
+        raise typer.Exit(code=1)
+    current = read_status(settings.state_path)
+    typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
+    problems = current.problems(time.time()) if health else []
+    for problem in problems:
+        typer.echo(f"watcher: unhealthy: {problem}", err=True)
+    raise typer.Exit(code=1 if problems else 0)
+
+
 def _silence_note(facts: dict[str, object]) -> str:
     from watcher.alerting.silences import SILENCE_FACT
 
