@@ -9,9 +9,11 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,70 @@ def test_status_shows_what_fires_each_sources_last_round_and_the_outbox(
     assert [f["rule"] for f in shown["firing"]] == ["my-validator"]
     assert {s["source"] for s in shown["sources"]} == {"holders", "nodes", "signatures", "votes"}
     assert shown["deliveries"] == {"pending": 0, "oldest_pending_at": None, "dead": 0}
+
+
+class PingReceiver:
+    """A real local HTTP listener counting the GETs of a heartbeat (like healthchecks.io)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                receiver.paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"OK")
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/ping/{PING_SECRET}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+PING_SECRET = "hc-5e3c7e7-uuid-never-logged"
+
+
+@pytest.fixture
+def pings() -> Iterator[PingReceiver]:
+    receiver = PingReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def beat_world(tmp_path: Path, pings: PingReceiver) -> Iterator[World]:
+    beat = {"url": pings.url, "every": "100ms"}
+    yield from make_world(tmp_path, small_cluster(), rules=[tx_rule(TREASURY)], heartbeat=beat)
+
+
+def test_the_heartbeat_pings_while_polls_succeed_and_stops_when_they_fail(
+    beat_world: World, pings: PingReceiver
+) -> None:
+    world = beat_world
+    world.daemon.start()
+    wait_until(lambda: len(pings.paths) >= 2, 15, "two heartbeats")
+    assert set(pings.paths) == {f"/ping/{PING_SECRET}"}
+
+    world.ledger.faults.inject("http_503_html", method="getSignaturesForAddress", count=10_000)
+    world.wait_polls("getSignaturesForAddress", 3)  # a whole round failed (3 attempts)
+    before = len(pings.paths)
+    world.wait_polls("getSignaturesForAddress", 9)  # three more failed rounds
+    assert len(pings.paths) == before
+
+    world.ledger.faults.clear()
+    wait_until(lambda: len(pings.paths) > before, 15, "heartbeats again")
+    assert world.daemon.stop() == 0
+    assert PING_SECRET not in world.daemon.output()

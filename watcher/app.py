@@ -34,6 +34,7 @@ from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.rpc import RpcClient
+from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
@@ -108,6 +109,10 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
+        beat = settings.heartbeat
+        self.heartbeat = None if beat is None else Heartbeat(
+            beat.url.get_secret_value(), beat.every, clock
+        )  # fmt: skip
         http = settings.http
         self.http = None if http is None else HttpEndpoint(
             http.host, http.port, self.metrics, self.healthz
@@ -207,6 +212,8 @@ class Daemon:
                            now if any(results) else None)  # fmt: skip
         with self._database_work("record the round"):
             record_round(self.store.db, done)
+        if self.heartbeat is not None:
+            self.heartbeat.round_done(all(results) and self.state_health.healthy)
 
     async def _poll(self, source: Source, target: str) -> bool | None:
         """Whether the poll succeeded; None when the database failed it."""
@@ -332,6 +339,8 @@ class Daemon:
             await asyncio.wait({sender_task})  # its failure, if any, was reported above
             if self.http is not None:
                 await self.http.close()
+            if self.heartbeat is not None:
+                await self.heartbeat.close()
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:
