@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -135,6 +136,10 @@ def test_status_shows_what_fires_each_sources_last_round_and_the_outbox(
     assert shown["deliveries"] == {"pending": 0, "oldest_pending_at": None, "dead": 0}
 
 
+def log_lines(world: World) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in world.daemon.output().splitlines() if line[:1] == "{"]
+
+
 class PingReceiver:
     """A real local HTTP listener counting the GETs of a heartbeat (like healthchecks.io)."""
 
@@ -192,9 +197,23 @@ def test_the_heartbeat_pings_while_polls_succeed_and_stops_when_they_fail(
 
     world.ledger.faults.inject("http_503_html", method="getSignaturesForAddress", count=10_000)
     world.wait_polls("getSignaturesForAddress", 3)  # a whole round failed (3 attempts)
-    before = len(pings.paths)
+    before, logged, requests = len(pings.paths), log_lines(world), world.polls(
+        "getSignaturesForAddress"
+    )
     world.wait_polls("getSignaturesForAddress", 9)  # three more failed rounds
     assert len(pings.paths) == before
+
+    # The outage's log: one warning per failed round (not one per attempt or poll), the
+    # round's summary line at info level, which carries the error.
+    during = log_lines(world)[len(logged) :]
+    rounds = (world.polls("getSignaturesForAddress") - requests) // 3 + 1
+    warnings = [line for line in during if line["level"] == "warning"]
+    # And APScheduler's "skipped: maximum number of running instances" said once, in our words.
+    overran = "sweep overran its interval; runs are skipped until sweeps are faster"
+    assert 1 <= len(warnings) <= rounds + 1, [w["event"] for w in warnings]
+    assert {w["event"] for w in warnings} <= {"round failed", overran}
+    summary = next(line for line in during if line["event"] == "round")
+    assert summary["failed"] == summary["targets"] == 1 and "ServerError" in summary["error"]
 
     world.ledger.faults.clear()
     wait_until(lambda: len(pings.paths) > before, 15, "heartbeats again")

@@ -131,7 +131,8 @@ class Daemon:
             observation = await source.observe(self.rpc, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
-            self.health.failed(source.name, target, exc)
+            # Logged once per round (the round's summary and RoundHealth), not per poll.
+            self.health.failed(source.name, target, exc, quiet=True)
             self.metrics.polled(source.name, ok=False)
             return False
         now = self.clock()
@@ -212,6 +213,9 @@ class Daemon:
                            now if any(results) else None)  # fmt: skip
         with self._database_work("record the round"):
             record_round(self.store.db, done)
+        problem = {"error": self.health.last_error} if failed else {}
+        log.info("round", source=job.source, targets=len(results), failed=failed,
+                 duration=round(now - started, 3), **problem)  # fmt: skip
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
 

@@ -337,7 +337,8 @@ class RpcClient:
                     self.stats.failures[type(err).__name__] += 1
                     raise
                 delay = self._delay(err, number)
-                log.warning(
+                # Debug only: the daemon warns once per failing round, not once per attempt.
+                log.debug(
                     "rpc retry",
                     method=method,
                     attempt=number,
