@@ -109,6 +109,7 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
+        self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         beat = settings.heartbeat
         self.heartbeat = None if beat is None else Heartbeat(
             beat.url.get_secret_value(), beat.every, clock
@@ -133,6 +134,7 @@ class Daemon:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
             self.health.failed(source.name, target, exc, quiet=True)
+            self._last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
             self.metrics.polled(source.name, ok=False)
             return False
         now = self.clock()
@@ -167,6 +169,7 @@ class Daemon:
         error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
         self.health.failed(source.name, target, error, quiet=not verdict.new_stretch)
         self.metrics.polled(source.name, ok=False)
+        self._last_errors[source.name] = f"{type(error).__name__}: {error}"
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
@@ -213,7 +216,7 @@ class Daemon:
                            now if any(results) else None)  # fmt: skip
         with self._database_work("record the round"):
             record_round(self.store.db, done)
-        problem = {"error": self.health.last_error} if failed else {}
+        problem = {"error": self._last_errors.get(job.source)} if failed else {}
         log.info("round", source=job.source, targets=len(results), failed=failed,
                  duration=round(now - started, 3), **problem)  # fmt: skip
         if self.heartbeat is not None:
