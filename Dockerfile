@@ -27,9 +27,10 @@ COPY --from=build /opt/venv /opt/venv
 COPY rules /etc/watcher/rules
 USER 10001:10001
 VOLUME ["/state"]
-# The daemon's own view of its health: the state database opens and the settings are valid.
+# The daemon's own view of its health, from its state database (no RPC key needed): exits 1
+# while every poll of a source's last round failed or the outbox does not drain.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=20s --retries=3 \
-    CMD ["watcher", "check"]
+    CMD ["watcher", "status", "--health"]
 # The daemon handles SIGTERM itself (it is PID 1 here): in-flight work finishes, exit 0.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["watcher"]

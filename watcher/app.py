@@ -38,8 +38,12 @@ from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.transport import EndpointSpec
+from watcher.service.heartbeat import Heartbeat
+from watcher.service.http import HttpEndpoint
+from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
@@ -50,6 +54,8 @@ STOP_GRACE_SECONDS = 5.0
 SENDER_IDLE_SECONDS = 0.5
 # How often the supervisor in ``run`` looks at the tasks and the database's health.
 SUPERVISE_SECONDS = 1.0
+# A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
+OUTBOX_STUCK_SECONDS = 300.0
 
 
 # Settings a running daemon keeps until it restarts: its connections and its database.
@@ -81,6 +87,7 @@ class Daemon:
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self._outbox_has_work = asyncio.Event()
         endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
+        self.metrics = Metrics(settings.state_path, clock, lambda: getattr(self.rpc, "stats", None))
         self.rpc: LedgerReader = ledger or RpcClient(
             endpoints,
             commitment=settings.commitment,
@@ -88,6 +95,8 @@ class Daemon:
             max_attempts=settings.rpc.max_attempts,
             max_concurrency=settings.rpc.max_concurrency,
         )
+        if isinstance(self.rpc, RpcClient):
+            self.rpc.on_request = self.metrics.rpc_request
         self.sender = Sender(
             self.store,
             settings.channels,
@@ -98,6 +107,8 @@ class Daemon:
             send_timeout=settings.delivery.send_timeout,
             fallback_channels=settings.fallback_channels,
             on_idle=self._wake_sender,
+            on_result=self.metrics.delivered,
+            on_dead=lambda row, _error: self.metrics.delivered(row.channel, "dead"),
             state_health=self.state_health,
         )
         self.health = RoundHealth()
@@ -106,13 +117,23 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
+        self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
+        beat = settings.heartbeat
+        self.heartbeat = None if beat is None else Heartbeat(
+            beat.url.get_secret_value(), beat.every, clock
+        )  # fmt: skip
+        http = settings.http
+        self.http = None if http is None else HttpEndpoint(
+            http.host, http.port, self.metrics, self.healthz
+        )  # fmt: skip
         # The highest slot accepted answers have shown: bounds the slots of any other answer.
         self.tip: SlotTip | None = None
 
     # -- one observation ---------------------------------------------------------------------
 
-    async def poll_target(self, source: Source, target: str, interval: float = 0.0) -> None:
-        """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s."""
+    async def poll_target(self, source: Source, target: str, interval: float = 0.0) -> bool:
+        """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s;
+        whether it succeeded (an answer taken as evidence)."""
         builtins = self.builtins.rules_for(source.name)
         rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
@@ -120,21 +141,26 @@ class Daemon:
             observations = await self._observe(source, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
-            self.health.failed(source.name, target, exc, interval=interval)
-            return
+            # Logged once per round (the round's summary and RoundHealth), not per poll.
+            self.health.failed(source.name, target, exc, interval=interval, quiet=True)
+            self._last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
+            self.metrics.polled(source.name, ok=False)
+            return False
         observation, now = observations[0], self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now, interval):
-            return
+            return False
         self.health.succeeded(source.name, target, interval=interval)
+        self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
         others = [source.step(rules, target, state, other, now) for other in observations[1:]]
         if not self.quorum.agreed(source.name, target, [outcome, *others]):
-            return  # the endpoints disagree: not evidence
+            return False  # the endpoints disagree: not evidence
         self._commit(source.name, target, outcome, rules, now)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
+        return True
 
     async def _observe(self, source: Source, target: str, state: TargetState | None) -> list[Any]:
         """One observation; a state kind's target under quorum: one from each of ``quorum``
@@ -173,6 +199,8 @@ class Daemon:
         self.health.failed(
             source.name, target, error, interval=interval, quiet=not verdict.new_stretch
         )
+        self.metrics.polled(source.name, ok=False)
+        self._last_errors[source.name] = f"{type(error).__name__}: {error}"
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
@@ -207,16 +235,30 @@ class Daemon:
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
-        await asyncio.gather(*(self._poll(source, target, job.interval) for target in job.targets))
+        started = self.clock()
+        polls = (self._poll(source, target, job.interval) for target in job.targets)
+        results = await asyncio.gather(*polls)
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:
             with self._database_work("rpc health"):
                 self._check_rpc_health(verdict, now)
+        failed = sum(result is False for result in results)
+        done = SourceRound(job.source, now, len(results), failed, now - started,
+                           now if any(results) else None)  # fmt: skip
+        with self._database_work("record the round"):
+            record_round(self.store.db, done)
+        problem = {"error": self._last_errors.get(job.source)} if failed else {}
+        log.info("round", source=job.source, targets=len(results), failed=failed,
+                 duration=round(now - started, 3), **problem)  # fmt: skip
+        if self.heartbeat is not None:
+            self.heartbeat.round_done(all(results) and self.state_health.healthy)
 
-    async def _poll(self, source: Source, target: str, interval: float) -> None:
+    async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
+        """Whether the poll succeeded; None when the database failed it."""
         with self._database_work(f"poll {source.name}"):
-            await self.poll_target(source, target, interval)
+            return await self.poll_target(source, target, interval)
+        return None
 
     @contextlib.contextmanager
     def _database_work(self, operation: str) -> Iterator[None]:
@@ -277,6 +319,14 @@ class Daemon:
                 await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
             self._outbox_has_work.clear()
 
+    def healthz(self) -> HealthVerdict:
+        """``/healthz``: polls succeed and the outbox drains (a delivery pending for longer than
+        its backoff allows is stuck)."""
+        state = self.metrics.state()
+        stuck_after = max(OUTBOX_STUCK_SECONDS, 2 * self.settings.delivery.max_backoff)
+        outbox = None if state is None else state[1]
+        return health_verdict(self.health, self.state_health, outbox, self.clock(), stuck_after)
+
     def _fatal(self, sender_task: asyncio.Task[None]) -> str | None:
         """Why the daemon cannot go on, or None: a dead task, or the database failing."""
         if sender_task.done():
@@ -291,6 +341,8 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
         scheduler = self._scheduler
+        if self.http is not None:
+            await self.http.start()  # first: a port in use stops the start with one line
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
         watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = self.ruleset.jobs()
@@ -324,6 +376,10 @@ class Daemon:
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
             await asyncio.wait({sender_task})  # its failure, if any, was reported above
+            if self.http is not None:
+                await self.http.close()
+            if self.heartbeat is not None:
+                await self.heartbeat.close()
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:
@@ -364,4 +420,5 @@ class Daemon:
         aclose = getattr(self.rpc, "aclose", None)
         if aclose is not None:
             await aclose()
+        self.metrics.close()
         self.store.close()

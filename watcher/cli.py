@@ -128,15 +128,10 @@ def alerts(
     rule: Annotated[str | None, typer.Option(help="Only this rule's alerts.")] = None,
 ) -> None:
     """Alert history from the state database, newest first."""
-    from watcher.config.settings import load_settings
     from watcher.core.clock import iso
-    from watcher.core.errors import ConfigError
     from watcher.state.store import Store
 
-    try:
-        settings = load_settings(config)
-    except ConfigError as exc:
-        _fail_with_problems(list(exc.problems))
+    settings = _settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"no state database yet at {settings.state_path}", err=True)
         raise typer.Exit(code=1)
@@ -155,6 +150,31 @@ def alerts(
             )
     if not records and not as_json:
         typer.echo("no alerts yet")
+
+
+@app.command()
+def status(
+    config: ConfigOption,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    health: Annotated[
+        bool, typer.Option("--health", help="Exit 1 (reasons on stderr) when unhealthy.")
+    ] = False,
+) -> None:
+    """Firing alerts, each source's last poll, pending and dead deliveries (state database)."""
+    import time
+
+    from watcher.service.status import read_status
+
+    settings = _settings_or_exit(config, readonly=True)
+    if not settings.state_path.exists():
+        typer.echo(f"no state database yet at {settings.state_path}", err=True)
+        raise typer.Exit(code=1)
+    current = read_status(settings.state_path)
+    typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
+    problems = current.problems(time.time()) if health else []
+    for problem in problems:
+        typer.echo(f"watcher: unhealthy: {problem}", err=True)
+    raise typer.Exit(code=1 if problems else 0)
 
 
 def _silence_note(facts: dict[str, object]) -> str:
@@ -215,12 +235,14 @@ silence_app = typer.Typer(
 app.add_typer(silence_app, name="silence")
 
 
-def _settings_or_exit(config: Path) -> Settings:
+def _settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
+    """``readonly``: for a command that only reads the state database (no secret needed)."""
     from watcher.config.settings import load_settings
     from watcher.core.errors import ConfigError
+    from watcher.service.readonly import load_readonly_settings
 
     try:
-        return load_settings(config)
+        return load_readonly_settings(config) if readonly else load_settings(config)
     except ConfigError as exc:
         _fail_with_problems(list(exc.problems))
         raise  # unreachable: _fail_with_problems exits
@@ -315,7 +337,7 @@ def silence_list(
     from watcher.core.clock import iso
     from watcher.state.store import Store
 
-    settings = _settings_or_exit(config)
+    settings = _settings_or_exit(config, readonly=True)
     now = time.time()
     silences = []
     if settings.state_path.exists():
@@ -349,7 +371,7 @@ def silence_expire(
     from watcher.core.clock import iso
     from watcher.state.store import Store
 
-    settings = _settings_or_exit(config)
+    settings = _settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)

@@ -135,6 +135,14 @@ class HttpSettings(_Section):
         return int(self.listen.rsplit(":", 1)[1])
 
 
+class HeartbeatSettings(_Section):
+    """A dead man's switch: ``url`` (Apprise, or plain http(s) fetched with GET; a secret)
+    pinged after a healthy round, at most every ``every``."""
+
+    url: Annotated[SecretStr, Field(repr=False)]
+    every: PositiveDuration = 60.0
+
+
 def _channel_name(value: str) -> str:
     if not NAME_PATTERN.fullmatch(value):
         raise ValueError(f"channel name {value!r}: use only letters, digits, - and _")
@@ -211,6 +219,7 @@ class Settings(BaseSettings):
     # Link in notifications: {kind} is "tx" or "address", {id} the signature or pubkey.
     explorer_url: str | None = "https://explorer.solana.com/{kind}/{id}"
     http: HttpSettings | None = None  # None: no HTTP endpoint
+    heartbeat: HeartbeatSettings | None = None  # None: no dead man's switch
 
     _config_path: Path = PrivateAttr(default=Path("."))
 

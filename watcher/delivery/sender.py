@@ -79,6 +79,7 @@ class Sender:
         fallback_channels: Sequence[str] = (),
         on_dead: Callable[[DeliveryRow, str], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        on_result: Callable[[str, str], None] | None = None,  # (channel, "sent" | "failed")
         state_health: StateHealth | None = None,
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
@@ -96,6 +97,7 @@ class Sender:
         self._batch = batch
         self._on_dead = on_dead
         self._on_idle = on_idle
+        self._on_result = on_result
         self._db_retry = db_retry
         self.state_health = state_health or StateHealth()
         self._stopping = False
@@ -274,11 +276,15 @@ class Sender:
             # a crash can cause. A failing mark is retried; the message is not sent again.
             group = None if first.group_key is None else (first.group_key, first.url_id)
             await self._db("mark sent", lambda: self._store.mark_sent(ids, now, group=group))
+            if self._on_result is not None:
+                self._on_result(first.channel, "sent")
             if len(rows) == 1:
                 log.info("delivered", alert_id=first.alert_id, id=notification, **where)
             else:
                 log.info("delivered a digest", alerts=len(rows), id=notification, **where)
             return True, None
+        if self._on_result is not None:
+            self._on_result(first.channel, "failed")
         dead = [row for row in rows if outbox.is_dead(row.created_at, now, self._deadline)]
         alive = [row for row in rows if row not in dead]
         if dead:

@@ -215,6 +215,7 @@ class RpcClient(_LedgerMethods):
             for spec in specs
         ]
         self._pool = EndpointPool(endpoints)
+        self._failing: set[str] = set()  # endpoints (public URLs) failing since their last answer
         self.endpoints: tuple[Endpoint, ...] = self._pool.endpoints
         self.public_url = ", ".join(endpoint.public_url for endpoint in endpoints)
         self.commitment = commitment
@@ -229,6 +230,8 @@ class RpcClient(_LedgerMethods):
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._next_id = 0
         self.stats = RpcStats()
+        # Told each HTTP request's method and duration in seconds (the daemon's metrics).
+        self.on_request: Callable[[str, float], None] | None = None
 
     async def aclose(self) -> None:
         for endpoint in self.endpoints:
@@ -370,6 +373,9 @@ class RpcClient(_LedgerMethods):
                         self._failover(method, err, endpoint, endpoints[position + 1])
                 else:
                     self._pool.succeeded(endpoint)
+                    if endpoint.public_url in self._failing:
+                        self._failing.discard(endpoint.public_url)
+                        log.info("rpc endpoint answering again", endpoint=endpoint.public_url)
                     return value
             assert error is not None  # a round without an answer has its error
             if not error.transient or number >= self._max_attempts:
@@ -377,7 +383,8 @@ class RpcClient(_LedgerMethods):
                 self.stats.failures[type(error).__name__] += 1
                 raise error
             delay = self._delay(error, number)
-            log.warning(
+            # Debug only: the daemon warns once per failing round, not once per attempt.
+            log.debug(
                 "rpc retry",
                 method=method,
                 attempt=number,
@@ -391,7 +398,11 @@ class RpcClient(_LedgerMethods):
             await self._sleep(delay)
 
     def _failover(self, method: str, err: RpcError, failed: Endpoint, then: Endpoint) -> None:
-        log.warning(
+        # A warning when an endpoint starts failing; the calls after it are failovers at debug
+        # (the round's summary and /metrics count them), so an outage is not a line per call.
+        first = failed.public_url not in self._failing
+        self._failing.add(failed.public_url)
+        (log.warning if first else log.debug)(
             "rpc failover",
             method=method,
             error=type(err).__name__,
@@ -416,7 +427,10 @@ class RpcClient(_LedgerMethods):
         self.stats.requests += 1
         try:
             async with self._semaphore:
+                started = time.monotonic()
                 response = await endpoint.http.post(endpoint.placeholder, json=payload)
+                if self.on_request is not None:
+                    self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:
             raise RpcTimeout(describe(exc), method=method) from None
         except httpx.DecodingError as exc:

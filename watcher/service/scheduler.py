@@ -9,10 +9,12 @@ pauses first, waits for the sweeps we track ourselves, and only then shuts the s
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from watcher.alerting.ruleset import Job
@@ -22,6 +24,10 @@ log = structlog.get_logger(__name__)
 
 MISFIRE_GRACE_SECONDS = 30
 
+# APScheduler warns "skipped: maximum number of running instances reached" at every interval
+# a sweep overruns; we say it once per overrun stretch instead (Scheduler._skipped).
+logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
+
 
 class Scheduler:
     def __init__(
@@ -30,6 +36,8 @@ class Scheduler:
         self._sweep = sweep
         self._clock = clock
         self._inflight: set[asyncio.Task[object]] = set()
+        self._overrunning: set[str] = set()  # jobs in a stretch of overrunning sweeps
+        self._skipped_now: dict[str, int] = {}  # job id -> runs skipped during the current one
         self._scheduler = AsyncIOScheduler(
             timezone="UTC",
             job_defaults={
@@ -38,6 +46,22 @@ class Scheduler:
                 "misfire_grace_time": MISFIRE_GRACE_SECONDS,
             },
         )
+        self._scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
+
+    def _skipped(self, event: JobSubmissionEvent) -> None:
+        """A run skipped because the last one still runs: one warning per stretch of them."""
+        self._skipped_now[event.job_id] = self._skipped_now.get(event.job_id, 0) + 1
+        if event.job_id not in self._overrunning:
+            self._overrunning.add(event.job_id)
+            log.warning(
+                "sweep overran its interval; runs are skipped until sweeps are faster",
+                job=event.job_id,
+            )
+
+    def _finished(self, job_id: str) -> None:
+        if not self._skipped_now.pop(job_id, 0) and job_id in self._overrunning:
+            self._overrunning.discard(job_id)
+            log.info("sweep within its interval again", job=job_id)
 
     def start(self, jobs: Sequence[Job]) -> None:
         """Must be called from inside the running event loop. Every job runs once right away."""
@@ -79,6 +103,7 @@ class Scheduler:
             log.exception("sweep failed", source=job.source, interval=job.interval)
         finally:
             self._inflight.discard(task)
+            self._finished(_job_id(job))
 
     async def stop(self, grace: float) -> None:
         """No new sweeps; let running ones finish within ``grace`` seconds, then cancel them.

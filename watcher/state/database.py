@@ -158,11 +158,18 @@ def _migration_3_digests(db: Database) -> None:
     db.execute("CREATE INDEX group_sends_latest ON group_sends (group_key, url_id, sent_at)")
 
 
+def _migration_4_sources(db: Database) -> None:
+    from watcher.state.sources import migration_4_sources  # its queries live beside it
+
+    migration_4_sources(db)
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
     _migration_2_silences,
     _migration_3_digests,
+    _migration_4_sources,
 )
 
 

@@ -1,0 +1,154 @@
+"""The daemon's Prometheus metrics (``/metrics``) and health verdict (``/healthz``).
+
+One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
+Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
+outcome); the RPC client's retry counters, the outbox and the firing alerts are read when
+scraped, on the event loop, from the client's stats and a read-only connection to the state
+database."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.ledger.rpc import RpcStats
+from watcher.service import snapshot
+
+RATE_LIMITED = "RateLimited"
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    healthy: bool
+    reason: str  # what /healthz says in its body
+
+
+class Metrics:
+    def __init__(
+        self,
+        state_path: Path,
+        clock: Callable[[], float],
+        rpc_stats: Callable[[], RpcStats | None] = lambda: None,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._state_path = state_path
+        self._clock = clock
+        self._conn: sqlite3.Connection | None = None
+        r = self.registry
+        self.polls = Counter(
+            "watcher_polls", "Polls of a target, by source", ["source"], registry=r
+        )
+        self.poll_failures = Counter(
+            "watcher_poll_failures", "Polls that failed (not evidence), by source", ["source"],
+            registry=r,
+        )  # fmt: skip
+        self.last_success = Gauge(
+            "watcher_last_successful_poll_timestamp_seconds",
+            "When a poll of the source last succeeded (Unix time)", ["source"], registry=r,
+        )  # fmt: skip
+        self.rpc_latency = Histogram(
+            "watcher_rpc_latency_seconds", "Duration of one RPC HTTP request", ["method"],
+            registry=r,
+        )  # fmt: skip
+        self.notifications = Counter(
+            "watcher_notifications", "Notification sends by channel and outcome (sent, failed, "
+            "dead)", ["channel", "outcome"], registry=r,
+        )  # fmt: skip
+        r.register(_ScrapeTime(self, rpc_stats))
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def polled(self, source: str, ok: bool) -> None:
+        self.polls.labels(source).inc()
+        if ok:
+            self.last_success.labels(source).set(self._clock())
+        else:
+            self.poll_failures.labels(source).inc()
+
+    def rpc_request(self, method: str, seconds: float) -> None:
+        self.rpc_latency.labels(method).observe(seconds)
+
+    def delivered(self, channel: str, outcome: str) -> None:
+        self.notifications.labels(channel, outcome).inc()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def state(self) -> tuple[list[snapshot.Firing], snapshot.Outbox] | None:
+        """The firing alerts and the outbox, or None while the database cannot be read."""
+        try:
+            if self._conn is None:
+                self._conn = snapshot.connect_readonly(self._state_path)
+            return snapshot.firing(self._conn), snapshot.outbox(self._conn)
+        except sqlite3.Error:
+            return None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def health_verdict(
+    rounds: RoundHealth,
+    state: StateHealth,
+    outbox: snapshot.Outbox | None,
+    now: float,
+    stuck_after: float,
+) -> HealthVerdict:
+    """Healthy while polls succeed and the outbox drains; else why not (pure)."""
+    if rounds.failed_rounds:
+        return HealthVerdict(
+            False,
+            f"polls failing: {rounds.failed_rounds} failed rounds in a row; "
+            f"last error: {rounds.last_error}",
+        )
+    if not state.healthy:
+        return HealthVerdict(False, f"state database failing: {state.last_error}")
+    if outbox is None:
+        return HealthVerdict(False, "state database unreadable")
+    if outbox.oldest_pending_at is not None and now - outbox.oldest_pending_at > stuck_after:
+        age = now - outbox.oldest_pending_at
+        return HealthVerdict(
+            False,
+            f"outbox not draining: {outbox.pending} deliveries pending, the oldest for {age:.0f}s",
+        )
+    return HealthVerdict(True, "ok")
+
+
+class _ScrapeTime(Collector):
+    """Values read when scraped: RPC retries and 429s, the outbox, the firing alerts."""
+
+    def __init__(self, metrics: Metrics, rpc_stats: Callable[[], RpcStats | None]) -> None:
+        self._metrics = metrics
+        self._rpc_stats = rpc_stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._rpc_stats()
+        if stats is not None:
+            yield CounterMetricFamily("watcher_rpc_retries", "RPC attempts retried", stats.retries)
+            yield CounterMetricFamily(
+                "watcher_rpc_rate_limited", "RPC attempts answered 429 (rate limited)",
+                stats.errors[RATE_LIMITED],
+            )  # fmt: skip
+        state = self._metrics.state()
+        if state is None:
+            return
+        firing, outbox = state
+        now = self._metrics._clock()
+        oldest = 0.0 if outbox.oldest_pending_at is None else now - outbox.oldest_pending_at
+        yield GaugeMetricFamily("watcher_outbox_depth", "Deliveries pending", outbox.pending)
+        yield GaugeMetricFamily(
+            "watcher_outbox_oldest_pending_seconds", "Age of the oldest pending delivery", oldest
+        )
+        yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
+        yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))

@@ -1,0 +1,61 @@
+"""What the state database says right now, for ``/metrics``, ``/healthz`` and ``watcher status``:
+the firing alerts, the outbox (pending, oldest pending, dead) and each source's last poll. Plain
+read-only queries on a given connection; no clock (callers pass ``now``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+# The latest state transition of each (rule, subject); "firing" or "repeat" means firing now.
+_FIRING = """
+SELECT a.rule, a.subject, a.severity, a.title, a.created_at
+FROM alerts a JOIN (
+    SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
+    GROUP BY rule, subject
+) latest ON latest.id = a.id
+WHERE a.reason != 'resolved'
+ORDER BY a.created_at DESC
+"""
+
+
+@dataclass(frozen=True)
+class Firing:
+    rule: str
+    subject: str
+    severity: str
+    title: str
+    since: float
+
+
+@dataclass(frozen=True)
+class Outbox:
+    pending: int  # pending or being sent
+    oldest_pending_at: float | None
+    dead: int
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection that never creates nor migrates the database."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def firing(conn: sqlite3.Connection) -> list[Firing]:
+    return [Firing(*row) for row in conn.execute(_FIRING)]
+
+
+def outbox(conn: sqlite3.Connection) -> Outbox:
+    pending, oldest, dead = conn.execute(
+        """SELECT SUM(status IN ('pending', 'sending')),
+                  MIN(CASE WHEN status IN ('pending', 'sending') THEN created_at END),
+                  SUM(status = 'dead')
+           FROM deliveries"""
+    ).fetchone()
+    return Outbox(int(pending or 0), oldest, int(dead or 0))
+
+
+def read(path: Path) -> tuple[list[Firing], Outbox]:
+    with closing(connect_readonly(path)) as conn:
+        return firing(conn), outbox(conn)

@@ -1,0 +1,72 @@
+"""``watcher status``: what is firing now, each source's last round, pending and dead
+deliveries; read from the state database only (no RPC call, no secret needed)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from watcher.core.clock import iso
+from watcher.service import snapshot
+from watcher.state.sources import SourceRound, last_rounds
+
+# `status --health`: a delivery pending this long means the outbox does not drain.
+STUCK_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Status:
+    firing: list[snapshot.Firing]
+    outbox: snapshot.Outbox
+    sources: list[SourceRound]
+
+    def problems(self, now: float) -> list[str]:
+        """Why the daemon looks unhealthy from its database (empty: healthy)."""
+        found = [
+            f"{s.source}: every poll of its last round failed ({iso(s.finished_at)})"
+            for s in self.sources
+            if s.targets and s.failed == s.targets
+        ]
+        oldest = self.outbox.oldest_pending_at
+        if oldest is not None and now - oldest > STUCK_SECONDS:
+            found.append(f"outbox not draining: oldest pending delivery {now - oldest:.0f}s old")
+        return found
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "firing": [asdict(f) for f in self.firing],
+                "sources": [asdict(s) for s in self.sources],
+                "deliveries": {
+                    "pending": self.outbox.pending,
+                    "oldest_pending_at": self.outbox.oldest_pending_at,
+                    "dead": self.outbox.dead,
+                },
+            },
+            sort_keys=True,
+        )
+
+    def lines(self) -> list[str]:
+        out = [f"firing: {len(self.firing)}"]
+        out += [
+            f"  {f.severity.upper():8} {f.rule} {f.subject} since {iso(f.since)}: {f.title}"
+            for f in self.firing
+        ]
+        out.append(f"sources: {len(self.sources)}" if self.sources else "sources: none polled yet")
+        for s in self.sources:
+            success = "never" if s.last_success_at is None else iso(s.last_success_at)
+            out.append(
+                f"  {s.source:10} last round {iso(s.finished_at)}: {s.targets} targets, "
+                f"{s.failed} failed, {s.duration:.2f}s; last success {success}"
+            )
+        oldest = self.outbox.oldest_pending_at
+        since = "" if oldest is None else f" (oldest since {iso(oldest)})"
+        out.append(f"deliveries: {self.outbox.pending} pending{since}, {self.outbox.dead} dead")
+        return out
+
+
+def read_status(path: Path) -> Status:
+    with closing(snapshot.connect_readonly(path)) as conn:
+        return Status(snapshot.firing(conn), snapshot.outbox(conn), last_rounds(conn))

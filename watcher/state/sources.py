@@ -1,0 +1,59 @@
+"""Each source's last round (``watcher status``): one row per source, written at the end of
+each sweep in its own short transaction, read by the read-only commands."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from sqlite_utils import Database
+
+from watcher.state.database import transaction
+
+
+@dataclass(frozen=True)
+class SourceRound:
+    source: str
+    finished_at: float
+    targets: int
+    failed: int  # polls of the round that failed (not evidence)
+    duration: float
+    last_success_at: float | None  # None: kept from the row before (this round all failed)
+
+
+def migration_4_sources(db: Database) -> None:
+    db.execute(
+        """CREATE TABLE sources (
+            source TEXT PRIMARY KEY,
+            finished_at REAL NOT NULL,
+            targets INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            duration REAL NOT NULL,
+            last_success_at REAL
+        ) STRICT"""
+    )
+
+
+def record_round(db: Database, round_: SourceRound) -> None:
+    with transaction(db):
+        db.execute(
+            """INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (source) DO UPDATE SET finished_at = excluded.finished_at,
+                targets = excluded.targets, failed = excluded.failed,
+                duration = excluded.duration,
+                last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
+            [round_.source, round_.finished_at, round_.targets, round_.failed, round_.duration,
+             round_.last_success_at],
+        )  # fmt: skip
+
+
+def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:
+    """Each source's last round (none before the daemon has upgraded the database)."""
+    try:
+        rows = conn.execute(
+            "SELECT source, finished_at, targets, failed, duration, last_success_at FROM sources "
+            "ORDER BY source"
+        ).fetchall()
+    except sqlite3.OperationalError:  # no such table: written by an older watcher
+        return []
+    return [SourceRound(*row) for row in rows]
