@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench soak soak-quick clean check-packaging lock
+.PHONY: demo test lint typecheck rule-tests bench soak soak-quick clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ typecheck: $(STAMP)
 # The deployment files: systemd unit (verify, security score) and Dockerfile (hadolint).
 check-packaging: $(STAMP)
 	VENV=$(CURDIR)/$(VENV) deploy/check-packaging
+
+# The README's systemd install steps as root, under a scratch root (deploy/check-install).
+check-install:
+	deploy/check-install
 
 # Renew the pinned, hash-checked dependency set the Docker image installs.
 lock: $(STAMP)
