@@ -4,10 +4,9 @@ getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pu
 from __future__ import annotations
 
 from watcher.alerting.events import TargetState
+from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, picture_of
-
-CLUSTER = "cluster"  # the one target of the sources watching the whole cluster
 
 
 def newest_vote(vote_accounts: VoteAccounts) -> int | None:
