@@ -22,8 +22,8 @@ from typing import Any, Self
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from daemon_harness import DaemonProcess, write_config  # noqa: E402
-from receivers import JsonReceiver  # noqa: E402
+from support.daemon import DaemonProcess, write_config  # noqa: E402
+from support.receivers import JsonReceiver  # noqa: E402
 
 __all__ = [
     "API_KEY",
