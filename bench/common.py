@@ -2,7 +2,7 @@
 RSS, the figures table.
 
 The suite's own helpers are reused, not copied: ``tests/`` is put on ``sys.path`` and
-``daemon_harness`` (the real ``watcher run`` subprocess) and ``receivers`` (a real json://
+``support.daemon`` (the real ``watcher run`` subprocess) and ``support.receivers`` (a real json://
 listener) are imported from there.
 """
 

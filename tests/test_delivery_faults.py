@@ -288,13 +288,13 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
 ) -> None:
     """A bug that kills the sender task must not leave the daemon polling with nobody
     delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
-    from daemon_harness import write_config
-
     from watcher.alerting.ruleset import RuleSet
     from watcher.app import Daemon
     from watcher.config.check import load_config
     from watcher.core.errors import DaemonFailed
     from watcher.ledger.simulator import Ledger, SimulatorServer
+
+    from support.daemon import write_config
 
     with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
         config = write_config(
