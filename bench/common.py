@@ -2,7 +2,7 @@
 RSS, the figures table.
 
 The suite's own helpers are reused, not copied: ``tests/`` is put on ``sys.path`` and
-``daemon_harness`` (the real ``watcher run`` subprocess) and ``receivers`` (a real json://
+``support.daemon`` (the real ``watcher run`` subprocess) and ``support.receivers`` (a real json://
 listener) are imported from there.
 """
 
@@ -22,8 +22,8 @@ from typing import Any, Self
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from daemon_harness import DaemonProcess, write_config  # noqa: E402
-from receivers import JsonReceiver  # noqa: E402
+from support.daemon import DaemonProcess, write_config  # noqa: E402
+from support.receivers import JsonReceiver  # noqa: E402
 
 __all__ = [
     "API_KEY",

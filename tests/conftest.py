@@ -10,8 +10,8 @@ import pytest
 
 from watcher.state.store import Store
 
-from receivers import JsonReceiver, SmtpReceiver
-from receivers import wait_until as _wait_until
+from support.receivers import JsonReceiver, SmtpReceiver
+from support.receivers import wait_until as _wait_until
 
 
 @pytest.fixture

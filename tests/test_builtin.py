@@ -33,8 +33,7 @@ from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator.keys import derived_pubkey
 
-from test_diff import key
-from test_e2e import (
+from support.world import (
     API_KEY,
     OUR_NODE,
     OUR_VOTE,
@@ -44,6 +43,7 @@ from test_e2e import (
     rules,
     small_cluster,
 )
+from test_diff import key
 
 ENDPOINT = "https://rpc.example.com/v3/***"
 MY_VALIDATOR = RULE_MODELS["delinquent_validators"].model_validate(

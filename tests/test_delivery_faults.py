@@ -19,7 +19,7 @@ from watcher.core.errors import PermanentStateError, TransientStateError, state_
 from watcher.delivery.sender import Sender
 from watcher.state.store import Store
 
-from receivers import JsonReceiver, TrickleReceiver
+from support.receivers import JsonReceiver, TrickleReceiver
 
 ID_HEADER = "X-Watcher-Id"
 
@@ -294,7 +294,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
     from watcher.core.errors import DaemonFailed
     from watcher.ledger.simulator import Ledger, SimulatorServer
 
-    from daemon_harness import write_config
+    from support.daemon import write_config
 
     with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
         config = write_config(

@@ -32,8 +32,8 @@ from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import Store
 
-from receivers import JsonReceiver, wait_until
-from test_e2e import World, make_world, small_cluster
+from support.receivers import JsonReceiver, wait_until
+from support.world import World, make_world, small_cluster
 from test_notify import FakeClock, history, make_sender, titles
 
 ADDRESSES = [derived_pubkey(f"digest address {i}") for i in range(50)]

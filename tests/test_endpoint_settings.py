@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from test_settings import RULE, load, problems, settings_file, write
 
 KEY_A, KEY_B = "k3yA-0f-the-rpc-s3cret", "k3yB-0f-the-rpc-s3cret"

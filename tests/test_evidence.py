@@ -33,7 +33,7 @@ from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.store import Store
 
-from daemon_harness import write_config
+from support.daemon import write_config
 
 API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
 TREASURY = derived_pubkey("evidence treasury")

@@ -20,7 +20,7 @@ from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, url_i
 from watcher.delivery.sender import NOT_CONFIGURED, Sender
 from watcher.state.store import Store
 
-from receivers import JsonReceiver, SmtpReceiver
+from support.receivers import JsonReceiver, SmtpReceiver
 
 
 class FakeClock:

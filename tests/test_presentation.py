@@ -22,7 +22,7 @@ from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.store import Store
 
-from receivers import JsonReceiver
+from support.receivers import JsonReceiver
 from test_diff import entry, key
 
 ADDRESS, MINT = key("p-address"), key("p-mint")

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import structlog
 import yaml
-from test_evidence import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
 
 from watcher.alerting.events import AlertMessage, StepOutcome
 from watcher.alerting.ruleset import RuleSet
@@ -24,7 +23,8 @@ from watcher.kinds import SOURCES
 from watcher.ledger.quorum import agree
 from watcher.ledger.simulator import Ledger, SimulatorServer
 
-from daemon_harness import write_config
+from support.daemon import write_config
+from test_evidence import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
 
 KEY_A, KEY_B = "qu0rumAK3yTh4tMustN3v3rL3ak", "qu0rumBK3yTh4tMustN3v3rL3ak"
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 from watcher.cli import app
 from watcher.state.store import Store
 
-from daemon_harness import write_config
+from support.daemon import write_config
 
 runner = CliRunner()
 NO_SECRETS = {"RPC_API_KEY": None, "HOOK_TOKEN": None}

@@ -32,7 +32,7 @@ from watcher.core.redact import REDACTOR
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.rpc import RpcClient, SecretUrlTransport
 
-from recorded import answer_bytes
+from support.recorded import answer_bytes
 
 KEY = "SeCrEtKeY-0123456789abcdefXYZ"
 URL = f"https://rpc.example.com/v3/{KEY}"

@@ -20,9 +20,9 @@ from watcher.delivery.notify_check import public_form
 from watcher.delivery.outbox import url_id
 from watcher.state.store import Store
 
-from daemon_harness import write_config
-from receivers import JsonReceiver, wait_until
-from test_e2e import TREASURY, World, all_polled, make_world, rules, small_cluster
+from support.daemon import write_config
+from support.receivers import JsonReceiver, wait_until
+from support.world import TREASURY, World, all_polled, make_world, rules, small_cluster
 
 VALIDATOR = "Vote111111111111111111111111111111111111111"
 OTHER = "Other11111111111111111111111111111111111111"

@@ -39,7 +39,7 @@ from watcher.ledger.models import (
     VoteAccounts,
 )
 
-from recorded import FIXTURES
+from support.recorded import FIXTURES
 from test_diff import entry, history, key
 from test_versions import BEHIND, ON_REFERENCE, load_mainnet
 

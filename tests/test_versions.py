@@ -19,7 +19,7 @@ from watcher.kinds.drift import (
 )
 from watcher.ledger.models import ClusterNode, VoteAccounts
 
-from recorded import result_of
+from support.recorded import result_of
 
 # Picked from the fixtures: (identity, its vote account)
 ON_REFERENCE = (

@@ -15,8 +15,10 @@ import yaml
 
 from watcher.ledger.simulator.keys import derived_pubkey
 
-from receivers import wait_until
-from test_e2e import TREASURY, World, make_world, small_cluster
+from support.receivers import wait_until
+from support.world import TREASURY, World, make_world, small_cluster
+
+pytestmark = pytest.mark.e2e
 
 SECOND = derived_pubkey("e2e second address")
 

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 import yaml
+
+from support.receivers import wait_until
+from support.world import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
 from test_e2e_service import tx_rule
 
-from receivers import wait_until
-from test_e2e import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
+pytestmark = pytest.mark.e2e
 
 
 def free_port() -> int:
@@ -197,8 +199,10 @@ def test_the_heartbeat_pings_while_polls_succeed_and_stops_when_they_fail(
 
     world.ledger.faults.inject("http_503_html", method="getSignaturesForAddress", count=10_000)
     world.wait_polls("getSignaturesForAddress", 3)  # a whole round failed (3 attempts)
-    before, logged, requests = len(pings.paths), log_lines(world), world.polls(
-        "getSignaturesForAddress"
+    before, logged, requests = (
+        len(pings.paths),
+        log_lines(world),
+        world.polls("getSignaturesForAddress"),
     )
     world.wait_polls("getSignaturesForAddress", 9)  # three more failed rounds
     assert len(pings.paths) == before

@@ -16,9 +16,11 @@ import pytest
 
 from watcher.ledger.simulator import SimulatorServer
 
-from daemon_harness import DaemonProcess, write_config
-from receivers import JsonReceiver
-from test_e2e import rules, small_cluster
+from support.daemon import DaemonProcess, write_config
+from support.receivers import JsonReceiver
+from support.world import rules, small_cluster
+
+pytestmark = pytest.mark.e2e
 
 TWELVE = "Sh0rtK3y12ab"  # a 12-character key
 ODD = "0dd1yPl4c3dK3y"

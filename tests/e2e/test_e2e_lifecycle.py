@@ -9,10 +9,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from watcher.state.store import Store
 
-from receivers import wait_until
-from test_e2e import OUR_NODE, OUR_VOTE, World, make_world, small_cluster
+from support.receivers import wait_until
+from support.world import OUR_NODE, OUR_VOTE, World, make_world, small_cluster
+
+pytestmark = pytest.mark.e2e
 
 
 def validator_rule(**lifecycle: Any) -> list[dict[str, Any]]:

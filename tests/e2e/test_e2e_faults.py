@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from receivers import TrickleReceiver, wait_until
-from test_e2e import TREASURY, World, make_world, small_cluster
+from support.receivers import TrickleReceiver, wait_until
+from support.world import TREASURY, World, make_world, small_cluster
+
+pytestmark = pytest.mark.e2e
 
 ID_HEADER = "X-Watcher-Id"
 

@@ -139,7 +139,6 @@ class JsonReceiver(_Running):
             self._thread.join(timeout=5)
             self._thread = None
 
-
     # -- what tests use ----------------------------------------------------------------------
     @property
     def port(self) -> int:
@@ -276,7 +275,6 @@ class SmtpReceiver(_Running):
         if self._controller is not None:
             self._controller.stop()
             self._controller = None
-
 
     @property
     def port(self) -> int:

@@ -15,9 +15,11 @@ import yaml
 
 from watcher.ledger.simulator import FaultPlan, SimulatorServer
 
-from daemon_harness import DaemonProcess, write_config
-from receivers import JsonReceiver, wait_until
-from test_e2e import OUR_VOTE, TREASURY, rules, small_cluster
+from support.daemon import DaemonProcess, write_config
+from support.receivers import JsonReceiver, wait_until
+from support.world import OUR_VOTE, TREASURY, rules, small_cluster
+
+pytestmark = pytest.mark.e2e
 
 KEY_A, KEY_B = "e2eAK3yTh4tMustN3v3rL3ak0ut", "e2eBK3yTh4tMustN3v3rL3ak0ut"
 
@@ -34,7 +36,10 @@ def test_failover_loses_nothing_and_the_first_endpoint_is_taken_back(
         JsonReceiver() as receiver,
     ):
         config = write_config(
-            tmp_path, rpc_url="unused", channels={"hooks": [receiver.url]}, rules=rules()[::2],
+            tmp_path,
+            rpc_url="unused",
+            channels={"hooks": [receiver.url]},
+            rules=rules()[::2],
         )  # fmt: skip  (treasury and my-validator)
         data = yaml.safe_load(config.read_text())
         del data["rpc_url"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from watcher.ledger.simulator import recorded
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 _PACKAGED: dict[str, Callable[[], Any]] = {
     "mainnet_getVoteAccounts_2025-08-21_sava.json": recorded.vote_accounts,
