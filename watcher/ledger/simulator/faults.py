@@ -24,6 +24,7 @@ paged read.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,8 +36,6 @@ HTTP_FAULTS = frozenset(
 )
 CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape", "rewrite_result"})
 FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS
-REWRITE = "rewrite"  # see FaultPlan.rewrite (not injectable by name: it takes a function)
-
 # Options each kind understands, with their defaults.
 _DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     "http_429": {"retry_after": 1},
@@ -113,7 +112,8 @@ class FaultPlan:
         if count < 1 or skip < 0:
             raise ValueError("count must be at least 1 and skip at least 0")
         with self._lock:
-            self._pending.append(_Pending(Fault(REWRITE, method, {"fn": fn}), count, skip))
+            fault = Fault("rewrite_result", method, {"rewrite": _on_decoded(fn)})
+            self._pending.append(_Pending(fault, count, skip))
 
     @property
     def ignore_until(self) -> bool:
@@ -144,7 +144,7 @@ class FaultPlan:
 
     def take_call(self, method: str) -> Fault | None:
         """The call fault for one call of ``method``, if one is due."""
-        return self._take(CALL_FAULTS | {REWRITE}, {method})
+        return self._take(CALL_FAULTS, {method})
 
     def _take(self, kinds: frozenset[str], methods: set[str]) -> Fault | None:
         with self._lock:
@@ -159,3 +159,12 @@ class FaultPlan:
                         self._pending.remove(item)
                     return fault
         return None
+
+
+def _on_decoded(fn: Callable[[Any], Any]) -> Callable[[str], str]:
+    """``rewrite_result`` works on the result's text; ``rewrite`` callers work on its value."""
+
+    def rewrite(text: str) -> str:
+        return json.dumps(fn(json.loads(text)), separators=(",", ":"), ensure_ascii=False)
+
+    return rewrite

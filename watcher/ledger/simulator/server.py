@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from watcher.ledger.simulator.faults import REWRITE, Fault, FaultPlan
+from watcher.ledger.simulator.faults import Fault, FaultPlan
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.methods import RpcError, RpcMethods
 
@@ -350,10 +350,7 @@ class SimulatorServer:
             result_text = self.methods.answer(method, call.get("params"))
         except RpcError as error:
             return _envelope(id_text, error=error.to_json())
-        if fault is not None and fault.kind == REWRITE:
-            result = fault.options["fn"](json.loads(result_text))
-            result_text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
-        elif fault is not None and fault.kind == "rewrite_result":
+        if fault is not None and fault.kind == "rewrite_result":
             result_text = _rewritten(fault, result_text)
         elif fault is not None:  # wrong_shape
             result_text = _wrong_shape(result_text)
