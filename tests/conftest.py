@@ -52,3 +52,10 @@ def sqlite_file_bytes() -> Callable[..., bytes]:
 def wait_until() -> Callable[..., Any]:
     """``wait_until(predicate, timeout=10, what=...)``: poll every 20 ms, fail at the deadline."""
     return _wait_until
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the end-to-end tests first: they are the slow ones, and with several xdist workers
+    a slow test started last keeps one worker busy after the others are done. (A stable sort:
+    the order within each group stays the collection order.)"""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)

@@ -13,6 +13,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.ruleset import RuleSet
 from watcher.config.rule_models import AnyRule
 from watcher.core.errors import BadResponse, RpcTimeout
 from watcher.kinds import (
@@ -214,7 +215,7 @@ async def test_one_notification_per_rule_watching_the_address() -> None:
     elsewhere = rule("new_transactions", name="elsewhere", addresses=[OTHER_ADDRESS])
     whales = rule("holder_changes", name="whales", mints=[MINT])
     rules = [TREASURY, audit, elsewhere, whales]
-    assert SIGNATURES.targets(rules) == sorted([ADDRESS, OTHER_ADDRESS])
+    assert sorted(RuleSet(rules).targets("signatures")) == sorted([ADDRESS, OTHER_ADDRESS])
     state = roundtrip((await poll(FakeLedger(history(5)), None, rules)).state)
     outcome = await poll(FakeLedger([entry("x", 99_999), *history(5)]), state, rules)
     assert sorted((a.rule, a.severity, a.title.split(":")[0]) for a in outcome.alerts) == [
@@ -452,7 +453,8 @@ def replace_version(node: ClusterNode, version: str | None) -> ClusterNode:
 async def test_nodes_observe_reads_gossip_and_vote_accounts() -> None:
     observation = await NODES.observe(FakeLedger([]), "cluster", None)
     assert len(observation.nodes) == 6455 and len(observation.vote_accounts.current) == 1040
-    assert NODES.targets([DRIFT]) == ["cluster"] and NODES.targets([TREASURY]) == []
+    assert RuleSet([DRIFT]).targets("nodes") == ["cluster"]
+    assert RuleSet([TREASURY]).targets("nodes") == []
 
 
 def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -> None:
@@ -496,8 +498,8 @@ def test_registry() -> None:
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
-    assert VOTES.targets([MY_VALIDATOR]) == ["cluster"]
-    assert HOLDERS.targets([WHALES, TREASURY]) == [MINT]
+    assert RuleSet([MY_VALIDATOR]).targets("votes") == ["cluster"]
+    assert RuleSet([WHALES, TREASURY]).targets("holders") == [MINT]
 
 
 WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}

@@ -38,6 +38,40 @@ def world(tmp_path: Path) -> Iterator[World]:
     yield from make_world(tmp_path, small_cluster())
 
 
+def test_every_event_exactly_once_through_rpc_faults_channel_faults_and_restarts(
+    world: World,
+) -> None:
+    """The issue's bar: a scripted ledger, faults on the RPC and on the channel, clean restarts;
+    every transaction is announced exactly once and nothing else is."""
+    world.daemon.start()
+    all_polled(world)
+    added: list[str] = []
+    faults = ("http_503_html", "garbage", "rpc_error", "http_429")
+    for round_no in range(4):
+        world.ledger.faults.inject(faults[round_no], method="getSignaturesForAddress", count=4)
+        world.receiver.refuse(1)
+        added += world.ledger.add_transactions(TREASURY, 3 + round_no)
+        world.wait_notes(len(world.notes()) + 1, timeout=20)
+        assert world.daemon.stop() == 0
+        added += world.ledger.add_transactions(TREASURY, 2)  # while stopped
+        if round_no == 1:
+            world.ledger.mark_delinquent(OUR_VOTE)
+        if round_no == 2:
+            world.ledger.mark_current(OUR_VOTE)
+        expected = len(world.notes()) + (2 if round_no in (1, 2) else 1)
+        world.daemon.start()
+        world.wait_notes(expected, timeout=20)
+    all_polled(world)
+    assert world.daemon.stop() == 0
+
+    tx_notes = [n for n in world.notes() if "treasury" in n["title"]]
+    announced = [sig for n in tx_notes for sig in added if sig in n["message"]]
+    assert sorted(announced) == sorted(added), [n["title"] for n in tx_notes]
+    validator_notes = [n["title"] for n in world.notes() if "my-validator" in n["title"]]
+    assert len(validator_notes) == 2, validator_notes  # one firing, one resolved
+    assert len(world.notes()) == len(tx_notes) + 2
+
+
 def test_baseline_is_silent_then_every_kind_fires_and_resolves_once(world: World) -> None:
     world.daemon.start()
     all_polled(world)
@@ -212,37 +246,3 @@ def test_run_refuses_to_start_on_a_bad_rule_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert "rules/rules.yaml:" in result.stderr and "adresses" in result.stderr
-
-
-def test_every_event_exactly_once_through_rpc_faults_channel_faults_and_restarts(
-    world: World,
-) -> None:
-    """The issue's bar: a scripted ledger, faults on the RPC and on the channel, clean restarts;
-    every transaction is announced exactly once and nothing else is."""
-    world.daemon.start()
-    all_polled(world)
-    added: list[str] = []
-    faults = ("http_503_html", "garbage", "rpc_error", "http_429")
-    for round_no in range(4):
-        world.ledger.faults.inject(faults[round_no], method="getSignaturesForAddress", count=4)
-        world.receiver.refuse(1)
-        added += world.ledger.add_transactions(TREASURY, 3 + round_no)
-        world.wait_notes(len(world.notes()) + 1, timeout=20)
-        assert world.daemon.stop() == 0
-        added += world.ledger.add_transactions(TREASURY, 2)  # while stopped
-        if round_no == 1:
-            world.ledger.mark_delinquent(OUR_VOTE)
-        if round_no == 2:
-            world.ledger.mark_current(OUR_VOTE)
-        expected = len(world.notes()) + (2 if round_no in (1, 2) else 1)
-        world.daemon.start()
-        world.wait_notes(expected, timeout=20)
-    all_polled(world)
-    assert world.daemon.stop() == 0
-
-    tx_notes = [n for n in world.notes() if "treasury" in n["title"]]
-    announced = [sig for n in tx_notes for sig in added if sig in n["message"]]
-    assert sorted(announced) == sorted(added), [n["title"] for n in tx_notes]
-    validator_notes = [n["title"] for n in world.notes() if "my-validator" in n["title"]]
-    assert len(validator_notes) == 2, validator_notes  # one firing, one resolved
-    assert len(world.notes()) == len(tx_notes) + 2

@@ -8,7 +8,6 @@ A *source* is one kind of thing the daemon observes (signatures of an address, t
 a mint, the vote-account set, the gossip node set). Each source module provides:
 
 - ``rule_kinds``: the rule kinds it serves;
-- ``targets(rules)``: which targets those rules watch (address, mint, or the one ``"cluster"``);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
   (a failed observation is never evidence: the caller then skips ``step`` entirely);
 - ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
@@ -64,8 +63,6 @@ class LedgerReader(Protocol):
 class Source(Protocol):
     name: str
     rule_kinds: tuple[str, ...]
-
-    def targets(self, rules: Sequence[Any]) -> list[str]: ...
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None

@@ -39,7 +39,7 @@ from watcher.alerting.messages import (
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
 
@@ -64,10 +64,6 @@ class StakeShareRule(StateRule, Protocol):
 class VotesSource:
     name = "votes"
     rule_kinds: tuple[str, ...] = ("delinquent_validators",)
-
-    def targets(self, rules: Sequence[Any]) -> list[str]:
-        # No rule of this kind: nothing to poll.
-        return [CLUSTER] if self._rules(rules) else []
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None

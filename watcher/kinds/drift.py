@@ -29,7 +29,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import ClusterNode, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -53,10 +53,6 @@ class ClusterObservation:
 class NodesSource:
     name = "nodes"
     rule_kinds: tuple[str, ...] = ("version_drift",)
-
-    def targets(self, rules: Sequence[Any]) -> list[str]:
-        # No rule of this kind: nothing to poll (getClusterNodes weighs megabytes).
-        return [CLUSTER] if self._rules(rules) else []
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None

@@ -130,9 +130,6 @@ class HoldersSource:
     name = "holders"
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
-    def targets(self, rules: Sequence[Any]) -> list[str]:
-        return sorted({mint for rule in self._rules(rules) for mint in rule.mints})
-
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> HoldersObservation:

@@ -161,9 +161,6 @@ class SignaturesSource:
     name = "signatures"
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
-    def targets(self, rules: Sequence[Any]) -> list[str]:
-        return sorted({address for rule in self._rules(rules) for address in rule.addresses})
-
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> SignaturesObservation:

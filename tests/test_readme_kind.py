@@ -1,0 +1,59 @@
+"""The README's "Add a kind" section is true: its module, its one registry line, its rule file and
+its rule test, copied out of the README into a copy of the package, pass `watcher test`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _blocks(section: str) -> dict[str, str]:
+    """Each fenced block of the section, by the file its first comment line names."""
+    found: dict[str, str] = {}
+    for body in re.findall(r"```(?:python|yaml)\n(.*?)```", section, flags=re.S):
+        first, _, rest = body.partition("\n")
+        found[first.lstrip("# ").split(":")[0].strip()] = rest
+    return found
+
+
+def test_the_readme_example_kind_works_end_to_end(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Add a kind") :]
+    section = section[: section.index("\n## ")] if "\n## " in section else section
+    blocks = _blocks(section)
+    module = blocks["watcher/kinds/low_stake.py"]
+    registry_line = blocks["watcher/kinds/__init__.py"]
+
+    package = tmp_path / "watcher"
+    shutil.copytree(ROOT / "watcher", package, ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "kinds" / "low_stake.py").write_text(module)
+    registry = package / "kinds" / "__init__.py"
+    text = registry.read_text()
+    anchor = "        drift.KIND,\n"
+    assert anchor in text
+    text = text.replace(anchor, anchor + registry_line.strip("\n") + "\n")
+    text = text.replace("from watcher.kinds import ", "from watcher.kinds import low_stake, ")
+    registry.write_text(text)
+    (tmp_path / "low_stake.yaml").write_text(blocks["low_stake.yaml"])
+    (tmp_path / "low_stake.test.yaml").write_text(blocks["low_stake.test.yaml"])
+
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "watcher", "test", "low_stake.test.yaml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "low_stake.test.yaml" in done.stdout and "FAIL" not in done.stdout
+    # The copy, not the installed package, ran: without the registry line the kind is unknown.
+    registry.write_text(registry.read_text().replace(registry_line.strip("\n") + "\n", ""))
+    refused = subprocess.run(
+        [sys.executable, "-m", "watcher", "test", "low_stake.test.yaml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "low_stake" in refused.stdout + refused.stderr
