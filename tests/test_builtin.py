@@ -424,6 +424,7 @@ def builtin_world(tmp_path: Path, **config: Any) -> Any:
     return make_world(tmp_path, small_cluster(), **{**FAST_FAILURES, **config})
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_endpoint_down_is_one_rpc_unhealthy_no_validator_alert_then_one_resolved(
     tmp_path: Path,
 ) -> None:
@@ -459,6 +460,7 @@ BIG_DELINQUENTS = [
 ]
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_a_cluster_wide_delinquency_is_one_alert_not_one_per_validator(tmp_path: Path) -> None:
     ledger = small_cluster()
     for vote, node in BIG_DELINQUENTS:  # 3 x 1e15 against the rest's ~1e16: ~23%
@@ -489,6 +491,7 @@ def test_a_cluster_wide_delinquency_is_one_alert_not_one_per_validator(tmp_path:
         assert world.daemon.stop() == 0
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_labels_and_explorer_links_reach_the_receiver(tmp_path: Path) -> None:
     config = {
         "labels": {OUR_VOTE: "my validator", TREASURY: "treasury wallet"},

@@ -369,6 +369,7 @@ def busy_world(tmp_path: Path) -> Iterator[World]:
     yield from make_world(tmp_path, small_cluster(), rules=[rule])
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_200_transactions_on_50_addresses_are_a_handful_of_digests_each_one_counted(
     busy_world: World,
 ) -> None:

@@ -237,6 +237,7 @@ def treasury_history(config: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_a_silence_mutes_the_running_daemon_until_it_is_expired(world: World) -> None:
     world.daemon.start()
     all_polled(world)
@@ -262,6 +263,7 @@ def test_a_silence_mutes_the_running_daemon_until_it_is_expired(world: World) ->
     assert statuses == ["sent", "silenced"]  # newest first
 
 
+@pytest.mark.e2e  # starts `watcher run`
 def test_a_short_silence_ends_by_itself_and_alerts_flow_again(world: World) -> None:
     world.daemon.start()
     all_polled(world)

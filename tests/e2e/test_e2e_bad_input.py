@@ -38,6 +38,8 @@ rules:
     notify: [ops]
 """
 
+pytestmark = pytest.mark.e2e
+
 
 def watcher(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHER_")}
