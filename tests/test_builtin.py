@@ -33,6 +33,7 @@ from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator.keys import derived_pubkey
 
+from support.values import key
 from support.world import (
     API_KEY,
     OUR_NODE,
@@ -43,7 +44,6 @@ from support.world import (
     rules,
     small_cluster,
 )
-from test_diff import key
 
 ENDPOINT = "https://rpc.example.com/v3/***"
 MY_VALIDATOR = RULE_MODELS["delinquent_validators"].model_validate(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Iterable
 
-import base58
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,31 +20,9 @@ from watcher.kinds.transactions import (
 )
 from watcher.ledger.models import SignatureEntry, VoteAccount, VoteAccounts
 
-# -- builders (also used by test_sources) ----------------------------------------------------
+from support.values import entry, history, key, sig
 
-
-def key(label: str | int) -> str:
-    """A valid base58 pubkey derived from a label."""
-    return base58.b58encode(hashlib.sha256(f"key-{label}".encode()).digest()).decode()
-
-
-def sig(label: str | int) -> str:
-    """A valid base58 transaction signature (64 bytes) derived from a label."""
-    return base58.b58encode(hashlib.sha512(f"sig-{label}".encode()).digest()).decode()
-
-
-def entry(
-    label: str | int, slot: int, *, err: object = None, memo: str | None = None
-) -> SignatureEntry:
-    return SignatureEntry(
-        signature=sig(label), slot=slot, err=err, memo=memo, blockTime=1_750_000_000 + slot
-    )
-
-
-def history(count: int, *, first_slot: int = 1000, per_slot: int = 3) -> list[SignatureEntry]:
-    """``count`` entries, newest first, ``per_slot`` to a slot."""
-    entries = [entry(n, first_slot + n // per_slot) for n in range(count)]
-    return list(reversed(entries))
+# -- builders ---------------------------------------------------------------------------------
 
 
 def sigs(entries: Iterable[SignatureEntry]) -> list[str]:

@@ -33,8 +33,10 @@ from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver, wait_until
+from support.sending import alert_history as history
+from support.sending import make_sender, titles
+from support.values import FakeClock
 from support.world import World, make_world, small_cluster
-from test_notify import FakeClock, history, make_sender, titles
 
 ADDRESSES = [derived_pubkey(f"digest address {i}") for i in range(50)]
 VOTE = derived_pubkey("digest vote")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from test_settings import RULE, load, problems, settings_file, write
+from support.settings_files import RULE, load, problems, settings_file, write
 
 KEY_A, KEY_B = "k3yA-0f-the-rpc-s3cret", "k3yB-0f-the-rpc-s3cret"
 ENV = {"KEY_A": KEY_A, "KEY_B": KEY_B}

@@ -30,45 +30,22 @@ from watcher.kinds.transactions import Cursor
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.state.store import Store
 
 from support.daemon import write_config
+from support.seeded import (
+    FEATURE_SET,
+    HOLDERS,
+    MINT,
+    OUR_NODE,
+    OUR_VOTE,
+    START,
+    TREASURY,
+    base_rules,
+    small_cluster,
+)
 
 API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
-TREASURY = derived_pubkey("evidence treasury")
-MINT = derived_pubkey("evidence mint")
-HOLDERS = [derived_pubkey(f"evidence holder {i}") for i in range(21)]
-OUR_VOTE, OUR_NODE = derived_pubkey("evidence our vote"), derived_pubkey("evidence our node")
-BIG_VOTE, BIG_NODE = derived_pubkey("evidence big vote"), derived_pubkey("evidence big node")
-FEATURE_SET = 3640012085
-START = 1_790_000_000.0  # the injected clock (2026-09)
-
-
-def small_cluster(clock: Callable[[], float]) -> Ledger:
-    ledger = Ledger(seed=11, clock=clock)
-    ledger.add_transactions(TREASURY, 5)
-    ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
-    for vote, node, stake in (
-        (BIG_VOTE, BIG_NODE, 10_000_000_000_000_000),
-        (OUR_VOTE, OUR_NODE, 50_000_000_000_000),
-    ):
-        ledger.set_validator(vote, node, stake=stake)
-        ledger.set_node(node, version="2.3.6", feature_set=FEATURE_SET)
-    return ledger
-
-
-def base_rules() -> list[dict[str, Any]]:
-    return [
-        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "whales", "kind": "holder_changes", "mints": [MINT], "min_change_pct": 10,
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "drift", "kind": "version_drift", "validators": [OUR_NODE],
-         "every": "1s", "notify": ["hooks"]},
-    ]  # fmt: skip
 
 
 @dataclass

@@ -22,7 +22,7 @@ from watcher.kinds.drift import drift_text
 from watcher.kinds.holders import holders_text
 from watcher.kinds.transactions import transactions_text
 
-from test_diff import key
+from support.values import key
 
 ADDRESS = key("messages-address")
 NODE, VOTE = key("messages-node"), key("messages-vote")

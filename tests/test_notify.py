@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +16,14 @@ import structlog.testing
 from watcher.alerting.events import AlertMessage, Severity
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
 from watcher.delivery.notifier import ACCEPTED, Outcome, refused
-from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, url_id
+from watcher.delivery.outbox import DeliveryRow, Destination, url_id
 from watcher.delivery.sender import NOT_CONFIGURED, Sender
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver, SmtpReceiver
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from support.sending import alert_history as history
+from support.sending import make_sender, titles
+from support.values import FakeClock
 
 
 def alert(key: str, *, channels: Sequence[str] = ("ops",), **changes: Any) -> AlertMessage:
@@ -49,13 +41,6 @@ def alert(key: str, *, channels: Sequence[str] = ("ops",), **changes: Any) -> Al
     return AlertMessage(**values)
 
 
-def make_sender(
-    store: Store, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
-) -> Sender:
-    # random=0: backoff without jitter, so the test knows when a retry is due.
-    return Sender(store, channels, clock=clock, random=lambda: 0.0, **kwargs)
-
-
 def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> list[int]:
     return store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
 
@@ -67,14 +52,6 @@ def deliveries(store: Store) -> list[tuple[str, str, int]]:
         for record in reversed(store.history(limit=1000))
         for d in record.deliveries
     ]
-
-
-def titles(received: Iterable[dict[str, Any]]) -> list[str]:
-    return [post["title"] for post in received]
-
-
-def history(store: Store) -> list[AlertRecord]:
-    return list(reversed(store.history(limit=1000)))
 
 
 # -- delivery ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver
-from test_diff import entry, key
+from support.values import entry, key
 
 ADDRESS, MINT = key("p-address"), key("p-mint")
 VOTE, NODE = key("p-vote"), key("p-node")

@@ -24,7 +24,7 @@ from watcher.ledger.quorum import agree
 from watcher.ledger.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
-from test_evidence import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
+from support.seeded import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
 
 KEY_A, KEY_B = "qu0rumAK3yTh4tMustN3v3rL3ak", "qu0rumBK3yTh4tMustN3v3rL3ak"
 

@@ -3,7 +3,6 @@ paths, secrets, and ``check_config`` over settings and rules together."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,25 +11,18 @@ from watcher.config.check import check_config, load_config
 from watcher.config.settings import Settings, load_settings
 from watcher.core.errors import ConfigError
 
-TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
-KEY = "k3y-0f-the-rpc-s3cret"
+from support.settings_files import (
+    KEY,
+    MINIMAL,
+    RULE,
+    TREASURY,
+    load,
+    problems,
+    settings_file,
+    write,
+)
+
 REPO = Path(__file__).resolve().parent.parent
-
-MINIMAL = """
-rpc_url: "https://rpc.example.com/v3/${RPC_API_KEY}"
-rules: [rules/]
-channels:
-  ops: ["json://127.0.0.1:8080/"]
-  oncall: ["json://127.0.0.1:8081/"]
-"""
-
-RULE = f"""
-rules:
-  - name: treasury
-    kind: new_transactions
-    addresses: [{TREASURY}]
-    notify: [ops]
-"""
 
 
 @pytest.fixture
@@ -41,23 +33,6 @@ def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (folder / "rules").mkdir(parents=True)
     write(folder / "rules" / "a.yaml", RULE)
     return folder
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
-def settings_file(conf: Path, text: str = MINIMAL) -> Path:
-    return write(conf / "watcher.yaml", text)
-
-
-def problems(path: Path, env: dict[str, str] | None = None) -> list[str]:
-    return [str(problem) for problem in check_config(path, {} if env is None else env)]
-
-
-def load(path: Path, env: dict[str, str] | None = None) -> Settings:
-    return load_settings(path, {"RPC_API_KEY": KEY} if env is None else env)
 
 
 # -- values and defaults ---------------------------------------------------------------------

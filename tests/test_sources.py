@@ -40,9 +40,8 @@ from watcher.ledger.models import (
     VoteAccounts,
 )
 
-from support.recorded import FIXTURES
-from test_diff import entry, history, key
-from test_versions import BEHIND, ON_REFERENCE, load_mainnet
+from support.recorded import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
+from support.values import entry, history, key
 
 ADDRESS = key("treasury")
 OTHER_ADDRESS = key("other")

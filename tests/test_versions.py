@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 
 import pytest
@@ -19,39 +18,15 @@ from watcher.kinds.drift import (
 )
 from watcher.ledger.models import ClusterNode, VoteAccounts
 
-from support.recorded import result_of
+from support.recorded import BEHIND, ON_REFERENCE, load_mainnet
 
-# Picked from the fixtures: (identity, its vote account)
-ON_REFERENCE = (
-    "PAWsME7oYbjt5TRNc11mBa33JhKnQr9AYherdr9YAZ6",
-    "3ZUQekqiZoybB57y49eqtvSaoonqDwuNbeqEGwN88JkQ",
-)
-BEHIND = (
-    "5RvfTSowms7BTYaBj8SxVjj7ELAAKdQadKsuNpmBAwCs",
-    "C89gGyN6Q4N47bg5kZWGYVc3P1x3rYaHbpG3EjSLeEx3",
-)
+# More picks from the fixtures (identity, its vote account)
 AHEAD_OTHER_FEATURE_SET = "Uf7TePem6vihMBiRg2d1ivnoNtRapdATfe5o99NuZH6"  # 3.0.0
 FRANKENDANCER_OTHER_FEATURE_SET = "CaveyttUBTKttncu1e4RF814XjuoGfYv8cEsiKGDNCPX"
 DELINQUENT_NOT_IN_GOSSIP = (
     "A31PGH4i5xGn7SHWpsQRhpBYUwanRuqNrHBp8bSeCSEr",
     "EkLA4nA5jtM2t2FkNWo6XWAyvQyaJJUZoX5p7LMawoaz",
 )
-
-
-def _result(name: str) -> object:
-    return result_of(name)
-
-
-@functools.cache
-def load_mainnet() -> tuple[list[ClusterNode], VoteAccounts]:
-    """Real answers of one day, parsed by our models (also used by test_sources)."""
-    raw_nodes = _result("mainnet_getClusterNodes_2025-08-22_sava.json")
-    assert isinstance(raw_nodes, list)
-    nodes = [ClusterNode.model_validate(node) for node in raw_nodes]
-    vote_accounts = VoteAccounts.model_validate(
-        _result("mainnet_getVoteAccounts_2025-08-21_sava.json")
-    )
-    return nodes, vote_accounts
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from support.daemon import tx_rule
 from support.receivers import wait_until
 from support.world import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
-from test_e2e_service import tx_rule
 
 pytestmark = pytest.mark.e2e
 

@@ -8,24 +8,19 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from watcher.ledger.simulator.keys import derived_pubkey
 
+from support.daemon import tx_rule
 from support.receivers import wait_until
 from support.world import TREASURY, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e
 
 SECOND = derived_pubkey("e2e second address")
-
-
-def tx_rule(*addresses: str) -> dict[str, Any]:
-    return {"name": "treasury", "kind": "new_transactions", "addresses": list(addresses),
-            "every": "200ms", "notify": ["hooks"]}  # fmt: skip
 
 
 class NotifySocket:

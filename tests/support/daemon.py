@@ -89,3 +89,8 @@ class DaemonProcess:
         assert self.proc is not None and self.proc.poll() is None, (
             f"daemon exited with {self.proc and self.proc.returncode}:\n{self.output()}"
         )
+
+
+def tx_rule(*addresses: str) -> dict[str, Any]:
+    return {"name": "treasury", "kind": "new_transactions", "addresses": list(addresses),
+            "every": "200ms", "notify": ["hooks"]}  # fmt: skip

@@ -3,11 +3,13 @@ tests/fixtures/, the two large mainnet ones from the copies packaged with the si
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from watcher.ledger.models import ClusterNode, VoteAccounts
 from watcher.ledger.simulator import recorded
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -28,3 +30,27 @@ def answer_bytes(name: str) -> bytes:
 
 def result_of(name: str) -> Any:
     return json.loads(answer_bytes(name))["result"]
+
+
+# Picked from the fixtures: (identity, its vote account) of a node on the reference version and
+# of one behind it.
+ON_REFERENCE = (
+    "PAWsME7oYbjt5TRNc11mBa33JhKnQr9AYherdr9YAZ6",
+    "3ZUQekqiZoybB57y49eqtvSaoonqDwuNbeqEGwN88JkQ",
+)
+BEHIND = (
+    "5RvfTSowms7BTYaBj8SxVjj7ELAAKdQadKsuNpmBAwCs",
+    "C89gGyN6Q4N47bg5kZWGYVc3P1x3rYaHbpG3EjSLeEx3",
+)
+
+
+@functools.cache
+def load_mainnet() -> tuple[list[ClusterNode], VoteAccounts]:
+    """Real answers of one day (August 2025), parsed by our models."""
+    raw_nodes = result_of("mainnet_getClusterNodes_2025-08-22_sava.json")
+    assert isinstance(raw_nodes, list)
+    nodes = [ClusterNode.model_validate(node) for node in raw_nodes]
+    vote_accounts = VoteAccounts.model_validate(
+        result_of("mainnet_getVoteAccounts_2025-08-21_sava.json")
+    )
+    return nodes, vote_accounts

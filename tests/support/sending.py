@@ -1,0 +1,28 @@
+"""Driving the real sender in unit tests: a sender without jitter, what receivers saw, and the
+alert history of a store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from watcher.delivery.outbox import AlertRecord
+from watcher.delivery.sender import Sender
+from watcher.state.store import Store
+
+from support.values import FakeClock
+
+
+def make_sender(
+    store: Store, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
+) -> Sender:
+    # random=0: backoff without jitter, so the test knows when a retry is due.
+    return Sender(store, channels, clock=clock, random=lambda: 0.0, **kwargs)
+
+
+def titles(received: Iterable[dict[str, Any]]) -> list[str]:
+    return [post["title"] for post in received]
+
+
+def alert_history(store: Store) -> list[AlertRecord]:
+    return list(reversed(store.history(limit=1000)))

@@ -1,0 +1,45 @@
+"""Small values the unit tests build: valid pubkeys and signatures from labels, signature
+entries and histories, and a clock the test moves by hand."""
+
+from __future__ import annotations
+
+import hashlib
+
+import base58
+
+from watcher.ledger.models import SignatureEntry
+
+
+def key(label: str | int) -> str:
+    """A valid base58 pubkey derived from a label."""
+    return base58.b58encode(hashlib.sha256(f"key-{label}".encode()).digest()).decode()
+
+
+def sig(label: str | int) -> str:
+    """A valid base58 transaction signature (64 bytes) derived from a label."""
+    return base58.b58encode(hashlib.sha512(f"sig-{label}".encode()).digest()).decode()
+
+
+def entry(
+    label: str | int, slot: int, *, err: object = None, memo: str | None = None
+) -> SignatureEntry:
+    return SignatureEntry(
+        signature=sig(label), slot=slot, err=err, memo=memo, blockTime=1_750_000_000 + slot
+    )
+
+
+def history(count: int, *, first_slot: int = 1000, per_slot: int = 3) -> list[SignatureEntry]:
+    """``count`` entries, newest first, ``per_slot`` to a slot."""
+    entries = [entry(n, first_slot + n // per_slot) for n in range(count)]
+    return list(reversed(entries))
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
