@@ -195,11 +195,22 @@ def simulate(
         float,
         typer.Option(help="Scenario speed: 0.1 plays it ten times slower (for slower polls)."),
     ] = 1.0,
+    latency: Annotated[
+        float, typer.Option(min=0, help="Seconds added to every HTTP answer.")
+    ] = 0.0,
+    enforce_rps: Annotated[
+        float | None,
+        typer.Option(min=0.001, help="Requests/s accepted (1 s sliding window); 429 beyond."),
+    ] = None,
+    batches: Annotated[
+        bool, typer.Option(help="Accept JSON-RPC batches (--no-batches refuses them).")
+    ] = True,
 ) -> None:
     """Serve the ledger simulator on loopback, for trying rules against a scripted ledger."""
     from watcher.ledger.simulator import serve
 
-    raise typer.Exit(code=serve(port=port, scenario_name=scenario, api_key=api_key, speed=speed))
+    raise typer.Exit(code=serve(port=port, scenario_name=scenario, api_key=api_key, speed=speed,
+                                latency=latency, enforce_rps=enforce_rps, batches=batches))
 
 
 @app.command()

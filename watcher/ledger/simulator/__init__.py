@@ -58,11 +58,15 @@ def serve(
     speed: float = 1.0,
     out: TextIO | None = None,
     stop: threading.Event | None = None,
+    latency: float = 0.0,
+    enforce_rps: float | None = None,
+    batches: bool = True,
 ) -> int:
     """Serves the scenario's ledger until Ctrl-C, SIGTERM or ``stop``; returns the exit code (0).
 
     Prints the RPC URL to use, then each scenario step as it happens. Raises ``ValueError`` for
-    an unknown scenario and ``OSError`` when the port is taken.
+    an unknown scenario and ``OSError`` when the port is taken. ``latency``, ``enforce_rps``
+    and ``batches``: the provider limits of ``SimulatorServer``.
     """
     if scenario_name not in SCENARIOS:
         raise ValueError(
@@ -76,7 +80,8 @@ def serve(
     def say(text: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {text}", file=stream, flush=True)
 
-    with SimulatorServer(ledger, host=host, port=port, api_key=api_key) as server:
+    with SimulatorServer(ledger, host=host, port=port, api_key=api_key, latency=latency,
+                         enforce_rps=enforce_rps, batches=batches) as server:
         say(f"ledger simulator serving {server.url}")
         say(f"scenario {scenario.name}: {scenario.summary}")
         restore = _stop_on_sigterm(stopped)

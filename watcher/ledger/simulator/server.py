@@ -11,6 +11,12 @@ Wire behaviour (each choice documented where a real node or provider leaves it o
   than ``batch_limit`` gets HTTP 413 with a -32600 error body; an empty batch a -32600 error.
   Unparseable JSON: -32700 "Parse error" (HTTP 200). A call without ``id`` is a notification and
   gets no answer.
+- Provider limits (``watcher.ledger.simulator.limits``), all off by default: ``latency`` seconds
+  added before every answer (in the connection's own thread: other requests go on),
+  ``enforce_rps`` requests/s accepted in a sliding one-second window (beyond: HTTP 429 with
+  ``Retry-After``, counted), and ``batches=False`` to refuse batch requests as many providers'
+  plans do (HTTP 400, -32600 "batch requests are not supported"). ``counts()`` gives the HTTP
+  requests received and the 429s answered.
 - Faults from ``ledger.faults``, or the server's own ``faults`` (two servers on one ledger that
   fail apart; see ``faults.py``), are applied after authentication.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -28,6 +35,7 @@ from urllib.parse import urlsplit
 
 from watcher.ledger.simulator.faults import Fault, FaultPlan
 from watcher.ledger.simulator.ledger import Ledger
+from watcher.ledger.simulator.limits import HttpCounters, HttpCounts, RateWindow
 from watcher.ledger.simulator.methods import RpcError, RpcMethods
 
 MAX_BODY_BYTES: Final = 50 * 1024
@@ -39,6 +47,7 @@ _TOO_MANY: Final = {
     "message": "Too many requests for a specific RPC call, contact your app developer or "
     "support@rpcpool.com.",
 }
+_NO_BATCHES: Final = {"code": -32600, "message": "batch requests are not supported"}
 _HTML_PAGES: Final = {
     502: "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 "
     "Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
@@ -144,6 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, body: str, content_type: str = _JSON_TYPE,
               headers: dict[str, str] | None = None) -> None:
         raw = body.encode()
+        latency = self.server.simulator.latency
+        if latency > 0 and self.server.simulator.stopping.wait(latency):
+            self.close_connection = True
+            return
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(raw)))
@@ -164,6 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         sim = self.server.simulator
+        sim.http_counters.request()
         path_ok = urlsplit(self.path).path == sim.path
         length_text = self.headers.get("Content-Length")
         if length_text is None or not length_text.isdigit():
@@ -187,6 +201,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not path_ok:
             self._send(401, _error_body(_UNAUTHORIZED))
             return
+        if sim.rate_window is not None:
+            retry_after = sim.rate_window.admit(sim.clock())
+            if retry_after is not None:
+                sim.http_counters.too_many()
+                self._send(429, _error_body(_TOO_MANY), headers={"Retry-After": str(retry_after)})
+                return
         content_type = self.headers.get("Content-Type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             self._send(415, "Supplied content type is not allowed. Content-Type: "
@@ -197,6 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(parsed, list) and not parsed:
             self._send(200, _error_body({"code": -32600, "message": "Invalid request"}))
+            return
+        if isinstance(parsed, list) and not sim.batches:
+            sim.http_counters.batch_refused()
+            self._send(400, _error_body(_NO_BATCHES))
             return
         if len(calls) > sim.batch_limit:
             self._send(413, _error_body({
@@ -257,7 +281,13 @@ class SimulatorServer:
         batch_limit: int = 100,
         max_body_bytes: int = MAX_BODY_BYTES,
         faults: FaultPlan | None = None,
+        latency: float = 0.0,
+        enforce_rps: float | None = None,
+        batches: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if latency < 0:
+            raise ValueError(f"latency must not be negative: {latency}")
         self.ledger = ledger
         # The ledger's faults, or this server's own: two servers on one ledger failing apart.
         self.faults = ledger.faults if faults is None else faults
@@ -266,6 +296,10 @@ class SimulatorServer:
         self.batch_limit, self.max_body_bytes = batch_limit, max_body_bytes
         self.methods = RpcMethods(ledger)
         self.log = _RequestLog()
+        self.latency, self.enforce_rps, self.batches = latency, enforce_rps, batches
+        self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps)
+        self.http_counters = HttpCounters()
+        self.clock = clock  # the rate window's time
         self.stopping = threading.Event()
         self._requested_port = port
         self._http: _HttpServer | None = None
@@ -321,8 +355,14 @@ class SimulatorServer:
         """Calls received of ``method`` (all calls when None)."""
         return self.log.count(method)
 
+    def counts(self) -> HttpCounts:
+        """HTTP requests received (a batch is one) and 429s answered by ``enforce_rps``."""
+        return self.http_counters.snapshot()
+
     def clear(self) -> None:
+        """Forgets the calls received and the HTTP counts."""
         self.log.clear()
+        self.http_counters.clear()
 
     def wait_for_calls(self, method: str | None, count: int, timeout: float = 5.0) -> bool:
         """Blocks until ``count`` calls of ``method`` have arrived; False on timeout."""

@@ -1,0 +1,115 @@
+"""The simulator's provider limits: latency, enforce_rps (429 + Retry-After), batches refused."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from watcher.cli import app
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.ledger.simulator.limits import HttpCounts, RateWindow
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=5) as client:
+        yield client
+
+
+def test_rate_window_slides_and_names_the_wait() -> None:
+    window = RateWindow(3)
+    assert [window.admit(t) for t in (0.0, 0.1, 0.2)] == [None, None, None]
+    assert window.admit(0.3) == 1  # the oldest leaves the window at 1.0
+    assert window.admit(0.99) == 1
+    assert window.admit(1.0) is None  # 0.0 left: (0.0, 1.0] holds 0.1, 0.2 and this one
+    assert window.admit(1.05) == 1
+    assert window.admit(1.1) is None
+    assert window.admit(5.0) is None
+    with pytest.raises(ValueError, match="positive"):
+        RateWindow(0)
+
+
+def test_rate_window_long_wait_for_fractional_rates() -> None:
+    window = RateWindow(0.5)  # one request a second at most: never more than 1 in a window
+    assert window.admit(0.0) is None
+    assert window.admit(0.2) == 1
+
+
+def test_enforce_rps_answers_429_with_retry_after_and_counts(http: httpx.Client) -> None:
+    clock = FakeClock()
+    with SimulatorServer(Ledger(seed=7), enforce_rps=2, clock=clock) as server:
+        answers = [http.post(server.url, json=CALL) for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 429, 429]
+        assert answers[2].headers["Retry-After"] == "1"
+        assert answers[2].json()["error"]["code"] == 429
+        clock.now += 1.0
+        assert http.post(server.url, json=[CALL, CALL]).status_code == 200  # a batch is one
+        assert server.counts() == HttpCounts(requests=5, too_many=2, batches_refused=0)
+        assert server.count("getClusterNodes") == 6  # every call is still recorded
+        server.clear()
+        assert server.counts() == HttpCounts(0, 0, 0)
+
+
+def test_no_limit_by_default(http: httpx.Client) -> None:
+    with SimulatorServer(Ledger(seed=7)) as server:
+        assert all(http.post(server.url, json=CALL).status_code == 200 for _ in range(20))
+        assert server.counts() == HttpCounts(requests=20, too_many=0, batches_refused=0)
+
+
+def test_batches_false_refuses_batches_as_providers_do(http: httpx.Client) -> None:
+    with SimulatorServer(Ledger(seed=7), batches=False) as server:
+        refused = http.post(server.url, json=[CALL, CALL])
+        assert refused.status_code == 400
+        assert refused.json() == {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "batch requests are not supported"}}
+        single = http.post(server.url, json=CALL)
+        assert single.status_code == 200 and "result" in single.json()
+        assert server.counts() == HttpCounts(requests=2, too_many=0, batches_refused=1)
+
+
+def test_latency_holds_each_answer_without_blocking_the_others() -> None:
+    # Answers wait a minute: all three requests still reach the server, each in its own thread.
+    server = SimulatorServer(Ledger(seed=7), latency=60.0)
+    server.start()
+    outcomes: list[Any] = []
+
+    def post() -> None:
+        with httpx.Client(timeout=30) as client:
+            try:
+                outcomes.append(client.post(server.url, json=CALL).status_code)
+            except httpx.HTTPError as exc:
+                outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=post) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert server.wait_for_calls("getClusterNodes", 3, timeout=10)
+        assert outcomes == []  # no answer yet: each waits out its latency
+    finally:
+        server.stop()  # wakes the waiting handlers; their connections close unanswered
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(outcomes) == 3 and 200 not in outcomes
+
+
+def test_simulate_command_offers_the_limits() -> None:
+    result = CliRunner().invoke(app, ["simulate", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for option in ("--latency", "--enforce-rps", "--no-batches"):
+        assert option in result.output

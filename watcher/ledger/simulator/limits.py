@@ -1,0 +1,72 @@
+"""What a provider's front door does before a call reaches the node: a request rate, counted.
+
+``RateWindow``: at most ``rps`` requests accepted in any sliding window of one second (the
+requests refused do not count). ``HttpCounters``: the HTTP requests the server received and the
+429s it answered, for tests and the benchmark. Both thread-safe: the server answers each
+connection in its own thread.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+WINDOW_SECONDS = 1.0
+
+
+class RateWindow:
+    """At most ``rps`` requests accepted in any window of ``WINDOW_SECONDS``."""
+
+    def __init__(self, rps: float) -> None:
+        if rps <= 0:
+            raise ValueError(f"enforce_rps must be positive: {rps}")
+        self.rps = rps
+        self._limit = max(1, math.floor(rps * WINDOW_SECONDS))
+        self._accepted: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def admit(self, now: float) -> int | None:
+        """None when the request at ``now`` is accepted (and counted); else the whole seconds
+        the client should wait (``Retry-After``: until the oldest request leaves the window)."""
+        with self._lock:
+            while self._accepted and self._accepted[0] <= now - WINDOW_SECONDS:
+                self._accepted.popleft()
+            if len(self._accepted) < self._limit:
+                self._accepted.append(now)
+                return None
+            return max(1, math.ceil(self._accepted[0] + WINDOW_SECONDS - now))
+
+
+@dataclass(frozen=True)
+class HttpCounts:
+    requests: int  # HTTP requests received (a batch is one)
+    too_many: int  # of them answered 429 by ``enforce_rps``
+    batches_refused: int  # batch requests refused because ``batches`` is False
+
+
+class HttpCounters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests = self._too_many = self._batches_refused = 0
+
+    def request(self) -> None:
+        with self._lock:
+            self._requests += 1
+
+    def too_many(self) -> None:
+        with self._lock:
+            self._too_many += 1
+
+    def batch_refused(self) -> None:
+        with self._lock:
+            self._batches_refused += 1
+
+    def snapshot(self) -> HttpCounts:
+        with self._lock:
+            return HttpCounts(self._requests, self._too_many, self._batches_refused)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._requests = self._too_many = self._batches_refused = 0
