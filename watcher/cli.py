@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from watcher import __version__
+from watcher.simulate import simulate_app
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
     from watcher.alerting.ruleset import RuleSet
@@ -185,35 +186,6 @@ def _silence_note(facts: dict[str, object]) -> str:
 
 
 @app.command()
-def simulate(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 to serve on.")] = 8899,
-    scenario: Annotated[
-        str, typer.Option(help="Scripted scenario to play: demo or quiet.")
-    ] = "demo",
-    api_key: Annotated[str, typer.Option(help="The key expected in the path /v3/KEY.")] = "sim-key",
-    speed: Annotated[
-        float,
-        typer.Option(help="Scenario speed: 0.1 plays it ten times slower (for slower polls)."),
-    ] = 1.0,
-    latency: Annotated[
-        float, typer.Option(min=0, help="Seconds added to every HTTP answer.")
-    ] = 0.0,
-    enforce_rps: Annotated[
-        float | None,
-        typer.Option(min=0.001, help="Requests/s accepted (1 s sliding window); 429 beyond."),
-    ] = None,
-    batches: Annotated[
-        bool, typer.Option(help="Accept JSON-RPC batches (--no-batches refuses them).")
-    ] = True,
-) -> None:
-    """Serve the ledger simulator on loopback, for trying rules against a scripted ledger."""
-    from watcher.ledger.simulator import serve
-
-    raise typer.Exit(code=serve(port=port, scenario_name=scenario, api_key=api_key, speed=speed,
-                                latency=latency, enforce_rps=enforce_rps, batches=batches))
-
-
-@app.command()
 def demo(
     rules: Annotated[
         Path, typer.Option(help="Rule files or folder to demonstrate.")
@@ -244,6 +216,7 @@ silence_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(silence_app, name="silence")
+app.add_typer(simulate_app, name="simulate")
 
 
 def _settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:

@@ -156,6 +156,12 @@ def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Lo
     _apply(ledger, action, document, loc)
 
 
+def apply_to(ledger: Ledger, action: Action) -> None:
+    """Applies one action outside a test file (``watcher simulate``'s control endpoint);
+    ``LookupError``/``ValueError`` when the ledger refuses it."""
+    _change(ledger, action)
+
+
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
     try:
         _change(ledger, action)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from watcher.ledger.simulator.faults import FAULT_KINDS, FaultPlan
 from watcher.ledger.simulator.ledger import KEEP, Ledger
@@ -61,34 +61,54 @@ def serve(
     latency: float = 0.0,
     enforce_rps: float | None = None,
     batches: bool = True,
+    ledger: Ledger | None = None,
+    control: Callable[[Ledger, Any], str] | None = None,
 ) -> int:
-    """Serves the scenario's ledger until Ctrl-C, SIGTERM or ``stop``; returns the exit code (0).
+    """Serves the scenario's ledger (or ``ledger``, with no scenario played) until Ctrl-C,
+    SIGTERM or ``stop``; returns the exit code (0).
 
-    Prints the RPC URL to use, then each scenario step as it happens. Raises ``ValueError`` for
-    an unknown scenario and ``OSError`` when the port is taken. ``latency``, ``enforce_rps``
-    and ``batches``: the provider limits of ``SimulatorServer``.
+    Prints the RPC URL to use, then each scenario step as it happens, and each change made
+    through ``control`` (``POST /control``: ``control(ledger, body)`` applies it and says what
+    it did). Raises ``ValueError`` for an unknown scenario and ``OSError`` when the port is
+    taken. ``latency``, ``enforce_rps`` and ``batches``: the provider limits of
+    ``SimulatorServer``.
     """
     if scenario_name not in SCENARIOS:
         raise ValueError(
             f"unknown scenario {scenario_name!r}; known: {', '.join(sorted(SCENARIOS))}"
         )
     stream = out if out is not None else sys.stdout
-    scenario = SCENARIOS[scenario_name]
-    ledger = scenario.new_ledger()
+    given = ledger is not None
+    scenario = SCENARIOS["quiet" if given else scenario_name]
+    if ledger is None:
+        ledger = scenario.new_ledger()
+    served = ledger
     stopped = stop if stop is not None else threading.Event()
 
     def say(text: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {text}", file=stream, flush=True)
 
+    def changed(body: Any) -> str:
+        assert control is not None
+        done = control(served, body)
+        say(f"changed: {done}")
+        return done
+
     with SimulatorServer(ledger, host=host, port=port, api_key=api_key, latency=latency,
-                         enforce_rps=enforce_rps, batches=batches) as server:
+                         enforce_rps=enforce_rps, batches=batches,
+                         control=None if control is None else changed) as server:
         say(f"ledger simulator serving {server.url}")
-        say(f"scenario {scenario.name}: {scenario.summary}")
+        if control is not None:
+            say(f"control: POST http://{host}:{server.port}/control (watcher simulate tx ...)")
+        if given:
+            say("no scenario: the ledger changes only when told to")
+        else:
+            say(f"scenario {scenario.name}: {scenario.summary}")
         restore = _stop_on_sigterm(stopped)
         try:
             player = run_scenario(ledger, scenario, stop=stopped, speed=speed,
                                   on_step=lambda step: say(f"scenario: {step.description}"))
-            announced = False
+            announced = given  # no scenario: nothing to announce
             while not stopped.wait(0.2):
                 if not announced and not player.is_alive():
                     say("scenario complete; still serving (Ctrl-C to stop)")

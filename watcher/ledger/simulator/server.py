@@ -39,6 +39,7 @@ from watcher.ledger.simulator.limits import HttpCounters, HttpCounts, RateWindow
 from watcher.ledger.simulator.methods import RpcError, RpcMethods
 
 MAX_BODY_BYTES: Final = 50 * 1024
+CONTROL_PATH: Final = "/control"
 _JSON_TYPE: Final = "application/json; charset=utf-8"
 _HTML_TYPE: Final = "text/html"
 _UNAUTHORIZED: Final = {"code": -32001, "message": "Unauthorized"}
@@ -168,6 +169,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _control(self, control: Callable[[Any], str]) -> None:
+        length_text = self.headers.get("Content-Length", "")
+        length = int(length_text) if length_text.isdigit() else 0
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send(413, json.dumps({"error": "action too large"}))
+            return
+        try:
+            done = control(json.loads(self.rfile.read(length) or b"null"))
+        except ValueError as exc:  # json's decode errors included
+            self._send(400, json.dumps({"error": str(exc)}))
+            return
+        self._send(200, json.dumps({"done": done}))
+
     def _refuse_verb(self) -> None:
         self.close_connection = True
         self._send(405, "Used HTTP Method is not allowed. POST or OPTIONS is required",
@@ -177,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         sim = self.server.simulator
+        if sim.control is not None and urlsplit(self.path).path == CONTROL_PATH:
+            self._control(sim.control)
+            return
         sim.http_counters.request()
         path_ok = urlsplit(self.path).path == sim.path
         length_text = self.headers.get("Content-Length")
@@ -285,6 +303,7 @@ class SimulatorServer:
         enforce_rps: float | None = None,
         batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        control: Callable[[Any], str] | None = None,
     ) -> None:
         if latency < 0:
             raise ValueError(f"latency must not be negative: {latency}")
@@ -300,6 +319,9 @@ class SimulatorServer:
         self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps)
         self.http_counters = HttpCounters()
         self.clock = clock  # the rate window's time
+        # POST /control: one change to the ledger (JSON), applied by ``control``, which says
+        # what it did or raises ValueError (``watcher simulate tx ...``); off when None.
+        self.control = control
         self.stopping = threading.Event()
         self._requested_port = port
         self._http: _HttpServer | None = None
