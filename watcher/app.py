@@ -94,6 +94,8 @@ class Daemon:
             timeout=settings.rpc.timeout,
             max_attempts=settings.rpc.max_attempts,
             max_concurrency=settings.rpc.max_concurrency,
+            max_rps=settings.rpc.max_rps,
+            batch_size=settings.rpc.batch_size,
         )
         if isinstance(self.rpc, RpcClient):
             self.rpc.on_request = self.metrics.rpc_request
