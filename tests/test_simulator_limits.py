@@ -45,7 +45,7 @@ def test_rate_window_slides_and_names_the_wait() -> None:
 
 
 def test_rate_window_long_wait_for_fractional_rates() -> None:
-    window = RateWindow(0.5)  # one request a second at most: never more than 1 in a window
+    window = RateWindow(0.5)  # one request every two seconds: never two in a window
     assert window.admit(0.0) is None
     assert window.admit(0.2) == 1
 

@@ -38,6 +38,7 @@ from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.transport import EndpointSpec
+from watcher.service import sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
@@ -82,7 +83,8 @@ class Daemon:
         self.ruleset = ruleset
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self._scheduler = Scheduler(self.sweep, clock=clock)
+        self._scheduler = Scheduler(self.sweep, clock=clock,
+                                    stretch=lambda job: sweeps.stretch_for(self.rpc, job))
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self._outbox_has_work = asyncio.Event()
@@ -94,6 +96,8 @@ class Daemon:
             timeout=settings.rpc.timeout,
             max_attempts=settings.rpc.max_attempts,
             max_concurrency=settings.rpc.max_concurrency,
+            max_rps=settings.rpc.max_rps,
+            batch_size=settings.rpc.batch_size,
         )
         if isinstance(self.rpc, RpcClient):
             self.rpc.on_request = self.metrics.rpc_request
@@ -231,13 +235,16 @@ class Daemon:
             self._outbox_has_work.set()
 
     async def sweep(self, job: Job) -> None:
-        """One scheduled round of a source over its targets (the RPC client caps concurrency)."""
+        """One scheduled round of a source over its targets, a bounded number at once
+        (``watcher.service.sweeps``); the RPC client paces and batches their calls."""
         if self._stopping.is_set():
             return
         source = SOURCES[job.source]
         started = self.clock()
-        polls = (self._poll(source, target, job.interval) for target in job.targets)
-        results = await asyncio.gather(*polls)
+        width = sweeps.sweep_width(self.settings.rpc.max_concurrency, self.settings.rpc.batch_size)
+        results = await sweeps.run_bounded(
+            job.targets, lambda target: self._poll(source, target, job.interval), width
+        )
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:

@@ -32,7 +32,7 @@ def _endpoint_entry(value: Any) -> Any:
 
 
 class RpcEndpoint(BaseModel):
-    """One entry of ``rpc_urls``. ``max_rps`` is stored; the rate limit is not enforced yet."""
+    """One entry of ``rpc_urls``. ``max_rps``: this endpoint's own ``rpc.max_rps``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -91,6 +91,11 @@ class RpcSettings(_Section):
     timeout: PositiveDuration = 10.0  # per request
     max_attempts: Annotated[int, Field(ge=1)] = 5  # per call, retries included
     max_concurrency: Annotated[int, Field(ge=1)] = 8  # requests in flight
+    # HTTP requests per second to one endpoint, never exceeded (None: no limit); rpc_urls
+    # entries may set their own.
+    max_rps: Annotated[float, Field(gt=0)] | None = None
+    # JSON-RPC calls per HTTP request; 1 = no batching (watcher.ledger.batching.DEFAULT_BATCH_SIZE)
+    batch_size: Annotated[int, Field(ge=1, le=100)] = 10
 
 
 class DeliverySettings(_Section):

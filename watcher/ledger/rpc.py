@@ -19,6 +19,13 @@ pinned to each endpoint, for observations that must come from different endpoint
 Seams: ``_post`` sends one HTTP request to one endpoint (the place for a per-request hook:
 ``endpoint.public_url`` names it). ``call_batch`` sends one JSON-RPC batch; chunking to a
 provider's cap (20 to 100 calls) is the caller's choice.
+
+Rate and batching (issue 9): each endpoint's requests wait for their slot of its pacer
+(``max_rps``, ``watcher.ledger.pacing``) once they hold a place under the concurrency cap. With
+``batch_size`` above 1, ``call`` hands calls to a ``watcher.ledger.batching.Batcher``, which
+sends concurrent calls of one method as batches through ``call_batch``. An endpoint that refuses
+a batch (HTTP 400/403/405, or a JSON-RPC -32600 for the whole batch) is told once in the log and
+served with single calls from then on; the calls of that batch go again, one by one.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from watcher.core.errors import (
     ServerError,
     TransientRpcError,
 )
+from watcher.ledger.batching import Batcher
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
     ClusterNode,
@@ -60,6 +68,7 @@ from watcher.ledger.models import (
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
+    BatchAnswer,
     adapter,
     describe,
     envelope,
@@ -109,6 +118,13 @@ def is_endpoint_failure(err: RpcError) -> bool:
     if isinstance(err, NodeUnhealthy):
         return err.code == NODE_BEHIND_CODE
     return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
+
+
+def _refuses_batches(err: RpcError) -> bool:
+    """Whether a batch was refused as such (a provider plan without batches), not failed."""
+    if isinstance(err, HttpClientError):
+        return err.status in (400, 403, 405)
+    return err.code == -32600
 
 
 @dataclass
@@ -203,6 +219,8 @@ class RpcClient(_LedgerMethods):
         sleep: Sleep = asyncio.sleep,
         random: Callable[[], float] = _random.random,
         clock: Callable[[], float] = time.monotonic,
+        max_rps: float | None = None,
+        batch_size: int = 1,
     ) -> None:
         if commitment not in COMMITMENTS:
             raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
@@ -211,7 +229,8 @@ class RpcClient(_LedgerMethods):
         urls = [url] if isinstance(url, str) else list(url)
         specs = [EndpointSpec(u) if isinstance(u, str) else u for u in urls]
         endpoints = [
-            Endpoint(spec, timeout=timeout, max_concurrency=max_concurrency, transport=transport)
+            Endpoint(spec, timeout=timeout, max_concurrency=max_concurrency, transport=transport,
+                     max_rps=max_rps)
             for spec in specs
         ]
         self._pool = EndpointPool(endpoints)
@@ -232,8 +251,11 @@ class RpcClient(_LedgerMethods):
         self.stats = RpcStats()
         # Told each HTTP request's method and duration in seconds (the daemon's metrics).
         self.on_request: Callable[[str, float], None] | None = None
+        self.batcher = None if batch_size == 1 else Batcher(self._send_batch, batch_size)
 
     async def aclose(self) -> None:
+        if self.batcher is not None:
+            await self.batcher.aclose()
         for endpoint in self.endpoints:
             await endpoint.http.aclose()
 
@@ -263,7 +285,10 @@ class RpcClient(_LedgerMethods):
         only: Endpoint | None = None,
     ) -> T:
         """One call, retried while it fails transiently; ``params=None`` sends no params.
-        ``only``: to that endpoint, with no failover."""
+        ``only``: to that endpoint, with no failover (and never batched)."""
+        if self.batcher is not None and only is None:
+            value: T = await self.batcher.call(method, params, model)
+            return value
         model_adapter = adapter(model)
         self.stats.calls += 1
 
@@ -290,6 +315,16 @@ class RpcClient(_LedgerMethods):
         sent again (alone in their batch with the other failed ones) until ``max_attempts``; a
         failure of the whole request becomes the error of every call still pending.
         """
+        return await self._send_batch(method, params_list, model, None)
+
+    async def _send_batch(
+        self,
+        method: str,
+        params_list: Sequence[list[Any] | None],
+        model: type[T] | TypeAdapter[T],
+        on_send: Callable[[], None] | None,
+    ) -> list[T | RpcError]:
+        """``call_batch``; ``on_send`` is told when the first request leaves (the batcher)."""
         model_adapter = adapter(model)
         self.stats.calls += len(params_list)
         outcomes: dict[int, T | RpcError] = {}
@@ -310,8 +345,17 @@ class RpcClient(_LedgerMethods):
                 for request_id, position in zip(ids, pending, strict=True)
             ]
             try:
-                body, headers = await self._post(endpoint, method, payload)
-                answers = unwrap_batch(method, ids, body, headers)
+                if not endpoint.batches:
+                    answers = await self._singly(endpoint, method, payload, on_send)
+                else:
+                    try:
+                        body, headers = await self._post(endpoint, method, payload, on_send)
+                        answers = unwrap_batch(method, ids, body, headers)
+                    except RpcError as err:
+                        if not _refuses_batches(err):
+                            raise
+                        self._batches_refused(endpoint, err)
+                        answers = await self._singly(endpoint, method, payload, on_send)
             except RpcError as err:
                 for position in pending:
                     settle(position, err)
@@ -342,6 +386,25 @@ class RpcClient(_LedgerMethods):
         return [outcomes[position] for position in range(len(params_list))]
 
     # -- internals --------------------------------------------------------------------------------
+
+    async def _singly(self, endpoint: Endpoint, method: str, payload: list[dict[str, Any]],
+                      on_send: Callable[[], None] | None) -> list[BatchAnswer]:
+        """A batch's calls as single requests to ``endpoint``: its answers, in order."""
+
+        async def one(call: dict[str, Any]) -> BatchAnswer:
+            try:
+                body, headers = await self._post(endpoint, method, call, on_send)
+                return BatchAnswer(result=unwrap(method, call["id"], body, headers))
+            except RpcError as err:
+                return BatchAnswer(error=err)
+
+        return list(await asyncio.gather(*(one(call) for call in payload)))
+
+    def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
+        if endpoint.batches:
+            endpoint.batches = False
+            log.warning("rpc endpoint refuses batches; sending single calls",
+                        endpoint=endpoint.public_url, detail=err.message)
 
     def _new_id(self) -> int:
         self._next_id += 1
@@ -420,13 +483,18 @@ class RpcClient(_LedgerMethods):
         return self._random() * step
 
     async def _post(
-        self, endpoint: Endpoint, method: str, payload: Any
+        self, endpoint: Endpoint, method: str, payload: Any,
+        on_send: Callable[[], None] | None = None,
     ) -> tuple[Any, httpx.Headers]:
         """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
         error."""
         self.stats.requests += 1
         try:
             async with self._semaphore:
+                if endpoint.pacer is not None:
+                    await endpoint.pacer.wait(self._clock, self._sleep)
+                if on_send is not None:
+                    on_send()
                 started = time.monotonic()
                 response = await endpoint.http.post(endpoint.placeholder, json=payload)
                 if self.on_request is not None:

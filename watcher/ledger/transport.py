@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import httpx
 
 from watcher.core.redact import REDACTOR, split_rpc_url
+from watcher.ledger.pacing import Pacer
 
 
 @dataclass(frozen=True)
 class EndpointSpec:
-    """One endpoint as the settings give it. ``max_rps`` is stored, not enforced yet."""
+    """One endpoint as the settings give it; ``max_rps`` None: the client's ``max_rps``."""
 
     url: str
     max_rps: float | None = None
@@ -76,12 +77,16 @@ class Endpoint:
         timeout: float,
         max_concurrency: int,
         transport: httpx.AsyncBaseTransport | None,
+        max_rps: float | None = None,
     ) -> None:
         url = spec.url
         public_url, secrets = split_rpc_url(url)
         REDACTOR.add(*secrets)
         self.public_url = public_url
-        self.max_rps = spec.max_rps
+        self.max_rps = spec.max_rps if spec.max_rps is not None else max_rps
+        # Every request to this endpoint waits for its slot (watcher.ledger.pacing).
+        self.pacer = None if self.max_rps is None else Pacer(self.max_rps)
+        self.batches = True  # False once the endpoint refused a batch: single calls from then on
         try:
             scheme = httpx.URL(url).scheme
             # What httpx sees: the public form without userinfo (httpx would make basic auth of it).

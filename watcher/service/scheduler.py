@@ -31,9 +31,15 @@ logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 class Scheduler:
     def __init__(
-        self, sweep: Callable[[Job], Awaitable[None]], *, clock: Clock = system_clock
+        self,
+        sweep: Callable[[Job], Awaitable[None]],
+        *,
+        clock: Clock = system_clock,
+        stretch: Callable[[Job], str | None] = lambda job: None,
     ) -> None:
         self._sweep = sweep
+        # Why a job's sweep must take longer than its interval (max_rps), said once per schedule.
+        self._stretch = stretch
         self._clock = clock
         self._inflight: set[asyncio.Task[object]] = set()
         self._overrunning: set[str] = set()  # jobs in a stretch of overrunning sweeps
@@ -78,11 +84,13 @@ class Scheduler:
                 scheduled.remove()
             elif scheduled.args[0] != job:
                 scheduled.modify(args=[job])
+                self._warn_stretch(job)
         self._add(list(wanted.values()))
 
     def _add(self, jobs: Sequence[Job]) -> None:
         first_run = datetime.fromtimestamp(self._clock(), UTC)
         for job in jobs:
+            self._warn_stretch(job)
             self._scheduler.add_job(
                 self._run,
                 "interval",
@@ -91,6 +99,11 @@ class Scheduler:
                 id=_job_id(job),
                 next_run_time=first_run,
             )
+
+    def _warn_stretch(self, job: Job) -> None:
+        message = self._stretch(job)
+        if message is not None:
+            log.warning(message, job=_job_id(job))
 
     async def _run(self, job: Job) -> None:
         task = asyncio.current_task()

@@ -1,6 +1,6 @@
 """What a provider's front door does before a call reaches the node: a request rate, counted.
 
-``RateWindow``: at most ``rps`` requests accepted in any sliding window of one second (the
+``RateWindow``: at most ``ceil(rps)`` requests accepted in any sliding window of one second (the
 requests refused do not count). ``HttpCounters``: the HTTP requests the server received and the
 429s it answered, for tests and the benchmark. Both thread-safe: the server answers each
 connection in its own thread.
@@ -17,13 +17,13 @@ WINDOW_SECONDS = 1.0
 
 
 class RateWindow:
-    """At most ``rps`` requests accepted in any window of ``WINDOW_SECONDS``."""
+    """At most ``ceil(rps)`` requests accepted in any window of ``WINDOW_SECONDS``."""
 
     def __init__(self, rps: float) -> None:
         if rps <= 0:
             raise ValueError(f"enforce_rps must be positive: {rps}")
         self.rps = rps
-        self._limit = max(1, math.floor(rps * WINDOW_SECONDS))
+        self._limit = math.ceil(rps * WINDOW_SECONDS)  # 2.5: 0, 0.4 and 0.8 s in one window
         self._accepted: deque[float] = deque()
         self._lock = threading.Lock()
 

@@ -1,0 +1,87 @@
+"""max_rps: the pacer's slots with an injected clock, and the client's requests waiting for them."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watcher.ledger.pacing import HEADROOM, Pacer
+from watcher.ledger.rpc import RpcClient
+from watcher.ledger.transport import EndpointSpec
+
+KEY = "SeCrEtKeY-0123456789abcdefXYZ"
+
+
+def test_slots_are_evenly_spaced_with_no_burst_after_a_quiet_spell() -> None:
+    pacer = Pacer(10, headroom=0)
+    assert [pacer.reserve(0.0) for _ in range(4)] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    # Long quiet: the next request goes at once, the one after it waits a full spacing.
+    assert pacer.reserve(100.0) == 0.0
+    assert pacer.reserve(100.0) == pytest.approx(0.1)
+    assert pacer.reserve(100.25) == pytest.approx(0.0)  # its slot (100.2) has passed
+
+
+def test_headroom_widens_the_spacing() -> None:
+    assert Pacer(50).spacing == pytest.approx((1 + HEADROOM) / 50)
+    with pytest.raises(ValueError, match="positive"):
+        Pacer(0)
+
+
+@given(
+    rate=st.sampled_from([1.0, 2.5, 10.0, 50.0, 500.0]),
+    arrivals=st.lists(st.floats(min_value=0, max_value=5), min_size=1, max_size=300),
+)
+def test_no_one_second_window_holds_more_than_max_rps(rate: float, arrivals: list[float]) -> None:
+    pacer = Pacer(rate, headroom=0)
+    sent = [now + pacer.reserve(now) for now in sorted(arrivals)]
+    assert sent == sorted(sent)
+    for first, when in enumerate(sent):
+        # Requests sent in the window [when, when + 1): at most max_rps of them.
+        in_window = sum(1 for other in sent[first:] if other < when + 1 - 1e-9)
+        assert in_window <= math.ceil(rate)
+
+
+class FakeTime:
+    """A clock that moves only when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.now += delay
+
+
+async def test_client_requests_to_each_endpoint_keep_its_pace() -> None:
+    time = FakeTime()
+    seen: list[tuple[str, float]] = []
+
+    def node(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.host, time.now))
+        call = json.loads(request.content)
+        return httpx.Response(200, json={"jsonrpc": "2.0", "result": [], "id": call["id"]})
+
+    client = RpcClient(
+        [f"https://a.example.com/v3/{KEY}", EndpointSpec(f"https://b.example.com/v3/{KEY}", 2)],
+        transport=httpx.MockTransport(node), clock=time, sleep=time.sleep, max_rps=5,
+    )
+    async with client:
+        for _ in range(6):
+            await client.call("getClusterNodes", None, list[Any])
+        b_reader = next(r for r in client.readers() if r.public_url.startswith("https://b"))
+        for _ in range(3):
+            await b_reader.call("getClusterNodes", None, list[Any])
+    a_times = [at for host, at in seen if host == "a.example.com"]
+    b_times = [at for host, at in seen if host == "b.example.com"]
+    spacing_a, spacing_b = (1 + HEADROOM) / 5, (1 + HEADROOM) / 2
+    assert a_times == pytest.approx([i * spacing_a for i in range(6)])
+    # b's own max_rps (2) beats rpc.max_rps; its first request went at once.
+    assert b_times == pytest.approx([a_times[-1] + i * spacing_b for i in range(3)])

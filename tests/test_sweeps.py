@@ -1,0 +1,82 @@
+"""Sweeps: bounded observations in flight, and the one warning when max_rps stretches a sweep."""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from watcher.alerting.ruleset import Job
+from watcher.ledger.rpc import RpcClient
+from watcher.service.scheduler import Scheduler
+from watcher.service.sweeps import run_bounded, stretch_for, stretch_warning, sweep_width
+
+URL = "https://rpc.example.com/v3/SeCrEtKeY-0123456789abcdefXYZ"
+
+
+def _addresses(count: int) -> tuple[str, ...]:
+    return tuple(f"address{i}" for i in range(count))
+
+
+async def test_run_bounded_keeps_order_and_never_exceeds_its_width() -> None:
+    in_flight, peak = 0, 0
+
+    async def poll(target: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0)
+        in_flight -= 1
+        return target * 2
+
+    assert await run_bounded(range(1000), poll, 7) == [i * 2 for i in range(1000)]
+    assert peak == 7
+    assert await run_bounded([], poll, 7) == []
+    assert sweep_width(8, 10) == 160  # every request slot filled with a batch, twice over
+
+
+def test_stretch_warning_says_by_how_much() -> None:
+    job = Job("signatures", 60.0, _addresses(10000))
+    assert stretch_warning(job, max_rps=10, calls_per_request=1) == (
+        "sweep of 10000 addresses needs 1000 s at 10 req/s, longer than every: 60s"
+    )
+    assert stretch_warning(job, max_rps=10, calls_per_request=10) == (
+        "sweep of 10000 addresses needs 100 s at 10 req/s, longer than every: 60s"
+    )
+    assert stretch_warning(job, max_rps=200, calls_per_request=1) is None  # 50 s fits
+    assert stretch_warning(job, max_rps=None, calls_per_request=1) is None  # no limit
+    votes = Job("votes", 1.0, ("cluster", "other"))
+    assert stretch_warning(votes, max_rps=1, calls_per_request=1) == (
+        "sweep of 2 targets needs 2 s at 1 req/s, longer than every: 1s"
+    )
+
+
+async def test_stretch_for_a_client_counts_its_batches_and_method_cap() -> None:
+    job = Job("signatures", 30.0, _addresses(5000))
+    async with RpcClient(URL, max_rps=5, batch_size=50) as client:
+        # getSignaturesForAddress: 10 per batch whatever batch_size says.
+        assert stretch_for(client, job) == (
+            "sweep of 5000 addresses needs 100 s at 5 req/s, longer than every: 30s"
+        )
+    async with RpcClient(URL, batch_size=50) as unlimited:
+        assert stretch_for(unlimited, job) is None
+    assert stretch_for(object(), job) is None
+
+
+async def test_scheduler_warns_once_per_scheduled_job() -> None:
+    ran = asyncio.Event()
+
+    async def sweep(job: Job) -> None:
+        ran.set()
+
+    def stretch(job: Job) -> str | None:
+        return f"too slow: {job.source}" if job.source == "signatures" else None
+
+    scheduler = Scheduler(sweep, stretch=stretch)
+    with structlog.testing.capture_logs() as logs:
+        scheduler.start([Job("signatures", 60.0, ("a",)), Job("votes", 60.0, ("cluster",))])
+        await asyncio.wait_for(ran.wait(), timeout=10)
+        scheduler.replace([Job("signatures", 60.0, ("a",)), Job("votes", 60.0, ("cluster",))])
+        await scheduler.stop(grace=5)
+    warnings = [(e["event"], e["job"]) for e in logs if e["log_level"] == "warning"]
+    assert warnings == [("too slow: signatures", "signatures@60")]

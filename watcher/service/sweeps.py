@@ -1,0 +1,84 @@
+"""How one sweep runs its targets: enough at once to fill the batches and the rate, never all.
+
+``run_bounded`` polls the targets with at most ``width`` observations in flight (workers pulling
+from one iterator: 100,000 targets are never 100,000 tasks), results in the targets' order.
+``sweep_width`` is that width for a client: every request the concurrency cap allows, each
+filled with a batch, twice over so that the next batch is ready when a slot frees.
+
+``stretch_warning`` (pure): when the requests a sweep needs take longer at ``max_rps`` than its
+interval, the sweep stretches to fit the rate (the pacer sees to it) and the user is told once,
+by how much, rather than finding out from late alerts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Final, TypeVar, cast
+
+from watcher.alerting.ruleset import Job
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# What a sweep of each source calls once per target (for the rate estimate), and its targets.
+SOURCE_METHODS: Final = {"signatures": "getSignaturesForAddress"}
+TARGET_NOUNS: Final = {"signatures": "addresses", "holders": "mints"}
+
+
+async def run_bounded(
+    targets: Iterable[T], poll: Callable[[T], Awaitable[R]], width: int
+) -> list[R]:
+    """``poll`` of each target, at most ``width`` at a time; results in the targets' order."""
+    items = list(enumerate(targets))
+    results: list[R | None] = [None] * len(items)
+    pending = iter(items)
+
+    async def worker() -> None:
+        for index, target in pending:
+            results[index] = await poll(target)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(width, len(items))))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+    return cast(list[R], results)  # every slot was filled
+
+
+def sweep_width(max_concurrency: int, batch_size: int) -> int:
+    """Observations in flight in one sweep."""
+    return 2 * max_concurrency * batch_size
+
+
+def stretch_warning(
+    job: Job, *, max_rps: float | None, calls_per_request: int
+) -> str | None:
+    """The one-line warning when ``job``'s sweep cannot fit its interval at ``max_rps``."""
+    if max_rps is None or not job.targets:
+        return None
+    requests = math.ceil(len(job.targets) / max(1, calls_per_request))
+    needed = requests / max_rps
+    if needed <= job.interval:
+        return None
+    noun = TARGET_NOUNS.get(job.source, "targets")
+    return (
+        f"sweep of {len(job.targets)} {noun} needs {needed:.0f} s at {max_rps:g} req/s, "
+        f"longer than every: {job.interval:g}s"
+    )
+
+
+def stretch_for(rpc: Any, job: Job) -> str | None:
+    """``stretch_warning`` for ``job`` on ``rpc`` (an ``RpcClient``; anything else: None), at
+    the first endpoint's ``max_rps``."""
+    endpoints = getattr(rpc, "endpoints", None)
+    if not endpoints:
+        return None
+    batcher = getattr(rpc, "batcher", None)
+    method = SOURCE_METHODS.get(job.source)
+    per_request = 1
+    if batcher is not None:
+        per_request = batcher.cap(method) if method else batcher.batch_size
+    return stretch_warning(job, max_rps=endpoints[0].max_rps, calls_per_request=per_request)
