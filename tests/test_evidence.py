@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +19,11 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.alerting.ruleset import RuleSet
-from watcher.app import Daemon
-from watcher.config.check import check_config, load_config
-from watcher.delivery.outbox import AlertRecord
+from watcher.config.check import check_config
 from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.transactions import Cursor
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
-from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.state.store import Store
 
 from support.daemon import write_config
@@ -41,67 +35,15 @@ from support.seeded import (
     OUR_VOTE,
     START,
     TREASURY,
+    World,
     base_rules,
-    small_cluster,
+    daemon_worlds,
 )
-
-API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
-
-
-@dataclass
-class World:
-    ledger: Ledger
-    daemon: Daemon
-    now: list[float]
-
-    async def poll(self, source: str, target: str) -> None:
-        self.now[0] += 1.0
-        await self.daemon.poll_target(SOURCES[source], target)
-
-    def alerts(self) -> list[AlertRecord]:
-        return list(reversed(self.daemon.store.history(limit=1000)))
-
-    def titles(self) -> list[str]:
-        return [alert.title for alert in self.alerts()]
-
-    def state(self, source: str, target: str) -> dict[str, Any]:
-        return self.daemon.store.load_state(source, target) or {}
-
-    def cursor(self) -> Cursor:
-        return Cursor.from_json(self.state("signatures", TREASURY)["cursor"])
-
-    def rewrite(self, method: str, fn: Callable[[Any], Any], count: int = 1) -> None:
-        self.ledger.faults.rewrite(method, fn, count=count)
 
 
 @pytest.fixture
 def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
-    made: list[tuple[SimulatorServer, Daemon]] = []
-
-    def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
-        """``unchecked``: rule dicts added after ``check`` (which would refuse them)."""
-        now = [START]
-        ledger = small_cluster(lambda: now[0])
-        server = SimulatorServer(ledger, api_key=API_KEY)
-        server.start()
-        config = write_config(
-            tmp_path,
-            rpc_url=server.url,
-            channels={"hooks": ["json://127.0.0.1:9/"]},
-            rules=rules if rules is not None else base_rules(),
-            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
-                   "rpc": {"timeout": "2s", "max_attempts": 1}},
-        )  # fmt: skip
-        settings, loaded = load_config(config)
-        extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
-        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
-        made.append((server, daemon))
-        return World(ledger, daemon, now)
-
-    yield make
-    for server, daemon in made:
-        daemon.store.close()
-        server.stop()
+    yield from daemon_worlds(tmp_path)
 
 
 def top_entry(mutate: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:

@@ -29,6 +29,7 @@ from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
+from watcher.core.tally import count_alerts, tallying
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import DB_RETRY_MAX, Sender
 from watcher.kinds import SOURCES, word
@@ -232,6 +233,7 @@ class Daemon:
             alerts = silences.mark_silenced(alerts, self.store.active_silences(now), now)
         self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
         if alerts:
+            count_alerts(len(alerts))
             self._outbox_has_work.set()
 
     async def sweep(self, job: Job) -> None:
@@ -242,9 +244,10 @@ class Daemon:
         source = SOURCES[job.source]
         started = self.clock()
         width = sweeps.sweep_width(self.settings.rpc.max_concurrency, self.settings.rpc.batch_size)
-        results = await sweeps.run_bounded(
-            job.targets, lambda target: self._poll(source, target, job.interval), width
-        )
+        with tallying() as tally:
+            results = await sweeps.run_bounded(
+                job.targets, lambda target: self._poll(source, target, job.interval), width
+            )
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:
@@ -257,7 +260,8 @@ class Daemon:
             record_round(self.store.db, done)
         problem = {"error": self._last_errors.get(job.source)} if failed else {}
         log.info("round", source=job.source, targets=len(results), failed=failed,
-                 duration=round(now - started, 3), **problem)  # fmt: skip
+                 calls=tally.calls, alerts=tally.alerts, duration=round(now - started, 3),
+                 **problem)  # fmt: skip
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
 

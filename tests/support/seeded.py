@@ -1,13 +1,23 @@
-"""A small seeded ledger and the four base rules watching it, for the in-process tests of
-evidence (tests/test_evidence.py) and quorum (tests/test_quorum.py)."""
+"""A small seeded ledger, the four base rules watching it, and an in-process daemon polling it on a
+manual clock, for the tests of evidence, quorum and rounds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from watcher.ledger.simulator import Ledger
+from watcher.alerting.ruleset import RuleSet
+from watcher.app import Daemon
+from watcher.config.check import load_config
+from watcher.delivery.outbox import AlertRecord
+from watcher.kinds import RULE_MODELS, SOURCES
+from watcher.kinds.transactions import Cursor
+from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
+
+from support.daemon import write_config
 
 TREASURY = derived_pubkey("evidence treasury")
 MINT = derived_pubkey("evidence mint")
@@ -42,3 +52,68 @@ def base_rules() -> list[dict[str, Any]]:
         {"name": "drift", "kind": "version_drift", "validators": [OUR_NODE],
          "every": "1s", "notify": ["hooks"]},
     ]  # fmt: skip
+
+
+API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
+
+
+@dataclass
+class World:
+    ledger: Ledger
+    daemon: Daemon
+    now: list[float]
+    server: SimulatorServer
+
+    def server_calls(self) -> int:
+        """Every JSON-RPC call the simulator received (each call of a batch counts)."""
+        return self.server.log.count()
+
+    async def poll(self, source: str, target: str) -> None:
+        self.now[0] += 1.0
+        await self.daemon.poll_target(SOURCES[source], target)
+
+    def alerts(self) -> list[AlertRecord]:
+        return list(reversed(self.daemon.store.history(limit=1000)))
+
+    def titles(self) -> list[str]:
+        return [alert.title for alert in self.alerts()]
+
+    def state(self, source: str, target: str) -> dict[str, Any]:
+        return self.daemon.store.load_state(source, target) or {}
+
+    def cursor(self) -> Cursor:
+        return Cursor.from_json(self.state("signatures", TREASURY)["cursor"])
+
+    def rewrite(self, method: str, fn: Callable[[Any], Any], count: int = 1) -> None:
+        self.ledger.faults.rewrite(method, fn, count=count)
+
+
+def daemon_worlds(tmp_path: Path) -> Iterator[Callable[..., World]]:
+    """Makes Worlds (each a simulator and an in-process Daemon on a manual clock); stops them
+    all when the generator is closed (a pytest fixture yields from it)."""
+    made: list[tuple[SimulatorServer, Daemon]] = []
+
+    def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
+        """``unchecked``: rule dicts added after ``check`` (which would refuse them)."""
+        now = [START]
+        ledger = small_cluster(lambda: now[0])
+        server = SimulatorServer(ledger, api_key=API_KEY)
+        server.start()
+        config = write_config(
+            tmp_path,
+            rpc_url=server.url,
+            channels={"hooks": ["json://127.0.0.1:9/"]},
+            rules=rules if rules is not None else base_rules(),
+            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
+                   "rpc": {"timeout": "2s", "max_attempts": 1}},
+        )  # fmt: skip
+        settings, loaded = load_config(config)
+        extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
+        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
+        made.append((server, daemon))
+        return World(ledger, daemon, now, server)
+
+    yield make
+    for server, daemon in made:
+        daemon.store.close()
+        server.stop()

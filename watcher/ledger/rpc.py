@@ -55,6 +55,7 @@ from watcher.core.errors import (
     ServerError,
     TransientRpcError,
 )
+from watcher.core.tally import count_call
 from watcher.ledger.batching import Batcher
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
@@ -286,6 +287,7 @@ class RpcClient(_LedgerMethods):
     ) -> T:
         """One call, retried while it fails transiently; ``params=None`` sends no params.
         ``only``: to that endpoint, with no failover (and never batched)."""
+        count_call()  # the round's tally (watcher.core.tally)
         if self.batcher is not None and only is None:
             value: T = await self.batcher.call(method, params, model)
             return value

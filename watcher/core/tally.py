@@ -1,0 +1,45 @@
+"""What one sweep did, counted where it happens: RPC calls (in the RPC client) and alerts
+committed (in the daemon), for the round's summary line.
+
+The tally rides a context variable set around one sweep: the tasks the sweep starts inherit it,
+so two sweeps running at once (two sources, or one source at two intervals) keep apart counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+
+@dataclass
+class RoundTally:
+    calls: int = 0  # logical RPC calls (one per call of a batch; retries not counted)
+    alerts: int = 0  # alerts committed to the outbox (events, firings, resolutions...)
+
+
+_CURRENT: ContextVar[RoundTally | None] = ContextVar("watcher_round_tally", default=None)
+
+
+@contextmanager
+def tallying() -> Iterator[RoundTally]:
+    """Count what happens in this context (and the tasks it starts) until the block ends."""
+    tally = RoundTally()
+    token = _CURRENT.set(tally)
+    try:
+        yield tally
+    finally:
+        _CURRENT.reset(token)
+
+
+def count_call() -> None:
+    tally = _CURRENT.get()
+    if tally is not None:
+        tally.calls += 1
+
+
+def count_alerts(number: int) -> None:
+    tally = _CURRENT.get()
+    if tally is not None:
+        tally.alerts += number
