@@ -25,8 +25,8 @@ from watcher.alerting.builtin import (
 )
 from watcher.alerting.events import AlertMessage, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict
+from watcher.config.reading import load_settings
 from watcher.config.rules import load_rules
-from watcher.config.settings import load_settings
 from watcher.core.errors import ConfigError, ServerError
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquency import delinquent_stake_pct

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from watcher.config.check import check_config, load_config
-from watcher.config.settings import Settings, load_settings
+from watcher.config.reading import load_settings
+from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
 
 from support.settings_files import (

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from watcher.alerting.ruleset import RuleSet
     from watcher.app import Daemon
     from watcher.config.check import load_config
+    from watcher.config.reading import load_settings
     from watcher.config.rules import load_rules
-    from watcher.config.settings import Settings, load_settings
+    from watcher.config.settings import Settings
     from watcher.core.errors import (
         ConfigError,
         DaemonFailed,
@@ -39,7 +40,7 @@ _WHERE = {
     "Daemon": "watcher.app",
     "RuleSet": "watcher.alerting.ruleset",
     "Settings": "watcher.config.settings",
-    "load_settings": "watcher.config.settings",
+    "load_settings": "watcher.config.reading",
     "load_config": "watcher.config.check",
     "load_rules": "watcher.config.rules",
     "WatcherError": "watcher.core.errors",

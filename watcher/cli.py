@@ -221,7 +221,7 @@ app.add_typer(simulate_app, name="simulate")
 
 def _settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
     """``readonly``: for a command that only reads the state database (no secret needed)."""
-    from watcher.config.settings import load_settings
+    from watcher.config.reading import load_settings
     from watcher.core.errors import ConfigError
     from watcher.service.readonly import load_readonly_settings
 

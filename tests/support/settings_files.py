@@ -6,7 +6,8 @@ import textwrap
 from pathlib import Path
 
 from watcher.config.check import check_config
-from watcher.config.settings import Settings, load_settings
+from watcher.config.reading import load_settings
+from watcher.config.settings import Settings
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 KEY = "k3y-0f-the-rpc-s3cret"

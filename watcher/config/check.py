@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from watcher.config.reading import read_settings
 from watcher.config.rule_models import Rule
 from watcher.config.rules import read_rules
-from watcher.config.settings import Settings, read_settings
+from watcher.config.settings import Settings
 from watcher.config.template_check import template_problems
 from watcher.core.errors import ConfigError, Problem
 

@@ -9,7 +9,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from watcher.config.settings import _VARIABLE, Settings, load_settings
+from watcher.config.reading import VARIABLE_PATTERN, load_settings
+from watcher.config.settings import Settings
 
 # Stands for a variable that is not set; never used to reach anything.
 UNSET = "unset"
@@ -22,7 +23,7 @@ def load_readonly_settings(path: Path, env: Mapping[str, str] | None = None) -> 
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         text = ""  # load_settings reports the unreadable file
-    for match in _VARIABLE.finditer(text):
+    for match in VARIABLE_PATTERN.finditer(text):
         escaped, name = match.groups()
         if not escaped:
             environ.setdefault(name, UNSET)

@@ -1,0 +1,85 @@
+"""The sections of the settings file (``rpc:``, ``delivery:``, ``health:``, ``http:``,
+``heartbeat:``): each a strict, frozen model with its defaults (README, "Settings reference")."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+)
+
+from watcher.alerting.events import Severity
+from watcher.config.rule_models import PositiveDuration
+
+_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RpcSettings(_Section):
+    timeout: PositiveDuration = 10.0  # per request
+    max_attempts: Annotated[int, Field(ge=1)] = 5  # per call, retries included
+    max_concurrency: Annotated[int, Field(ge=1)] = 8  # requests in flight
+    # HTTP requests per second to one endpoint, never exceeded (None: no limit); rpc_urls
+    # entries may set their own.
+    max_rps: Annotated[float, Field(gt=0)] | None = None
+    # JSON-RPC calls per HTTP request; 1 = no batching (watcher.ledger.batching.DEFAULT_BATCH_SIZE)
+    batch_size: Annotated[int, Field(ge=1, le=100)] = 10
+
+
+class DeliverySettings(_Section):
+    first_retry: PositiveDuration = 2.0  # delay before the first retry of a refused delivery
+    max_backoff: PositiveDuration = 300.0  # longest delay between retries
+    deadline: PositiveDuration = 86400.0  # after this a delivery is given up (dead)
+    # One send to one URL; past it the attempt counts as failed and is retried with backoff.
+    send_timeout: PositiveDuration = 30.0
+
+
+class HealthSettings(_Section):
+    """The built-in alerts rpc_unhealthy and cluster_delinquent_stake (watcher.alerting.builtin)."""
+
+    unhealthy_after: Annotated[int, Field(ge=1)] = 3  # failed rounds in a row before firing
+    # More than this share of activated stake delinquent: one cluster-wide alert. None: off.
+    cluster_delinquent_stake_pct: Annotated[float, Field(gt=0, le=100)] | None = 10.0
+    severity: Severity = "critical"
+    channels: tuple[str, ...] = ()  # checked against `channels` by Settings._health_channels
+    # The state database failing this long without a break: `watcher run` exits non-zero.
+    database_down_for: PositiveDuration = 300.0
+
+
+class HttpSettings(_Section):
+    """The HTTP endpoint for /metrics and /healthz."""
+
+    listen: str  # HOST:PORT, e.g. 127.0.0.1:9102 or [::1]:9102
+
+    @field_validator("listen")
+    @classmethod
+    def _host_and_port(cls, value: str) -> str:
+        match = _LISTEN.match(value)
+        if not match or int(match.group(2)) > 65535:
+            raise ValueError(f"expected HOST:PORT such as 127.0.0.1:9102, got {value!r}")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+
+class HeartbeatSettings(_Section):
+    """A dead man's switch: ``url`` (Apprise, or plain http(s) fetched with GET; a secret)
+    pinged after a healthy round, at most every ``every``."""
+
+    url: Annotated[SecretStr, Field(repr=False)]
+    every: PositiveDuration = 60.0
