@@ -47,3 +47,25 @@ async def test_the_summary_counts_the_calls_the_node_saw_and_the_alerts_committe
     assert said["signatures"]["calls"] + said["holders"]["calls"] == (
         world.server_calls() - before_calls
     )
+
+
+async def test_a_quiet_round_writes_nothing_and_a_busy_one_writes_its_step(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    signatures = Job("signatures", 1.0, (TREASURY,))
+    await world.daemon.sweep(signatures)  # the baseline is written
+    assert world.state("signatures", TREASURY)
+    commits = world.daemon.store.commits
+    for _ in range(3):
+        world.now[0] += 1
+        await world.daemon.sweep(signatures)
+    assert world.daemon.store.commits == commits  # nothing new: not one transaction
+
+    cursor = world.cursor()
+    world.ledger.add_transactions(TREASURY, 2)
+    world.now[0] += 1
+    await world.daemon.sweep(signatures)
+    assert world.daemon.store.commits == commits + 1  # the step and its alerts, together
+    assert world.cursor() != cursor
+    assert [alert.title.split(': ')[1][:18] for alert in world.alerts()] == ["2 new transactions"]

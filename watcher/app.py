@@ -45,6 +45,7 @@ from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.state.alerts import same_state
 from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
@@ -161,7 +162,7 @@ class Daemon:
         others = [source.step(rules, target, state, other, now) for other in observations[1:]]
         if not self.quorum.agreed(source.name, target, [outcome, *others]):
             return False  # the endpoints disagree: not evidence
-        self._commit(source.name, target, outcome, rules, now)
+        self._commit(source.name, target, outcome, rules, now, previous=state)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
@@ -216,8 +217,14 @@ class Daemon:
         outcome: StepOutcome,
         rules: Sequence[PresentedRule],
         now: float,
+        *,
+        previous: TargetState | None = None,
     ) -> None:
-        """Word, route and silence a step's alerts; store them with its state (one transaction)."""
+        """Word, route and silence a step's alerts; store them with its state (one transaction).
+        A quiet step that left the state as it was (``previous``) writes nothing: most polls of
+        a large address list see nothing new, and a sweep then costs no write at all."""
+        if not outcome.alerts and previous is not None and same_state(outcome.state, previous):
+            return
         alerts = [self._route(self._present(alert, rules)) for alert in outcome.alerts]
         for alert in alerts:
             if alert.wording_problems:

@@ -89,3 +89,9 @@ def marks(items: Sequence[Any] | dict[Any, Any]) -> str:
 def to_json(value: Any) -> str:
     # Compact and key-sorted: the same state always serialises to the same bytes.
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def same_state(new: Any, stored: Any) -> bool:
+    """Whether a step's new state would store the same bytes as the stored one (a tuple and a
+    list of the same items are the same JSON)."""
+    return to_json(new) == to_json(stored)
