@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(BIN)/mypy watcher
 	$(BIN)/watcher check --config examples/watcher.yaml
 	$(BIN)/watcher test rules/tests/*.test.yaml
-	$(BIN)/pytest -n 4  # mostly waiting on subprocesses and sockets: 4 workers on 2 cores
+	$(BIN)/pytest -n 4 --durations=15  # mostly waiting on subprocesses and sockets: 4 workers on 2 cores
 
 lint: $(STAMP)
 	$(BIN)/ruff check watcher tests bench
