@@ -147,3 +147,16 @@ async def test_a_failing_send_fails_each_caller() -> None:
                                     return_exceptions=True)
     assert [str(o) for o in outcomes] == ["boom", "boom"]
     assert DEFAULT_BATCH_SIZE == 10
+
+
+def test_rpc_settings_defaults_and_limits() -> None:
+    from pydantic import ValidationError
+
+    from watcher.config.settings import RpcSettings
+
+    defaults = RpcSettings()
+    assert (defaults.max_rps, defaults.batch_size) == (None, DEFAULT_BATCH_SIZE)
+    assert RpcSettings.model_validate({"max_rps": 2.5, "batch_size": 1}).max_rps == 2.5
+    for wrong in ({"max_rps": 0}, {"batch_size": 0}, {"batch_size": 101}):
+        with pytest.raises(ValidationError):
+            RpcSettings.model_validate(wrong)

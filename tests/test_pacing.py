@@ -27,6 +27,15 @@ def test_slots_are_evenly_spaced_with_no_burst_after_a_quiet_spell() -> None:
     assert pacer.reserve(100.25) == pytest.approx(0.0)  # its slot (100.2) has passed
 
 
+def test_a_late_request_pushes_the_next_slot() -> None:
+    pacer = Pacer(10, headroom=0)
+    assert pacer.reserve(0.0) == 0.0
+    pacer.sent(0.04)  # the event loop was busy: it left 40 ms late
+    assert pacer.reserve(0.05) == pytest.approx(0.09)  # 0.14, not 0.1
+    pacer.sent(0.14)
+    assert pacer.reserve(0.14) == pytest.approx(0.1)
+
+
 def test_headroom_widens_the_spacing() -> None:
     assert Pacer(50).spacing == pytest.approx((1 + HEADROOM) / 50)
     with pytest.raises(ValueError, match="positive"):

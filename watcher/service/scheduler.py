@@ -40,6 +40,7 @@ class Scheduler:
         self._sweep = sweep
         # Why a job's sweep must take longer than its interval (max_rps), said once per schedule.
         self._stretch = stretch
+        self._stretched: set[str] = set()  # jobs whose sweeps are known to outlast the interval
         self._clock = clock
         self._inflight: set[asyncio.Task[object]] = set()
         self._overrunning: set[str] = set()  # jobs in a stretch of overrunning sweeps
@@ -59,6 +60,8 @@ class Scheduler:
         self._skipped_now[event.job_id] = self._skipped_now.get(event.job_id, 0) + 1
         if event.job_id not in self._overrunning:
             self._overrunning.add(event.job_id)
+            if event.job_id in self._stretched:
+                return  # expected: the stretch warning said so and by how much
             log.warning(
                 "sweep overran its interval; runs are skipped until sweeps are faster",
                 job=event.job_id,
@@ -102,7 +105,9 @@ class Scheduler:
 
     def _warn_stretch(self, job: Job) -> None:
         message = self._stretch(job)
+        self._stretched.discard(_job_id(job))
         if message is not None:
+            self._stretched.add(_job_id(job))
             log.warning(message, job=_job_id(job))
 
     async def _run(self, job: Job) -> None:

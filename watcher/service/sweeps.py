@@ -65,9 +65,13 @@ def stretch_warning(
         return None
     noun = TARGET_NOUNS.get(job.source, "targets")
     return (
-        f"sweep of {len(job.targets)} {noun} needs {needed:.0f} s at {max_rps:g} req/s, "
+        f"sweep of {len(job.targets)} {noun} needs {_seconds(needed)} s at {max_rps:g} req/s, "
         f"longer than every: {job.interval:g}s"
     )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def stretch_for(rpc: Any, job: Job) -> str | None:
