@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import structlog
 
-from watcher.alerting import builtin, routing, silences
+from watcher.alerting import builtin, pipeline, silences
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import Presentation, PresentedRule
+from watcher.alerting.routing import Routes
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
@@ -121,6 +121,7 @@ class Daemon:
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
+        self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self._stopping = asyncio.Event()
         self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
@@ -220,24 +221,18 @@ class Daemon:
         *,
         previous: TargetState | None = None,
     ) -> None:
-        """Word, route and silence a step's alerts; store them with its state (one transaction).
+        """The commit path (``watcher.alerting.pipeline``): word -> route -> silence the step's
+        alerts, then store them with its state in one transaction and wake the sender.
         A quiet step that left the state as it was (``previous``) writes nothing: most polls of
         a large address list see nothing new, and a sweep then costs no write at all."""
         if not outcome.alerts and previous is not None and same_state(outcome.state, previous):
             return
-        alerts = [self._route(self._present(alert, rules)) for alert in outcome.alerts]
-        for alert in alerts:
-            if alert.wording_problems:
-                # The alert goes out with the default wording; the rule needs a look.
-                log.warning(
-                    "alert worded with the default wording",
-                    rule=alert.rule,
-                    subject=alert.subject,
-                    problems=list(alert.wording_problems),
-                )
-        if alerts:
-            # Read after the observation: a silence added before the change it mutes is seen.
-            alerts = silences.mark_silenced(alerts, self.store.active_silences(now), now)
+        stages = (
+            pipeline.word(word, rules, self.presentation),
+            pipeline.route(self.routes),
+            pipeline.silence(lambda: self.store.active_silences(now), now),
+        )
+        alerts = pipeline.run(outcome.alerts, stages)
         self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
         if alerts:
             count_alerts(len(alerts))
@@ -300,15 +295,6 @@ class Daemon:
             self._commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
 
     # -- delivery ----------------------------------------------------------------------------
-
-    def _present(self, alert: AlertMessage, rules: Sequence[PresentedRule]) -> AlertMessage:
-        """Word the alert, once: with its rule and the address book and explorer links."""
-        rule = next((rule for rule in rules if rule.name == alert.rule), None)
-        return word(alert, rule, self.presentation)
-
-    def _route(self, alert: AlertMessage) -> AlertMessage:
-        channels = routing.channels_for(alert, self.settings)
-        return dataclasses.replace(alert, channels=tuple(channels))
 
     def _destinations(self, alert: AlertMessage) -> Sequence[Destination]:
         if silences.is_silenced(alert):
@@ -427,6 +413,7 @@ class Daemon:
         self.sender.configure_channels(settings.channels, settings.fallback_channels)
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
+        self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         jobs = ruleset.jobs()
         self._scheduler.replace(jobs)

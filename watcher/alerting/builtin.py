@@ -99,6 +99,11 @@ class Builtins:
             else BuiltinRule(CLUSTER_DELINQUENT_STAKE, health.severity, stake_channels, stake_pct),
         )
 
+    def rules(self) -> list[BuiltinRule]:
+        """Every built-in rule that is on."""
+        on = [self.rpc_unhealthy, self.cluster_delinquent_stake]
+        return [rule for rule in on if rule is not None]
+
     def rules_for(self, source: str) -> list[BuiltinRule]:
         """The built-in rules a source's step evaluates besides the user's."""
         if source == "votes" and self.cluster_delinquent_stake is not None:

@@ -1,16 +1,31 @@
-"""Which channels an alert goes to: the rule's ``notify``, else ``routes`` by severity, else
-``default_channels``. (The rule loader refuses a rule that would end up with none.)"""
+"""Which channels an alert goes to: its rule's ``notify``, else ``routes`` by its severity, else
+``default_channels`` (``watcher.config.rules.channels_of``; the rule loader refuses a rule that
+would end up with none). Resolved once per rule when rules load (``Routes``), not per alert."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+
 from watcher.alerting.events import AlertMessage
-from watcher.config.settings import Settings
+from watcher.config.rules import RoutedRule, Routing, channels_of
 
 
-def channels_for(alert: AlertMessage, settings: Settings) -> list[str]:
-    if alert.channels:
-        return list(alert.channels)
-    by_severity = settings.routes.get(alert.severity)
-    if by_severity:
-        return list(by_severity)
-    return list(settings.default_channels)
+class Routes:
+    """Each rule's channels, resolved when rules load (or reload)."""
+
+    def __init__(self, rules: Iterable[RoutedRule], routing: Routing) -> None:
+        self._routing = routing
+        self._by_rule: Mapping[str, tuple[str, ...]] = {
+            rule.name: channels_of(rule, routing) for rule in rules
+        }
+
+    def channels_for(self, alert: AlertMessage) -> tuple[str, ...]:
+        """The alert's own channels (worded from its rule's ``notify``), else its rule's; an
+        alert of a rule not loaded (a built-in) goes by its severity."""
+        if alert.channels:
+            return alert.channels
+        known = self._by_rule.get(alert.rule)
+        if known is not None:
+            return known
+        by_severity: Sequence[str] = self._routing.routes.get(alert.severity) or ()
+        return tuple(by_severity) or tuple(self._routing.default_channels)

@@ -43,7 +43,20 @@ class Routing(Protocol):
     def routes(self) -> Mapping[Severity, Sequence[str]]: ...
 
 
-def channels_of(rule: Rule, routing: Routing) -> tuple[str, ...]:
+class RoutedRule(Protocol):
+    """What routing needs of a rule (a loaded rule, a built-in's)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def severity(self) -> Severity: ...
+
+    @property
+    def notify(self) -> tuple[str, ...] | None: ...
+
+
+def channels_of(rule: RoutedRule, routing: Routing) -> tuple[str, ...]:
     """A rule's channels: its ``notify``, else the route of its severity, else the defaults.
     (Same order as watcher.alerting.routing, which applies it to alerts.)"""
     if rule.notify is not None:
