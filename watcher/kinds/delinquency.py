@@ -1,7 +1,6 @@
-"""Kind ``delinquent_validators``: delinquency of watched validators (source ``votes``).
-
-One target, ``"cluster"``: one getVoteAccounts call serves every rule. Observation: the
-``VoteAccounts`` model itself. State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}``
+"""Kind ``delinquent_validators``: delinquency of watched validators (source ``votes``,
+``watcher.kinds.votes_source``: one getVoteAccounts call serves every rule of every kind
+reading it). State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}``
 (see ``watcher.alerting.lifecycle.step_episodes``).
 
 The step also evaluates the built-in ``cluster_delinquent_stake`` (``watcher.alerting.builtin``)
@@ -11,10 +10,6 @@ one cluster-wide alert fires instead of one per validator. While it fires, the e
 ``delinquent_validators`` rules are held (the observation counts as unknown for them: nothing
 fires, resolves or repeats); once the share is back at or under the threshold, it resolves and
 each validator is judged on its own again (one still delinquent then fires).
-
-Doubts (``watcher.ledger.plausibility``): an answer with no vote account at all, or none current,
-where the last accepted one had some, is taken once seen three polls in a row (the state keeps
-``"accounts"`` and ``"current"``, the counts of the last accepted answer).
 """
 
 from __future__ import annotations
@@ -38,12 +33,13 @@ from watcher.alerting.messages import (
 )
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
-from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.base import Kind
+from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
 from watcher.ledger.models import VoteAccount, VoteAccounts
-from watcher.ledger.plausibility import Doubt, SlotTip
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
+KIND_NAME = "delinquent_validators"
 
 
 class DelinquentValidatorsRule(rule_models.StateRule):
@@ -61,64 +57,34 @@ class StakeShareRule(StateRule, Protocol):
     def threshold(self) -> float: ...  # percent of activated stake
 
 
-class VotesSource:
-    name = "votes"
-    rule_kinds: tuple[str, ...] = ("delinquent_validators",)
+def step_delinquency(
+    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+) -> StepOutcome:
+    """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
+    ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
+    mine = [cast(DelinquentValidatorsRule, r) for r in rules if r.kind == KIND_NAME]
+    shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
+    cluster = StepOutcome(state=state)
+    if shares:
 
-    async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
-    ) -> VoteAccounts:
-        return await ledger.get_vote_accounts()
+        def assess_share(rule: StateRule) -> Mapping[str, Assessment]:
+            threshold = cast(StakeShareRule, rule).threshold
+            return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
-    def tip(self, observation: VoteAccounts) -> int | None:
-        return newest_vote(observation)
+        cluster = step_episodes(shares, state, now, assess_share)
+    held = any(_firing(cluster.state, rule.name, CLUSTER_SUBJECT) for rule in shares)
+    statuses = classify_validators(
+        {pubkey for rule in mine for pubkey in rule.validators}, observation
+    )
 
-    def doubt(
-        self,
-        state: TargetState | None,
-        observation: VoteAccounts,
-        now: float,
-        tip: SlotTip | None = None,
-    ) -> Doubt | None:
-        return vote_accounts_doubt(state, observation)
+    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+        watched = cast(DelinquentValidatorsRule, rule).validators
+        if held:
+            return {pubkey: (None, {}) for pubkey in watched}
+        return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
 
-    def step(
-        self,
-        rules: Sequence[Any],
-        target: str,
-        state: TargetState | None,
-        observation: VoteAccounts,
-        now: float,
-    ) -> StepOutcome:
-        mine = self._rules(rules)
-        shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
-        cluster = StepOutcome(state=state or {})
-        if shares:
-
-            def assess_share(rule: StateRule) -> Mapping[str, Assessment]:
-                threshold = cast(StakeShareRule, rule).threshold
-                return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
-
-            cluster = step_episodes(shares, state, now, assess_share)
-        held = any(_firing(cluster.state, rule.name, CLUSTER_SUBJECT) for rule in shares)
-        statuses = classify_validators(
-            {pubkey for rule in mine for pubkey in rule.validators}, observation
-        )
-
-        def assess(rule: StateRule) -> Mapping[str, Assessment]:
-            watched = cast(DelinquentValidatorsRule, rule).validators
-            if held:
-                return {pubkey: (None, {}) for pubkey in watched}
-            return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
-
-        validators = step_episodes(mine, cluster.state, now, assess)
-        state_after = {**validators.state, **vote_account_counts(observation)}
-        return StepOutcome(state_after, cluster.alerts + validators.alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[DelinquentValidatorsRule]:
-        return [
-            cast(DelinquentValidatorsRule, rule) for rule in rules if rule.kind in self.rule_kinds
-        ]
+    validators = step_episodes(mine, cluster.state, now, assess)
+    return StepOutcome(validators.state, cluster.alerts + validators.alerts)
 
 
 def delinquent_stake_pct(vote_accounts: VoteAccounts) -> float | None:
@@ -171,7 +137,7 @@ def _assessment(status: ValidatorStatus) -> Assessment:
     return status.state != "current", facts
 
 
-SOURCE = VotesSource()
+SOURCE.serve(VotePart((KIND_NAME,), step_delinquency))
 
 
 # -- which validators are delinquent (pure) --------------------------------------------------

@@ -135,6 +135,22 @@ class TokenLargestAccounts(_Answer):
         return self
 
 
+def _credits_add_up(entries: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, int, int], ...]:
+    # Credits are cumulative: an epoch's count is never below the previous one, and epochs rise.
+    for epoch_credits in entries:
+        if epoch_credits[1] < epoch_credits[2]:
+            raise ValueError(f"epoch {epoch_credits[0]}: credits below the previous credits")
+    epochs = [epoch for epoch, _, _ in entries]
+    if epochs != sorted(set(epochs)):
+        raise ValueError("epochCredits epochs are not rising")
+    return entries
+
+
+EpochCredits = Annotated[
+    tuple[tuple[U64, U64, U64], ...], Field(max_length=64), AfterValidator(_credits_add_up)
+]
+
+
 class VoteAccount(_Answer):
     vote_pubkey: Pubkey = Field(alias="votePubkey")
     node_pubkey: Pubkey = Field(alias="nodePubkey")
@@ -143,6 +159,8 @@ class VoteAccount(_Answer):
     last_vote: Slot = Field(alias="lastVote")
     root_slot: Slot | None = Field(default=None, alias="rootSlot")
     epoch_vote_account: bool | None = Field(default=None, alias="epochVoteAccount")
+    # [epoch, credits, previous credits] of the last epochs (at most 5), oldest first.
+    epoch_credits: EpochCredits = Field(default=(), alias="epochCredits")
 
 
 class VoteAccounts(_Answer):

@@ -14,6 +14,8 @@ steps:
   - wait: 2m                            # time passes first, then the actions, then one poll
     actions:
       - add_transactions: {address: ADDRESS, count: 2}
+      # validators: update_validator: {validator: VOTE, behind: 60, credits: 5000,
+      #   commission: 10, stake: 10}; halt_cluster: true (no slot passes) / false
     expect:
       - {rule: treasury, reason: event, subject: ADDRESS, title_contains: 2 new}
 ```
@@ -108,6 +110,16 @@ class Holder(_Strict):
     account: Pubkey
 
 
+class ValidatorUpdate(_Strict):
+    """A watched validator's vote account changing; a key left out keeps its value."""
+
+    validator: Pubkey  # vote or identity pubkey
+    behind: Amount | None = None  # votes this many slots behind the tip (128 or more: delinquent)
+    credits: Amount | None = None  # credits earned so far in the current epoch
+    commission: Annotated[int, Field(ge=0, le=100)] | None = None
+    stake: Amount | None = None  # activated stake, lamports
+
+
 class Action(_Strict):
     """One change to the ledger: exactly one key, named after the simulator's Ledger method."""
 
@@ -121,6 +133,8 @@ class Action(_Strict):
     remove_validator: Pubkey | None = None
     set_node: Node | None = None
     remove_node: Pubkey | None = None
+    update_validator: ValidatorUpdate | None = None
+    halt_cluster: bool | None = None  # true: no slot passes (every vote stands still); false: runs
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +222,17 @@ def _change(ledger: Ledger, action: Action) -> None:
         ledger.mark_current(action.mark_current)
     elif action.remove_validator is not None:
         ledger.remove_validator(action.remove_validator)
+    elif action.update_validator is not None:
+        update = action.update_validator
+        ledger.update_validator(
+            update.validator,
+            behind=update.behind,
+            credits=update.credits,
+            commission=update.commission,
+            stake=update.stake,
+        )
+    elif action.halt_cluster is not None:
+        ledger.halt(action.halt_cluster)
 
 
 # -- expectations ----------------------------------------------------------------------------

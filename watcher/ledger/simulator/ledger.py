@@ -20,6 +20,7 @@ from watcher.core.clock import Clock
 from watcher.ledger.simulator import recorded
 from watcher.ledger.simulator.faults import FaultPlan
 from watcher.ledger.simulator.keys import random_signature
+from watcher.ledger.simulator.votes import VoteControls
 
 # A validator is delinquent when its last vote is this many slots or more behind (agave
 # DELINQUENT_VALIDATOR_SLOT_DISTANCE); mark_delinquent() freezes its vote further back than that.
@@ -121,7 +122,7 @@ def _new_node(pubkey: str) -> dict[str, Any]:
     return dict(sorted(node.items()))
 
 
-class Ledger:
+class Ledger(VoteControls):
     """A fake cluster: signature histories, token holders, vote accounts and gossip nodes."""
 
     def __init__(
@@ -190,6 +191,8 @@ class Ledger:
         if slots < 0:
             raise ValueError("slots must not be negative")
         with self._lock:
+            if self.halted:
+                return
             self._slot += slots
             self._revision += 1
 

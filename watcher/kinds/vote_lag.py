@@ -1,0 +1,105 @@
+"""Kind ``vote_lag``: a watched validator's lastVote more than ``max_slots`` behind the
+cluster's newest vote (source ``votes``: the getVoteAccounts answer delinquency reads too).
+
+It warns before delinquency (128 slots). A watched pubkey (vote account or identity) found in
+neither list is unknown here (not evidence either way): ``delinquent_validators`` reports it
+missing. State: the shared ``episodes`` (``watcher.alerting.lifecycle.step_episodes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import Field
+
+from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config import rule_models
+from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.kinds.base import Kind
+from watcher.kinds.delinquency import ValidatorStatus, classify_validators
+from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.ledger.models import VoteAccounts
+
+KIND_NAME = "vote_lag"
+
+
+class VoteLagRule(rule_models.StateRule):
+    kind: Literal["vote_lag"] = "vote_lag"
+    validators: Pubkeys  # vote account or identity pubkeys
+    max_slots: Annotated[int, Field(strict=True, ge=1)] = 50
+    every: PositiveDuration = 30.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+
+def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
+    """Lagging when its last vote is more than ``max_slots`` behind the newest vote; unknown
+    when it is in neither list (or there is no current vote to compare with)."""
+    if status.state == "missing" or status.slots_behind is None:
+        return None, {}
+    facts = {
+        "vote_pubkey": status.vote_pubkey,
+        "node_pubkey": status.node_pubkey,
+        "last_vote": status.last_vote,
+        "slots_behind": status.slots_behind,
+        "max_slots": max_slots,
+    }
+    return status.slots_behind > max_slots, facts
+
+
+def step_vote_lag(
+    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+) -> StepOutcome:
+    mine = [cast(VoteLagRule, rule) for rule in rules if rule.kind == KIND_NAME]
+    statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
+
+    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+        lag = cast(VoteLagRule, rule)
+        return {key: lag_assessment(statuses[key], lag.max_slots) for key in lag.validators}
+
+    return step_episodes(mine, state, now, assess)
+
+
+SOURCE.serve(VotePart((KIND_NAME,), step_vote_lag))
+
+
+def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
+    who = shown.short(facts["subject"], vote, node)
+    behind = plural(int(facts["slots_behind"]), "slot")
+    limit = plural(int(facts["max_slots"]), "slot")
+    if facts["reason"] == "resolved":
+        title = f"{rule_head(facts)} validator {who} caught up ({behind} behind)"
+        summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
+    elif facts["reason"] == "repeat":
+        title = f"{rule_head(facts)} validator {who} still {behind} behind ({facts['duration']})"
+        summary = f"Still lagging: for {facts['duration']}, since {facts['firing_since']}."
+    else:
+        title = f"{rule_head(facts)} validator {who} votes {behind} behind"
+        summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
+    body = lines(
+        rule_line(facts),
+        f"Validator: {shown.name(facts['subject'], vote, node)}",
+        summary,
+        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
+        shown.link("address", vote),
+        f"Identity: {shown.name(node) if node else 'unknown'}",
+        f"Last vote: slot {facts['last_vote']}",
+    )
+    return title, body
+
+
+KIND = Kind(model=VoteLagRule, source=SOURCE, wording=vote_lag_text)

@@ -1,0 +1,94 @@
+"""Source ``votes``: one getVoteAccounts call per interval serves every kind reading it.
+
+One target, ``"cluster"``. Observation: the ``VoteAccounts`` model itself. The kinds riding it
+(``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
+``stake_changed``, ``commission_changed``) each keep their logic in their own module and hand
+this source a pure *part* (``VotePart``): the rule kinds it serves and its step. The source's
+step runs every part that has a rule to serve, one after the other, each on the state the
+previous one left (parts keep to their own keys of the shared state: ``episodes`` of state
+kinds are per rule name, so they add up), then notes the counts its doubt compares with.
+
+Doubts (``watcher.ledger.plausibility``): an answer with no vote account at all, or none current,
+where the last accepted one had some, is taken once seen three polls in a row (the state keeps
+``"accounts"`` and ``"current"``, the counts of the last accepted answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.base import LedgerReader
+from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.ledger.models import VoteAccounts
+from watcher.ledger.plausibility import Doubt, SlotTip
+
+# A part's step (pure): every rule of the target (its own and any other), the state so far,
+# the answer and the time -> its state (merged into the shared one) and its alerts.
+PartStep = Callable[[Sequence[Any], TargetState, VoteAccounts, float], StepOutcome]
+
+
+@dataclass(frozen=True)
+class VotePart:
+    kinds: tuple[str, ...]  # the rule kinds it serves: it runs when one of them has a rule
+    step: PartStep
+
+
+class VotesSource:
+    name = "votes"
+
+    def __init__(self) -> None:
+        self._parts: list[VotePart] = []
+        self.rule_kinds: tuple[str, ...] = ()
+
+    def serve(self, part: VotePart) -> None:
+        """A kind's module hands its part over (once, when it is imported)."""
+        if any(set(part.kinds) & set(known.kinds) for known in self._parts):
+            raise ValueError(f"kinds {part.kinds} are already served by the votes source")
+        self._parts.append(part)
+        self.rule_kinds += part.kinds
+
+    def targets(self, rules: Sequence[Any]) -> list[str]:
+        # No rule of these kinds: nothing to poll.
+        return [CLUSTER] if any(rule.kind in self.rule_kinds for rule in rules) else []
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> VoteAccounts:
+        return await ledger.get_vote_accounts()
+
+    def tip(self, observation: VoteAccounts) -> int | None:
+        return newest_vote(observation)
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        return vote_accounts_doubt(state, observation)
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
+    ) -> StepOutcome:
+        merged: dict[str, Any] = dict(state or {})
+        alerts: list[AlertMessage] = []
+        kinds = {rule.kind for rule in rules}
+        for part in self._parts:
+            if kinds & set(part.kinds):
+                outcome = part.step(rules, merged, observation, now)
+                merged.update(outcome.state)
+                alerts.extend(outcome.alerts)
+        merged.update(vote_account_counts(observation))
+        return StepOutcome(merged, tuple(alerts))
+
+
+SOURCE = VotesSource()

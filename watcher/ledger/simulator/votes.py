@@ -1,0 +1,66 @@
+"""What the validator kinds need to script on the fake cluster (mixed into ``Ledger``): a
+validator voting N slots behind, its credits of the current epoch, its commission and stake,
+and a halted cluster (no slot advances: every lastVote and rootSlot stands still)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from watcher.ledger.simulator.ledger import _Validator
+
+MAX_EPOCH_CREDITS = 5  # a node reports the last five epochs
+
+
+class VoteControls:
+    _lock: threading.RLock
+    _epoch: int
+    _matching: Callable[[str], list[_Validator]]
+    _changed: Callable[[], None]
+    halted: bool = False  # while true, ``tick`` moves nothing
+
+    def halt(self, halted: bool = True) -> None:
+        """Halts the cluster (or lets it run again): no slot passes while it is halted."""
+        with self._lock:
+            self.halted = halted
+            self._changed()
+
+    def update_validator(
+        self,
+        pubkey: str,
+        *,
+        behind: int | None = None,
+        credits: int | None = None,
+        commission: int | None = None,
+        stake: int | None = None,
+    ) -> None:
+        """Changes the vote account(s) of ``pubkey`` (vote or node pubkey); None keeps a value.
+        ``behind``: it votes that many slots behind the tip (128 or more: delinquent);
+        ``credits``: what it earned so far in the current epoch."""
+        for name, value in (("behind", behind), ("credits", credits), ("stake", stake)):
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must not be negative")
+        if commission is not None and not 0 <= commission <= 100:
+            raise ValueError("commission is a percentage from 0 to 100")
+        with self._lock:
+            for validator in self._matching(pubkey):
+                if behind is not None:
+                    validator.lag, validator.frozen_last_vote = behind, None
+                if credits is not None:
+                    validator.epoch_credits = _with_credits(
+                        validator.epoch_credits, self._epoch, credits
+                    )
+                if commission is not None:
+                    validator.commission = commission
+                if stake is not None:
+                    validator.stake = stake
+            self._changed()
+
+
+def _with_credits(entries: list[list[int]], epoch: int, earned: int) -> list[list[int]]:
+    """``entries`` with the current epoch's entry saying ``earned`` credits (cumulative)."""
+    older = [entry for entry in entries if entry[0] < epoch]
+    previous = older[-1][1] if older else 0
+    return [*older, [epoch, previous + earned, previous]][-MAX_EPOCH_CREDITS:]
