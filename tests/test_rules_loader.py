@@ -112,7 +112,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
-            "holder_changes, delinquent_validators, version_drift, balance_below)"
+            "holder_changes, delinquent_validators, version_drift, balance_below, supply_changed)"
         ],
         id="unknown-kind",
     ),
@@ -124,7 +124,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, balance_below, got a list"
+            "delinquent_validators, version_drift, balance_below, supply_changed, got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -146,7 +146,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, balance_below)"
+            "delinquent_validators, version_drift, balance_below, supply_changed)"
         ],
         id="missing-kind",
     ),
@@ -187,7 +187,7 @@ MISTAKES = [
             "rules/a.yaml:5: key 'for' does not apply to kind 'new_transactions' "
             "(only to: delinquent_validators, version_drift, balance_below)",
             "rules/a.yaml:6: key 'min_change_pct' does not apply to kind 'new_transactions' "
-            "(only to: holder_changes)",
+            "(only to: holder_changes, supply_changed)",
         ],
         id="key-of-another-kind",
     ),
@@ -375,7 +375,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "missing.yaml: no such file or folder",
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
-        "delinquent_validators, version_drift, balance_below)",
+        "delinquent_validators, version_drift, balance_below, supply_changed)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -613,11 +613,12 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "balance_below", "balance_below"]
+         "balance_below", "balance_below", "supply_changed"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",
         "drift.yaml",
+        "supply.yaml",
         "treasury.yaml",
         "validators.yaml",
         "whales.yaml",

@@ -492,7 +492,7 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts"}
+    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts", "supply"}
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -504,15 +504,15 @@ WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
 WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
 WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
 WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
-WATCHES |= {"balance_below": "accounts"}
-WATCHED |= {"balance_below": ADDRESS}
+WATCHES |= {"balance_below": "accounts", "supply_changed": "mints"}
+WATCHED |= {"balance_below": ADDRESS, "supply_changed": MINT}
 REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "balance_below",
+        "balance_below", "supply_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -525,7 +525,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes"
+        "new_transactions", "holder_changes", "supply_changed"
     ]  # fmt: skip
 
 
