@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from test_diff import key
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator import Ledger
-
-from test_diff import key
 
 VOTES = SOURCES["votes"]
 MINE, MINE_NODE, BIG, OTHER = key("mine"), key("mine node"), key("big"), key("other")

@@ -9,6 +9,7 @@ import pytest
 
 from watcher.config.check import check_config, load_config
 from watcher.config.reading import load_settings
+from watcher.config.rules import load_rules
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
 
@@ -415,7 +416,10 @@ def test_the_example_settings_validate_without_any_variable_set(
     assert settings.rpc_url.get_secret_value() == "http://127.0.0.1:8899/v3/sim-key"
     assert settings.rules == [REPO / "rules"]
     assert settings.state_path == REPO / "state" / "watcher.db"
-    assert len(rules) == 4
+    every_example = [path for path in (REPO / "rules").glob("*.yaml")]
+    assert {rule.name for rule in rules} == {
+        rule.name for rule in load_rules(every_example, channels=None)
+    }
 
 
 # -- Settings built in code (the library face) ---------------------------------------------------

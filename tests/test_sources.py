@@ -493,7 +493,7 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes"}
+    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts", "supply"}
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -507,12 +507,16 @@ WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
 WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
 WATCHES |= {"vote_lag": "validators"}
 WATCHED |= {"vote_lag": VOTE}
+WATCHES |= {"balance_below": "accounts", "supply_changed": "mints"}
+WATCHED |= {"balance_below": ADDRESS, "supply_changed": MINT}
+REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
         "cluster_stalled", "vote_lag",
+        "balance_below", "supply_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -522,10 +526,11 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
         fields = {"name": "r", "kind": name}
         fields |= {WATCHES[name]: [WATCHED[name]]} if name in WATCHES else {}  # not cluster-wide
+        fields |= REQUIRED.get(name, {})
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes"
+        "new_transactions", "holder_changes", "supply_changed"
     ]  # fmt: skip
 
 

@@ -37,7 +37,16 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import cluster_stalled, delinquency, drift, holders, transactions, vote_lag
+from watcher.kinds import (
+    balance,
+    cluster_stalled,
+    delinquency,
+    drift,
+    holders,
+    supply,
+    transactions,
+    vote_lag,
+)
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -49,6 +58,8 @@ KINDS: Mapping[str, Kind] = {
         drift.KIND,
         cluster_stalled.KIND,
         vote_lag.KIND,
+        balance.KIND,
+        supply.KIND,
     )
 }
 

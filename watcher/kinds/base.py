@@ -36,6 +36,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -58,6 +59,14 @@ class LedgerReader(Protocol):
     async def get_vote_accounts(self) -> VoteAccounts: ...
 
     async def get_cluster_nodes(self) -> list[ClusterNode]: ...
+
+    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts: ...
+
+    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer: ...
+
+    async def get_token_supply(self, mint: str) -> TokenAmountAnswer: ...
+
+    async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
 
 
 class Source(Protocol):

@@ -21,7 +21,7 @@ from typing import Any
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import LedgerReader
-from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
 
@@ -49,10 +49,6 @@ class VotesSource:
             raise ValueError(f"kinds {part.kinds} are already served by the votes source")
         self._parts.append(part)
         self.rule_kinds += part.kinds
-
-    def targets(self, rules: Sequence[Any]) -> list[str]:
-        # No rule of these kinds: nothing to poll.
-        return [CLUSTER] if any(rule.kind in self.rule_kinds for rule in rules) else []
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None

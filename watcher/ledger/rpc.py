@@ -66,6 +66,13 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_accounts import (
+    DATA_ENCODING,
+    MAX_KEYS_PER_CALL,
+    FeeForMessage,
+    MultipleAccounts,
+    TokenAmountAnswer,
+)
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -106,6 +113,9 @@ _SIGNATURES = TypeAdapter(list[SignatureEntry])
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
+_MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
+_TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
+_FEE = TypeAdapter(FeeForMessage | None)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -185,6 +195,30 @@ class _LedgerMethods:
 
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
+
+    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
+        """One element per key (None: no such account); at most 100 keys per call."""
+        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
+            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
+        config = {"commitment": self.commitment, "encoding": DATA_ENCODING}
+        answer = await self.call("getMultipleAccounts", [list(keys), config], _MULTIPLE_ACCOUNTS)
+        if len(answer.value) != len(keys):
+            got = f"{len(answer.value)} accounts for {len(keys)} keys"
+            raise BadResponse(got, method="getMultipleAccounts")
+        return answer
+
+    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer:
+        params = [account, {"commitment": self.commitment}]
+        return await self.call("getTokenAccountBalance", params, _TOKEN_AMOUNT)
+
+    async def get_token_supply(self, mint: str) -> TokenAmountAnswer:
+        params = [mint, {"commitment": self.commitment}]
+        return await self.call("getTokenSupply", params, _TOKEN_AMOUNT)
+
+    async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
+        """The fee in lamports; None (or a None value): the message's blockhash expired."""
+        params = [message, {"commitment": self.commitment}]
+        return await self.call("getFeeForMessage", params, _FEE)
 
 
 class PinnedReader(_LedgerMethods):

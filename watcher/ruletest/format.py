@@ -8,6 +8,8 @@ ledger:                                 # the ledger before step 1 (all keys opt
   holders: [{mint: MINT, decimals: 6, accounts: {TOKEN_ACCOUNT: 1000000}}]
   validators: [{vote: VOTE, identity: IDENTITY, stake: 1000000000, delinquent: false}]
   nodes: [{identity: IDENTITY, version: 2.3.6, feature_set: 3640012085}]
+  accounts: [{address: ADDRESS, lamports: 5000000000, owner: PROGRAM, data: v1, executable: no}]
+  fee: {per_signature: 5000, expired: false}   # getFeeForMessage; expired: blockhashes expired
 steps:
   - name: baseline
     expect: []                          # nothing may be notified
@@ -19,6 +21,12 @@ steps:
     expect:
       - {rule: treasury, reason: event, subject: ADDRESS, title_contains: 2 new}
 ```
+
+Actions: one key each, named after the simulator's Ledger method (``add_transactions``,
+``set_holders``, ``set_holder_amount``, ``remove_holder``, ``set_validator``, ``mark_delinquent``,
+``mark_current``, ``remove_validator``, ``set_node``, ``remove_node``) or account book's
+(``set_account``: an account's keys given change, the rest stay; ``data`` is text, stored as
+its UTF-8 bytes; ``remove_account``; ``set_fee``).
 
 Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
 """
@@ -120,6 +128,21 @@ class ValidatorUpdate(_Strict):
     stake: Amount | None = None  # activated stake, lamports
 
 
+class PlainAccount(_Strict):
+    """A plain account (getMultipleAccounts); a key left out keeps the account's value."""
+
+    address: Pubkey
+    lamports: Amount | None = None
+    owner: Pubkey | None = None
+    data: str | None = None  # text: the account's data is its UTF-8 bytes
+    executable: bool | None = None
+
+
+class Fee(_Strict):
+    per_signature: Amount = 5000  # lamports per required signature
+    expired: bool = False  # every message's blockhash has expired: the fee is null
+
+
 class Action(_Strict):
     """One change to the ledger: exactly one key, named after the simulator's Ledger method."""
 
@@ -135,6 +158,9 @@ class Action(_Strict):
     remove_node: Pubkey | None = None
     update_validator: ValidatorUpdate | None = None
     halt_cluster: bool | None = None  # true: no slot passes (every vote stands still); false: runs
+    set_account: PlainAccount | None = None
+    remove_account: Pubkey | None = None
+    set_fee: Fee | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -151,6 +177,8 @@ class LedgerSetup(_Strict):
     holders: list[Holders] = []
     validators: list[Validator] = []
     nodes: list[Node] = []
+    accounts: list[PlainAccount] = []
+    fee: Fee | None = None
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -162,6 +190,11 @@ class LedgerSetup(_Strict):
             _apply(ledger, Action(set_validator=validator), document, loc)
         for index, node in enumerate(self.nodes):
             _apply(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
+        for index, account in enumerate(self.accounts):
+            loc = ("ledger", "accounts", index)
+            _apply(ledger, Action(set_account=account), document, loc)
+        if self.fee is not None:
+            _apply(ledger, Action(set_fee=self.fee), document, ("ledger", "fee"))
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
@@ -233,6 +266,22 @@ def _change(ledger: Ledger, action: Action) -> None:
         )
     elif action.halt_cluster is not None:
         ledger.halt(action.halt_cluster)
+    else:
+        _change_accounts(ledger, action)
+
+
+def _change_accounts(ledger: Ledger, action: Action) -> None:
+    if action.set_account is not None:
+        account = action.set_account
+        data = None if account.data is None else account.data.encode()
+        ledger.accounts.set_account(
+            account.address, lamports=account.lamports, owner=account.owner, data=data,
+            executable=account.executable,
+        )  # fmt: skip
+    elif action.remove_account is not None:
+        ledger.accounts.remove_account(action.remove_account)
+    elif action.set_fee is not None:
+        ledger.accounts.set_fee(action.set_fee.per_signature, expired=action.set_fee.expired)
 
 
 # -- expectations ----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -111,6 +112,30 @@ class _RecordingReader:
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         result: list[ClusterNode] = await self._call(
             "cluster nodes", self._client.get_cluster_nodes
+        )
+        return result
+
+    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
+        result: MultipleAccounts = await self._call(
+            f"accounts {', '.join(keys)}", lambda: self._client.get_multiple_accounts(keys)
+        )
+        return result
+
+    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer:
+        result: TokenAmountAnswer = await self._call(
+            f"balance of {account}", lambda: self._client.get_token_account_balance(account)
+        )
+        return result
+
+    async def get_token_supply(self, mint: str) -> TokenAmountAnswer:
+        result: TokenAmountAnswer = await self._call(
+            f"supply of {mint}", lambda: self._client.get_token_supply(mint)
+        )
+        return result
+
+    async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
+        result: FeeForMessage | None = await self._call(
+            "fee for message", lambda: self._client.get_fee_for_message(message)
         )
         return result
 

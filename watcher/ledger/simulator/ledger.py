@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from watcher.core.clock import Clock
 from watcher.ledger.simulator import recorded
+from watcher.ledger.simulator.accounts import AccountBook
 from watcher.ledger.simulator.faults import FaultPlan
 from watcher.ledger.simulator.keys import random_signature
 from watcher.ledger.simulator.votes import VoteControls
@@ -144,6 +145,7 @@ class Ledger(VoteControls):
         self._validators: dict[str, _Validator] = {}  # by vote pubkey, in insertion order
         self._nodes: dict[str, dict[str, Any]] = {}  # by node pubkey, in insertion order
         self.faults = FaultPlan()
+        self.accounts = AccountBook()  # plain accounts and fees (simulator.accounts)
 
     @classmethod
     def from_mainnet(

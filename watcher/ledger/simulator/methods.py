@@ -11,10 +11,12 @@ import json
 import struct
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 import base58
 
+from watcher.ledger.simulator import accounts
 from watcher.ledger.simulator.keys import derived_pubkey, pubkey_problem, signature_problem
 from watcher.ledger.simulator.ledger import DELINQUENT_SLOT_DISTANCE, Ledger, token_amount
 from watcher.ledger.simulator.recorded import API_VERSION
@@ -118,6 +120,8 @@ class RpcMethods:
             "getTokenSupply": self._get_token_supply,
             "getTokenAccountBalance": self._get_token_account_balance,
             "getAccountInfo": self._get_account_info,
+            "getMultipleAccounts": partial(accounts.get_multiple_accounts, self),
+            "getFeeForMessage": partial(accounts.get_fee_for_message, self),
         }
 
     @property
@@ -227,6 +231,20 @@ class RpcMethods:
         encoding = config.get("encoding", "binary")
         account = self._account(address, encoding)
         return {"context": self._context(), "value": account}
+
+    # For handlers in other modules (watcher.ledger.simulator.accounts).
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    def context(self) -> dict[str, Any]:
+        return self._context()
+
+    def check_min_context_slot(self, config: dict[str, Any]) -> None:
+        self._min_context_slot(config)
+
+    def account_json(self, address: str, encoding: Any) -> dict[str, Any] | None:
+        return self._account(address, encoding)
 
     def _account(self, address: str, encoding: Any) -> dict[str, Any] | None:
         supply = self._ledger.token_supply(address)

@@ -1,0 +1,182 @@
+"""Source ``accounts``: one account per target, read with getMultipleAccounts (up to 100 keys
+per call), or a token account's balance with getTokenAccountBalance (target ``token:ADDRESS``).
+
+Kinds riding it (``balance_below``, ``account_changed``) register a *part* (``serve``): the
+part's pure step gets the rules of its kind and its own slice of the target's state
+(``state[kind]``). Polls of one round run concurrently; ``AccountBatcher`` gathers the keys
+asked for by one reader in one round into calls of at most 100 keys (the one place that
+chunks getMultipleAccounts). A failed call fails every target of its chunk: never evidence.
+
+State: ``{"v": 1, "slot": context slot, KIND: the part's state, ...}``. An answer older in
+slots than the last one taken is stale (not taken).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.base import LedgerReader
+from watcher.ledger.models import TokenAmount
+from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+
+TOKEN_PREFIX = "token:"
+STATE_VERSION = 1
+
+
+def token_target(address: str) -> str:
+    return TOKEN_PREFIX + address
+
+
+def address_of(target: str) -> str:
+    return target.removeprefix(TOKEN_PREFIX)
+
+
+def chunks(keys: Sequence[str], size: int = MAX_KEYS_PER_CALL) -> list[list[str]]:
+    """Distinct keys, in order, in lists of at most ``size``."""
+    distinct = list(dict.fromkeys(keys))
+    return [distinct[start : start + size] for start in range(0, len(distinct), size)]
+
+
+@dataclass(frozen=True)
+class AccountRead:
+    account: Account | None  # None: the account does not exist
+    slot: int
+
+
+class AccountBatcher:
+    """Reads of single accounts made in the same round (concurrent polls) by one reader become
+    getMultipleAccounts calls of at most 100 keys each."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[LedgerReader, dict[str, asyncio.Future[AccountRead]]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def read(self, ledger: LedgerReader, key: str) -> AccountRead:
+        loop = asyncio.get_running_loop()
+        entry = self._pending.get(id(ledger))
+        if entry is None:
+            entry = self._pending[id(ledger)] = (ledger, {})
+            task = loop.create_task(self._flush(id(ledger)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        future = entry[1].get(key)
+        if future is None:
+            future = entry[1][key] = loop.create_future()
+        return await asyncio.shield(future)
+
+    async def _flush(self, reader_id: int) -> None:
+        for _ in range(3):  # let the other polls of the round ask first
+            await asyncio.sleep(0)
+        ledger, futures = self._pending.pop(reader_id)
+        calls = (self._call(ledger, chunk, futures) for chunk in chunks(list(futures)))
+        await asyncio.gather(*calls)
+
+    @staticmethod
+    async def _call(
+        ledger: LedgerReader, keys: list[str], futures: dict[str, asyncio.Future[AccountRead]]
+    ) -> None:
+        try:
+            answer = await ledger.get_multiple_accounts(keys)
+        except Exception as exc:  # handed to every waiting poll
+            for key in keys:
+                futures[key].set_exception(exc)
+                futures[key].exception()  # retrieved here too: a cancelled poll must not warn
+            return
+        for key, account in zip(keys, answer.value, strict=True):
+            futures[key].set_result(AccountRead(account, answer.context.slot))
+
+
+@dataclass(frozen=True)
+class AccountObservation:
+    """One target's answer: a plain account (``exists`` False: no such account) or, for a
+    ``token:`` target, the token account's balance."""
+
+    address: str
+    slot: int
+    account: Account | None = None
+    token: TokenAmount | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.account is not None or self.token is not None
+
+
+class Part(Protocol):
+    """A kind's share of the source's step: pure."""
+
+    def __call__(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: AccountObservation,
+        now: float,
+    ) -> StepOutcome: ...
+
+
+class AccountsSource:
+    name = "accounts"
+
+    def __init__(self) -> None:
+        self._parts: dict[str, Part] = {}
+        self._targets: dict[str, Callable[[Any], Sequence[str]]] = {}
+        self.batcher = AccountBatcher()
+        self.rule_kinds: tuple[str, ...] = ()
+
+    def serve(self, kind: str, part: Part, targets: Callable[[Any], Sequence[str]]) -> None:
+        self._parts[kind] = part
+        self._targets[kind] = targets
+        self.rule_kinds = tuple(self._parts)
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> AccountObservation:
+        if target.startswith(TOKEN_PREFIX):
+            answer = await ledger.get_token_account_balance(address_of(target))
+            return AccountObservation(address_of(target), answer.context.slot, token=answer.value)
+        read = await self.batcher.read(ledger, target)
+        return AccountObservation(target, read.slot, account=read.account)
+
+    def tip(self, observation: AccountObservation) -> int | None:
+        return observation.slot
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: AccountObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        last = (state or {}).get("slot")
+        if last is not None and observation.slot < int(last):
+            reason = f"stale answer: context slot {observation.slot} is older than {last}"
+            return Doubt(reason, picture_of("stale", observation.slot), confirmable=False)
+        return None
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: AccountObservation,
+        now: float,
+    ) -> StepOutcome:
+        new_state: dict[str, Any] = {**(state or {}), "v": STATE_VERSION}
+        new_state["slot"] = observation.slot
+        alerts: list[AlertMessage] = []
+        for kind, part in self._parts.items():
+            theirs = [rule for rule in rules if rule.kind == kind]
+            if not theirs and kind not in new_state:
+                continue
+            outcome = part(theirs, target, new_state.get(kind), observation, now)
+            new_state[kind] = outcome.state
+            alerts += outcome.alerts
+        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+
+SOURCE = AccountsSource()

@@ -1,0 +1,86 @@
+"""Answers of the account, token-amount and fee methods (getMultipleAccounts,
+getTokenAccountBalance, getTokenSupply, getFeeForMessage), strict like ``watcher.ledger.models``:
+a declared field of the wrong type, or out of its range, makes the whole answer invalid
+(``BadResponse``: never evidence).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from watcher.ledger.models import U64, Context, Lamports, Pubkey, TokenAmount, _Answer
+
+# Account data is asked for base64; a node answers [data, encoding].
+DATA_ENCODING = "base64"
+# The most keys one getMultipleAccounts call asks for (the usual provider cap).
+MAX_KEYS_PER_CALL = 100
+# Accounts hold at most 10 MiB of data.
+MAX_ACCOUNT_SPACE = 10 * 1024 * 1024
+
+
+class Account(_Answer):
+    """One account of getMultipleAccounts' value (asked with ``encoding: base64``)."""
+
+    data: tuple[str, str]
+    executable: bool = Field(strict=True)
+    lamports: Lamports
+    owner: Pubkey
+    rent_epoch: U64 | None = Field(default=None, alias="rentEpoch")
+    space: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCOUNT_SPACE)] | None = None
+
+    @field_validator("data")
+    @classmethod
+    def _base64(cls, value: tuple[str, str]) -> tuple[str, str]:
+        encoded, encoding = value
+        if encoding != DATA_ENCODING:
+            raise ValueError(f"data in {encoding!r}, asked for {DATA_ENCODING}")
+        try:
+            base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("data is not valid base64") from None
+        return value
+
+    @model_validator(mode="after")
+    def _space_fits_data(self) -> Account:
+        if self.space is not None and self.space != len(self.raw_data):
+            raise ValueError(f"space {self.space} but {len(self.raw_data)} bytes of data")
+        return self
+
+    @property
+    def raw_data(self) -> bytes:
+        return base64.b64decode(self.data[0])
+
+    @property
+    def data_hash(self) -> str:
+        """SHA-256 of the data, hex: what is compared and stored (never the data itself)."""
+        return hashlib.sha256(self.raw_data).hexdigest()
+
+
+class MultipleAccounts(_Answer):
+    context: Context
+    value: list[Account | None] = Field(max_length=MAX_KEYS_PER_CALL)
+
+
+class TokenAmountAnswer(_Answer):
+    """getTokenAccountBalance and getTokenSupply: a token amount with its context."""
+
+    context: Context
+    value: TokenAmount
+
+    @model_validator(mode="after")
+    def _no_address(self) -> TokenAmountAnswer:
+        if self.value.address is not None:
+            raise ValueError("a token amount here carries no address")
+        return self
+
+
+class FeeForMessage(_Answer):
+    """getFeeForMessage: ``value`` None when the message's blockhash has expired."""
+
+    context: Context
+    value: Lamports | None
