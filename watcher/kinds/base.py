@@ -37,6 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_das import TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -59,6 +60,15 @@ class LedgerReader(Protocol):
     async def get_vote_accounts(self) -> VoteAccounts: ...
 
     async def get_cluster_nodes(self) -> list[ClusterNode]: ...
+
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage: ...
 
 
 class Source(Protocol):

@@ -57,6 +57,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_das import TokenAccountPage
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -168,6 +169,19 @@ class _LedgerMethods:
 
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
+
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage:
+        """One page of the token accounts of a mint and/or an owner (``cursor``: the page after
+        the one that answered it)."""
+        params: list[Any] = [mint, owner, None, limit, cursor]
+        return await self.call("getTokenAccounts", params, TokenAccountPage)
 
 
 class PinnedReader(_LedgerMethods):

@@ -8,6 +8,7 @@ ledger:                                 # the ledger before step 1 (all keys opt
   holders: [{mint: MINT, decimals: 6, accounts: {TOKEN_ACCOUNT: 1000000}}]
   validators: [{vote: VOTE, identity: IDENTITY, stake: 1000000000, delinquent: false}]
   nodes: [{identity: IDENTITY, version: 2.3.6, feature_set: 3640012085}]
+  token_accounts: [{address: ACCOUNT, mint: MINT, owner: OWNER, frozen: false, delegate: null}]
 steps:
   - name: baseline
     expect: []                          # nothing may be notified
@@ -18,7 +19,9 @@ steps:
       - {rule: treasury, reason: event, subject: ADDRESS, title_contains: 2 new}
 ```
 
-Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
+Token-account seeds and actions (``set_token_account``, ``close_token_account``):
+``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
+as ``FILE:LINE: message``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ from watcher.config.yamlpos import (
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
+from watcher.ruletest.das_format import (
+    TokenAccountChange,
+    TokenAccountSeed,
+    das_change,
+    seed_token_account,
+)
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
@@ -121,6 +130,8 @@ class Action(_Strict):
     remove_validator: Pubkey | None = None
     set_node: Node | None = None
     remove_node: Pubkey | None = None
+    set_token_account: TokenAccountChange | None = None
+    close_token_account: Pubkey | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -137,6 +148,7 @@ class LedgerSetup(_Strict):
     holders: list[Holders] = []
     validators: list[Validator] = []
     nodes: list[Node] = []
+    token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -148,6 +160,8 @@ class LedgerSetup(_Strict):
             _apply(ledger, Action(set_validator=validator), document, loc)
         for index, node in enumerate(self.nodes):
             _apply(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
+        for seed in self.token_accounts:
+            seed_token_account(ledger, seed)
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
@@ -159,6 +173,7 @@ def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Lo
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
     try:
         _change(ledger, action)
+        das_change(ledger, action)
     except (LookupError, ValueError) as exc:
         reason = exc.args[0] if exc.args else type(exc).__name__
         message = f"{format_loc(loc)}: the ledger refused this: {reason}"

@@ -37,6 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.models_das import TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -111,6 +112,22 @@ class _RecordingReader:
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         result: list[ClusterNode] = await self._call(
             "cluster nodes", self._client.get_cluster_nodes
+        )
+        return result
+
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage:
+        result: TokenAccountPage = await self._call(
+            f"token accounts of {owner or mint}",
+            lambda: self._client.get_token_accounts(
+                mint=mint, owner=owner, limit=limit, cursor=cursor
+            ),
         )
         return result
 

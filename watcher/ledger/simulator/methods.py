@@ -119,6 +119,9 @@ class RpcMethods:
             "getTokenAccountBalance": self._get_token_account_balance,
             "getAccountInfo": self._get_account_info,
         }
+        from watcher.ledger.simulator.das import das_methods  # das imports this module
+
+        self._handlers.update(das_methods(ledger))
 
     @property
     def methods(self) -> frozenset[str]:

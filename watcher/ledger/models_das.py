@@ -1,0 +1,47 @@
+"""Pydantic models of the service's token-account and asset answers (getTokenAccounts, ...).
+
+Same rules as ``watcher.ledger.models``: unknown fields are ignored, a declared field of the
+wrong type or out of range makes the whole answer invalid (``BadResponse``: never evidence).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from watcher.ledger.models import U64, Pubkey, _Answer, _unique
+
+# Page sizes and totals: a count of accounts, never negative, never a float.
+Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
+
+
+class TokenAccount(_Answer):
+    """One entry of getTokenAccounts' ``token_accounts``."""
+
+    address: Pubkey
+    mint: Pubkey
+    owner: Pubkey
+    frozen: bool = Field(strict=True)
+    amount: U64
+    delegate: Pubkey | None = None
+    delegated_amount: U64 = 0
+    close_authority: Pubkey | None = None
+
+
+class TokenAccountPage(_Answer):
+    """The result of getTokenAccounts: one page of token accounts."""
+
+    total: Count
+    limit: Count
+    page: Count | None = None
+    token_accounts: list[TokenAccount]
+    errors: list[Any] = Field(default_factory=list)
+    cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_its_limit(self) -> TokenAccountPage:
+        if self.limit and len(self.token_accounts) > self.limit:
+            raise ValueError(f"{len(self.token_accounts)} accounts on a page of {self.limit}")
+        _unique([account.address for account in self.token_accounts], "token account")
+        return self

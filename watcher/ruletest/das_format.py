@@ -1,0 +1,73 @@
+"""Rule-test ledger seeds and actions for token accounts (getTokenAccounts).
+
+```yaml
+ledger:
+  token_accounts:
+    - {address: ACCOUNT, mint: MINT, owner: OWNER, amount: 1000000, frozen: false, delegate: null}
+steps:
+  - actions:
+      - set_token_account: {address: ACCOUNT, frozen: true}        # or create one (mint, owner)
+      - set_token_account: {address: ACCOUNT, delegate: DELEGATE}  # delegate: null undelegates
+      - close_token_account: ACCOUNT
+```
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from watcher.config.rule_models import Pubkey
+from watcher.ledger.simulator import Ledger
+from watcher.ledger.simulator.das import UNSET, das_of
+
+Amount = Annotated[int, Field(ge=0, le=2**64 - 1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TokenAccountSeed(_Strict):
+    """A token account of the ledger before step 1."""
+
+    address: Pubkey
+    mint: Pubkey
+    owner: Pubkey
+    amount: Amount = 0
+    frozen: bool = False
+    delegate: Pubkey | None = None
+
+
+class TokenAccountChange(_Strict):
+    """Creates a token account (mint and owner given) or changes the keys given."""
+
+    address: Pubkey
+    mint: Pubkey | None = None
+    owner: Pubkey | None = None
+    amount: Amount | None = None
+    frozen: bool | None = None
+    delegate: Pubkey | None = None  # null: no delegate any more; left out: kept
+
+
+def seed_token_account(ledger: Ledger, seed: TokenAccountSeed) -> None:
+    das_of(ledger).set_token_account(
+        seed.address, mint=seed.mint, owner=seed.owner, amount=seed.amount,
+        frozen=seed.frozen, delegate=seed.delegate,
+    )
+
+
+def das_change(ledger: Ledger, action: Any) -> None:
+    """Applies the token-account actions of ``action`` (a ``format.Action``); others are not
+    this module's."""
+    das = das_of(ledger)
+    change: TokenAccountChange | None = action.set_token_account
+    if change is not None:
+        das.set_token_account(
+            change.address, mint=change.mint, owner=change.owner, amount=change.amount,
+            frozen=change.frozen,
+            delegate=change.delegate if "delegate" in change.model_fields_set else UNSET,
+        )
+    if action.close_token_account is not None:
+        das.close_token_account(action.close_token_account)
