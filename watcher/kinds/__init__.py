@@ -37,7 +37,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import delinquency, drift, holders, token_accounts, transactions
+from watcher.kinds import assets, delinquency, drift, holders, token_accounts, transactions
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -48,6 +48,7 @@ KINDS: Mapping[str, Kind] = {
         delinquency.KIND,
         drift.KIND,
         token_accounts.KIND,
+        assets.KIND,
     )
 }
 

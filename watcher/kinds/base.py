@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import TokenAccountPage
+from watcher.ledger.models_das import AssetPage, TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -69,6 +69,8 @@ class LedgerReader(Protocol):
         limit: int = 1000,
         cursor: str | None = None,
     ) -> TokenAccountPage: ...
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage: ...
 
 
 class Source(Protocol):

@@ -6,7 +6,7 @@ wrong type or out of range makes the whole answer invalid (``BadResponse``: neve
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -44,4 +44,70 @@ class TokenAccountPage(_Answer):
         if self.limit and len(self.token_accounts) > self.limit:
             raise ValueError(f"{len(self.token_accounts)} accounts on a page of {self.limit}")
         _unique([account.address for account in self.token_accounts], "token account")
+        return self
+
+
+Interface = Literal[
+    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
+    "Identity", "Executable", "ProgrammableNFT", "MplCoreAsset", "MplCoreCollection",
+]
+
+
+class AssetMetadata(_Answer):
+    name: str = ""
+    symbol: str = ""
+
+
+class AssetContent(_Answer):
+    json_uri: str = ""
+    metadata: AssetMetadata = AssetMetadata()
+
+
+class AssetGroup(_Answer):
+    group_key: str
+    group_value: str
+
+
+class AssetCreator(_Answer):
+    address: Pubkey
+    share: int = Field(default=0, strict=True, ge=0, le=100)
+    verified: bool = Field(default=False, strict=True)
+
+
+class AssetOwnership(_Answer):
+    owner: Pubkey
+    frozen: bool = Field(strict=True)
+    delegated: bool = Field(default=False, strict=True)
+    delegate: Pubkey | None = None
+
+
+class Asset(_Answer):
+    """One asset of getAssets, searchAssets, getAssetsByGroup or getAssetsByCreator."""
+
+    id: Pubkey
+    interface: Interface
+    content: AssetContent = AssetContent()
+    grouping: list[AssetGroup] = Field(default_factory=list)
+    creators: list[AssetCreator] = Field(default_factory=list)
+    ownership: AssetOwnership
+    burnt: bool = Field(strict=True)
+
+    @property
+    def collection(self) -> str | None:
+        return next((g.group_value for g in self.grouping if g.group_key == "collection"), None)
+
+
+class AssetPage(_Answer):
+    """The result of searchAssets, getAssetsByGroup and getAssetsByCreator."""
+
+    total: Count
+    limit: Count
+    page: Count | None = None
+    items: list[Asset]
+
+    @model_validator(mode="after")
+    def _fits_its_limit(self) -> AssetPage:
+        if self.limit and len(self.items) > self.limit:
+            raise ValueError(f"{len(self.items)} assets on a page of {self.limit}")
+        _unique([asset.id for asset in self.items], "asset")
         return self

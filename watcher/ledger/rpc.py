@@ -57,7 +57,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import TokenAccountPage
+from watcher.ledger.models_das import AssetPage, TokenAccountPage
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -97,6 +97,7 @@ _SIGNATURES = TypeAdapter(list[SignatureEntry])
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
+ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -182,6 +183,13 @@ class _LedgerMethods:
         the one that answered it)."""
         params: list[Any] = [mint, owner, None, limit, cursor]
         return await self.call("getTokenAccounts", params, TokenAccountPage)
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
+        """One page of getAssetsByGroup, getAssetsByCreator or searchAssets (``params`` as the
+        method takes them)."""
+        if method not in ASSET_PAGE_METHODS:
+            raise ValueError(f"{method} does not answer an asset page")
+        return await self.call(method, params, AssetPage)
 
 
 class PinnedReader(_LedgerMethods):

@@ -10,11 +10,24 @@ steps:
       - set_token_account: {address: ACCOUNT, delegate: DELEGATE}  # delegate: null undelegates
       - close_token_account: ACCOUNT
 ```
+
+Assets (getAssetsByGroup, getAssetsByCreator, searchAssets), listed in the order they are added:
+
+```yaml
+ledger:
+  assets:
+    - {id: ASSET, owner: OWNER, name: "Mad Lad #1", collection: MINT, interface: V1_NFT,
+       creators: [{address: CREATOR, verified: true}], json_uri: "https://...",
+       delegate: null, frozen: false, burnt: false}
+steps:
+  - actions:
+      - set_asset: {id: ASSET, owner: OTHER}   # a new id adds an asset (owner required)
+```
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +64,42 @@ class TokenAccountChange(_Strict):
     delegate: Pubkey | None = None  # null: no delegate any more; left out: kept
 
 
+class Creator(_Strict):
+    address: Pubkey
+    verified: bool = False
+
+
+AssetInterface = Literal[
+    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
+    "Identity", "Executable", "ProgrammableNFT",
+]
+
+
+class AssetSeed(_Strict):
+    """An asset (every key but ``id`` optional in ``set_asset``: those given change)."""
+
+    id: Pubkey
+    owner: Pubkey | None = None
+    name: str | None = None
+    interface: AssetInterface | None = None
+    json_uri: str | None = None
+    collection: Pubkey | None = None
+    creators: list[Creator] | None = None
+    delegate: Pubkey | None = None
+    frozen: bool | None = None
+    burnt: bool | None = None
+
+    def fields(self) -> dict[str, Any]:
+        given = {key: getattr(self, key) for key in self.model_fields_set - {"id"}}
+        if "creators" in given:
+            given["creators"] = tuple((c.address, c.verified) for c in self.creators or ())
+        return given
+
+
+def seed_asset(ledger: Ledger, seed: AssetSeed) -> None:
+    das_of(ledger).assets.set_asset(seed.id, **seed.fields())
+
+
 def seed_token_account(ledger: Ledger, seed: TokenAccountSeed) -> None:
     das_of(ledger).set_token_account(
         seed.address, mint=seed.mint, owner=seed.owner, amount=seed.amount,
@@ -71,3 +120,5 @@ def das_change(ledger: Ledger, action: Any) -> None:
         )
     if action.close_token_account is not None:
         das.close_token_account(action.close_token_account)
+    if action.set_asset is not None:
+        seed_asset(ledger, action.set_asset)

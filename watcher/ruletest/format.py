@@ -19,7 +19,8 @@ steps:
       - {rule: treasury, reason: event, subject: ADDRESS, title_contains: 2 new}
 ```
 
-Token-account seeds and actions (``set_token_account``, ``close_token_account``):
+Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
+``set_asset``):
 ``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
 as ``FILE:LINE: message``.
 """
@@ -49,9 +50,11 @@ from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
 from watcher.ruletest.das_format import (
+    AssetSeed,
     TokenAccountChange,
     TokenAccountSeed,
     das_change,
+    seed_asset,
     seed_token_account,
 )
 
@@ -132,6 +135,7 @@ class Action(_Strict):
     remove_node: Pubkey | None = None
     set_token_account: TokenAccountChange | None = None
     close_token_account: Pubkey | None = None
+    set_asset: AssetSeed | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -149,6 +153,7 @@ class LedgerSetup(_Strict):
     validators: list[Validator] = []
     nodes: list[Node] = []
     token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
+    assets: list[AssetSeed] = []
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -162,6 +167,8 @@ class LedgerSetup(_Strict):
             _apply(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
         for seed in self.token_accounts:
             seed_token_account(ledger, seed)
+        for asset in self.assets:
+            seed_asset(ledger, asset)
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:

@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import TokenAccountPage
+from watcher.ledger.models_das import AssetPage, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -128,6 +128,12 @@ class _RecordingReader:
             lambda: self._client.get_token_accounts(
                 mint=mint, owner=owner, limit=limit, cursor=cursor
             ),
+        )
+        return result
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
+        result: AssetPage = await self._call(
+            f"{method} {params[:2]}", lambda: self._client.get_asset_page(method, params)
         )
         return result
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from watcher.ledger.simulator.assets import AssetStore
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.methods import (
     _checked_pubkey,
@@ -65,6 +66,7 @@ class DasLedger:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._token_accounts: dict[str, TokenAccountEntry] = {}
+        self.assets = AssetStore()
 
     # -- token accounts --------------------------------------------------------------------
 
@@ -151,7 +153,7 @@ class DasLedger:
 
     def handlers(self) -> dict[str, Callable[[list[Any]], Any]]:
         """The methods this module answers, for ``RpcMethods``' table."""
-        return {"getTokenAccounts": self.get_token_accounts}
+        return {"getTokenAccounts": self.get_token_accounts, **self.assets.handlers()}
 
 
 _LEDGERS: weakref.WeakKeyDictionary[Ledger, DasLedger] = weakref.WeakKeyDictionary()
