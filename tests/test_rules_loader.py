@@ -112,7 +112,8 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
-            "holder_changes, delinquent_validators, version_drift, token_accounts, new_assets)"
+            "holder_changes, delinquent_validators, version_drift, token_accounts, new_assets, "
+            "program_accounts)"
         ],
         id="unknown-kind",
     ),
@@ -124,7 +125,8 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, token_accounts, new_assets, got a list"
+            "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts, "
+            "got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -146,7 +148,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, token_accounts, new_assets)"
+            "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts)"
         ],
         id="missing-kind",
     ),
@@ -375,7 +377,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "missing.yaml: no such file or folder",
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
-        "delinquent_validators, version_drift, token_accounts, new_assets)",
+        "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -613,7 +615,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "token_accounts", "new_assets", "new_assets", "new_assets"]
+         "token_accounts", "new_assets", "new_assets", "new_assets", "program_accounts"]
     )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "drift.yaml",

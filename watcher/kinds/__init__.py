@@ -37,7 +37,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import assets, delinquency, drift, holders, token_accounts, transactions
+from watcher.kinds import (
+    assets,
+    delinquency,
+    drift,
+    holders,
+    program_accounts,
+    token_accounts,
+    transactions,
+)
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -49,6 +57,7 @@ KINDS: Mapping[str, Kind] = {
         drift.KIND,
         token_accounts.KIND,
         assets.KIND,
+        program_accounts.KIND,
     )
 }
 

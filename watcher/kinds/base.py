@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, TokenAccountPage
+from watcher.ledger.models_das import AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -71,6 +71,10 @@ class LedgerReader(Protocol):
     ) -> TokenAccountPage: ...
 
     async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage: ...
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]: ...
 
 
 class Source(Protocol):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from watcher.ledger.models import U64, Pubkey, _Answer, _unique
+from watcher.ledger.models import U64, Lamports, Pubkey, _Answer, _unique
 
 # Page sizes and totals: a count of accounts, never negative, never a float.
 Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
@@ -111,3 +111,25 @@ class AssetPage(_Answer):
             raise ValueError(f"{len(self.items)} assets on a page of {self.limit}")
         _unique([asset.id for asset in self.items], "asset")
         return self
+
+
+class AccountInfo(_Answer):
+    """An account as getProgramAccounts lists it (its data is not read: asked sliced empty)."""
+
+    lamports: Lamports
+    owner: Pubkey
+    executable: bool = Field(strict=True)
+    space: U64 | None = None
+
+
+class ProgramAccount(_Answer):
+    pubkey: Pubkey
+    account: AccountInfo
+
+
+def _each_account_once(accounts: list[ProgramAccount]) -> list[ProgramAccount]:
+    _unique([account.pubkey for account in accounts], "account")
+    return accounts
+
+
+ProgramAccounts = Annotated[list[ProgramAccount], AfterValidator(_each_account_once)]

@@ -29,7 +29,7 @@ import logging
 import random as _random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -57,7 +57,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, TokenAccountPage
+from watcher.ledger.models_das import AssetPage, ProgramAccount, ProgramAccounts, TokenAccountPage
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -97,6 +97,7 @@ _SIGNATURES = TypeAdapter(list[SignatureEntry])
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
+_PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
 ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -190,6 +191,19 @@ class _LedgerMethods:
         if method not in ASSET_PAGE_METHODS:
             raise ValueError(f"{method} does not answer an asset page")
         return await self.call(method, params, AssetPage)
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]:
+        """The accounts of ``program`` matching ``filters``, without their data (sliced empty:
+        only their keys, owners and sizes travel)."""
+        config = {
+            "commitment": self.commitment,
+            "encoding": "base64",
+            "dataSlice": {"offset": 0, "length": 0},
+            "filters": list(filters),
+        }
+        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
 
 
 class PinnedReader(_LedgerMethods):

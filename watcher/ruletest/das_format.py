@@ -23,12 +23,24 @@ steps:
   - actions:
       - set_asset: {id: ASSET, owner: OTHER}   # a new id adds an asset (owner required)
 ```
+
+Program accounts (getProgramAccounts; ``data`` in base58, zero bytes up to ``space``):
+
+```yaml
+ledger:
+  program_accounts: [{program: PROGRAM, account: ACCOUNT, space: 165, data: BASE58}]
+steps:
+  - actions:
+      - set_program_account: {program: PROGRAM, account: ACCOUNT, space: 165}
+      - close_program_account: {program: PROGRAM, account: ACCOUNT}
+```
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import base58
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
@@ -100,6 +112,26 @@ def seed_asset(ledger: Ledger, seed: AssetSeed) -> None:
     das_of(ledger).assets.set_asset(seed.id, **seed.fields())
 
 
+class ProgramAccountSeed(_Strict):
+    program: Pubkey
+    account: Pubkey
+    space: Annotated[int, Field(ge=0, le=10 * 2**20)] = 0
+    data: Annotated[str, Field(pattern="^[1-9A-HJ-NP-Za-km-z]*$")] = ""  # base58
+
+    def raw(self) -> bytes:
+        head = base58.b58decode(self.data) if self.data else b""
+        return head + bytes(max(0, self.space - len(head)))
+
+
+class ProgramAccountKey(_Strict):
+    program: Pubkey
+    account: Pubkey
+
+
+def seed_program_account(ledger: Ledger, seed: ProgramAccountSeed) -> None:
+    das_of(ledger).programs.set_program_account(seed.program, seed.account, seed.raw())
+
+
 def seed_token_account(ledger: Ledger, seed: TokenAccountSeed) -> None:
     das_of(ledger).set_token_account(
         seed.address, mint=seed.mint, owner=seed.owner, amount=seed.amount,
@@ -122,3 +154,8 @@ def das_change(ledger: Ledger, action: Any) -> None:
         das.close_token_account(action.close_token_account)
     if action.set_asset is not None:
         seed_asset(ledger, action.set_asset)
+    if action.set_program_account is not None:
+        seed_program_account(ledger, action.set_program_account)
+    if action.close_program_account is not None:
+        key: ProgramAccountKey = action.close_program_account
+        das.programs.close_program_account(key.program, key.account)

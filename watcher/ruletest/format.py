@@ -20,7 +20,7 @@ steps:
 ```
 
 Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
-``set_asset``):
+``set_asset``, ``set_program_account``, ``close_program_account``):
 ``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
 as ``FILE:LINE: message``.
 """
@@ -51,10 +51,13 @@ from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
 from watcher.ruletest.das_format import (
     AssetSeed,
+    ProgramAccountKey,
+    ProgramAccountSeed,
     TokenAccountChange,
     TokenAccountSeed,
     das_change,
     seed_asset,
+    seed_program_account,
     seed_token_account,
 )
 
@@ -136,6 +139,8 @@ class Action(_Strict):
     set_token_account: TokenAccountChange | None = None
     close_token_account: Pubkey | None = None
     set_asset: AssetSeed | None = None
+    set_program_account: ProgramAccountSeed | None = None
+    close_program_account: ProgramAccountKey | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +159,7 @@ class LedgerSetup(_Strict):
     nodes: list[Node] = []
     token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
     assets: list[AssetSeed] = []
+    program_accounts: list[ProgramAccountSeed] = []
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -169,6 +175,8 @@ class LedgerSetup(_Strict):
             seed_token_account(ledger, seed)
         for asset in self.assets:
             seed_asset(ledger, asset)
+        for account in self.program_accounts:
+            seed_program_account(ledger, account)
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, TokenAccountPage
+from watcher.ledger.models_das import AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -134,6 +134,15 @@ class _RecordingReader:
     async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
         result: AssetPage = await self._call(
             f"{method} {params[:2]}", lambda: self._client.get_asset_page(method, params)
+        )
+        return result
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]:
+        result: list[ProgramAccount] = await self._call(
+            f"accounts of program {program}",
+            lambda: self._client.get_program_accounts(program, filters),
         )
         return result
 

@@ -24,6 +24,8 @@ from watcher.ledger.simulator.methods import (
     _positional,
     invalid_params,
 )
+from watcher.ledger.simulator.programs import ProgramAccounts
+from watcher.ledger.simulator.recorded import API_VERSION
 
 MAX_PAGE_LIMIT: Final = 1000
 
@@ -63,10 +65,13 @@ class TokenAccountEntry:
 class DasLedger:
     """Token accounts (and, later, assets and program accounts) of one simulated ledger."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self._lock = threading.RLock()
         self._token_accounts: dict[str, TokenAccountEntry] = {}
         self.assets = AssetStore()
+        self.programs = ProgramAccounts(
+            lambda: {"apiVersion": API_VERSION, "slot": ledger.slot}
+        )
 
     # -- token accounts --------------------------------------------------------------------
 
@@ -153,7 +158,11 @@ class DasLedger:
 
     def handlers(self) -> dict[str, Callable[[list[Any]], Any]]:
         """The methods this module answers, for ``RpcMethods``' table."""
-        return {"getTokenAccounts": self.get_token_accounts, **self.assets.handlers()}
+        return {
+            "getTokenAccounts": self.get_token_accounts,
+            **self.assets.handlers(),
+            **self.programs.handlers(),
+        }
 
 
 _LEDGERS: weakref.WeakKeyDictionary[Ledger, DasLedger] = weakref.WeakKeyDictionary()
@@ -165,7 +174,7 @@ def das_of(ledger: Ledger) -> DasLedger:
     with _LEDGERS_LOCK:
         known = _LEDGERS.get(ledger)
         if known is None:
-            known = _LEDGERS[ledger] = DasLedger()
+            known = _LEDGERS[ledger] = DasLedger(ledger)
         return known
 
 
