@@ -38,6 +38,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import (
+    asset_changed,
     assets,
     delinquency,
     drift,
@@ -58,6 +59,7 @@ KINDS: Mapping[str, Kind] = {
         token_accounts.KIND,
         assets.KIND,
         program_accounts.KIND,
+        asset_changed.KIND,
     )
 }
 

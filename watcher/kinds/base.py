@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -75,6 +75,8 @@ class LedgerReader(Protocol):
     async def get_program_accounts(
         self, program: str, filters: Sequence[Mapping[str, Any]] = ()
     ) -> list[ProgramAccount]: ...
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
 
 
 class Source(Protocol):

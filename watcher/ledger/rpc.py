@@ -57,7 +57,13 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, ProgramAccount, ProgramAccounts, TokenAccountPage
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    ProgramAccount,
+    ProgramAccounts,
+    TokenAccountPage,
+)
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -98,6 +104,7 @@ _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
 _PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
+_ASSETS = TypeAdapter(list[Asset | None])
 ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -204,6 +211,15 @@ class _LedgerMethods:
             "filters": list(filters),
         }
         return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
+        """One Asset per id, in the order asked (None: no such asset)."""
+        answer = await self.call("getAssets", [list(ids)], _ASSETS)
+        if len(answer) != len(ids):
+            raise BadResponse(
+                f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
+            )
+        return answer
 
 
 class PinnedReader(_LedgerMethods):

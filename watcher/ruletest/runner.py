@@ -37,7 +37,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -143,6 +143,12 @@ class _RecordingReader:
         result: list[ProgramAccount] = await self._call(
             f"accounts of program {program}",
             lambda: self._client.get_program_accounts(program, filters),
+        )
+        return result
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
+        result: list[Asset | None] = await self._call(
+            f"assets {', '.join(ids)}", lambda: self._client.get_assets(ids)
         )
         return result
 

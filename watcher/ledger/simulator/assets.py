@@ -202,8 +202,19 @@ class AssetStore:
             result["page"] = page
         return result
 
+    def get_assets(self, params: list[Any]) -> Any:
+        ids = _positional(params, 0, required=True)
+        if not isinstance(ids, list) or not ids or len(ids) > MAX_LIMIT:
+            raise invalid_params(f"Invalid params: ids must be a list of 1 to {MAX_LIMIT} ids")
+        config = _positional(params, 1, required=False)
+        if config is not None and not isinstance(config, dict):
+            raise invalid_params("Invalid params: invalid type: expected a config object")
+        found = [self.asset(_checked_pubkey(asset_id)) for asset_id in ids]
+        return [None if asset is None else asset.to_json() for asset in found]
+
     def handlers(self) -> dict[str, Callable[[list[Any]], Any]]:
         return {
+            "getAssets": self.get_assets,
             "getAssetsByGroup": self.get_assets_by_group,
             "getAssetsByCreator": self.get_assets_by_creator,
             "searchAssets": self.search_assets,
