@@ -611,11 +611,15 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "balance_below", "balance_below", "supply_changed", "cluster_stalled", "vote_lag"]
+         "balance_below", "balance_below", "supply_changed", "cluster_stalled", "vote_lag",
+         "token_accounts", "new_assets", "new_assets", "new_assets", "program_accounts",
+         "asset_changed"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",
         "drift.yaml",
+        "nft.yaml",
+        "programs.yaml",
         "supply.yaml",
         "treasury.yaml",
         "validator_health.yaml",

@@ -107,6 +107,10 @@ def test_every_kind_has_a_source() -> None:
         "vote_lag": "votes",
         "balance_below": "accounts",
         "supply_changed": "supply",
+        "token_accounts": "token_accounts",
+        "new_assets": "assets",
+        "program_accounts": "programs",
+        "asset_changed": "asset",
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS

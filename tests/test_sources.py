@@ -493,7 +493,10 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts", "supply"}
+    assert set(SOURCES) == {
+        "signatures", "holders", "votes", "nodes", "accounts", "supply", "token_accounts",
+        "assets", "programs", "asset",
+    }  # fmt: skip
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -510,6 +513,8 @@ WATCHED |= {"vote_lag": VOTE}
 WATCHES |= {"balance_below": "accounts", "supply_changed": "mints"}
 WATCHED |= {"balance_below": ADDRESS, "supply_changed": MINT}
 REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
+REQUIRED |= {"token_accounts": {"owners": [ADDRESS]}, "new_assets": {"collection": MINT}}
+REQUIRED |= {"program_accounts": {"program": ADDRESS}, "asset_changed": {"assets": [MINT]}}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -517,6 +522,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
         "cluster_stalled", "vote_lag",
         "balance_below", "supply_changed",
+        "token_accounts", "new_assets", "program_accounts", "asset_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -530,7 +536,8 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes", "supply_changed"
+        "new_transactions", "holder_changes", "supply_changed", "token_accounts", "new_assets",
+        "program_accounts", "asset_changed",
     ]  # fmt: skip
 
 

@@ -38,12 +38,16 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import (
+    asset_changed,
+    assets,
     balance,
     cluster_stalled,
     delinquency,
     drift,
     holders,
+    program_accounts,
     supply,
+    token_accounts,
     transactions,
     vote_lag,
 )
@@ -60,6 +64,10 @@ KINDS: Mapping[str, Kind] = {
         vote_lag.KIND,
         balance.KIND,
         supply.KIND,
+        token_accounts.KIND,
+        assets.KIND,
+        program_accounts.KIND,
+        asset_changed.KIND,
     )
 }
 

@@ -37,6 +37,7 @@ from watcher.ledger.models import (
     VoteAccounts,
 )
 from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -67,6 +68,22 @@ class LedgerReader(Protocol):
     async def get_token_supply(self, mint: str) -> TokenAmountAnswer: ...
 
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage: ...
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage: ...
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]: ...
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
 
 
 class Source(Protocol):

@@ -36,7 +36,7 @@ import logging
 import random as _random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -72,6 +72,13 @@ from watcher.ledger.models_accounts import (
     FeeForMessage,
     MultipleAccounts,
     TokenAmountAnswer,
+)
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    ProgramAccount,
+    ProgramAccounts,
+    TokenAccountPage,
 )
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
@@ -116,6 +123,9 @@ _CLUSTER_NODES = TypeAdapter(ClusterNodes)
 _MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
 _TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
 _FEE = TypeAdapter(FeeForMessage | None)
+_PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
+_ASSETS = TypeAdapter(list[Asset | None])
+ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -219,6 +229,48 @@ class _LedgerMethods:
         """The fee in lamports; None (or a None value): the message's blockhash expired."""
         params = [message, {"commitment": self.commitment}]
         return await self.call("getFeeForMessage", params, _FEE)
+
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage:
+        """One page of the token accounts of a mint and/or an owner (``cursor``: the page after
+        the one that answered it)."""
+        params: list[Any] = [mint, owner, None, limit, cursor]
+        return await self.call("getTokenAccounts", params, TokenAccountPage)
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
+        """One page of getAssetsByGroup, getAssetsByCreator or searchAssets (``params`` as the
+        method takes them)."""
+        if method not in ASSET_PAGE_METHODS:
+            raise ValueError(f"{method} does not answer an asset page")
+        return await self.call(method, params, AssetPage)
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]:
+        """The accounts of ``program`` matching ``filters``, without their data (sliced empty:
+        only their keys, owners and sizes travel)."""
+        config = {
+            "commitment": self.commitment,
+            "encoding": "base64",
+            "dataSlice": {"offset": 0, "length": 0},
+            "filters": list(filters),
+        }
+        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
+        """One Asset per id, in the order asked (None: no such asset)."""
+        answer = await self.call("getAssets", [list(ids)], _ASSETS)
+        if len(answer) != len(ids):
+            raise BadResponse(
+                f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
+            )
+        return answer
 
 
 class PinnedReader(_LedgerMethods):

@@ -10,6 +10,7 @@ ledger:                                 # the ledger before step 1 (all keys opt
   nodes: [{identity: IDENTITY, version: 2.3.6, feature_set: 3640012085}]
   accounts: [{address: ADDRESS, lamports: 5000000000, owner: PROGRAM, data: v1, executable: no}]
   fee: {per_signature: 5000, expired: false}   # getFeeForMessage; expired: blockhashes expired
+  token_accounts: [{address: ACCOUNT, mint: MINT, owner: OWNER, frozen: false, delegate: null}]
 steps:
   - name: baseline
     expect: []                          # nothing may be notified
@@ -29,6 +30,10 @@ Actions: one key each, named after the simulator's Ledger method (``add_transact
 its UTF-8 bytes; ``remove_account``; ``set_fee``).
 
 Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
+Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
+``set_asset``, ``set_program_account``, ``close_program_account``):
+``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
+as ``FILE:LINE: message``.
 """
 
 from __future__ import annotations
@@ -55,6 +60,17 @@ from watcher.config.yamlpos import (
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
+from watcher.ruletest.das_format import (
+    AssetSeed,
+    ProgramAccountKey,
+    ProgramAccountSeed,
+    TokenAccountChange,
+    TokenAccountSeed,
+    das_change,
+    seed_asset,
+    seed_program_account,
+    seed_token_account,
+)
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
@@ -161,6 +177,11 @@ class Action(_Strict):
     set_account: PlainAccount | None = None
     remove_account: Pubkey | None = None
     set_fee: Fee | None = None
+    set_token_account: TokenAccountChange | None = None
+    close_token_account: Pubkey | None = None
+    set_asset: AssetSeed | None = None
+    set_program_account: ProgramAccountSeed | None = None
+    close_program_account: ProgramAccountKey | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -179,6 +200,9 @@ class LedgerSetup(_Strict):
     nodes: list[Node] = []
     accounts: list[PlainAccount] = []
     fee: Fee | None = None
+    token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
+    assets: list[AssetSeed] = []
+    program_accounts: list[ProgramAccountSeed] = []
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -195,6 +219,12 @@ class LedgerSetup(_Strict):
             _apply(ledger, Action(set_account=account), document, loc)
         if self.fee is not None:
             _apply(ledger, Action(set_fee=self.fee), document, ("ledger", "fee"))
+        for seed in self.token_accounts:
+            seed_token_account(ledger, seed)
+        for asset in self.assets:
+            seed_asset(ledger, asset)
+        for program_account in self.program_accounts:
+            seed_program_account(ledger, program_account)
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
@@ -212,6 +242,7 @@ def apply_to(ledger: Ledger, action: Action) -> None:
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
     try:
         _change(ledger, action)
+        das_change(ledger, action)
     except (LookupError, ValueError) as exc:
         reason = exc.args[0] if exc.args else type(exc).__name__
         message = f"{format_loc(loc)}: the ledger refused this: {reason}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +38,7 @@ from watcher.ledger.models import (
     VoteAccounts,
 )
 from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -136,6 +137,43 @@ class _RecordingReader:
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
         result: FeeForMessage | None = await self._call(
             "fee for message", lambda: self._client.get_fee_for_message(message)
+        )
+        return result
+
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage:
+        result: TokenAccountPage = await self._call(
+            f"token accounts of {owner or mint}",
+            lambda: self._client.get_token_accounts(
+                mint=mint, owner=owner, limit=limit, cursor=cursor
+            ),
+        )
+        return result
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
+        result: AssetPage = await self._call(
+            f"{method} {params[:2]}", lambda: self._client.get_asset_page(method, params)
+        )
+        return result
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]:
+        result: list[ProgramAccount] = await self._call(
+            f"accounts of program {program}",
+            lambda: self._client.get_program_accounts(program, filters),
+        )
+        return result
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
+        result: list[Asset | None] = await self._call(
+            f"assets {', '.join(ids)}", lambda: self._client.get_assets(ids)
         )
         return result
 

@@ -123,6 +123,9 @@ class RpcMethods:
             "getMultipleAccounts": partial(accounts.get_multiple_accounts, self),
             "getFeeForMessage": partial(accounts.get_fee_for_message, self),
         }
+        from watcher.ledger.simulator.das import das_methods  # das imports this module
+
+        self._handlers.update(das_methods(ledger))
 
     @property
     def methods(self) -> frozenset[str]:

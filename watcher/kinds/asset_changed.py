@@ -1,0 +1,184 @@
+"""Kind ``asset_changed``: a watched asset's owner, delegate, frozen, burnt or json_uri changed
+(source ``asset``, getAssets).
+
+State per asset: ``{"v": 1, "fields": {owner, delegate, frozen, burnt, json_uri}, "rules":
+[...], "seq": N}``.
+
+Doubts: an asset the service does not know (null), after being seen, is never taken (a burnt
+asset stays listed, with ``burnt: true``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.ledger.models_das import Asset
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+
+STATE_VERSION = 1
+FIELDS = ("owner", "delegate", "frozen", "burnt", "json_uri")
+
+
+def fields_of(asset: Asset) -> dict[str, Any]:
+    return {
+        "owner": asset.ownership.owner,
+        "delegate": asset.ownership.delegate,
+        "frozen": asset.ownership.frozen,
+        "burnt": asset.burnt,
+        "json_uri": asset.content.json_uri,
+    }
+
+
+def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One item per watched field whose value differs, in ``FIELDS`` order."""
+    return [
+        {"field": name, "old": old.get(name), "new": new.get(name)}
+        for name in FIELDS
+        if old.get(name) != new.get(name)
+    ]
+
+
+class AssetChangedRule(EventRule):
+    kind: Literal["asset_changed"] = "asset_changed"
+    assets: Pubkeys
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.assets
+
+
+@dataclass(frozen=True)
+class AssetObservation:
+    asset: Asset | None  # None: the service does not know the asset
+
+
+class AssetSource:
+    name = "asset"
+    rule_kinds: tuple[str, ...] = ("asset_changed",)
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> AssetObservation:
+        [asset] = await ledger.get_assets([target])
+        return AssetObservation(asset)
+
+    def tip(self, observation: AssetObservation) -> int | None:
+        return None
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: AssetObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        if observation.asset is None:
+            return Doubt("the service does not know this asset", picture_of("unknown"), False)
+        return None
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: AssetObservation,
+        now: float,
+    ) -> StepOutcome:
+        assert observation.asset is not None  # doubted otherwise
+        new = fields_of(observation.asset)
+        watching = [rule for rule in self._rules(rules) if target in rule.assets]
+        seen = set((state or {}).get("rules", ()))
+        seq = int((state or {}).get("seq", 0)) + 1
+        alerts: list[AlertMessage] = []
+        if state and "fields" in state:
+            changes = changed_fields(state["fields"], new)
+            for rule in watching:
+                if changes and rule.name in seen:
+                    alerts.append(_alert(rule, observation.asset, changes, seq))
+        new_state: TargetState = {
+            "v": STATE_VERSION,
+            "fields": new,
+            "rules": sorted(seen | {rule.name for rule in watching}),
+            "seq": seq,
+        }
+        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+    def _rules(self, rules: Sequence[Any]) -> list[AssetChangedRule]:
+        return [cast(AssetChangedRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def _alert(
+    rule: AssetChangedRule, asset: Asset, changes: list[dict[str, Any]], seq: int
+) -> AlertMessage:
+    facts = {
+        "asset": asset.id,
+        "name": asset.content.metadata.name,
+        "count": len(changes),
+        "changes": changes,
+    }
+    return make_alert(
+        rule,
+        subject=asset.id,
+        reason="event",
+        dedup_key=f"{rule.name}|{asset.id}|snapshot-{seq}|event",
+        facts=facts,
+    )
+
+
+SOURCE = AssetSource()
+
+
+def asset_changed_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    changes: Sequence[Mapping[str, Any]] = facts["changes"]
+    asset = facts["asset"]
+    what = ", ".join(change["field"] for change in changes)
+    title = f"{rule_head(facts)} asset {shown.short(asset)} changed: {what}"
+    name = f" ({facts['name']})" if facts.get("name") else ""
+    body = lines(
+        rule_line(facts),
+        f"Asset: {shown.name(asset)}{name}",
+        shown.link("address", asset),
+        f"{plural(len(changes), 'change')}:",
+        "",
+        *(_change_line(change, shown) for change in changes),
+    )
+    return title, body
+
+
+def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
+    def value(item: Any) -> str:
+        if item is None:
+            return "none"
+        if isinstance(item, bool):
+            return "yes" if item else "no"
+        return shown.name(item) if change["field"] in ("owner", "delegate") else str(item)
+
+    return f"- {change['field']}: {value(change['old'])} -> {value(change['new'])}"
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("changes") or ()) or 1
+
+
+KIND = Kind(
+    model=AssetChangedRule,
+    source=SOURCE,
+    wording=asset_changed_text,
+    digest=DigestWords(("asset change", "asset changes"), ("asset", "assets"), _count),
+)

@@ -1,0 +1,312 @@
+"""Kind ``new_assets``: assets new in a collection (getAssetsByGroup), by a creator
+(getAssetsByCreator) or matching a search (searchAssets), newest first (source ``assets``).
+
+A target is one query: ``collection=MINT``, ``creator=PUBKEY`` (``creator=PUBKEY,verified``
+with ``only_verified``) or ``search={json of the criteria, keys sorted}``.
+
+State per target: ``{"v": 1, "recent": [ids, newest first, at most KEPT], "rules": [...],
+"seq": N}``. Each poll lists the assets newest first (sorted by ``created``), page by page, until
+one of ``recent`` shows up: what comes before it is new. The first poll only reads one page.
+
+Doubts: a listing that ends without any asset of ``recent`` (all of them gone at once) is taken
+once seen three polls in a row (then everything listed counts as new).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.ledger.models_das import Asset
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+
+STATE_VERSION = 1
+PAGE_LIMIT = 1000
+BASELINE_LIMIT = 50  # the first poll reads this many, newest first
+KEPT = 50  # ids kept as the cursor: one of them is enough to find where new assets end
+MAX_PAGES = 10  # more new assets than this many pages in one poll: the rest is not listed
+LISTED = 20
+NEWEST_FIRST = {"sortBy": "created", "sortDirection": "desc"}
+
+Interface = Literal[
+    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "Custom", "Identity",
+    "Executable",
+]
+
+
+class Search(BaseModel):
+    """searchAssets' criteria, by the service's names, camelCase (sorting and paging are the
+    daemon's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    negate: bool | None = None
+    conditionType: Literal["all", "any"] | None = None
+    interface: Interface | None = None
+    ownerAddress: Pubkey | None = None
+    ownerType: Literal["single", "token"] | None = None
+    creatorAddress: Pubkey | None = None
+    creatorVerified: bool | None = None
+    authorityAddress: Pubkey | None = None
+    grouping: Annotated[tuple[str, str], Field()] | None = None
+    delegateAddress: Pubkey | None = None
+    frozen: bool | None = None
+    supply: Annotated[int, Field(ge=0)] | None = None
+    supplyMint: Pubkey | None = None
+    compressed: bool | None = None
+    compressible: bool | None = None
+    royaltyTargetType: Literal["creators", "fanout", "single"] | None = None
+    royaltyTarget: Pubkey | None = None
+    royaltyAmount: Annotated[int, Field(ge=0)] | None = None
+    burnt: bool | None = None
+    jsonUri: str | None = None
+
+    @model_validator(mode="after")
+    def _some_criterion(self) -> Search:
+        if not self.model_fields_set:
+            raise ValueError("name at least one criterion")
+        return self
+
+    def key(self) -> str:
+        return json.dumps(self.model_dump(exclude_none=True), sort_keys=True, separators=(",", ":"))
+
+
+# searchAssets' positional order; sortBy, limit, page, before, after sit at 19..23, jsonUri at 24.
+SEARCH_ORDER = (
+    "negate", "conditionType", "interface", "ownerAddress", "ownerType", "creatorAddress",
+    "creatorVerified", "authorityAddress", "grouping", "delegateAddress", "frozen", "supply",
+    "supplyMint", "compressed", "compressible", "royaltyTargetType", "royaltyTarget",
+    "royaltyAmount", "burnt",
+)
+
+
+class NewAssetsRule(EventRule):
+    kind: Literal["new_assets"] = "new_assets"
+    collection: Pubkey | None = None
+    creator: Pubkey | None = None
+    only_verified: bool = False
+    search: Search | None = None
+    every: PositiveDuration = 60.0
+
+    @model_validator(mode="after")
+    def _exactly_one_query(self) -> NewAssetsRule:
+        given = [key for key in ("collection", "creator", "search") if getattr(self, key)]
+        if len(given) != 1:
+            raise ValueError("name exactly one of collection, creator, search")
+        if self.only_verified and not self.creator:
+            raise ValueError("only_verified goes with creator")
+        return self
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        if self.collection:
+            return (f"collection={self.collection}",)
+        if self.creator:
+            return (f"creator={self.creator}" + (",verified" if self.only_verified else ""),)
+        assert self.search is not None
+        return (f"search={self.search.key()}",)
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return (self.collection or self.creator or self.targets[0],)
+
+
+def request_of(target: str, page: int, limit: int) -> tuple[str, list[Any]]:
+    """The method and positional params of one page (newest first) of a target's listing."""
+    what, _, value = target.partition("=")
+    tail = [NEWEST_FIRST, limit, page]
+    if what == "collection":
+        return "getAssetsByGroup", ["collection", value, *tail]
+    if what == "creator":
+        creator, _, verified = value.partition(",")
+        return "getAssetsByCreator", [creator, verified == "verified", *tail]
+    criteria = json.loads(value)
+    params: list[Any] = [criteria.get(name) for name in SEARCH_ORDER]
+    params += [*tail, None, None]
+    if "jsonUri" in criteria:
+        params.append(criteria["jsonUri"])
+    return "searchAssets", params
+
+
+def subject_of(target: str) -> str:
+    what, _, value = target.partition("=")
+    return value.partition(",")[0] if what in ("collection", "creator") else target
+
+
+# -- what is new (pure) ----------------------------------------------------------------------
+
+
+def new_since(listed: Sequence[str], recent: Sequence[str]) -> tuple[list[str], bool]:
+    """The ids listed (newest first) before the first one of ``recent``, and whether one was
+    found."""
+    known = set(recent)
+    for index, asset_id in enumerate(listed):
+        if asset_id in known:
+            return list(listed[:index]), True
+    return list(listed), False
+
+
+@dataclass(frozen=True)
+class AssetsObservation:
+    assets: tuple[Asset, ...]  # newest first, down to the first known one (or the end)
+    found: bool  # one of the state's recent ids was listed
+    complete: bool = True  # False: stopped at MAX_PAGES
+
+
+class AssetsSource:
+    name = "assets"
+    rule_kinds: tuple[str, ...] = ("new_assets",)
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> AssetsObservation:
+        recent: list[str] = list((state or {}).get("recent", ()))
+        if not state or "recent" not in state:
+            method, params = request_of(target, 1, BASELINE_LIMIT)
+            page = await ledger.get_asset_page(method, params)
+            return AssetsObservation(tuple(page.items), found=False)
+        listed: list[Asset] = []
+        for number in range(1, MAX_PAGES + 1):
+            method, params = request_of(target, number, PAGE_LIMIT)
+            page = await ledger.get_asset_page(method, params)
+            fresh, found = new_since([asset.id for asset in page.items], recent)
+            listed += page.items[: len(fresh)]
+            if found or len(page.items) < PAGE_LIMIT:
+                return AssetsObservation(tuple(listed), found=found)
+        return AssetsObservation(tuple(listed), found=False, complete=False)
+
+    def tip(self, observation: AssetsObservation) -> int | None:
+        return None
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: AssetsObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        if not state or not state.get("recent") or observation.found or not observation.complete:
+            return None
+        reason = f"none of the {len(state['recent'])} newest assets seen is listed any more"
+        return Doubt(reason, picture_of([asset.id for asset in observation.assets][:KEPT]))
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: AssetsObservation,
+        now: float,
+    ) -> StepOutcome:
+        watching = [rule for rule in self._rules(rules) if target in rule.targets]
+        seen = set((state or {}).get("rules", ()))
+        seq = int((state or {}).get("seq", 0)) + 1
+        recent: list[str] = list((state or {}).get("recent", ()))
+        ids = [asset.id for asset in observation.assets]
+        alerts: list[AlertMessage] = []
+        if state and "recent" in state and observation.assets:
+            for rule in watching:
+                if rule.name in seen:
+                    alerts.append(_alert(rule, target, observation, seq))
+        new_state: TargetState = {
+            "v": STATE_VERSION,
+            "recent": (ids + [i for i in recent if i not in set(ids)])[:KEPT],
+            "rules": sorted(seen | {rule.name for rule in watching}),
+            "seq": seq,
+        }
+        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+    def _rules(self, rules: Sequence[Any]) -> list[NewAssetsRule]:
+        return [cast(NewAssetsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def _alert(
+    rule: NewAssetsRule, target: str, observation: AssetsObservation, seq: int
+) -> AlertMessage:
+    what = target.partition("=")[0]
+    facts = {
+        "query": what,
+        "of": subject_of(target),
+        "count": len(observation.assets),
+        "complete": observation.complete,
+        "assets": [
+            {
+                "id": asset.id,
+                "name": asset.content.metadata.name,
+                "interface": asset.interface,
+                "owner": asset.ownership.owner,
+                "collection": asset.collection,
+            }
+            for asset in reversed(observation.assets)  # oldest first, as they were made
+        ],
+    }
+    return make_alert(
+        rule,
+        subject=subject_of(target),
+        reason="event",
+        dedup_key=f"{rule.name}|{target}|listing-{seq}|event",
+        facts=facts,
+    )
+
+
+SOURCE = AssetsSource()
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    assets: Sequence[Mapping[str, Any]] = facts["assets"]
+    noun = plural(len(assets), "new asset")
+    if not facts.get("complete", True):
+        noun = f"{noun} (at least)"
+    query, of = facts["query"], facts["of"]
+    where = f"by creator {shown.short(of)}" if query == "creator" else (
+        f"in collection {shown.short(of)}" if query == "collection" else "matching the search"
+    )
+    title = f"{rule_head(facts)} {noun} {where}"
+    listed: list[str | None] = []
+    for asset in assets[:LISTED]:
+        name = f"{asset['name']} " if asset.get("name") else ""
+        line = f"- {name}{asset['id']} ({asset['interface']}), owner {shown.name(asset['owner'])}"
+        listed += [line, shown.link("address", asset["id"])]
+    more = len(assets) - LISTED
+    body = lines(
+        rule_line(facts),
+        f"Collection: {shown.name(of)}" if query == "collection" else None,
+        f"Creator: {shown.name(of)}" if query == "creator" else None,
+        f"Search: {of.partition('=')[2]}" if query == "search" else None,
+        "",
+        *listed,
+        f"... and {more} more" if more > 0 else None,
+    )
+    return title, body
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("assets") or ()) or 1
+
+
+KIND = Kind(
+    model=NewAssetsRule,
+    source=SOURCE,
+    wording=new_assets_text,
+    digest=DigestWords(("new asset", "new assets"), ("query", "queries"), _count),
+)

@@ -1,0 +1,310 @@
+"""Kind ``token_accounts``: token accounts of watched owners and/or mints created, closed,
+frozen, thawed, delegated or undelegated (source ``token_accounts``, getTokenAccounts, paged).
+
+A target is one query: ``owner=OWNER``, ``mint=MINT`` or, for a rule naming both owners and
+mints, ``owner=OWNER,mint=MINT`` (the accounts of that owner in that mint).
+
+State per target (the accounts' flags, not the answers)::
+
+    {"v": 1, "accounts": {token_account: "F" or "-", then the delegate or ""},
+     "rules": [rule names that have seen the baseline], "seq": 42}
+
+Doubts: a partial answer (the service's ``errors`` list not empty, or more pages than
+``MAX_PAGES``) is never taken; every account of the snapshot gone at once is taken once seen
+three polls in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import AfterValidator, Field, model_validator
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.ledger.models_das import TokenAccount
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+
+STATE_VERSION = 1
+PAGE_LIMIT = 1000
+MAX_PAGES = 100  # 100,000 accounts: beyond, the answer is not diffed
+LISTED = 20  # changes listed one by one in a notification
+
+Change = Literal["created", "closed", "frozen", "thawed", "delegated", "undelegated"]
+CHANGES: tuple[Change, ...] = ("created", "closed", "frozen", "thawed", "delegated", "undelegated")
+Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
+
+
+# -- the diff (pure) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What is watched of one token account."""
+
+    frozen: bool = False
+    delegate: str | None = None
+
+    def code(self) -> str:
+        return ("F" if self.frozen else "-") + (self.delegate or "")
+
+    @classmethod
+    def of_code(cls, code: str) -> Flags:
+        return cls(frozen=code.startswith("F"), delegate=code[1:] or None)
+
+
+@dataclass(frozen=True)
+class AccountChange:
+    account: str
+    change: Change
+    delegate: str | None = None  # the new delegate (delegated) or the old one (undelegated)
+
+
+def diff_accounts(old: Mapping[str, Flags], new: Mapping[str, Flags]) -> list[AccountChange]:
+    """Every change from ``old`` to ``new``, by account, then in the order of ``CHANGES``."""
+    changes: list[AccountChange] = []
+    for account in sorted(old.keys() | new.keys()):
+        before, after = old.get(account), new.get(account)
+        if before is None:
+            changes.append(AccountChange(account, "created"))
+            before = Flags()
+            if after is not None and not after.frozen and after.delegate is None:
+                continue
+        if after is None:
+            changes.append(AccountChange(account, "closed"))
+            continue
+        if after.frozen != before.frozen:
+            changes.append(AccountChange(account, "frozen" if after.frozen else "thawed"))
+        if after.delegate != before.delegate:
+            if after.delegate is None:
+                changes.append(AccountChange(account, "undelegated", before.delegate))
+            else:
+                changes.append(AccountChange(account, "delegated", after.delegate))
+    return changes
+
+
+# -- the rule --------------------------------------------------------------------------------
+
+
+class TokenAccountsRule(EventRule):
+    kind: Literal["token_accounts"] = "token_accounts"
+    owners: Pubkeys | None = None
+    mints: Pubkeys | None = None
+    changes: Changes = CHANGES
+    every: PositiveDuration = 60.0
+
+    @model_validator(mode="after")
+    def _owners_or_mints(self) -> TokenAccountsRule:
+        if not self.owners and not self.mints:
+            raise ValueError("name owners, mints or both")
+        return self
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return (*(self.owners or ()), *(self.mints or ()))
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        if self.owners and self.mints:
+            return tuple(f"owner={o},mint={m}" for o in self.owners for m in self.mints)
+        if self.owners:
+            return tuple(f"owner={owner}" for owner in self.owners)
+        return tuple(f"mint={mint}" for mint in self.mints or ())
+
+
+def query_of(target: str) -> dict[str, str]:
+    """``owner=A,mint=B`` -> ``{"owner": "A", "mint": "B"}``."""
+    return dict(part.split("=", 1) for part in target.split(","))
+
+
+@dataclass(frozen=True)
+class TokenAccountsObservation:
+    accounts: tuple[TokenAccount, ...]
+    problem: str | None = None  # why the answer is partial (not diffed)
+
+
+class TokenAccountsSource:
+    name = "token_accounts"
+    rule_kinds: tuple[str, ...] = ("token_accounts",)
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> TokenAccountsObservation:
+        query = query_of(target)
+        accounts: list[TokenAccount] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await ledger.get_token_accounts(
+                mint=query.get("mint"), owner=query.get("owner"), limit=PAGE_LIMIT, cursor=cursor
+            )
+            if page.errors:
+                problem = f"the service reported {plural(len(page.errors), 'error')}"
+                return TokenAccountsObservation(tuple(accounts), problem)
+            accounts += page.token_accounts
+            if page.cursor is None or len(page.token_accounts) < PAGE_LIMIT:
+                return TokenAccountsObservation(tuple(accounts))
+            if page.cursor == cursor:
+                return TokenAccountsObservation(tuple(accounts), "the cursor did not move")
+            cursor = page.cursor
+        problem = f"more than {MAX_PAGES * PAGE_LIMIT} token accounts"
+        return TokenAccountsObservation(tuple(accounts), problem)
+
+    def tip(self, observation: TokenAccountsObservation) -> int | None:
+        return None
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: TokenAccountsObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        if observation.problem is not None:
+            picture = picture_of("partial", observation.problem)
+            return Doubt(f"partial answer: {observation.problem}", picture, confirmable=False)
+        if not state or "accounts" not in state:
+            return None
+        previous = set(state["accounts"])
+        now_listed = {account.address for account in observation.accounts}
+        if len(previous) > 1 and not previous & now_listed:
+            reason = f"all {len(previous)} token accounts of the last snapshot gone at once"
+            return Doubt(reason, picture_of(sorted(now_listed)))
+        return None
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: TokenAccountsObservation,
+        now: float,
+    ) -> StepOutcome:
+        new = {
+            account.address: Flags(account.frozen, account.delegate)
+            for account in observation.accounts
+        }
+        owners = {account.address: account.owner for account in observation.accounts}
+        mints = {account.address: account.mint for account in observation.accounts}
+        seen = set((state or {}).get("rules", ()))
+        seq = int((state or {}).get("seq", 0)) + 1
+        alerts: list[AlertMessage] = []
+        watching = [rule for rule in self._rules(rules) if target in rule.targets]
+        if state and "accounts" in state:
+            old = {account: Flags.of_code(code) for account, code in state["accounts"].items()}
+            found = diff_accounts(old, new)
+            for rule in watching:
+                if rule.name not in seen:  # a rule new to this target baselines silently
+                    continue
+                wanted = [change for change in found if change.change in rule.changes]
+                if wanted:
+                    alerts.append(_alert(rule, target, wanted, owners, mints, seq))
+        new_state: TargetState = {
+            "v": STATE_VERSION,
+            "accounts": {account: flags.code() for account, flags in sorted(new.items())},
+            "rules": sorted(seen | {rule.name for rule in watching}),
+            "seq": seq,
+        }
+        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+    def _rules(self, rules: Sequence[Any]) -> list[TokenAccountsRule]:
+        return [cast(TokenAccountsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def _alert(
+    rule: TokenAccountsRule,
+    target: str,
+    changes: Sequence[AccountChange],
+    owners: Mapping[str, str],
+    mints: Mapping[str, str],
+    seq: int,
+) -> AlertMessage:
+    query = query_of(target)
+    subject = query.get("owner") or query["mint"]
+    facts = {
+        "owner": query.get("owner"),
+        "mint": query.get("mint"),
+        "count": len(changes),
+        "changes": [
+            {
+                "account": change.account,
+                "change": change.change,
+                "delegate": change.delegate,
+                "owner": owners.get(change.account),
+                "mint": mints.get(change.account),
+            }
+            for change in changes
+        ],
+    }
+    return make_alert(
+        rule,
+        subject=subject,
+        reason="event",
+        dedup_key=f"{rule.name}|{target}|snapshot-{seq}|event",
+        facts=facts,
+    )
+
+
+SOURCE = TokenAccountsSource()
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def token_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    changes: Sequence[Mapping[str, Any]] = facts["changes"]
+    noun = plural(len(changes), "token account change")
+    owner, mint = facts.get("owner"), facts.get("mint")
+    of = shown.short(owner) if owner else f"mint {shown.short(mint or '')}"
+    title = f"{rule_head(facts)} {noun} of {of}"
+    listed: list[str | None] = []
+    for change in changes[:LISTED]:
+        listed += [_change_line(change, shown), shown.link("address", change["account"])]
+    more = len(changes) - LISTED
+    body = lines(
+        rule_line(facts),
+        f"Owner: {shown.name(owner)}" if owner else None,
+        f"Mint: {shown.name(mint)}" if mint else None,
+        "",
+        *listed,
+        f"... and {more} more" if more > 0 else None,
+    )
+    return title, body
+
+
+def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
+    account = shown.name(change["account"])
+    line = f"- {change['change']}: {account}"
+    if change.get("delegate"):
+        word = "to" if change["change"] == "delegated" else "was"
+        line += f" ({word} {shown.name(change['delegate'])})"
+    if change.get("mint"):
+        line += f", mint {shown.short(change['mint'])}"
+    return line
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("changes") or ()) or 1
+
+
+KIND = Kind(
+    model=TokenAccountsRule,
+    source=SOURCE,
+    wording=token_accounts_text,
+    digest=DigestWords(
+        ("token account change", "token account changes"), ("owner or mint", "owners or mints"),
+        _count,
+    ),
+)

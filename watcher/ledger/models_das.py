@@ -1,0 +1,135 @@
+"""Pydantic models of the service's token-account and asset answers (getTokenAccounts, ...).
+
+Same rules as ``watcher.ledger.models``: unknown fields are ignored, a declared field of the
+wrong type or out of range makes the whole answer invalid (``BadResponse``: never evidence).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from watcher.ledger.models import U64, Lamports, Pubkey, _Answer, _unique
+
+# Page sizes and totals: a count of accounts, never negative, never a float.
+Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
+
+
+class TokenAccount(_Answer):
+    """One entry of getTokenAccounts' ``token_accounts``."""
+
+    address: Pubkey
+    mint: Pubkey
+    owner: Pubkey
+    frozen: bool = Field(strict=True)
+    amount: U64
+    delegate: Pubkey | None = None
+    delegated_amount: U64 = 0
+    close_authority: Pubkey | None = None
+
+
+class TokenAccountPage(_Answer):
+    """The result of getTokenAccounts: one page of token accounts."""
+
+    total: Count
+    limit: Count
+    page: Count | None = None
+    token_accounts: list[TokenAccount]
+    errors: list[Any] = Field(default_factory=list)
+    cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_its_limit(self) -> TokenAccountPage:
+        if self.limit and len(self.token_accounts) > self.limit:
+            raise ValueError(f"{len(self.token_accounts)} accounts on a page of {self.limit}")
+        _unique([account.address for account in self.token_accounts], "token account")
+        return self
+
+
+Interface = Literal[
+    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
+    "Identity", "Executable", "ProgrammableNFT", "MplCoreAsset", "MplCoreCollection",
+]
+
+
+class AssetMetadata(_Answer):
+    name: str = ""
+    symbol: str = ""
+
+
+class AssetContent(_Answer):
+    json_uri: str = ""
+    metadata: AssetMetadata = AssetMetadata()
+
+
+class AssetGroup(_Answer):
+    group_key: str
+    group_value: str
+
+
+class AssetCreator(_Answer):
+    address: Pubkey
+    share: int = Field(default=0, strict=True, ge=0, le=100)
+    verified: bool = Field(default=False, strict=True)
+
+
+class AssetOwnership(_Answer):
+    owner: Pubkey
+    frozen: bool = Field(strict=True)
+    delegated: bool = Field(default=False, strict=True)
+    delegate: Pubkey | None = None
+
+
+class Asset(_Answer):
+    """One asset of getAssets, searchAssets, getAssetsByGroup or getAssetsByCreator."""
+
+    id: Pubkey
+    interface: Interface
+    content: AssetContent = AssetContent()
+    grouping: list[AssetGroup] = Field(default_factory=list)
+    creators: list[AssetCreator] = Field(default_factory=list)
+    ownership: AssetOwnership
+    burnt: bool = Field(strict=True)
+
+    @property
+    def collection(self) -> str | None:
+        return next((g.group_value for g in self.grouping if g.group_key == "collection"), None)
+
+
+class AssetPage(_Answer):
+    """The result of searchAssets, getAssetsByGroup and getAssetsByCreator."""
+
+    total: Count
+    limit: Count
+    page: Count | None = None
+    items: list[Asset]
+
+    @model_validator(mode="after")
+    def _fits_its_limit(self) -> AssetPage:
+        if self.limit and len(self.items) > self.limit:
+            raise ValueError(f"{len(self.items)} assets on a page of {self.limit}")
+        _unique([asset.id for asset in self.items], "asset")
+        return self
+
+
+class AccountInfo(_Answer):
+    """An account as getProgramAccounts lists it (its data is not read: asked sliced empty)."""
+
+    lamports: Lamports
+    owner: Pubkey
+    executable: bool = Field(strict=True)
+    space: U64 | None = None
+
+
+class ProgramAccount(_Answer):
+    pubkey: Pubkey
+    account: AccountInfo
+
+
+def _each_account_once(accounts: list[ProgramAccount]) -> list[ProgramAccount]:
+    _unique([account.pubkey for account in accounts], "account")
+    return accounts
+
+
+ProgramAccounts = Annotated[list[ProgramAccount], AfterValidator(_each_account_once)]
