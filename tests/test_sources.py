@@ -504,14 +504,14 @@ WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
 WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
 WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
 WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
-WATCHES |= {"vote_lag": "validators"}
-WATCHED |= {"vote_lag": VOTE}
+WATCHES |= {"vote_lag": "validators", "credits_low": "validators"}
+WATCHED |= {"vote_lag": VOTE, "credits_low": VOTE}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "cluster_stalled", "vote_lag",
+        "cluster_stalled", "vote_lag", "credits_low",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():

@@ -37,7 +37,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import cluster_stalled, delinquency, drift, holders, transactions, vote_lag
+from watcher.kinds import (
+    cluster_stalled,
+    credits,
+    delinquency,
+    drift,
+    holders,
+    transactions,
+    vote_lag,
+)
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -49,6 +57,7 @@ KINDS: Mapping[str, Kind] = {
         drift.KIND,
         cluster_stalled.KIND,
         vote_lag.KIND,
+        credits.KIND,
     )
 }
 
