@@ -16,7 +16,7 @@ from watcher.alerting.events import Severity
 from watcher.config.rules import load_rules, read_rules
 from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
 from watcher.core.errors import ConfigError
-from watcher.kinds import Rule
+from watcher.kinds import KINDS, Rule, kinds_taking
 from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.drift import VersionDriftRule
 from watcher.kinds.holders import HolderChangesRule
@@ -27,6 +27,7 @@ USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 VOTE = "3N7s9zXMZ4QqvHQR15t5GNHyqc89KduzMP7423eWiD5g"
 NODE = "DRpbCBMxVnDK7maPM5tGv6MvB3v1sRMC86PZ8okm21hy"
 CHANNELS = {"ops", "oncall"}
+ALL_KINDS = ", ".join(KINDS)  # in registry order, as the messages list them
 
 
 @pytest.fixture
@@ -111,8 +112,7 @@ MISTAKES = [
             kind: new_txs
         """,
         [
-            "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
-            "holder_changes, delinquent_validators, version_drift)"
+            f"rules/a.yaml:3: unknown kind 'new_txs' (expected one of: {ALL_KINDS})"
         ],
         id="unknown-kind",
     ),
@@ -123,8 +123,7 @@ MISTAKES = [
             kind: [new_transactions]
         """,
         [
-            "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, got a list"
+            f"rules/a.yaml:3: kind: expected one of: {ALL_KINDS}, got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -145,8 +144,7 @@ MISTAKES = [
             addresses: [{TREASURY}]
         """,
         [
-            "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift)"
+            f"rules/a.yaml:2: missing key 'kind' (one of: {ALL_KINDS})"
         ],
         id="missing-kind",
     ),
@@ -185,9 +183,9 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:5: key 'for' does not apply to kind 'new_transactions' "
-            "(only to: delinquent_validators, version_drift)",
+            f"(only to: {', '.join(kinds_taking('for'))})",
             "rules/a.yaml:6: key 'min_change_pct' does not apply to kind 'new_transactions' "
-            "(only to: holder_changes)",
+            f"(only to: {', '.join(kinds_taking('min_change_pct'))})",
         ],
         id="key-of-another-kind",
     ),
@@ -374,8 +372,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
     assert lines == [
         "missing.yaml: no such file or folder",
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
-        "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
-        "delinquent_validators, version_drift)",
+        f"rules/b.yaml:3: unknown kind 'nope' (expected one of: {ALL_KINDS})",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -612,11 +609,15 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     rules = load_rules([Path("rules")], CHANNELS)
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
-        ["new_transactions", "holder_changes", "delinquent_validators", "version_drift"]
+        [
+            *("new_transactions", "holder_changes", "delinquent_validators", "version_drift"),
+            *("cluster_stalled", "vote_lag", "credits_low", "stake_changed", "commission_changed"),
+        ]
     )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "drift.yaml",
         "treasury.yaml",
+        "validator_health.yaml",
         "validators.yaml",
         "whales.yaml",
     ]

@@ -504,14 +504,16 @@ WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
 WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
 WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
 WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
-WATCHES |= {"vote_lag": "validators", "credits_low": "validators"}
-WATCHED |= {"vote_lag": VOTE, "credits_low": VOTE}
+WATCHES |= {kind: "validators" for kind in ("vote_lag", "credits_low", "stake_changed")}
+WATCHES |= {"commission_changed": "validators"}
+WATCHED |= {kind: VOTE for kind in ("vote_lag", "credits_low", "stake_changed")}
+WATCHED |= {"commission_changed": VOTE}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "cluster_stalled", "vote_lag", "credits_low",
+        "cluster_stalled", "vote_lag", "credits_low", "stake_changed", "commission_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -524,7 +526,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes"
+        "new_transactions", "holder_changes", "stake_changed", "commission_changed"
     ]  # fmt: skip
 
 

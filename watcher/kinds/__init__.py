@@ -39,10 +39,12 @@ from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import (
     cluster_stalled,
+    commission,
     credits,
     delinquency,
     drift,
     holders,
+    stake,
     transactions,
     vote_lag,
 )
@@ -58,6 +60,8 @@ KINDS: Mapping[str, Kind] = {
         cluster_stalled.KIND,
         vote_lag.KIND,
         credits.KIND,
+        stake.KIND,
+        commission.KIND,
     )
 }
 
