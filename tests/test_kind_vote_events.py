@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_kind_votes import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
 
+from watcher.config.template_check import sample_alerts, template_problems
 from watcher.kinds import digest_words
 
 STAKE = rule("stake_changed", name="stake", validators=[MINE], min_change_pct=10)
@@ -109,3 +110,26 @@ def test_event_rules_poll_the_one_cluster_target() -> None:
     assert STAKE.targets == ("cluster",) and STAKE.watched == (MINE,)
     assert COMMISSION.targets == ("cluster",) and COMMISSION.watched == (MINE_NODE,)
     assert VOTES.targets([STAKE]) == ["cluster"]
+
+
+# -- watcher check: templates rendered on sample alerts of each kind -------------------------
+
+TEMPLATES = {
+    "cluster_stalled": "{{ highest_vote }} {{ highest_root }} {{ last_advance }}",
+    "vote_lag": "{{ slots_behind }} > {{ max_slots }} {{ vote_pubkey | short }}",
+    "credits_low": "{{ credits }} vs {{ median }} ({{ below_pct }}%) in {{ epoch }}",
+    "stake_changed": "{{ old }} -> {{ new }} {{ node_pubkey | named }}",
+    "commission_changed": "{{ old }}% -> {{ new }}%",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TEMPLATES))
+def test_check_renders_templates_on_every_transition_of_the_kind(kind: str) -> None:
+    watching = {} if kind == "cluster_stalled" else {"validators": [MINE]}
+    good = rule(kind, name="r", title=TEMPLATES[kind], **watching)
+    broken = rule(kind, name="r", body="{{ old_status.upper() }}", **watching)
+    assert template_problems([good]) == []
+    [problem] = template_problems([broken])
+    assert "rule 'r': body template failed: 'old_status' is undefined" in problem.message
+    reasons_seen = {alert.reason for alert in sample_alerts(good)}
+    assert reasons_seen == ({"event"} if "changed" in kind else {"firing", "resolved"})
