@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from test_diff import key
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator import Ledger
+
+from support.recorded import result_of
+from support.values import key
 
 VOTES = SOURCES["votes"]
 MINE, MINE_NODE, BIG, OTHER = key("mine"), key("mine node"), key("big"), key("other")
@@ -194,3 +196,73 @@ def test_simulator_scripts_lag_credits_commission_stake_and_a_halt() -> None:
         ledger.update_validator(MINE, commission=101)
     with pytest.raises(KeyError):
         ledger.update_validator(OTHER, behind=1)
+
+
+# -- credits_low -----------------------------------------------------------------------------
+
+CREDITS = rule("credits_low", name="credits", validators=[MINE])
+
+
+def earning(vote: str, credits: int, *, epoch: int = 837, **extra: Any) -> VoteAccount:
+    entries = [[epoch - 1, 1000, 0], [epoch, 1000 + credits, 1000]]
+    return account(vote, 1000, epochCredits=entries, **extra)
+
+
+def peers(*credits: int) -> list[VoteAccount]:
+    return [earning(key(f"peer {n}"), amount) for n, amount in enumerate(credits)]
+
+
+@pytest.mark.parametrize(
+    ("mine", "firing"),
+    # median of the peers and mine (100, 100, 100, mine): 100; 10 % under it is 90.
+    [(100, False), (90, False), (89, True), (0, True), (200, False)],
+)
+def test_credits_low_fires_more_than_the_pct_under_the_median(mine: int, firing: bool) -> None:
+    answer = cluster(*peers(100, 100, 100), earning(MINE, mine))
+    said = play([CREDITS], [(0.0, answer)])
+    assert reasons(said) == [["credits:firing"] if firing else []]
+
+
+def test_credits_median_leaves_out_delinquent_and_unstaked_accounts() -> None:
+    # The current staked peers earned 100; a delinquent and an unstaked one earned nothing:
+    # counted, they would pull the median down to where 80 is not low.
+    answer = cluster(
+        *peers(100, 100, 100),
+        earning(key("unstaked"), 0, stake=0),
+        earning(MINE, 80),
+        delinquent=[earning(key("late 1"), 0), earning(key("late 2"), 0)],
+    )
+    said = play([CREDITS], [(0.0, answer)])
+    assert reasons(said) == [["credits:firing"]]
+    assert said[0][0].title.endswith("credits 20% under the median")
+    assert "Epoch 837: 80 credits; median of the current staked validators 100" in said[0][0].body
+
+
+def test_credits_unknown_without_median_or_account_then_resolves_once() -> None:
+    start_of_epoch = cluster(*peers(0, 0, 0), earning(MINE, 0))
+    low = cluster(*peers(100, 100, 100), earning(MINE, 10))
+    gone = cluster(*peers(100, 100, 100))
+    caught_up = cluster(*peers(200, 200, 200), earning(MINE, 195))
+    answers = [(0.0, start_of_epoch), (10.0, low), (20.0, gone), (30.0, caught_up)]
+    assert reasons(play([CREDITS], answers)) == [
+        [], ["credits:firing"], [], ["credits:resolved"]]  # fmt: skip
+
+
+def test_credits_low_on_the_recorded_mainnet_cluster() -> None:
+    """Epoch 837 (2025-08-21): the median of the 1036 current staked accounts is 920,250
+    credits; three of them earned more than 10% less."""
+    answer = VoteAccounts.model_validate(result_of("mainnet_getVoteAccounts_2025-08-21_sava.json"))
+    low = [
+        "Bjq4FbzK9aA9bQ7nYd5eGjTtiMyB8yFLVomgr8Wow4hK",
+        "AUTnPgB8m6qsctP9RRAcmnVrLSpZbBYB8nQAzYUN5j8q",
+        "RAREcr3SmDePhWD4Je1qEh1UMCQD5MFaDHF7UTzezQh",
+    ]
+    fine = "Va1idkzkB6LEmVFmxWbWU8Ao9qehC62Tjmf68L3uYKj"  # 920,240: just under the median
+    everyone = [acc.vote_pubkey for acc in answer.current if acc.activated_stake > 0]
+    watching = rule("credits_low", name="credits", validators=everyone)
+    said = play([watching], [(0.0, answer)])
+    assert sorted(alert.subject for alert in said[0]) == sorted(low)
+    assert fine in everyone
+    by_subject = {alert.subject: alert for alert in said[0]}
+    assert "credits; median of the current staked validators 920,250" in by_subject[low[0]].body
+    assert "352,339 credits" in by_subject[low[0]].body

@@ -515,6 +515,10 @@ WATCHED |= {"balance_below": ADDRESS, "supply_changed": MINT}
 REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
 REQUIRED |= {"token_accounts": {"owners": [ADDRESS]}, "new_assets": {"collection": MINT}}
 REQUIRED |= {"program_accounts": {"program": ADDRESS}, "asset_changed": {"assets": [MINT]}}
+WATCHES |= {kind: "validators" for kind in ("vote_lag", "credits_low", "stake_changed")}
+WATCHES |= {"commission_changed": "validators"}
+WATCHED |= {kind: VOTE for kind in ("vote_lag", "credits_low", "stake_changed")}
+WATCHED |= {"commission_changed": VOTE}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -523,6 +527,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "cluster_stalled", "vote_lag",
         "balance_below", "supply_changed",
         "token_accounts", "new_assets", "program_accounts", "asset_changed",
+        "credits_low", "stake_changed", "commission_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -537,7 +542,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
         "new_transactions", "holder_changes", "supply_changed", "token_accounts", "new_assets",
-        "program_accounts", "asset_changed",
+        "program_accounts", "asset_changed", "stake_changed", "commission_changed",
     ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from watcher.kinds import SOURCES, word
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import Cursor, SignaturesObservation
+from watcher.kinds.vote_samples import SAMPLE_KINDS, sample_vote_alerts
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -67,6 +68,8 @@ def sample_alerts(rule: Any) -> list[AlertMessage]:
         return list(_holders(rule))
     if kind in ("delinquent_validators", "version_drift"):
         return list(_episodes(rule))
+    if kind in SAMPLE_KINDS:
+        return sample_vote_alerts(rule)
     return []
 
 

@@ -12,7 +12,9 @@ mint, the ``cluster``); it is polled once per target, at the shortest ``every`` 
 watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
 (``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,
 the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
-number of kinds. Today each of the four kinds rides a source of its own. ``version_drift`` does
+number of kinds: the ``votes`` source (``watcher.kinds.votes_source``) serves every kind reading
+getVoteAccounts (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
+``stake_changed``, ``commission_changed``), each handing it its part. ``version_drift`` does
 read getVoteAccounts besides getClusterNodes, but riding the ``votes`` source would fetch the
 gossip table (megabytes) at the delinquency rules' pace (seconds); the two share only the pure
 reading of getVoteAccounts (``watcher.kinds.cluster``).
@@ -42,10 +44,13 @@ from watcher.kinds import (
     assets,
     balance,
     cluster_stalled,
+    commission,
+    credits,
     delinquency,
     drift,
     holders,
     program_accounts,
+    stake,
     supply,
     token_accounts,
     transactions,
@@ -68,6 +73,9 @@ KINDS: Mapping[str, Kind] = {
         assets.KIND,
         program_accounts.KIND,
         asset_changed.KIND,
+        credits.KIND,
+        stake.KIND,
+        commission.KIND,
     )
 }
 

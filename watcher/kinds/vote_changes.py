@@ -1,0 +1,85 @@
+"""What ``stake_changed`` and ``commission_changed`` share (pure): a watched validator's value
+in getVoteAccounts compared with the value *last notified* to each rule.
+
+The first poll of a rule is its baseline (nothing sent); so is the first answer showing a
+watched pubkey (a vote account that appears later). A pubkey in neither list keeps its reference
+and says nothing (not evidence). Each qualifying change is one event alert (subject: the watched
+pubkey); the alerts of one poll of one rule go out as one digest (``watcher.delivery.digest``).
+
+State (shared with the other kinds of the ``votes`` source), under the kind's own key::
+
+    {"refs": {rule: {watched pubkey: value}}, "seq": polls stepped}
+
+``seq`` names the poll in the dedup keys: a value going back to one notified before is a new
+change, and re-running a step from the same state gives the same keys (the outbox drops copies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.messages import make_alert
+from watcher.kinds.credits import find_account
+from watcher.ledger.models import VoteAccount, VoteAccounts
+
+# (rule, value last notified, value now) -> is it a change to notify?
+Moved = Callable[[Any, int, int], bool]
+
+
+def step_changes(
+    rules: Sequence[Any],
+    state: TargetState,
+    observation: VoteAccounts,
+    *,
+    key: str,
+    value_of: Callable[[VoteAccount], int | None],
+    moved: Moved,
+) -> StepOutcome:
+    """The alerts of the rules in ``rules`` and ``{key: {"refs", "seq"}}``."""
+    stored: Mapping[str, Any] = state.get(key) or {}
+    refs: dict[str, dict[str, int]] = {
+        rule: {pubkey: int(value) for pubkey, value in values.items()}
+        for rule, values in (stored.get("refs") or {}).items()
+    }
+    seq = int(stored.get("seq", 0)) + 1
+    alerts: list[AlertMessage] = []
+    for rule in rules:
+        baseline = rule.name not in refs
+        mine = refs.setdefault(rule.name, {})
+        for pubkey in rule.validators:
+            account = find_account(pubkey, observation)
+            value = None if account is None else value_of(account)
+            if account is None or value is None:
+                continue
+            if baseline or pubkey not in mine:
+                mine[pubkey] = value
+                continue
+            old = mine[pubkey]
+            if value != old and moved(rule, old, value):
+                mine[pubkey] = value
+                alerts.append(_alert(rule, key, pubkey, account, old, value, seq))
+    return StepOutcome({key: {"refs": refs, "seq": seq}}, tuple(alerts))
+
+
+def _alert(
+    rule: Any, key: str, pubkey: str, account: VoteAccount, old: int, new: int, seq: int
+) -> AlertMessage:
+    facts = {
+        "vote_pubkey": account.vote_pubkey,
+        "node_pubkey": account.node_pubkey,
+        "old": old,
+        "new": new,
+    }
+    return make_alert(
+        rule,
+        subject=pubkey,
+        reason="event",
+        dedup_key=f"{rule.name}|{pubkey}|{key}-{seq}|event",
+        facts=facts,
+    )
+
+
+def one(facts: Mapping[str, Any]) -> int:
+    return 1
