@@ -112,7 +112,8 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
-            "holder_changes, delinquent_validators, version_drift, balance_below, supply_changed)"
+            "holder_changes, delinquent_validators, version_drift, balance_below, "
+            "supply_changed, fee_above)"
         ],
         id="unknown-kind",
     ),
@@ -124,7 +125,8 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, balance_below, supply_changed, got a list"
+            "delinquent_validators, version_drift, balance_below, "
+            "supply_changed, fee_above, got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -146,7 +148,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, balance_below, supply_changed)"
+            "delinquent_validators, version_drift, balance_below, supply_changed, fee_above)"
         ],
         id="missing-kind",
     ),
@@ -185,7 +187,7 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:5: key 'for' does not apply to kind 'new_transactions' "
-            "(only to: delinquent_validators, version_drift, balance_below)",
+            "(only to: delinquent_validators, version_drift, balance_below, fee_above)",
             "rules/a.yaml:6: key 'min_change_pct' does not apply to kind 'new_transactions' "
             "(only to: holder_changes, supply_changed)",
         ],
@@ -375,7 +377,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "missing.yaml: no such file or folder",
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
-        "delinquent_validators, version_drift, balance_below, supply_changed)",
+        "delinquent_validators, version_drift, balance_below, supply_changed, fee_above)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -613,7 +615,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "balance_below", "balance_below", "supply_changed"]
+         "balance_below", "balance_below", "supply_changed", "fee_above"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",

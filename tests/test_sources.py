@@ -492,7 +492,7 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts", "supply"}
+    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes", "accounts", "supply", "fees"}
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -507,12 +507,15 @@ WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
 WATCHES |= {"balance_below": "accounts", "supply_changed": "mints"}
 WATCHED |= {"balance_below": ADDRESS, "supply_changed": MINT}
 REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
+WATCHES |= {"fee_above": "message"}
+WATCHED |= {"fee_above": "AQAA"}
+REQUIRED |= {"fee_above": {"max_lamports": 1}}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "balance_below", "supply_changed",
+        "balance_below", "supply_changed", "fee_above",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -520,7 +523,8 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
         assert name in kind.source.rule_kinds
         assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
-        fields = {"name": "r", "kind": name, WATCHES[name]: [WATCHED[name]]}
+        watched = WATCHED[name] if name == "fee_above" else [WATCHED[name]]
+        fields = {"name": "r", "kind": name, WATCHES[name]: watched}
         fields |= REQUIRED.get(name, {})
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.

@@ -37,7 +37,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import balance, delinquency, drift, holders, supply, transactions
+from watcher.kinds import balance, delinquency, drift, fee, holders, supply, transactions
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -49,6 +49,7 @@ KINDS: Mapping[str, Kind] = {
         drift.KIND,
         balance.KIND,
         supply.KIND,
+        fee.KIND,
     )
 }
 
