@@ -113,7 +113,7 @@ MISTAKES = [
         [
             "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
             "holder_changes, delinquent_validators, version_drift, balance_below, "
-            "supply_changed, fee_above)"
+            "supply_changed, fee_above, account_changed)"
         ],
         id="unknown-kind",
     ),
@@ -126,7 +126,7 @@ MISTAKES = [
         [
             "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
             "delinquent_validators, version_drift, balance_below, "
-            "supply_changed, fee_above, got a list"
+            "supply_changed, fee_above, account_changed, got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -148,7 +148,8 @@ MISTAKES = [
         """,
         [
             "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
-            "delinquent_validators, version_drift, balance_below, supply_changed, fee_above)"
+            "delinquent_validators, version_drift, balance_below, "
+            "supply_changed, fee_above, account_changed)"
         ],
         id="missing-kind",
     ),
@@ -377,7 +378,8 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "missing.yaml: no such file or folder",
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
-        "delinquent_validators, version_drift, balance_below, supply_changed, fee_above)",
+        "delinquent_validators, version_drift, balance_below, "
+        "supply_changed, fee_above, account_changed)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -615,7 +617,8 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "balance_below", "balance_below", "supply_changed", "fee_above"]
+         "balance_below", "balance_below", "supply_changed", "fee_above",
+         "account_changed"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",

@@ -510,12 +510,14 @@ REQUIRED: dict[str, dict[str, Any]] = {"balance_below": {"min_sol": 1}}
 WATCHES |= {"fee_above": "message"}
 WATCHED |= {"fee_above": "AQAA"}
 REQUIRED |= {"fee_above": {"max_lamports": 1}}
+WATCHES |= {"account_changed": "accounts"}
+WATCHED |= {"account_changed": ADDRESS}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
         "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "balance_below", "supply_changed", "fee_above",
+        "balance_below", "supply_changed", "fee_above", "account_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -529,7 +531,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes", "supply_changed"
+        "new_transactions", "holder_changes", "supply_changed", "account_changed"
     ]  # fmt: skip
 
 

@@ -37,7 +37,16 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
-from watcher.kinds import balance, delinquency, drift, fee, holders, supply, transactions
+from watcher.kinds import (
+    account_changed,
+    balance,
+    delinquency,
+    drift,
+    fee,
+    holders,
+    supply,
+    transactions,
+)
 from watcher.kinds.base import DigestWords, Kind, Source
 
 KINDS: Mapping[str, Kind] = {
@@ -50,6 +59,7 @@ KINDS: Mapping[str, Kind] = {
         balance.KIND,
         supply.KIND,
         fee.KIND,
+        account_changed.KIND,
     )
 }
 
