@@ -439,7 +439,7 @@ def test_the_example_settings_validate_without_any_variable_set(
     assert settings.rpc_url.get_secret_value() == "http://127.0.0.1:8899/v3/sim-key"
     assert settings.rules == [REPO / "rules"]
     assert settings.state_path == REPO / "state" / "watcher.db"
-    assert len(rules) == 4
+    assert len(rules) == 9  # 4 + balances.yaml (3) + supply.yaml (2)
 
 
 # -- Settings built in code (the library face) ---------------------------------------------------
