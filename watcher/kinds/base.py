@@ -37,7 +37,12 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_accounts import (
+    FeeForMessage,
+    MultipleAccounts,
+    ParsedTokenAccounts,
+    TokenAmountAnswer,
+)
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -68,6 +73,8 @@ class LedgerReader(Protocol):
     async def get_token_supply(self, mint: str) -> TokenAmountAnswer: ...
 
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts: ...
 
 
 class Source(Protocol):

@@ -62,6 +62,7 @@ from watcher.ledger.models_accounts import (
     MAX_KEYS_PER_CALL,
     FeeForMessage,
     MultipleAccounts,
+    ParsedTokenAccounts,
     TokenAmountAnswer,
 )
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
@@ -106,6 +107,7 @@ _CLUSTER_NODES = TypeAdapter(ClusterNodes)
 _MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
 _TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
 _FEE = TypeAdapter(FeeForMessage | None)
+_PARSED_TOKEN_ACCOUNTS = TypeAdapter(ParsedTokenAccounts)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -202,6 +204,18 @@ class _LedgerMethods:
         """The fee in lamports; None (or a None value): the message's blockhash expired."""
         params = [message, {"commitment": self.commitment}]
         return await self.call("getFeeForMessage", params, _FEE)
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
+        """getMultipleAccounts with jsonParsed: each token account's owner (None: not one)."""
+        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
+            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
+        config = {"commitment": self.commitment, "encoding": "jsonParsed"}
+        params = [list(keys), config]
+        answer = await self.call("getMultipleAccounts", params, _PARSED_TOKEN_ACCOUNTS)
+        if len(answer.value) != len(keys):
+            got = f"{len(answer.value)} accounts for {len(keys)} keys"
+            raise BadResponse(got, method="getMultipleAccounts")
+        return answer
 
 
 class PinnedReader(_LedgerMethods):

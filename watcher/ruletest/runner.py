@@ -37,7 +37,12 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_accounts import (
+    FeeForMessage,
+    MultipleAccounts,
+    ParsedTokenAccounts,
+    TokenAmountAnswer,
+)
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -136,6 +141,13 @@ class _RecordingReader:
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
         result: FeeForMessage | None = await self._call(
             "fee for message", lambda: self._client.get_fee_for_message(message)
+        )
+        return result
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
+        result: ParsedTokenAccounts = await self._call(
+            f"token accounts {', '.join(keys)}",
+            lambda: self._client.get_parsed_token_accounts(keys),
         )
         return result
 
