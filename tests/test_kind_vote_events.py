@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_kind_votes import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
 
+from watcher.alerting.ruleset import RuleSet
 from watcher.config.template_check import sample_alerts, template_problems
 from watcher.kinds import digest_words
 
@@ -109,7 +110,7 @@ def test_digest_words() -> None:
 def test_event_rules_poll_the_one_cluster_target() -> None:
     assert STAKE.targets == ("cluster",) and STAKE.watched == (MINE,)
     assert COMMISSION.targets == ("cluster",) and COMMISSION.watched == (MINE_NODE,)
-    assert VOTES.targets([STAKE]) == ["cluster"]
+    assert RuleSet([STAKE]).targets("votes") == ["cluster"]
 
 
 # -- watcher check: templates rendered on sample alerts of each kind -------------------------

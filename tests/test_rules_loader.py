@@ -613,8 +613,8 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
          "balance_below", "balance_below", "supply_changed", "cluster_stalled", "vote_lag",
          "credits_low", "stake_changed", "commission_changed", "token_accounts", "new_assets",
-         "new_assets", "new_assets", "program_accounts",
-         "asset_changed"]
+         "new_assets", "new_assets", "program_accounts", "asset_changed", "fee_above",
+         "account_changed"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",

@@ -111,6 +111,11 @@ def test_every_kind_has_a_source() -> None:
         "new_assets": "assets",
         "program_accounts": "programs",
         "asset_changed": "asset",
+        "credits_low": "votes",
+        "stake_changed": "votes",
+        "commission_changed": "votes",
+        "fee_above": "fees",
+        "account_changed": "accounts",  # one getMultipleAccounts serves it and balance_below
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS

@@ -495,7 +495,7 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 def test_registry() -> None:
     assert set(SOURCES) == {
         "signatures", "holders", "votes", "nodes", "accounts", "supply", "token_accounts",
-        "assets", "programs", "asset",
+        "assets", "programs", "asset", "fees",
     }  # fmt: skip
     for name, source in SOURCES.items():
         assert source.name == name
@@ -519,6 +519,9 @@ WATCHES |= {kind: "validators" for kind in ("vote_lag", "credits_low", "stake_ch
 WATCHES |= {"commission_changed": "validators"}
 WATCHED |= {kind: VOTE for kind in ("vote_lag", "credits_low", "stake_changed")}
 WATCHED |= {"commission_changed": VOTE}
+REQUIRED |= {"fee_above": {"message": "AQAA", "max_lamports": 1}}
+WATCHES |= {"account_changed": "accounts"}
+WATCHED |= {"account_changed": ADDRESS}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -527,7 +530,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "cluster_stalled", "vote_lag",
         "balance_below", "supply_changed",
         "token_accounts", "new_assets", "program_accounts", "asset_changed",
-        "credits_low", "stake_changed", "commission_changed",
+        "credits_low", "stake_changed", "commission_changed", "fee_above", "account_changed",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -543,6 +546,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert [name for name, kind in KINDS.items() if kind.digest] == [
         "new_transactions", "holder_changes", "supply_changed", "token_accounts", "new_assets",
         "program_accounts", "asset_changed", "stake_changed", "commission_changed",
+        "account_changed",
     ]  # fmt: skip
 
 

@@ -45,6 +45,8 @@ def run_demo(rules_path: Path) -> int:
         for problem in exc.problems:
             print(problem)
         return 2
+    # The demo's scenario plays the kinds it shows; example rules of other kinds stay out.
+    rules = [rule for rule in rules if rule.kind in EXPECTED]
     scenario = SCENARIOS["demo"]
     print(f"watcher demo: {scenario.summary}")
     print(f"rules from {rules_path}/: " + ", ".join(f"{r.name} ({r.kind})" for r in rules))

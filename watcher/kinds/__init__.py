@@ -40,6 +40,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import (
+    account_changed,
     asset_changed,
     assets,
     balance,
@@ -48,6 +49,7 @@ from watcher.kinds import (
     credits,
     delinquency,
     drift,
+    fee,
     holders,
     program_accounts,
     stake,
@@ -76,6 +78,8 @@ KINDS: Mapping[str, Kind] = {
         credits.KIND,
         stake.KIND,
         commission.KIND,
+        fee.KIND,
+        account_changed.KIND,
     )
 }
 

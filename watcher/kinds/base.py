@@ -36,7 +36,12 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_accounts import (
+    FeeForMessage,
+    MultipleAccounts,
+    ParsedTokenAccounts,
+    TokenAmountAnswer,
+)
 from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.plausibility import Doubt, SlotTip
 
@@ -68,6 +73,7 @@ class LedgerReader(Protocol):
     async def get_token_supply(self, mint: str) -> TokenAmountAnswer: ...
 
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
+
     async def get_token_accounts(
         self,
         *,
@@ -84,6 +90,8 @@ class LedgerReader(Protocol):
     ) -> list[ProgramAccount]: ...
 
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts: ...
 
 
 class Source(Protocol):

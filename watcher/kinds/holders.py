@@ -6,7 +6,8 @@ State per mint (raw amounts as decimal strings: u64 does not fit a JSON double):
      "top": {token_account: "amount"},                     # the last snapshot
      "refs": {rule_name: {token_account: "amount"}},       # amount last notified, per rule
      "slot": 361665664, "at": 1790000000.0,                # context slot of that snapshot, when
-     "seq": 42}                                            # accepted; snapshots accepted so far
+     "seq": 42,                                            # accepted; snapshots accepted so far
+     "owners": {token_account: owner}}                     # cached (watcher.kinds.owners)
 
 An alert's dedup key names the observation (``seq``), not its content: a balance going back
 to an amount seen before is a new move, notified again.
@@ -19,7 +20,7 @@ list, or a top of which no account was in the snapshot) is taken once seen three
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
@@ -40,6 +41,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of, slot_allowance
 
@@ -124,6 +126,8 @@ class HoldersObservation:
 
     accounts: tuple[TokenAmount, ...]
     slot: int | None = None  # the answer's context slot
+    # Owners of token accounts not cached in the state yet (``watcher.kinds.owners``).
+    owners: Mapping[str, str] = field(default_factory=dict)
 
 
 class HoldersSource:
@@ -134,7 +138,9 @@ class HoldersSource:
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> HoldersObservation:
         answer = await ledger.get_token_largest_accounts_with_context(target)
-        return HoldersObservation(tuple(answer.value), answer.context.slot)
+        cached = (state or {}).get("owners", {})
+        owners = await resolve_owners(ledger, [acc.address for acc in answer.value], cached)
+        return HoldersObservation(tuple(answer.value), answer.context.slot, owners)
 
     def tip(self, observation: HoldersObservation) -> int | None:
         return observation.slot
@@ -186,6 +192,7 @@ class HoldersSource:
         alerts: list[AlertMessage] = []
         state_slot = (state or {}).get("slot")
         seq = int((state or {}).get("seq", 0)) + 1  # this snapshot's number: names its alerts
+        owners = {**(state or {}).get("owners", {}), **observation.owners}
         if state and "top" in state:
             prev_top = _amounts(state["top"])
             entered, left = diff_holders(prev_top, new_top)
@@ -198,7 +205,7 @@ class HoldersSource:
                 changes, refs[rule.name] = holder_changes(
                     refs[rule.name], new_top, rule.min_change_pct
                 )
-                report = _report(prev_top, new_top, entered, left, changes, decimals)
+                report = _report(prev_top, new_top, entered, left, changes, decimals, owners)
                 if report:
                     alerts.append(_alert(rule, target, report, seq, decimals))
         else:
@@ -213,6 +220,7 @@ class HoldersSource:
             "slot": observation.slot if observation.slot is not None else state_slot,
             "at": now,
             "seq": seq,
+            "owners": kept_owners(owners, {}, new_top),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
@@ -235,6 +243,7 @@ def _report(
     left: Sequence[str],
     changes: Sequence[BalanceChange],
     decimals: int,
+    owners: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     """One line of facts per item: entered, left, then changed (each largest first)."""
     new_rank, old_rank = ranks(new_top), ranks(prev_top)
@@ -251,6 +260,7 @@ def _report(
             "pct": pct,
             "rank": new_rank.get(account),
             "old_rank": old_rank.get(account),
+            "owner": owners.get(account),
         }
 
     entered_set = set(entered)
@@ -321,6 +331,12 @@ def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
 
 
 def _holder_line(change: Mapping[str, Any], shown: Presentation) -> str:
+    line = _holder_change(change, shown)
+    owner = change.get("owner")
+    return f"{line}; owner {shown.name(owner)}" if owner else line
+
+
+def _holder_change(change: Mapping[str, Any], shown: Presentation) -> str:
     account = shown.name(change["account"])
     if change["kind"] == "entered":
         return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"

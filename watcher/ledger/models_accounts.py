@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -84,3 +84,52 @@ class FeeForMessage(_Answer):
 
     context: Context
     value: Lamports | None
+
+
+class _TokenAccountInfo(_Answer):
+    owner: Pubkey
+    mint: Pubkey
+
+
+class _ParsedTokenAccount(_Answer):
+    info: _TokenAccountInfo
+    type: Literal["account"]
+
+
+class _ParsedData(_Answer):
+    parsed: _ParsedTokenAccount
+
+
+class ParsedTokenAccount(_Answer):
+    """A token account as getMultipleAccounts shows it with ``encoding: jsonParsed``."""
+
+    data: _ParsedData
+
+    @property
+    def owner(self) -> str:
+        return self.data.parsed.info.owner
+
+
+class ParsedTokenAccounts(_Answer):
+    """getMultipleAccounts (jsonParsed) of token accounts: None for a missing account or one
+    that is not a token account (its data not parsed as one)."""
+
+    context: Context
+    value: list[ParsedTokenAccount | None] = Field(max_length=MAX_KEYS_PER_CALL)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _token_accounts_only(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [
+            item if isinstance(item, dict) and _is_token_account(item) else None
+            if item is None or isinstance(item, dict) else item
+            for item in value
+        ]  # fmt: skip
+
+
+def _is_token_account(item: dict[str, Any]) -> bool:
+    data = item.get("data")
+    parsed = data.get("parsed") if isinstance(data, dict) else None
+    return isinstance(parsed, dict) and parsed.get("type") == "account"

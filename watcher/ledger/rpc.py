@@ -71,6 +71,7 @@ from watcher.ledger.models_accounts import (
     MAX_KEYS_PER_CALL,
     FeeForMessage,
     MultipleAccounts,
+    ParsedTokenAccounts,
     TokenAmountAnswer,
 )
 from watcher.ledger.models_das import (
@@ -126,6 +127,7 @@ _FEE = TypeAdapter(FeeForMessage | None)
 _PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
 _ASSETS = TypeAdapter(list[Asset | None])
 ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
+_PARSED_TOKEN_ACCOUNTS = TypeAdapter(ParsedTokenAccounts)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -270,6 +272,18 @@ class _LedgerMethods:
             raise BadResponse(
                 f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
             )
+        return answer
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
+        """getMultipleAccounts with jsonParsed: each token account's owner (None: not one)."""
+        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
+            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
+        config = {"commitment": self.commitment, "encoding": "jsonParsed"}
+        params = [list(keys), config]
+        answer = await self.call("getMultipleAccounts", params, _PARSED_TOKEN_ACCOUNTS)
+        if len(answer.value) != len(keys):
+            got = f"{len(answer.value)} accounts for {len(keys)} keys"
+            raise BadResponse(got, method="getMultipleAccounts")
         return answer
 
 

@@ -37,7 +37,12 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
+from watcher.ledger.models_accounts import (
+    FeeForMessage,
+    MultipleAccounts,
+    ParsedTokenAccounts,
+    TokenAmountAnswer,
+)
 from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
@@ -174,6 +179,13 @@ class _RecordingReader:
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
         result: list[Asset | None] = await self._call(
             f"assets {', '.join(ids)}", lambda: self._client.get_assets(ids)
+        )
+        return result
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
+        result: ParsedTokenAccounts = await self._call(
+            f"token accounts {', '.join(keys)}",
+            lambda: self._client.get_parsed_token_accounts(keys),
         )
         return result
 
