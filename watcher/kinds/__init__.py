@@ -12,7 +12,9 @@ mint, the ``cluster``); it is polled once per target, at the shortest ``every`` 
 watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
 (``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,
 the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
-number of kinds. Today each of the four kinds rides a source of its own. ``version_drift`` does
+number of kinds. ``balance_below`` and ``account_changed`` share the ``accounts`` source
+(getMultipleAccounts, ``watcher.kinds.account_source``); the other kinds ride a source of
+their own. ``version_drift`` does
 read getVoteAccounts besides getClusterNodes, but riding the ``votes`` source would fetch the
 gossip table (megabytes) at the delinquency rules' pace (seconds); the two share only the pure
 reading of getVoteAccounts (``watcher.kinds.cluster``).
