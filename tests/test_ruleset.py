@@ -103,6 +103,10 @@ def test_every_kind_has_a_source() -> None:
         "holder_changes": "holders",
         "delinquent_validators": "votes",
         "version_drift": "nodes",
+        "balance_below": "accounts",
+        "supply_changed": "supply",
+        "fee_above": "fees",
+        "account_changed": "accounts",
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS
