@@ -19,6 +19,7 @@ import base58
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.errors import Problem
 from watcher.kinds import SOURCES, word
+from watcher.kinds.account_samples import SAMPLES as MORE_SAMPLES
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import Cursor, SignaturesObservation
@@ -70,6 +71,8 @@ def sample_alerts(rule: Any) -> list[AlertMessage]:
         return list(_episodes(rule))
     if kind in SAMPLE_KINDS:
         return sample_vote_alerts(rule)
+    if kind in MORE_SAMPLES:
+        return MORE_SAMPLES[kind](rule)
     return []
 
 

@@ -14,10 +14,12 @@ watching it, and its ``step`` is handed every one of those rules and serves the 
 the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
 number of kinds: the ``votes`` source (``watcher.kinds.votes_source``) serves every kind reading
 getVoteAccounts (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
-``stake_changed``, ``commission_changed``), each handing it its part. ``version_drift`` does
-read getVoteAccounts besides getClusterNodes, but riding the ``votes`` source would fetch the
-gossip table (megabytes) at the delinquency rules' pace (seconds); the two share only the pure
-reading of getVoteAccounts (``watcher.kinds.cluster``).
+``stake_changed``, ``commission_changed``), each handing it its part; ``balance_below`` and
+``account_changed`` share the ``accounts`` source (getMultipleAccounts,
+``watcher.kinds.account_source``); the other kinds ride a source of their own.
+``version_drift`` does read getVoteAccounts besides getClusterNodes, but riding the ``votes``
+source would fetch the gossip table (megabytes) at the delinquency rules' pace (seconds); the
+two share only the pure reading of getVoteAccounts (``watcher.kinds.cluster``).
 """
 
 from __future__ import annotations
