@@ -113,7 +113,7 @@ MISTAKES = [
         [
             "rules/a.yaml:3: unknown kind 'new_txs' (expected one of: new_transactions, "
             "holder_changes, delinquent_validators, version_drift, token_accounts, new_assets, "
-            "program_accounts, asset_changed)"
+            "program_accounts, asset_changed, new_editions)"
         ],
         id="unknown-kind",
     ),
@@ -126,7 +126,7 @@ MISTAKES = [
         [
             "rules/a.yaml:3: kind: expected one of: new_transactions, holder_changes, "
             "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts, "
-            "asset_changed, got a list"
+            "asset_changed, new_editions, got a list"
         ],
         id="kind-not-a-string",
     ),
@@ -149,7 +149,7 @@ MISTAKES = [
         [
             "rules/a.yaml:2: missing key 'kind' (one of: new_transactions, holder_changes, "
             "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts, "
-            "asset_changed)"
+            "asset_changed, new_editions)"
         ],
         id="missing-kind",
     ),
@@ -379,7 +379,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "rules/a.yaml:2: invalid YAML: did not find expected node content",
         "rules/b.yaml:3: unknown kind 'nope' (expected one of: new_transactions, holder_changes, "
         "delinquent_validators, version_drift, token_accounts, new_assets, program_accounts, "
-        "asset_changed)",
+        "asset_changed, new_editions)",
         "rules/c.yml:5: notify[0]: unknown channel 'pager' (known: ops)",
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
@@ -618,7 +618,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kinds == sorted(
         ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
          "token_accounts", "new_assets", "new_assets", "new_assets", "program_accounts",
-         "asset_changed"]
+         "asset_changed", "new_editions"]
     )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "drift.yaml",

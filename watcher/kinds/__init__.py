@@ -42,6 +42,7 @@ from watcher.kinds import (
     assets,
     delinquency,
     drift,
+    editions,
     holders,
     program_accounts,
     token_accounts,
@@ -60,6 +61,7 @@ KINDS: Mapping[str, Kind] = {
         assets.KIND,
         program_accounts.KIND,
         asset_changed.KIND,
+        editions.KIND,
     )
 }
 

@@ -37,7 +37,13 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    EditionList,
+    ProgramAccount,
+    TokenAccountPage,
+)
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -77,6 +83,10 @@ class LedgerReader(Protocol):
     ) -> list[ProgramAccount]: ...
 
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
+
+    async def get_nft_editions(
+        self, mint: str, *, page: int = 1, limit: int = 1000
+    ) -> EditionList: ...
 
 
 class Source(Protocol):

@@ -60,6 +60,7 @@ from watcher.ledger.models import (
 from watcher.ledger.models_das import (
     Asset,
     AssetPage,
+    EditionList,
     ProgramAccount,
     ProgramAccounts,
     TokenAccountPage,
@@ -220,6 +221,9 @@ class _LedgerMethods:
                 f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
             )
         return answer
+
+    async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
+        return await self.call("getNftEditions", [mint, page, limit], EditionList)
 
 
 class PinnedReader(_LedgerMethods):

@@ -37,7 +37,13 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    EditionList,
+    ProgramAccount,
+    TokenAccountPage,
+)
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -149,6 +155,15 @@ class _RecordingReader:
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
         result: list[Asset | None] = await self._call(
             f"assets {', '.join(ids)}", lambda: self._client.get_assets(ids)
+        )
+        return result
+
+    async def get_nft_editions(
+        self, mint: str, *, page: int = 1, limit: int = 1000
+    ) -> EditionList:
+        result: EditionList = await self._call(
+            f"editions of {mint}",
+            lambda: self._client.get_nft_editions(mint, page=page, limit=limit),
         )
         return result
 
