@@ -103,6 +103,11 @@ def test_every_kind_has_a_source() -> None:
         "holder_changes": "holders",
         "delinquent_validators": "votes",
         "version_drift": "nodes",
+        "token_accounts": "token_accounts",
+        "new_assets": "assets",
+        "program_accounts": "programs",
+        "asset_changed": "asset",
+        "new_editions": "editions",
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS

@@ -492,7 +492,10 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"signatures", "holders", "votes", "nodes"}
+    assert set(SOURCES) == {
+        "signatures", "holders", "votes", "nodes",
+        "token_accounts", "assets", "programs", "asset", "editions",
+    }  # fmt: skip
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -504,11 +507,20 @@ WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
 WATCHES |= {"delinquent_validators": "validators", "version_drift": "validators"}
 WATCHED = {"new_transactions": ADDRESS, "holder_changes": MINT}
 WATCHED |= {"delinquent_validators": VOTE, "version_drift": NODE}
+# The program and asset kinds (watcher.kinds.token_accounts, assets, ...): one rule's keys each.
+WATCHING: dict[str, dict[str, Any]] = {
+    "token_accounts": {"owners": [ADDRESS]},
+    "new_assets": {"collection": MINT},
+    "program_accounts": {"program": ADDRESS},
+    "asset_changed": {"assets": [MINT]},
+    "new_editions": {"mints": [MINT]},
+}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
-        "new_transactions", "holder_changes", "delinquent_validators", "version_drift"
+        "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
+        "token_accounts", "new_assets", "program_accounts", "asset_changed", "new_editions",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -516,11 +528,13 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
         assert name in kind.source.rule_kinds
         assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
-        fields = {"name": "r", "kind": name, WATCHES[name]: [WATCHED[name]]}
+        keys = WATCHING.get(name) or {WATCHES[name]: [WATCHED[name]]}
+        fields = {"name": "r", "kind": name, **keys}
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes"
+        "new_transactions", "holder_changes",
+        "token_accounts", "new_assets", "program_accounts", "asset_changed", "new_editions",
     ]  # fmt: skip
 
 
