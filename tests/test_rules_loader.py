@@ -614,7 +614,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
          "balance_below", "balance_below", "supply_changed", "cluster_stalled", "vote_lag",
          "credits_low", "stake_changed", "commission_changed", "token_accounts", "new_assets",
          "new_assets", "new_assets", "program_accounts", "asset_changed", "fee_above",
-         "account_changed"]
+         "account_changed", "new_editions"]
     )  # fmt: skip
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",

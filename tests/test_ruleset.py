@@ -116,6 +116,7 @@ def test_every_kind_has_a_source() -> None:
         "commission_changed": "votes",
         "fee_above": "fees",
         "account_changed": "accounts",  # one getMultipleAccounts serves it and balance_below
+        "new_editions": "editions",
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS

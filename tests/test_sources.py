@@ -495,7 +495,7 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 def test_registry() -> None:
     assert set(SOURCES) == {
         "signatures", "holders", "votes", "nodes", "accounts", "supply", "token_accounts",
-        "assets", "programs", "asset", "fees",
+        "assets", "programs", "asset", "fees", "editions",
     }  # fmt: skip
     for name, source in SOURCES.items():
         assert source.name == name
@@ -522,6 +522,7 @@ WATCHED |= {"commission_changed": VOTE}
 REQUIRED |= {"fee_above": {"message": "AQAA", "max_lamports": 1}}
 WATCHES |= {"account_changed": "accounts"}
 WATCHED |= {"account_changed": ADDRESS}
+REQUIRED |= {"new_editions": {"mints": [MINT]}}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -531,6 +532,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "balance_below", "supply_changed",
         "token_accounts", "new_assets", "program_accounts", "asset_changed",
         "credits_low", "stake_changed", "commission_changed", "fee_above", "account_changed",
+        "new_editions",
     ]  # fmt: skip
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
@@ -546,7 +548,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert [name for name, kind in KINDS.items() if kind.digest] == [
         "new_transactions", "holder_changes", "supply_changed", "token_accounts", "new_assets",
         "program_accounts", "asset_changed", "stake_changed", "commission_changed",
-        "account_changed",
+        "account_changed", "new_editions",
     ]  # fmt: skip
 
 

@@ -51,6 +51,7 @@ from watcher.kinds import (
     credits,
     delinquency,
     drift,
+    editions,
     fee,
     holders,
     program_accounts,
@@ -82,6 +83,7 @@ KINDS: Mapping[str, Kind] = {
         commission.KIND,
         fee.KIND,
         account_changed.KIND,
+        editions.KIND,
     )
 }
 

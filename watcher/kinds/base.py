@@ -42,7 +42,13 @@ from watcher.ledger.models_accounts import (
     ParsedTokenAccounts,
     TokenAmountAnswer,
 )
-from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    EditionList,
+    ProgramAccount,
+    TokenAccountPage,
+)
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 
@@ -92,6 +98,9 @@ class LedgerReader(Protocol):
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
 
     async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts: ...
+    async def get_nft_editions(
+        self, mint: str, *, page: int = 1, limit: int = 1000
+    ) -> EditionList: ...
 
 
 class Source(Protocol):

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from watcher.ledger.models import U64, Lamports, Pubkey, _Answer, _unique
+from watcher.ledger.models import U64, U64_MAX, Lamports, Pubkey, _Answer, _unique
 
 # Page sizes and totals: a count of accounts, never negative, never a float.
 Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
@@ -133,3 +133,30 @@ def _each_account_once(accounts: list[ProgramAccount]) -> list[ProgramAccount]:
 
 
 ProgramAccounts = Annotated[list[ProgramAccount], AfterValidator(_each_account_once)]
+
+
+class Edition(_Answer):
+    mint: Pubkey
+    edition_address: Pubkey | None = None
+    edition: Annotated[int, Field(strict=True, ge=1, le=U64_MAX)]
+
+
+class EditionList(_Answer):
+    """The result of getNftEditions: one page of a master edition's prints."""
+
+    total: Count
+    limit: Count
+    page: Count | None = None
+    master_edition_address: Pubkey | None = None
+    supply: U64
+    max_supply: U64 | None = None
+    editions: list[Edition]
+
+    @model_validator(mode="after")
+    def _fits(self) -> EditionList:
+        if self.limit and len(self.editions) > self.limit:
+            raise ValueError(f"{len(self.editions)} editions on a page of {self.limit}")
+        _unique([str(edition.edition) for edition in self.editions], "edition number")
+        if self.max_supply is not None and self.supply > self.max_supply:
+            raise ValueError(f"supply {self.supply} is above max_supply {self.max_supply}")
+        return self

@@ -77,6 +77,7 @@ from watcher.ledger.models_accounts import (
 from watcher.ledger.models_das import (
     Asset,
     AssetPage,
+    EditionList,
     ProgramAccount,
     ProgramAccounts,
     TokenAccountPage,
@@ -285,6 +286,8 @@ class _LedgerMethods:
             got = f"{len(answer.value)} accounts for {len(keys)} keys"
             raise BadResponse(got, method="getMultipleAccounts")
         return answer
+    async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
+        return await self.call("getNftEditions", [mint, page, limit], EditionList)
 
 
 class PinnedReader(_LedgerMethods):

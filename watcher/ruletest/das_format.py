@@ -34,6 +34,16 @@ steps:
       - set_program_account: {program: PROGRAM, account: ACCOUNT, space: 165}
       - close_program_account: {program: PROGRAM, account: ACCOUNT}
 ```
+
+Print editions (getNftEditions), numbered 1, 2, ... in the order printed:
+
+```yaml
+ledger:
+  editions: [{master: MINT, max_supply: 100, prints: [PRINT_MINT_1, PRINT_MINT_2]}]
+steps:
+  - actions:
+      - print_edition: {master: MINT, mint: PRINT_MINT_3}
+```
 """
 
 from __future__ import annotations
@@ -132,6 +142,24 @@ def seed_program_account(ledger: Ledger, seed: ProgramAccountSeed) -> None:
     das_of(ledger).programs.set_program_account(seed.program, seed.account, seed.raw())
 
 
+class EditionsSeed(_Strict):
+    master: Pubkey
+    max_supply: Annotated[int, Field(ge=0)] | None = None  # null: unlimited
+    prints: list[Pubkey] = []
+
+
+class PrintEdition(_Strict):
+    master: Pubkey
+    mint: Pubkey
+
+
+def seed_editions(ledger: Ledger, seed: EditionsSeed) -> None:
+    editions = das_of(ledger).editions
+    editions.set_master(seed.master, seed.max_supply)
+    for mint in seed.prints:
+        editions.print_edition(seed.master, mint)
+
+
 def seed_token_account(ledger: Ledger, seed: TokenAccountSeed) -> None:
     das_of(ledger).set_token_account(
         seed.address, mint=seed.mint, owner=seed.owner, amount=seed.amount,
@@ -159,3 +187,6 @@ def das_change(ledger: Ledger, action: Any) -> None:
     if action.close_program_account is not None:
         key: ProgramAccountKey = action.close_program_account
         das.programs.close_program_account(key.program, key.account)
+    if action.print_edition is not None:
+        printed: PrintEdition = action.print_edition
+        das.editions.print_edition(printed.master, printed.mint)

@@ -31,7 +31,7 @@ its UTF-8 bytes; ``remove_account``; ``set_fee``).
 
 Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
 Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
-``set_asset``, ``set_program_account``, ``close_program_account``):
+``set_asset``, ``set_program_account``, ``close_program_account``, ``print_edition``):
 ``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
 as ``FILE:LINE: message``.
 """
@@ -62,12 +62,15 @@ from watcher.delivery.outbox import AlertRecord
 from watcher.ledger.simulator import KEEP, Ledger
 from watcher.ruletest.das_format import (
     AssetSeed,
+    EditionsSeed,
+    PrintEdition,
     ProgramAccountKey,
     ProgramAccountSeed,
     TokenAccountChange,
     TokenAccountSeed,
     das_change,
     seed_asset,
+    seed_editions,
     seed_program_account,
     seed_token_account,
 )
@@ -182,6 +185,7 @@ class Action(_Strict):
     set_asset: AssetSeed | None = None
     set_program_account: ProgramAccountSeed | None = None
     close_program_account: ProgramAccountKey | None = None
+    print_edition: PrintEdition | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -203,6 +207,7 @@ class LedgerSetup(_Strict):
     token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
     assets: list[AssetSeed] = []
     program_accounts: list[ProgramAccountSeed] = []
+    editions: list[EditionsSeed] = []
 
     def seed(self, ledger: Ledger, document: YamlDocument) -> None:
         for address, count in self.transactions.items():
@@ -225,6 +230,8 @@ class LedgerSetup(_Strict):
             seed_asset(ledger, asset)
         for program_account in self.program_accounts:
             seed_program_account(ledger, program_account)
+        for editions in self.editions:
+            seed_editions(ledger, editions)
 
 
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:

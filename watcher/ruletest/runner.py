@@ -43,7 +43,13 @@ from watcher.ledger.models_accounts import (
     ParsedTokenAccounts,
     TokenAmountAnswer,
 )
-from watcher.ledger.models_das import Asset, AssetPage, ProgramAccount, TokenAccountPage
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    EditionList,
+    ProgramAccount,
+    TokenAccountPage,
+)
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
@@ -186,6 +192,15 @@ class _RecordingReader:
         result: ParsedTokenAccounts = await self._call(
             f"token accounts {', '.join(keys)}",
             lambda: self._client.get_parsed_token_accounts(keys),
+        )
+        return result
+
+    async def get_nft_editions(
+        self, mint: str, *, page: int = 1, limit: int = 1000
+    ) -> EditionList:
+        result: EditionList = await self._call(
+            f"editions of {mint}",
+            lambda: self._client.get_nft_editions(mint, page=page, limit=limit),
         )
         return result
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from watcher.ledger.simulator.assets import AssetStore
+from watcher.ledger.simulator.editions import Editions
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.methods import (
     _checked_pubkey,
@@ -69,6 +70,7 @@ class DasLedger:
         self._lock = threading.RLock()
         self._token_accounts: dict[str, TokenAccountEntry] = {}
         self.assets = AssetStore()
+        self.editions = Editions()
         self.programs = ProgramAccounts(
             lambda: {"apiVersion": API_VERSION, "slot": ledger.slot}
         )
@@ -162,6 +164,7 @@ class DasLedger:
             "getTokenAccounts": self.get_token_accounts,
             **self.assets.handlers(),
             **self.programs.handlers(),
+            **self.editions.handlers(),
         }
 
 

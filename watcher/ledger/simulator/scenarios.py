@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from watcher.ledger.simulator.das_demo import das_demo_setup
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.recorded import top_holders
@@ -94,6 +95,7 @@ def _demo_setup(ledger: Ledger) -> None:
     ledger.add_transactions(DEMO.treasury, 3, memo="opening balance")
     ledger.add_transactions(DEMO.hot_wallet, 2)
     ledger.set_holders(DEMO.mint, DEMO.holders, decimals=DEMO.mint_decimals)
+    das_demo_setup(ledger)  # what the asset and program example rules watch
 
 
 def _grow(ledger: Ledger) -> None:

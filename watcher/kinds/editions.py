@@ -1,0 +1,190 @@
+"""Kind ``new_editions``: new print editions of watched master editions (source ``editions``,
+getNftEditions, every page).
+
+State per master mint: ``{"v": 1, "seen": highest edition number seen, "supply": N,
+"max_supply": N or null, "rules": [...], "seq": N}``. Editions are numbered in print order, so
+every edition above ``seen`` is new.
+
+Doubts: an answer of more than ``MAX_PAGES`` pages is not read to the end, and never taken.
+A print burnt since is simply no longer listed (its number stays seen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    lines,
+    make_alert,
+    plural,
+    rule_head,
+    rule_line,
+)
+from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.ledger.models_das import Edition
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+
+STATE_VERSION = 1
+PAGE_LIMIT = 1000
+MAX_PAGES = 20
+LISTED = 20
+
+
+def new_editions(editions: Sequence[Edition], seen: int) -> list[Edition]:
+    """The editions numbered above ``seen``, by number."""
+    return sorted((e for e in editions if e.edition > seen), key=lambda e: e.edition)
+
+
+class NewEditionsRule(EventRule):
+    kind: Literal["new_editions"] = "new_editions"
+    mints: Pubkeys
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.mints
+
+
+@dataclass(frozen=True)
+class EditionsObservation:
+    editions: tuple[Edition, ...]
+    supply: int
+    max_supply: int | None
+    complete: bool = True
+
+
+class EditionsSource:
+    name = "editions"
+    rule_kinds: tuple[str, ...] = ("new_editions",)
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> EditionsObservation:
+        editions: list[Edition] = []
+        for page in range(1, MAX_PAGES + 1):
+            answer = await ledger.get_nft_editions(target, page=page, limit=PAGE_LIMIT)
+            editions += answer.editions
+            if len(answer.editions) < PAGE_LIMIT:
+                return EditionsObservation(tuple(editions), answer.supply, answer.max_supply)
+        return EditionsObservation(tuple(editions), answer.supply, answer.max_supply, False)
+
+    def tip(self, observation: EditionsObservation) -> int | None:
+        return None
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: EditionsObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        if not observation.complete:
+            reason = f"more than {MAX_PAGES * PAGE_LIMIT} editions: not read to the end"
+            return Doubt(reason, picture_of("partial"), confirmable=False)
+        return None
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: EditionsObservation,
+        now: float,
+    ) -> StepOutcome:
+        watching = [rule for rule in self._rules(rules) if target in rule.mints]
+        rules_seen = set((state or {}).get("rules", ()))
+        seq = int((state or {}).get("seq", 0)) + 1
+        top = max((e.edition for e in observation.editions), default=0)
+        alerts: list[AlertMessage] = []
+        if state and "seen" in state:
+            fresh = new_editions(observation.editions, int(state["seen"]))
+            for rule in watching:
+                if fresh and rule.name in rules_seen:
+                    alerts.append(_alert(rule, target, fresh, observation, seq))
+            top = max(top, int(state["seen"]))
+        new_state: TargetState = {
+            "v": STATE_VERSION,
+            "seen": top,
+            "supply": observation.supply,
+            "max_supply": observation.max_supply,
+            "rules": sorted(rules_seen | {rule.name for rule in watching}),
+            "seq": seq,
+        }
+        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+    def _rules(self, rules: Sequence[Any]) -> list[NewEditionsRule]:
+        return [cast(NewEditionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+
+
+def _alert(
+    rule: NewEditionsRule,
+    master: str,
+    fresh: Sequence[Edition],
+    observation: EditionsObservation,
+    seq: int,
+) -> AlertMessage:
+    facts = {
+        "master": master,
+        "count": len(fresh),
+        "supply": observation.supply,
+        "max_supply": observation.max_supply,
+        "editions": [{"edition": e.edition, "mint": e.mint} for e in fresh],
+    }
+    return make_alert(
+        rule,
+        subject=master,
+        reason="event",
+        dedup_key=f"{rule.name}|{master}|snapshot-{seq}|event",
+        facts=facts,
+    )
+
+
+SOURCE = EditionsSource()
+
+
+def new_editions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    editions: Sequence[Mapping[str, Any]] = facts["editions"]
+    master = facts["master"]
+    of = "unlimited" if facts.get("max_supply") is None else f"{facts['max_supply']:,}"
+    supply = f"supply {facts['supply']:,} of {of}"
+    title = (
+        f"{rule_head(facts)} {plural(len(editions), 'new edition')} of "
+        f"{shown.short(master)} ({supply})"
+    )
+    listed: list[str | None] = []
+    for edition in editions[:LISTED]:
+        listed += [
+            f"- edition #{edition['edition']}: {shown.name(edition['mint'])}",
+            shown.link("address", edition["mint"]),
+        ]
+    more = len(editions) - LISTED
+    body = lines(
+        rule_line(facts),
+        f"Master edition: {shown.name(master)}",
+        shown.link("address", master),
+        f"Prints: {supply}",
+        "",
+        *listed,
+        f"... and {more} more" if more > 0 else None,
+    )
+    return title, body
+
+
+def _count(facts: Mapping[str, Any]) -> int:
+    return len(facts.get("editions") or ()) or 1
+
+
+KIND = Kind(
+    model=NewEditionsRule,
+    source=SOURCE,
+    wording=new_editions_text,
+    digest=DigestWords(("new edition", "new editions"), ("master edition", "master editions"),
+                       _count),
+)
