@@ -38,10 +38,10 @@ from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 STATE_VERSION = 1
-PAGE_LIMIT = 1000
+PAGE_LIMIT = 100  # most polls find the last seen asset on the first page
 BASELINE_LIMIT = 50  # the first poll reads this many, newest first
 KEPT = 50  # ids kept as the cursor: one of them is enough to find where new assets end
-MAX_PAGES = 10  # more new assets than this many pages in one poll: the rest is not listed
+MAX_PAGES = 50  # more new assets than this many pages in one poll: the rest is not listed
 LISTED = 20
 NEWEST_FIRST = {"sortBy": "created", "sortDirection": "desc"}
 

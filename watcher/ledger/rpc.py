@@ -36,7 +36,7 @@ import logging
 import random as _random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -66,22 +66,8 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import (
-    DATA_ENCODING,
-    MAX_KEYS_PER_CALL,
-    FeeForMessage,
-    MultipleAccounts,
-    ParsedTokenAccounts,
-    TokenAmountAnswer,
-)
-from watcher.ledger.models_das import (
-    Asset,
-    AssetPage,
-    EditionList,
-    ProgramAccount,
-    ProgramAccounts,
-    TokenAccountPage,
-)
+from watcher.ledger.rpc_accounts import AccountMethods
+from watcher.ledger.rpc_das import DasMethods
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -122,13 +108,6 @@ _SIGNATURES = TypeAdapter(list[SignatureEntry])
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
-_MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
-_TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
-_FEE = TypeAdapter(FeeForMessage | None)
-_PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
-_ASSETS = TypeAdapter(list[Asset | None])
-ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
-_PARSED_TOKEN_ACCOUNTS = TypeAdapter(ParsedTokenAccounts)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -164,7 +143,7 @@ class RpcStats:
     failovers: int = 0  # attempts moved to another endpoint after an endpoint failure
 
 
-class _LedgerMethods:
+class _LedgerMethods(AccountMethods, DasMethods):
     """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
 
     commitment: str
@@ -209,85 +188,6 @@ class _LedgerMethods:
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
 
-    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
-        """One element per key (None: no such account); at most 100 keys per call."""
-        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
-            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
-        config = {"commitment": self.commitment, "encoding": DATA_ENCODING}
-        answer = await self.call("getMultipleAccounts", [list(keys), config], _MULTIPLE_ACCOUNTS)
-        if len(answer.value) != len(keys):
-            got = f"{len(answer.value)} accounts for {len(keys)} keys"
-            raise BadResponse(got, method="getMultipleAccounts")
-        return answer
-
-    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer:
-        params = [account, {"commitment": self.commitment}]
-        return await self.call("getTokenAccountBalance", params, _TOKEN_AMOUNT)
-
-    async def get_token_supply(self, mint: str) -> TokenAmountAnswer:
-        params = [mint, {"commitment": self.commitment}]
-        return await self.call("getTokenSupply", params, _TOKEN_AMOUNT)
-
-    async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
-        """The fee in lamports; None (or a None value): the message's blockhash expired."""
-        params = [message, {"commitment": self.commitment}]
-        return await self.call("getFeeForMessage", params, _FEE)
-
-    async def get_token_accounts(
-        self,
-        *,
-        mint: str | None = None,
-        owner: str | None = None,
-        limit: int = 1000,
-        cursor: str | None = None,
-    ) -> TokenAccountPage:
-        """One page of the token accounts of a mint and/or an owner (``cursor``: the page after
-        the one that answered it)."""
-        params: list[Any] = [mint, owner, None, limit, cursor]
-        return await self.call("getTokenAccounts", params, TokenAccountPage)
-
-    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
-        """One page of getAssetsByGroup, getAssetsByCreator or searchAssets (``params`` as the
-        method takes them)."""
-        if method not in ASSET_PAGE_METHODS:
-            raise ValueError(f"{method} does not answer an asset page")
-        return await self.call(method, params, AssetPage)
-
-    async def get_program_accounts(
-        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
-    ) -> list[ProgramAccount]:
-        """The accounts of ``program`` matching ``filters``, without their data (sliced empty:
-        only their keys, owners and sizes travel)."""
-        config = {
-            "commitment": self.commitment,
-            "encoding": "base64",
-            "dataSlice": {"offset": 0, "length": 0},
-            "filters": list(filters),
-        }
-        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
-
-    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
-        """One Asset per id, in the order asked (None: no such asset)."""
-        answer = await self.call("getAssets", [list(ids)], _ASSETS)
-        if len(answer) != len(ids):
-            raise BadResponse(
-                f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
-            )
-        return answer
-
-    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
-        """getMultipleAccounts with jsonParsed: each token account's owner (None: not one)."""
-        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
-            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
-        config = {"commitment": self.commitment, "encoding": "jsonParsed"}
-        params = [list(keys), config]
-        answer = await self.call("getMultipleAccounts", params, _PARSED_TOKEN_ACCOUNTS)
-        if len(answer.value) != len(keys):
-            got = f"{len(answer.value)} accounts for {len(keys)} keys"
-            raise BadResponse(got, method="getMultipleAccounts")
-        return answer
-    async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
-        return await self.call("getNftEditions", [mint, page, limit], EditionList)
 
 
 class PinnedReader(_LedgerMethods):

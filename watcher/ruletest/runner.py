@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,22 +37,11 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.models_accounts import (
-    FeeForMessage,
-    MultipleAccounts,
-    ParsedTokenAccounts,
-    TokenAmountAnswer,
-)
-from watcher.ledger.models_das import (
-    Asset,
-    AssetPage,
-    EditionList,
-    ProgramAccount,
-    TokenAccountPage,
-)
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
+from watcher.ruletest.accounts_reader import AccountRecording
+from watcher.ruletest.das_reader import DasRecording
 from watcher.ruletest.format import Expected, RuleTestFile, Step, apply_action, read_test_file
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
@@ -73,7 +62,7 @@ class ManualClock:
         return self.now
 
 
-class _RecordingReader:
+class _RecordingReader(AccountRecording, DasRecording):
     """The RPC client, noting each failed call: a failed poll fails the step (a test ledger
     never fails on purpose, so a failure means e.g. a watched mint that is not in the ledger)."""
 
@@ -124,83 +113,6 @@ class _RecordingReader:
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         result: list[ClusterNode] = await self._call(
             "cluster nodes", self._client.get_cluster_nodes
-        )
-        return result
-
-    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
-        result: MultipleAccounts = await self._call(
-            f"accounts {', '.join(keys)}", lambda: self._client.get_multiple_accounts(keys)
-        )
-        return result
-
-    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer:
-        result: TokenAmountAnswer = await self._call(
-            f"balance of {account}", lambda: self._client.get_token_account_balance(account)
-        )
-        return result
-
-    async def get_token_supply(self, mint: str) -> TokenAmountAnswer:
-        result: TokenAmountAnswer = await self._call(
-            f"supply of {mint}", lambda: self._client.get_token_supply(mint)
-        )
-        return result
-
-    async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
-        result: FeeForMessage | None = await self._call(
-            "fee for message", lambda: self._client.get_fee_for_message(message)
-        )
-        return result
-
-    async def get_token_accounts(
-        self,
-        *,
-        mint: str | None = None,
-        owner: str | None = None,
-        limit: int = 1000,
-        cursor: str | None = None,
-    ) -> TokenAccountPage:
-        result: TokenAccountPage = await self._call(
-            f"token accounts of {owner or mint}",
-            lambda: self._client.get_token_accounts(
-                mint=mint, owner=owner, limit=limit, cursor=cursor
-            ),
-        )
-        return result
-
-    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
-        result: AssetPage = await self._call(
-            f"{method} {params[:2]}", lambda: self._client.get_asset_page(method, params)
-        )
-        return result
-
-    async def get_program_accounts(
-        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
-    ) -> list[ProgramAccount]:
-        result: list[ProgramAccount] = await self._call(
-            f"accounts of program {program}",
-            lambda: self._client.get_program_accounts(program, filters),
-        )
-        return result
-
-    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
-        result: list[Asset | None] = await self._call(
-            f"assets {', '.join(ids)}", lambda: self._client.get_assets(ids)
-        )
-        return result
-
-    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
-        result: ParsedTokenAccounts = await self._call(
-            f"token accounts {', '.join(keys)}",
-            lambda: self._client.get_parsed_token_accounts(keys),
-        )
-        return result
-
-    async def get_nft_editions(
-        self, mint: str, *, page: int = 1, limit: int = 1000
-    ) -> EditionList:
-        result: EditionList = await self._call(
-            f"editions of {mint}",
-            lambda: self._client.get_nft_editions(mint, page=page, limit=limit),
         )
         return result
 
