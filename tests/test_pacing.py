@@ -28,12 +28,14 @@ def test_slots_are_evenly_spaced_with_no_burst_after_a_quiet_spell() -> None:
 
 
 def test_a_late_request_pushes_the_next_slot() -> None:
-    pacer = Pacer(10, headroom=0)
+    pacer = Pacer(10, headroom=0.02)  # spacing 0.102 s, tolerance 10 ms
     assert pacer.reserve(0.0) == 0.0
-    pacer.sent(0.04)  # the event loop was busy: it left 40 ms late
-    assert pacer.reserve(0.05) == pytest.approx(0.09)  # 0.14, not 0.1
-    pacer.sent(0.14)
-    assert pacer.reserve(0.14) == pytest.approx(0.1)
+    pacer.sent(0.005, 0.0)  # 5 ms late: within the tolerance, the pace holds
+    assert pacer.reserve(0.05) == pytest.approx(0.052)  # slot 0.102
+    pacer.sent(0.142, 0.102)  # 40 ms late: the event loop was busy
+    assert pacer.reserve(0.15) == pytest.approx(0.094)  # slot 0.244, not 0.204
+    pacer.sent(0.244, 0.244)
+    assert pacer.reserve(0.244) == pytest.approx(0.102)
 
 
 def test_headroom_widens_the_spacing() -> None:

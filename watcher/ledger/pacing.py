@@ -12,7 +12,8 @@ window at any rate, and costs a sweep 3% of its time.
 
 ``Pacer.reserve`` takes the time as a value and returns how long to wait (pure but for its
 own next slot); ``Pacer.wait`` is the same with a clock and a sleep, both injected, one waiter at
-a time, and the next slot counted from when the request really left (``Pacer.sent``).
+a time. ``Pacer.sent`` is told when a request really left (``watcher.ledger.rpc``: when httpcore
+starts writing its headers, after any new connection): one that left late pushes the next slots.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-HEADROOM = 0.03
+HEADROOM = 0.05
 
 
 class Pacer:
@@ -33,28 +34,39 @@ class Pacer:
             raise ValueError(f"headroom must not be negative: {headroom}")
         self.max_rps = max_rps
         self.spacing = (1.0 + headroom) / max_rps
-        self._next: float | None = None  # the earliest time the next slot may be given
+        # Seconds a request may leave after its slot without moving the next one: half the
+        # slack per one-second window; the other half is for the network and the far end.
+        self.tolerance = headroom / 2
+        self._next: float | None = None  # the next slot, unless it is too far in the past
+        self._not_before = float("-inf")  # pushed by a request that left late
+        self._slot = 0.0  # the last slot given
         self._lock = asyncio.Lock()
 
     def reserve(self, now: float) -> float:
-        """Takes the next slot; returns the seconds to wait until it (0 when it is now)."""
-        slot = now if self._next is None or self._next <= now else self._next
-        self._next = slot + self.spacing
-        return slot - now
+        """Takes the next slot; returns the seconds to wait until it (0 when it is now). After a
+        quiet spell (the planned slot more than ``tolerance`` ago) the slot is now."""
+        quiet = self._next is None or now - self._next > self.tolerance
+        slot = max(now if quiet or self._next is None else self._next, self._not_before)
+        self._slot, self._next = slot, slot + self.spacing
+        return max(0.0, slot - now)
 
-    def sent(self, now: float) -> None:
-        """The request left at ``now``: a late one (a busy event loop) pushes the next slot, so
-        the requests behind it do not catch up in a burst."""
-        if self._next is not None:
-            self._next = max(self._next, now + self.spacing)
+    def sent(self, now: float, slot: float) -> None:
+        """The request of ``slot`` left at ``now``. One that left more than ``tolerance`` after
+        its slot (a busy event loop, a new connection) pushes the slots after it, so that the
+        requests behind it do not catch up in a burst; a little lateness keeps the pace (a push
+        at each millisecond late would slow every sweep down)."""
+        if now - slot > self.tolerance:
+            self._not_before = max(self._not_before, now + self.spacing)
 
     async def wait(self, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]],
-                   ) -> None:
-        """Waits for the next slot. One waiter at a time, in arrival order: each slot is
-        measured from when the one before it was actually taken."""
+                   ) -> float:
+        """Waits for the next slot and returns it. One waiter at a time, in arrival order; a
+        waiter whose slot was pushed meanwhile (``sent``) waits on."""
         async with self._lock:
             delay = self.reserve(clock())
-            if delay > 0:
+            while delay > 0:
                 await sleep(delay)
-            self.sent(clock())
-
+                delay = self._not_before - clock()
+                if delay > 0:
+                    self._slot, self._next = self._not_before, self._not_before + self.spacing
+            return self._slot

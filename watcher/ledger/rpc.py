@@ -65,6 +65,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.pacing import Pacer
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -118,6 +119,10 @@ def is_endpoint_failure(err: RpcError) -> bool:
     if isinstance(err, NodeUnhealthy):
         return err.code == NODE_BEHIND_CODE
     return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
+
+
+class _BatchesOff(Exception):
+    """A batch about to be sent to an endpoint found refusing batches meanwhile."""
 
 
 def _refuses_batches(err: RpcError) -> bool:
@@ -351,6 +356,8 @@ class RpcClient(_LedgerMethods):
                     try:
                         body, headers = await self._post(endpoint, method, payload, on_send)
                         answers = unwrap_batch(method, ids, body, headers)
+                    except _BatchesOff:
+                        answers = await self._singly(endpoint, method, payload, on_send)
                     except RpcError as err:
                         if not _refuses_batches(err):
                             raise
@@ -399,6 +406,18 @@ class RpcClient(_LedgerMethods):
                 return BatchAnswer(error=err)
 
         return list(await asyncio.gather(*(one(call) for call in payload)))
+
+    async def _paced(self, pacer: Pacer) -> dict[str, Any]:
+        """Waits for the request's slot; the httpx extensions that tell the pacer when the
+        request really leaves (httpcore's trace: after a new connection, as headers go out)."""
+        slot = await pacer.wait(self._clock, self._sleep)
+        pacer.sent(self._clock(), slot)
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            if event.endswith("send_request_headers.started"):
+                pacer.sent(self._clock(), slot)
+
+        return {"trace": trace}
 
     def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
         if endpoint.batches:
@@ -491,12 +510,15 @@ class RpcClient(_LedgerMethods):
         self.stats.requests += 1
         try:
             async with self._semaphore:
-                if endpoint.pacer is not None:
-                    await endpoint.pacer.wait(self._clock, self._sleep)
+                extensions = {} if endpoint.pacer is None else await self._paced(endpoint.pacer)
+                if isinstance(payload, list) and not endpoint.batches:
+                    raise _BatchesOff  # refused while this one waited: not sent
                 if on_send is not None:
                     on_send()
                 started = time.monotonic()
-                response = await endpoint.http.post(endpoint.placeholder, json=payload)
+                response = await endpoint.http.post(
+                    endpoint.placeholder, json=payload, extensions=extensions
+                )
                 if self.on_request is not None:
                     self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:
