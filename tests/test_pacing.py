@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,3 +97,35 @@ async def test_client_requests_to_each_endpoint_keep_its_pace() -> None:
     assert a_times == pytest.approx([i * spacing_a for i in range(6)])
     # b's own max_rps (2) beats rpc.max_rps; its first request went at once.
     assert b_times == pytest.approx([a_times[-1] + i * spacing_b for i in range(3)])
+
+
+def test_slow_down_widens_the_spacing_up_to_half_as_slow_again() -> None:
+    pacer = Pacer(10, headroom=0)
+    assert pacer.slow_down() and pacer.spacing == pytest.approx(0.105)
+    for _ in range(20):
+        pacer.slow_down()
+    assert pacer.spacing == pytest.approx(0.15) and not pacer.slow_down()
+
+
+async def test_a_429_within_max_rps_slows_the_pace_and_says_so_once() -> None:
+    time = FakeTime()
+    answers = iter([429, 429, 200, 200])
+
+    def node(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        if status == 429:
+            return httpx.Response(429, headers={"Retry-After": "1"}, text="Too many requests")
+        call = json.loads(request.content)
+        return httpx.Response(200, json={"jsonrpc": "2.0", "result": [], "id": call["id"]})
+
+    client = RpcClient(f"https://a.example.com/v3/{KEY}", transport=httpx.MockTransport(node),
+                       clock=time, sleep=time.sleep, max_rps=10)
+    with structlog.testing.capture_logs() as logs:
+        async with client:
+            assert await client.call("getClusterNodes", None, list[Any]) == []
+            assert await client.call("getClusterNodes", None, list[Any]) == []
+    pacer = client.endpoints[0].pacer
+    assert pacer is not None and pacer.spacing == pytest.approx(pacer.base_spacing * 1.05**2)
+    slower = [e for e in logs if e["event"].startswith("rpc endpoint answered 429")]
+    assert len(slower) == 1 and slower[0]["max_rps"] == 10
+    assert KEY not in str(logs)

@@ -8,7 +8,8 @@ sliding one-second window never sees more than ``max_rps`` of them, wherever the
 The spacing is ``(1 + HEADROOM) / max_rps``: requests leave evenly but arrive with some jitter
 (the event loop, the network, the provider's own clock), and a request that arrives late next
 to one that arrives early would put ``max_rps + 1`` in one window. 3% is 30 ms of slack per
-window at any rate, and costs a sweep 3% of its time.
+window at any rate, and costs a sweep 5% of its time. When a provider still answers 429 (its
+clock, its jitter), ``slow_down`` widens the spacing by 5% each time, up to half as slow again.
 
 ``Pacer.reserve`` takes the time as a value and returns how long to wait (pure but for its
 own next slot); ``Pacer.wait`` is the same with a clock and a sleep, both injected, one waiter at
@@ -22,6 +23,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 HEADROOM = 0.05
+SLOWEST = 1.5
 
 
 class Pacer:
@@ -33,7 +35,7 @@ class Pacer:
         if headroom < 0:
             raise ValueError(f"headroom must not be negative: {headroom}")
         self.max_rps = max_rps
-        self.spacing = (1.0 + headroom) / max_rps
+        self.spacing = self.base_spacing = (1.0 + headroom) / max_rps
         # Seconds a request may leave after its slot without moving the next one: half the
         # slack per one-second window; the other half is for the network and the far end.
         self.tolerance = headroom / 2
@@ -41,6 +43,13 @@ class Pacer:
         self._not_before = float("-inf")  # pushed by a request that left late
         self._slot = 0.0  # the last slot given
         self._lock = asyncio.Lock()
+
+    def slow_down(self) -> bool:
+        """A 429 despite the pace: 5% more spacing, up to ``SLOWEST`` times the first one.
+        Whether it changed."""
+        slower = min(self.spacing * 1.05, self.base_spacing * SLOWEST)
+        changed, self.spacing = slower > self.spacing, slower
+        return changed
 
     def reserve(self, now: float) -> float:
         """Takes the next slot; returns the seconds to wait until it (0 when it is now). After a

@@ -419,6 +419,12 @@ class RpcClient(_LedgerMethods):
 
         return {"trace": trace}
 
+    def _slow_down(self, endpoint: Endpoint, pacer: Pacer) -> None:
+        first = pacer.spacing == pacer.base_spacing
+        if pacer.slow_down() and first:
+            log.warning("rpc endpoint answered 429 within max_rps; pacing it slower",
+                        endpoint=endpoint.public_url, max_rps=pacer.max_rps)
+
     def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
         if endpoint.batches:
             endpoint.batches = False
@@ -448,6 +454,8 @@ class RpcClient(_LedgerMethods):
                 except RpcError as err:
                     self.stats.errors[type(err).__name__] += 1
                     error = err
+                    if isinstance(err, RateLimited) and endpoint.pacer is not None:
+                        self._slow_down(endpoint, endpoint.pacer)
                     if not is_endpoint_failure(err):
                         break
                     self._pool.failed(endpoint, self._clock())
