@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 HEADROOM = 0.05
 SLOWEST = 1.5
@@ -79,3 +80,17 @@ class Pacer:
                 if delay > 0:
                     self._slot, self._next = self._not_before, self._not_before + self.spacing
             return self._slot
+
+
+async def paced(pacer: Pacer, clock: Callable[[], float],
+                sleep: Callable[[float], Awaitable[None]]) -> dict[str, Any]:
+    """Waits for a request's slot; returns the httpx extensions that tell the pacer when the
+    request really leaves (httpcore's trace: after a new connection, as its headers go out)."""
+    slot = await pacer.wait(clock, sleep)
+    pacer.sent(clock(), slot)
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith("send_request_headers.started"):
+            pacer.sent(clock(), slot)
+
+    return {"trace": trace}

@@ -55,7 +55,7 @@ from watcher.core.errors import (
     ServerError,
     TransientRpcError,
 )
-from watcher.ledger.batching import Batcher
+from watcher.ledger.batching import Batcher, BatchesOff, refuses_batches
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
     ClusterNode,
@@ -65,7 +65,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.pacing import Pacer
+from watcher.ledger.pacing import Pacer, paced
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
@@ -119,17 +119,6 @@ def is_endpoint_failure(err: RpcError) -> bool:
     if isinstance(err, NodeUnhealthy):
         return err.code == NODE_BEHIND_CODE
     return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
-
-
-class _BatchesOff(Exception):
-    """A batch about to be sent to an endpoint found refusing batches meanwhile."""
-
-
-def _refuses_batches(err: RpcError) -> bool:
-    """Whether a batch was refused as such (a provider plan without batches), not failed."""
-    if isinstance(err, HttpClientError):
-        return err.status in (400, 403, 405)
-    return err.code == -32600
 
 
 @dataclass
@@ -356,10 +345,10 @@ class RpcClient(_LedgerMethods):
                     try:
                         body, headers = await self._post(endpoint, method, payload, on_send)
                         answers = unwrap_batch(method, ids, body, headers)
-                    except _BatchesOff:
+                    except BatchesOff:
                         answers = await self._singly(endpoint, method, payload, on_send)
                     except RpcError as err:
-                        if not _refuses_batches(err):
+                        if not refuses_batches(err):
                             raise
                         self._batches_refused(endpoint, err)
                         answers = await self._singly(endpoint, method, payload, on_send)
@@ -406,18 +395,6 @@ class RpcClient(_LedgerMethods):
                 return BatchAnswer(error=err)
 
         return list(await asyncio.gather(*(one(call) for call in payload)))
-
-    async def _paced(self, pacer: Pacer) -> dict[str, Any]:
-        """Waits for the request's slot; the httpx extensions that tell the pacer when the
-        request really leaves (httpcore's trace: after a new connection, as headers go out)."""
-        slot = await pacer.wait(self._clock, self._sleep)
-        pacer.sent(self._clock(), slot)
-
-        async def trace(event: str, info: dict[str, Any]) -> None:
-            if event.endswith("send_request_headers.started"):
-                pacer.sent(self._clock(), slot)
-
-        return {"trace": trace}
 
     def _slow_down(self, endpoint: Endpoint, pacer: Pacer) -> None:
         first = pacer.spacing == pacer.base_spacing
@@ -518,9 +495,10 @@ class RpcClient(_LedgerMethods):
         self.stats.requests += 1
         try:
             async with self._semaphore:
-                extensions = {} if endpoint.pacer is None else await self._paced(endpoint.pacer)
+                extensions = {} if endpoint.pacer is None else await paced(
+                    endpoint.pacer, self._clock, self._sleep)
                 if isinstance(payload, list) and not endpoint.batches:
-                    raise _BatchesOff  # refused while this one waited: not sent
+                    raise BatchesOff  # refused while this one waited: not sent
                 if on_send is not None:
                     on_send()
                 started = time.monotonic()
