@@ -492,15 +492,18 @@ class RpcClient(_LedgerMethods):
     ) -> tuple[Any, httpx.Headers]:
         """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
         error."""
-        self.stats.requests += 1
+        batch = isinstance(payload, list)
         try:
             async with self._semaphore:
+                if batch and not endpoint.batches:
+                    raise BatchesOff  # found refusing batches while this one waited: not sent
                 extensions = {} if endpoint.pacer is None else await paced(
                     endpoint.pacer, self._clock, self._sleep)
-                if isinstance(payload, list) and not endpoint.batches:
-                    raise BatchesOff  # refused while this one waited: not sent
+                if batch and not endpoint.batches:
+                    raise BatchesOff
                 if on_send is not None:
                     on_send()
+                self.stats.requests += 1
                 started = time.monotonic()
                 response = await endpoint.http.post(
                     endpoint.placeholder, json=payload, extensions=extensions
