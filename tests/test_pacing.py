@@ -12,7 +12,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.ledger.pacing import HEADROOM, Pacer
+from watcher.ledger.pacing import HEADROOM, Pacer, paced
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.transport import EndpointSpec
 
@@ -129,3 +129,19 @@ async def test_a_429_within_max_rps_slows_the_pace_and_says_so_once() -> None:
     slower = [e for e in logs if e["event"].startswith("rpc endpoint answered 429")]
     assert len(slower) == 1 and slower[0]["max_rps"] == 10
     assert KEY not in str(logs)
+
+
+async def test_paced_counts_when_a_request_leaves_and_a_cold_first_request_as_answered() -> None:
+    time = FakeTime()
+    pacer = Pacer(10, headroom=0.02)  # spacing 0.102 s, tolerance 10 ms
+    first = await paced(pacer, time, time.sleep)
+    assert pacer.opened_spell
+    time.now = 0.03  # its answer: it may have reached the provider only now
+    await first["trace"]("http11.receive_response_headers.complete", {})
+    second = await paced(pacer, time, time.sleep)
+    assert time.now == pytest.approx(0.132) and not pacer.opened_spell
+    time.now = 0.2  # a new connection held it 68 ms before its headers went out
+    await second["trace"]("http11.send_request_headers.started", {})
+    await second["trace"]("http11.receive_response_headers.complete", {})  # warm: no push
+    await paced(pacer, time, time.sleep)
+    assert time.now == pytest.approx(0.302)

@@ -43,6 +43,7 @@ class Pacer:
         self._next: float | None = None  # the next slot, unless it is too far in the past
         self._not_before = float("-inf")  # pushed by a request that left late
         self._slot = 0.0  # the last slot given
+        self.opened_spell = False  # whether the last slot was the first after a quiet spell
         self._lock = asyncio.Lock()
 
     def slow_down(self) -> bool:
@@ -57,6 +58,7 @@ class Pacer:
         quiet spell (the planned slot more than ``tolerance`` ago) the slot is now."""
         quiet = self._next is None or now - self._next > self.tolerance
         slot = max(now if quiet or self._next is None else self._next, self._not_before)
+        self.opened_spell = quiet
         self._slot, self._next = slot, slot + self.spacing
         return max(0.0, slot - now)
 
@@ -87,10 +89,16 @@ async def paced(pacer: Pacer, clock: Callable[[], float],
     """Waits for a request's slot; returns the httpx extensions that tell the pacer when the
     request really leaves (httpcore's trace: after a new connection, as its headers go out)."""
     slot = await pacer.wait(clock, sleep)
+    opened_spell = pacer.opened_spell
     pacer.sent(clock(), slot)
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         if event.endswith("send_request_headers.started"):
+            pacer.sent(clock(), slot)
+        elif opened_spell and event.endswith("receive_response_headers.complete"):
+            # The first request after a quiet spell meets cold paths at both ends (a new
+            # connection, a new handler): it may reach the provider as late as its answer came
+            # back. Counting it so costs one round trip per spell, not a 429.
             pacer.sent(clock(), slot)
 
     return {"trace": trace}
