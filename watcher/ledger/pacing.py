@@ -7,14 +7,17 @@ sliding one-second window never sees more than ``max_rps`` of them, wherever the
 
 The spacing is ``(1 + HEADROOM) / max_rps``: requests leave evenly but arrive with some jitter
 (the event loop, the network, the provider's own clock), and a request that arrives late next
-to one that arrives early would put ``max_rps + 1`` in one window. 3% is 30 ms of slack per
-window at any rate, and costs a sweep 5% of its time. When a provider still answers 429 (its
-clock, its jitter), ``slow_down`` widens the spacing by 5% each time, up to half as slow again.
+to one that arrives early would put ``max_rps + 1`` in one window. 5% is 50 ms of slack per
+window at any rate (half for a busy event loop, half for the network and the provider), and
+costs a sweep 5% of its time (3% gave 429s on a loaded 2-core box). When a provider still
+answers 429 (its clock, its jitter), ``slow_down`` widens the spacing by 5% each time, up to
+half as slow again.
 
 ``Pacer.reserve`` takes the time as a value and returns how long to wait (pure but for its
 own next slot); ``Pacer.wait`` is the same with a clock and a sleep, both injected, one waiter at
-a time. ``Pacer.sent`` is told when a request really left (``watcher.ledger.rpc``: when httpcore
-starts writing its headers, after any new connection): one that left late pushes the next slots.
+a time. ``Pacer.sent`` is told when a request really left (``paced``: when httpcore starts
+writing its headers, after any new connection; for the first request after a quiet spell, when
+its answer came back): one that left late pushes the next slots.
 """
 
 from __future__ import annotations
