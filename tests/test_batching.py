@@ -116,6 +116,18 @@ async def test_a_refused_batch_is_detected_once_then_single_calls(
     assert client.stats.failovers == 0 and client.stats.failures == {}
 
 
+async def test_batches_waiting_when_the_refusal_comes_go_singly_unsent(
+    make_client: MakeClient,
+) -> None:
+    client, node = make_client(batches=False, batch_size=10, max_concurrency=1)
+    params = [f"a{i}" for i in range(25)]
+    values = await _concurrently(client, "getSignaturesForAddress", params)
+    assert values == [[p] for p in params]
+    # The first batch is refused; the two queued behind it are never sent as batches.
+    assert node.sizes == [10] + [1] * 25
+    assert client.stats.requests == 26
+
+
 async def test_a_partial_batch_waiting_to_leave_collects_the_next_calls() -> None:
     sent: list[list[Any]] = []
     gate = asyncio.Event()

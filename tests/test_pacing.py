@@ -8,10 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.ledger.pacing import HEADROOM, Pacer
+from watcher.ledger.pacing import HEADROOM, Pacer, paced
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.transport import EndpointSpec
 
@@ -28,12 +29,14 @@ def test_slots_are_evenly_spaced_with_no_burst_after_a_quiet_spell() -> None:
 
 
 def test_a_late_request_pushes_the_next_slot() -> None:
-    pacer = Pacer(10, headroom=0)
+    pacer = Pacer(10, headroom=0.02)  # spacing 0.102 s, tolerance 10 ms
     assert pacer.reserve(0.0) == 0.0
-    pacer.sent(0.04)  # the event loop was busy: it left 40 ms late
-    assert pacer.reserve(0.05) == pytest.approx(0.09)  # 0.14, not 0.1
-    pacer.sent(0.14)
-    assert pacer.reserve(0.14) == pytest.approx(0.1)
+    pacer.sent(0.005, 0.0)  # 5 ms late: within the tolerance, the pace holds
+    assert pacer.reserve(0.05) == pytest.approx(0.052)  # slot 0.102
+    pacer.sent(0.142, 0.102)  # 40 ms late: the event loop was busy
+    assert pacer.reserve(0.15) == pytest.approx(0.094)  # slot 0.244, not 0.204
+    pacer.sent(0.244, 0.244)
+    assert pacer.reserve(0.244) == pytest.approx(0.102)
 
 
 def test_headroom_widens_the_spacing() -> None:
@@ -94,3 +97,51 @@ async def test_client_requests_to_each_endpoint_keep_its_pace() -> None:
     assert a_times == pytest.approx([i * spacing_a for i in range(6)])
     # b's own max_rps (2) beats rpc.max_rps; its first request went at once.
     assert b_times == pytest.approx([a_times[-1] + i * spacing_b for i in range(3)])
+
+
+def test_slow_down_widens_the_spacing_up_to_half_as_slow_again() -> None:
+    pacer = Pacer(10, headroom=0)
+    assert pacer.slow_down() and pacer.spacing == pytest.approx(0.105)
+    for _ in range(20):
+        pacer.slow_down()
+    assert pacer.spacing == pytest.approx(0.15) and not pacer.slow_down()
+
+
+async def test_a_429_within_max_rps_slows_the_pace_and_says_so_once() -> None:
+    time = FakeTime()
+    answers = iter([429, 429, 200, 200])
+
+    def node(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        if status == 429:
+            return httpx.Response(429, headers={"Retry-After": "1"}, text="Too many requests")
+        call = json.loads(request.content)
+        return httpx.Response(200, json={"jsonrpc": "2.0", "result": [], "id": call["id"]})
+
+    client = RpcClient(f"https://a.example.com/v3/{KEY}", transport=httpx.MockTransport(node),
+                       clock=time, sleep=time.sleep, max_rps=10)
+    with structlog.testing.capture_logs() as logs:
+        async with client:
+            assert await client.call("getClusterNodes", None, list[Any]) == []
+            assert await client.call("getClusterNodes", None, list[Any]) == []
+    pacer = client.endpoints[0].pacer
+    assert pacer is not None and pacer.spacing == pytest.approx(pacer.base_spacing * 1.05**2)
+    slower = [e for e in logs if e["event"].startswith("rpc endpoint answered 429")]
+    assert len(slower) == 1 and slower[0]["max_rps"] == 10
+    assert KEY not in str(logs)
+
+
+async def test_paced_counts_when_a_request_leaves_and_a_cold_first_request_as_answered() -> None:
+    time = FakeTime()
+    pacer = Pacer(10, headroom=0.02)  # spacing 0.102 s, tolerance 10 ms
+    first = await paced(pacer, time, time.sleep)
+    assert pacer.opened_spell
+    time.now = 0.03  # its answer: it may have reached the provider only now
+    await first["trace"]("http11.receive_response_headers.complete", {})
+    second = await paced(pacer, time, time.sleep)
+    assert time.now == pytest.approx(0.132) and not pacer.opened_spell
+    time.now = 0.2  # a new connection held it 68 ms before its headers went out
+    await second["trace"]("http11.send_request_headers.started", {})
+    await second["trace"]("http11.receive_response_headers.complete", {})  # warm: no push
+    await paced(pacer, time, time.sleep)
+    assert time.now == pytest.approx(0.302)

@@ -19,7 +19,7 @@ CALL = {"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"}
 
 class FakeClock:
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.now = 1000.0  # seconds
 
     def __call__(self) -> float:
         return self.now
@@ -31,23 +31,29 @@ def http() -> Iterator[httpx.Client]:
         yield client
 
 
+def _admit_at(window: RateWindow, clock: FakeClock, *times: float) -> list[int | None]:
+    answers = []
+    for at in times:
+        clock.now = at
+        answers.append(window.admit())
+    return answers
+
+
 def test_rate_window_slides_and_names_the_wait() -> None:
-    window = RateWindow(3)
-    assert [window.admit(t) for t in (0.0, 0.1, 0.2)] == [None, None, None]
-    assert window.admit(0.3) == 1  # the oldest leaves the window at 1.0
-    assert window.admit(0.99) == 1
-    assert window.admit(1.0) is None  # 0.0 left: (0.0, 1.0] holds 0.1, 0.2 and this one
-    assert window.admit(1.05) == 1
-    assert window.admit(1.1) is None
-    assert window.admit(5.0) is None
+    clock = FakeClock()
+    window = RateWindow(3, clock)
+    assert _admit_at(window, clock, 0.0, 0.1, 0.2) == [None, None, None]
+    assert _admit_at(window, clock, 0.3, 0.99) == [1, 1]  # the oldest leaves at 1.0
+    # 0.0 left: (0.0, 1.0] holds 0.1, 0.2 and this one
+    assert _admit_at(window, clock, 1.0, 1.05, 1.1, 5.0) == [None, 1, None, None]
     with pytest.raises(ValueError, match="positive"):
         RateWindow(0)
 
 
-def test_rate_window_long_wait_for_fractional_rates() -> None:
-    window = RateWindow(0.5)  # one request every two seconds: never two in a window
-    assert window.admit(0.0) is None
-    assert window.admit(0.2) == 1
+def test_rate_window_fractional_rates() -> None:
+    clock = FakeClock()
+    assert _admit_at(RateWindow(0.5, clock), clock, 0.0, 0.2) == [None, 1]  # at most 1
+    assert _admit_at(RateWindow(2.5, clock), clock, 0.0, 0.4, 0.8, 0.9) == [None, None, None, 1]
 
 
 def test_enforce_rps_answers_429_with_retry_after_and_counts(http: httpx.Client) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from watcher.core.errors import RpcError
+from watcher.core.errors import HttpClientError, RpcError
 
 # Calls per HTTP request unless the settings say otherwise. Measured (2,000 calls, simulator at
 # 30 ms latency, 8 requests in flight, 2 cores): batch 1: 3.2-3.5 s client CPU per 1,000 calls;
@@ -140,3 +140,14 @@ class Batcher:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+
+class BatchesOff(Exception):
+    """A batch about to be sent to an endpoint found refusing batches meanwhile."""
+
+
+def refuses_batches(err: RpcError) -> bool:
+    """Whether a batch was refused as such (a provider plan without batches), not failed."""
+    if isinstance(err, HttpClientError):
+        return err.status in (400, 403, 405)
+    return err.code == -32600

@@ -56,7 +56,7 @@ from watcher.core.errors import (
     TransientRpcError,
 )
 from watcher.core.tally import count_call
-from watcher.ledger.batching import Batcher
+from watcher.ledger.batching import Batcher, BatchesOff, refuses_batches
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.models import (
     ClusterNode,
@@ -66,6 +66,7 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
+from watcher.ledger.pacing import Pacer, paced
 from watcher.ledger.rpc_accounts import AccountMethods
 from watcher.ledger.rpc_das import DasMethods
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
@@ -121,13 +122,6 @@ def is_endpoint_failure(err: RpcError) -> bool:
     if isinstance(err, NodeUnhealthy):
         return err.code == NODE_BEHIND_CODE
     return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
-
-
-def _refuses_batches(err: RpcError) -> bool:
-    """Whether a batch was refused as such (a provider plan without batches), not failed."""
-    if isinstance(err, HttpClientError):
-        return err.status in (400, 403, 405)
-    return err.code == -32600
 
 
 @dataclass
@@ -356,8 +350,10 @@ class RpcClient(_LedgerMethods):
                     try:
                         body, headers = await self._post(endpoint, method, payload, on_send)
                         answers = unwrap_batch(method, ids, body, headers)
+                    except BatchesOff:
+                        answers = await self._singly(endpoint, method, payload, on_send)
                     except RpcError as err:
-                        if not _refuses_batches(err):
+                        if not refuses_batches(err):
                             raise
                         self._batches_refused(endpoint, err)
                         answers = await self._singly(endpoint, method, payload, on_send)
@@ -405,6 +401,12 @@ class RpcClient(_LedgerMethods):
 
         return list(await asyncio.gather(*(one(call) for call in payload)))
 
+    def _slow_down(self, endpoint: Endpoint, pacer: Pacer) -> None:
+        first = pacer.spacing == pacer.base_spacing
+        if pacer.slow_down() and first:
+            log.warning("rpc endpoint answered 429 within max_rps; pacing it slower",
+                        endpoint=endpoint.public_url, max_rps=pacer.max_rps)
+
     def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
         if endpoint.batches:
             endpoint.batches = False
@@ -434,6 +436,8 @@ class RpcClient(_LedgerMethods):
                 except RpcError as err:
                     self.stats.errors[type(err).__name__] += 1
                     error = err
+                    if isinstance(err, RateLimited) and endpoint.pacer is not None:
+                        self._slow_down(endpoint, endpoint.pacer)
                     if not is_endpoint_failure(err):
                         break
                     self._pool.failed(endpoint, self._clock())
@@ -493,15 +497,22 @@ class RpcClient(_LedgerMethods):
     ) -> tuple[Any, httpx.Headers]:
         """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
         error."""
-        self.stats.requests += 1
+        batch = isinstance(payload, list)
         try:
             async with self._semaphore:
-                if endpoint.pacer is not None:
-                    await endpoint.pacer.wait(self._clock, self._sleep)
+                if batch and not endpoint.batches:
+                    raise BatchesOff  # found refusing batches while this one waited: not sent
+                extensions = {} if endpoint.pacer is None else await paced(
+                    endpoint.pacer, self._clock, self._sleep)
+                if batch and not endpoint.batches:
+                    raise BatchesOff
                 if on_send is not None:
                     on_send()
+                self.stats.requests += 1
                 started = time.monotonic()
-                response = await endpoint.http.post(endpoint.placeholder, json=payload)
+                response = await endpoint.http.post(
+                    endpoint.placeholder, json=payload, extensions=extensions
+                )
                 if self.on_request is not None:
                     self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 WINDOW_SECONDS = 1.0
@@ -19,18 +21,21 @@ WINDOW_SECONDS = 1.0
 class RateWindow:
     """At most ``ceil(rps)`` requests accepted in any window of ``WINDOW_SECONDS``."""
 
-    def __init__(self, rps: float) -> None:
+    def __init__(self, rps: float, clock: Callable[[], float] = time.monotonic) -> None:
         if rps <= 0:
             raise ValueError(f"enforce_rps must be positive: {rps}")
         self.rps = rps
         self._limit = math.ceil(rps * WINDOW_SECONDS)  # 2.5: 0, 0.4 and 0.8 s in one window
+        self._clock = clock
         self._accepted: deque[float] = deque()
         self._lock = threading.Lock()
 
-    def admit(self, now: float) -> int | None:
-        """None when the request at ``now`` is accepted (and counted); else the whole seconds
-        the client should wait (``Retry-After``: until the oldest request leaves the window)."""
+    def admit(self) -> int | None:
+        """None when a request arriving now is accepted (and counted); else the whole seconds
+        the client should wait (``Retry-After``: until the oldest request leaves the window).
+        The time is read under the lock: the window stays in order whichever thread asks."""
         with self._lock:
+            now = self._clock()
             while self._accepted and self._accepted[0] <= now - WINDOW_SECONDS:
                 self._accepted.popleft()
             if len(self._accepted) < self._limit:

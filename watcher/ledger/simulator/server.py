@@ -220,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, _error_body(_UNAUTHORIZED))
             return
         if sim.rate_window is not None:
-            retry_after = sim.rate_window.admit(sim.clock())
+            retry_after = sim.rate_window.admit()
             if retry_after is not None:
                 sim.http_counters.too_many()
                 self._send(429, _error_body(_TOO_MANY), headers={"Retry-After": str(retry_after)})
@@ -316,9 +316,8 @@ class SimulatorServer:
         self.methods = RpcMethods(ledger)
         self.log = _RequestLog()
         self.latency, self.enforce_rps, self.batches = latency, enforce_rps, batches
-        self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps)
+        self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps, clock)
         self.http_counters = HttpCounters()
-        self.clock = clock  # the rate window's time
         # POST /control: one change to the ledger (JSON), applied by ``control``, which says
         # what it did or raises ValueError (``watcher simulate tx ...``); off when None.
         self.control = control
