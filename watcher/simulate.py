@@ -161,3 +161,40 @@ def action(
                    err=True)  # fmt: skip
         raise typer.Exit(code=2)
     _send(port, parsed)
+
+
+@simulate_app.command("supply")
+def supply(
+    mint: Annotated[str, typer.Argument(help="The token's mint.")],
+    amount: Annotated[int, typer.Argument(min=0, help="The new raw supply.")],
+    port: PortOption = 8899,
+) -> None:
+    """Mint or burn: the difference goes to (or comes from) the largest account (set_supply)."""
+    _send(port, {"set_supply": {"mint": mint, "amount": amount}})
+
+
+@simulate_app.command("balance")
+def balance(
+    account: Annotated[str, typer.Argument(help="The account (created when unknown).")],
+    lamports: Annotated[int, typer.Argument(min=0, help="Its new balance in lamports.")],
+    port: PortOption = 8899,
+) -> None:
+    """Set an account's lamports (set_account)."""
+    _send(port, {"set_account": {"address": account, "lamports": lamports}})
+
+
+@simulate_app.command("asset")
+def asset(
+    asset_id: Annotated[str, typer.Argument(metavar="ID", help="The asset id.")],
+    owner: Annotated[str | None, typer.Option(help="New owner (required for a new asset).")] = None,
+    delegate: Annotated[str | None, typer.Option(help="New delegate.")] = None,
+    frozen: Annotated[bool | None, typer.Option(help="Frozen or thawed.")] = None,
+    burnt: Annotated[bool | None, typer.Option(help="Burnt.")] = None,
+    json_uri: Annotated[str | None, typer.Option(help="New metadata URI.")] = None,
+    port: PortOption = 8899,
+) -> None:
+    """Add an asset or change the keys given (set_asset)."""
+    given = {"owner": owner, "delegate": delegate, "frozen": frozen, "burnt": burnt,
+             "json_uri": json_uri}  # fmt: skip
+    changes = {key: value for key, value in given.items() if value is not None}
+    _send(port, {"set_asset": {"id": asset_id, **changes}})

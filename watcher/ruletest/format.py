@@ -162,6 +162,13 @@ class Fee(_Strict):
     expired: bool = False  # every message's blockhash has expired: the fee is null
 
 
+class HolderSupply(_Strict):
+    """A mint's supply: the difference is minted to (or burnt from) its largest account."""
+
+    mint: Pubkey
+    amount: Amount  # raw
+
+
 class Action(_Strict):
     """One change to the ledger: exactly one key, named after the simulator's Ledger method."""
 
@@ -186,6 +193,7 @@ class Action(_Strict):
     set_program_account: ProgramAccountSeed | None = None
     close_program_account: ProgramAccountKey | None = None
     print_edition: PrintEdition | None = None
+    set_supply: HolderSupply | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -304,6 +312,8 @@ def _change(ledger: Ledger, action: Action) -> None:
         )
     elif action.halt_cluster is not None:
         ledger.halt(action.halt_cluster)
+    elif action.set_supply is not None:
+        ledger.set_supply(action.set_supply.mint, action.set_supply.amount)
     else:
         _change_accounts(ledger, action)
 

@@ -304,6 +304,21 @@ class Ledger(VoteControls):
             return [{"address": account, **token_amount(amount, found.decimals)}
                     for account, amount in ranked]
 
+    def set_supply(self, mint: str, amount: int) -> None:
+        """Mints or burns the difference on the mint's largest token account, so that the
+        supply (the sum of its accounts) becomes ``amount``. ``ValueError`` when burning more
+        than that account holds."""
+        with self._lock:
+            holders = self._mint(mint).holders
+            if not holders:
+                raise ValueError(f"mint {mint} has no token account to mint to or burn from")
+            largest = max(holders, key=lambda account: (holders[account], account))
+            after = holders[largest] + amount - sum(holders.values())
+            if after < 0:
+                raise ValueError(f"cannot burn more than the largest account holds ({largest})")
+            holders[largest] = after
+            self._changed()
+
     def token_supply(self, mint: str) -> dict[str, Any] | None:
         with self._lock:
             found = self._mints.get(mint)
