@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from watcher.cli import app
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import Ledger, SimulatorServer, serve
+from watcher.ledger.simulator.das import das_of
 from watcher.ruletest.control import apply_control, ledger_from_file, send_action
 
 from support.receivers import wait_until
@@ -156,3 +157,26 @@ def test_serve_a_file_ledger_and_say_each_change(tmp_path: Path) -> None:
     said = out.getvalue()
     assert "no scenario: the ledger changes only when told to" in said
     assert "scenario complete" not in said
+
+
+def test_supply_balance_and_asset_commands(served: tuple[Ledger, int]) -> None:
+    ledger, port = served
+    mint, big, small = key("control mint"), key("control big"), key("control small")
+    ledger.set_holders(mint, [(big, 700), (small, 300)], decimals=0)
+    assert simulate(port, "supply", mint, "1500")[0] == 0  # mint 500 to the largest account
+    assert ledger.token_supply(mint)["amount"] == "1500"  # type: ignore[index]
+    assert ledger.holder_amount(mint, big) == 1200 and ledger.holder_amount(mint, small) == 300
+    code, said = simulate(port, "supply", mint, "100")  # would burn more than the largest holds
+    assert code == 1 and "cannot burn more than the largest account holds" in said
+    assert ledger.token_supply(mint)["amount"] == "1500"  # type: ignore[index]
+
+    assert simulate(port, "balance", ADDRESS, "2500000000")[0] == 0
+    assert ledger.accounts.account(ADDRESS).lamports == 2_500_000_000  # type: ignore[union-attr]
+
+    asset_id, owner = key("control asset"), key("control owner")
+    code, said = simulate(port, "asset", asset_id)
+    assert code == 1 and "needs an owner" in said, said
+    assert simulate(port, "asset", asset_id, "--owner", owner)[0] == 0
+    assert simulate(port, "asset", asset_id, "--frozen")[0] == 0
+    found = das_of(ledger).assets.asset(asset_id)
+    assert found is not None and (found.owner, found.frozen) == (owner, True)

@@ -252,12 +252,12 @@ def apply_to(ledger: Ledger, action: Action) -> None:
     """Applies one action outside a test file (``watcher simulate``'s control endpoint);
     ``LookupError``/``ValueError`` when the ledger refuses it."""
     _change(ledger, action)
+    das_change(ledger, action)
 
 
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
     try:
-        _change(ledger, action)
-        das_change(ledger, action)
+        apply_to(ledger, action)
     except (LookupError, ValueError) as exc:
         reason = exc.args[0] if exc.args else type(exc).__name__
         message = f"{format_loc(loc)}: the ledger refused this: {reason}"
