@@ -458,13 +458,16 @@ def test_demo_scenario_plays_every_change_in_order() -> None:
         return {v["address"] for v in ledger.largest_accounts(DEMO.mint) or []}
 
     def state(step: Step) -> None:
-        delinquent = ledger.vote_accounts(vote_pubkey=DEMO.delinquent_vote)["delinquent"]
+        accounts = ledger.vote_accounts(vote_pubkey=DEMO.delinquent_vote)
+        delinquent = accounts["delinquent"]
+        [ours] = accounts["current"] or delinquent
         seen.append((step.description, (
             len(ledger.signatures(DEMO.treasury)) - baseline[DEMO.treasury],
             len(ledger.signatures(DEMO.hot_wallet)) - baseline[DEMO.hot_wallet],
             DEMO.newcomer in top20(), smallest in top20(),
             ledger.holder_amount(DEMO.mint, DEMO.grower), bool(delinquent),
             ledger.node(DEMO.drift_node)["version"],  # type: ignore[index]
+            ours["commission"],
         )))
 
     stop = threading.Event()
@@ -473,17 +476,18 @@ def test_demo_scenario_plays_every_change_in_order() -> None:
     player.join(timeout=10)
     assert not player.is_alive()
     assert [values for _, values in seen] == [
-        (1, 0, False, True, grower, False, "2.3.6"),
-        (1, 25, False, True, grower, False, "2.3.6"),
-        (1, 25, True, False, grower, False, "2.3.6"),
-        (1, 25, True, False, grower * 13 // 10, False, "2.3.6"),
-        (1, 25, True, False, grower * 13 // 10, True, "2.3.6"),
-        (1, 25, True, False, grower * 13 // 10, True, "2.3.5"),
-        (1, 25, True, False, grower * 13 // 10, False, "2.3.5"),
-        (1, 25, True, False, grower * 13 // 10, False, "2.3.6"),
+        (1, 0, False, True, grower, False, "2.3.6", 5),
+        (1, 25, False, True, grower, False, "2.3.6", 5),
+        (1, 25, True, False, grower, False, "2.3.6", 5),
+        (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 5),
+        (1, 25, True, False, grower * 13 // 10, True, "2.3.6", 5),
+        (1, 25, True, False, grower * 13 // 10, True, "2.3.5", 5),
+        (1, 25, True, False, grower * 13 // 10, False, "2.3.5", 5),
+        (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 5),
+        (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 10),
     ]
     times = [step.at_seconds for step in scenario.steps]
-    assert times[-1] <= 25 and all(b - a >= 3 for a, b in itertools.pairwise(times))
+    assert times[-1] <= 28 and all(b - a >= 3 for a, b in itertools.pairwise(times))
 
 
 def test_serve_prints_the_url_and_stops_on_request(wait_until: Callable[..., Any]) -> None:

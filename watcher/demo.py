@@ -34,6 +34,9 @@ EXPECTED = {
     "holder_changes": {"event"},
     "delinquent_validators": {"firing", "resolved"},
     "version_drift": {"firing", "resolved"},
+    # Validator checks beyond delinquency: a delinquent validator's vote lags first.
+    "vote_lag": {"firing", "resolved"},
+    "commission_changed": {"event"},
 }
 
 

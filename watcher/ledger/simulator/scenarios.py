@@ -120,12 +120,14 @@ _DEMO_STEPS = (
     Step(20, "the validator votes again", lambda ledger: ledger.mark_current(DEMO.delinquent_vote)),
     Step(23, f"the node is back on {DEMO.drift_from}",
          lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_from)),
+    Step(26, "the validator raises its commission to 10 %",
+         lambda ledger: ledger.update_validator(DEMO.delinquent_vote, commission=10)),
 )
 
 SCENARIOS: Final[dict[str, Scenario]] = {
     "demo": Scenario(
         name="demo",
-        summary="every rule kind fires once (and the state kinds resolve) within 26 s",
+        summary="every rule kind fires once (and the state kinds resolve) within 29 s",
         steps=_DEMO_STEPS,
         setup=_demo_setup,
         duration=26.0,
