@@ -146,7 +146,7 @@ def test_drift_repeat_and_resolution_after_missing() -> None:
     assert "Still drifting, for 2h. Missing from gossip" in body
     resolved = drift_facts("resolved", status="ok", duration="3m", was={"status": "missing"})
     title, body = drift_text(resolved)
-    assert title == f"[CRITICAL] r1: node {shorten(VOTE)} back in line (frankendancer 0.703.20300)"
+    assert title == f"[RESOLVED] r1: node {shorten(VOTE)} back in line (frankendancer 0.703.20300)"
     assert "Resolved after 3m. Was: Missing from gossip" in body
 
 
@@ -159,6 +159,14 @@ def test_episode_facts_carry_duration_and_what_it_was() -> None:
     assert facts["firing_since"] == "1970-01-01T00:16:40Z"
     assert facts["was"] == {"status": "delinquent"}
     assert "was" not in episode_facts({}, {"status": "x"}, episode, "repeat", 1330)
+
+
+def test_episode_facts_count_from_the_onset_pending_time_included() -> None:
+    episode = {"number": 1, "onset": 1000.0, "firing_since": 1010.0}
+    facts = episode_facts({}, {}, episode, "repeat", 1065)
+    assert facts["duration"] == "1m 5s" and facts["duration_seconds"] == 65
+    assert facts["since"] == "1970-01-01T00:16:40Z"
+    assert facts["firing_since"] == "1970-01-01T00:16:50Z"
 
 
 # -- templates -------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.alerting.events import AlertMessage, Severity
+from watcher.alerting.events import AlertMessage
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
-from watcher.delivery.notifier import ACCEPTED, Outcome, refused
+from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
 from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, url_id
 from watcher.delivery.sender import NOT_CONFIGURED, Sender
 from watcher.state.store import Store
@@ -100,6 +100,21 @@ async def test_an_alert_is_delivered_once_and_marked_sent(
     assert await sender.send_due() == 0
     assert len(json_receiver.received) == 1
     assert tmp_store.pending_count() == 0
+
+
+async def test_a_resolution_goes_out_with_the_success_type_whatever_its_severity(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    clock = FakeClock()
+    sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
+    critical = {"severity": "critical", "subject": "v1"}
+    enqueue(tmp_store, sender, clock, alert("fired", reason="firing", **critical))
+    enqueue(tmp_store, sender, clock, alert("resolved", reason="resolved", **critical))
+    assert await sender.send_due() == 2
+    assert [(post["title"], post["type"]) for post in json_receiver.received] == [
+        ("[warning] treasury: fired", "failure"),
+        ("[warning] treasury: resolved", "success"),
+    ]
 
 
 async def test_a_refused_delivery_is_retried_after_backoff_and_delivered_once(
@@ -379,10 +394,8 @@ class ScriptedNotifier:
         self.outcomes = list(outcomes)
         self.sent: list[tuple[str, str, str, str]] = []
 
-    def send(
-        self, url: str, title: str, body: str, severity: Severity, notification: str
-    ) -> Outcome:
-        self.sent.append((url, title, severity, notification))
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+        self.sent.append((url, title, tone, notification))
         return self.outcomes.pop(0)
 
 

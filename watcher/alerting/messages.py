@@ -119,7 +119,14 @@ def sol(lamports: int | None) -> str:
 
 
 def rule_head(facts: Facts) -> str:
-    return f"[{str(facts['severity']).upper()}] {facts['rule']}:"
+    """``[CRITICAL] my-validator:``; a resolution reads ``[RESOLVED] my-validator:``."""
+    return f"[{_tag(facts)}] {facts['rule']}:"
+
+
+def _tag(facts: Facts) -> str:
+    if facts.get("reason") == "resolved":
+        return "RESOLVED"
+    return str(facts.get("severity", "warning")).upper()
 
 
 def rule_line(facts: Facts) -> str:
@@ -145,17 +152,30 @@ def episode_facts(
     transition: Reason,
     now: float,
 ) -> dict[str, Any]:
-    """Facts of one observation + what the episode adds: its number, start and duration
-    (``was``: the facts of the last observation where the condition held, for resolutions)."""
-    started = episode.get("firing_since")
+    """Facts of one observation + what the episode adds: its number, its onset (``since``: when
+    the condition was first seen, pending time included), when it fired (``firing_since``) and
+    its duration counted from the onset (``was``: the facts of the last observation where the
+    condition held, for resolutions)."""
+    fired = episode.get("firing_since")
+    onset = episode.get("onset")
+    started = onset if onset is not None else fired
     out: dict[str, Any] = {**facts, "episode": episode.get("number")}
+    if fired is not None:
+        out["firing_since"] = iso(float(fired))
     if started is not None:
-        out["firing_since"] = iso(float(started))
+        out["since"] = iso(float(started))
         out["duration_seconds"] = now - float(started)
         out["duration"] = human_duration(now - float(started))
     if transition == "resolved":
         out["was"] = dict(previous)
     return out
+
+
+def since_text(facts: Facts) -> str:
+    """``since <onset>``, and when the alert fired later (``for``), ``(firing since <t>)``."""
+    since = facts.get("since") or facts.get("firing_since") or "unknown"
+    fired = facts.get("firing_since")
+    return f"since {since}" + (f" (firing since {fired})" if fired and fired != since else "")
 
 
 # -- built-in alerts (watcher.alerting.builtin)
@@ -267,7 +287,7 @@ def minimal_text(facts: Facts) -> tuple[str, str]:
     """The wording of last resort: rule, severity, subject and reason, nothing that can fail."""
     severity, rule = str(facts.get("severity", "warning")), str(facts.get("rule", "?"))
     subject, reason = str(facts.get("subject", "?")), str(facts.get("reason", "event"))
-    title = f"[{severity.upper()}] {rule}: {reason} on {shorten(subject)}"
+    title = f"[{_tag(facts)}] {rule}: {reason} on {shorten(subject)}"
     body = lines(f"Rule: {rule} (severity {severity})", f"Subject: {subject}", f"Reason: {reason}")
     return title, body
 

@@ -14,18 +14,18 @@ from urllib.parse import parse_qsl, urlsplit
 import apprise
 import apprise.decorators
 
-from watcher.alerting.events import Severity
 from watcher.core.redact import REDACTOR
 from watcher.delivery import outbox, sending
-from watcher.delivery.notifier import ACCEPTED, Outcome, refused
+from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
 from watcher.delivery.sending import with_id_header
 
 REJECTED_URL = "Apprise does not accept this URL"
 
-NOTIFY_TYPES: Mapping[Severity, apprise.NotifyType] = {
+NOTIFY_TYPES: Mapping[Tone, apprise.NotifyType] = {
     "info": apprise.NotifyType.INFO,
     "warning": apprise.NotifyType.WARNING,
     "critical": apprise.NotifyType.FAILURE,
+    "resolved": apprise.NotifyType.SUCCESS,
 }
 
 
@@ -138,14 +138,12 @@ class AppriseNotifier:
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
 
-    def send(
-        self, url: str, title: str, body: str, severity: Severity, notification: str
-    ) -> Outcome:
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
         client = self._client(url, notification)
         if client is None:
             return refused(REJECTED_URL, final=True)
         title, body = fit_for_url(url, title, body)
-        error = sending.send_blocking(client, title, body, NOTIFY_TYPES.get(severity))
+        error = sending.send_blocking(client, title, body, NOTIFY_TYPES.get(tone))
         return ACCEPTED if error is None else refused(error)
 
     def _client(self, url: str, notification: str) -> apprise.Apprise | None:

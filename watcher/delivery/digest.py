@@ -29,6 +29,7 @@ from typing import Any
 from watcher.alerting.events import AlertMessage, Grouping, Severity
 from watcher.alerting.messages import lines, rule_head
 from watcher.core.clock import iso
+from watcher.delivery.notifier import Tone
 from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords
@@ -84,6 +85,14 @@ def _head(row: DeliveryRow, severity: str | None = None) -> str:
 def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
     """The highest severity among the rows (one rule's rows share it, unless it was edited)."""
     return max((row.severity for row in rows), key=lambda s: _SEVERITY_RANK.get(s, 0))
+
+
+def tone_of(rows: Sequence[DeliveryRow]) -> Tone:
+    """How the message looks: "resolved" (Apprise's success type) for resolutions, else the
+    highest severity."""
+    if all(row.reason == "resolved" for row in rows):
+        return "resolved"
+    return severity_of(rows)
 
 
 def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:

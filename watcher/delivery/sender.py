@@ -262,8 +262,8 @@ class Sender:
             return False, None
         notification = notification_id(rows)
         title, body = digest.message_text(rows, notes)
-        severity = digest.severity_of(rows)
-        outcome = await self._sends.send(first.url_id, notification, url, title, body, severity)
+        tone = digest.tone_of(rows)
+        outcome = await self._sends.send(first.url_id, notification, url, title, body, tone)
         if outcome.final:
             await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None
