@@ -9,12 +9,14 @@ import pytest
 
 from watcher.alerting.messages import (
     episode_facts,
+    framed,
     make_alert,
     minimal_text,
     render_checked,
     shorten,
     template_problem,
     ui_amount,
+    with_notes,
 )
 from watcher.kinds import RULE_MODELS, word
 from watcher.kinds.delinquency import validator_text
@@ -254,3 +256,59 @@ def test_a_default_wording_that_fails_falls_back_to_the_minimal_wording() -> Non
     assert f"Subject: {address}" in body
     assert "(default wording failed: ValueError: year 57000 is out of range)" in body
     assert problems == ("default wording failed: ValueError: year 57000 is out of range",)
+
+
+# -- summary and runbook ---------------------------------------------------------------------
+
+
+def test_summary_and_runbook_frame_every_message_of_their_rule() -> None:
+    rule = RULE_MODELS["delinquent_validators"].model_validate(
+        {
+            "name": "r1",
+            "kind": "delinquent_validators",
+            "validators": [VOTE],
+            "severity": "critical",
+            "summary": "Our mainnet validator stopped voting",
+            "runbook": "https://wiki.example/runbooks/delinquent",
+        }
+    )
+    episode = {"since": "2026-01-01T00:00:00Z", "firing_since": "2026-01-01T00:00:00Z"}
+    extra: dict[str, Any] = {
+        "firing": {},
+        "repeat": {"duration": "1h", **episode},
+        "resolved": {"duration": "1h", "was": {"status": "delinquent"}, **episode},
+    }
+    for reason, facts in extra.items():
+        said = make_alert(
+            rule,
+            subject=VOTE,
+            reason=reason,  # type: ignore[arg-type]
+            dedup_key=reason,
+            facts=validator_facts(reason, **facts),
+        )
+        worded = word(said, rule)
+        _, default_body = validator_text(said.facts)
+        assert worded.body == (
+            "Our mainnet validator stopped voting\n\n"
+            f"{default_body}\n\n"
+            "Runbook: https://wiki.example/runbooks/delinquent"
+        ), reason
+    # A rule's own body template is framed too, and the facts name both for templates.
+    templated_rule = rule.model_copy(update={"body": "{{ summary }} / {{ runbook }}"})
+    said = make_alert(
+        rule, subject=VOTE, reason="firing", dedup_key="k", facts=validator_facts("firing")
+    )
+    assert word(said, templated_rule).body.splitlines() == [
+        "Our mainnet validator stopped voting",
+        "",
+        "Our mainnet validator stopped voting / https://wiki.example/runbooks/delinquent",
+        "",
+        "Runbook: https://wiki.example/runbooks/delinquent",
+    ]
+
+
+def test_pacing_notes_go_before_the_runbook() -> None:
+    facts = {"runbook": "see wiki"}
+    body = framed("text", facts)
+    assert with_notes(body, facts, ["note"]) == "text\n\nnote\n\nRunbook: see wiki"
+    assert with_notes("text", {}, ["note"]) == "text\n\nnote"

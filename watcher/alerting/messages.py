@@ -319,6 +319,10 @@ def make_alert(
         "subject": subject,
         "reason": reason,
     }
+    for key in ("summary", "runbook"):  # every message of the rule shows them (``framed``)
+        value = getattr(rule, key, None)
+        if value:
+            full_facts[key] = value
     return AlertMessage(
         rule=rule.name,
         severity=rule.severity,
@@ -357,4 +361,35 @@ def word_alert(
     (or without its rule: no templates), the wording of last resort, ``minimal_text``."""
     default: Wording = wording or (lambda facts, _shown: minimal_text(facts))
     title, body, problems = render_checked(rule, alert.facts, default, shown)
-    return replace(alert, title=title, body=body, wording_problems=problems)
+    return replace(alert, title=title, body=framed(body, alert.facts), wording_problems=problems)
+
+
+# -- the rule's summary and runbook ----------------------------------------------------------
+
+
+def runbook_line(facts: Facts) -> str | None:
+    runbook = facts.get("runbook")
+    return f"Runbook: {runbook}" if runbook else None
+
+
+def framed(body: str, facts: Facts, notes: Sequence[str] = ()) -> str:
+    """A body between its rule's ``summary`` (the first line, under the title) and
+    ``runbook`` (the last line), with ``notes`` (``watcher.delivery.digest``) before it."""
+    summary = facts.get("summary")
+    runbook = runbook_line(facts)
+    return lines(
+        *((str(summary), "") if summary else ()),
+        body,
+        *(("", *notes) if notes else ()),
+        *(("", runbook) if runbook else ()),
+    )
+
+
+def with_notes(body: str, facts: Facts, notes: Sequence[str]) -> str:
+    """A worded (``framed``) body with ``notes`` added, still before its runbook line."""
+    if not notes:
+        return body
+    runbook = runbook_line(facts)
+    if runbook and body.endswith("\n\n" + runbook):
+        return lines(body[: -len(runbook) - 2], "", *notes, "", runbook)
+    return lines(body, "", *notes)

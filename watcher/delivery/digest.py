@@ -23,25 +23,29 @@ Pure: rows and times in, texts and times out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
-from watcher.alerting.messages import lines, rule_head
+from watcher.alerting.messages import PLAIN, Presentation, framed, lines, rule_head, with_notes
 from watcher.core.clock import iso
 from watcher.delivery.notifier import Tone
 from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import digest_words
-from watcher.kinds.base import DigestWords
+from watcher.kinds.base import DigestWords, Named
 
 HOUR = 3600.0
 DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"
+DIGEST_NAMED = 20  # a digest names this many items (signatures...), then "... and N more ..."
+NAMED_CHARS = 8  # a named key shows its first and last 8 characters, its link the full value
 
 DEAD_LETTER_RULE = "watcher"
 DEAD_LETTER_KIND = "dead_letter"
 DEAD_LETTER_PREFIX = "dead|"
 # Many deliveries die together when a channel is down for a day: one digest a minute at most.
 DEAD_LETTER_GROUPING = Grouping(kind=DEAD_LETTER_KIND, wait=2.0, interval=60.0)
+
+NamesOf = Callable[[Mapping[str, Any]], tuple[Sequence[Named], int]]
 
 _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -95,18 +99,25 @@ def tone_of(rows: Sequence[DeliveryRow]) -> Tone:
     return severity_of(rows)
 
 
-def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
+def message_text(
+    rows: Sequence[DeliveryRow], notes: Sequence[str] = (), shown: Presentation = PLAIN
+) -> tuple[str, str]:
     """Title and body of one message for ``rows``: a lone row as it is, several as a digest;
-    ``notes`` (from ``pacing_notes``) are added to the body."""
+    ``notes`` (from ``pacing_notes``) are added to the body (before the rule's runbook)."""
     if len(rows) == 1:
         row = rows[0]
-        return row.title, lines(row.body, "", *notes) if notes else row.body
-    return digest_text(rows, notes)
+        return row.title, with_notes(row.body, row.facts, notes)
+    return digest_text(rows, notes, shown)
 
 
-def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
-    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
-    the first ``DIGEST_ITEMS`` alerts by their titles, then "... and K more"."""
+def digest_text(
+    rows: Sequence[DeliveryRow], notes: Sequence[str] = (), shown: Presentation = PLAIN
+) -> tuple[str, str]:
+    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then names
+    every item (signature...) up to ``DIGEST_NAMED``, each shortened with its explorer link
+    (``shown``) carrying the full value, then "... and N more"; for a kind that names nothing,
+    its first ``DIGEST_ITEMS`` alerts by their titles. Between the rule's summary and runbook
+    (of its newest row: the rule as it is now)."""
     first = rows[0]
     words = words_of(first.grouping.kind if first.grouping else "")
     severity = severity_of(rows)
@@ -114,19 +125,54 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     subjects = len({row.subject for row in rows})
     started, ended = min(r.created_at for r in rows), max(r.created_at for r in rows)
     span = f"at {iso(started)}" if ended == started else f"from {iso(started)} to {iso(ended)}"
-    more = len(rows) - DIGEST_ITEMS
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
+    names = words.names
+    listed = _named_lines(rows, names, count, shown) if names else _title_lines(rows, words)
     body = lines(
         f"Rule: {first.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
         *notes,
         "",
-        *(f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]),
-        f"... and {more} more" if more > 0 else None,
+        *listed,
     )
-    return title, body
+    newest = max(rows, key=lambda row: row.id)
+    return title, framed(body, newest.facts)
+
+
+def _title_lines(rows: Sequence[DeliveryRow], words: DigestWords) -> list[str]:
+    more = len(rows) - DIGEST_ITEMS
+    listed = [f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]]
+    return listed + ([f"... and {more} more"] if more > 0 else [])
+
+
+def _named_lines(
+    rows: Sequence[DeliveryRow], names: NamesOf, count: int, shown: Presentation
+) -> list[str]:
+    """Each named item on its line (``- 5VERv8NM…tH3SPzj9 on 9xQe…VFin, slot 7``) with its
+    link on the next, up to ``DIGEST_NAMED``; then how many more the digest covers."""
+    listed: list[str] = []
+    named = 0
+    for row in rows:
+        for item in names(row.facts)[0]:
+            if named == DIGEST_NAMED:
+                break
+            named += 1
+            link = shown.link(item.link, item.key)
+            # Shortened only where the link keeps the full value.
+            key = _shortened(item.key) if link else item.key
+            on = f" on {shown.short(item.on)}" if item.on else ""
+            listed.append(f"- {key}{on}" + (f", {item.detail}" if item.detail else ""))
+            if link:
+                listed.append(link)
+    more = count - named
+    return listed + ([f"... and {more} more"] if more > 0 else [])
+
+
+def _shortened(key: str) -> str:
+    """``5VERv8NM…tH3SPzj9``: the first and last 8 characters (a signature is 88)."""
+    return key if len(key) <= 2 * NAMED_CHARS + 1 else f"{key[:NAMED_CHARS]}…{key[-NAMED_CHARS:]}"
 
 
 def _item(row: DeliveryRow, words: DigestWords) -> str:

@@ -29,7 +29,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
 
@@ -314,6 +314,10 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
 
 
 def _signature_line(entry: Mapping[str, Any]) -> str:
+    return f"- {entry['signature']}  " + _signature_details(entry)
+
+
+def _signature_details(entry: Mapping[str, Any]) -> str:
     details = [f"slot {entry['slot']}"]
     if entry.get("block_time") is not None:
         details.append(iso(float(entry["block_time"])))
@@ -321,16 +325,30 @@ def _signature_line(entry: Mapping[str, Any]) -> str:
         details.append("(failed)")
     if entry.get("memo"):
         details.append(f"memo: {entry['memo']}")
-    return f"- {entry['signature']}  " + ", ".join(details)
+    return ", ".join(details)
 
 
 def _count(facts: Mapping[str, Any]) -> int:
     return int(facts.get("count", 1))
 
 
+def _named(facts: Mapping[str, Any]) -> tuple[list[Named], int]:
+    """A digest names each listed signature, on its address; the rest are counted."""
+    named = [
+        Named(entry["signature"], "tx", facts["address"], _signature_details(entry))
+        for entry in facts.get("signatures") or ()
+    ]
+    return named, int(facts.get("more", 0))
+
+
 KIND = Kind(
     model=NewTransactionsRule,
     source=SOURCE,
     wording=transactions_text,
-    digest=DigestWords(("new transaction", "new transactions"), ("address", "addresses"), _count),
+    digest=DigestWords(
+        ("new transaction", "new transactions"),
+        ("address", "addresses"),
+        _count,
+        names=_named,
+    ),
 )
