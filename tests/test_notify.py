@@ -426,7 +426,9 @@ async def test_email_reaches_a_real_smtp_server_with_title_and_body(
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [smtp_receiver.url(to="ops@example.com")]}, clock)
-    body = "2 new signatures on addr1:\n- sig1\n- sig2"
+    sig = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
+    link = f"https://explorer.example/tx/{sig}"
+    body = f"2 new signatures on addr_1:\n\n- {sig}  slot 5\n  {link}\n- sig2  slot 4"
     enqueue(tmp_store, sender, clock, alert("k1", body=body))
 
     assert await sender.send_due() == 1
@@ -434,8 +436,20 @@ async def test_email_reaches_a_real_smtp_server_with_title_and_body(
     assert message["Subject"] == "[warning] treasury: k1"
     assert message["To"] == "ops@example.com"
     assert message["From"] == "watcher@example.com"
-    assert message.get_content_type() == "text/plain"
-    assert message.get_content().replace("\r\n", "\n").strip() == body
+    # Email renders HTML: the body goes out as Markdown, made HTML by Apprise, each signature
+    # shortened in a link that carries it in full; the plain alternative reads the same.
+    assert message.get_content_type() == "multipart/alternative"
+    html = message.get_body(("html",))
+    plain = message.get_body(("plain",))
+    assert html is not None and plain is not None
+    assert html.get_content().replace("\r\n", "\n").strip() == (
+        "<p>2 new signatures on addr_1:</p>\n<ul>\n"
+        f'<li><a href="{link}">5VERv8NM…diSZkQUW</a>  slot 5</li>\n'
+        "<li>sig2  slot 4</li>\n</ul>"
+    )
+    assert " ".join(plain.get_content().split()) == (
+        "2 new signatures on addr_1: - 5VERv8NM…diSZkQUW slot 5 - sig2 slot 4"
+    )
     assert history(tmp_store)[0].status == "sent"
 
 
