@@ -514,6 +514,7 @@ def test_labels_and_explorer_links_reach_the_receiver(tmp_path: Path) -> None:
         assert "(treasury wallet)" in note["title"]
         assert f"Address: {TREASURY} (treasury wallet)" in note["message"]
         lines = note["message"].splitlines()
-        below = lines[next(i for i, line in enumerate(lines) if sig in line) + 1]
-        assert below == f"  https://explorer.example/tx/{sig}?cluster=devnet"
+        # The signature listed shortened, its link under it carrying it in full.
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"- {sig[:8]}…{sig[-8:]} "))
+        assert lines[at + 1] == f"  https://explorer.example/tx/{sig}?cluster=devnet"
         assert world.daemon.stop() == 0

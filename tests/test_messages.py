@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
+from watcher.alerting.framing import framed, with_notes
 from watcher.alerting.messages import (
     episode_facts,
-    framed,
     make_alert,
     minimal_text,
     render_checked,
     shorten,
     template_problem,
     ui_amount,
-    with_notes,
 )
 from watcher.kinds import RULE_MODELS, word
 from watcher.kinds.delinquency import validator_text

@@ -6,9 +6,14 @@ dict that always holds ``rule``, ``severity``, ``subject`` and ``reason``; they 
 the alert and are the context of a rule's own ``title``/``body`` Jinja2 templates, which, when
 set, replace the default wording (rendered in a sandbox).
 
-Texts are plain (Slack, email and Telegram all show them as they are), titles are short
-(``[CRITICAL] my-validator: validator ELvd…mskf delinquent``); pubkeys are shortened only in
-titles, bodies carry them in full.
+Texts are plain and read well as they are; channels that render Markdown get them as Markdown
+at send time (``watcher.delivery.markup``). Titles are short
+(``[CRITICAL] my-validator: validator ELvd…mskf delinquent``; a resolution reads
+``[RESOLVED] ...``); pubkeys are shortened in titles, bodies carry them in full, except a
+signature listed with its explorer link, shortened to its first and last 8 characters (the link
+carries it in full). A rule's ``summary`` and ``runbook`` frame every body
+(``watcher.alerting.framing``). Reminders and resolutions count durations from the onset of
+the problem (``episode_facts``: the pending time of ``for`` included).
 
 How keys are shown is a ``Presentation`` (the settings' address book ``labels`` and
 ``explorer_url``): a labelled key reads ``ELvd…mskf (my validator)`` in titles and in full with
@@ -16,7 +21,8 @@ its label in bodies, and each signature or address of a body is followed by its 
 Steps stay pure and word nothing: they return alerts as facts (``make_alert``: no title, no
 body yet). Each alert is worded ONCE, from its facts, by ``word_alert`` (through
 ``watcher.kinds.word``, which knows each kind's wording): the default wording, the rule's
-templates, labels and explorer links, before it is stored. Digests list the stored titles.
+templates, labels and explorer links, before it is stored. Digests name what their alerts
+name (``watcher.delivery.digest``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
 from watcher.alerting.events import AlertMessage, Grouping, Reason, Severity
+from watcher.alerting.framing import framed
 from watcher.core.clock import human_duration, iso
 
 Facts = Mapping[str, Any]
@@ -68,9 +75,13 @@ class PresentedRule(RuleView, Protocol):
 # -- small formatters ------------------------------------------------------------------------
 
 
-def shorten(key: str) -> str:
-    """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles only)."""
-    return key if len(key) <= 12 else f"{key[:4]}…{key[-4:]}"
+LISTED_CHARS = 8  # a key listed with its link shows its first and last 8 characters
+
+
+def shorten(key: str, chars: int = 4) -> str:
+    """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles; lists with
+    links, ``chars=8``)."""
+    return key if len(key) <= 3 * chars else f"{key[:chars]}…{key[-chars:]}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,11 @@ class Presentation:
         """The key shortened, with its label if any (titles)."""
         label = self.label(key, *aliases)
         return f"{shorten(key)} ({label})" if label else shorten(key)
+
+    def listed(self, kind: str, key: str) -> str:
+        """A key in a list: its first and last 8 characters when its link (the next line)
+        carries it in full, else in full."""
+        return key if self.link(kind, key) is None else shorten(key, LISTED_CHARS)
 
     def link(self, kind: str, key: str | None) -> str | None:
         """The line under a signature (``tx``) or an address (``address``) in a body."""
@@ -362,34 +378,3 @@ def word_alert(
     default: Wording = wording or (lambda facts, _shown: minimal_text(facts))
     title, body, problems = render_checked(rule, alert.facts, default, shown)
     return replace(alert, title=title, body=framed(body, alert.facts), wording_problems=problems)
-
-
-# -- the rule's summary and runbook ----------------------------------------------------------
-
-
-def runbook_line(facts: Facts) -> str | None:
-    runbook = facts.get("runbook")
-    return f"Runbook: {runbook}" if runbook else None
-
-
-def framed(body: str, facts: Facts, notes: Sequence[str] = ()) -> str:
-    """A body between its rule's ``summary`` (the first line, under the title) and
-    ``runbook`` (the last line), with ``notes`` (``watcher.delivery.digest``) before it."""
-    summary = facts.get("summary")
-    runbook = runbook_line(facts)
-    return lines(
-        *((str(summary), "") if summary else ()),
-        body,
-        *(("", *notes) if notes else ()),
-        *(("", runbook) if runbook else ()),
-    )
-
-
-def with_notes(body: str, facts: Facts, notes: Sequence[str]) -> str:
-    """A worded (``framed``) body with ``notes`` added, still before its runbook line."""
-    if not notes:
-        return body
-    runbook = runbook_line(facts)
-    if runbook and body.endswith("\n\n" + runbook):
-        return lines(body[: -len(runbook) - 2], "", *notes, "", runbook)
-    return lines(body, "", *notes)

@@ -11,9 +11,12 @@ per rule and destination URL, as in Alertmanager:
 
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
-A digest is not worded again: it lists its alerts by the titles they were given, once, when
-they were stored (``watcher.kinds.word``), and counts them in their kind's words
-(``watcher.kinds.digest_words``).
+A digest counts its alerts in their kind's words (``watcher.kinds.digest_words``). A kind that
+names things (``DigestWords.names``: a transaction's signatures) has every one of them named,
+up to ``DIGEST_NAMED``, each shortened with its explorer link carrying it in full, then
+"... and N more"; other kinds' alerts are listed by the titles they were given when stored
+(``watcher.kinds.word``). The rule's summary and runbook frame it (``watcher.alerting.framing``).
+A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
 to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
@@ -27,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
-from watcher.alerting.messages import PLAIN, Presentation, framed, lines, rule_head, with_notes
+from watcher.alerting.framing import framed, with_notes
+from watcher.alerting.messages import PLAIN, Presentation, lines, rule_head
 from watcher.core.clock import iso
 from watcher.delivery.notifier import Tone
 from watcher.delivery.outbox import DeliveryRow
@@ -36,8 +40,7 @@ from watcher.kinds.base import DigestWords, Named
 
 HOUR = 3600.0
 DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"
-DIGEST_NAMED = 20  # a digest names this many items (signatures...), then "... and N more ..."
-NAMED_CHARS = 8  # a named key shows its first and last 8 characters, its link the full value
+DIGEST_NAMED = 20  # a digest names this many items (signatures...), then "... and N more"
 
 DEAD_LETTER_RULE = "watcher"
 DEAD_LETTER_KIND = "dead_letter"
@@ -160,19 +163,13 @@ def _named_lines(
                 break
             named += 1
             link = shown.link(item.link, item.key)
-            # Shortened only where the link keeps the full value.
-            key = _shortened(item.key) if link else item.key
             on = f" on {shown.short(item.on)}" if item.on else ""
-            listed.append(f"- {key}{on}" + (f", {item.detail}" if item.detail else ""))
+            detail = f", {item.detail}" if item.detail else ""
+            listed.append(f"- {shown.listed(item.link, item.key)}{on}{detail}")
             if link:
                 listed.append(link)
     more = count - named
     return listed + ([f"... and {more} more"] if more > 0 else [])
-
-
-def _shortened(key: str) -> str:
-    """``5VERv8NM…tH3SPzj9``: the first and last 8 characters (a signature is 88)."""
-    return key if len(key) <= 2 * NAMED_CHARS + 1 else f"{key[:NAMED_CHARS]}…{key[-NAMED_CHARS:]}"
 
 
 def _item(row: DeliveryRow, words: DigestWords) -> str:

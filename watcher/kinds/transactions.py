@@ -299,7 +299,7 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     title = f"{rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
     listed: list[str | None] = []
     for entry in facts["signatures"]:
-        listed += [_signature_line(entry), shown.link("tx", entry["signature"])]
+        listed += [_signature_line(entry, shown), shown.link("tx", entry["signature"])]
     more = int(facts.get("more", 0))
     body = lines(
         rule_line(facts),
@@ -313,8 +313,9 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-def _signature_line(entry: Mapping[str, Any]) -> str:
-    return f"- {entry['signature']}  " + _signature_details(entry)
+def _signature_line(entry: Mapping[str, Any], shown: Presentation) -> str:
+    """Shortened when its link (the next line) carries it in full."""
+    return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry)
 
 
 def _signature_details(entry: Mapping[str, Any]) -> str:
