@@ -17,9 +17,7 @@ from __future__ import annotations
 import re
 
 # Schemas whose services render Markdown (or, for email, HTML made from it by Apprise).
-MARKDOWN_SCHEMES = frozenset(
-    {"slack", "tgram", "telegram", "discord", "mailto", "mailtos", "email"}
-)
+MARKDOWN_SCHEMES = frozenset({"slack", "tgram", "discord", "mailto", "mailtos"})
 
 _URL = re.compile(r"https?://[^\s<>]+")
 _LINK_LINE = re.compile(r"^\s+(https?://[^\s<>]+)$")
