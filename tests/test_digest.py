@@ -158,9 +158,11 @@ async def test_200_events_on_50_addresses_within_group_wait_are_one_digest(outbo
     body = post["message"]
     assert "200 new transactions in 200 notifications on 50 addresses" in body
     listed = [line for line in body.splitlines() if line.startswith("- ")]
-    # Every signature is named, up to 20, with the address it is on; then the count of the rest.
-    assert listed[0] == f"- sig0 on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}, slot 100"
-    assert len(listed) == 20 and body.endswith("... and 180 more")
+    # Each alert by its title with its signatures under it, until 20 are named; then the rest.
+    lines = body.splitlines()
+    at = lines.index(f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}")
+    assert lines[at + 1] == "  - sig0, slot 100"
+    assert len(listed) == 20 and body.endswith("  - sig19, slot 119\n... and 180 more")
     assert statuses(outbox.store) == {"sent": 200}
 
     assert await outbox.at(3600) == [title]  # nothing is sent twice
@@ -371,7 +373,10 @@ def tx_row(
                             "block_time": None} for sig in sigs],
         },
     )  # fmt: skip
-    return row(id_, rule=rule.name, facts=said.facts, grouping=said.grouping, subject=address)
+    title = word(said, rule).title
+    return row(
+        id_, rule=rule.name, facts=said.facts, grouping=said.grouping, subject=address, title=title
+    )
 
 
 EXPLORER = Presentation(
@@ -389,16 +394,18 @@ def test_a_digest_names_every_signature_shortened_with_its_full_link() -> None:
     assert title == "[WARNING] treasury: 3 new transactions (2 addresses)"
     short0, short1 = (f"{a[:4]}…{a[-4:]}" for a in ADDRESSES[:2])
     assert body.splitlines()[3:] == [
-        f"- {signature(1)[:8]}…{signature(1)[-8:]} on {short0}, slot 7",
-        f"  https://x.example/tx/{signature(1)}",
-        f"- {signature(2)[:8]}…{signature(2)[-8:]} on {short1} (hot wallet), slot 7",
-        f"  https://x.example/tx/{signature(2)}",
-        f"- {signature(3)[:8]}…{signature(3)[-8:]} on {short1} (hot wallet), slot 7",
-        f"  https://x.example/tx/{signature(3)}",
+        f"- 1 new transaction on {short0}",
+        f"  - {signature(1)[:8]}…{signature(1)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(1)}",
+        f"- 2 new transactions on {short1}",
+        f"  - {signature(2)[:8]}…{signature(2)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(2)}",
+        f"  - {signature(3)[:8]}…{signature(3)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(3)}",
     ]
     # Without explorer links a signature is named in full: nothing else would carry it.
     _, plain = digest_text(rows)
-    assert f"- {signature(1)} on {short0}, slot 7" in plain.splitlines()
+    assert f"  - {signature(1)}, slot 7" in plain.splitlines()
 
 
 def test_a_digest_names_up_to_20_signatures_then_counts_the_rest() -> None:
@@ -410,11 +417,12 @@ def test_a_digest_names_up_to_20_signatures_then_counts_the_rest() -> None:
     ]
     title, body = digest_text(rows, shown=EXPLORER)
     assert title == "[WARNING] treasury: 37 new transactions (3 addresses)"
-    named = [line for line in body.splitlines() if line.startswith("- ")]
-    assert [line[2:19] for line in named] == [
+    named = [line for line in body.splitlines() if line.startswith("  - ")]
+    assert [line[4:21] for line in named] == [
         f"{signature(i)[:8]}…{signature(i)[-8:]}" for i in range(20)
     ]
-    assert body.endswith(f"  https://x.example/tx/{signature(19)}\n... and 17 more")
+    assert f"on {ADDRESSES[2][:4]}" not in body  # past the cap: counted, not listed
+    assert body.endswith(f"    https://x.example/tx/{signature(19)}\n... and 17 more")
 
 
 def test_summary_and_runbook_frame_a_digest() -> None:
@@ -429,8 +437,10 @@ def test_summary_and_runbook_frame_a_digest() -> None:
         "1970-01-01T00:00:01Z to 1970-01-01T00:00:02Z.",
         "Held back by max_per_hour (2): gathered since x.",
         "",
-        f"- s1 on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}, slot 7",
-        f"- s2 on {ADDRESSES[1][:4]}…{ADDRESSES[1][-4:]}, slot 7",
+        f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}",
+        "  - s1, slot 7",
+        f"- 1 new transaction on {ADDRESSES[1][:4]}…{ADDRESSES[1][-4:]}",
+        "  - s2, slot 7",
         "",
         "Runbook: https://wiki.example/deposits",
     ]

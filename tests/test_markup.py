@@ -72,3 +72,20 @@ def test_a_cut_message_ends_at_a_line_so_no_link_is_cut_in_two() -> None:
     assert len(title) + 1 + len(fitted) <= 2000
     kept = fitted.removesuffix(TRUNCATED).split("\n")
     assert kept == body.split("\n")[: len(kept)] and len(kept) > 10
+
+
+def test_a_digest_keeps_its_nested_list_and_its_count_after_it() -> None:
+    body = "\n".join(
+        [
+            "- 1 new transaction on 9xQe…VFin (hot wallet)",
+            f"  - {SIG[:8]}…{SIG[-8:]}, slot 7",
+            f"    {TX_LINK}",
+            "... and 3 more",
+        ]
+    )
+    assert to_markdown(body).split("\n") == [
+        "- 1 new transaction on 9xQe…VFin (hot wallet)",
+        f"  - [5VERv8NM…diSZkQUW]({TX_LINK}), slot 7",
+        "",
+        "... and 3 more",
+    ]

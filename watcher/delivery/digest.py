@@ -11,11 +11,12 @@ per rule and destination URL, as in Alertmanager:
 
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
-A digest counts its alerts in their kind's words (``watcher.kinds.digest_words``). A kind that
-names things (``DigestWords.names``: a transaction's signatures) has every one of them named,
-up to ``DIGEST_NAMED``, each shortened with its explorer link carrying it in full, then
-"... and N more"; other kinds' alerts are listed by the titles they were given when stored
-(``watcher.kinds.word``). The rule's summary and runbook frame it (``watcher.alerting.framing``).
+A digest counts its alerts in their kind's words (``watcher.kinds.digest_words``) and lists
+them by the titles they were given when stored (``watcher.kinds.word``): the first
+``DIGEST_ITEMS``, then "... and K more". A kind that names things (``DigestWords.names``: a
+transaction's signatures) has them listed under each title, each shortened with its explorer
+link carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more". The rule's
+summary and runbook frame it (``watcher.alerting.framing``).
 A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
@@ -48,7 +49,7 @@ DEAD_LETTER_PREFIX = "dead|"
 # Many deliveries die together when a channel is down for a day: one digest a minute at most.
 DEAD_LETTER_GROUPING = Grouping(kind=DEAD_LETTER_KIND, wait=2.0, interval=60.0)
 
-NamesOf = Callable[[Mapping[str, Any]], tuple[Sequence[Named], int]]
+NamesOf = Callable[[Mapping[str, Any]], Sequence[Named]]
 
 _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -131,7 +132,10 @@ def digest_text(
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
     names = words.names
-    listed = _named_lines(rows, names, count, shown) if names else _title_lines(rows, words)
+    if names is None:
+        listed = _title_lines(rows, words)
+    else:
+        listed = _named_lines(rows, words, names, count, shown)
     body = lines(
         f"Rule: {first.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
@@ -151,23 +155,25 @@ def _title_lines(rows: Sequence[DeliveryRow], words: DigestWords) -> list[str]:
 
 
 def _named_lines(
-    rows: Sequence[DeliveryRow], names: NamesOf, count: int, shown: Presentation
+    rows: Sequence[DeliveryRow], words: DigestWords, names: NamesOf, count: int,
+    shown: Presentation,
 ) -> list[str]:
-    """Each named item on its line (``- 5VERv8NM…tH3SPzj9 on 9xQe…VFin, slot 7``) with its
-    link on the next, up to ``DIGEST_NAMED``; then how many more the digest covers."""
+    """Each alert by its title, with the items it names under it (``- 5VERv8NM…tH3SPzj9,
+    slot 7``), each followed by its link, until ``DIGEST_NAMED`` items are named; then how many
+    more the digest covers."""
     listed: list[str] = []
     named = 0
     for row in rows:
-        for item in names(row.facts)[0]:
-            if named == DIGEST_NAMED:
-                break
+        if named == DIGEST_NAMED:
+            break
+        listed.append(f"- {_item(row, words)}")
+        for item in names(row.facts)[: DIGEST_NAMED - named]:
             named += 1
-            link = shown.link(item.link, item.key)
-            on = f" on {shown.short(item.on)}" if item.on else ""
             detail = f", {item.detail}" if item.detail else ""
-            listed.append(f"- {shown.listed(item.link, item.key)}{on}{detail}")
+            listed.append(f"  - {shown.listed(item.link, item.key)}{detail}")
+            link = shown.link(item.link, item.key)
             if link:
-                listed.append(link)
+                listed.append("  " + link)
     more = count - named
     return listed + ([f"... and {more} more"] if more > 0 else [])
 

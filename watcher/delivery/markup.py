@@ -59,7 +59,7 @@ def to_markdown(body: str) -> str:
             continue
         if pending is not None:
             out.append(escape(pending))
-        if out and out[-1].startswith("- ") and line and not line.startswith(("- ", " ")):
+        if out and out[-1].lstrip().startswith("- ") and line and not line.startswith(("- ", " ")):
             out.append("")  # a line after a list is not part of its last item
         pending = line
     if pending is not None:

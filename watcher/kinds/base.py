@@ -90,12 +90,11 @@ class Source(Protocol):
 @dataclass(frozen=True)
 class Named:
     """One thing a digest names (a signature...): its key, shortened in the list with its
-    explorer link (``link``: "tx" or "address") carrying the full value; ``on``: the subject it
-    belongs to (an address), shown with its label; ``detail``: what else the line says."""
+    explorer link (``link``: "tx" or "address") carrying the full value; ``detail``: what else
+    its line says."""
 
     key: str
     link: str = "tx"
-    on: str | None = None
     detail: str = ""
 
 
@@ -108,9 +107,9 @@ class DigestWords:
     count: Callable[[Mapping[str, Any]], int]
     # How one alert is listed; None: by its title.
     line: Callable[[Mapping[str, Any]], str] | None = None
-    # What one alert names one by one (its signatures...), and how many more it covers without
-    # naming them; set: the digest names every item up to its cap instead of listing titles.
-    names: Callable[[Mapping[str, Any]], tuple[Sequence[Named], int]] | None = None
+    # What one alert names one by one (its signatures...); set: a digest lists each alert's
+    # named items under its title, up to a cap of items instead of a cap of alerts.
+    names: Callable[[Mapping[str, Any]], Sequence[Named]] | None = None
 
 
 @dataclass(frozen=True)

@@ -333,13 +333,12 @@ def _count(facts: Mapping[str, Any]) -> int:
     return int(facts.get("count", 1))
 
 
-def _named(facts: Mapping[str, Any]) -> tuple[list[Named], int]:
-    """A digest names each listed signature, on its address; the rest are counted."""
-    named = [
-        Named(entry["signature"], "tx", facts["address"], _signature_details(entry))
+def _named(facts: Mapping[str, Any]) -> list[Named]:
+    """A digest names each listed signature (the alert counts the rest)."""
+    return [
+        Named(entry["signature"], "tx", _signature_details(entry))
         for entry in facts.get("signatures") or ()
     ]
-    return named, int(facts.get("more", 0))
 
 
 KIND = Kind(
