@@ -203,7 +203,7 @@ def test_rpc_unhealthy_fires_once_at_the_threshold_and_resolves_once() -> None:
     assert "Every call failed for 3 rounds in a row, since 1970-01-01T00:00:30Z" in firing.body
     assert firing.channels == ("oncall",) and firing.dedup_key == "rpc_unhealthy|rpc|1|firing"
     # How long it lasted: from the first failed round, not from when it fired.
-    assert resolved.title == "[CRITICAL] rpc_unhealthy: the RPC endpoint answers again after 2m"
+    assert resolved.title == "[RESOLVED] rpc_unhealthy: the RPC endpoint answers again after 2m"
     assert "after failing for 2m (since 1970-01-01T00:00:30Z)" in resolved.body
     assert resolved.dedup_key == "rpc_unhealthy|rpc|1|resolved"
 
@@ -446,12 +446,17 @@ def test_endpoint_down_is_one_rpc_unhealthy_no_validator_alert_then_one_resolved
         world.ledger.faults.clear()
         resolved = world.wait_notes(2)[-1]
         assert resolved["title"].startswith(
-            "[CRITICAL] rpc_unhealthy: the RPC endpoint answers again after "
+            "[RESOLVED] rpc_unhealthy: the RPC endpoint answers again after "
         )
+        # Apprise's notify types: red for the outage, green for its end.
+        assert [n["type"] for n in world.notes()] == ["failure", "success"]
         all_polled(world)
         assert world.daemon.stop() == 0
         # Neither "missing" validators nor drift: a failed call is never evidence.
-        assert [n["title"].split(":")[0] for n in world.notes()] == ["[CRITICAL] rpc_unhealthy"] * 2
+        assert [n["title"].split(":")[0] for n in world.notes()] == [
+            "[CRITICAL] rpc_unhealthy",
+            "[RESOLVED] rpc_unhealthy",
+        ]
         assert API_KEY not in json.dumps(world.notes())
 
 
@@ -484,7 +489,7 @@ def test_a_cluster_wide_delinquency_is_one_alert_not_one_per_validator(tmp_path:
             world.ledger.mark_current(vote)
         notes = world.wait_notes(3)
         assert sorted(n["title"].split(":")[0] for n in notes[1:]) == [
-            "[CRITICAL] cluster_delinquent_stake", "[CRITICAL] my-validator"
+            "[CRITICAL] my-validator", "[RESOLVED] cluster_delinquent_stake"
         ]  # fmt: skip
         world.wait_polls("getVoteAccounts", 3)
         assert len(world.notes()) == 3, world.titles()
@@ -512,6 +517,7 @@ def test_labels_and_explorer_links_reach_the_receiver(tmp_path: Path) -> None:
         assert "(treasury wallet)" in note["title"]
         assert f"Address: {TREASURY} (treasury wallet)" in note["message"]
         lines = note["message"].splitlines()
-        below = lines[next(i for i, line in enumerate(lines) if sig in line) + 1]
-        assert below == f"  https://explorer.example/tx/{sig}?cluster=devnet"
+        # The signature listed shortened, its link under it carrying it in full.
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"- {sig[:8]}…{sig[-8:]} "))
+        assert lines[at + 1] == f"  https://explorer.example/tx/{sig}?cluster=devnet"
         assert world.daemon.stop() == 0

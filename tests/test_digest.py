@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from watcher.alerting.events import AlertMessage, Grouping
-from watcher.alerting.messages import make_alert, word_alert
+from watcher.alerting.messages import Presentation, make_alert, word_alert
 from watcher.delivery.digest import (
     DEAD_LETTER_GROUPING,
     batches,
@@ -160,8 +160,11 @@ async def test_200_events_on_50_addresses_within_group_wait_are_one_digest(outbo
     body = post["message"]
     assert "200 new transactions in 200 notifications on 50 addresses" in body
     listed = [line for line in body.splitlines() if line.startswith("- ")]
-    assert listed[0] == f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}"
-    assert len(listed) == 10 and body.endswith("... and 190 more")
+    # Each alert by its title with its signatures under it, until 20 are named; then the rest.
+    lines = body.splitlines()
+    at = lines.index(f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}")
+    assert lines[at + 1] == "  - sig0, slot 100"
+    assert len(listed) == 20 and body.endswith("  - sig19, slot 119\n... and 180 more")
     assert statuses(outbox.store) == {"sent": 200}
 
     assert await outbox.at(3600) == [title]  # nothing is sent twice
@@ -354,6 +357,95 @@ def test_a_digest_of_an_unknown_kind_counts_events_and_lists_ten() -> None:
     assert "Rule: r (severity critical)\n12 events in 12 notifications on 3 subjects" in body
     assert "\n- item 1\n" in body and "\n- item 7\n" in body
     assert body.endswith("- item 10\n... and 2 more")
+
+
+def signature(n: int) -> str:
+    return derived_pubkey(f"digest signature {n}") * 2  # 88 characters, like a signature
+
+
+def tx_row(
+    id_: int, rule: NewTransactionsRule, address: str, sigs: list[str], more: int = 0
+) -> DeliveryRow:
+    said = make_alert(
+        rule, subject=address, reason="event", dedup_key=f"k{id_}",
+        facts={
+            "address": address, "count": len(sigs) + more, "failed": 0, "newest_slot": 7,
+            "more": more,
+            "signatures": [{"signature": sig, "slot": 7, "failed": False, "memo": None,
+                            "block_time": None} for sig in sigs],
+        },
+    )  # fmt: skip
+    title = word(said, rule).title
+    return row(
+        id_, rule=rule.name, facts=said.facts, grouping=said.grouping, subject=address, title=title
+    )
+
+
+EXPLORER = Presentation(
+    labels={ADDRESSES[1]: "hot wallet"}, explorer_url="https://x.example/{kind}/{id}"
+)
+
+
+def test_a_digest_names_every_signature_shortened_with_its_full_link() -> None:
+    rule = tx_rule()
+    rows = [
+        tx_row(1, rule, ADDRESSES[0], [signature(1)]),
+        tx_row(2, rule, ADDRESSES[1], [signature(2), signature(3)]),
+    ]
+    title, body = digest_text(rows, shown=EXPLORER)
+    assert title == "[WARNING] treasury: 3 new transactions (2 addresses)"
+    short0, short1 = (f"{a[:4]}…{a[-4:]}" for a in ADDRESSES[:2])
+    assert body.splitlines()[3:] == [
+        f"- 1 new transaction on {short0}",
+        f"  - {signature(1)[:8]}…{signature(1)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(1)}",
+        f"- 2 new transactions on {short1}",
+        f"  - {signature(2)[:8]}…{signature(2)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(2)}",
+        f"  - {signature(3)[:8]}…{signature(3)[-8:]}, slot 7",
+        f"    https://x.example/tx/{signature(3)}",
+    ]
+    # Without explorer links a signature is named in full: nothing else would carry it.
+    _, plain = digest_text(rows)
+    assert f"  - {signature(1)}, slot 7" in plain.splitlines()
+
+
+def test_a_digest_names_up_to_20_signatures_then_counts_the_rest() -> None:
+    rule = tx_rule()
+    rows = [
+        tx_row(1, rule, ADDRESSES[0], [signature(i) for i in range(10)], more=15),
+        tx_row(2, rule, ADDRESSES[1], [signature(i) for i in range(10, 20)]),
+        tx_row(3, rule, ADDRESSES[2], [signature(20), signature(21)]),
+    ]
+    title, body = digest_text(rows, shown=EXPLORER)
+    assert title == "[WARNING] treasury: 37 new transactions (3 addresses)"
+    named = [line for line in body.splitlines() if line.startswith("  - ")]
+    assert [line[4:21] for line in named] == [
+        f"{signature(i)[:8]}…{signature(i)[-8:]}" for i in range(20)
+    ]
+    assert f"on {ADDRESSES[2][:4]}" not in body  # past the cap: counted, not listed
+    assert body.endswith(f"    https://x.example/tx/{signature(19)}\n... and 17 more")
+
+
+def test_summary_and_runbook_frame_a_digest() -> None:
+    rule = tx_rule(summary="Deposits to the hot wallets", runbook="https://wiki.example/deposits")
+    rows = [tx_row(1, rule, ADDRESSES[0], ["s1"]), tx_row(2, rule, ADDRESSES[1], ["s2"])]
+    _, body = digest_text(rows, ["Held back by max_per_hour (2): gathered since x."])
+    assert body.splitlines() == [
+        "Deposits to the hot wallets",
+        "",
+        "Rule: treasury (severity warning)",
+        "2 new transactions in 2 notifications on 2 addresses, queued from "
+        "1970-01-01T00:00:01Z to 1970-01-01T00:00:02Z.",
+        "Held back by max_per_hour (2): gathered since x.",
+        "",
+        f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}",
+        "  - s1, slot 7",
+        f"- 1 new transaction on {ADDRESSES[1][:4]}…{ADDRESSES[1][-4:]}",
+        "  - s2, slot 7",
+        "",
+        "Runbook: https://wiki.example/deposits",
+    ]
 
 
 def test_dead_letters_have_a_grouping_of_their_own() -> None:

@@ -53,7 +53,7 @@ def test_fires_once_and_resolves_once() -> None:
     assert reasons == ["firing", "resolved"]
     assert titles == [
         "[WARNING] fees: fee 20000 lamports, above 10000 lamports",
-        "[WARNING] fees: fee back to 5000 lamports",
+        "[RESOLVED] fees: fee back to 5000 lamports",
     ]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from watcher.alerting.framing import framed, with_notes
 from watcher.alerting.messages import (
     episode_facts,
     make_alert,
@@ -146,7 +147,7 @@ def test_drift_repeat_and_resolution_after_missing() -> None:
     assert "Still drifting, for 2h. Missing from gossip" in body
     resolved = drift_facts("resolved", status="ok", duration="3m", was={"status": "missing"})
     title, body = drift_text(resolved)
-    assert title == f"[CRITICAL] r1: node {shorten(VOTE)} back in line (frankendancer 0.703.20300)"
+    assert title == f"[RESOLVED] r1: node {shorten(VOTE)} back in line (frankendancer 0.703.20300)"
     assert "Resolved after 3m. Was: Missing from gossip" in body
 
 
@@ -159,6 +160,14 @@ def test_episode_facts_carry_duration_and_what_it_was() -> None:
     assert facts["firing_since"] == "1970-01-01T00:16:40Z"
     assert facts["was"] == {"status": "delinquent"}
     assert "was" not in episode_facts({}, {"status": "x"}, episode, "repeat", 1330)
+
+
+def test_episode_facts_count_from_the_onset_pending_time_included() -> None:
+    episode = {"number": 1, "onset": 1000.0, "firing_since": 1010.0}
+    facts = episode_facts({}, {}, episode, "repeat", 1065)
+    assert facts["duration"] == "1m 5s" and facts["duration_seconds"] == 65
+    assert facts["since"] == "1970-01-01T00:16:40Z"
+    assert facts["firing_since"] == "1970-01-01T00:16:50Z"
 
 
 # -- templates -------------------------------------------------------------------------------
@@ -246,3 +255,59 @@ def test_a_default_wording_that_fails_falls_back_to_the_minimal_wording() -> Non
     assert f"Subject: {address}" in body
     assert "(default wording failed: ValueError: year 57000 is out of range)" in body
     assert problems == ("default wording failed: ValueError: year 57000 is out of range",)
+
+
+# -- summary and runbook ---------------------------------------------------------------------
+
+
+def test_summary_and_runbook_frame_every_message_of_their_rule() -> None:
+    rule = RULE_MODELS["delinquent_validators"].model_validate(
+        {
+            "name": "r1",
+            "kind": "delinquent_validators",
+            "validators": [VOTE],
+            "severity": "critical",
+            "summary": "Our mainnet validator stopped voting",
+            "runbook": "https://wiki.example/runbooks/delinquent",
+        }
+    )
+    episode = {"since": "2026-01-01T00:00:00Z", "firing_since": "2026-01-01T00:00:00Z"}
+    extra: dict[str, Any] = {
+        "firing": {},
+        "repeat": {"duration": "1h", **episode},
+        "resolved": {"duration": "1h", "was": {"status": "delinquent"}, **episode},
+    }
+    for reason, facts in extra.items():
+        said = make_alert(
+            rule,
+            subject=VOTE,
+            reason=reason,  # type: ignore[arg-type]
+            dedup_key=reason,
+            facts=validator_facts(reason, **facts),
+        )
+        worded = word(said, rule)
+        _, default_body = validator_text(said.facts)
+        assert worded.body == (
+            "Our mainnet validator stopped voting\n\n"
+            f"{default_body}\n\n"
+            "Runbook: https://wiki.example/runbooks/delinquent"
+        ), reason
+    # A rule's own body template is framed too, and the facts name both for templates.
+    templated_rule = rule.model_copy(update={"body": "{{ summary }} / {{ runbook }}"})
+    said = make_alert(
+        rule, subject=VOTE, reason="firing", dedup_key="k", facts=validator_facts("firing")
+    )
+    assert word(said, templated_rule).body.splitlines() == [
+        "Our mainnet validator stopped voting",
+        "",
+        "Our mainnet validator stopped voting / https://wiki.example/runbooks/delinquent",
+        "",
+        "Runbook: https://wiki.example/runbooks/delinquent",
+    ]
+
+
+def test_pacing_notes_go_before_the_runbook() -> None:
+    facts = {"runbook": "see wiki"}
+    body = framed("text", facts)
+    assert with_notes(body, facts, ["note"]) == "text\n\nnote\n\nRunbook: see wiki"
+    assert with_notes("text", {}, ["note"]) == "text\n\nnote"

@@ -13,9 +13,9 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.alerting.events import AlertMessage, Severity
+from watcher.alerting.events import AlertMessage
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
-from watcher.delivery.notifier import ACCEPTED, Outcome, refused
+from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
 from watcher.delivery.outbox import DeliveryRow, Destination, url_id
 from watcher.delivery.sender import NOT_CONFIGURED, Sender
 from watcher.state.store import Store
@@ -77,6 +77,21 @@ async def test_an_alert_is_delivered_once_and_marked_sent(
     assert await sender.send_due() == 0
     assert len(json_receiver.received) == 1
     assert tmp_store.pending_count() == 0
+
+
+async def test_a_resolution_goes_out_with_the_success_type_whatever_its_severity(
+    tmp_store: Store, json_receiver: JsonReceiver
+) -> None:
+    clock = FakeClock()
+    sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
+    critical = {"severity": "critical", "subject": "v1"}
+    enqueue(tmp_store, sender, clock, alert("fired", reason="firing", **critical))
+    enqueue(tmp_store, sender, clock, alert("resolved", reason="resolved", **critical))
+    assert await sender.send_due() == 2
+    assert [(post["title"], post["type"]) for post in json_receiver.received] == [
+        ("[warning] treasury: fired", "failure"),
+        ("[warning] treasury: resolved", "success"),
+    ]
 
 
 async def test_a_refused_delivery_is_retried_after_backoff_and_delivered_once(
@@ -356,10 +371,8 @@ class ScriptedNotifier:
         self.outcomes = list(outcomes)
         self.sent: list[tuple[str, str, str, str]] = []
 
-    def send(
-        self, url: str, title: str, body: str, severity: Severity, notification: str
-    ) -> Outcome:
-        self.sent.append((url, title, severity, notification))
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+        self.sent.append((url, title, tone, notification))
         return self.outcomes.pop(0)
 
 
@@ -390,7 +403,9 @@ async def test_email_reaches_a_real_smtp_server_with_title_and_body(
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [smtp_receiver.url(to="ops@example.com")]}, clock)
-    body = "2 new signatures on addr1:\n- sig1\n- sig2"
+    sig = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
+    link = f"https://explorer.example/tx/{sig}"
+    body = f"2 new signatures on addr_1:\n\n- {sig}  slot 5\n  {link}\n- sig2  slot 4"
     enqueue(tmp_store, sender, clock, alert("k1", body=body))
 
     assert await sender.send_due() == 1
@@ -398,8 +413,20 @@ async def test_email_reaches_a_real_smtp_server_with_title_and_body(
     assert message["Subject"] == "[warning] treasury: k1"
     assert message["To"] == "ops@example.com"
     assert message["From"] == "watcher@example.com"
-    assert message.get_content_type() == "text/plain"
-    assert message.get_content().replace("\r\n", "\n").strip() == body
+    # Email renders HTML: the body goes out as Markdown, made HTML by Apprise, each signature
+    # shortened in a link that carries it in full; the plain alternative reads the same.
+    assert message.get_content_type() == "multipart/alternative"
+    html = message.get_body(("html",))
+    plain = message.get_body(("plain",))
+    assert html is not None and plain is not None
+    assert html.get_content().replace("\r\n", "\n").strip() == (
+        "<p>2 new signatures on addr_1:</p>\n<ul>\n"
+        f'<li><a href="{link}">5VERv8NM…diSZkQUW</a>  slot 5</li>\n'
+        "<li>sig2  slot 4</li>\n</ul>"
+    )
+    assert " ".join(plain.get_content().split()) == (
+        "2 new signatures on addr_1: - 5VERv8NM…diSZkQUW slot 5 - sig2 slot 4"
+    )
     assert history(tmp_store)[0].status == "sent"
 
 

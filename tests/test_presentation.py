@@ -119,7 +119,9 @@ def test_a_label_shows_next_to_the_key_in_titles_and_bodies() -> None:
         f"  https://explorer.solana.com/address/{ADDRESS}",
     ]
     signature = entry("new", 11).signature
-    at = next(i for i, line in enumerate(lines) if line.startswith(f"- {signature}"))
+    # Listed shortened (first and last 8), its link right under it carrying it in full.
+    at = next(i for i, line in enumerate(lines) if line.startswith("- "))
+    assert lines[at].startswith(f"- {signature[:8]}…{signature[-8:]}  slot 11")
     assert lines[at + 1] == f"  https://explorer.solana.com/tx/{signature}"
 
 

@@ -252,6 +252,30 @@ MISTAKES = [
     pytest.param(
         f"""
         rules:
+          - name: v
+            kind: version_drift
+            validators: [{NODE}]
+            summary: "  "
+            runbook: |
+              step one
+              step two
+          - name: w
+            kind: new_transactions
+            addresses: [{TREASURY}]
+            summary: "{"x" * 201}"
+            runbook: 42
+        """,
+        [
+            "rules/a.yaml:5: summary: must not be empty",
+            "rules/a.yaml:6: runbook: must be one line",
+            "rules/a.yaml:12: summary: at most 200 characters (this one has 201)",
+            "rules/a.yaml:13: runbook: expected a string, got 42",
+        ],
+        id="summary-and-runbook",
+    ),
+    pytest.param(
+        f"""
+        rules:
           - name: my rule
             kind: version_drift
             validators: [{NODE}]

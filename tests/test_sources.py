@@ -366,7 +366,7 @@ def test_delinquency_fires_once_and_resolves_once() -> None:
     assert resolved.dedup_key == f"my-validator|{VOTE}|1|resolved"
     assert (
         resolved.title
-        == f"[CRITICAL] my-validator: validator {VOTE[:4]}…{VOTE[-4:]} is voting again (current)"
+        == f"[RESOLVED] my-validator: validator {VOTE[:4]}…{VOTE[-4:]} is voting again (current)"
     )
     assert "after 5m delinquent" in resolved.body
 
@@ -416,9 +416,15 @@ def test_repeat_and_keep_firing_for_on_votes() -> None:
         [],
         ["resolved"],
     ]
-    assert said[5][0].title.endswith("still delinquent (1h)")
-    assert said[5][0].dedup_key == f"patient|{VOTE}|1|repeat-1"
-    assert "after 1h 2m 30s delinquent" in said[7][0].body
+    # Durations count from the onset (first seen at 0, pending for 1m), not from firing (60).
+    reminder = said[5][0]
+    assert reminder.title.endswith("still delinquent (1h 1m)")
+    assert (
+        "Still delinquent: for 1h 1m, since 1970-01-01T00:00:00Z "
+        "(firing since 1970-01-01T00:01:00Z)."
+    ) in reminder.body
+    assert reminder.dedup_key == f"patient|{VOTE}|1|repeat-1"
+    assert "after 1h 3m 30s delinquent" in said[7][0].body
 
 
 def test_a_restart_does_not_announce_a_firing_episode_again() -> None:
@@ -474,7 +480,7 @@ def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -
     assert f"Node: {BEHIND[0]}" in firing.body and f"Vote account: {BEHIND[1]}" in firing.body
     assert "2.3.5" in firing.body and "2.3.6" in firing.body
     resolved = said[2][0]
-    assert resolved.title == f"[WARNING] drift: node {short} back in line (agave 2.3.6)"
+    assert resolved.title == f"[RESOLVED] drift: node {short} back in line (agave 2.3.6)"
     assert "Resolved after 10m" in resolved.body and "2.3.5" in resolved.body
     assert resolved.dedup_key == f"drift|{BEHIND[1]}|1|resolved"
 

@@ -123,6 +123,7 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
+        self.sender.presentation = self.presentation  # digests name keys the same way
         self._stopping = asyncio.Event()
         self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         beat = settings.heartbeat
@@ -415,6 +416,7 @@ class Daemon:
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
+        self.sender.presentation = self.presentation
         jobs = ruleset.jobs()
         self._scheduler.replace(jobs)
         log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))

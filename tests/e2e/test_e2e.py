@@ -229,7 +229,11 @@ def test_email_goes_to_a_real_smtp_server(tmp_path: Path) -> None:
             [sig] = world.ledger.add_transactions(TREASURY, 1)
             [message] = smtp.wait_for(1, timeout=15)
             assert "treasury" in message["Subject"]
-            assert sig in message.get_content()
+            # HTML made from Markdown: the signature shortened in a link carrying it in full.
+            html = message.get_body(("html",))
+            assert html is not None
+            link = f'<a href="https://explorer.solana.com/tx/{sig}">{sig[:8]}…{sig[-8:]}</a>'
+            assert link in html.get_content()
             assert message["To"] == "ops@example.com"
             assert world.daemon.stop() == 0
 

@@ -79,7 +79,7 @@ def test_account_kinds_fire_resolve_and_ignore_faults(world: World) -> None:
     notes = world.wait_notes(5)
     titles = sorted(note["title"] for note in notes[2:])
     assert titles == [
-        f"[WARNING] low: balance of {IDENTITY[:4]}…{IDENTITY[-4:]} back to 3 SOL",
+        f"[RESOLVED] low: balance of {IDENTITY[:4]}…{IDENTITY[-4:]} back to 3 SOL",
         f"[WARNING] supply: 2.5 tokens minted on {MINT[:4]}…{MINT[-4:]}",
         f"[WARNING] upgrade: account {PROGRAM[:4]}…{PROGRAM[-4:]} changed: data",
     ]

@@ -41,6 +41,10 @@ class Episode:
     status: Status = "inactive"
     number: int = 0
     pending_since: float | None = None
+    # When the condition was first seen in this episode (its pending start): what reminders and
+    # resolutions count from. Kept after resolution, like ``firing_since``; None in episodes
+    # stored before it was kept (``firing_since`` stands in).
+    onset: float | None = None
     firing_since: float | None = None  # kept after resolution: start of the last episode
     inactive_since: float | None = None  # while firing: first observation where it stopped
     last_active: float | None = None  # last observation where the condition held
@@ -83,7 +87,9 @@ def advance(
     if current.status == "inactive":
         if not active:
             return current, []
-        current = replace(current, status="pending", pending_since=now, last_active=now)
+        current = replace(
+            current, status="pending", pending_since=now, onset=now, last_active=now
+        )
         return _fire_if_due(current, now, for_)
 
     if current.status == "pending":
@@ -121,6 +127,7 @@ def _fire_if_due(pending: Episode, now: float, for_: float) -> tuple[Episode, li
     firing = replace(
         pending,
         status="firing",
+        onset=since,
         number=pending.number + 1,
         firing_since=now,
         inactive_since=None,

@@ -6,9 +6,14 @@ dict that always holds ``rule``, ``severity``, ``subject`` and ``reason``; they 
 the alert and are the context of a rule's own ``title``/``body`` Jinja2 templates, which, when
 set, replace the default wording (rendered in a sandbox).
 
-Texts are plain (Slack, email and Telegram all show them as they are), titles are short
-(``[CRITICAL] my-validator: validator ELvd…mskf delinquent``); pubkeys are shortened only in
-titles, bodies carry them in full.
+Texts are plain and read well as they are; channels that render Markdown get them as Markdown
+at send time (``watcher.delivery.markup``). Titles are short
+(``[CRITICAL] my-validator: validator ELvd…mskf delinquent``; a resolution reads
+``[RESOLVED] ...``); pubkeys are shortened in titles, bodies carry them in full, except a
+signature listed with its explorer link, shortened to its first and last 8 characters (the link
+carries it in full). A rule's ``summary`` and ``runbook`` frame every body
+(``watcher.alerting.framing``). Reminders and resolutions count durations from the onset of
+the problem (``episode_facts``: the pending time of ``for`` included).
 
 How keys are shown is a ``Presentation`` (the settings' address book ``labels`` and
 ``explorer_url``): a labelled key reads ``ELvd…mskf (my validator)`` in titles and in full with
@@ -16,7 +21,8 @@ its label in bodies, and each signature or address of a body is followed by its 
 Steps stay pure and word nothing: they return alerts as facts (``make_alert``: no title, no
 body yet). Each alert is worded ONCE, from its facts, by ``word_alert`` (through
 ``watcher.kinds.word``, which knows each kind's wording): the default wording, the rule's
-templates, labels and explorer links, before it is stored. Digests list the stored titles.
+templates, labels and explorer links, before it is stored. Digests name what their alerts
+name (``watcher.delivery.digest``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
 from watcher.alerting.events import AlertMessage, Grouping, Reason, Severity
+from watcher.alerting.framing import framed
 from watcher.core.clock import human_duration, iso
 
 Facts = Mapping[str, Any]
@@ -68,9 +75,13 @@ class PresentedRule(RuleView, Protocol):
 # -- small formatters ------------------------------------------------------------------------
 
 
-def shorten(key: str) -> str:
-    """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles only)."""
-    return key if len(key) <= 12 else f"{key[:4]}…{key[-4:]}"
+LISTED_CHARS = 8  # a key listed with its link shows its first and last 8 characters
+
+
+def shorten(key: str, chars: int = 4) -> str:
+    """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles; lists with
+    links, ``chars=8``)."""
+    return key if len(key) <= 3 * chars else f"{key[:chars]}…{key[-chars:]}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,11 @@ class Presentation:
         """The key shortened, with its label if any (titles)."""
         label = self.label(key, *aliases)
         return f"{shorten(key)} ({label})" if label else shorten(key)
+
+    def listed(self, kind: str, key: str) -> str:
+        """A key in a list: its first and last 8 characters when its link (the next line)
+        carries it in full, else in full."""
+        return key if self.link(kind, key) is None else shorten(key, LISTED_CHARS)
 
     def link(self, kind: str, key: str | None) -> str | None:
         """The line under a signature (``tx``) or an address (``address``) in a body."""
@@ -119,7 +135,14 @@ def sol(lamports: int | None) -> str:
 
 
 def rule_head(facts: Facts) -> str:
-    return f"[{str(facts['severity']).upper()}] {facts['rule']}:"
+    """``[CRITICAL] my-validator:``; a resolution reads ``[RESOLVED] my-validator:``."""
+    return f"[{_tag(facts)}] {facts['rule']}:"
+
+
+def _tag(facts: Facts) -> str:
+    if facts.get("reason") == "resolved":
+        return "RESOLVED"
+    return str(facts.get("severity", "warning")).upper()
 
 
 def rule_line(facts: Facts) -> str:
@@ -145,17 +168,30 @@ def episode_facts(
     transition: Reason,
     now: float,
 ) -> dict[str, Any]:
-    """Facts of one observation + what the episode adds: its number, start and duration
-    (``was``: the facts of the last observation where the condition held, for resolutions)."""
-    started = episode.get("firing_since")
+    """Facts of one observation + what the episode adds: its number, its onset (``since``: when
+    the condition was first seen, pending time included), when it fired (``firing_since``) and
+    its duration counted from the onset (``was``: the facts of the last observation where the
+    condition held, for resolutions)."""
+    fired = episode.get("firing_since")
+    onset = episode.get("onset")
+    started = onset if onset is not None else fired
     out: dict[str, Any] = {**facts, "episode": episode.get("number")}
+    if fired is not None:
+        out["firing_since"] = iso(float(fired))
     if started is not None:
-        out["firing_since"] = iso(float(started))
+        out["since"] = iso(float(started))
         out["duration_seconds"] = now - float(started)
         out["duration"] = human_duration(now - float(started))
     if transition == "resolved":
         out["was"] = dict(previous)
     return out
+
+
+def since_text(facts: Facts) -> str:
+    """``since <onset>``, and when the alert fired later (``for``), ``(firing since <t>)``."""
+    since = facts.get("since") or facts.get("firing_since") or "unknown"
+    fired = facts.get("firing_since")
+    return f"since {since}" + (f" (firing since {fired})" if fired and fired != since else "")
 
 
 # -- built-in alerts (watcher.alerting.builtin)
@@ -267,7 +303,7 @@ def minimal_text(facts: Facts) -> tuple[str, str]:
     """The wording of last resort: rule, severity, subject and reason, nothing that can fail."""
     severity, rule = str(facts.get("severity", "warning")), str(facts.get("rule", "?"))
     subject, reason = str(facts.get("subject", "?")), str(facts.get("reason", "event"))
-    title = f"[{severity.upper()}] {rule}: {reason} on {shorten(subject)}"
+    title = f"[{_tag(facts)}] {rule}: {reason} on {shorten(subject)}"
     body = lines(f"Rule: {rule} (severity {severity})", f"Subject: {subject}", f"Reason: {reason}")
     return title, body
 
@@ -299,6 +335,10 @@ def make_alert(
         "subject": subject,
         "reason": reason,
     }
+    for key in ("summary", "runbook"):  # every message of the rule shows them (``framed``)
+        value = getattr(rule, key, None)
+        if value:
+            full_facts[key] = value
     return AlertMessage(
         rule=rule.name,
         severity=rule.severity,
@@ -337,4 +377,4 @@ def word_alert(
     (or without its rule: no templates), the wording of last resort, ``minimal_text``."""
     default: Wording = wording or (lambda facts, _shown: minimal_text(facts))
     title, body, problems = render_checked(rule, alert.facts, default, shown)
-    return replace(alert, title=title, body=body, wording_problems=problems)
+    return replace(alert, title=title, body=framed(body, alert.facts), wording_problems=problems)

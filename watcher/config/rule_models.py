@@ -113,6 +113,26 @@ def _template(source: str) -> str:
     return source
 
 
+SUMMARY_CHARS = 200
+RUNBOOK_CHARS = 500
+
+
+def _one_line(limit: int) -> AfterValidator:
+    """Text shown as one line of every message: not blank, no line break, at most ``limit``."""
+
+    def check(value: str) -> str:
+        text = value.strip()
+        if not text:
+            raise ValueError("must not be empty")
+        if "\n" in text or "\r" in text:
+            raise ValueError("must be one line")
+        if len(text) > limit:
+            raise ValueError(f"at most {limit} characters (this one has {len(text)})")
+        return text
+
+    return AfterValidator(check)
+
+
 def _rule_name(value: str) -> str:
     if not NAME_PATTERN.fullmatch(value):
         raise ValueError(f"{value!r}: use only letters, digits, - and _")
@@ -131,6 +151,8 @@ Duration = Annotated[
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 ChannelNames = Annotated[tuple[str, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 Template = Annotated[str, AfterValidator(_template)]
+Summary = Annotated[str, _one_line(SUMMARY_CHARS)]
+Runbook = Annotated[str, _one_line(RUNBOOK_CHARS)]
 
 
 # -- rules -----------------------------------------------------------------------------------
@@ -149,6 +171,9 @@ class RuleBase(BaseModel):
     notify: ChannelNames | None = None
     title: Template | None = None
     body: Template | None = None
+    # Shown in every message of the rule: one line under the title, and at the end.
+    summary: Summary | None = None
+    runbook: Runbook | None = None
     # How often its targets are polled; each kind's model gives its default.
     every: PositiveDuration
 

@@ -1,5 +1,6 @@
 """The Apprise notifier: one message to one Apprise URL, and what Apprise needs around it
-(messages cut to each service's size, the ``console://`` scheme of the demo, and Apprise's and
+(Markdown for the services that render it, ``watcher.delivery.markup``; messages cut to each
+service's size, the ``console://`` scheme of the demo, and Apprise's and
 urllib3's logs kept free of the URLs' secrets).
 """
 
@@ -14,18 +15,18 @@ from urllib.parse import parse_qsl, urlsplit
 import apprise
 import apprise.decorators
 
-from watcher.alerting.events import Severity
 from watcher.core.redact import REDACTOR
-from watcher.delivery import outbox, sending
-from watcher.delivery.notifier import ACCEPTED, Outcome, refused
+from watcher.delivery import markup, outbox, sending
+from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
 from watcher.delivery.sending import with_id_header
 
 REJECTED_URL = "Apprise does not accept this URL"
 
-NOTIFY_TYPES: Mapping[Severity, apprise.NotifyType] = {
+NOTIFY_TYPES: Mapping[Tone, apprise.NotifyType] = {
     "info": apprise.NotifyType.INFO,
     "warning": apprise.NotifyType.WARNING,
     "critical": apprise.NotifyType.FAILURE,
+    "resolved": apprise.NotifyType.SUCCESS,
 }
 
 
@@ -41,13 +42,18 @@ TRUNCATED = "\n(truncated)"
 
 
 def fit_for_url(url: str, title: str, body: str) -> tuple[str, str]:
-    """Shorten the body (with a visible marker) so the message fits the service's limit."""
+    """Shorten the body (with a visible marker) so the message fits the service's limit,
+    at the end of a line where one is near."""
     limit = MAX_MESSAGE_CHARS.get(url.split("://", 1)[0].lower())
     if limit is None or len(title) + 1 + len(body) <= limit:
         return title, body
     title = title[: limit // 2]
     room = max(0, limit - len(title) - 1 - len(TRUNCATED))
-    return title, body[:room] + TRUNCATED
+    cut = body[:room]
+    line_end = cut.rfind("\n")
+    if line_end >= room // 2:  # at a line's end: no link (Markdown) is cut in two
+        cut = cut[:line_end]
+    return title, cut + TRUNCATED
 
 
 # -- the console:// scheme (used by the demo) ---------------------------------------------
@@ -138,14 +144,15 @@ class AppriseNotifier:
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
 
-    def send(
-        self, url: str, title: str, body: str, severity: Severity, notification: str
-    ) -> Outcome:
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
         client = self._client(url, notification)
         if client is None:
             return refused(REJECTED_URL, final=True)
+        body_format = apprise.NotifyFormat.TEXT
+        if markup.renders_markdown(url):  # Slack, Telegram, Discord, email (as HTML)
+            body, body_format = markup.to_markdown(body), apprise.NotifyFormat.MARKDOWN
         title, body = fit_for_url(url, title, body)
-        error = sending.send_blocking(client, title, body, NOTIFY_TYPES.get(severity))
+        error = sending.send_blocking(client, title, body, NOTIFY_TYPES.get(tone), body_format)
         return ACCEPTED if error is None else refused(error)
 
     def _client(self, url: str, notification: str) -> apprise.Apprise | None:

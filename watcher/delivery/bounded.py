@@ -12,9 +12,8 @@ from functools import partial
 
 import structlog
 
-from watcher.alerting.events import Severity
 from watcher.delivery import sending
-from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, refused
+from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, Tone, refused
 
 log = structlog.get_logger("watcher.delivery.sender")
 
@@ -29,7 +28,7 @@ class BoundedSends:
         self._running: dict[str, tuple[str, concurrent.futures.Future[Outcome]]] = {}
 
     async def send(
-        self, url_id: str, notification: str, url: str, title: str, body: str, severity: Severity
+        self, url_id: str, notification: str, url: str, title: str, body: str, tone: Tone
     ) -> Outcome:
         """One attempt, bounded by ``send_timeout``. A send that timed out may still be
         running in its thread: until it ends, its URL gets no other send (no pile of hung
@@ -46,7 +45,7 @@ class BoundedSends:
                 log.info("a timed-out send was accepted after all", url_id=url_id)
                 return ACCEPTED
         running = sending.start_thread(
-            partial(self.notifier.send, url, title, body, severity, notification)
+            partial(self.notifier.send, url, title, body, tone, notification)
         )
         try:
             return await asyncio.wait_for(

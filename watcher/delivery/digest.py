@@ -11,9 +11,13 @@ per rule and destination URL, as in Alertmanager:
 
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
-A digest is not worded again: it lists its alerts by the titles they were given, once, when
-they were stored (``watcher.kinds.word``), and counts them in their kind's words
-(``watcher.kinds.digest_words``).
+A digest counts its alerts in their kind's words (``watcher.kinds.digest_words``) and lists
+them by the titles they were given when stored (``watcher.kinds.word``): the first
+``DIGEST_ITEMS``, then "... and K more". A kind that names things (``DigestWords.names``: a
+transaction's signatures) has them listed under each title, each shortened with its explorer
+link carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more". The rule's
+summary and runbook frame it (``watcher.alerting.framing``).
+A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
 to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
@@ -23,24 +27,29 @@ Pure: rows and times in, texts and times out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
-from watcher.alerting.messages import lines, rule_head
+from watcher.alerting.framing import framed, with_notes
+from watcher.alerting.messages import PLAIN, Presentation, lines, rule_head
 from watcher.core.clock import iso
+from watcher.delivery.notifier import Tone
 from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import digest_words
-from watcher.kinds.base import DigestWords
+from watcher.kinds.base import DigestWords, Named
 
 HOUR = 3600.0
 DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"
+DIGEST_NAMED = 20  # a digest names this many items (signatures...), then "... and N more"
 
 DEAD_LETTER_RULE = "watcher"
 DEAD_LETTER_KIND = "dead_letter"
 DEAD_LETTER_PREFIX = "dead|"
 # Many deliveries die together when a channel is down for a day: one digest a minute at most.
 DEAD_LETTER_GROUPING = Grouping(kind=DEAD_LETTER_KIND, wait=2.0, interval=60.0)
+
+NamesOf = Callable[[Mapping[str, Any]], Sequence[Named]]
 
 _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -86,18 +95,33 @@ def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
     return max((row.severity for row in rows), key=lambda s: _SEVERITY_RANK.get(s, 0))
 
 
-def message_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
+def tone_of(rows: Sequence[DeliveryRow]) -> Tone:
+    """How the message looks: "resolved" (Apprise's success type) for resolutions, else the
+    highest severity."""
+    if all(row.reason == "resolved" for row in rows):
+        return "resolved"
+    return severity_of(rows)
+
+
+def message_text(
+    rows: Sequence[DeliveryRow], notes: Sequence[str] = (), shown: Presentation = PLAIN
+) -> tuple[str, str]:
     """Title and body of one message for ``rows``: a lone row as it is, several as a digest;
-    ``notes`` (from ``pacing_notes``) are added to the body."""
+    ``notes`` (from ``pacing_notes``) are added to the body (before the rule's runbook)."""
     if len(rows) == 1:
         row = rows[0]
-        return row.title, lines(row.body, "", *notes) if notes else row.body
-    return digest_text(rows, notes)
+        return row.title, with_notes(row.body, row.facts, notes)
+    return digest_text(rows, notes, shown)
 
 
-def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple[str, str]:
-    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
-    the first ``DIGEST_ITEMS`` alerts by their titles, then "... and K more"."""
+def digest_text(
+    rows: Sequence[DeliveryRow], notes: Sequence[str] = (), shown: Presentation = PLAIN
+) -> tuple[str, str]:
+    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then names
+    every item (signature...) up to ``DIGEST_NAMED``, each shortened with its explorer link
+    (``shown``) carrying the full value, then "... and N more"; for a kind that names nothing,
+    its first ``DIGEST_ITEMS`` alerts by their titles. Between the rule's summary and runbook
+    (of its newest row: the rule as it is now)."""
     first = rows[0]
     words = words_of(first.grouping.kind if first.grouping else "")
     severity = severity_of(rows)
@@ -105,19 +129,53 @@ def digest_text(rows: Sequence[DeliveryRow], notes: Sequence[str] = ()) -> tuple
     subjects = len({row.subject for row in rows})
     started, ended = min(r.created_at for r in rows), max(r.created_at for r in rows)
     span = f"at {iso(started)}" if ended == started else f"from {iso(started)} to {iso(ended)}"
-    more = len(rows) - DIGEST_ITEMS
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
+    names = words.names
+    if names is None:
+        listed = _title_lines(rows, words)
+    else:
+        listed = _named_lines(rows, words, names, count, shown)
     body = lines(
         f"Rule: {first.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
         *notes,
         "",
-        *(f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]),
-        f"... and {more} more" if more > 0 else None,
+        *listed,
     )
-    return title, body
+    newest = max(rows, key=lambda row: row.id)
+    return title, framed(body, newest.facts)
+
+
+def _title_lines(rows: Sequence[DeliveryRow], words: DigestWords) -> list[str]:
+    more = len(rows) - DIGEST_ITEMS
+    listed = [f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]]
+    return listed + ([f"... and {more} more"] if more > 0 else [])
+
+
+def _named_lines(
+    rows: Sequence[DeliveryRow], words: DigestWords, names: NamesOf, count: int,
+    shown: Presentation,
+) -> list[str]:
+    """Each alert by its title, with the items it names under it (``- 5VERv8NM…tH3SPzj9,
+    slot 7``), each followed by its link, until ``DIGEST_NAMED`` items are named; then how many
+    more the digest covers."""
+    listed: list[str] = []
+    named = 0
+    for row in rows:
+        if named == DIGEST_NAMED:
+            break
+        listed.append(f"- {_item(row, words)}")
+        for item in names(row.facts)[: DIGEST_NAMED - named]:
+            named += 1
+            detail = f", {item.detail}" if item.detail else ""
+            listed.append(f"  - {shown.listed(item.link, item.key)}{detail}")
+            link = shown.link(item.link, item.key)
+            if link:
+                listed.append("  " + link)
+    more = count - named
+    return listed + ([f"... and {more} more"] if more > 0 else [])
 
 
 def _item(row: DeliveryRow, words: DigestWords) -> str:

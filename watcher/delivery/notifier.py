@@ -9,9 +9,13 @@ httpx's transports are passed to a client.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from watcher.alerting.events import Severity
+
+# How a message looks in a channel (Apprise's notify type: its colour and icon): its severity,
+# or "resolved" for the end of an episode (Apprise's success type), whatever its severity.
+Tone = Severity | Literal["resolved"]
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,7 @@ def refused(reason: str, *, final: bool = False) -> Outcome:
 
 
 class Notifier(Protocol):
-    def send(
-        self, url: str, title: str, body: str, severity: Severity, notification: str
-    ) -> Outcome:
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
         """Send one message to ``url`` and wait for its answer (called in a thread of its own;
         the caller bounds the wait). ``notification``: the message's id, the same on every
         attempt, for a receiver to deduplicate on."""

@@ -27,6 +27,7 @@ import structlog
 
 from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
+from watcher.alerting.messages import PLAIN, Presentation
 from watcher.core.clock import Clock
 from watcher.core.errors import state_error
 from watcher.delivery import dead_letters, digest, outbox
@@ -83,8 +84,11 @@ class Sender:
         state_health: StateHealth | None = None,
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
+        presentation: Presentation = PLAIN,
     ) -> None:
         self._store = store
+        # How digests show keys: labels and explorer links (the settings'; replaced on reload).
+        self.presentation = presentation
         self._sends = BoundedSends(
             AppriseNotifier() if notifier is None else notifier, send_timeout
         )
@@ -261,9 +265,9 @@ class Sender:
             await self._give_up(rows, NOT_CONFIGURED)
             return False, None
         notification = notification_id(rows)
-        title, body = digest.message_text(rows, notes)
-        severity = digest.severity_of(rows)
-        outcome = await self._sends.send(first.url_id, notification, url, title, body, severity)
+        title, body = digest.message_text(rows, notes, self.presentation)
+        tone = digest.tone_of(rows)
+        outcome = await self._sends.send(first.url_id, notification, url, title, body, tone)
         if outcome.final:
             await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None

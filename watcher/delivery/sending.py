@@ -41,7 +41,11 @@ async def send_through(
 
 
 def send_blocking(
-    client: apprise.Apprise, title: str, body: str, notify_type: apprise.NotifyType | None
+    client: apprise.Apprise,
+    title: str,
+    body: str,
+    notify_type: apprise.NotifyType | None,
+    body_format: apprise.NotifyFormat = apprise.NotifyFormat.TEXT,
 ) -> str | None:
     """``send_through`` in the calling thread (a client built with ``service_timeout=0``
     sends right there: no shared pool, whose threads would outlive a timed-out wait)."""
@@ -50,7 +54,7 @@ def send_blocking(
             body=body,
             title=title,
             notify_type=notify_type or apprise.NotifyType.INFO,
-            body_format=apprise.NotifyFormat.TEXT,
+            body_format=body_format,
         )
     except Exception as exc:  # a plugin bug must not stop the sender
         return REDACTOR.redact(f"{type(exc).__name__}: {exc}")[:500]

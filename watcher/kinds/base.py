@@ -128,6 +128,17 @@ class Source(Protocol):
 
 
 @dataclass(frozen=True)
+class Named:
+    """One thing a digest names (a signature...): its key, shortened in the list with its
+    explorer link (``link``: "tx" or "address") carrying the full value; ``detail``: what else
+    its line says."""
+
+    key: str
+    link: str = "tx"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class DigestWords:
     """How a digest of one kind counts: what its alerts add up to, and what a subject is."""
 
@@ -136,6 +147,9 @@ class DigestWords:
     count: Callable[[Mapping[str, Any]], int]
     # How one alert is listed; None: by its title.
     line: Callable[[Mapping[str, Any]], str] | None = None
+    # What one alert names one by one (its signatures...); set: a digest lists each alert's
+    # named items under its title, up to a cap of items instead of a cap of alerts.
+    names: Callable[[Mapping[str, Any]], Sequence[Named]] | None = None
 
 
 @dataclass(frozen=True)

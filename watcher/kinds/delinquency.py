@@ -29,6 +29,7 @@ from watcher.alerting.messages import (
     plural,
     rule_head,
     rule_line,
+    since_text,
     sol,
 )
 from watcher.config import rule_models
@@ -213,8 +214,7 @@ def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]
         summary = f"Resolved: back in the current vote accounts after {facts['duration']} {was}."
     elif reason == "repeat":
         title = f"{rule_head(facts)} validator {who} still {facts['status']} ({facts['duration']})"
-        since = f"for {facts['duration']}, since {facts['firing_since']}"
-        summary = f"Still {facts['status']}: {since}."
+        summary = f"Still {facts['status']}: for {facts['duration']}, {since_text(facts)}."
     else:
         title = f"{rule_head(facts)} validator {who} {facts['status']}"
         summary = _validator_problem(facts)

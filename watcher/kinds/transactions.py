@@ -29,7 +29,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
 
@@ -296,7 +296,7 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     title = f"{rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
     listed: list[str | None] = []
     for entry in facts["signatures"]:
-        listed += [_signature_line(entry), shown.link("tx", entry["signature"])]
+        listed += [_signature_line(entry, shown), shown.link("tx", entry["signature"])]
     more = int(facts.get("more", 0))
     body = lines(
         rule_line(facts),
@@ -310,7 +310,12 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-def _signature_line(entry: Mapping[str, Any]) -> str:
+def _signature_line(entry: Mapping[str, Any], shown: Presentation) -> str:
+    """Shortened when its link (the next line) carries it in full."""
+    return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry)
+
+
+def _signature_details(entry: Mapping[str, Any]) -> str:
     details = [f"slot {entry['slot']}"]
     if entry.get("block_time") is not None:
         details.append(iso(float(entry["block_time"])))
@@ -318,16 +323,29 @@ def _signature_line(entry: Mapping[str, Any]) -> str:
         details.append("(failed)")
     if entry.get("memo"):
         details.append(f"memo: {entry['memo']}")
-    return f"- {entry['signature']}  " + ", ".join(details)
+    return ", ".join(details)
 
 
 def _count(facts: Mapping[str, Any]) -> int:
     return int(facts.get("count", 1))
 
 
+def _named(facts: Mapping[str, Any]) -> list[Named]:
+    """A digest names each listed signature (the alert counts the rest)."""
+    return [
+        Named(entry["signature"], "tx", _signature_details(entry))
+        for entry in facts.get("signatures") or ()
+    ]
+
+
 KIND = Kind(
     model=NewTransactionsRule,
     source=SOURCE,
     wording=transactions_text,
-    digest=DigestWords(("new transaction", "new transactions"), ("address", "addresses"), _count),
+    digest=DigestWords(
+        ("new transaction", "new transactions"),
+        ("address", "addresses"),
+        _count,
+        names=_named,
+    ),
 )
