@@ -42,7 +42,9 @@ def test_the_readme_example_kind_works_end_to_end(tmp_path: Path) -> None:
     anchor = "        drift.KIND,\n"
     assert anchor in text
     text = text.replace(anchor, anchor + registry_line.strip("\n") + "\n")
-    text = text.replace("from watcher.kinds import ", "from watcher.kinds import low_stake, ")
+    opening = "from watcher.kinds import (\n"
+    assert opening in text
+    text = text.replace(opening, opening + "    low_stake,\n")
     registry.write_text(text)
     (tmp_path / "low_stake.yaml").write_text(blocks["low_stake.yaml"])
     (tmp_path / "low_stake.test.yaml").write_text(blocks["low_stake.test.yaml"])
