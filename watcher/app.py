@@ -30,8 +30,9 @@ from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
 from watcher.core.tally import count_alerts, tallying
+from watcher.delivery.courier import DB_RETRY_MAX
 from watcher.delivery.outbox import Destination
-from watcher.delivery.sender import DB_RETRY_MAX, Sender
+from watcher.delivery.sender import Sender
 from watcher.kinds import SOURCES, word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random as random_module
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
-from typing import TypeVar
 
 import structlog
 
@@ -29,31 +26,24 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import PLAIN, Presentation
 from watcher.core.clock import Clock
-from watcher.core.errors import state_error
-from watcher.delivery import dead_letters, digest, outbox
-from watcher.delivery.apprise_notifier import (
-    REJECTED_URL,
-    AppriseNotifier,
-    protect_delivery_logs,
-)
+from watcher.delivery import digest, outbox
+from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.bounded import BoundedSends
+from watcher.delivery.courier import (
+    DB_RETRY_FIRST,
+    DB_RETRY_MAX,
+    Courier,
+    RetryPolicy,
+    StoreCalls,
+)
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
-from watcher.delivery.sending import notification_id
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
-NOT_CONFIGURED = "destination no longer configured"
 # One digest gathers at most this many alerts; more go out in the next one.
 MAX_DIGEST_ROWS = 500
-
-# -- the sender -------------------------------------------------------------------------------
-
-# Retrying a failed database operation: first wait, longest wait (seconds).
-DB_RETRY_FIRST = 0.5
-DB_RETRY_MAX = 30.0
-T = TypeVar("T")
 
 
 class Sender:
@@ -89,25 +79,27 @@ class Sender:
         self._store = store
         # How digests show keys: labels and explorer links (the settings'; replaced on reload).
         self.presentation = presentation
-        self._sends = BoundedSends(
-            AppriseNotifier() if notifier is None else notifier, send_timeout
-        )
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
-        self._first_retry = first_retry
-        self._max_backoff = max_backoff
-        self._deadline = deadline
-        self._random = random
         self._batch = batch
-        self._on_dead = on_dead
         self._on_idle = on_idle
-        self._on_result = on_result
-        self._db_retry = db_retry
         self.state_health = state_health or StateHealth()
         self._stopping = False
         self._workers: dict[str, asyncio.Task[int]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
+        self._courier = Courier(
+            db=StoreCalls(store, self.state_health, clock, db_retry),
+            sends=BoundedSends(AppriseNotifier() if notifier is None else notifier, send_timeout),
+            policy=RetryPolicy(first_retry, max_backoff, deadline, random),
+            urls=lambda: self._urls,
+            destinations=self.destinations,
+            fallback_channels=lambda: self._fallback_channels,
+            presentation=lambda: self.presentation,
+            stopping=lambda: self._stopping,
+            on_dead=on_dead,
+            on_result=on_result,
+        )
         # The previous process may have stopped mid-send: those rows go out again.
         requeued = store.requeue_interrupted()
         if requeued:
@@ -158,7 +150,9 @@ class Sender:
             by_url.setdefault(message[0].url_id, []).append(message)
         started = []
         for url_id, queue in by_url.items():
-            task = asyncio.create_task(self._send_in_order(queue), name=f"send to {url_id}")
+            task = asyncio.create_task(
+                self._courier.send_in_order(queue), name=f"send to {url_id}"
+            )
             self._workers[url_id] = task
             task.add_done_callback(self._worker_done)
             started.append(task)
@@ -187,157 +181,3 @@ class Sender:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=1.0)
-
-    async def _db(self, operation: str, call: Callable[[], T], *, writes: bool = True) -> T:
-        """Run a store call; a transient database error (rolled back) is recorded and retried
-        with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
-        delay, longest = self._db_retry
-        while True:
-            try:
-                result = call()
-            except sqlite3.Error as exc:
-                error = state_error(exc, operation)
-                self.state_health.failed(error, self._clock())
-                if not error.transient:
-                    raise error from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, longest)
-                continue
-            if writes:
-                self.state_health.succeeded(self._clock())
-            return result
-
-    async def _send_in_order(self, queue: list[list[DeliveryRow]]) -> int:
-        """One URL's messages, in order; after a failure the rest wait behind it. A digest
-        group whose time has not come goes back to wait, without holding up the others."""
-        sent = 0
-        for index, rows in enumerate(queue):
-            if self._stopping:
-                rest = [r.id for later in queue[index:] for r in later]
-                await self._db("release deliveries", partial(self._store.release, rest))
-                break
-            notes = await self._pace(rows)
-            if notes is None:
-                continue
-            delivered, retry_at = await self._send_message(rows, notes)
-            if delivered:
-                sent += len(rows)
-            elif retry_at is not None:
-                rest = [r.id for later in queue[index + 1 :] for r in later]
-                await self._db(
-                    "release deliveries",
-                    partial(self._store.release, rest, not_before=retry_at),
-                )
-                break
-        return sent
-
-    async def _pace(self, rows: list[DeliveryRow]) -> list[str] | None:
-        """The notes a grouped message carries, or None when its group must wait (the rows
-        are put back until its time, joining the group's rows already waiting)."""
-        newest = rows[-1]
-        if newest.group_key is None or newest.grouping is None:
-            return []
-        group_key, url_id = newest.group_key, newest.url_id
-        group = await self._db(
-            "read digest group", lambda: self._store.group_sends(group_key, url_id), writes=False
-        )
-        first_queued = min(row.created_at for row in rows)
-        now = self._clock()
-        if group.scheduled_at is not None and group.scheduled_at > now:
-            due = group.scheduled_at  # join the group's rows already waiting (or retrying)
-        else:
-            # The newest row carries the rule's grouping as it is now.
-            due = digest.release_at(newest.grouping, first_queued, group.sent)
-        if due > now:
-            ids = [row.id for row in rows]
-            await self._db("release deliveries", lambda: self._store.release(ids, not_before=due))
-            return None
-        return digest.pacing_notes(newest.grouping, first_queued, group.sent, now)
-
-    async def _send_message(
-        self, rows: list[DeliveryRow], notes: list[str]
-    ) -> tuple[bool, float | None]:
-        """Send rows (one URL) as one message and record the outcome of each; returns
-        (delivered, retry time if any)."""
-        first = rows[0]
-        url = self._urls.get(first.url_id)
-        if url is None:
-            await self._give_up(rows, NOT_CONFIGURED)
-            return False, None
-        notification = notification_id(rows)
-        title, body = digest.message_text(rows, notes, self.presentation)
-        tone = digest.tone_of(rows)
-        outcome = await self._sends.send(first.url_id, notification, url, title, body, tone)
-        if outcome.final:
-            await self._give_up(rows, outcome.refused or REJECTED_URL)
-            return False, None
-        error = outcome.refused
-        now = self._clock()
-        ids = [row.id for row in rows]
-        where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
-        if error is None:
-            # First thing after the URL accepted: the shorter this window, the fewer repeats
-            # a crash can cause. A failing mark is retried; the message is not sent again.
-            group = None if first.group_key is None else (first.group_key, first.url_id)
-            await self._db("mark sent", lambda: self._store.mark_sent(ids, now, group=group))
-            if self._on_result is not None:
-                self._on_result(first.channel, "sent")
-            if len(rows) == 1:
-                log.info("delivered", alert_id=first.alert_id, id=notification, **where)
-            else:
-                log.info("delivered a digest", alerts=len(rows), id=notification, **where)
-            return True, None
-        if self._on_result is not None:
-            self._on_result(first.channel, "failed")
-        dead = [row for row in rows if outbox.is_dead(row.created_at, now, self._deadline)]
-        alive = [row for row in rows if row not in dead]
-        if dead:
-            await self._give_up(dead, error)
-        if not alive:
-            return False, None
-        attempts = max(row.attempts for row in alive) + 1
-        # The last retry happens at the deadline itself, not a backoff step after it.
-        retry_at = min(
-            outbox.next_attempt(
-                attempts,
-                now,
-                jitter=self._random(),
-                first_retry=self._first_retry,
-                max_backoff=self._max_backoff,
-            ),
-            min(row.created_at for row in alive) + self._deadline,
-        )
-        alive_ids = [row.id for row in alive]
-        await self._db(
-            "reschedule delivery", lambda: self._store.mark_retry(alive_ids, error, retry_at)
-        )
-        log.warning(
-            "delivery failed, will retry",
-            alert_id=first.alert_id if len(alive) == 1 else None,
-            alerts=len(alive),
-            attempts=attempts,
-            retry_in=round(retry_at - now, 1),
-            error=error,
-            **where,
-        )
-        return False, retry_at
-
-    async def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
-        """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
-        each to the fallback channels' other URLs; a dead letter's own death is only logged."""
-        now = self._clock()
-        failed_url = rows[0].url_id
-
-        def elsewhere(alert: AlertMessage) -> list[Destination]:
-            return [d for d in self.destinations(alert) if d.url_id != failed_url]
-
-        reports = dead_letters.letters(rows, error, self._fallback_channels, now, elsewhere)
-        ids, letters = [row.id for row in rows], list(reports.values())
-        await self._db(
-            "give up delivery",
-            lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
-        )
-        for row in rows:
-            dead_letters.log_given_up(row, error, reported=row.id in reports)
-            if self._on_dead is not None:
-                self._on_dead(row, error)

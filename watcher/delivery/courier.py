@@ -1,0 +1,243 @@
+"""One URL's worker: its claimed messages, in order, through the notifier; each outcome recorded.
+
+``Sender.dispatch`` starts one ``Courier.send_in_order`` task per URL with due deliveries. A
+message the URL accepted is marked sent right away (the shorter that window, the fewer repeats a
+crash can cause); a refused one is rescheduled with backoff (``outbox.next_attempt``) and the
+URL's later messages wait behind it; past the deadline it is given up and reported to the
+fallback channels (``dead_letters``). A digest group whose time has not come goes back to wait
+(``digest.release_at``) without holding up the others.
+
+Every database operation is retried while its error is transient (``StoreCalls``): a send the URL
+accepted is never sent again because its mark had to wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import structlog
+
+from watcher.alerting.events import AlertMessage
+from watcher.alerting.health import StateHealth
+from watcher.alerting.messages import Presentation
+from watcher.core.clock import Clock
+from watcher.core.errors import state_error
+from watcher.delivery import dead_letters, digest, outbox
+from watcher.delivery.apprise_notifier import REJECTED_URL
+from watcher.delivery.bounded import BoundedSends
+from watcher.delivery.outbox import DeliveryRow, Destination
+from watcher.delivery.sending import notification_id
+from watcher.state.store import Store
+
+log = structlog.get_logger(__name__)
+
+NOT_CONFIGURED = "destination no longer configured"
+# Retrying a failed database operation: first wait, longest wait (seconds).
+DB_RETRY_FIRST = 0.5
+DB_RETRY_MAX = 30.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a refused message is tried again, and when it is given up."""
+
+    first_retry: float
+    max_backoff: float
+    deadline: float
+    random: Callable[[], float]  # jitter in [0, 1)
+
+
+@dataclass
+class StoreCalls:
+    """Store calls retried with backoff while the database error is transient (locked, disk
+    full), each failure and recovery recorded in ``state_health``; a permanent error is raised
+    as ``PermanentStateError``."""
+
+    store: Store
+    state_health: StateHealth
+    clock: Clock
+    delays: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX)
+
+    async def run(self, operation: str, call: Callable[[], T], *, writes: bool = True) -> T:
+        """Run a store call; a transient database error (rolled back) is recorded and retried
+        with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
+        delay, longest = self.delays
+        while True:
+            try:
+                result = call()
+            except sqlite3.Error as exc:
+                error = state_error(exc, operation)
+                self.state_health.failed(error, self.clock())
+                if not error.transient:
+                    raise error from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+                continue
+            if writes:
+                self.state_health.succeeded(self.clock())
+            return result
+
+
+@dataclass
+class Courier:
+    """What every URL's worker shares (the sender's, replaced on reload where it says so)."""
+
+    db: StoreCalls
+    sends: BoundedSends
+    policy: RetryPolicy
+    urls: Callable[[], Mapping[str, str]]  # url_id -> URL, as configured now
+    destinations: Callable[[AlertMessage], list[Destination]]
+    fallback_channels: Callable[[], Sequence[str]]
+    presentation: Callable[[], Presentation]
+    stopping: Callable[[], bool]
+    on_dead: Callable[[DeliveryRow, str], None] | None = None
+    on_result: Callable[[str, str], None] | None = None  # (channel, "sent" | "failed")
+
+    @property
+    def _store(self) -> Store:
+        return self.db.store
+
+    def _clock(self) -> float:
+        return self.db.clock()
+
+    async def send_in_order(self, queue: list[list[DeliveryRow]]) -> int:
+        """One URL's messages, in order; after a failure the rest wait behind it. A digest
+        group whose time has not come goes back to wait, without holding up the others."""
+        sent = 0
+        for index, rows in enumerate(queue):
+            if self.stopping():
+                rest = [r.id for later in queue[index:] for r in later]
+                await self.db.run("release deliveries", partial(self._store.release, rest))
+                break
+            notes = await self._pace(rows)
+            if notes is None:
+                continue
+            delivered, retry_at = await self._send_message(rows, notes)
+            if delivered:
+                sent += len(rows)
+            elif retry_at is not None:
+                rest = [r.id for later in queue[index + 1 :] for r in later]
+                await self.db.run(
+                    "release deliveries",
+                    partial(self._store.release, rest, not_before=retry_at),
+                )
+                break
+        return sent
+
+    async def _pace(self, rows: list[DeliveryRow]) -> list[str] | None:
+        """The notes a grouped message carries, or None when its group must wait (the rows
+        are put back until its time, joining the group's rows already waiting)."""
+        newest = rows[-1]
+        if newest.group_key is None or newest.grouping is None:
+            return []
+        group_key, url_id = newest.group_key, newest.url_id
+        group = await self.db.run(
+            "read digest group", lambda: self._store.group_sends(group_key, url_id), writes=False
+        )
+        first_queued = min(row.created_at for row in rows)
+        now = self._clock()
+        if group.scheduled_at is not None and group.scheduled_at > now:
+            due = group.scheduled_at  # join the group's rows already waiting (or retrying)
+        else:
+            # The newest row carries the rule's grouping as it is now.
+            due = digest.release_at(newest.grouping, first_queued, group.sent)
+        if due > now:
+            ids = [row.id for row in rows]
+            release = partial(self._store.release, ids, not_before=due)
+            await self.db.run("release deliveries", release)
+            return None
+        return digest.pacing_notes(newest.grouping, first_queued, group.sent, now)
+
+    async def _send_message(
+        self, rows: list[DeliveryRow], notes: list[str]
+    ) -> tuple[bool, float | None]:
+        """Send rows (one URL) as one message and record the outcome of each; returns
+        (delivered, retry time if any)."""
+        first = rows[0]
+        url = self.urls().get(first.url_id)
+        if url is None:
+            await self._give_up(rows, NOT_CONFIGURED)
+            return False, None
+        notification = notification_id(rows)
+        title, body = digest.message_text(rows, notes, self.presentation())
+        tone = digest.tone_of(rows)
+        outcome = await self.sends.send(first.url_id, notification, url, title, body, tone)
+        if outcome.final:
+            await self._give_up(rows, outcome.refused or REJECTED_URL)
+            return False, None
+        error = outcome.refused
+        now = self._clock()
+        ids = [row.id for row in rows]
+        where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
+        if error is None:
+            # First thing after the URL accepted: the shorter this window, the fewer repeats
+            # a crash can cause. A failing mark is retried; the message is not sent again.
+            group = None if first.group_key is None else (first.group_key, first.url_id)
+            await self.db.run("mark sent", lambda: self._store.mark_sent(ids, now, group=group))
+            if self.on_result is not None:
+                self.on_result(first.channel, "sent")
+            if len(rows) == 1:
+                log.info("delivered", alert_id=first.alert_id, id=notification, **where)
+            else:
+                log.info("delivered a digest", alerts=len(rows), id=notification, **where)
+            return True, None
+        if self.on_result is not None:
+            self.on_result(first.channel, "failed")
+        dead = [row for row in rows if outbox.is_dead(row.created_at, now, self.policy.deadline)]
+        alive = [row for row in rows if row not in dead]
+        if dead:
+            await self._give_up(dead, error)
+        if not alive:
+            return False, None
+        attempts = max(row.attempts for row in alive) + 1
+        # The last retry happens at the deadline itself, not a backoff step after it.
+        retry_at = min(
+            outbox.next_attempt(
+                attempts,
+                now,
+                jitter=self.policy.random(),
+                first_retry=self.policy.first_retry,
+                max_backoff=self.policy.max_backoff,
+            ),
+            min(row.created_at for row in alive) + self.policy.deadline,
+        )
+        alive_ids = [row.id for row in alive]
+        await self.db.run(
+            "reschedule delivery", lambda: self._store.mark_retry(alive_ids, error, retry_at)
+        )
+        log.warning(
+            "delivery failed, will retry",
+            alert_id=first.alert_id if len(alive) == 1 else None,
+            alerts=len(alive),
+            attempts=attempts,
+            retry_in=round(retry_at - now, 1),
+            error=error,
+            **where,
+        )
+        return False, retry_at
+
+    async def _give_up(self, rows: list[DeliveryRow], error: str) -> None:
+        """Mark the rows (one URL) dead and, in the same transaction, queue a dead letter for
+        each to the fallback channels' other URLs; a dead letter's own death is only logged."""
+        now = self._clock()
+        failed_url = rows[0].url_id
+
+        def elsewhere(alert: AlertMessage) -> list[Destination]:
+            return [d for d in self.destinations(alert) if d.url_id != failed_url]
+
+        reports = dead_letters.letters(rows, error, self.fallback_channels(), now, elsewhere)
+        ids, letters = [row.id for row in rows], list(reports.values())
+        await self.db.run(
+            "give up delivery",
+            lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
+        )
+        for row in rows:
+            dead_letters.log_given_up(row, error, reported=row.id in reports)
+            if self.on_dead is not None:
+                self.on_dead(row, error)
