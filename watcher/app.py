@@ -28,36 +28,29 @@ from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
-from watcher.core.errors import ConfigError, DaemonFailed, DoubtfulAnswer, RpcError, state_error
+from watcher.core.errors import ConfigError, DoubtfulAnswer, RpcError, state_error
 from watcher.core.tally import count_alerts, tallying
-from watcher.delivery.courier import DB_RETRY_MAX
 from watcher.delivery.outbox import Destination
-from watcher.delivery.sender import Sender
+from watcher.delivery.sender import delivery_sender
 from watcher.kinds import SOURCES, word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
-from watcher.ledger.rpc import RpcClient
-from watcher.ledger.transport import EndpointSpec
-from watcher.service import sweeps
+from watcher.ledger.rpc import RpcClient, rpc_client
+from watcher.service import supervisor, sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.service.supervisor import describe_jobs
 from watcher.state.alerts import same_state
 from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
-# How long a clean stop waits for in-flight polls and sends before it abandons them. Abandoning
-# is safe: nothing is committed until a step is complete, and unsent rows wait for the next start.
-STOP_GRACE_SECONDS = 5.0
-SENDER_IDLE_SECONDS = 0.5
-# How often the supervisor in ``run`` looks at the tasks and the database's health.
-SUPERVISE_SECONDS = 1.0
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
 OUTBOX_STUCK_SECONDS = 300.0
 
@@ -66,10 +59,6 @@ OUTBOX_STUCK_SECONDS = 300.0
 RESTART_SETTINGS = (
     "rpc_url", "rpc_urls", "quorum", "commitment", "state_path", "rpc", "log_level", "log_format"
 )
-
-
-def describe_jobs(jobs: Sequence[Job]) -> list[str]:
-    return [f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in jobs]
 
 
 class Daemon:
@@ -86,37 +75,17 @@ class Daemon:
         self.ruleset = ruleset
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self._scheduler = Scheduler(self.sweep, clock=clock,
+        self.scheduler = Scheduler(self.sweep, clock=clock,
                                     stretch=lambda job: sweeps.stretch_for(self.rpc, job))
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
-        self._outbox_has_work = asyncio.Event()
-        endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
+        self.outbox_has_work = asyncio.Event()
         self.metrics = Metrics(settings.state_path, clock, lambda: getattr(self.rpc, "stats", None))
-        self.rpc: LedgerReader = ledger or RpcClient(
-            endpoints,
-            commitment=settings.commitment,
-            timeout=settings.rpc.timeout,
-            max_attempts=settings.rpc.max_attempts,
-            max_concurrency=settings.rpc.max_concurrency,
-            max_rps=settings.rpc.max_rps,
-            batch_size=settings.rpc.batch_size,
-        )
+        self.rpc: LedgerReader = ledger or rpc_client(settings)
         if isinstance(self.rpc, RpcClient):
             self.rpc.on_request = self.metrics.rpc_request
-        self.sender = Sender(
-            self.store,
-            settings.channels,
-            clock=clock,
-            first_retry=settings.delivery.first_retry,
-            max_backoff=settings.delivery.max_backoff,
-            deadline=settings.delivery.deadline,
-            send_timeout=settings.delivery.send_timeout,
-            fallback_channels=settings.fallback_channels,
-            on_idle=self._wake_sender,
-            on_result=self.metrics.delivered,
-            on_dead=lambda row, _error: self.metrics.delivered(row.channel, "dead"),
-            state_health=self.state_health,
+        self.sender = delivery_sender(
+            settings, self.store, clock, self.state_health, self.metrics, self._wake_sender
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
@@ -125,7 +94,7 @@ class Daemon:
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self.sender.presentation = self.presentation  # digests name keys the same way
-        self._stopping = asyncio.Event()
+        self.stopping = asyncio.Event()
         self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         beat = settings.heartbeat
         self.heartbeat = None if beat is None else Heartbeat(
@@ -238,12 +207,12 @@ class Daemon:
         self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
         if alerts:
             count_alerts(len(alerts))
-            self._outbox_has_work.set()
+            self.outbox_has_work.set()
 
     async def sweep(self, job: Job) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
         (``watcher.service.sweeps``); the RPC client paces and batches their calls."""
-        if self._stopping.is_set():
+        if self.stopping.is_set():
             return
         source = SOURCES[job.source]
         started = self.clock()
@@ -304,26 +273,7 @@ class Daemon:
         return self.sender.destinations(alert)
 
     def _wake_sender(self) -> None:
-        self._outbox_has_work.set()
-
-    async def deliver_forever(self) -> None:
-        """Start a worker for each URL with due deliveries (``Sender.dispatch``), whenever
-        there is new work, a worker finished, or every half second. A failed claim (database
-        locked, disk full) is retried with backoff: the sender never stops on its own."""
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                self.sender.dispatch()
-                failures = 0
-            except sqlite3.Error as exc:
-                failures += 1
-                self.state_health.failed(state_error(exc, "claim deliveries"), self.clock())
-                # Not retried at once, whatever wakes the sender meanwhile.
-                await asyncio.sleep(min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX))
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._outbox_has_work.wait(), SENDER_IDLE_SECONDS)
-            self._outbox_has_work.clear()
+        self.outbox_has_work.set()
 
     def healthz(self) -> HealthVerdict:
         """``/healthz``: polls succeed and the outbox drains (a delivery pending for longer than
@@ -333,63 +283,11 @@ class Daemon:
         outbox = None if state is None else state[1]
         return health_verdict(self.health, self.state_health, outbox, self.clock(), stuck_after)
 
-    def _fatal(self, sender_task: asyncio.Task[None]) -> str | None:
-        """Why the daemon cannot go on, or None: a dead task, or the database failing."""
-        if sender_task.done():
-            error = None if sender_task.cancelled() else sender_task.exception()
-            return f"the sender stopped: {error!r}" if error else "the sender stopped"
-        if self.sender.failure is not None:
-            return f"a delivery worker failed: {self.sender.failure!r}"
-        return self.state_health.fatal(self.clock())
-
     # -- life cycle --------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set, then stop cleanly: no new work, in-flight work finishes."""
-        scheduler = self._scheduler
-        if self.http is not None:
-            await self.http.start()  # first: a port in use stops the start with one line
-        sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
-        watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
-        jobs = self.ruleset.jobs()
-        scheduler.start(jobs)
-        log.info(
-            "watcher started",
-            rules=len(self.ruleset.rules),
-            jobs=describe_jobs(jobs),
-            rpc=getattr(self.rpc, "public_url", "custom"),
-            state=str(self.settings.state_path),
-            pending_deliveries=self.store.pending_count(),
-        )
-        self.notifier.ready(f"{len(self.ruleset.rules)} rules, {len(jobs)} sweeps")
-        fatal: str | None = None
-        try:
-            stopped = asyncio.create_task(stop.wait(), name="stop signal")
-            # The supervisor: a long-lived task that died, or a database that stays down,
-            # ends the run with one clear line and a non-zero exit (systemd restarts it).
-            while fatal is None and not stopped.done():
-                await asyncio.wait({stopped, sender_task}, timeout=SUPERVISE_SECONDS)
-                fatal = None if stopped.done() else self._fatal(sender_task)
-            stopped.cancel()
-            if fatal is not None:
-                log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
-        finally:
-            log.info("watcher stopping")
-            self.notifier.stopping()
-            watchdog.cancel()
-            self._stopping.set()
-            await scheduler.stop(grace=STOP_GRACE_SECONDS)
-            await self.sender.drain(timeout=STOP_GRACE_SECONDS)
-            sender_task.cancel()
-            await asyncio.wait({sender_task})  # its failure, if any, was reported above
-            if self.http is not None:
-                await self.http.close()
-            if self.heartbeat is not None:
-                await self.heartbeat.close()
-            await self.close()
-            log.info("watcher stopped")
-        if fatal is not None:
-            raise DaemonFailed(fatal)
+        """Run until ``stop`` is set, then stop cleanly (``watcher.service.supervisor``)."""
+        await supervisor.run(self, stop)
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """SIGHUP: read the settings and rules again and swap them in at once, or, when a file
@@ -419,7 +317,7 @@ class Daemon:
         self.presentation = Presentation(settings.labels, settings.explorer_url)
         self.sender.presentation = self.presentation
         jobs = ruleset.jobs()
-        self._scheduler.replace(jobs)
+        self.scheduler.replace(jobs)
         log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
         self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
         return True

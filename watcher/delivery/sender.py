@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import random as random_module
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -39,6 +40,10 @@ from watcher.delivery.courier import (
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.state.store import Store
+
+if TYPE_CHECKING:
+    from watcher.config.settings import Settings
+    from watcher.service.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -181,3 +186,29 @@ class Sender:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=1.0)
+
+
+def delivery_sender(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    state_health: StateHealth,
+    metrics: Metrics,
+    wake: Callable[[], None],
+) -> Sender:
+    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
+    called when a worker finishes (its URL may have more due)."""
+    return Sender(
+        store,
+        settings.channels,
+        clock=clock,
+        first_retry=settings.delivery.first_retry,
+        max_backoff=settings.delivery.max_backoff,
+        deadline=settings.delivery.deadline,
+        send_timeout=settings.delivery.send_timeout,
+        fallback_channels=settings.fallback_channels,
+        on_idle=wake,
+        on_result=metrics.delivered,
+        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
+        state_health=state_health,
+    )

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
 import structlog
@@ -82,6 +82,9 @@ from watcher.ledger.wire import (
     unwrap_batch,
     validate,
 )
+
+if TYPE_CHECKING:
+    from watcher.config.settings import Settings
 
 __all__ = [
     "COMMITMENTS",
@@ -531,3 +534,17 @@ class RpcClient(_LedgerMethods):
         except ValueError:
             extract = snippet(response.text)
             raise BadResponse(f"answer is not JSON: {extract!r}", method=method) from None
+
+
+def rpc_client(settings: Settings) -> RpcClient:
+    """The client the settings describe: every endpoint, each with its ``max_rps``."""
+    endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
+    return RpcClient(
+        endpoints,
+        commitment=settings.commitment,
+        timeout=settings.rpc.timeout,
+        max_attempts=settings.rpc.max_attempts,
+        max_concurrency=settings.rpc.max_concurrency,
+        max_rps=settings.rpc.max_rps,
+        batch_size=settings.rpc.batch_size,
+    )
