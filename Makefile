@@ -19,7 +19,6 @@ test: $(STAMP)
 	$(BIN)/ruff check watcher tests
 	$(BIN)/mypy watcher
 	$(BIN)/watcher check --config examples/watcher.yaml
-	$(BIN)/watcher test rules/tests/*.test.yaml
 	$(BIN)/pytest -n 4 --durations=15  # mostly waiting on subprocesses and sockets: 4 workers on 2 cores
 
 lint: $(STAMP)
