@@ -22,7 +22,7 @@ from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
-from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 TOKEN_PREFIX = "token:"
 STATE_VERSION = 1
@@ -152,11 +152,7 @@ class AccountsSource:
         now: float,
         tip: SlotTip | None = None,
     ) -> Doubt | None:
-        last = (state or {}).get("slot")
-        if last is not None and observation.slot < int(last):
-            reason = f"stale answer: context slot {observation.slot} is older than {last}"
-            return Doubt(reason, picture_of("stale", observation.slot), confirmable=False)
-        return None
+        return older_slot((state or {}).get("slot"), observation.slot)
 
     def step(
         self,

@@ -25,7 +25,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of
 
 SUBJECT = "fee"  # one episode per rule: its message's fee
 FRESH_BLOCKHASH = (
@@ -96,11 +96,7 @@ class FeesSource:
     ) -> Doubt | None:
         if observation.fee is None:
             return Doubt(FRESH_BLOCKHASH, picture_of("null fee"), confirmable=False)
-        last = (state or {}).get("slot")
-        if last is not None and observation.slot is not None and observation.slot < int(last):
-            reason = f"stale answer: context slot {observation.slot} is older than {last}"
-            return Doubt(reason, picture_of("stale", observation.slot), confirmable=False)
-        return None
+        return older_slot((state or {}).get("slot"), observation.slot)
 
     def step(
         self,

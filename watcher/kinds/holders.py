@@ -43,7 +43,7 @@ from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.ledger.models import TokenAmount
-from watcher.ledger.plausibility import Doubt, SlotTip, picture_of, slot_allowance
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
 STATE_VERSION = 1
 
@@ -156,9 +156,9 @@ class HoldersSource:
             return None  # the baseline: nothing to compare with
         last_slot, new_slot = state.get("slot"), observation.slot
         if last_slot is not None and new_slot is not None:
-            if new_slot < last_slot:
-                reason = f"stale answer: context slot {new_slot} is older than {last_slot}"
-                return Doubt(reason, picture_of("stale", new_slot), confirmable=False)
+            stale = older_slot(last_slot, new_slot)
+            if stale is not None:
+                return stale
             allowance = slot_allowance(now - float(state.get("at", now)))
             if new_slot - last_slot > allowance:
                 reason = f"context slot {new_slot} is far ahead of {last_slot}"

@@ -34,7 +34,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
-from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 STATE_VERSION = 1
 
@@ -96,11 +96,7 @@ class SupplySource:
         now: float,
         tip: SlotTip | None = None,
     ) -> Doubt | None:
-        last = (state or {}).get("slot")
-        if last is not None and observation.slot < int(last):
-            reason = f"stale answer: context slot {observation.slot} is older than {last}"
-            return Doubt(reason, picture_of("stale", observation.slot), confirmable=False)
-        return None
+        return older_slot((state or {}).get("slot"), observation.slot)
 
     def step(
         self,

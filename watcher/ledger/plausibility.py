@@ -101,3 +101,12 @@ def judge(state: TargetState | None, doubt: Doubt) -> Verdict:
         new_stretch=not same,
         state={**(state or {}), DOUBT_KEY: record},
     )
+
+
+def older_slot(last: Any, slot: int | None) -> Doubt | None:
+    """An answer read at a slot older than the last one taken is stale: never evidence, never
+    confirmable (``last``: the slot stored with the state, if any)."""
+    if last is None or slot is None or slot >= int(last):
+        return None
+    reason = f"stale answer: context slot {slot} is older than {last}"
+    return Doubt(reason, picture_of("stale", slot), confirmable=False)
