@@ -69,6 +69,11 @@ def check(config: ConfigOption) -> None:
     except ConfigError as exc:
         _fail_with_problems(list(exc.problems))
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
+    from watcher.config.cost import cost_lines
+
+    rpc = _settings.rpc
+    for line in cost_lines(ruleset.jobs(), rpc.max_rps, rpc.batch_size):
+        typer.echo(line)
 
 
 @app.command()

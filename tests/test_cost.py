@@ -1,0 +1,69 @@
+"""`watcher check` says what the rules will cost: calls per method per second and per month."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from watcher.alerting.ruleset import Job
+from watcher.cli import app
+from watcher.config.cost import cost_lines, method_costs
+
+from support.values import key
+
+ADDRESSES = tuple(key(n) for n in range(100))
+
+
+def test_the_contracts_example_100_addresses_every_30s_is_8_6_million_calls_a_month() -> None:
+    [cost] = method_costs([Job("signatures", 30.0, ADDRESSES)])
+    assert (cost.method, cost.targets) == ("getSignaturesForAddress", 100)
+    assert round(cost.per_month / 1e6, 1) == 8.6
+    lines = cost_lines([Job("signatures", 30.0, ADDRESSES)], max_rps=None, batch_size=10)
+    assert "getSignaturesForAddress" in lines[1] and "8.6 M a month" in lines[1]
+
+
+def test_methods_add_up_across_jobs_and_accounts_ride_100_to_a_call() -> None:
+    jobs = [
+        Job("signatures", 10.0, ADDRESSES[:50]),
+        Job("signatures", 60.0, ADDRESSES[50:]),
+        Job("nodes", 60.0, ("cluster",)),  # getClusterNodes and getVoteAccounts
+        Job("votes", 10.0, ("cluster",)),
+        Job("accounts", 60.0, ADDRESSES + ADDRESSES[:20]),  # 120 keys: 2 calls
+    ]
+    rates = {cost.method: round(cost.per_second, 4) for cost in method_costs(jobs)}
+    assert rates == {
+        "getSignaturesForAddress": round(50 / 10 + 50 / 60, 4),
+        "getVoteAccounts": round(1 / 10 + 1 / 60, 4),
+        "getClusterNodes": round(1 / 60, 4),
+        "getMultipleAccounts": round(2 / 60, 4),
+    }
+
+
+def test_against_max_rps_it_says_whether_the_requests_fit() -> None:
+    jobs = [Job("signatures", 10.0, ADDRESSES)]  # 10 calls/s, 1 request/s in batches of 10
+    assert cost_lines(jobs, max_rps=2, batch_size=10)[-1] == (
+        "  about 1.00 requests/s with batch_size 10: 50% of max_rps 2 (fits)"
+    )
+    assert cost_lines(jobs, max_rps=5, batch_size=1)[-1].endswith(
+        "200% of max_rps 5 (does NOT fit: sweeps will stretch)"
+    )
+
+
+def test_check_prints_the_cost_after_ok(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - name: deposits\n    kind: new_transactions\n    every: 30s\n"
+        "    notify: [ops]\n    addresses:\n" + "".join(f"      - {a}\n" for a in ADDRESSES)
+    )
+    settings = tmp_path / "watcher.yaml"
+    settings.write_text(
+        'rpc_url: "http://127.0.0.1:8899/v3/k"\nrules: [rules.yaml]\n'
+        'channels: {ops: ["json://127.0.0.1:9/"]}\nrpc: {max_rps: 10, batch_size: 10}\n'
+    )
+    result = CliRunner().invoke(app, ["check", "--config", str(settings)])
+    assert result.exit_code == 0, result.output
+    said = result.stdout.splitlines()
+    assert said[0].endswith("OK (1 rules)")
+    assert any("getSignaturesForAddress" in line and "8.6 M a month" in line for line in said)
+    assert said[-1].endswith("3% of max_rps 10 (fits)")
