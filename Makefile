@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/ruff check watcher tests
 	$(BIN)/mypy watcher
 	$(BIN)/watcher check --config examples/watcher.yaml
-	$(BIN)/pytest -n 4 --durations=15  # mostly waiting on subprocesses and sockets: 4 workers on 2 cores
+	$(BIN)/pytest -n 4 --dist worksteal --durations=15  # mostly waiting on subprocesses: 4 workers on 2 cores; idle ones steal queued tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check watcher tests bench
