@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from watcher.alerting.events import Severity
+from watcher.config.address_files import KEY, with_address_file
 from watcher.config.rule_models import AnyRule, Rule
 from watcher.config.yamlpos import (
     YamlDocument,
@@ -232,8 +233,16 @@ def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
         message = f"unknown kind '{kind}' (expected one of: {_KINDS})"
         problems.append(entry.problem(("kind",), message))
         return None
+    raw = entry.raw
+    if KEY in model.model_fields:
+        expanded = with_address_file(raw, Path(entry.document.file))
+        if expanded is not None:
+            raw, file_problems = expanded
+            if file_problems:
+                problems.extend(file_problems)
+                return None
     try:
-        rule: AnyRule = model.model_validate(entry.raw)
+        rule: AnyRule = model.model_validate(raw)
     except ValidationError as exc:
         for error in user_errors(exc):
             loc = error_loc(error)

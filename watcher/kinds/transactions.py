@@ -134,7 +134,8 @@ def new_signatures(
 
 class NewTransactionsRule(EventRule):
     kind: Literal["new_transactions"] = "new_transactions"
-    addresses: Pubkeys
+    addresses: Pubkeys  # the listed ones and those of addresses_file (watcher.config.address_files)
+    addresses_file: str | None = None  # one address per line, relative to the rule file
     every: PositiveDuration = 30.0
 
     @property
