@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench soak soak-quick clean check-packaging check-install lock
+.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ lint: $(STAMP)
 # The long randomized runs (bench/README.md); not part of `make test`.
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py all
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/bench.py --quick
 
 soak-quick: $(STAMP)
 	$(BIN)/python bench/soak.py all --quick
