@@ -80,14 +80,17 @@ class Simulator:
     def __init__(self, folder: Path, addresses: list[str], **limits: Any) -> None:
         self.port = free_port()
         ledger = folder / "ledger.yaml"
-        ledger.write_text("ledger:\n  transactions:\n" + "".join(f"    {a}: 1\n" for a in addresses))
+        seeds = "".join(f"    {address}: 1\n" for address in addresses)
+        ledger.write_text("ledger:\n  transactions:\n" + seeds)
         args = [sys.executable, "-m", "watcher", "simulate", "--port", str(self.port),
                 "--ledger", str(ledger), "--latency", str(LATENCY)]  # fmt: skip
         if limits.get("enforce_rps"):
             args += ["--enforce-rps", str(limits["enforce_rps"])]
         if limits.get("batches") is False:
             args += ["--no-batches"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline() if self.proc.stdout else ""
@@ -196,7 +199,7 @@ def main() -> int:
                                                            batches=False)))  # fmt: skip
     header = (f"{'scenario':<24} {'sweep s':>8} {'peer s':>7} {'ratio':>6}  {'calls':>7} "
               f"{'CPU s/1k polls':>15} {'peer':>6} {'ratio':>6}  {'RSS MB':>7}")  # fmt: skip
-    print("\nwhat one box can watch (this machine: %d cores)" % os.cpu_count())
+    print(f"\nwhat one box can watch (this machine: {os.cpu_count()} cores)")
     print(header)
     for name, ours, peer in rows:
         print(f"{name:<24} {ours.sweep_s or 0:>8.1f} {peer.sweep_s or 0:>7.1f} "
