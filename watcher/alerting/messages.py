@@ -353,6 +353,15 @@ def make_alert(
     )
 
 
+def snapshot_event(
+    rule: RuleView, *, subject: str, target: str, seq: int, facts: Facts
+) -> AlertMessage:
+    """The event of a snapshot kind: what changed between two snapshots of ``target``, the
+    ``seq``-th snapshot taken (so a move back to an earlier state is a new event)."""
+    key = f"{rule.name}|{target}|snapshot-{seq}|event"
+    return make_alert(rule, subject=subject, reason="event", dedup_key=key, facts=facts)
+
+
 def grouping_of(rule: RuleView) -> Grouping | None:
     """The digest settings of an event rule (``group_wait`` ...); None for other rules."""
     wait = getattr(rule, "group_wait", None)

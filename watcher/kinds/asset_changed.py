@@ -20,10 +20,10 @@ from watcher.alerting.messages import (
     Facts,
     Presentation,
     lines,
-    make_alert,
     plural,
     rule_head,
     rule_line,
+    snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
@@ -132,13 +132,7 @@ def _alert(
         "count": len(changes),
         "changes": changes,
     }
-    return make_alert(
-        rule,
-        subject=asset.id,
-        reason="event",
-        dedup_key=f"{rule.name}|{asset.id}|snapshot-{seq}|event",
-        facts=facts,
-    )
+    return snapshot_event(rule, subject=asset.id, target=asset.id, seq=seq, facts=facts)
 
 
 SOURCE = AssetSource()

@@ -21,10 +21,10 @@ from watcher.alerting.messages import (
     Facts,
     Presentation,
     lines,
-    make_alert,
     plural,
     rule_head,
     rule_line,
+    snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
@@ -137,13 +137,7 @@ def _alert(
         "max_supply": observation.max_supply,
         "editions": [{"edition": e.edition, "mint": e.mint} for e in fresh],
     }
-    return make_alert(
-        rule,
-        subject=master,
-        reason="event",
-        dedup_key=f"{rule.name}|{master}|snapshot-{seq}|event",
-        facts=facts,
-    )
+    return snapshot_event(rule, subject=master, target=master, seq=seq, facts=facts)
 
 
 SOURCE = EditionsSource()

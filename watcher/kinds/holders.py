@@ -33,10 +33,10 @@ from watcher.alerting.messages import (
     Facts,
     Presentation,
     lines,
-    make_alert,
     plural,
     rule_head,
     rule_line,
+    snapshot_event,
     ui_amount,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
@@ -295,13 +295,7 @@ def _alert(
         "count": len(report),
         "changes": report,
     }
-    return make_alert(
-        rule,
-        subject=mint,
-        reason="event",
-        dedup_key=f"{rule.name}|{mint}|snapshot-{seq}|event",
-        facts=facts,
-    )
+    return snapshot_event(rule, subject=mint, target=mint, seq=seq, facts=facts)
 
 
 SOURCE = HoldersSource()

@@ -31,6 +31,7 @@ from watcher.alerting.messages import (
     plural,
     rule_head,
     rule_line,
+    snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
@@ -193,8 +194,7 @@ def _alert(
         "closed": closed,
         "too_many": None,
     }
-    key = f"{rule.name}|{target}|snapshot-{seq}|event"
-    return make_alert(rule, subject=program, reason="event", dedup_key=key, facts=facts)
+    return snapshot_event(rule, subject=program, target=target, seq=seq, facts=facts)
 
 
 def _too_many(rule: ProgramAccountsRule, target: str, count: int, seq: int) -> AlertMessage:

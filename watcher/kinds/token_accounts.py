@@ -28,10 +28,10 @@ from watcher.alerting.messages import (
     Facts,
     Presentation,
     lines,
-    make_alert,
     plural,
     rule_head,
     rule_line,
+    snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
@@ -248,13 +248,7 @@ def _alert(
             for change in changes
         ],
     }
-    return make_alert(
-        rule,
-        subject=subject,
-        reason="event",
-        dedup_key=f"{rule.name}|{target}|snapshot-{seq}|event",
-        facts=facts,
-    )
+    return snapshot_event(rule, subject=subject, target=target, seq=seq, facts=facts)
 
 
 SOURCE = TokenAccountsSource()
