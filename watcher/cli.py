@@ -6,11 +6,19 @@ import asyncio
 import json
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from watcher import __version__
+from watcher.cli_support import (
+    ConfigOption,
+    fail_with_problems,
+    load,
+    settings_or_exit,
+    usage_error,
+)
+from watcher.silence_cli import silence_app
 from watcher.simulate import simulate_app
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
@@ -24,18 +32,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-ConfigOption = Annotated[
-    Path,
-    typer.Option(
-        "--config",
-        "-c",
-        envvar="WATCHER_CONFIG",
-        help="Settings file (YAML). Defaults to $WATCHER_CONFIG.",
-        show_envvar=True,
-    ),
-]
-
 
 def _version(value: bool) -> None:
     if value:
@@ -53,21 +49,15 @@ def _root(
     """Watch addresses, token holders, validators and node versions; alert through Apprise."""
 
 
-def _fail_with_problems(problems: list[object]) -> None:
-    for problem in problems:
-        typer.echo(str(problem), err=True)
-    raise typer.Exit(code=2)
-
-
 @app.command()
 def check(config: ConfigOption) -> None:
     """Validate the settings and every rule file; one FILE:LINE: message line per problem."""
     from watcher.core.errors import ConfigError
 
     try:  # read once: a big rule file is not parsed twice
-        _settings, ruleset = _load(config)
+        _settings, ruleset = load(config)
     except ConfigError as exc:
-        _fail_with_problems(list(exc.problems))
+        fail_with_problems(list(exc.problems))
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
     from watcher.config.cost import cost_lines
 
@@ -83,10 +73,10 @@ def run(config: ConfigOption) -> None:
     from watcher.core.errors import ConfigError
 
     try:
-        settings, ruleset = _load(config)
+        settings, ruleset = load(config)
     except ConfigError as exc:
         # One line per problem, each saying why nothing runs.
-        _fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
+        fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
     from watcher.core.errors import DaemonFailed
 
@@ -95,14 +85,6 @@ def run(config: ConfigOption) -> None:
     except DaemonFailed as exc:
         typer.echo(f"watcher: stopped with an error: {exc}", err=True)
         raise typer.Exit(code=1) from None
-
-
-def _load(config: Path) -> tuple[Settings, RuleSet]:
-    from watcher.alerting.ruleset import RuleSet
-    from watcher.config.check import load_config
-
-    settings, rules = load_config(config)
-    return settings, RuleSet(rules)
 
 
 async def _run_until_signalled(settings: Settings, ruleset: RuleSet, config: Path) -> None:
@@ -118,7 +100,7 @@ async def _run_until_signalled(settings: Settings, ruleset: RuleSet, config: Pat
     def reload() -> None:
         # SIGHUP (systemctl reload, log rotation): re-read everything; one reload at a time.
         if not reloads:
-            task = loop.create_task(daemon.reload(lambda: _load(config)), name="reload")
+            task = loop.create_task(daemon.reload(lambda: load(config)), name="reload")
             reloads.add(task)
             task.add_done_callback(reloads.discard)
 
@@ -137,7 +119,7 @@ def alerts(
     from watcher.core.clock import iso
     from watcher.state.store import Store
 
-    settings = _settings_or_exit(config, readonly=True)
+    settings = settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"no state database yet at {settings.state_path}", err=True)
         raise typer.Exit(code=1)
@@ -171,7 +153,7 @@ def status(
 
     from watcher.service.status import read_status
 
-    settings = _settings_or_exit(config, readonly=True)
+    settings = settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"no state database yet at {settings.state_path}", err=True)
         raise typer.Exit(code=1)
@@ -216,167 +198,8 @@ def test_rules(
 
 # -- silences and channel tests ------------------------------------------------------------
 
-silence_app = typer.Typer(
-    help="Mute a rule's notifications for a while; muted alerts stay in the history.",
-    no_args_is_help=True,
-)
 app.add_typer(silence_app, name="silence")
 app.add_typer(simulate_app, name="simulate")
-
-
-def _settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
-    """``readonly``: for a command that only reads the state database (no secret needed)."""
-    from watcher.config.reading import load_settings
-    from watcher.core.errors import ConfigError
-    from watcher.service.readonly import load_readonly_settings
-
-    try:
-        return load_readonly_settings(config) if readonly else load_settings(config)
-    except ConfigError as exc:
-        _fail_with_problems(list(exc.problems))
-        raise  # unreachable: _fail_with_problems exits
-
-
-def _usage_error(message: str) -> NoReturn:
-    typer.echo(f"watcher: {message}", err=True)
-    raise typer.Exit(code=2)
-
-
-def _builtin_subjects() -> dict[str, tuple[str, ...]]:
-    """The daemon's built-in alerts can be silenced too; each has one subject."""
-    from watcher.alerting import builtin
-
-    return {
-        builtin.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
-        builtin.CLUSTER_DELINQUENT_STAKE: (builtin.CLUSTER_SUBJECT,),
-    }
-
-
-def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
-    """Rule name -> the subjects its alerts can have (its addresses, mints or validators)."""
-    return {**_builtin_subjects(), **{rule.name: rule.watched for rule in ruleset.rules}}
-
-
-@silence_app.command("add")
-def silence_add(
-    config: ConfigOption,
-    rule: Annotated[str, typer.Option(help="The rule to silence (its name).")],
-    duration: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d, 1h30m ...")],
-    comment: Annotated[str, typer.Option(help="Why (required); listed with the silence.")],
-    subject: Annotated[
-        str | None,
-        typer.Option(help="Only this address, mint or validator of the rule (default: all)."),
-    ] = None,
-) -> None:
-    """Silence a rule (or one subject of it) from now on, for --for."""
-    import os
-    import time
-
-    from watcher.core.clock import iso
-    from watcher.core.durations import parse_duration
-    from watcher.core.errors import ConfigError
-    from watcher.state.store import Store
-
-    if not comment.strip():
-        _usage_error("--comment must say why the rule is silenced")
-    try:
-        seconds = parse_duration(duration)
-    except ValueError as exc:
-        _usage_error(f"--for: {exc}")
-    if seconds <= 0:
-        _usage_error("--for must be longer than 0s")
-    try:
-        settings, ruleset = _load(config)
-    except ConfigError as exc:
-        _fail_with_problems(list(exc.problems))
-    watched = _silenceable(ruleset).get(rule)
-    if watched is None:
-        known = ", ".join(sorted(r.name for r in ruleset.rules)) or "none"
-        _usage_error(
-            f"no rule named {rule!r} in the rule files (rules: {known}; built-in: "
-            f"{', '.join(sorted(_builtin_subjects()))})"
-        )
-    if subject is not None and subject not in watched:
-        _usage_error(f"rule {rule!r} does not watch {subject} (it watches: {', '.join(watched)})")
-    now = time.time()
-    store = Store(settings.state_path)
-    try:
-        silence = store.add_silence(
-            rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
-        )
-    finally:
-        store.close()
-    typer.echo(
-        f"silence {silence.id}: {rule} ({subject or 'every subject'}) "
-        f"silenced until {iso(silence.ends_at)}"
-    )
-
-
-@silence_app.command("list")
-def silence_list(
-    config: ConfigOption,
-    show_all: Annotated[
-        bool, typer.Option("--all", help="Also silences that ended or were expired.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-) -> None:
-    """Silences in effect (or all of them with --all), newest first."""
-    import time
-
-    from watcher.core.clock import iso
-    from watcher.state.store import Store
-
-    settings = _settings_or_exit(config, readonly=True)
-    now = time.time()
-    silences = []
-    if settings.state_path.exists():
-        store = Store(settings.state_path)
-        try:
-            silences = store.list_silences(now, include_expired=show_all)
-        finally:
-            store.close()
-    for silence in silences:
-        state = "active" if silence.is_active(now) else "expired"
-        if as_json:
-            typer.echo(json.dumps({**silence.as_dict(), "state": state}, sort_keys=True))
-        else:
-            typer.echo(
-                f"{silence.id:>4}  {state:7}  {silence.rule}  {silence.subject or '*'}  "
-                f"{iso(silence.starts_at)} -> {iso(silence.ended_at())}  "
-                f"by {silence.created_by or '?'}: {silence.comment}"
-            )
-    if not silences and not as_json:
-        typer.echo("no silences" if show_all else "no active silences")
-
-
-@silence_app.command("expire")
-def silence_expire(
-    silence_id: Annotated[int, typer.Argument(metavar="ID", help="The silence's id.")],
-    config: ConfigOption,
-) -> None:
-    """End a silence now: the rule notifies again from its next poll."""
-    import time
-
-    from watcher.core.clock import iso
-    from watcher.state.store import Store
-
-    settings = _settings_or_exit(config, readonly=True)
-    if not settings.state_path.exists():
-        typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
-        raise typer.Exit(code=1)
-    now = time.time()
-    store = Store(settings.state_path)
-    try:
-        if store.expire_silence(silence_id, now):
-            typer.echo(f"silence {silence_id} expired")
-            return
-        known = {s.id: s for s in store.list_silences(now, include_expired=True)}
-    finally:
-        store.close()
-    if silence_id not in known:
-        typer.echo(f"watcher: no silence {silence_id} (see: watcher silence list --all)", err=True)
-        raise typer.Exit(code=1)
-    typer.echo(f"silence {silence_id} had already ended at {iso(known[silence_id].ended_at())}")
 
 
 @app.command("notify-test")
@@ -387,11 +210,11 @@ def notify_test(
     """Send a test notification to every URL of a channel now; exit 1 if any URL failed."""
     from watcher.delivery.notify_check import send_test
 
-    settings = _settings_or_exit(config)
+    settings = settings_or_exit(config)
     urls = settings.channels.get(channel)
     if urls is None:
         known = ", ".join(sorted(settings.channels)) or "none are defined"
-        _usage_error(f"no channel named {channel!r} (channels: {known})")
+        usage_error(f"no channel named {channel!r} (channels: {known})")
     outcomes = asyncio.run(send_test(channel, urls))
     for outcome in outcomes:
         typer.echo(f"{channel}  {outcome.line()}")
