@@ -4,6 +4,7 @@ getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pu
 from __future__ import annotations
 
 from watcher.alerting.events import TargetState
+from watcher.alerting.messages import Facts, Presentation
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, picture_of
@@ -35,3 +36,16 @@ def vote_accounts_doubt(state: TargetState | None, vote_accounts: VoteAccounts) 
         reason = f"no current vote account, where the last answer had {current_before}"
         return Doubt(reason, picture)
     return None
+
+
+def validator_lines(facts: Facts, shown: Presentation, *details: str | None) -> list[str | None]:
+    """The lines every validator alert shows: the validator, what happened (``details``), its
+    vote account with its explorer link, its identity (``lines`` skips the None ones)."""
+    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
+    return [
+        f"Validator: {shown.name(facts['subject'], vote, node)}",
+        *details,
+        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
+        shown.link("address", vote),
+        f"Identity: {shown.name(node) if node else 'unknown'}",
+    ]

@@ -9,6 +9,7 @@ from watcher.alerting.events import StepOutcome, TargetState
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind
+from watcher.kinds.cluster import validator_lines
 from watcher.kinds.vote_changes import one, step_changes
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
@@ -54,11 +55,7 @@ def commission_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
     title = f"{rule_head(facts)} validator {who} commission {change}"
     body = lines(
         rule_line(facts),
-        f"Validator: {shown.name(facts['subject'], vote, node)}",
-        f"Commission: {change}",
-        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
-        shown.link("address", vote),
-        f"Identity: {shown.name(node) if node else 'unknown'}",
+        *validator_lines(facts, shown, f"Commission: {change}"),
     )
     return title, body
 

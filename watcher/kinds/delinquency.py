@@ -35,6 +35,7 @@ from watcher.alerting.messages import (
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
+from watcher.kinds.cluster import validator_lines
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -220,11 +221,7 @@ def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]
         summary = _validator_problem(facts)
     body = lines(
         rule_line(facts),
-        f"Validator: {shown.name(facts['subject'], vote, node)}",
-        summary,
-        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
-        shown.link("address", vote),
-        f"Identity: {shown.name(node) if node else 'unknown'}",
+        *validator_lines(facts, shown, summary),
         shown.link("address", node),
         f"Activated stake: {sol(facts.get('activated_stake'))}",
         _last_vote_line(facts),

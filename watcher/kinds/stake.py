@@ -15,6 +15,7 @@ from watcher.alerting.events import StepOutcome, TargetState
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind
+from watcher.kinds.cluster import validator_lines
 from watcher.kinds.vote_changes import one, step_changes
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
@@ -67,14 +68,11 @@ def stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     who = shown.short(facts["subject"], vote, node)
     old, new = int(facts["old"]), int(facts["new"])
     pct = f" ({Decimal(new - old) * 100 / Decimal(old):+.2f}%)" if old else ""
-    title = f"{rule_head(facts)} validator {who} stake {sol(old)} -> {sol(new)}{pct}"
+    moved = f"{sol(old)} -> {sol(new)}{pct}"
+    title = f"{rule_head(facts)} validator {who} stake {moved}"
     body = lines(
         rule_line(facts),
-        f"Validator: {shown.name(facts['subject'], vote, node)}",
-        f"Activated stake: {sol(old)} -> {sol(new)}{pct}, since it was last notified",
-        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
-        shown.link("address", vote),
-        f"Identity: {shown.name(node) if node else 'unknown'}",
+        *validator_lines(facts, shown, f"Activated stake: {moved}, since it was last notified"),
     )
     return title, body
 

@@ -27,6 +27,7 @@ from watcher.alerting.messages import (
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
+from watcher.kinds.cluster import validator_lines
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
@@ -92,11 +93,7 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
     body = lines(
         rule_line(facts),
-        f"Validator: {shown.name(facts['subject'], vote, node)}",
-        summary,
-        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
-        shown.link("address", vote),
-        f"Identity: {shown.name(node) if node else 'unknown'}",
+        *validator_lines(facts, shown, summary),
         f"Last vote: slot {facts['last_vote']}",
     )
     return title, body
