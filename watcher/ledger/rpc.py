@@ -73,6 +73,7 @@ from watcher.ledger.wire import (
     NODE_BEHIND_CODE,
     adapter,
     describe,
+    encode_json,
     envelope,
     http_error,
     snippet,
@@ -255,7 +256,7 @@ class RpcClient(BatchCalls, _LedgerMethods):
         if self.batcher is not None:
             await self.batcher.aclose()
         for endpoint in self.endpoints:
-            await endpoint.http.aclose()
+            await endpoint.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -407,9 +408,7 @@ class RpcClient(BatchCalls, _LedgerMethods):
                     on_send()
                 self.stats.requests += 1
                 started = time.monotonic()
-                response = await endpoint.http.post(
-                    endpoint.placeholder, json=payload, extensions=extensions
-                )
+                response = await endpoint.post_json(encode_json(payload), extensions)
                 if self.on_request is not None:
                     self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import Any, Final
 
 import httpx
 
+from watcher import __version__
 from watcher.core.redact import REDACTOR, split_rpc_url
 from watcher.ledger.pacing import Pacer
 
@@ -68,7 +70,12 @@ class SecretUrlTransport(httpx.AsyncBaseTransport):
 
 
 class Endpoint:
-    """One endpoint: its public form, and its own httpx client that never sees the key."""
+    """One endpoint: its public form, and its own httpx transport that never sees the key.
+
+    Requests go straight to the transport, not through an ``httpx.AsyncClient``: the client's
+    per-request work (merging URLs, headers, cookies, auth and redirect handling, none of which
+    an RPC call uses) cost more CPU than the request itself at 1,000 requests a second.
+    """
 
     def __init__(
         self,
@@ -99,6 +106,31 @@ class Endpoint:
             raise ValueError(f"not a valid RPC URL: {public_url}") from None
         if scheme not in ("http", "https"):
             raise ValueError(f"RPC URL must start with http:// or https://: {public_url}")
-        self.http = httpx.AsyncClient(
-            transport=wrapped, timeout=httpx.Timeout(timeout), follow_redirects=False
-        )
+        self.transport: httpx.AsyncBaseTransport = wrapped
+        self._url = httpx.URL(self.placeholder)
+        self._timeout = httpx.Timeout(timeout).as_dict()
+
+    async def post_json(self, body: bytes, extensions: dict[str, Any]) -> httpx.Response:
+        """POSTs a JSON body; the answer, read in full (its connection back in the pool)."""
+        request = httpx.Request(
+            "POST", self._url, content=body, headers=_HEADERS,
+            extensions={"timeout": self._timeout, **extensions},
+        )  # fmt: skip
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+
+_HEADERS: Final = {
+    "Content-Type": "application/json",
+    "Accept": "application/json",
+    "Accept-Encoding": "gzip, deflate",
+    "User-Agent": f"watcher/{__version__}",
+}

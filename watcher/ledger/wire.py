@@ -3,6 +3,7 @@ errors (``watcher.core.errors``). ``watcher.ledger.rpc`` sends and receives; thi
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +41,11 @@ class BatchAnswer:
 
 def adapter(model: type[T] | TypeAdapter[T]) -> TypeAdapter[T]:
     return model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+
+
+def encode_json(payload: Any) -> bytes:
+    """A request's body: compact JSON (what httpx's ``json=`` sends)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def envelope(request_id: int, method: str, params: list[Any] | None) -> dict[str, Any]:

@@ -62,15 +62,24 @@ class Metrics:
             "dead)", ["channel", "outcome"], registry=r,
         )  # fmt: skip
         r.register(_ScrapeTime(self, rpc_stats))
+        self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
     # -- hooks ----------------------------------------------------------------------------------
 
     def polled(self, source: str, ok: bool) -> None:
-        self.polls.labels(source).inc()
+        # Once per target per sweep (100,000 a minute): the labelled children are looked up once.
+        children = self._poll_children.get(source)
+        if children is None:
+            children = self._poll_children[source] = (
+                self.polls.labels(source), self.last_success.labels(source),
+                self.poll_failures.labels(source),
+            )  # fmt: skip
+        polls, last_success, failures = children
+        polls.inc()
         if ok:
-            self.last_success.labels(source).set(self._clock())
+            last_success.set(self._clock())
         else:
-            self.poll_failures.labels(source).inc()
+            failures.inc()
 
     def rpc_request(self, method: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)

@@ -94,4 +94,5 @@ def to_json(value: Any) -> str:
 def same_state(new: Any, stored: Any) -> bool:
     """Whether a step's new state would store the same bytes as the stored one (a tuple and a
     list of the same items are the same JSON)."""
-    return to_json(new) == to_json(stored)
+    # Equal values are the same JSON: the common case (a quiet poll) costs no serialising.
+    return bool(new == stored) or to_json(new) == to_json(stored)
