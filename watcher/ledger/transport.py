@@ -7,6 +7,7 @@ The API key lives in the URL path. httpx logs full URLs and copies them into its
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass
 from typing import Any, Final
@@ -15,6 +16,7 @@ import httpx
 
 from watcher import __version__
 from watcher.core.redact import REDACTOR, split_rpc_url
+from watcher.ledger.aio import aiohttp_transport, current_trace
 from watcher.ledger.pacing import Pacer
 
 
@@ -62,6 +64,10 @@ class SecretUrlTransport(httpx.AsyncBaseTransport):
             return await self._inner.handle_async_request(outgoing)
         except httpx.TransportError as exc:
             scrubbed = type(exc)(REDACTOR.redact(str(exc)))
+        except (httpx.HTTPError, httpx.InvalidURL, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # an engine error httpx-aiohttp does not map: still transport
+            scrubbed = httpx.RemoteProtocolError(REDACTOR.redact(f"{type(exc).__name__}: {exc}"))
         # Raised outside the except block, so the original is not chained as its context.
         raise scrubbed
 
@@ -98,9 +104,7 @@ class Endpoint:
             scheme = httpx.URL(url).scheme
             # What httpx sees: the public form without userinfo (httpx would make basic auth of it).
             self.placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
-            inner = transport or httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=max_concurrency)
-            )
+            inner = transport or aiohttp_transport(max_concurrency)
             wrapped = SecretUrlTransport(self.placeholder, url, inner)
         except httpx.InvalidURL:
             raise ValueError(f"not a valid RPC URL: {public_url}") from None
@@ -116,7 +120,11 @@ class Endpoint:
             "POST", self._url, content=body, headers=_HEADERS,
             extensions={"timeout": self._timeout, **extensions},
         )  # fmt: skip
-        response = await self.transport.handle_async_request(request)
+        trace = current_trace.set(extensions.get("trace"))  # for the aiohttp engine
+        try:
+            response = await self.transport.handle_async_request(request)
+        finally:
+            current_trace.reset(trace)
         response.request = request
         try:
             await response.aread()
