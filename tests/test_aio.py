@@ -1,0 +1,93 @@
+"""The aiohttp engine under httpx (watcher.ledger.aio), against real servers on loopback: the
+pacer's trace still sees each request leave and its answer arrive, and an engine error that
+httpx-aiohttp leaves unmapped still reaches the client as a redacted transport error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from watcher.core.errors import RpcTimeout
+from watcher.ledger.rpc import RpcClient
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.ledger.transport import Endpoint, EndpointSpec
+
+KEY = "a10K3yTh4tN3v3rL34ks"
+ADDRESS = derived_pubkey("aio address")
+BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "getSignaturesForAddress",
+                   "params": [ADDRESS, {"limit": 1}]}).encode()  # fmt: skip
+
+
+async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None:
+    events: list[str] = []
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        events.append(event)
+
+    with SimulatorServer(Ledger(seed=1), api_key=KEY) as server:
+        endpoint = Endpoint(EndpointSpec(server.url), timeout=2.0, max_concurrency=2,
+                            transport=None)  # fmt: skip
+        try:
+            response = await endpoint.post_json(BODY, {"trace": trace})
+            untraced = await endpoint.post_json(BODY, {})
+        finally:
+            await endpoint.aclose()
+    assert response.status_code == 200 and response.json()["result"] == []
+    assert events == ["http11.send_request_headers.started",
+                      "http11.receive_response_headers.complete"]  # fmt: skip
+    assert untraced.status_code == 200  # no trace asked: none called, nothing broken
+
+
+@pytest.fixture
+def garbage_server() -> Iterator[str]:
+    """Answers every connection with bytes that are not HTTP, then closes it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/v3/{KEY}"
+    listener.close()
+    thread.join(timeout=2)
+
+
+async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
+    garbage_server: str,
+) -> None:
+    endpoint = Endpoint(EndpointSpec(garbage_server), timeout=2.0, max_concurrency=1,
+                        transport=None)  # fmt: skip
+    try:
+        with pytest.raises(httpx.TransportError) as caught:
+            await endpoint.post_json(BODY, {})
+    finally:
+        await endpoint.aclose()
+    assert KEY not in str(caught.value) and caught.value.__cause__ is None
+
+    async def no_sleep(seconds: float) -> None:
+        await asyncio.sleep(0)
+
+    async with RpcClient([garbage_server], timeout=2.0, max_attempts=2, sleep=no_sleep) as rpc:
+        with pytest.raises(RpcTimeout) as failed:
+            await rpc.get_signatures_for_address(ADDRESS)
+    assert failed.value.attempts == 2  # transient: retried, never a crash
+    assert KEY not in str(failed.value)
