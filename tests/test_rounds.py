@@ -12,6 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from watcher.alerting.ruleset import Job
+from watcher.ledger.simulator.keys import derived_pubkey
 
 from support.seeded import MINT, TREASURY, World, daemon_worlds
 
@@ -69,3 +70,14 @@ async def test_a_quiet_round_writes_nothing_and_a_busy_one_writes_its_step(
     assert world.daemon.store.commits == commits + 1  # the step and its alerts, together
     assert world.cursor() != cursor
     assert [alert.title.split(': ')[1][:18] for alert in world.alerts()] == ["2 new transactions"]
+
+
+async def test_a_first_sweep_writes_its_baselines_together_in_one_transaction(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    addresses = (TREASURY, *(derived_pubkey(f"rounds address {n}") for n in range(60)))
+    commits = world.daemon.store.commits
+    await world.daemon.sweep(Job("signatures", 1.0, addresses))
+    assert world.daemon.store.commits == commits + 1  # 61 baselines: one transaction
+    assert all(world.state("signatures", address) for address in addresses)

@@ -195,8 +195,13 @@ class Daemon:
         """The commit path (``watcher.alerting.pipeline``): word -> route -> silence the step's
         alerts, then store them with its state in one transaction and wake the sender.
         A quiet step that left the state as it was (``previous``) writes nothing: most polls of
-        a large address list see nothing new, and a sweep then costs no write at all."""
-        if not outcome.alerts and previous is not None and same_state(outcome.state, previous):
+        a large address list see nothing new, and a sweep then costs no write at all. One that
+        changed it is staged and written with the others (``Store.flush_states``)."""
+        if not outcome.alerts:
+            if previous is not None and same_state(outcome.state, previous):
+                return
+            if self.store.stage_state(source, target, outcome.state, now):
+                self.store.flush_states()
             return
         stages = (
             pipeline.word(word, rules, self.presentation),
@@ -221,6 +226,8 @@ class Daemon:
             results = await sweeps.run_bounded(
                 job.targets, lambda target: self._poll(source, target, job.interval), width
             )
+        with self._database_work("save the sweep's states"):
+            self.store.flush_states()
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:

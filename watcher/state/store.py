@@ -16,6 +16,8 @@ The values they read and write are pure code's (``watcher.delivery.outbox``,
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +40,7 @@ class Store(TargetStates, Deliveries, Silences, History):
             self._db = open_database(self.path)
             migrate(self._db)
         self.commits = 0
+        self._staged = {}
 
     def __enter__(self) -> Store:
         return self
@@ -55,6 +58,9 @@ class Store(TargetStates, Deliveries, Silences, History):
         return self._db
 
     def close(self) -> None:
+        # A staged state that cannot be written now is a poll not done: the next run redoes it.
+        with contextlib.suppress(sqlite3.Error):
+            self.flush_states()
         self._db.close()
 
     def transaction(self) -> AbstractContextManager[None]:

@@ -10,14 +10,47 @@ from watcher.delivery.outbox import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
 
+# Quiet state changes held before they are written together (see ``stage_state``).
+STAGED_LIMIT = 1000
+
 
 class TargetStates(AlertRows):
-    """Per-target state documents."""
+    """Per-target state documents.
+
+    A step with alerts is committed at once, with its outbox rows (``commit_step``). A step that
+    only changed the state (a first poll's baseline, a pending counter) is staged and written
+    with the others in one transaction (``flush_states``: at the end of a sweep, or every
+    ``STAGED_LIMIT``): the first sweep of 100,000 addresses costs a hundred transactions, not
+    100,000. A staged state lost in a crash is a poll that did not happen: the next one redoes
+    it (a target's baseline is then learnt after the restart, as for a target not yet polled).
+    """
 
     # Steps committed: a caller sees whether its work wrote anything (a health signal).
     commits: int
+    _staged: dict[tuple[str, str], tuple[str, float]]
+
+    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
+        """Holds a quiet step's state for ``flush_states``; whether it is time to flush."""
+        self._staged[source, target] = (to_json(state), now)
+        return len(self._staged) >= STAGED_LIMIT
+
+    def flush_states(self) -> int:
+        """Writes the staged states in one transaction; how many."""
+        if not self._staged:
+            return 0
+        rows = [(source, target, state, now)
+                for (source, target), (state, now) in self._staged.items()]  # fmt: skip
+        with transaction(self._db):
+            self._db.conn.executemany(_UPSERT, rows)
+        self._staged.clear()  # only once written: a failed flush is tried again
+        self.commits += 1
+        return len(rows)
 
     def load_state(self, source: str, target: str) -> TargetState | None:
+        staged = self._staged.get((source, target))
+        if staged is not None:
+            held: TargetState = json.loads(staged[0])
+            return held
         row = self._db.execute(
             "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
         ).fetchone()
@@ -42,12 +75,13 @@ class TargetStates(AlertRows):
         URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
         """
         with transaction(self._db):
-            self._db.execute(
-                """INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (source, target)
-                DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
-                [source, target, to_json(state), now],
-            )
+            self._db.execute(_UPSERT, [source, target, to_json(state), now])
             new_ids = self._insert_alerts(alerts, destinations, now)
+        self._staged.pop((source, target), None)  # this write is newer
         self.commits += 1
         return new_ids
+
+
+_UPSERT = """INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (source, target)
+    DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"""
