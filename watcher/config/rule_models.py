@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-import base58
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import (
@@ -33,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from watcher.alerting.events import Severity
+from watcher.core.base58check import is_base58_of
 from watcher.core.durations import format_duration, parse_duration
 
 CLUSTER = "cluster"  # the one target of the votes and nodes sources
@@ -46,29 +46,13 @@ RESERVED_NAMES = frozenset({"rpc_unhealthy", "cluster_delinquent_stake"})
 # -- value types -----------------------------------------------------------------------------
 
 
-_BASE58 = {char: index for index, char in enumerate(base58.BITCOIN_ALPHABET.decode())}
 
 
 def check_pubkey(value: str) -> str:
     """A base58 string of 32 bytes (an account, mint, vote account or identity)."""
-    if _base58_length(value) != 32:
+    if not is_base58_of(value, 32):
         raise ValueError(f"not a valid base58 public key: {value[:60]!r}")
     return value
-
-
-def _base58_length(value: str) -> int | None:
-    """How many bytes ``value`` decodes to, or None when it is not base58 (or far too long to
-    be a key). Fast: a rule file may list 100,000 addresses."""
-    if len(value) > 64:
-        return None
-    number = 0
-    try:
-        for char in value:
-            number = number * 58 + _BASE58[char]
-    except KeyError:
-        return None
-    zeros = len(value) - len(value.lstrip("1"))
-    return zeros + (number.bit_length() + 7) // 8
 
 
 def _pubkey_text(value: object) -> object:

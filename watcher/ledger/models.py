@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import base58
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -28,6 +27,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from watcher.core.base58check import is_base58_of
 
 U64_MAX = 2**64 - 1
 # 2^40 slots is 14,000 years of 400 ms slots: no real cluster is there (mainnet: ~4e8 in 2025).
@@ -40,11 +41,7 @@ MAX_BLOCK_TIME = 2**33
 
 def _base58_of(size: int) -> AfterValidator:
     def check(value: str) -> str:
-        try:
-            decoded = base58.b58decode(value) if len(value) <= 2 * size else b""
-        except ValueError:
-            decoded = b""
-        if len(decoded) != size:
+        if not is_base58_of(value, size):
             raise ValueError(f"not base58 of {size} bytes")
         return value
 
