@@ -52,23 +52,29 @@ def garbage_server() -> Iterator[str]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
+    listener.settimeout(0.05)  # accept() wakes up to see the fixture end
     port = listener.getsockname()[1]
+    done = threading.Event()
 
     def serve() -> None:
-        while True:
+        while not done.is_set():
             try:
                 conn, _ = listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             with conn:
+                conn.settimeout(2.0)
                 conn.recv(65536)
                 conn.sendall(b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/v3/{KEY}"
-    listener.close()
+    done.set()
     thread.join(timeout=2)
+    listener.close()
 
 
 async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
