@@ -139,6 +139,9 @@ class _HttpServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _HttpServer
     protocol_version = "HTTP/1.1"  # keep-alive, as httpx pools connections
+    # Headers and body go out in two writes: with Nagle's algorithm the body would wait for the
+    # client's delayed ACK (~40 ms an answer), which no real node does.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request line holds the API key: never log it
