@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,114 +31,31 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
+from latency import Latency, measure_latency  # noqa: E402
+
 from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
 
 LATENCY = 0.03
 PEER_SAMPLE = 10_000
-TICKS = os.sysconf("SC_CLK_TCK")
+RPC = {"batch_size": 10, "max_concurrency": 8}
 
 
 @dataclass
-class Run:
-    name: str
-    addresses: int
-    sweep_s: float | None
-    calls: int
-    requests: int
-    too_many: int
+class Peer:
+    sweep_s: float
     cpu_s: float
-    rss_mb: float
+    addresses: int
+    too_many: int
 
     def cpu_per_1000(self) -> float:
         return 1000 * self.cpu_s / max(1, self.addresses)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Simulator:
-    """`watcher simulate` in its own process, seeded with one transaction per address."""
-
-    def __init__(self, folder: Path, addresses: list[str], **limits: Any) -> None:
-        self.port = free_port()
-        ledger = folder / "ledger.yaml"
-        seeds = "".join(f"    {address}: 1\n" for address in addresses)
-        ledger.write_text("ledger:\n  transactions:\n" + seeds)
-        args = [sys.executable, "-m", "watcher", "simulate", "--port", str(self.port),
-                "--ledger", str(ledger), "--latency", str(LATENCY)]  # fmt: skip
-        if limits.get("enforce_rps"):
-            args += ["--enforce-rps", str(limits["enforce_rps"])]
-        if limits.get("batches") is False:
-            args += ["--no-batches"]
-        self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline() if self.proc.stdout else ""
-            if "serving" in line:
-                break
-        self.url = f"http://127.0.0.1:{self.port}/v3/sim-key"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-def daemon_sweep(folder: Path, sim: Simulator, addresses: list[str], rpc: dict[str, Any]) -> Run:
-    (folder / "deposits.txt").write_text("\n".join(addresses) + "\n")
-    (folder / "rules.yaml").write_text(
-        "rules:\n  - name: deposits\n    kind: new_transactions\n    every: 60s\n"
-        "    addresses_file: deposits.txt\n    notify: [ops]\n"
-    )
-    settings = folder / "watcher.yaml"
-    settings.write_text(json.dumps({
-        "rpc_url": sim.url, "rules": ["rules.yaml"], "state_path": "state/watcher.db",
-        "channels": {"ops": ["json://127.0.0.1:9/"]}, "log_format": "json", "rpc": rpc,
-    }))  # fmt: skip
-    log = (folder / "daemon.log").open("w")
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "watcher", "run", "--config", str(settings)],
-                            stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    sweep: dict[str, Any] | None = None
-    ready_at, ready_cpu = None, 0.0
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and sweep is None:
-            time.sleep(0.05)
-            for line in (folder / "daemon.log").read_text().splitlines():
-                if '"watcher started"' in line and ready_at is None:
-                    ready_at, ready_cpu = time.monotonic() - started, cpu_seconds(proc.pid)
-                if '"event": "round"' in line or '"event":"round"' in line:
-                    sweep = json.loads(line)
-        # The sweep's own CPU: from "started" (rules and state loaded) to its round line.
-        cpu, rss = cpu_seconds(proc.pid) - ready_cpu, peak_rss_mb(proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
-    print(f"    daemon started in {ready_at or 0:.1f} s", flush=True)
-    return Run("watcher", len(addresses), None if sweep is None else float(sweep["duration"]),
-               int(sweep["calls"]) if sweep else 0, 0, 0, cpu, rss)  # fmt: skip
-
-
-async def naive_peer(url: str, addresses: list[str]) -> Run:
-    """What a user would write: one call per request, 16 in flight."""
+async def naive_peer(url: str, addresses: list[str]) -> Peer:
+    """What a user would write: httpx.AsyncClient, one call per request, 16 in flight."""
     cpu0, wall0 = time.process_time(), time.monotonic()
     gate = asyncio.Semaphore(16)
     too_many = 0
@@ -156,57 +70,114 @@ async def naive_peer(url: str, addresses: list[str]) -> Run:
                 too_many += answer.status_code == 429
 
         await asyncio.gather(*(one(i, a) for i, a in enumerate(addresses)))
-    return Run("naive peer", len(addresses), time.monotonic() - wall0, len(addresses),
-               len(addresses), too_many, time.process_time() - cpu0, 0.0)  # fmt: skip
+    return Peer(time.monotonic() - wall0, time.process_time() - cpu0, len(addresses), too_many)
 
 
-def scenario(n: int, rpc: dict[str, Any], **limits: Any) -> tuple[Run, Run]:
-    addresses = [derived_pubkey(f"bench address {i}") for i in range(n)]
+def addresses_for(n: int) -> list[str]:
+    return [derived_pubkey(f"bench address {i}") for i in range(n)]
+
+
+def scenario(n: int, every: float, rpc: dict[str, Any] = RPC, *, peer: bool = True,
+             rounds: int = 2, **limits: Any) -> tuple[DaemonFigures, Peer | None]:  # fmt: skip
+    addresses = addresses_for(n)
     with tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp:
-        folder = Path(tmp)
-        sim = Simulator(folder, addresses, **limits)
+        sim = Simulator(Path(tmp), addresses, LATENCY, **limits)
         try:
-            ours = daemon_sweep(folder, sim, addresses, rpc)
-            # The peer is slow: at most 10,000 of them, its sweep time scaled to all N.
-            sample = addresses[:PEER_SAMPLE]
-            peer = asyncio.run(naive_peer(sim.url, sample))
-            if peer.sweep_s is not None:
-                peer.sweep_s *= n / len(sample)
+            ours = measure_daemon(Path(tmp), sim, addresses, rpc, every, rounds)
+            theirs = None
+            if peer:  # the peer is slow: at most 10,000 of them, its time scaled to all N
+                sample = addresses[:PEER_SAMPLE]
+                theirs = asyncio.run(naive_peer(sim.url, sample))
+                theirs.sweep_s *= n / len(sample)
         finally:
             sim.stop()
-    return ours, peer
+    return ours, theirs
+
+
+def latency_run(n: int, count: int) -> Latency:
+    with tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp:
+        return measure_latency(Path(tmp), addresses_for(n), LATENCY, count)
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    if not a or not b:
-        return "-"
-    return f"{a / b:.2f}x"
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    sizes = [1000] if args.quick else [1000, 10_000, 100_000]
-    rpc = {"batch_size": 10, "max_concurrency": 8}
-    rows = []
-    for n in sizes:
-        print(f"  {n} addresses, latency {LATENCY * 1000:.0f} ms, batches of 10 ...", flush=True)
-        rows.append((f"{n} addr, batch 10", *scenario(n, rpc)))
+    # (addresses, every): the intervals leave each sweep room to finish before the next.
+    sizes = [(1000, 5.0)] if args.quick else [(1000, 5.0), (10_000, 15.0), (100_000, 60.0)]
+    rows: list[tuple[str, DaemonFigures, Peer | None]] = []
+    for n, every in sizes:
+        print(f"  {n} addresses every {every:g}s, latency {LATENCY * 1000:.0f} ms, "
+              "batches of 10 ...", flush=True)  # fmt: skip
+        rows.append((f"{n} addr", *scenario(n, every)))
+    limited = None
     if not args.quick:
-        print("  10000 addresses, no batches ...", flush=True)
-        rows.append(("10000 addr, no batches", *scenario(10_000, {**rpc, "batch_size": 1},
-                                                           batches=False)))  # fmt: skip
-    header = (f"{'scenario':<24} {'sweep s':>8} {'peer s':>7} {'ratio':>6}  {'calls':>7} "
-              f"{'CPU s/1k polls':>15} {'peer':>6} {'ratio':>6}  {'RSS MB':>7}")  # fmt: skip
-    print(f"\nwhat one box can watch (this machine: {os.cpu_count()} cores)")
-    print(header)
-    for name, ours, peer in rows:
-        print(f"{name:<24} {ours.sweep_s or 0:>8.1f} {peer.sweep_s or 0:>7.1f} "
-              f"{ratio(ours.sweep_s, peer.sweep_s):>6}  {ours.calls:>7} "
-              f"{ours.cpu_per_1000():>15.2f} {peer.cpu_per_1000():>6.2f} "
-              f"{ratio(ours.cpu_per_1000(), peer.cpu_per_1000()):>6}  {ours.rss_mb:>7.0f}")
+        print("  10000 addresses, an endpoint without batches ...", flush=True)
+        rows.append(("10000 addr, no batches",
+                     *scenario(10_000, 60.0, {**RPC, "batch_size": 1}, rounds=1, batches=False)))
+        print("  5000 addresses at max_rps 25 against a server enforcing 25 req/s ...", flush=True)
+        limited, _ = scenario(5000, 60.0, {**RPC, "max_rps": 25}, peer=False, rounds=1,
+                              enforce_rps=25)
+    n_latency = 1000 if args.quick else 10_000
+    print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
+    detected = latency_run(n_latency, 20 if args.quick else 40)
+    report(rows, limited, detected)
     return 0
+
+
+def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFigures | None,
+           detected: Latency) -> None:  # fmt: skip
+    print(f"\nwhat one box can watch (this machine: {os.cpu_count()} cores; simulator at "
+          f"{LATENCY * 1000:.0f} ms; CPU per 1,000 polls, steady sweep)")  # fmt: skip
+    print(f"{'scenario':<24} {'every':>5} {'sweep s':>8} {'peer s':>7} {'ratio':>6} "
+          f"{'calls':>7} {'requests':>8} {'429':>4} {'CPU s':>6} {'peer':>5} {'ratio':>6} "
+          f"{'core':>5} {'RSS MB':>6} {'start s':>7} {'restart':>7} {'check s':>7}")  # fmt: skip
+    for name, d, p in rows:
+        peer_cpu = p.cpu_per_1000() if p else None
+        peer_sweep = p.sweep_s if p else None
+        print(f"{name:<24} {d.every:>5g} {d.first_sweep_s or 0:>8.1f} "
+              f"{peer_sweep or 0:>7.1f} {ratio(d.first_sweep_s, peer_sweep):>6} "
+              f"{d.calls:>7} {d.requests // 2:>8} {d.too_many:>4} {d.steady_cpu_per_1000():>6.2f} "
+              f"{peer_cpu or 0:>5.2f} {ratio(d.steady_cpu_per_1000(), peer_cpu):>6} "
+              f"{100 * d.core_share():>4.0f}% {d.rss_mb:>6.0f} {d.ready_s:>7.1f} "
+              f"{d.restart_ready_s:>7.1f} {d.check_s:>7.1f}")  # fmt: skip
+    print("(sweep s: the first sweep; requests: HTTP requests per sweep, /metrics; CPU s: "
+          "CPU seconds per 1,000 polls over one steady interval; core: that interval's average "
+          "share of one core)")  # fmt: skip
+    print("\ntargets (issue 9)")
+    for name, d, p in rows:
+        if "no batches" in name:
+            continue
+        print(f"  {name}: sweep {d.steady_sweep_s or 0:.1f} s < every {d.every:g}s: "
+              f"{verdict((d.steady_sweep_s or 1e9) < d.every)}; requests/sweep "
+              f"{d.requests // 2} vs minimum {-(-d.addresses // 10)}; CPU per poll "
+              f"{ratio(d.steady_cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
+              f"(<= 0.10x: {verdict(bool(p) and d.steady_cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
+              f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}")  # fmt: skip
+    big = rows[-1][1] if len(rows) == 1 else next(d for n, d, _ in rows if d.addresses == 100_000)
+    print(f"  {big.addresses} addr: average {100 * big.core_share():.0f}% of one core < 25%: "
+          f"{verdict(big.core_share() < 0.25)}; start-up with its state "
+          f"{big.restart_ready_s:.1f} s < 3: {verdict(big.restart_ready_s < 3)}; "
+          f"`watcher check` {big.check_s:.1f} s ({big.check_rss_mb:.0f} MB) < 3: "
+          f"{verdict(big.check_s < 3)}")  # fmt: skip
+    if limited is not None:
+        ideal = (limited.requests / 2) / 25
+        sweep = limited.first_sweep_s or 0.0
+        print(f"  5000 addr at 25 req/s (enforced): sweep {sweep:.1f} s vs ideal {ideal:.1f} s "
+              f"({100 * (sweep / ideal - 1):+.0f}%, within 5%: {verdict(sweep <= 1.05 * ideal)}); "
+              f"429s {limited.too_many}: {verdict(limited.too_many == 0)}")  # fmt: skip
+    p50, p99 = detected.percentile(0.5), detected.percentile(0.99)
+    print(f"  detection latency at {detected.addresses} addr (sweep {detected.sweep_s:.1f} s): "
+          f"p50 {p50:.2f} s, p99 {p99:.2f} s, missed {detected.missed}; p99 <= sweep + 1 s: "
+          f"{verdict(p99 <= detected.sweep_s + 1 and detected.missed == 0)}")  # fmt: skip
 
 
 if __name__ == "__main__":

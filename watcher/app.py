@@ -143,9 +143,9 @@ class Daemon:
     async def _observe(self, source: Source, target: str, state: TargetState | None) -> list[Any]:
         """One observation; a state kind's target under quorum: one from each of ``quorum``
         endpoints (``watcher.ledger.quorum``)."""
-        watched = self.ruleset.rules_for(source.name, target)
-        state_kind = any(isinstance(rule, StateRule) for rule in watched)
-        if self.quorum.needed > 1 and state_kind and isinstance(self.rpc, RpcClient):
+        if self.quorum.needed > 1 and isinstance(self.rpc, RpcClient) and any(
+            isinstance(rule, StateRule) for rule in self.ruleset.rules_for(source.name, target)
+        ):
             readers = self.rpc.readers()
             observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
             return await observe_from(readers, self.quorum.needed, observe)
