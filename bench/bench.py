@@ -143,11 +143,12 @@ def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFi
     for name, d, p in rows:
         peer_cpu = p.cpu_per_1000() if p else None
         peer_sweep = p.sweep_s if p else None
+        core = f"{100 * d.core_share():.0f}%" if d.steady_cpu_s else "-"
         print(f"{name:<24} {d.every:>5g} {d.first_sweep_s or 0:>8.1f} "
               f"{peer_sweep or 0:>7.1f} {ratio(d.first_sweep_s, peer_sweep):>6} "
-              f"{d.calls:>7} {d.requests // 2:>8} {d.too_many:>4} {d.steady_cpu_per_1000():>6.2f} "
-              f"{peer_cpu or 0:>5.2f} {ratio(d.steady_cpu_per_1000(), peer_cpu):>6} "
-              f"{100 * d.core_share():>4.0f}% {d.rss_mb:>6.0f} {d.ready_s:>7.1f} "
+              f"{d.calls:>7} {d.requests_per_sweep():>8} {d.too_many:>4} {d.cpu_per_1000():>6.2f} "
+              f"{peer_cpu or 0:>5.2f} {ratio(d.cpu_per_1000(), peer_cpu):>6} "
+              f"{core:>5} {d.rss_mb:>6.0f} {d.ready_s:>7.1f} "
               f"{d.restart_ready_s:>7.1f} {d.check_s:>7.1f}")  # fmt: skip
     print("(sweep s: the first sweep; requests: HTTP requests per sweep, /metrics; CPU s: "
           "CPU seconds per 1,000 polls over one steady interval; core: that interval's average "
@@ -158,9 +159,9 @@ def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFi
             continue
         print(f"  {name}: sweep {d.steady_sweep_s or 0:.1f} s < every {d.every:g}s: "
               f"{verdict((d.steady_sweep_s or 1e9) < d.every)}; requests/sweep "
-              f"{d.requests // 2} vs minimum {-(-d.addresses // 10)}; CPU per poll "
-              f"{ratio(d.steady_cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
-              f"(<= 0.10x: {verdict(bool(p) and d.steady_cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
+              f"{d.requests_per_sweep()} vs minimum {-(-d.addresses // 10)}; CPU per poll "
+              f"{ratio(d.cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
+              f"(<= 0.10x: {verdict(bool(p) and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
               f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}")  # fmt: skip
     big = rows[-1][1] if len(rows) == 1 else next(d for n, d, _ in rows if d.addresses == 100_000)
     print(f"  {big.addresses} addr: average {100 * big.core_share():.0f}% of one core < 25%: "
@@ -169,7 +170,7 @@ def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFi
           f"`watcher check` {big.check_s:.1f} s ({big.check_rss_mb:.0f} MB) < 3: "
           f"{verdict(big.check_s < 3)}")  # fmt: skip
     if limited is not None:
-        ideal = (limited.requests / 2) / 25
+        ideal = limited.requests_per_sweep() / 25
         sweep = limited.first_sweep_s or 0.0
         print(f"  5000 addr at 25 req/s (enforced): sweep {sweep:.1f} s vs ideal {ideal:.1f} s "
               f"({100 * (sweep / ideal - 1):+.0f}%, within 5%: {verdict(sweep <= 1.05 * ideal)}); "

@@ -80,7 +80,8 @@ class DaemonFigures:
     first_sweep_s: float | None = None
     steady_sweep_s: float | None = None
     calls: int = 0  # RPC calls of the first sweep (its round line)
-    requests: int = 0  # HTTP requests of both sweeps (/metrics)
+    requests: int = 0  # HTTP requests of the sweeps measured (/metrics)
+    rounds: int = 0  # sweeps measured
     too_many: int = 0  # 429s received (/metrics)
     first_cpu_s: float = 0.0  # CPU from "started" to the first round line
     steady_cpu_s: float = 0.0  # CPU from the first round line to the second: one interval
@@ -89,6 +90,13 @@ class DaemonFigures:
     restart_ready_s: float = 0.0  # the same with the state of the first run
     check_s: float = 0.0
     check_rss_mb: float = 0.0
+
+    def requests_per_sweep(self) -> int:
+        return round(self.requests / max(1, self.rounds))
+
+    def cpu_per_1000(self) -> float:
+        """Steady (the second sweep's interval) when measured, else the first sweep's."""
+        return self.steady_cpu_per_1000() if self.steady_cpu_s else self.first_cpu_per_1000()
 
     def first_cpu_per_1000(self) -> float:
         return 1000 * self.first_cpu_s / max(1, self.addresses)
@@ -168,6 +176,7 @@ def measure_daemon(folder: Path, sim: Simulator, addresses: list[str], rpc: dict
     finally:
         proc.terminate()
         proc.wait(30)
+    figures.rounds = min(len(rounds), rounds_wanted)
     if rounds:
         figures.first_sweep_s, figures.calls = float(rounds[0]["duration"]), int(rounds[0]["calls"])
         figures.first_cpu_s = first_cpu - ready_cpu

@@ -10,6 +10,7 @@ value needs N - k bytes: 256^(N-k-1) <= r < 256^(N-k), both bounds precomputed.
 
 from __future__ import annotations
 
+import functools
 import re
 from functools import cache
 from typing import Final
@@ -35,6 +36,17 @@ def _bounds(nbytes: int) -> tuple[tuple[int, str], tuple[int, str]]:
 
 def is_base58_of(value: str, size: int) -> bool:
     """Whether ``value`` is base58 that decodes to exactly ``size`` bytes."""
+    if size == 32:  # keys come back every poll (6,455 gossip nodes): remembered
+        return _is_key(value)
+    return _check(value, size)
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_key(value: str) -> bool:
+    return _check(value, 32)
+
+
+def _check(value: str, size: int) -> bool:
     if len(value) > 2 * size or _NUMERAL.fullmatch(value) is None:
         return False
     numeral = value.lstrip("1")

@@ -17,6 +17,7 @@ different clients never compare; feature sets compare across all clients.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -122,8 +123,10 @@ _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)")
 MAX_VERSION_LENGTH = 64
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_version(text: str | None) -> Version | None:
-    """``"2.3.6"`` -> ``(2, 3, 6)``; a suffix (``-rc.1``) is ignored; None when unreadable."""
+    """``"2.3.6"`` -> ``(2, 3, 6)``; a suffix (``-rc.1``) is ignored; None when unreadable.
+    Cached: 6,455 nodes a poll share a few dozen version strings."""
     if not text or len(text) > MAX_VERSION_LENGTH:
         return None
     match = _VERSION.match(text.strip())

@@ -175,15 +175,12 @@ class VoteAccounts(_Answer):
 
 
 class ClusterNode(_Answer):
+    # Only what the drift kind reads: 6,455 nodes a poll, each field validated costs.
     pubkey: Pubkey
-    gossip: str | None = None
-    rpc: str | None = None
     version: str | None = None
     feature_set: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = Field(
         default=None, alias="featureSet"
     )
-    shred_version: int | None = Field(default=None, alias="shredVersion")
-    client_id: int | str | None = Field(default=None, alias="clientId")
 
 
 def _each_node_once(nodes: list[ClusterNode]) -> list[ClusterNode]:
