@@ -6,9 +6,11 @@ The real daemon (`watcher run`, a subprocess) sweeps N watched addresses, read f
 server enforcing R requests/s). Beside it, in the same run and against the same server, the naive
 peer a user would otherwise write: httpx.AsyncClient, 16 requests in flight, one
 getSignaturesForAddress per request. Figures: the first sweep's time (from the daemon's `round`
-line) against the ideal, RPC calls and HTTP requests per sweep (the server's own count), 429s,
+line) and the steady one, RPC calls and HTTP requests per sweep (the daemon's /metrics), 429s,
 daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with the state database of
-the first run. Each figure is printed beside the peer's and their ratio; targets say PASS/FAIL.
+the first run, `watcher check` time, detection latency (bench/latency.py), and the in-process
+figures of bench/inproc.py. Each figure is printed beside the peer's and their ratio; every
+target of issue 9 says PASS or FAIL.
 
     python bench/bench.py --quick          # 1,000 addresses (under a minute)
     python bench/bench.py                  # 1,000, 10,000 and 100,000 addresses, + limits
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 
+import inproc  # noqa: E402
 from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
 from latency import Latency, measure_latency  # noqa: E402
 
@@ -130,6 +133,8 @@ def main() -> int:
     print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
     detected = latency_run(n_latency, 20 if args.quick else 40)
     report(rows, limited, detected)
+    print()
+    inproc.main()
     return 0
 
 

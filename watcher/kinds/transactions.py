@@ -200,6 +200,8 @@ class SignaturesSource:
         tip: SlotTip | None = None,
     ) -> Doubt | None:
         entries = [entry for page in observation.pages for entry in page]
+        if not entries:
+            return None  # nothing to doubt (most polls of a quiet address)
         for entry in entries:
             if entry.block_time is not None and entry.block_time > now + MAX_CLOCK_AHEAD:
                 reason = f"{entry.signature} has a blockTime more than a day in the future"
@@ -227,6 +229,8 @@ class SignaturesSource:
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
+        if state and not observation.baseline and not any(observation.pages):
+            return StepOutcome(state=state)  # nothing new: the state stays as it is
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
             first_page = observation.pages[0] if observation.pages else ()
