@@ -28,7 +28,7 @@ from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
-from watcher.core.errors import ConfigError, DoubtfulAnswer, RpcError, state_error
+from watcher.core.errors import DoubtfulAnswer, RpcError, state_error
 from watcher.core.tally import count_alerts, tallying
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import delivery_sender
@@ -38,13 +38,12 @@ from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient, rpc_client
-from watcher.service import supervisor, sweeps
+from watcher.service import reloading, supervisor, sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.service.supervisor import describe_jobs
 from watcher.state.alerts import same_state
 from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
@@ -53,12 +52,6 @@ log = structlog.get_logger(__name__)
 
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
 OUTBOX_STUCK_SECONDS = 300.0
-
-
-# Settings a running daemon keeps until it restarts: its connections and its database.
-RESTART_SETTINGS = (
-    "rpc_url", "rpc_urls", "quorum", "commitment", "state_path", "rpc", "log_level", "log_format"
-)
 
 
 class Daemon:
@@ -89,11 +82,7 @@ class Daemon:
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
-        endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
-        self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
-        self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
-        self.presentation = Presentation(settings.labels, settings.explorer_url)
-        self.sender.presentation = self.presentation  # digests name keys the same way
+        self.use(settings, ruleset)
         self.stopping = asyncio.Event()
         self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         beat = settings.heartbeat
@@ -297,37 +286,17 @@ class Daemon:
         await supervisor.run(self, stop)
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
-        """SIGHUP: read the settings and rules again and swap them in at once, or, when a file
-        is broken, log every ``FILE:LINE`` problem and keep running the old ones. State (cursors,
-        snapshots, episodes, silences, the outbox) lives in the database and is untouched."""
-        self.notifier.reloading()
-        try:
-            settings, ruleset = await asyncio.to_thread(load)
-        except ConfigError as exc:
-            for problem in exc.problems:
-                log.error("reload refused, the previous rules keep running", problem=str(problem))
-            self.notifier.ready("reload refused: see the log")
-            return False
-        except Exception as exc:  # unreadable in a way the checks did not foresee: keep running
-            log.error("reload failed, the previous rules keep running", error=repr(exc))
-            self.notifier.ready("reload failed: see the log")
-            return False
-        old = self.settings
-        later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
-        if later:
-            log.warning("reloaded; these settings apply after a restart", settings=later)
+        """SIGHUP: the settings and rules read again (``watcher.service.reloading``)."""
+        return await reloading.reload(self, load)
+
+    def use(self, settings: Settings, ruleset: RuleSet) -> None:
+        """Puts settings and rules in force: the built-in rules, the routes, the wording."""
         self.settings, self.ruleset = settings, ruleset
-        self.sender.configure_channels(settings.channels, settings.fallback_channels)
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)
         self.presentation = Presentation(settings.labels, settings.explorer_url)
-        self.sender.presentation = self.presentation
-        jobs = ruleset.jobs()
-        self.scheduler.replace(jobs)
-        log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
-        self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
-        return True
+        self.sender.presentation = self.presentation  # digests name keys the same way
 
     async def close(self) -> None:
         aclose = getattr(self.rpc, "aclose", None)

@@ -41,8 +41,9 @@ class RuleSet:
         # keys is the order targets were first named, which jobs() keeps.
         self._watchers: dict[tuple[str, str], list[Rule]] = {}
         for rule in self.rules:
+            source = rule.source  # once a rule, not once per target (100,000 of them)
             for target in rule.targets:
-                self._watchers.setdefault((rule.source, target), []).append(rule)
+                self._watchers.setdefault((source, target), []).append(rule)
 
     def rule(self, name: str) -> Rule:
         """The rule called ``name``; ``KeyError`` if there is none."""

@@ -41,7 +41,9 @@ def is_base58_of(value: str, size: int) -> bool:
     return _check(value, size)
 
 
-@functools.lru_cache(maxsize=65536)
+# Room for a 100,000-address rule file, read twice at start-up (its lines, then the rule), and
+# the 6,455 gossip nodes: about 20 MB at most.
+@functools.lru_cache(maxsize=2**18)
 def _is_key(value: str) -> bool:
     return _check(value, 32)
 

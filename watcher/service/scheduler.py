@@ -116,6 +116,10 @@ class Scheduler:
         self._inflight.add(task)
         try:
             await self._sweep(job)
+        except asyncio.CancelledError:
+            # ``stop`` cancelled it after its grace and says so once; re-raised, apscheduler
+            # would log each cancelled sweep as an error with its traceback.
+            return
         except Exception:
             # A bug in one sweep must not kill the job; the next interval tries again.
             log.exception("sweep failed", source=job.source, interval=job.interval)
