@@ -27,7 +27,8 @@ from watcher.config.yamlpos import (
 from watcher.core.errors import ConfigError, Problem
 from watcher.ledger.simulator import Ledger
 from watcher.ledger.simulator.server import CONTROL_PATH
-from watcher.ruletest.format import Action, LedgerSetup, apply_to
+from watcher.ruletest.actions import apply_to
+from watcher.ruletest.format import Action, LedgerSetup
 
 LEDGER_SEED = 7
 

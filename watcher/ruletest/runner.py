@@ -41,8 +41,9 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.accounts_reader import AccountRecording
+from watcher.ruletest.actions import apply_action
 from watcher.ruletest.das_reader import DasRecording
-from watcher.ruletest.format import Expected, RuleTestFile, Step, apply_action, read_test_file
+from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0

@@ -1,0 +1,103 @@
+"""What a rule test's actions (and ``watcher simulate``'s control endpoint) do to the simulated
+ledger: one ``Action`` (``watcher.ruletest.format``) applied, or refused with the line it was
+written on."""
+
+from __future__ import annotations
+
+from watcher.config.yamlpos import Loc, YamlDocument, format_loc
+from watcher.core.errors import ConfigError
+from watcher.ledger.simulator import KEEP, Ledger
+from watcher.ruletest.das_format import das_change
+from watcher.ruletest.format import Action
+
+# What a failed transaction reports as its error (a custom program error, as on mainnet).
+FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
+
+def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
+    """Applies one action; ``ConfigError`` at the action's line when the ledger refuses it
+    (a mint, validator or node it does not have)."""
+    _apply(ledger, action, document, loc)
+
+
+def apply_to(ledger: Ledger, action: Action) -> None:
+    """Applies one action outside a test file (``watcher simulate``'s control endpoint);
+    ``LookupError``/``ValueError`` when the ledger refuses it."""
+    _change(ledger, action)
+    das_change(ledger, action)
+
+
+def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
+    try:
+        apply_to(ledger, action)
+    except (LookupError, ValueError) as exc:
+        reason = exc.args[0] if exc.args else type(exc).__name__
+        message = f"{format_loc(loc)}: the ledger refused this: {reason}"
+        raise ConfigError([document.problem(loc, message)]) from None
+
+
+def _change(ledger: Ledger, action: Action) -> None:
+    if action.add_transactions is not None:
+        add = action.add_transactions
+        error = FAILED_TRANSACTION_ERROR if add.failed else None
+        ledger.add_transactions(add.address, add.count, err=error, memo=add.memo)
+    elif action.set_holders is not None:
+        holders = action.set_holders
+        ledger.set_holders(holders.mint, holders.accounts.items(), decimals=holders.decimals)
+    elif action.set_holder_amount is not None:
+        amount = action.set_holder_amount
+        ledger.set_holder_amount(amount.mint, amount.account, amount.amount)
+    elif action.remove_holder is not None:
+        ledger.remove_holder(action.remove_holder.mint, action.remove_holder.account)
+    elif action.set_validator is not None:
+        validator = action.set_validator
+        ledger.set_validator(
+            validator.vote, validator.identity, stake=validator.stake,
+            delinquent=validator.delinquent, commission=validator.commission,
+        )
+    elif action.set_node is not None:
+        node = action.set_node
+        given = node.model_fields_set
+        ledger.set_node(
+            node.identity,
+            version=node.version if "version" in given else KEEP,
+            feature_set=node.feature_set if "feature_set" in given else KEEP,
+        )
+    elif action.remove_node is not None:
+        if ledger.node(action.remove_node) is None:
+            raise KeyError(f"no gossip node {action.remove_node}")
+        ledger.remove_node(action.remove_node)
+    elif action.mark_delinquent is not None:
+        ledger.mark_delinquent(action.mark_delinquent)
+    elif action.mark_current is not None:
+        ledger.mark_current(action.mark_current)
+    elif action.remove_validator is not None:
+        ledger.remove_validator(action.remove_validator)
+    elif action.update_validator is not None:
+        update = action.update_validator
+        ledger.update_validator(
+            update.validator,
+            behind=update.behind,
+            credits=update.credits,
+            commission=update.commission,
+            stake=update.stake,
+        )
+    elif action.halt_cluster is not None:
+        ledger.halt(action.halt_cluster)
+    elif action.set_supply is not None:
+        ledger.set_supply(action.set_supply.mint, action.set_supply.amount)
+    else:
+        _change_accounts(ledger, action)
+
+
+def _change_accounts(ledger: Ledger, action: Action) -> None:
+    if action.set_account is not None:
+        account = action.set_account
+        data = None if account.data is None else account.data.encode()
+        ledger.accounts.set_account(
+            account.address, lamports=account.lamports, owner=account.owner, data=data,
+            executable=account.executable,
+        )  # fmt: skip
+    elif action.remove_account is not None:
+        ledger.accounts.remove_account(action.remove_account)
+    elif action.set_fee is not None:
+        ledger.accounts.set_fee(action.set_fee.per_signature, expired=action.set_fee.expired)
