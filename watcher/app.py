@@ -12,40 +12,37 @@ as its own task so a slow channel never delays polling.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
 from watcher.alerting import builtin, pipeline, silences
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
+from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.alerting.messages import Presentation, PresentedRule
 from watcher.alerting.routing import Routes
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
-from watcher.core.errors import DoubtfulAnswer, RpcError, state_error
-from watcher.core.tally import count_alerts, tallying
+from watcher.core.errors import DoubtfulAnswer, RpcError
+from watcher.core.tally import count_alerts
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import delivery_sender
-from watcher.kinds import SOURCES, word
+from watcher.kinds import word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient, rpc_client
-from watcher.service import reloading, supervisor, sweeps
+from watcher.service import reloading, rounds, supervisor, sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.state.alerts import same_state
-from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
@@ -84,7 +81,7 @@ class Daemon:
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         self.use(settings, ruleset)
         self.stopping = asyncio.Event()
-        self._last_errors: dict[str, str] = {}  # source -> its last failed poll's error
+        self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         beat = settings.heartbeat
         self.heartbeat = None if beat is None else Heartbeat(
             beat.url.get_secret_value(), beat.every, clock
@@ -110,7 +107,7 @@ class Daemon:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
             self.health.failed(source.name, target, exc, interval=interval, quiet=True)
-            self._last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
+            self.last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
             self.metrics.polled(source.name, ok=False)
             return False
         observation, now = observations[0], self.clock()
@@ -123,7 +120,7 @@ class Daemon:
         others = [source.step(rules, target, state, other, now) for other in observations[1:]]
         if not self.quorum.agreed(source.name, target, [outcome, *others]):
             return False  # the endpoints disagree: not evidence
-        self._commit(source.name, target, outcome, rules, now, previous=state)
+        self.commit(source.name, target, outcome, rules, now, previous=state)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
@@ -167,11 +164,11 @@ class Daemon:
             source.name, target, error, interval=interval, quiet=not verdict.new_stretch
         )
         self.metrics.polled(source.name, ok=False)
-        self._last_errors[source.name] = f"{type(error).__name__}: {error}"
+        self.last_errors[source.name] = f"{type(error).__name__}: {error}"
         self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
         return False
 
-    def _commit(
+    def commit(
         self,
         source: str,
         target: str,
@@ -204,62 +201,8 @@ class Daemon:
             self.outbox_has_work.set()
 
     async def sweep(self, job: Job) -> None:
-        """One scheduled round of a source over its targets, a bounded number at once
-        (``watcher.service.sweeps``); the RPC client paces and batches their calls."""
-        if self.stopping.is_set():
-            return
-        source = SOURCES[job.source]
-        started = self.clock()
-        width = sweeps.sweep_width(self.settings.rpc.max_concurrency, self.settings.rpc.batch_size)
-        with tallying() as tally:
-            results = await sweeps.run_bounded(
-                job.targets, lambda target: self._poll(source, target, job.interval), width
-            )
-        with self._database_work("save the sweep's states"):
-            self.store.flush_states()
-        now = self.clock()
-        verdict = self.health.round_done(job.source, now, interval=job.interval)
-        if verdict is not None:
-            with self._database_work("rpc health"):
-                self._check_rpc_health(verdict, now)
-        failed = sum(result is False for result in results)
-        done = SourceRound(job.source, now, len(results), failed, now - started,
-                           now if any(results) else None)  # fmt: skip
-        with self._database_work("record the round"):
-            record_round(self.store.db, done)
-        problem = {"error": self._last_errors.get(job.source)} if failed else {}
-        log.info("round", source=job.source, targets=len(results), failed=failed,
-                 calls=tally.calls, alerts=tally.alerts, duration=round(now - started, 3),
-                 **problem)  # fmt: skip
-        if self.heartbeat is not None:
-            self.heartbeat.round_done(all(results) and self.state_health.healthy)
-
-    async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
-        """Whether the poll succeeded; None when the database failed it."""
-        with self._database_work(f"poll {source.name}"):
-            return await self.poll_target(source, target, interval)
-        return None
-
-    @contextlib.contextmanager
-    def _database_work(self, operation: str) -> Iterator[None]:
-        """A database error ends only this work (one poll): its transaction rolled back, so
-        the cursor did not move without its outbox rows, and the next round redoes the step."""
-        commits = self.store.commits
-        try:
-            yield
-        except sqlite3.Error as exc:
-            self.state_health.failed(state_error(exc, operation), self.clock())
-        else:
-            if self.store.commits != commits:  # only a write shows the database works again
-                self.state_health.succeeded(self.clock())
-
-    def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
-        """The built-in rpc_unhealthy: its episode is stored like a target's state."""
-        state = self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
-        outcome = self.builtins.rpc_step(state, verdict, now)
-        if outcome is not None:
-            rules = [self.builtins.rpc_unhealthy]
-            self._commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
+        """One scheduled round of a source over its targets (``watcher.service.rounds``)."""
+        await rounds.sweep(self, job)
 
     # -- delivery ----------------------------------------------------------------------------
 

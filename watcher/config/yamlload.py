@@ -83,6 +83,8 @@ def parse(text: str) -> tuple[Any, Positions | None]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1
+        if exc.problem == "exceeded maximum nesting depth":  # libyaml >= 0.2.6 stops at 1000
+            raise YamlProblem(line, f"nested deeper than the limit of {MAX_DEPTH} levels") from None
         raise YamlProblem(line, f"invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise YamlProblem(None, f"invalid YAML: {exc}") from None

@@ -20,7 +20,7 @@ The order, decided here:
 3. **Endpoints cooling down**, the one due soonest first: the last resort, so a call still
    reaches every endpoint before it fails.
 
-What counts as an endpoint failure is decided in ``watcher.ledger.rpc.is_endpoint_failure``.
+What counts as an endpoint failure is decided in ``watcher.ledger.retrying.is_endpoint_failure``.
 """
 
 from __future__ import annotations

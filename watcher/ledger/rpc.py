@@ -2,19 +2,19 @@
 
 Increasing request ids, a concurrency cap, timeouts, retries with exponential backoff and full
 jitter for transient failures, typed errors (``watcher.core.errors``) for the rest, and answers
-parsed into pydantic models: an answer that does not fit is an error. Reading answers is pure
-(``watcher.ledger.wire``); each endpoint's HTTP side, which keeps the API key away from httpx,
-is ``watcher.ledger.transport``.
+parsed into pydantic models (the methods: ``watcher.ledger.rpc_methods``): an answer that does
+not fit is an error. Reading answers is pure (``watcher.ledger.wire``); each endpoint's HTTP
+side, which keeps the API key away from httpx, is ``watcher.ledger.transport``.
 
 Several endpoints (``rpc_urls``): each attempt of a call goes to one endpoint, in the order
 ``watcher.ledger.endpoints.EndpointPool`` gives (a due probe, healthy endpoints, then those
 cooling down). An endpoint failure (``is_endpoint_failure``: timeout or refused connection, 429,
 5xx, another HTTP error, garbage, node behind) moves the attempt at once to the next endpoint;
 only when every endpoint of the round failed does the call back off and start another round
-(``max_attempts`` counts rounds). Each endpoint has its own ``httpx.AsyncClient`` and its own
-placeholder, and registers its own secrets with the redactor. ``readers()`` gives one reader
-pinned to each endpoint, for observations that must come from different endpoints (quorum,
-``watcher.ledger.quorum``).
+(``max_attempts`` counts rounds; the rounds are ``watcher.ledger.retrying``). Each endpoint has
+its own httpx transport and its own placeholder, and registers its own secrets with the
+redactor. ``readers()`` gives one reader pinned to each endpoint, for observations that must
+come from different endpoints (quorum, ``watcher.ledger.quorum``).
 
 Seams: ``_post`` sends one HTTP request to one endpoint (the place for a per-request hook:
 ``endpoint.public_url`` names it). ``call_batch`` sends one JSON-RPC batch; chunking to a
@@ -34,9 +34,7 @@ import asyncio
 import logging
 import random as _random
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -46,31 +44,17 @@ from pydantic import TypeAdapter
 
 from watcher.core.errors import (
     BadResponse,
-    HttpClientError,
-    NodeUnhealthy,
-    RateLimited,
-    RpcError,
     RpcTimeout,
-    ServerError,
 )
 from watcher.core.tally import count_call
 from watcher.ledger.batching import Batcher, BatchesOff
 from watcher.ledger.endpoints import EndpointPool
-from watcher.ledger.models import (
-    ClusterNode,
-    ClusterNodes,
-    SignatureEntry,
-    TokenAmount,
-    TokenLargestAccounts,
-    VoteAccounts,
-)
-from watcher.ledger.pacing import Pacer, paced
-from watcher.ledger.rpc_accounts import AccountMethods
+from watcher.ledger.pacing import paced
+from watcher.ledger.retrying import RpcStats, Sleep, is_endpoint_failure
 from watcher.ledger.rpc_batch import BatchCalls
-from watcher.ledger.rpc_das import DasMethods
+from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
-    NODE_BEHIND_CODE,
     adapter,
     describe,
     encode_json,
@@ -104,103 +88,12 @@ for _noisy in ("httpx", "httpcore"):
     logging.getLogger(_noisy).setLevel(logging.WARNING)
 
 COMMITMENTS = ("processed", "confirmed", "finalized")
-MAX_SIGNATURES_LIMIT = 1000
-
-_SIGNATURES = TypeAdapter(list[SignatureEntry])
-_LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
-_VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
-_CLUSTER_NODES = TypeAdapter(ClusterNodes)
-
-Sleep = Callable[[float], Awaitable[None]]
-
-
-def is_endpoint_failure(err: RpcError) -> bool:
-    """Whether the endpoint failed (another may answer), rather than the call itself.
-
-    Slot or block not available (-32004, -32007, -32009, -32014, -32016) is about the data, not
-    the endpoint; an error in JSON-RPC about the request would be the same anywhere.
-    """
-    if isinstance(err, NodeUnhealthy):
-        return err.code == NODE_BEHIND_CODE
-    return isinstance(err, RpcTimeout | RateLimited | ServerError | HttpClientError | BadResponse)
-
-
-@dataclass
-class RpcStats:
-    """Counters for logs and metrics."""
-
-    calls: int = 0  # logical calls (each call of a batch counts)
-    requests: int = 0  # HTTP requests sent
-    retries: int = 0
-    successes: int = 0
-    errors: Counter[str] = field(default_factory=Counter)  # failed attempts, by error class
-    failures: Counter[str] = field(default_factory=Counter)  # given up (a batch once), by class
-    failovers: int = 0  # attempts moved to another endpoint after an endpoint failure
-
-
-class _LedgerMethods(AccountMethods, DasMethods):
-    """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
-
-    commitment: str
-    _signatures_commitment: str
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        raise NotImplementedError
-
-    async def get_signatures_for_address(
-        self,
-        address: str,
-        *,
-        before: str | None = None,
-        until: str | None = None,
-        limit: int = MAX_SIGNATURES_LIMIT,
-    ) -> list[SignatureEntry]:
-        """Newest first; ``before`` and ``until`` are exclusive and left out when None."""
-        if not 1 <= limit <= MAX_SIGNATURES_LIMIT:
-            raise ValueError(f"limit must be between 1 and {MAX_SIGNATURES_LIMIT}: {limit}")
-        config: dict[str, Any] = {"commitment": self._signatures_commitment, "limit": limit}
-        if before is not None:
-            config["before"] = before
-        if until is not None:
-            config["until"] = until
-        return await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
-
-    async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
-        return list((await self.get_token_largest_accounts_with_context(mint)).value)
-
-    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts:
-        """The answer with its context: the slot it was read at tells a stale answer."""
-        params = [mint, {"commitment": self.commitment}]
-        return await self.call("getTokenLargestAccounts", params, _LARGEST_ACCOUNTS)
-
-    async def get_vote_accounts(self) -> VoteAccounts:
-        # Without keepUnstakedDelinquents an unstaked delinquent would look absent, not delinquent.
-        config = {"commitment": self.commitment, "keepUnstakedDelinquents": True}
-        return await self.call("getVoteAccounts", [config], _VOTE_ACCOUNTS)
-
-    async def get_cluster_nodes(self) -> list[ClusterNode]:
-        return await self.call("getClusterNodes", None, _CLUSTER_NODES)
 
 
 
-class PinnedReader(_LedgerMethods):
-    """A reader whose calls go to one endpoint only (retried there, never failed over)."""
-
-    def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
-        self._client, self.endpoint = client, endpoint
-        self.public_url = endpoint.public_url
-        self.commitment = client.commitment
-        self._signatures_commitment = client._signatures_commitment
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        return await self._client.call(method, params, model, only=self.endpoint)
 
 
-class RpcClient(BatchCalls, _LedgerMethods):
+class RpcClient(BatchCalls, LedgerMethods):
     """Implements ``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0, on one endpoint
     or several (a URL, or a list of URLs or ``EndpointSpec``)."""
 
@@ -305,89 +198,9 @@ class RpcClient(BatchCalls, _LedgerMethods):
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _slow_down(self, endpoint: Endpoint, pacer: Pacer) -> None:
-        first = pacer.spacing == pacer.base_spacing
-        if pacer.slow_down() and first:
-            log.warning("rpc endpoint answered 429 within max_rps; pacing it slower",
-                        endpoint=endpoint.public_url, max_rps=pacer.max_rps)
-
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id
-
-    async def _retrying(
-        self,
-        method: str,
-        attempt: Callable[[Endpoint], Awaitable[T]],
-        only: Endpoint | None = None,
-    ) -> T:
-        """Rounds of attempts: in each, the endpoints in the pool's order until one answers or
-        one fails in a way another endpoint would not mend; between rounds, backoff."""
-        number = 0
-        while True:
-            number += 1
-            endpoints = [only] if only is not None else self._pool.order(self._clock())
-            error: RpcError | None = None
-            for position, endpoint in enumerate(endpoints):
-                try:
-                    value = await attempt(endpoint)
-                except RpcError as err:
-                    self.stats.errors[type(err).__name__] += 1
-                    error = err
-                    if isinstance(err, RateLimited) and endpoint.pacer is not None:
-                        self._slow_down(endpoint, endpoint.pacer)
-                    if not is_endpoint_failure(err):
-                        break
-                    self._pool.failed(endpoint, self._clock())
-                    if position + 1 < len(endpoints):
-                        self._failover(method, err, endpoint, endpoints[position + 1])
-                else:
-                    self._pool.succeeded(endpoint)
-                    if endpoint.public_url in self._failing:
-                        self._failing.discard(endpoint.public_url)
-                        log.info("rpc endpoint answering again", endpoint=endpoint.public_url)
-                    return value
-            assert error is not None  # a round without an answer has its error
-            if not error.transient or number >= self._max_attempts:
-                error.attempts = number
-                self.stats.failures[type(error).__name__] += 1
-                raise error
-            delay = self._delay(error, number)
-            # Debug only: the daemon warns once per failing round, not once per attempt.
-            log.debug(
-                "rpc retry",
-                method=method,
-                attempt=number,
-                max_attempts=self._max_attempts,
-                error=type(error).__name__,
-                detail=error.message,
-                delay=round(delay, 3),
-                endpoint=endpoint.public_url,
-            )
-            self.stats.retries += 1
-            await self._sleep(delay)
-
-    def _failover(self, method: str, err: RpcError, failed: Endpoint, then: Endpoint) -> None:
-        # A warning when an endpoint starts failing; the calls after it are failovers at debug
-        # (the round's summary and /metrics count them), so an outage is not a line per call.
-        first = failed.public_url not in self._failing
-        self._failing.add(failed.public_url)
-        (log.warning if first else log.debug)(
-            "rpc failover",
-            method=method,
-            error=type(err).__name__,
-            detail=err.message,
-            endpoint=failed.public_url,
-            next_endpoint=then.public_url,
-        )
-        self.stats.failovers += 1
-
-    def _delay(self, err: RpcError, attempt: int) -> float:
-        """Full jitter (a random share of the exponential step), or what a 429 asked for."""
-        if isinstance(err, RateLimited) and err.retry_after is not None:
-            return min(err.retry_after, self._backoff_max * 2)
-        step = min(self._backoff_max, self._backoff_base * 2.0 ** (attempt - 1))
-        return self._random() * step
 
     async def _post(
         self, endpoint: Endpoint, method: str, payload: Any,

@@ -1,5 +1,5 @@
 """The RpcClient's methods for plain and token accounts, supplies and fees (the account kinds),
-over ``call``: mixed into ``watcher.ledger.rpc._LedgerMethods``."""
+over ``call``: mixed into ``watcher.ledger.rpc_methods.LedgerMethods``."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 import structlog
@@ -16,19 +16,15 @@ from pydantic import TypeAdapter
 
 from watcher.core.errors import BadResponse, RpcError, TransientRpcError
 from watcher.ledger.batching import BatchesOff, refuses_batches
+from watcher.ledger.retrying import RetryRounds
 from watcher.ledger.transport import Endpoint
 from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
-
-if TYPE_CHECKING:
-    from watcher.ledger.rpc import RpcStats
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class BatchCalls:
-    stats: RpcStats
-
+class BatchCalls(RetryRounds):
     def _new_id(self) -> int:
         raise NotImplementedError
 
@@ -39,14 +35,6 @@ class BatchCalls:
         payload: Any,
         on_send: Callable[[], None] | None = None,
     ) -> tuple[Any, httpx.Headers]:
-        raise NotImplementedError
-
-    async def _retrying(
-        self,
-        method: str,
-        attempt: Callable[[Endpoint], Awaitable[T]],
-        only: Endpoint | None = None,
-    ) -> T:
         raise NotImplementedError
 
     async def call_batch(

@@ -1,5 +1,5 @@
 """The RpcClient's methods for token accounts, assets, editions and program accounts (the
-program and asset kinds), over ``call``: mixed into ``watcher.ledger.rpc._LedgerMethods``."""
+program and asset kinds), over ``call``: mixed into ``watcher.ledger.rpc_methods.LedgerMethods``."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from types import FrameType
 from typing import Any, TextIO
 
 from watcher.ledger.simulator.faults import FAULT_KINDS, FaultPlan
-from watcher.ledger.simulator.ledger import KEEP, Ledger
+from watcher.ledger.simulator.ledger import Ledger
+from watcher.ledger.simulator.request_log import RecordedRequest
 from watcher.ledger.simulator.scenarios import (
     DEMO,
     SCENARIOS,
@@ -30,7 +31,8 @@ from watcher.ledger.simulator.scenarios import (
     Step,
     run_scenario,
 )
-from watcher.ledger.simulator.server import RecordedRequest, SimulatorServer
+from watcher.ledger.simulator.server import SimulatorServer
+from watcher.ledger.simulator.validators import KEEP
 
 __all__ = [
     "DEMO",

@@ -18,8 +18,10 @@ import base58
 
 from watcher.ledger.simulator import accounts
 from watcher.ledger.simulator.keys import derived_pubkey, pubkey_problem, signature_problem
-from watcher.ledger.simulator.ledger import DELINQUENT_SLOT_DISTANCE, Ledger, token_amount
+from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.recorded import API_VERSION
+from watcher.ledger.simulator.tokens import token_amount
+from watcher.ledger.simulator.validators import DELINQUENT_SLOT_DISTANCE
 
 MAX_SIGNATURES_LIMIT: Final = 1000
 TOKEN_PROGRAM: Final = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"

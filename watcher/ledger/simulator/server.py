@@ -27,7 +27,6 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final
@@ -37,6 +36,7 @@ from watcher.ledger.simulator.faults import Fault, FaultPlan
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.limits import HttpCounters, HttpCounts, RateWindow
 from watcher.ledger.simulator.methods import RpcError, RpcMethods
+from watcher.ledger.simulator.request_log import RecordedRequest, RequestLog
 
 MAX_BODY_BYTES: Final = 50 * 1024
 CONTROL_PATH: Final = "/control"
@@ -62,17 +62,6 @@ _GARBAGE: Final = (
 )
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One JSON-RPC call the server received (a batch of N records N calls)."""
-
-    method: str  # "" when the body was not a readable call
-    params: Any
-    path_ok: bool  # False when the key in the path was wrong or missing
-    at: float  # unix seconds
-    batch_size: int = 1  # calls in the HTTP request that carried this call
-
-
 def _envelope(id_text: str, *, result_text: str | None = None, error: Any = None) -> str:
     if result_text is not None:
         return f'{{"jsonrpc":"2.0","result":{result_text},"id":{id_text}}}'
@@ -95,40 +84,12 @@ def _rewritten(fault: Fault, result_text: str) -> str:
     return result_text if rewrite is None else str(rewrite(result_text))
 
 
-class _RequestLog:
-    def __init__(self) -> None:
-        self._items: list[RecordedRequest] = []
-        self._changed = threading.Condition()
-
-    def add(self, items: list[RecordedRequest]) -> None:
-        with self._changed:
-            self._items.extend(items)
-            self._changed.notify_all()
-
-    def snapshot(self) -> list[RecordedRequest]:
-        with self._changed:
-            return list(self._items)
-
-    def count(self, method: str | None = None) -> int:
-        with self._changed:
-            return sum(1 for item in self._items if method is None or item.method == method)
-
-    def clear(self) -> None:
-        with self._changed:
-            self._items.clear()
-
-    def wait_for(self, method: str | None, count: int, timeout: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: sum(1 for i in self._items if method is None or i.method == method)
-                >= count,
-                timeout,
-            )
-
-
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a client opening 16 connections at once had some
+    # reset (a bench peer died of httpx.ReadError); a node's listener takes far more.
+    request_queue_size = 1024
     simulator: SimulatorServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -317,7 +278,7 @@ class SimulatorServer:
         self.path = f"/v3/{api_key}"
         self.batch_limit, self.max_body_bytes = batch_limit, max_body_bytes
         self.methods = RpcMethods(ledger)
-        self.log = _RequestLog()
+        self.log = RequestLog()
         self.latency, self.enforce_rps, self.batches = latency, enforce_rps, batches
         self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps, clock)
         self.http_counters = HttpCounters()
