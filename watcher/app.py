@@ -5,8 +5,9 @@
     observe (RPC) -> step (diff + rules + alerts, pure) -> commit (state + outbox, one
     SQLite transaction) -> wake the sender (Apprise)
 
-The scheduler runs one sweep per (source, interval) over that source's targets; the sender runs
-as its own task so a slow channel never delays polling.
+The scheduler runs one sweep per (source, interval) over that source's targets
+(``watcher.service.rounds``, a ``poll_target`` for each); the sender runs as its own task so a
+slow channel never delays polling.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.account_source import SOURCE, AccountObservation
 from watcher.kinds.base import DigestWords, Kind
+from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key
 
 STATE_VERSION = 1
 Field_ = Literal["owner", "data", "executable", "lamports", "space"]
@@ -165,9 +166,23 @@ def account_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
+def samples(rule: AccountChangedRule) -> list[AlertMessage]:
+    """Changed (lamports, data, owner), then closed."""
+    address = rule.accounts[0]
+    first = AccountObservation(address, 100, account=sample_account(10**9))
+    state = step_accounts([rule], address, None, first, SAMPLE_TIME).state
+    new_owner = sample_key("new owner")
+    later = AccountObservation(address, 101, account=sample_account(2 * 10**9, b"v2", new_owner))
+    outcome = step_accounts([rule], address, state, later, SAMPLE_TIME)
+    closed = AccountObservation(address, 102)
+    gone = step_accounts([rule], address, outcome.state, closed, SAMPLE_TIME)
+    return [*outcome.alerts, *gone.alerts]
+
+
 KIND = Kind(
     model=AccountChangedRule,
     source=SOURCE,
     wording=account_text,
+    samples=samples,
     digest=DigestWords(("account change", "account changes"), ("account", "accounts"), lambda f: 1),
 )

@@ -27,6 +27,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -135,6 +136,21 @@ def _alert(
     return snapshot_event(rule, subject=asset.id, target=asset.id, seq=seq, facts=facts)
 
 
+def samples(rule: AssetChangedRule) -> list[AlertMessage]:
+    """One event changing every watched field of the rule's first asset (``watcher check``)."""
+    def asset(owner: str, delegate: str | None, frozen: bool, uri: str) -> Asset:
+        return Asset.model_validate({
+            "id": rule.assets[0], "interface": "V1_NFT", "burnt": frozen,
+            "content": {"json_uri": uri, "metadata": {"name": "Sample"}},
+            "ownership": {"owner": owner, "delegate": delegate, "frozen": frozen},
+        })  # fmt: skip
+
+    before = asset(sample_key("old owner"), None, False, "https://example.com/1.json")
+    after = asset(sample_key("new owner"), sample_key("delegate"), True,
+                  "https://example.com/2.json")  # fmt: skip
+    return [_alert(rule, after, changed_fields(fields_of(before), fields_of(after)), 1)]
+
+
 SOURCE = AssetSource()
 
 
@@ -174,5 +190,6 @@ KIND = Kind(
     model=AssetChangedRule,
     source=SOURCE,
     wording=asset_changed_text,
+    samples=samples,
     digest=DigestWords(("asset change", "asset changes"), ("asset", "assets"), _count),
 )

@@ -34,6 +34,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -266,6 +267,20 @@ def _alert(
     )
 
 
+def samples(rule: NewAssetsRule) -> list[AlertMessage]:
+    """One event listing two new assets (``watcher check``)."""
+    made = tuple(
+        Asset.model_validate({
+            "id": sample_key(f"asset {n}"), "interface": "V1_NFT", "burnt": False,
+            "content": {"json_uri": "https://example.com/a.json", "metadata": {"name": f"A {n}"}},
+            "grouping": [{"group_key": "collection", "group_value": sample_key("collection")}],
+            "ownership": {"owner": sample_key("owner"), "frozen": False},
+        })
+        for n in (2, 1)
+    )
+    return [_alert(rule, rule.targets[0], AssetsObservation(made, found=True), 1)]
+
+
 SOURCE = AssetsSource()
 
 
@@ -308,5 +323,6 @@ KIND = Kind(
     model=NewAssetsRule,
     source=SOURCE,
     wording=new_assets_text,
+    samples=samples,
     digest=DigestWords(("new asset", "new assets"), ("query", "queries"), _count),
 )

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
@@ -30,6 +30,8 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.account_source import SOURCE, AccountObservation, address_of, token_target
 from watcher.kinds.base import Kind
+from watcher.kinds.samples import episode_samples, sample_account
+from watcher.ledger.models import TokenAmount
 
 LAMPORTS_DECIMALS = 9
 
@@ -144,4 +146,20 @@ def balance_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(model=BalanceBelowRule, source=SOURCE, wording=balance_text)
+def samples(rule: BalanceBelowRule) -> list[AlertMessage]:
+    target = rule.targets[0]
+    address = address_of(target)
+
+    def observe(bad: bool) -> AccountObservation:
+        if rule.token_accounts is not None:
+            amount = 0 if bad else int(((rule.min_amount or 0) + 1) * 10**6)
+            return AccountObservation(address, 100, token=TokenAmount(amount=amount, decimals=6))
+        lamports = 0 if bad else int(((rule.min_sol or 0) + 1) * 10**9)
+        return AccountObservation(address, 100, account=sample_account(lamports))
+
+    return episode_samples(
+        rule, lambda state, bad, now: step_balances([rule], target, state, observe(bad), now)
+    )
+
+
+KIND = Kind(model=BalanceBelowRule, source=SOURCE, wording=balance_text, samples=samples)

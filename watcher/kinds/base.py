@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
 from watcher.ledger.models import (
@@ -161,6 +161,9 @@ class Kind:
     source: Source
     wording: Wording
     digest: DigestWords | None = None
+    # Alerts of every transition of the kind for a rule, as facts: ``watcher check`` renders
+    # the rule's templates against them (``watcher.config.template_check``).
+    samples: Callable[[Any], list[AlertMessage]] | None = None
 
     @property
     def name(self) -> str:

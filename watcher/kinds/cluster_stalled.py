@@ -24,6 +24,7 @@ from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER
+from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
 
@@ -106,4 +107,5 @@ def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str
     return title, body
 
 
-KIND = Kind(model=ClusterStalledRule, source=SOURCE, wording=cluster_stalled_text)
+KIND = Kind(model=ClusterStalledRule, source=SOURCE, wording=cluster_stalled_text,
+            samples=sample_vote_alerts)  # fmt: skip

@@ -11,6 +11,7 @@ from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pub
 from watcher.kinds.base import DigestWords, Kind
 from watcher.kinds.cluster import validator_lines
 from watcher.kinds.vote_changes import one, step_changes
+from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
 
@@ -64,6 +65,7 @@ KIND = Kind(
     model=CommissionChangedRule,
     source=SOURCE,
     wording=commission_text,
+    samples=sample_vote_alerts,
     digest=DigestWords(
         ("commission change", "commission changes"), ("validator", "validators"), one
     ),

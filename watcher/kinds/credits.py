@@ -24,6 +24,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
+from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
@@ -136,4 +137,5 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
     return title, body
 
 
-KIND = Kind(model=CreditsLowRule, source=SOURCE, wording=credits_low_text)
+KIND = Kind(model=CreditsLowRule, source=SOURCE, wording=credits_low_text,
+            samples=sample_vote_alerts)  # fmt: skip

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, cast
 
 from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, CLUSTER_SUBJECT
-from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
@@ -35,7 +35,8 @@ from watcher.alerting.messages import (
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
-from watcher.kinds.cluster import validator_lines
+from watcher.kinds.cluster import CLUSTER, validator_lines
+from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -282,4 +283,23 @@ def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, 
     return title, body
 
 
-KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text)
+def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
+    """The rule's first validator goes delinquent and recovers beside a big one that votes."""
+    vote = rule.validators[0]
+    big = VoteAccount(vote_pubkey=sample_key("big vote"), node_pubkey=sample_key("big"),
+                      activated_stake=10**16, last_vote=5001)  # fmt: skip
+
+    def answer(bad: bool) -> VoteAccounts:
+        account = VoteAccount(vote_pubkey=vote, node_pubkey=sample_key("node of " + vote),
+                              activated_stake=10**15, last_vote=1000 if bad else 5000)  # fmt: skip
+        if bad:
+            return VoteAccounts(current=[big], delinquent=[account])
+        return VoteAccounts(current=[big, account], delinquent=[])
+
+    return episode_samples(
+        rule, lambda state, bad, now: SOURCE.step([rule], CLUSTER, state, answer(bad), now)
+    )
+
+
+KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text,
+            samples=samples)  # fmt: skip

@@ -24,14 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, cast
 
-from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
-from watcher.ledger.models import ClusterNode, VoteAccounts
+from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.samples import episode_samples, sample_key
+from watcher.ledger.models import ClusterNode, VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 
@@ -370,4 +371,25 @@ def _reference_line(facts: Facts) -> str | None:
     )
 
 
-KIND = Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text)
+def samples(rule: VersionDriftRule) -> list[AlertMessage]:
+    """The node of the rule's first validator falls a version behind, then upgrades."""
+    vote = rule.validators[0]
+    node, big, feature_set = sample_key("node of " + vote), sample_key("big"), 3640012085
+    accounts = VoteAccounts(current=[
+        VoteAccount(vote_pubkey=sample_key("big vote"), node_pubkey=big, activated_stake=10**16,
+                    last_vote=5001),
+        VoteAccount(vote_pubkey=vote, node_pubkey=node, activated_stake=10**15, last_vote=5000),
+    ], delinquent=[])  # fmt: skip
+
+    def answer(bad: bool) -> ClusterObservation:
+        nodes = (ClusterNode(pubkey=big, version="2.3.6", feature_set=feature_set),
+                 ClusterNode(pubkey=node, version="2.3.5" if bad else "2.3.6",
+                             feature_set=feature_set))  # fmt: skip
+        return ClusterObservation(nodes, accounts)
+
+    return episode_samples(
+        rule, lambda state, bad, now: SOURCE.step([rule], CLUSTER, state, answer(bad), now)
+    )
+
+
+KIND = Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text, samples=samples)

@@ -28,6 +28,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -140,6 +141,14 @@ def _alert(
     return snapshot_event(rule, subject=master, target=master, seq=seq, facts=facts)
 
 
+def samples(rule: NewEditionsRule) -> list[AlertMessage]:
+    """Two new prints of the rule's first master edition, limited and not (``watcher check``)."""
+    fresh = tuple(Edition(mint=sample_key(f"print {n}"), edition=n) for n in (7, 8))
+    master = rule.mints[0]
+    return [_alert(rule, master, fresh, EditionsObservation(fresh, 8, max_supply), seq)
+            for seq, max_supply in ((1, 100), (2, None))]  # fmt: skip
+
+
 SOURCE = EditionsSource()
 
 
@@ -179,6 +188,7 @@ KIND = Kind(
     model=NewEditionsRule,
     source=SOURCE,
     wording=new_editions_text,
+    samples=samples,
     digest=DigestWords(("new edition", "new editions"), ("master edition", "master editions"),
                        _count),
 )

@@ -19,12 +19,13 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.events import StepOutcome, TargetState
+from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of
 
 SUBJECT = "fee"  # one episode per rule: its message's fee
@@ -144,4 +145,12 @@ def fee_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(model=FeeAboveRule, source=SOURCE, wording=fee_text)
+def samples(rule: FeeAboveRule) -> list[AlertMessage]:
+    def step(state: TargetState | None, bad: bool, now: float) -> StepOutcome:
+        fee = rule.max_lamports + 1 if bad else rule.max_lamports
+        return SOURCE.step([rule], rule.message, state, FeeObservation(fee, 100), now)
+
+    return episode_samples(rule, step)
+
+
+KIND = Kind(model=FeeAboveRule, source=SOURCE, wording=fee_text, samples=samples)

@@ -42,6 +42,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.kinds.owners import kept_owners, resolve_owners
+from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
@@ -345,9 +346,25 @@ def _count(facts: Mapping[str, Any]) -> int:
     return len(facts.get("changes") or ()) or 1
 
 
+def samples(rule: HolderChangesRule) -> list[AlertMessage]:
+    """A holder enters the top, one leaves it, one's amount changes."""
+    mint = rule.mints[0]
+
+    def top(amounts: dict[str, int]) -> HoldersObservation:
+        held = (TokenAmount(address=account, amount=amount, decimals=6)
+                for account, amount in amounts.items())  # fmt: skip
+        return HoldersObservation(tuple(held), 100)
+
+    a, b, c, d = (sample_key(f"holder {n}") for n in range(4))
+    first = SOURCE.step([rule], mint, None, top({a: 5_000_000, b: 3_000_000, c: 1_000}), 0.0)
+    later = top({a: 5_000_000, b: 1_000_000, d: 2_000_000})
+    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+
+
 KIND = Kind(
     model=HolderChangesRule,
     source=SOURCE,
     wording=holders_text,
+    samples=samples,
     digest=DigestWords(("top-holder change", "top-holder changes"), ("mint", "mints"), _count),
 )

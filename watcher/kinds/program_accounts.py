@@ -35,6 +35,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 STATE_VERSION = 1
@@ -212,6 +213,14 @@ def _too_many(rule: ProgramAccountsRule, target: str, count: int, seq: int) -> A
     return make_alert(rule, subject=program, reason="event", dedup_key=key, facts=facts)
 
 
+def samples(rule: ProgramAccountsRule) -> list[AlertMessage]:
+    """Accounts created and closed, then more accounts than ``max_accounts`` (``watcher check``)."""
+    target = rule.targets[0]
+    created, closed = [sample_key("created")], [sample_key("closed")]
+    return [_alert(rule, target, created, closed, 1),
+            _too_many(rule, target, rule.max_accounts + 1, 2)]  # fmt: skip
+
+
 SOURCE = ProgramAccountsSource()
 
 
@@ -261,5 +270,6 @@ KIND = Kind(
     model=ProgramAccountsRule,
     source=SOURCE,
     wording=program_accounts_text,
+    samples=samples,
     digest=DigestWords(("account change", "account changes"), ("program", "programs"), _count),
 )

@@ -34,6 +34,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import SAMPLE_TIME
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 STATE_VERSION = 1
@@ -178,9 +179,17 @@ def supply_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
+def samples(rule: SupplyChangedRule) -> list[AlertMessage]:
+    mint = rule.mints[0]
+    first = SOURCE.step([rule], mint, None, SupplyObservation(10**12, 6, 100), SAMPLE_TIME)
+    later = SupplyObservation(10**13, 6, 101)
+    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+
+
 KIND = Kind(
     model=SupplyChangedRule,
     source=SOURCE,
     wording=supply_text,
+    samples=samples,
     digest=DigestWords(("supply change", "supply changes"), ("mint", "mints"), lambda f: 1),
 )

@@ -35,6 +35,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -251,6 +252,17 @@ def _alert(
     return snapshot_event(rule, subject=subject, target=target, seq=seq, facts=facts)
 
 
+def samples(rule: TokenAccountsRule) -> list[AlertMessage]:
+    """One event naming every change a token account can have (``watcher check``)."""
+    target = rule.targets[0]
+    query = query_of(target)
+    changes = [AccountChange(sample_key(change), change) for change in CHANGES]
+    changes[4] = AccountChange(changes[4].account, "delegated", sample_key("delegate"))
+    owners = {c.account: query.get("owner") or sample_key("owner") for c in changes}
+    mints = {c.account: query.get("mint") or sample_key("mint") for c in changes}
+    return [_alert(rule, target, changes, owners, mints, 1)]
+
+
 SOURCE = TokenAccountsSource()
 
 
@@ -297,6 +309,7 @@ KIND = Kind(
     model=TokenAccountsRule,
     source=SOURCE,
     wording=token_accounts_text,
+    samples=samples,
     digest=DigestWords(
         ("token account change", "token account changes"), ("owner or mint", "owners or mints"),
         _count,

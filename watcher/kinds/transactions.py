@@ -30,6 +30,7 @@ from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
+from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
 
@@ -343,10 +344,25 @@ def _named(facts: Mapping[str, Any]) -> list[Named]:
     ]
 
 
+def samples(rule: NewTransactionsRule) -> list[AlertMessage]:
+    """Two new transactions after the known one, one of them failed."""
+    address = rule.addresses[0]
+    cursor = Cursor(sample_key("old", 64), 100).to_json()
+    state = {"v": 1, "cursor": cursor, "slot_time": None}
+    entries = (
+        SignatureEntry(signature=sample_key("new", 64), slot=102, block_time=int(SAMPLE_TIME),
+                       memo="m"),
+        SignatureEntry(signature=sample_key("failed", 64), slot=101, err={"e": 1}),
+    )  # fmt: skip
+    observation = SignaturesObservation(pages=(entries,), baseline=False)
+    return list(SOURCE.step([rule], address, state, observation, SAMPLE_TIME).alerts)
+
+
 KIND = Kind(
     model=NewTransactionsRule,
     source=SOURCE,
     wording=transactions_text,
+    samples=samples,
     digest=DigestWords(
         ("new transaction", "new transactions"),
         ("address", "addresses"),

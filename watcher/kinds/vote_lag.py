@@ -29,6 +29,7 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_lines
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
+from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
 
@@ -99,4 +100,4 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(model=VoteLagRule, source=SOURCE, wording=vote_lag_text)
+KIND = Kind(model=VoteLagRule, source=SOURCE, wording=vote_lag_text, samples=sample_vote_alerts)

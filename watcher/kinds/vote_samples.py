@@ -1,35 +1,25 @@
-"""Sample alerts of the kinds added to the ``votes`` source, for ``watcher check``'s template
-check (``watcher.config.template_check``): the source steps over made-up answers where the
+"""The ``samples`` of the kinds riding the ``votes`` source (``Kind.samples``, for ``watcher
+check``'s template check): the source steps over made-up answers where the
 rule's first validator lags, earns few credits, loses stake and changes its commission while the
 cluster stands still, then recovers, so every transition of the rule's kind (an event; firing,
 repeat and resolved) comes out with exactly the facts real alerts carry."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import base58
-
 from watcher.alerting.events import AlertMessage, TargetState
+from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
-SAMPLE_KINDS = frozenset(
-    {"cluster_stalled", "vote_lag", "credits_low", "stake_changed", "commission_changed"}
-)
-SAMPLE_TIME = 1_790_000_000.0
 EPOCH = 837
-
-
-def _key(label: str) -> str:
-    return base58.b58encode(hashlib.sha256(label.encode()).digest()).decode()
 
 
 def _account(vote: str, last_vote: int, credits: int, stake: int, commission: int) -> VoteAccount:
     return VoteAccount(
         vote_pubkey=vote,
-        node_pubkey=_key("node of " + vote),
+        node_pubkey=sample_key("node of " + vote),
         activated_stake=stake,
         commission=commission,
         last_vote=last_vote,
@@ -39,7 +29,7 @@ def _account(vote: str, last_vote: int, credits: int, stake: int, commission: in
 
 
 def _answer(watched: str, bad: bool, tip: int) -> VoteAccounts:
-    peers = [_account(_key(f"peer {n}"), tip, 8000, 10**16, 5) for n in range(3)]
+    peers = [_account(sample_key(f"peer {n}"), tip, 8000, 10**16, 5) for n in range(3)]
     mine = (
         _account(watched, tip - 1000, 10, 10**15 // 2, 10)
         if bad
@@ -51,7 +41,7 @@ def _answer(watched: str, bad: bool, tip: int) -> VoteAccounts:
 def sample_vote_alerts(rule: Any) -> list[AlertMessage]:
     """Every transition of ``rule``: baseline, trouble (long enough to fire and repeat), then
     recovery (long enough to resolve)."""
-    watched = (getattr(rule, "validators", None) or (_key("sample validator"),))[0]
+    watched = (getattr(rule, "validators", None) or (sample_key("sample validator"),))[0]
     wait = float(getattr(rule, "for_", 0.0)) + float(getattr(rule, "stalled_for", 0.0)) + 1
     repeat = float(getattr(rule, "repeat", None) or 0.0) + 1
     keep = float(getattr(rule, "keep_firing_for", 0.0)) + 1
