@@ -1,6 +1,7 @@
 """Quiet state changes are staged and written together (watcher.state.targets): a sweep of many
 first polls costs a few transactions, a staged state is what the next load sees, a step with
-alerts supersedes it, and closing the store writes what is staged."""
+alerts supersedes it, and closing the store writes what is staged. A sweep reads its targets'
+states a chunk at a time (``prefetch_states``), and a write after the read wins."""
 
 from __future__ import annotations
 
@@ -50,3 +51,40 @@ def test_closing_the_store_writes_what_is_staged(tmp_path: Path) -> None:
     store.close()
     with Store(path) as reopened:
         assert reopened.load_state("s", "t") == {"cursor": 1}
+
+
+def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(tmp_store: Store) -> None:
+    for n in range(3):
+        tmp_store.commit_step("s", f"t{n}", {"cursor": n}, [], lambda alert: [], 1.0)
+    queries: list[str] = []
+    tmp_store._db.conn.set_trace_callback(queries.append)
+    tmp_store.prefetch_states("s", ["t0", "t1", "t2", "new"])
+    tmp_store.stage_state("s", "t1", {"cursor": "staged"}, 2.0)
+    tmp_store.commit_step("s", "t2", {"cursor": "committed"}, [], lambda alert: [], 2.0)
+    tmp_store.flush_states()  # t1's staged state written: no copy of it is left to read
+    queries.clear()
+    loaded = [tmp_store.load_state("s", t) for t in ("t0", "new", "t1", "t2")]
+    assert loaded == [{"cursor": 0}, None, {"cursor": "staged"}, {"cursor": "committed"}]
+    assert len(queries) == 2  # t1 and t2 read from the file again; t0 and "new" from the chunk
+    queries.clear()
+    assert tmp_store.load_state("s", "t0") == {"cursor": 0}  # each copy is taken once
+    assert len(queries) == 1
+
+
+def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) -> None:
+    from watcher.service.rounds import PREFETCH_CHUNK
+    from watcher.service.sweeps import in_chunks
+
+    targets = [f"t{n}" for n in range(2 * PREFETCH_CHUNK + 1)]
+    chunks: list[int] = []
+
+    def prefetch(chunk: list[str]) -> None:
+        chunks.append(len(chunk))
+        tmp_store.prefetch_states("s", chunk)
+
+    queries: list[str] = []
+    tmp_store._db.conn.set_trace_callback(queries.append)
+    assert [tmp_store.load_state("s", t) for t in in_chunks(targets, PREFETCH_CHUNK, prefetch)] \
+        == [None] * len(targets)
+    assert chunks == [PREFETCH_CHUNK, PREFETCH_CHUNK, 1]
+    assert len(queries) == 3

@@ -56,6 +56,7 @@ from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.wire import (
     adapter,
+    decode_json,
     describe,
     encode_json,
     envelope,
@@ -232,7 +233,7 @@ class RpcClient(BatchCalls, LedgerMethods):
         if status_error is not None:
             raise status_error
         try:
-            return response.json(), response.headers
+            return decode_json(response.content), response.headers
         except RecursionError:
             # The decoder refuses nesting deeper than the interpreter's recursion limit (about
             # 1000); no answer of the service comes close (10 levels).

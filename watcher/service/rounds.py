@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,13 +23,15 @@ from watcher.core.errors import state_error
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
-from watcher.service.sweeps import run_bounded, sweep_width
+from watcher.service.sweeps import in_chunks, run_bounded, sweep_width
 from watcher.state.sources import SourceRound, record_round
 
 if TYPE_CHECKING:
     from watcher.app import Daemon
 
 log = structlog.get_logger("watcher.app")
+
+PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to 32,766 values)
 
 
 async def sweep(daemon: Daemon, job: Job) -> None:
@@ -41,8 +43,10 @@ async def sweep(daemon: Daemon, job: Job) -> None:
     started = daemon.clock()
     width = sweep_width(daemon.settings.rpc.max_concurrency, daemon.settings.rpc.batch_size)
     with tallying() as tally:
+        # The states of each chunk of targets are read in one query as the sweep reaches it.
+        targets = in_chunks(job.targets, PREFETCH_CHUNK, lambda part: _prefetch(daemon, job, part))
         results = await run_bounded(
-            job.targets, lambda target: _poll(daemon, source, target, job.interval), width
+            targets, lambda target: _poll(daemon, source, target, job.interval), width
         )
     with database_work(daemon, "save the sweep's states"):
         daemon.store.flush_states()
@@ -62,6 +66,12 @@ async def sweep(daemon: Daemon, job: Job) -> None:
              **problem)  # fmt: skip
     if daemon.heartbeat is not None:
         daemon.heartbeat.round_done(all(results) and daemon.state_health.healthy)
+
+
+def _prefetch(daemon: Daemon, job: Job, chunk: Sequence[str]) -> None:
+    # A failed read costs only speed: each poll then reads its own state (and meets the error).
+    with database_work(daemon, f"read {job.source} states"):
+        daemon.store.prefetch_states(job.source, chunk)
 
 
 async def _poll(daemon: Daemon, source: Source, target: str, interval: float) -> bool | None:

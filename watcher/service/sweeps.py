@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Final, TypeVar, cast
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, Final, TypeVar
 
 from watcher.alerting.ruleset import Job
 
@@ -30,22 +30,32 @@ TARGET_NOUNS: Final = {"signatures": "addresses", "holders": "mints"}
 async def run_bounded(
     targets: Iterable[T], poll: Callable[[T], Awaitable[R]], width: int
 ) -> list[R]:
-    """``poll`` of each target, at most ``width`` at a time; results in the targets' order."""
-    items = list(enumerate(targets))
-    results: list[R | None] = [None] * len(items)
-    pending = iter(items)
+    """``poll`` of each target, at most ``width`` at a time; results in the targets' order.
+    ``targets`` is read as the polls go (a generator may prepare each chunk as it is reached)."""
+    results: dict[int, R] = {}
+    pending = enumerate(targets)
 
     async def worker() -> None:
         for index, target in pending:
             results[index] = await poll(target)
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(width, len(items))))]
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, width))]
     try:
         await asyncio.gather(*workers)
     finally:
         for task in workers:
             task.cancel()
-    return cast(list[R], results)  # every slot was filled
+    return [results[index] for index in range(len(results))]
+
+
+def in_chunks(
+    targets: Sequence[T], size: int, prepare: Callable[[Sequence[T]], None]
+) -> Iterator[T]:
+    """The targets, ``prepare`` called on each chunk of ``size`` as it is reached."""
+    for start in range(0, len(targets), size):
+        chunk = targets[start : start + size]
+        prepare(chunk)
+        yield from chunk
 
 
 def sweep_width(max_concurrency: int, batch_size: int) -> int:

@@ -41,6 +41,7 @@ class Store(TargetStates, Deliveries, Silences, History):
             migrate(self._db)
         self.commits = 0
         self._staged = {}
+        self._prefetched = {}
 
     def __enter__(self) -> Store:
         return self
