@@ -1,4 +1,4 @@
-"""The aiohttp engine under httpx (watcher.ledger.aio), against real servers on loopback: the
+"""The aiohttp engine (watcher.ledger.aio), against real servers on loopback: the
 pacer's trace still sees each request leave and its answer arrive, and an engine error that
 httpx-aiohttp leaves unmapped still reaches the client as a redacted transport error."""
 
@@ -33,14 +33,14 @@ async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None
         events.append(event)
 
     with SimulatorServer(Ledger(seed=1), api_key=KEY) as server:
-        endpoint = Endpoint(EndpointSpec(server.url), timeout=2.0, max_concurrency=2,
+        endpoint = Endpoint(EndpointSpec(server.url, max_rps=1000), timeout=2.0, max_concurrency=2,
                             transport=None)  # fmt: skip
         try:
             response = await endpoint.post_json(BODY, {"trace": trace})
             untraced = await endpoint.post_json(BODY, {})
         finally:
             await endpoint.aclose()
-    assert response.status_code == 200 and response.json()["result"] == []
+    assert response.status_code == 200 and json.loads(response.content)["result"] == []
     assert events == ["http11.send_request_headers.started",
                       "http11.receive_response_headers.complete"]  # fmt: skip
     assert untraced.status_code == 200  # no trace asked: none called, nothing broken
@@ -97,3 +97,42 @@ async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
             await rpc.get_signatures_for_address(ADDRESS)
     assert failed.value.attempts == 2  # transient: retried, never a crash
     assert KEY not in str(failed.value)
+
+
+async def test_a_gzipped_answer_and_a_retry_after_are_read() -> None:
+    """Providers compress answers (we ask with Accept-Encoding) and say when to come back."""
+    import gzip
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    statuses = iter([429, 200])
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            call = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status = next(statuses)
+            body = {"error": "slow down"} if status == 429 else {
+                "jsonrpc": "2.0", "id": call["id"], "result": []}  # fmt: skip
+            packed = gzip.compress(json.dumps(body).encode())
+            self.send_response(status)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.send_header("retry-after", "0")
+            self.end_headers()
+            self.wfile.write(packed)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v3/{KEY}"
+        async with RpcClient(url, timeout=2.0, max_attempts=2) as rpc:
+            assert await rpc.get_signatures_for_address(ADDRESS) == []
+            assert rpc.stats.errors == {"RateLimited": 1}  # read, then retried at once
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from watcher.core.fastjson import decode_json, encode_json
 from watcher.ledger.models import U64
-from watcher.ledger.wire import decode_json, encode_json
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text()

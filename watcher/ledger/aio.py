@@ -1,31 +1,40 @@
-"""The HTTP engine under httpx: aiohttp, through httpx-aiohttp's transport.
+"""The HTTP engine: aiohttp, posting straight to the endpoint.
 
 Measured (10,000 addresses, batches of 10, simulator at 30 ms, 2 cores): the daemon spent
-0.38 s of CPU per 1,000 polls with httpx's own transport (httpcore, pure Python, on anyio) and
-0.27 s with aiohttp's (C-accelerated HTTP parser): at 100,000 addresses that is the difference
-between a sweep that needs a core and one that does not. httpx stays the interface (requests,
-answers, exceptions, the test transports); only the engine changes.
+0.38 s of CPU per 1,000 polls with httpx's own transport (httpcore, pure Python, on anyio),
+0.27 s with aiohttp under httpx (httpx-aiohttp's transport: aiohttp's C-accelerated parser),
+and less again without httpx's request and response layers around each post (this module).
+Answers come back as small ``Answer`` values (what ``watcher.ledger.wire.HttpAnswer`` asks,
+as an ``httpx.Response`` from an injected transport in the client's unit tests has it) and
+failures as httpx's exceptions, so the client above reads one kind of answer whatever sent it.
 
-Two things httpcore did that this module keeps:
+What this module keeps of what httpcore did:
 
-- **The pacer's trace** (``watcher.ledger.pacing.paced``): httpcore calls the request's
-  ``trace`` extension as headers go out and as the answer's headers arrive. aiohttp reports the
-  same moments to a ``TraceConfig``; the request's ``trace`` travels there in a context variable
-  (aiohttp sends the request in the caller's task).
-- **Typed errors**: httpx-aiohttp maps aiohttp's errors to httpx's; anything it leaves unmapped
-  becomes an ``httpx.TransportError`` in ``watcher.ledger.transport.SecretUrlTransport``.
+- **The pacer's trace** (``watcher.ledger.pacing.paced``): called as the request's headers go
+  out and as the answer's headers arrive. aiohttp reports those moments to a ``TraceConfig``;
+  the request's ``trace`` travels there in a context variable (aiohttp sends the request in the
+  caller's task). An endpoint without ``max_rps`` has no pacer, and no trace config: aiohttp's
+  tracing costs CPU on every request.
+- **Typed, redacted errors**: aiohttp's errors become httpx's (httpx-aiohttp's mapping); their
+  text goes through the redactor, nothing is chained (the original may carry the URL and its
+  key), and an error the mapping leaves out is still a transport error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
+from httpx_aiohttp.transport import map_aiohttp_exceptions
+from yarl import URL
+
+from watcher.core.redact import REDACTOR
 
 Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -47,18 +56,81 @@ async def _answer_headers(_session: aiohttp.ClientSession, _ctx: SimpleNamespace
         await trace("http11.receive_response_headers.complete", {})
 
 
-def aiohttp_transport(max_connections: int) -> httpx.AsyncBaseTransport:
-    """An httpx transport sending through aiohttp, with at most ``max_connections`` open."""
-    limits = httpx.Limits(max_connections=max_connections)
+def scrubbed(exc: Exception) -> httpx.TransportError:
+    """The error to raise instead of ``exc``: its type when a transport error, its text
+    redacted; anything else from the engine is a ``RemoteProtocolError``."""
+    if isinstance(exc, httpx.TransportError):
+        return type(exc)(REDACTOR.redact(str(exc)))
+    return httpx.RemoteProtocolError(REDACTOR.redact(f"{type(exc).__name__}: {exc}"))
 
-    def session() -> aiohttp.ClientSession:
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One HTTP answer, read in full (``watcher.ledger.wire.HttpAnswer``)."""
+
+    status_code: int
+    reason_phrase: str
+    headers: Mapping[str, str]  # aiohttp's: case-insensitive
+    content: bytes  # decompressed (Content-Encoding undone by aiohttp)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+class AiohttpPoster:
+    """POSTs bodies to one URL (the real one, key included) over aiohttp's pool."""
+
+    def __init__(self, url: str, *, max_connections: int, timeout: float, traced: bool) -> None:
+        real = httpx.URL(url)
+        self._auth = None
+        if real.userinfo:  # basic auth, as httpx would have made of it
+            self._auth = aiohttp.BasicAuth(real.username, real.password)
+            real = real.copy_with(userinfo=b"")
+        self._url = URL(str(real), encoded=True)
+        self._timeout = aiohttp.ClientTimeout(sock_connect=timeout, sock_read=timeout,
+                                              connect=timeout)  # fmt: skip
+        self._max_connections = max_connections
+        self._traced = traced
+        self._session: aiohttp.ClientSession | None = None
+
+    def _new_session(self) -> aiohttp.ClientSession:
         # Made on the first request: aiohttp wants its session made inside the event loop.
-        traces = aiohttp.TraceConfig()
-        traces.on_request_headers_sent.append(_headers_sent)
-        traces.on_request_end.append(_answer_headers)
+        traces = None
+        if self._traced:
+            config = aiohttp.TraceConfig()
+            config.on_request_headers_sent.append(_headers_sent)
+            config.on_request_end.append(_answer_headers)
+            traces = [config]
         connector = aiohttp.TCPConnector(
-            limit=max_connections, keepalive_timeout=5.0, ssl=httpx.create_ssl_context()
+            limit=self._max_connections, keepalive_timeout=5.0, ssl=httpx.create_ssl_context()
         )  # httpx's TLS settings (certifi's roots), as before
-        return aiohttp.ClientSession(connector=connector, trace_configs=[traces])
+        return aiohttp.ClientSession(connector=connector, trace_configs=traces)
 
-    return AiohttpTransport(limits=limits, client=session)
+    async def post(self, body: bytes, headers: Mapping[str, str],
+                   trace: Trace | None) -> Answer:  # fmt: skip
+        """The answer, read in full (its connection back in the pool)."""
+        if self._session is None:
+            self._session = self._new_session()
+        token = current_trace.set(trace)
+        try:
+            with map_aiohttp_exceptions():
+                async with self._session.post(
+                    self._url, data=body, headers=headers, auth=self._auth,
+                    timeout=self._timeout, allow_redirects=False,
+                ) as answer:  # fmt: skip
+                    content = await answer.read()
+                    return Answer(answer.status, answer.reason or "", answer.headers, content)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = scrubbed(exc)
+        finally:
+            current_trace.reset(token)
+        # Raised outside the except block, so the original is not chained as its context.
+        raise error
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import random as _random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -206,7 +206,7 @@ class RpcClient(BatchCalls, LedgerMethods):
     async def _post(
         self, endpoint: Endpoint, method: str, payload: Any,
         on_send: Callable[[], None] | None = None,
-    ) -> tuple[Any, httpx.Headers]:
+    ) -> tuple[Any, Mapping[str, str]]:
         """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
         error."""
         batch = isinstance(payload, list)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import httpx
 import structlog
 from pydantic import TypeAdapter
 
@@ -34,7 +33,7 @@ class BatchCalls(RetryRounds):
         method: str,
         payload: Any,
         on_send: Callable[[], None] | None = None,
-    ) -> tuple[Any, httpx.Headers]:
+    ) -> tuple[Any, Mapping[str, str]]:
         raise NotImplementedError
 
     async def call_batch(

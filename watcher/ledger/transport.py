@@ -16,8 +16,9 @@ import httpx
 
 from watcher import __version__
 from watcher.core.redact import REDACTOR, split_rpc_url
-from watcher.ledger.aio import aiohttp_transport, current_trace
+from watcher.ledger.aio import AiohttpPoster, scrubbed
 from watcher.ledger.pacing import Pacer
+from watcher.ledger.wire import HttpAnswer
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,14 @@ class SecretUrlTransport(httpx.AsyncBaseTransport):
         )
         try:
             return await self._inner.handle_async_request(outgoing)
-        except httpx.TransportError as exc:
-            scrubbed = type(exc)(REDACTOR.redact(str(exc)))
-        except (httpx.HTTPError, httpx.InvalidURL, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # an engine error httpx-aiohttp does not map: still transport
-            scrubbed = httpx.RemoteProtocolError(REDACTOR.redact(f"{type(exc).__name__}: {exc}"))
+        except (httpx.HTTPError, httpx.InvalidURL, asyncio.CancelledError) as exc:
+            if not isinstance(exc, httpx.TransportError):
+                raise
+            error = scrubbed(exc)
+        except Exception as exc:  # an engine error that is not httpx's: still a transport error
+            error = scrubbed(exc)
         # Raised outside the except block, so the original is not chained as its context.
-        raise scrubbed
+        raise error
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -104,27 +105,33 @@ class Endpoint:
             scheme = httpx.URL(url).scheme
             # What httpx sees: the public form without userinfo (httpx would make basic auth of it).
             self.placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
-            inner = transport or aiohttp_transport(max_concurrency)
-            wrapped = SecretUrlTransport(self.placeholder, url, inner)
+            # Production posts through aiohttp (watcher.ledger.aio); an injected httpx
+            # transport (the client's unit tests) sits under SecretUrlTransport.
+            self._poster = None if transport is not None else AiohttpPoster(
+                url, max_connections=max_concurrency, timeout=timeout,
+                traced=self.pacer is not None,
+            )  # fmt: skip
+            wrapped = None if transport is None else SecretUrlTransport(
+                self.placeholder, url, transport
+            )  # fmt: skip
         except httpx.InvalidURL:
             raise ValueError(f"not a valid RPC URL: {public_url}") from None
         if scheme not in ("http", "https"):
             raise ValueError(f"RPC URL must start with http:// or https://: {public_url}")
-        self.transport: httpx.AsyncBaseTransport = wrapped
+        self.transport: httpx.AsyncBaseTransport | None = wrapped
         self._url = httpx.URL(self.placeholder)
         self._timeout = httpx.Timeout(timeout).as_dict()
 
-    async def post_json(self, body: bytes, extensions: dict[str, Any]) -> httpx.Response:
+    async def post_json(self, body: bytes, extensions: dict[str, Any]) -> HttpAnswer:
         """POSTs a JSON body; the answer, read in full (its connection back in the pool)."""
+        if self._poster is not None:
+            return await self._poster.post(body, _HEADERS, extensions.get("trace"))
+        assert self.transport is not None
         request = httpx.Request(
             "POST", self._url, content=body, headers=_HEADERS,
             extensions={"timeout": self._timeout, **extensions},
         )  # fmt: skip
-        trace = current_trace.set(extensions.get("trace"))  # for the aiohttp engine
-        try:
-            response = await self.transport.handle_async_request(request)
-        finally:
-            current_trace.reset(trace)
+        response = await self.transport.handle_async_request(request)
         response.request = request
         try:
             await response.aread()
@@ -133,7 +140,10 @@ class Endpoint:
         return response
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        if self._poster is not None:
+            await self._poster.aclose()
+        if self.transport is not None:
+            await self.transport.aclose()
 
 
 _HEADERS: Final = {

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 from watcher.alerting.events import AlertMessage, TargetState
+from watcher.core.fastjson import decode_json
 from watcher.delivery.outbox import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
@@ -64,19 +64,19 @@ class TargetStates(AlertRows):
     def load_state(self, source: str, target: str) -> TargetState | None:
         staged = self._staged.get((source, target))
         if staged is not None:
-            held: TargetState = json.loads(staged[0])
+            held: TargetState = decode_json(staged[0])
             return held
         prefetched = self._prefetched.get(source)
         if prefetched is not None and target in prefetched:
             text = prefetched.pop(target)
-            read: TargetState | None = None if text is None else json.loads(text)
+            read: TargetState | None = None if text is None else decode_json(text)
             return read
         row = self._db.conn.execute(
             "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
         ).fetchone()
         if row is None:
             return None
-        state: TargetState = json.loads(row[0])
+        state: TargetState = decode_json(row[0])
         return state
 
     def commit_step(
