@@ -62,7 +62,7 @@ def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessag
 def statuses(store: Store) -> list[tuple[str, str, int]]:
     """(alert title, delivery status, attempts) for every delivery, oldest alert first."""
     return [
-        (record.title, d.status, d.attempts)
+        (record.alert.title, d.status, d.attempts)
         for record in reversed(store.history(limit=1000))
         for d in record.deliveries
     ]

@@ -333,15 +333,18 @@ def test_pacing_notes_only_with_a_cap() -> None:
 
 
 def row(id_: int, url_id: str = "u1", group: str | None = "r|k", **changes: Any) -> DeliveryRow:
+    alert: dict[str, Any] = {
+        "rule": "r", "severity": "warning", "reason": "event",
+        "title": f"[WARNING] r: item {id_}", "body": "b", "subject": f"s{id_ % 3}",
+        "dedup_key": "", "channels": (), "grouping": Grouping("x") if group else None,
+    }  # fmt: skip
+    alert.update((key, value) for key, value in changes.items() if key in alert or key == "facts")
     values: dict[str, Any] = {
         "id": id_, "alert_id": id_, "channel": "ops", "url_id": url_id, "status": "sending",
-        "attempts": 0, "next_attempt_at": 0.0, "created_at": float(id_), "rule": "r",
-        "severity": "warning", "reason": "event", "title": f"[WARNING] r: item {id_}",
-        "body": "b", "subject": f"s{id_ % 3}", "group_key": group,
-        "grouping": Grouping("x") if group else None,
+        "attempts": 0, "next_attempt_at": 0.0, "created_at": float(id_), "group_key": group,
     }  # fmt: skip
-    values.update(changes)
-    return DeliveryRow(**values)
+    values.update((key, value) for key, value in changes.items() if key in values)
+    return DeliveryRow(**values, alert=AlertMessage(**alert))
 
 
 def test_batches_keep_each_group_together_in_order_of_its_first_row() -> None:

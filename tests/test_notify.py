@@ -49,7 +49,7 @@ def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessag
 def deliveries(store: Store) -> list[tuple[str, str, int]]:
     """(alert title, delivery status, attempts) for every delivery, oldest alert first."""
     return [
-        (record.title, d.status, d.attempts)
+        (record.alert.title, d.status, d.attempts)
         for record in reversed(store.history(limit=1000))
         for d in record.deliveries
     ]
@@ -221,7 +221,7 @@ async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
     [record] = history(tmp_store)
     assert record.status == "dead"
     assert (record.deliveries[0].status, record.deliveries[0].attempts) == ("dead", 3)
-    assert [(row.title, "error=500" in error) for row, error in given_up] == [
+    assert [(row.alert.title, "error=500" in error) for row, error in given_up] == [
         ("[warning] treasury: k1", True)
     ]
     clock.advance(3600)
@@ -262,7 +262,7 @@ async def test_a_dead_letter_reaches_the_fallback_channel_exactly_once(
             clock.advance(3600)
             await sender.send_due()
         assert len(json_receiver.received) == 1
-        assert [(r.dedup_key, r.status) for r in history(tmp_store)] == [
+        assert [(r.alert.dedup_key, r.status) for r in history(tmp_store)] == [
             ("k1", "dead"),
             ("dead|1", "sent"),
         ]
@@ -309,7 +309,7 @@ async def test_a_dead_letter_that_dies_too_is_not_reported_again(
             for _ in range(20):
                 clock.advance(30)
                 await sender.send_due()
-        assert [(r.dedup_key, r.status) for r in history(tmp_store)] == [
+        assert [(r.alert.dedup_key, r.status) for r in history(tmp_store)] == [
             ("k1", "dead"),
             ("dead|1", "dead"),
         ]
@@ -340,7 +340,7 @@ async def test_a_death_with_no_other_url_to_report_it_is_logged(
     assert unreported["title"] == "[warning] treasury: k1"
     assert unreported["url_id"] == url_id(json_receiver.url)
     assert json_receiver.url not in str(logs)
-    assert [r.dedup_key for r in history(tmp_store)] == ["k1"]
+    assert [r.alert.dedup_key for r in history(tmp_store)] == ["k1"]
 
 
 async def test_a_url_no_longer_configured_is_given_up_without_sending(
@@ -549,7 +549,7 @@ async def test_drain_finishes_the_send_in_flight_and_starts_no_other(tmp_store: 
         ("[warning] treasury: k2", "pending", 0),
     ]
     assert await sender.send_due() == 0  # stopped: nothing new starts
-    assert tmp_store.due_deliveries(clock())[0].title == "[warning] treasury: k2"
+    assert tmp_store.due_deliveries(clock())[0].alert.title == "[warning] treasury: k2"
 
 
 # -- pieces -----------------------------------------------------------------------------------

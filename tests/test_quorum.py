@@ -51,7 +51,7 @@ class World:
         await self.daemon.poll_target(SOURCES[source], "cluster")
 
     def titles(self) -> list[str]:
-        return [alert.title for alert in reversed(self.daemon.store.history(limit=1000))]
+        return [record.alert.title for record in reversed(self.daemon.store.history(limit=1000))]
 
 
 @pytest.fixture

@@ -177,7 +177,8 @@ def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(tmp_sto
         (ids[0], "ops", OPS.url_id, "pending", 0),
         (ids[0], "ops", MAIL.url_id, "pending", 0),
     ]
-    assert (due[0].title, due[0].body, due[0].severity, due[0].rule) == (
+    stored = due[0].alert
+    assert (stored.title, stored.body, stored.severity, stored.rule) == (
         "title r|subj|1|event",
         "body r|subj|1|event",
         "warning",
@@ -185,7 +186,7 @@ def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(tmp_sto
     )
     [record] = tmp_store.history()
     assert record.status == "queued"
-    assert record.facts == {"n": 1}
+    assert record.alert.facts == {"n": 1}
     assert tmp_store.pending_count() == 2
 
 
@@ -227,7 +228,7 @@ def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: Store) -> None
     again = tmp_store.commit_step("s", "t", {"v": 2}, [alert("k1"), alert("k2")], to(OPS), now=2.0)
     assert len(first) == 1
     assert len(again) == 1 and again[0] != first[0]
-    assert [r.dedup_key for r in tmp_store.history()] == ["k2", "k1"]
+    assert [r.alert.dedup_key for r in tmp_store.history()] == ["k2", "k1"]
     assert count(tmp_store, "deliveries") == 2
     assert tmp_store.load_state("s", "t") == {"v": 2}
 
@@ -312,13 +313,14 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
     tmp_store.commit_step("s", "a", {}, [alert("k1", rule="whales")], to(OPS), now=1.0)
     tmp_store.commit_step("s", "b", {}, [alert("k2", rule="treasury")], to(OPS, MAIL), now=2.0)
     tmp_store.commit_step("s", "c", {}, [alert("k3", rule="whales")], to(OPS), now=3.0)
-    [ops_row, mail_row] = [d for d in tmp_store.due_deliveries(now=3.0) if d.rule == "treasury"]
+    due = tmp_store.due_deliveries(now=3.0)
+    [ops_row, mail_row] = [d for d in due if d.alert.rule == "treasury"]
     tmp_store.mark_sent(ops_row.id, now=4.0)
     tmp_store.mark_retry(mail_row.id, "Failed to send: error=500.", next_attempt_at=9.0)
 
-    assert [r.dedup_key for r in tmp_store.history()] == ["k3", "k2", "k1"]
-    assert [r.dedup_key for r in tmp_store.history(limit=2)] == ["k3", "k2"]
-    assert [r.dedup_key for r in tmp_store.history(rule="whales")] == ["k3", "k1"]
+    assert [r.alert.dedup_key for r in tmp_store.history()] == ["k3", "k2", "k1"]
+    assert [r.alert.dedup_key for r in tmp_store.history(limit=2)] == ["k3", "k2"]
+    assert [r.alert.dedup_key for r in tmp_store.history(rule="whales")] == ["k3", "k1"]
     [treasury] = tmp_store.history(rule="treasury")
     assert treasury.status == "partial"
     assert [

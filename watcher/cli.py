@@ -132,9 +132,10 @@ def alerts(
         if as_json:
             typer.echo(json.dumps(record.as_dict(), sort_keys=True))
         else:
+            alert = record.alert
             typer.echo(
-                f"{iso(record.created_at)}  {record.severity.upper():8} {record.reason:8} "
-                f"{record.status:9} {record.rule}: {record.title}{_silence_note(record.facts)}"
+                f"{iso(record.created_at)}  {alert.severity.upper():8} {alert.reason:8} "
+                f"{record.status:9} {alert.rule}: {alert.title}{_silence_note(alert.facts)}"
             )
     if not records and not as_json:
         typer.echo("no alerts yet")

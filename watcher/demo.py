@@ -61,7 +61,7 @@ def run_demo(rules_path: Path) -> int:
             asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
         with Store(settings.state_path) as store:
             history = store.history(limit=1000)
-    return _report(rules, [(record.rule, record.reason) for record in history])
+    return _report(rules, [(record.alert.rule, record.alert.reason) for record in history])
 
 
 def _demo_pace(rule: object) -> dict[str, float]:

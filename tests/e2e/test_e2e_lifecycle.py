@@ -42,7 +42,7 @@ def fired_at(world: World) -> float:
     so a slow start or a busy machine cannot move it)."""
     store = Store(world.config.parent / "state" / "watcher.db")
     try:
-        [record] = [r for r in store.history() if r.reason == "firing"]
+        [record] = [r for r in store.history() if r.alert.reason == "firing"]
         return record.created_at
     finally:
         store.close()

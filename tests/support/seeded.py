@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watcher.alerting.events import AlertMessage
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
-from watcher.delivery.outbox import AlertRecord
 from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.transactions import Cursor
 from watcher.ledger.simulator import Ledger, SimulatorServer
@@ -72,8 +72,9 @@ class World:
         self.now[0] += 1.0
         await self.daemon.poll_target(SOURCES[source], target)
 
-    def alerts(self) -> list[AlertRecord]:
-        return list(reversed(self.daemon.store.history(limit=1000)))
+    def alerts(self) -> list[AlertMessage]:
+        """The stored alerts, oldest first."""
+        return [record.alert for record in reversed(self.daemon.store.history(limit=1000))]
 
     def titles(self) -> list[str]:
         return [alert.title for alert in self.alerts()]

@@ -134,7 +134,7 @@ class Courier:
         """The notes a grouped message carries, or None when its group must wait (the rows
         are put back until its time, joining the group's rows already waiting)."""
         newest = rows[-1]
-        if newest.group_key is None or newest.grouping is None:
+        if newest.group_key is None or newest.alert.grouping is None:
             return []
         group_key, url_id = newest.group_key, newest.url_id
         group = await self.db.run(
@@ -146,13 +146,13 @@ class Courier:
             due = group.scheduled_at  # join the group's rows already waiting (or retrying)
         else:
             # The newest row carries the rule's grouping as it is now.
-            due = digest.release_at(newest.grouping, first_queued, group.sent)
+            due = digest.release_at(newest.alert.grouping, first_queued, group.sent)
         if due > now:
             ids = [row.id for row in rows]
             release = partial(self._store.release, ids, not_before=due)
             await self.db.run("release deliveries", release)
             return None
-        return digest.pacing_notes(newest.grouping, first_queued, group.sent, now)
+        return digest.pacing_notes(newest.alert.grouping, first_queued, group.sent, now)
 
     async def _send_message(
         self, rows: list[DeliveryRow], notes: list[str]
@@ -174,7 +174,7 @@ class Courier:
         error = outcome.refused
         now = self._clock()
         ids = [row.id for row in rows]
-        where = {"rule": first.rule, "channel": first.channel, "url_id": first.url_id}
+        where = {"rule": first.alert.rule, "channel": first.channel, "url_id": first.url_id}
         if error is None:
             # First thing after the URL accepted: the shorter this window, the fewer repeats
             # a crash can cause. A failing mark is retried; the message is not sent again.

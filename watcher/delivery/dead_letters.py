@@ -37,7 +37,7 @@ def log_given_up(row: DeliveryRow, error: str, *, reported: bool) -> None:
     log.error(
         "delivery given up",
         alert_id=row.alert_id,
-        rule=row.rule,
+        rule=row.alert.rule,
         channel=row.channel,
         url_id=row.url_id,
         attempts=row.attempts + 1,
@@ -50,8 +50,8 @@ def log_given_up(row: DeliveryRow, error: str, *, reported: bool) -> None:
             if digest.is_dead_letter(row)
             else "dead letter not reported: no fallback_channels URL but the failed one",
             alert_id=row.alert_id,
-            rule=row.rule,
-            title=row.title,
+            rule=row.alert.rule,
+            title=row.alert.title,
             channel=row.channel,
             url_id=row.url_id,
         )

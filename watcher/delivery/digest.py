@@ -87,18 +87,18 @@ def _counted(count: int, forms: tuple[str, str]) -> str:
 
 
 def _head(row: DeliveryRow, severity: str | None = None) -> str:
-    return rule_head({"severity": severity or row.severity, "rule": row.rule})
+    return rule_head({"severity": severity or row.alert.severity, "rule": row.alert.rule})
 
 
 def severity_of(rows: Sequence[DeliveryRow]) -> Severity:
     """The highest severity among the rows (one rule's rows share it, unless it was edited)."""
-    return max((row.severity for row in rows), key=lambda s: _SEVERITY_RANK.get(s, 0))
+    return max((row.alert.severity for row in rows), key=lambda s: _SEVERITY_RANK.get(s, 0))
 
 
 def tone_of(rows: Sequence[DeliveryRow]) -> Tone:
     """How the message looks: "resolved" (Apprise's success type) for resolutions, else the
     highest severity."""
-    if all(row.reason == "resolved" for row in rows):
+    if all(row.alert.reason == "resolved" for row in rows):
         return "resolved"
     return severity_of(rows)
 
@@ -110,7 +110,7 @@ def message_text(
     ``notes`` (from ``pacing_notes``) are added to the body (before the rule's runbook)."""
     if len(rows) == 1:
         row = rows[0]
-        return row.title, with_notes(row.body, row.facts, notes)
+        return row.alert.title, with_notes(row.alert.body, row.alert.facts, notes)
     return digest_text(rows, notes, shown)
 
 
@@ -123,10 +123,10 @@ def digest_text(
     its first ``DIGEST_ITEMS`` alerts by their titles. Between the rule's summary and runbook
     (of its newest row: the rule as it is now)."""
     first = rows[0]
-    words = words_of(first.grouping.kind if first.grouping else "")
+    words = words_of(first.alert.grouping.kind if first.alert.grouping else "")
     severity = severity_of(rows)
-    count = sum(words.count(row.facts) for row in rows)
-    subjects = len({row.subject for row in rows})
+    count = sum(words.count(row.alert.facts) for row in rows)
+    subjects = len({row.alert.subject for row in rows})
     started, ended = min(r.created_at for r in rows), max(r.created_at for r in rows)
     span = f"at {iso(started)}" if ended == started else f"from {iso(started)} to {iso(ended)}"
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
@@ -137,7 +137,7 @@ def digest_text(
     else:
         listed = _named_lines(rows, words, names, count, shown)
     body = lines(
-        f"Rule: {first.rule} (severity {severity})",
+        f"Rule: {first.alert.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
         *notes,
@@ -145,7 +145,7 @@ def digest_text(
         *listed,
     )
     newest = max(rows, key=lambda row: row.id)
-    return title, framed(body, newest.facts)
+    return title, framed(body, newest.alert.facts)
 
 
 def _title_lines(rows: Sequence[DeliveryRow], words: DigestWords) -> list[str]:
@@ -167,7 +167,7 @@ def _named_lines(
         if named == DIGEST_NAMED:
             break
         listed.append(f"- {_item(row, words)}")
-        for item in names(row.facts)[: DIGEST_NAMED - named]:
+        for item in names(row.alert.facts)[: DIGEST_NAMED - named]:
             named += 1
             detail = f", {item.detail}" if item.detail else ""
             listed.append(f"  - {shown.listed(item.link, item.key)}{detail}")
@@ -181,9 +181,10 @@ def _named_lines(
 def _item(row: DeliveryRow, words: DigestWords) -> str:
     """An alert's title without the ``[SEVERITY] rule:`` the digest's title already says."""
     if words.line is not None:
-        return words.line(row.facts)
+        return words.line(row.alert.facts)
     head = _head(row)
-    return row.title[len(head) :].strip() if row.title.startswith(head) else row.title
+    title: str = row.alert.title
+    return title[len(head) :].strip() if title.startswith(head) else title
 
 
 # -- pace -----------------------------------------------------------------------------------
@@ -246,7 +247,8 @@ def batches(rows: Sequence[DeliveryRow]) -> list[list[DeliveryRow]]:
 
 def is_dead_letter(row: DeliveryRow) -> bool:
     """Whether the row carries a dead letter (whose own death is not reported again)."""
-    return row.rule == DEAD_LETTER_RULE and row.dedup_key.startswith(DEAD_LETTER_PREFIX)
+    alert = row.alert
+    return alert.rule == DEAD_LETTER_RULE and alert.dedup_key.startswith(DEAD_LETTER_PREFIX)
 
 
 def dead_letter(
@@ -258,11 +260,11 @@ def dead_letter(
     facts: dict[str, Any] = {
         "rule": DEAD_LETTER_RULE,
         "severity": "warning",
-        "subject": row.rule,
+        "subject": row.alert.rule,
         "reason": "event",
         "delivery_id": row.id,
-        "original_rule": row.rule,
-        "original_title": row.title,
+        "original_rule": row.alert.rule,
+        "original_title": row.alert.title,
         "channel": row.channel,
         "url_id": row.url_id,
         "attempts": attempts,
@@ -270,8 +272,8 @@ def dead_letter(
         "error": error,
     }
     body = lines(
-        f"A notification of rule {row.rule} could not be delivered and was given up.",
-        f"Notification: {row.title}",
+        f"A notification of rule {row.alert.rule} could not be delivered and was given up.",
+        f"Notification: {row.alert.title}",
         f"Channel: {row.channel} (URL id {row.url_id})",
         f"Queued at {iso(row.created_at)}, given up at {iso(now)} after "
         f"{_counted(attempts, ('attempt', 'attempts'))}.",
@@ -281,7 +283,7 @@ def dead_letter(
     return AlertMessage(
         rule=DEAD_LETTER_RULE,
         severity="warning",
-        subject=row.rule,
+        subject=row.alert.rule,
         reason="event",
         dedup_key=f"{DEAD_LETTER_PREFIX}{row.id}",
         title=f"[WARNING] {DEAD_LETTER_RULE}: notification undeliverable",

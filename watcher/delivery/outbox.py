@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from watcher.alerting.events import Grouping, Reason, Severity
+from watcher.alerting.events import AlertMessage
 
 
 def url_id(url: str) -> str:
@@ -92,18 +92,10 @@ class DeliveryRow:
     attempts: int
     next_attempt_at: float
     created_at: float
-    rule: str
-    severity: Severity
-    reason: Reason
-    title: str
-    body: str
-    subject: str = ""
-    dedup_key: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
+    alert: AlertMessage  # what to send, as stored (worded once, before it was stored)
     # Rows with the same group_key and url_id go out together as one digest
     # (watcher.delivery.digest).
     group_key: str | None = None
-    grouping: Grouping | None = None
 
 
 @dataclass(frozen=True)
@@ -131,17 +123,17 @@ class AlertRecord:
 
     id: int
     created_at: float
-    rule: str
-    severity: Severity
-    subject: str
-    reason: Reason
-    dedup_key: str
-    title: str
-    body: str
-    facts: dict[str, Any]
+    alert: AlertMessage  # as stored
     status: str
     deliveries: tuple[DeliveryStatus, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form (``watcher alerts --json``)."""
-        return asdict(self)
+        """Plain JSON-ready form (``watcher alerts --json``), one level deep."""
+        alert = self.alert
+        return {
+            "id": self.id, "created_at": self.created_at, "rule": alert.rule,
+            "severity": alert.severity, "subject": alert.subject, "reason": alert.reason,
+            "dedup_key": alert.dedup_key, "title": alert.title, "body": alert.body,
+            "facts": alert.facts, "status": self.status,
+            "deliveries": [asdict(delivery) for delivery in self.deliveries],
+        }  # fmt: skip

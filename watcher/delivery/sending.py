@@ -86,7 +86,7 @@ _HEADER_SCHEMES = frozenset({"json", "jsons", "form", "forms", "xml", "xmls"})
 def notification_id(rows: Sequence[DeliveryRow]) -> str:
     """The same id on every attempt of one message to one URL (its alerts' dedup keys and the
     URL's id): a receiver that saw it already can drop a repeat after a crash."""
-    keys = sorted(row.dedup_key or f"delivery-{row.id}" for row in rows)
+    keys = sorted(row.alert.dedup_key or f"delivery-{row.id}" for row in rows)
     text = "\n".join([rows[0].url_id, *keys])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 

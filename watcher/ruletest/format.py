@@ -254,11 +254,11 @@ class Expected(_Strict):
 
     def matches(self, record: AlertRecord) -> bool:
         return (
-            record.rule == self.rule
-            and record.reason == self.reason
-            and (self.subject is None or record.subject == self.subject)
-            and all(text in record.title for text in self.title_contains)
-            and all(text in record.body for text in self.body_contains)
+            record.alert.rule == self.rule
+            and record.alert.reason == self.reason
+            and (self.subject is None or record.alert.subject == self.subject)
+            and all(text in record.alert.title for text in self.title_contains)
+            and all(text in record.alert.body for text in self.body_contains)
         )
 
     def describe(self) -> str:

@@ -351,8 +351,8 @@ def format_result(result: FileResult) -> str:
 
 def _describe_record(record: AlertRecord) -> str:
     return (
-        f"rule {record.rule}, reason {record.reason}, subject {record.subject}, "
-        f"title {record.title!r}"
+        f"rule {record.alert.rule}, reason {record.alert.reason}, subject {record.alert.subject}, "
+        f"title {record.alert.title!r}"
     )
 
 

@@ -27,13 +27,16 @@ _CLAIM_CEILING = 5000
 
 
 def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
-    *plain, facts, group_key, grouping = row
-    return replace(
-        DeliveryRow(*plain),
-        facts=json.loads(facts),
-        group_key=group_key,
+    delivery, alert = row[:8], row[8:]  # the columns of _DELIVERY_COLUMNS, in their order
+    rule, severity, reason, title, body, subject, dedup_key, facts, group_key, grouping = alert
+    stored = AlertMessage(
+        rule=rule, severity=severity, subject=subject, reason=reason, dedup_key=dedup_key,
+        title=title, body=body, channels=(), facts=json.loads(facts),
         grouping=None if grouping is None else Grouping(**json.loads(grouping)),
-    )
+    )  # fmt: skip
+    id_, alert_id, channel, url_id, status, attempts, next_attempt_at, created_at = delivery
+    return DeliveryRow(id_, alert_id, channel, url_id, status, attempts, next_attempt_at,
+                       created_at, stored, group_key)  # fmt: skip
 
 
 class Deliveries(AlertRows):

@@ -6,6 +6,7 @@ import json
 
 from sqlite_utils import Database
 
+from watcher.alerting.events import AlertMessage
 from watcher.delivery.outbox import AlertRecord, DeliveryStatus
 from watcher.state.alerts import marks
 
@@ -36,14 +37,17 @@ class History:
             AlertRecord(
                 id=a[0],
                 created_at=a[1],
-                rule=a[2],
-                severity=a[3],
-                subject=a[4],
-                reason=a[5],
-                dedup_key=a[6],
-                title=a[7],
-                body=a[8],
-                facts=json.loads(a[9]),
+                alert=AlertMessage(
+                    rule=a[2],
+                    severity=a[3],
+                    subject=a[4],
+                    reason=a[5],
+                    dedup_key=a[6],
+                    title=a[7],
+                    body=a[8],
+                    channels=(),
+                    facts=json.loads(a[9]),
+                ),
                 status=a[10],
                 deliveries=tuple(by_alert[a[0]]),
             )
