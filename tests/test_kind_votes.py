@@ -266,3 +266,21 @@ def test_credits_low_on_the_recorded_mainnet_cluster() -> None:
     by_subject = {alert.subject: alert for alert in said[0]}
     assert "credits; median of the current staked validators 920,250" in by_subject[low[0]].body
     assert "352,339 credits" in by_subject[low[0]].body
+
+
+def test_a_vote_lag_reminder_counts_from_when_the_lag_began_not_from_when_it_fired() -> None:
+    from watcher.core.clock import iso
+    from watcher.kinds import KINDS
+    from watcher.kinds.samples import SAMPLE_TIME
+
+    lag = rule("vote_lag", name="lag", validators=[MINE], max_slots=100, **{"for": "5m"},
+               repeat="1h")
+    samples = KINDS["vote_lag"].samples
+    assert samples is not None
+    alerts = [word(alert, lag) for alert in samples(lag)]
+    [firing] = [a for a in alerts if a.reason == "firing"]
+    [reminder] = [a for a in alerts if a.reason == "repeat"]
+    onset = iso(SAMPLE_TIME + 1.0)  # the sample's first lagging answer
+    assert onset in reminder.body and "(firing since " in reminder.body
+    assert f"since {onset}" in reminder.body
+    assert firing.facts["since"] == onset != firing.facts["firing_since"]

@@ -23,6 +23,7 @@ from watcher.alerting.messages import (
     plural,
     rule_head,
     rule_line,
+    since_text,
 )
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -88,7 +89,7 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
         summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
     elif facts["reason"] == "repeat":
         title = f"{rule_head(facts)} validator {who} still {behind} behind ({facts['duration']})"
-        summary = f"Still lagging: for {facts['duration']}, since {facts['firing_since']}."
+        summary = f"Still lagging: for {facts['duration']}, {since_text(facts)}."
     else:
         title = f"{rule_head(facts)} validator {who} votes {behind} behind"
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
