@@ -38,12 +38,7 @@ class LedgerMethods(AccountMethods, DasMethods):
     """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
 
     commitment: str
-    _signatures_commitment: str
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        raise NotImplementedError
+    _signatures_commitment: str  # ``call`` is declared by the mixins, given by the subclasses
 
     async def get_signatures_for_address(
         self,

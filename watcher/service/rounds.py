@@ -42,6 +42,7 @@ async def sweep(daemon: Daemon, job: Job) -> None:
     source = SOURCES[job.source]
     started = daemon.clock()
     width = sweep_width(daemon.settings.rpc.max_concurrency, daemon.settings.rpc.batch_size)
+    width = min(width, max(1, len(job.targets)))  # no idle workers for a one-target sweep
     with tallying() as tally:
         # The states of each chunk of targets are read in one query as the sweep reaches it.
         targets = in_chunks(job.targets, PREFETCH_CHUNK, lambda part: _prefetch(daemon, job, part))
