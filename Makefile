@@ -40,7 +40,8 @@ soak-quick: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher
 
-# The deployment files: systemd unit (verify, security score) and Dockerfile (hadolint).
+# The deployment files: systemd unit (verify, security score), Dockerfile (hadolint), and no
+# binary file in the tree but the simulator's recorded answers (deploy/check-binaries).
 check-packaging: $(STAMP)
 	VENV=$(CURDIR)/$(VENV) deploy/check-packaging
 
