@@ -81,3 +81,42 @@ async def test_a_first_sweep_writes_its_baselines_together_in_one_transaction(
     await world.daemon.sweep(Job("signatures", 1.0, addresses))
     assert world.daemon.store.commits == commits + 1  # 61 baselines: one transaction
     assert all(world.state("signatures", address) for address in addresses)
+
+
+async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    broken = derived_pubkey("rounds broken state")
+    signatures = Job("signatures", 1.0, (broken, TREASURY))
+    await world.daemon.sweep(signatures)  # baselines
+    # A state an older version wrote: the kind's step cannot read it and raises.
+    world.daemon.store.stage_state("signatures", broken, {"cursor": 42}, world.now[0])
+    world.daemon.store.flush_states()
+    world.ledger.add_transactions(TREASURY, 2)
+
+    with capture_logs() as logs:
+        for _ in range(2):
+            world.now[0] += 1
+            await world.daemon.sweep(signatures)
+    said = [line for line in logs if line["event"] == "round"]
+    assert [(line["targets"], line["failed"]) for line in said] == [(2, 1), (2, 1)]
+    raised = [line for line in logs if line["event"].startswith("poll raised")]
+    assert [(line["log_level"], line["target"]) for line in raised] == [
+        ("error", broken),  # once per stretch, naming the target
+        ("debug", broken),
+    ]
+    # The target after the broken one was polled: its transactions were alerted.
+    assert [alert.title.split(": ")[1][:18] for alert in world.alerts()] == ["2 new transactions"]
+    scrape = world.daemon.metrics.exposition().decode()
+    assert 'watcher_poll_errors_total{source="signatures"} 2.0' in scrape
+
+    # A clean state again: the stretch ends, said once.
+    world.daemon.store.stage_state("signatures", broken, world.state("signatures", TREASURY),
+                                   world.now[0])  # fmt: skip
+    world.daemon.store.flush_states()
+    with capture_logs() as logs:
+        world.now[0] += 1
+        await world.daemon.sweep(signatures)
+    assert [line["failed"] for line in logs if line["event"] == "round"] == [0]
+    assert any(line["event"] == "poll of target works again" for line in logs)

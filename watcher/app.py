@@ -41,6 +41,7 @@ from watcher.service import reloading, rounds, supervisor, sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
+from watcher.service.poll_faults import PollFaults
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.state.alerts import same_state
@@ -83,6 +84,7 @@ class Daemon:
         self.use(settings, ruleset)
         self.stopping = asyncio.Event()
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
+        self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         beat = settings.heartbeat
         self.heartbeat = None if beat is None else Heartbeat(
             beat.url.get_secret_value(), beat.every, clock

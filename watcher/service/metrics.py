@@ -49,6 +49,11 @@ class Metrics:
             "watcher_poll_failures", "Polls that failed (not evidence), by source", ["source"],
             registry=r,
         )  # fmt: skip
+        self.poll_errors = Counter(
+            "watcher_poll_errors", "Polls that raised an unexpected error (a bug, or a stored "
+            "state it cannot read): the target is skipped, the sweep goes on, by source",
+            ["source"], registry=r,
+        )  # fmt: skip
         self.last_success = Gauge(
             "watcher_last_successful_poll_timestamp_seconds",
             "When a poll of the source last succeeded (Unix time)", ["source"], registry=r,
@@ -80,6 +85,11 @@ class Metrics:
             last_success.set(self._clock())
         else:
             failures.inc()
+
+    def poll_raised(self, source: str) -> None:
+        """A poll that raised (``watcher.service.poll_faults``): counted as a failed poll too."""
+        self.polled(source, ok=False)
+        self.poll_errors.labels(source).inc()
 
     def rpc_request(self, method: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)

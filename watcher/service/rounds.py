@@ -4,7 +4,8 @@ The targets are polled a bounded number at once (``watcher.service.sweeps``), ea
 ``Daemon.poll_target``; the states that quiet polls changed are written in one go at the end;
 then the round's health (the built-in rpc_unhealthy), its row in ``source_rounds``, its log line
 and the heartbeat. A database error ends only the work it hit (one poll, one of these writes):
-its transaction rolled back, the next round redoes it.
+its transaction rolled back, the next round redoes it. Any other error a poll raises is that
+target's failure (``watcher.service.poll_faults``): the sweep goes on with the others.
 """
 
 from __future__ import annotations
@@ -72,13 +73,30 @@ async def sweep(daemon: Daemon, job: Job) -> None:
 def _prefetch(daemon: Daemon, job: Job, chunk: Sequence[str]) -> None:
     # A failed read costs only speed: each poll then reads its own state (and meets the error).
     with database_work(daemon, f"read {job.source} states"):
-        daemon.store.prefetch_states(job.source, chunk)
+        try:
+            daemon.store.prefetch_states(job.source, chunk)
+        except sqlite3.Error:
+            raise  # database_work's
+        except Exception:
+            log.exception("reading a chunk of states failed; each poll reads its own",
+                          source=job.source)  # fmt: skip
 
 
 async def _poll(daemon: Daemon, source: Source, target: str, interval: float) -> bool | None:
     """Whether the poll succeeded; None when the database failed it."""
     with database_work(daemon, f"poll {source.name}"):
-        return await daemon.poll_target(source, target, interval)
+        try:
+            ok = await daemon.poll_target(source, target, interval)
+        except sqlite3.Error:
+            raise  # database_work's
+        except Exception as exc:  # a bug or an unreadable state: this target's failure only
+            detail = daemon.poll_faults.failed(source.name, target, exc)
+            daemon.last_errors[source.name] = detail
+            daemon.metrics.poll_raised(source.name)
+            return False
+        if ok:
+            daemon.poll_faults.succeeded(source.name, target)
+        return ok
     return None
 
 
