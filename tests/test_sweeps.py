@@ -80,3 +80,25 @@ async def test_scheduler_warns_once_per_scheduled_job() -> None:
         await scheduler.stop(grace=5)
     warnings = [(e["event"], e["job"]) for e in logs if e["log_level"] == "warning"]
     assert warnings == [("too slow: signatures", "signatures@60")]
+
+
+async def test_a_sweep_that_overran_its_interval_is_followed_at_once() -> None:
+    loop = asyncio.get_running_loop()
+    runs: list[tuple[float, float]] = []  # (start, end) of each sweep, loop time
+    second = asyncio.Event()
+
+    async def sweep(job: Job) -> None:
+        start = loop.time()
+        if not runs:
+            await asyncio.sleep(1.4)  # the first sweep's work outlasts its 1 s interval
+        runs.append((start, loop.time()))
+        if len(runs) == 2:
+            second.set()
+
+    scheduler = Scheduler(sweep)
+    scheduler.start([Job("signatures", 1.0, ("a",))])
+    await asyncio.wait_for(second.wait(), timeout=10)
+    await scheduler.stop(grace=5)
+    (_, first_end), (second_start, _) = runs
+    # Not at the next tick (2 s after the first start, 0.6 s after its end): at once.
+    assert second_start - first_end < 0.3

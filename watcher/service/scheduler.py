@@ -4,18 +4,22 @@ APScheduler's defaults are tuned for cron-like work, not for a poller (pitfalls.
 misfire grace silently drops runs whenever the loop was busy, and ``shutdown(wait=True)`` cancels
 running coroutines. So: a generous grace, coalescing, one instance per job, and a stop that
 pauses first, waits for the sweeps we track ourselves, and only then shuts the scheduler down.
+A sweep that outlasted its interval is followed by the next one at once, not at the next tick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.base import STATE_RUNNING
 
 from watcher.alerting.ruleset import Job
 from watcher.core.clock import Clock, system_clock
@@ -114,8 +118,14 @@ class Scheduler:
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
+        started = self._clock()
         try:
             await self._sweep(job)
+            if self._clock() - started >= job.interval:
+                # Overran: the tick it covered was skipped, and waiting for the next one leaves
+                # the paid rate unused. Start again at once, from a done-callback added after
+                # APScheduler's own, which first counts this run as no longer running.
+                task.add_done_callback(lambda _task: self._run_now(_job_id(job)))
         except asyncio.CancelledError:
             # ``stop`` cancelled it after its grace and says so once; re-raised, apscheduler
             # would log each cancelled sweep as an error with its traceback.
@@ -126,6 +136,14 @@ class Scheduler:
         finally:
             self._inflight.discard(task)
             self._finished(_job_id(job))
+
+    def _run_now(self, job_id: str) -> None:
+        if self._scheduler.state != STATE_RUNNING:
+            return  # stopping (paused) or stopped: no new sweep
+        with contextlib.suppress(JobLookupError):  # removed by a reload meanwhile
+            self._scheduler.modify_job(
+                job_id, next_run_time=datetime.fromtimestamp(self._clock(), UTC)
+            )
 
     async def stop(self, grace: float) -> None:
         """No new sweeps; let running ones finish within ``grace`` seconds, then cancel them.
