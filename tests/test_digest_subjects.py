@@ -157,3 +157,34 @@ async def test_a_digest_names_its_accounts_in_every_channel_format(
     for key, label in ((KEYS[0], " (treasury)"), (KEYS[1], "")):
         link = f'<a href="https://x.example/address/{key}">{key[:8]}…{key[-8:]}</a>{label}'
         assert f"Account: {link}" in text
+
+
+@pytest.mark.parametrize(
+    ("query", "said", "link"),
+    [
+        ({"creator": KEYS[0]}, f"  - Creator: {KEYS[0][:8]}…{KEYS[0][-8:]}", True),
+        # Search criteria are no address: in full, without a link.
+        ({"search": {"ownerAddress": KEYS[0]}}, f'  - Search: {{"ownerAddress":"{KEYS[0]}"}}',
+         False),
+    ],
+)  # fmt: skip
+def test_a_digest_of_new_assets_names_its_creator_or_search(
+    query: dict[str, Any], said: str, link: bool
+) -> None:
+    rule = RULE_MODELS["new_assets"].model_validate(
+        {"name": "watch", "kind": "new_assets", "notify": ["ops"], **query}
+    )
+    samples = KINDS["new_assets"].samples
+    assert samples is not None
+    rows = [
+        DeliveryRow(
+            id=n, alert_id=n, channel="ops", url_id="u", status="sending", attempts=0,
+            next_attempt_at=0.0, created_at=float(n), alert=word(samples(rule)[0], rule),
+            group_key="watch|k",
+        )
+        for n in (1, 2)
+    ]  # fmt: skip
+    _, body = digest_text(rows, shown=Presentation(explorer_url=EXPLORER))
+    lines = body.splitlines()
+    assert lines.count(said) == 2
+    assert (f"    https://x.example/address/{KEYS[0]}" in lines) is link
