@@ -160,11 +160,12 @@ async def test_200_events_on_50_addresses_within_group_wait_are_one_digest(outbo
     body = post["message"]
     assert "200 new transactions in 200 notifications on 50 addresses" in body
     listed = [line for line in body.splitlines() if line.startswith("- ")]
-    # Each alert by its title with its signatures under it, until 20 are named; then the rest.
+    # Each alert by its title, its address and its signatures under it, for the first 10
+    # alerts; then how many transactions more.
     lines = body.splitlines()
     at = lines.index(f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}")
-    assert lines[at + 1] == "  - sig0, slot 100"
-    assert len(listed) == 20 and body.endswith("  - sig19, slot 119\n... and 180 more")
+    assert lines[at + 1 : at + 3] == [f"  - Address: {ADDRESSES[0]}", "  - sig0, slot 100"]
+    assert len(listed) == 10 and body.endswith("  - sig9, slot 109\n... and 190 more")
     assert statuses(outbox.store) == {"sent": 200}
 
     assert await outbox.at(3600) == [title]  # nothing is sent twice
@@ -358,8 +359,8 @@ def test_a_digest_of_an_unknown_kind_counts_events_and_lists_ten() -> None:
     title, body = digest_text(rows)
     assert title == "[CRITICAL] r: 12 events (3 subjects)"
     assert "Rule: r (severity critical)\n12 events in 12 notifications on 3 subjects" in body
-    assert "\n- item 1\n" in body and "\n- item 7\n" in body
-    assert body.endswith("- item 10\n... and 2 more")
+    assert "\n- item 1\n  - Subject: s1\n" in body and "\n- item 7\n" in body
+    assert body.endswith("- item 10\n  - Subject: s1\n... and 2 more")
 
 
 def signature(n: int) -> str:
@@ -389,7 +390,7 @@ EXPLORER = Presentation(
 )
 
 
-def test_a_digest_names_every_signature_shortened_with_its_full_link() -> None:
+def test_a_digest_names_every_address_and_signature_shortened_with_its_full_link() -> None:
     rule = tx_rule()
     rows = [
         tx_row(1, rule, ADDRESSES[0], [signature(1)]),
@@ -398,19 +399,25 @@ def test_a_digest_names_every_signature_shortened_with_its_full_link() -> None:
     title, body = digest_text(rows, shown=EXPLORER)
     assert title == "[WARNING] treasury: 3 new transactions (2 addresses)"
     short0, short1 = (f"{a[:4]}…{a[-4:]}" for a in ADDRESSES[:2])
+    listed0, listed1 = (f"{a[:8]}…{a[-8:]}" for a in ADDRESSES[:2])
     assert body.splitlines()[3:] == [
         f"- 1 new transaction on {short0}",
+        f"  - Address: {listed0}",
+        f"    https://x.example/address/{ADDRESSES[0]}",
         f"  - {signature(1)[:8]}…{signature(1)[-8:]}, slot 7",
         f"    https://x.example/tx/{signature(1)}",
         f"- 2 new transactions on {short1}",
+        f"  - Address: {listed1} (hot wallet)",
+        f"    https://x.example/address/{ADDRESSES[1]}",
         f"  - {signature(2)[:8]}…{signature(2)[-8:]}, slot 7",
         f"    https://x.example/tx/{signature(2)}",
         f"  - {signature(3)[:8]}…{signature(3)[-8:]}, slot 7",
         f"    https://x.example/tx/{signature(3)}",
     ]
-    # Without explorer links a signature is named in full: nothing else would carry it.
+    # Without explorer links a key is named in full: nothing else would carry it.
     _, plain = digest_text(rows)
     assert f"  - {signature(1)}, slot 7" in plain.splitlines()
+    assert f"  - Address: {ADDRESSES[0]}" in plain.splitlines()
 
 
 def test_a_digest_names_up_to_20_signatures_then_counts_the_rest() -> None:
@@ -422,7 +429,7 @@ def test_a_digest_names_up_to_20_signatures_then_counts_the_rest() -> None:
     ]
     title, body = digest_text(rows, shown=EXPLORER)
     assert title == "[WARNING] treasury: 37 new transactions (3 addresses)"
-    named = [line for line in body.splitlines() if line.startswith("  - ")]
+    named = [line for line in body.splitlines() if line.startswith("  - ") and ": " not in line]
     assert [line[4:21] for line in named] == [
         f"{signature(i)[:8]}…{signature(i)[-8:]}" for i in range(20)
     ]
@@ -443,8 +450,10 @@ def test_summary_and_runbook_frame_a_digest() -> None:
         "Held back by max_per_hour (2): gathered since x.",
         "",
         f"- 1 new transaction on {ADDRESSES[0][:4]}…{ADDRESSES[0][-4:]}",
+        f"  - Address: {ADDRESSES[0]}",
         "  - s1, slot 7",
         f"- 1 new transaction on {ADDRESSES[1][:4]}…{ADDRESSES[1][-4:]}",
+        f"  - Address: {ADDRESSES[1]}",
         "  - s2, slot 7",
         "",
         "Runbook: https://wiki.example/deposits",

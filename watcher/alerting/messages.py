@@ -22,7 +22,7 @@ Steps stay pure and word nothing: they return alerts as facts (``make_alert``: n
 body yet). Each alert is worded ONCE, from its facts, by ``word_alert`` (through
 ``watcher.kinds.word``, which knows each kind's wording): the default wording, the rule's
 templates, labels and explorer links, before it is stored. Digests name what their alerts
-name (``watcher.delivery.digest``).
+name, and each alert's subject (``watcher.delivery.digest``).
 """
 
 from __future__ import annotations
@@ -106,14 +106,17 @@ class Presentation:
         label = self.label(key, *aliases)
         return f"{shorten(key)} ({label})" if label else shorten(key)
 
-    def listed(self, kind: str, key: str) -> str:
+    def listed(self, kind: str, key: str, *aliases: str | None) -> str:
         """A key in a list: its first and last 8 characters when its link (the next line)
-        carries it in full, else in full."""
-        return key if self.link(kind, key) is None else shorten(key, LISTED_CHARS)
+        carries it in full, else in full; with its label if any."""
+        text = key if self.link(kind, key) is None else shorten(key, LISTED_CHARS)
+        label = self.label(key, *aliases)
+        return f"{text} ({label})" if label else text
 
     def link(self, kind: str, key: str | None) -> str | None:
-        """The line under a signature (``tx``) or an address (``address``) in a body."""
-        if self.explorer_url is None or not key:
+        """The line under a signature (``tx``) or an address (``address``) in a body; none
+        for anything else (``kind`` "": a search, a rule name)."""
+        if self.explorer_url is None or not key or not kind:
             return None
         return "  " + self.explorer_url.format(kind=kind, id=key)
 

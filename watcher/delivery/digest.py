@@ -12,11 +12,13 @@ per rule and destination URL, as in Alertmanager:
 State alerts (firing, resolved, repeat) have no grouping: never delayed, never capped.
 
 A digest counts its alerts in their kind's words (``watcher.kinds.digest_words``) and lists
-them by the titles they were given when stored (``watcher.kinds.word``): the first
-``DIGEST_ITEMS``, then "... and K more". A kind that names things (``DigestWords.names``: a
-transaction's signatures) has them listed under each title, each shortened with its explorer
-link carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more". The rule's
-summary and runbook frame it (``watcher.alerting.framing``).
+its first ``DIGEST_ITEMS`` alerts by the titles they were given when stored
+(``watcher.kinds.word``), each with its subject named under it in full (``Account: <key>``;
+``DigestWords.subject_named``), with its label and explorer link as a lone alert shows it; then
+"... and K more" (alerts). A kind that names things (``DigestWords.names``: a transaction's
+signatures) also has them listed under each title, each shortened with its explorer link
+carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more" (its items). The
+rule's summary and runbook frame it (``watcher.alerting.framing``).
 A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
@@ -27,7 +29,7 @@ Pure: rows and times in, texts and times out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, Grouping, Severity
@@ -40,7 +42,9 @@ from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords, Named
 
 HOUR = 3600.0
-DIGEST_ITEMS = 10  # a digest lists this many of its alerts, then "... and K more"
+# A digest lists this many of its alerts, each naming its subject, then "... and K more":
+# at most this many subjects (accounts, mints...) are named, whatever the kind.
+DIGEST_ITEMS = 10
 DIGEST_NAMED = 20  # a digest names this many items (signatures...), then "... and N more"
 
 DEAD_LETTER_RULE = "watcher"
@@ -48,8 +52,6 @@ DEAD_LETTER_KIND = "dead_letter"
 DEAD_LETTER_PREFIX = "dead|"
 # Many deliveries die together when a channel is down for a day: one digest a minute at most.
 DEAD_LETTER_GROUPING = Grouping(kind=DEAD_LETTER_KIND, wait=2.0, interval=60.0)
-
-NamesOf = Callable[[Mapping[str, Any]], Sequence[Named]]
 
 _SEVERITY_RANK: Mapping[Severity, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -66,11 +68,16 @@ def _dead_letter_line(facts: Mapping[str, Any]) -> str:
 
 
 # Each event kind's words are its own (``watcher.kinds.digest_words``); dead letters have theirs.
+def _no_subject(facts: Mapping[str, Any]) -> Named | None:
+    return None  # a dead letter's line names its rule (in the title it quotes)
+
+
 DEAD_LETTER_WORDS = DigestWords(
     ("undeliverable notification", "undeliverable notifications"),
     ("rule", "rules"),
     _one,
     _dead_letter_line,
+    subject_named=_no_subject,
 )
 GENERIC_WORDS = DigestWords(("event", "events"), ("subject", "subjects"), _one)
 
@@ -117,10 +124,10 @@ def message_text(
 def digest_text(
     rows: Sequence[DeliveryRow], notes: Sequence[str] = (), shown: Presentation = PLAIN
 ) -> tuple[str, str]:
-    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then names
-    every item (signature...) up to ``DIGEST_NAMED``, each shortened with its explorer link
-    (``shown``) carrying the full value, then "... and N more"; for a kind that names nothing,
-    its first ``DIGEST_ITEMS`` alerts by their titles. Between the rule's summary and runbook
+    """``[WARNING] treasury: 200 new transactions (50 addresses)``; the body counts, then lists
+    its first ``DIGEST_ITEMS`` alerts by their titles, each with its subject named under it
+    (``shown``: labels, explorer links), and for a kind that names items (signatures...) those
+    too, up to ``DIGEST_NAMED``; then "... and N more". Between the rule's summary and runbook
     (of its newest row: the rule as it is now)."""
     first = rows[0]
     words = words_of(first.alert.grouping.kind if first.alert.grouping else "")
@@ -131,51 +138,59 @@ def digest_text(
     span = f"at {iso(started)}" if ended == started else f"from {iso(started)} to {iso(ended)}"
     title = f"{_head(first, severity)} {_counted(count, words.item)} "
     title += f"({_counted(subjects, words.subject)})"
-    names = words.names
-    if names is None:
-        listed = _title_lines(rows, words)
-    else:
-        listed = _named_lines(rows, words, names, count, shown)
     body = lines(
         f"Rule: {first.alert.rule} (severity {severity})",
         f"{_counted(count, words.item)} in {_counted(len(rows), ('notification', 'notifications'))}"
         f" on {_counted(subjects, words.subject)}, queued {span}.",
         *notes,
         "",
-        *listed,
+        *_listed_lines(rows, words, count, shown),
     )
     newest = max(rows, key=lambda row: row.id)
     return title, framed(body, newest.alert.facts)
 
 
-def _title_lines(rows: Sequence[DeliveryRow], words: DigestWords) -> list[str]:
-    more = len(rows) - DIGEST_ITEMS
-    listed = [f"- {_item(row, words)}" for row in rows[:DIGEST_ITEMS]]
-    return listed + ([f"... and {more} more"] if more > 0 else [])
-
-
-def _named_lines(
-    rows: Sequence[DeliveryRow], words: DigestWords, names: NamesOf, count: int,
-    shown: Presentation,
+def _listed_lines(
+    rows: Sequence[DeliveryRow], words: DigestWords, count: int, shown: Presentation
 ) -> list[str]:
-    """Each alert by its title, with the items it names under it (``- 5VERv8NM…tH3SPzj9,
-    slot 7``), each followed by its link, until ``DIGEST_NAMED`` items are named; then how many
-    more the digest covers."""
+    """Each alert by its title (``- 2 new transactions on 9xQe…VFin``), its subject under it
+    (``  - Address: 9xQeWvG8…Hy9uVFin``, then its link), then the items it names
+    (``  - 5VERv8NM…tH3SPzj9, slot 7``, then its link); up to ``DIGEST_ITEMS`` alerts and
+    ``DIGEST_NAMED`` items. Then how many more: items for a kind that names them, else
+    alerts."""
     listed: list[str] = []
     named = 0
+    shown_rows = 0
     for row in rows:
-        if named == DIGEST_NAMED:
+        if shown_rows == DIGEST_ITEMS or (words.names is not None and named == DIGEST_NAMED):
             break
+        shown_rows += 1
         listed.append(f"- {_item(row, words)}")
-        for item in names(row.alert.facts)[: DIGEST_NAMED - named]:
-            named += 1
-            detail = f", {item.detail}" if item.detail else ""
-            listed.append(f"  - {shown.listed(item.link, item.key)}{detail}")
-            link = shown.link(item.link, item.key)
-            if link:
-                listed.append("  " + link)
-    more = count - named
+        subject = _subject_of(row, words)
+        if subject is not None:
+            noun = subject.noun or words.subject[0][:1].upper() + words.subject[0][1:]
+            listed += _named(f"{noun}: ", subject, shown)
+        if words.names is not None:
+            for item in words.names(row.alert.facts)[: DIGEST_NAMED - named]:
+                named += 1
+                listed += _named("", item, shown)
+    more = count - named if words.names is not None else len(rows) - shown_rows
     return listed + ([f"... and {more} more"] if more > 0 else [])
+
+
+def _subject_of(row: DeliveryRow, words: DigestWords) -> Named | None:
+    if words.subject_named is not None:
+        return words.subject_named(row.alert.facts)
+    # An unknown kind's subject may be anything: named as it is, without a link.
+    return Named(row.alert.subject, "" if words is GENERIC_WORDS else "address")
+
+
+def _named(prefix: str, item: Named, shown: Presentation) -> list[str]:
+    """One named thing under an alert's title, and its link line if any."""
+    detail = f", {item.detail}" if item.detail else ""
+    text = shown.listed(item.link, item.key, *item.aliases)
+    link = shown.link(item.link, item.key)
+    return [f"  - {prefix}{text}{detail}"] + (["  " + link] if link else [])
 
 
 def _item(row: DeliveryRow, words: DigestWords) -> str:

@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -319,10 +319,21 @@ def _count(facts: Mapping[str, Any]) -> int:
     return len(facts.get("assets") or ()) or 1
 
 
+def _query_named(facts: Mapping[str, Any]) -> Named:
+    """A query in a digest as its lone alert's body says it: its collection or creator, or
+    its search criteria (no link)."""
+    query, of = facts["query"], str(facts["of"])
+    if query in ("collection", "creator"):
+        return Named(of, "address", noun=str(query).capitalize())
+    return Named(of.partition("=")[2], "", noun="Search")
+
+
 KIND = Kind(
     model=NewAssetsRule,
     source=SOURCE,
     wording=new_assets_text,
     samples=samples,
-    digest=DigestWords(("new asset", "new assets"), ("query", "queries"), _count),
+    digest=DigestWords(
+        ("new asset", "new assets"), ("query", "queries"), _count, subject_named=_query_named
+    ),
 )

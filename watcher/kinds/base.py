@@ -129,13 +129,17 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class Named:
-    """One thing a digest names (a signature...): its key, shortened in the list with its
-    explorer link (``link``: "tx" or "address") carrying the full value; ``detail``: what else
-    its line says."""
+    """One thing a digest names (an alert's subject, a signature...): its key, shortened in the
+    list with its explorer link (``link``: "tx" or "address"; "": none, the key in full)
+    carrying the full value, with its label (the address book's, for the key or one of
+    ``aliases``: a validator by vote or identity); ``detail``: what else its line says;
+    ``noun``: what an alert's subject is (``Collection``; default: the kind's subject word)."""
 
     key: str
     link: str = "tx"
     detail: str = ""
+    aliases: tuple[str, ...] = ()
+    noun: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,8 +152,11 @@ class DigestWords:
     # How one alert is listed; None: by its title.
     line: Callable[[Mapping[str, Any]], str] | None = None
     # What one alert names one by one (its signatures...); set: a digest lists each alert's
-    # named items under its title, up to a cap of items instead of a cap of alerts.
+    # named items under its title (and its subject), up to a cap of items.
     names: Callable[[Mapping[str, Any]], Sequence[Named]] | None = None
+    # How a digest names one alert's subject; None: the alert's ``subject`` as an address.
+    # Returning None: the line already names it.
+    subject_named: Callable[[Mapping[str, Any]], Named | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import DigestWords, Kind
 from watcher.kinds.cluster import validator_lines
-from watcher.kinds.vote_changes import one, step_changes
+from watcher.kinds.vote_changes import one, step_changes, validator_named
 from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccounts
@@ -67,6 +67,9 @@ KIND = Kind(
     wording=commission_text,
     samples=sample_vote_alerts,
     digest=DigestWords(
-        ("commission change", "commission changes"), ("validator", "validators"), one
+        ("commission change", "commission changes"),
+        ("validator", "validators"),
+        one,
+        subject_named=validator_named,
     ),
 )

@@ -21,6 +21,7 @@ from typing import Any
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import make_alert
+from watcher.kinds.base import Named
 from watcher.kinds.credits import find_account
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
@@ -83,3 +84,10 @@ def _alert(
 
 def one(facts: Mapping[str, Any]) -> int:
     return 1
+
+
+def validator_named(facts: Mapping[str, Any]) -> Named:
+    """A validator in a digest: its watched pubkey, labelled by it, its vote account or its
+    identity (as its lone alert's title)."""
+    aliases = tuple(str(facts[key]) for key in ("vote_pubkey", "node_pubkey") if facts.get(key))
+    return Named(str(facts["subject"]), "address", aliases=aliases)
