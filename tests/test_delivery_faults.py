@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ import structlog.testing
 from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.core.errors import PermanentStateError, TransientStateError, state_error
+from watcher.delivery.apprise_notifier import AppriseNotifier
+from watcher.delivery.notifier import Outcome, Tone
 from watcher.delivery.sender import Sender
 from watcher.state.store import Store
 
@@ -218,6 +221,59 @@ async def test_a_permanent_database_error_ends_the_worker_for_the_supervisor(
     await until(lambda: sender.failure is not None)
     assert isinstance(sender.failure, PermanentStateError)
     assert sender.state_health.fatal(clock()) is not None
+    store.close()
+
+
+class RowDeletingNotifier:
+    """Apprise's notifier, except that while the first message is in flight its delivery row
+    is deleted by another connection to the database file (as an operator's ``sqlite3`` or a
+    cleanup would do)."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self.delete: int | None = None  # the delivery id to delete, once
+        self.inner = AppriseNotifier()
+
+    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+        if self.delete is not None:
+            with closing(sqlite3.connect(self.path)) as db, db:
+                db.execute("DELETE FROM deliveries WHERE id = ?", [self.delete])
+            self.delete = None
+        return self.inner.send(url, title, body, tone, notification)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "refusals", "deadline"),
+    [("sent", 0, 86400.0), ("retried", 1, 86400.0), ("given up", 1, 0.0)],
+)
+async def test_a_delivery_row_gone_while_in_flight_is_logged_and_the_sender_goes_on(
+    tmp_path: Any, json_receiver: JsonReceiver, outcome: str, refusals: int, deadline: float
+) -> None:
+    """Marking a delivery whose row was deleted meanwhile raised KeyError: the worker died,
+    and with it the daemon. Now it is a warning naming the delivery, and the next alert goes."""
+    store = Store(tmp_path / "watcher.db")
+    clock = FakeClock()
+    notifier = RowDeletingNotifier(store.path)
+    sender = make_sender(store, [json_receiver.url], clock, notifier=notifier, deadline=deadline)
+    enqueue(store, sender, clock, alert("k1"))
+    [row] = store.due_deliveries(clock())
+    notifier.delete = row.id
+    json_receiver.refuse(refusals)
+
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.wait(sender.dispatch())
+    assert sender.failure is None
+    assert notifier.delete is None and len(json_receiver.paths) == 1
+    gone = [e for e in logs if e["event"] == "delivery no longer in the database; skipped"]
+    assert [(e["log_level"], e["delivery_id"], e["outcome"]) for e in gone] == [
+        ("warning", row.id, outcome)
+    ]
+
+    enqueue(store, sender, clock, alert("k2"))  # the sender goes on
+    await asyncio.wait(sender.dispatch())
+    assert sender.failure is None
+    assert titles(json_receiver)[-1] == "[warning] treasury: k2"
+    assert statuses(store) == [("[warning] treasury: k2", "sent", 1)]
     store.close()
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,24 @@ def test_alert_status_follows_its_deliveries(tmp_store: Store) -> None:
     tmp_store.mark_dead(rows[one, MAIL.url_id], "gone", now=2.0)
     assert status(one) == "dead"
     assert tmp_store.pending_count() == 0
+
+
+def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: Store) -> None:
+    [gone, kept] = tmp_store.commit_step(
+        "s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0
+    )
+    rows = {d.alert_id: d.id for d in tmp_store.due_deliveries(now=1.0)}
+    with closing(sqlite3.connect(tmp_store.path)) as other, other:  # as by hand
+        other.execute("DELETE FROM deliveries WHERE id = ?", [rows[gone]])
+
+    assert tmp_store.mark_sent([rows[gone], rows[kept]], now=2.0) == [rows[gone]]
+    assert {r.id: r.status for r in tmp_store.history()}[kept] == "sent"
+    assert tmp_store.mark_retry(rows[gone], "refused", next_attempt_at=9.0) == [rows[gone]]
+    letter = alert("dead|1", channels=("ops",))
+    assert tmp_store.mark_dead(rows[gone], "gone", 2.0, {rows[gone]: letter}, to(OPS)) == [
+        rows[gone]
+    ]
+    assert count(tmp_store, "alerts") == 2  # no dead letter for a delivery that is gone
 
 
 def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: Store) -> None:

@@ -8,7 +8,8 @@ fallback channels (``dead_letters``). A digest group whose time has not come goe
 (``digest.release_at``) without holding up the others.
 
 Every database operation is retried while its error is transient (``StoreCalls``): a send the URL
-accepted is never sent again because its mark had to wait.
+accepted is never sent again because its mark had to wait. A delivery whose row was deleted while
+its message was in flight is logged (a warning with its id) and skipped.
 """
 
 from __future__ import annotations
@@ -179,7 +180,10 @@ class Courier:
             # First thing after the URL accepted: the shorter this window, the fewer repeats
             # a crash can cause. A failing mark is retried; the message is not sent again.
             group = None if first.group_key is None else (first.group_key, first.url_id)
-            await self.db.run("mark sent", lambda: self._store.mark_sent(ids, now, group=group))
+            missing = await self.db.run(
+                "mark sent", lambda: self._store.mark_sent(ids, now, group=group)
+            )
+            _log_gone(rows, missing, "sent")
             if self.on_result is not None:
                 self.on_result(first.channel, "sent")
             if len(rows) == 1:
@@ -208,9 +212,10 @@ class Courier:
             min(row.created_at for row in alive) + self.policy.deadline,
         )
         alive_ids = [row.id for row in alive]
-        await self.db.run(
+        missing = await self.db.run(
             "reschedule delivery", lambda: self._store.mark_retry(alive_ids, error, retry_at)
         )
+        _log_gone(alive, missing, "retried")
         log.warning(
             "delivery failed, will retry",
             alert_id=first.alert_id if len(alive) == 1 else None,
@@ -232,12 +237,31 @@ class Courier:
             return [d for d in self.destinations(alert) if d.url_id != failed_url]
 
         reports = dead_letters.letters(rows, error, self.fallback_channels(), now, elsewhere)
-        ids, letters = [row.id for row in rows], list(reports.values())
-        await self.db.run(
+        ids = [row.id for row in rows]
+        missing = await self.db.run(
             "give up delivery",
-            lambda: self._store.mark_dead(ids, error, now, letters, elsewhere),
+            lambda: self._store.mark_dead(ids, error, now, reports, elsewhere),
         )
+        _log_gone(rows, missing, "given up")
         for row in rows:
+            if row.id in missing:
+                continue
             dead_letters.log_given_up(row, error, reported=row.id in reports)
             if self.on_dead is not None:
                 self.on_dead(row, error)
+
+
+def _log_gone(rows: Sequence[DeliveryRow], missing: Sequence[int], outcome: str) -> None:
+    """A delivery row deleted while its message was in flight (by hand, or with its alert):
+    its outcome has nowhere to go. Said once, and the URL's other messages go on."""
+    for row in rows:
+        if row.id in missing:
+            log.warning(
+                "delivery no longer in the database; skipped",
+                delivery_id=row.id,
+                alert_id=row.alert_id,
+                rule=row.alert.rule,
+                channel=row.channel,
+                url_id=row.url_id,
+                outcome=outcome,
+            )

@@ -14,6 +14,7 @@ import apprise
 
 from watcher.core.redact import REDACTOR
 from watcher.delivery.outbox import DeliveryRow
+from watcher.delivery.paces import paced
 
 T = TypeVar("T")
 
@@ -117,9 +118,9 @@ def start_thread(send: Callable[[], T]) -> concurrent.futures.Future[T]:
     return future
 
 
-
-
 def new_client(url: str) -> apprise.Apprise | None:
+    """An Apprise object for one URL, paced by what its service needs (``paces``), or None
+    when Apprise does not accept the URL."""
     # service_timeout=0: Apprise sends in the calling thread (ours), see send_blocking.
     client = apprise.Apprise(asset=apprise.AppriseAsset(service_timeout=0))
-    return client if client.add(url) else None
+    return paced(client) if client.add(url) else None

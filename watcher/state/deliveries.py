@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -143,11 +143,12 @@ class Deliveries(AlertRows):
 
     def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
-    ) -> None:
+    ) -> list[int]:
         """Delivered (in one message). ``group`` (group_key, url_id): that message was of a
-        digest group, remembered for its pacing."""
+        digest group, remembered for its pacing. Returns the ids no longer in the table (each
+        ``mark_*`` does: the others are marked all the same)."""
         with transaction(self._db):
-            self._finish(
+            missing = self._finish(
                 delivery_ids,
                 "status = 'sent', attempts = attempts + 1, sent_at = ?, last_error = NULL",
                 [now],
@@ -162,12 +163,13 @@ class Deliveries(AlertRows):
                     "DELETE FROM group_sends WHERE group_key = ? AND url_id = ? AND sent_at < ?",
                     [*group, now - _GROUP_SENDS_KEPT_SECONDS],
                 )
+        return missing
 
     def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
-    ) -> None:
+    ) -> list[int]:
         with transaction(self._db):
-            self._finish(
+            return self._finish(
                 delivery_ids,
                 "status = 'pending', attempts = attempts + 1, last_error = ?, "
                 "next_attempt_at = ?",
@@ -179,32 +181,38 @@ class Deliveries(AlertRows):
         delivery_ids: int | Sequence[int],
         error: str,
         now: float,
-        reports: Sequence[AlertMessage] = (),
+        reports: Mapping[int, AlertMessage] | None = None,
         destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
-    ) -> None:
-        """Given up; ``reports`` (alerts saying so, to ``destinations``) are queued in the same
-        transaction, so a dead letter is reported exactly once."""
+    ) -> list[int]:
+        """Given up; ``reports`` (by delivery id: alerts saying so, to ``destinations``) are
+        queued in the same transaction, so a dead letter is reported exactly once; none for a
+        delivery no longer in the table."""
         with transaction(self._db):
-            self._finish(
+            missing = self._finish(
                 delivery_ids,
                 "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
                 [error, now],
             )
-            if reports and destinations is not None:
-                self._insert_alerts(reports, destinations, now)
+            letters = [alert for id_, alert in (reports or {}).items() if id_ not in missing]
+            if letters and destinations is not None:
+                self._insert_alerts(letters, destinations, now)
+        return missing
 
     def _finish(
         self, delivery_ids: int | Sequence[int], assignments: str, params: list[Any]
-    ) -> None:
+    ) -> list[int]:
+        """Update the deliveries and their alerts' status; returns the ids not found (a row
+        deleted meanwhile, e.g. by hand: the caller logs it, nothing else depends on it)."""
         ids = [delivery_ids] if isinstance(delivery_ids, int) else list(delivery_ids)
         rows = self._db.execute(
-            f"UPDATE deliveries SET {assignments} WHERE id IN ({marks(ids)}) RETURNING alert_id",
+            f"UPDATE deliveries SET {assignments} WHERE id IN ({marks(ids)}) "
+            "RETURNING id, alert_id",
             [*params, *ids],
         ).fetchall()
-        if len(rows) != len(set(ids)):
-            raise KeyError(f"no delivery among {ids}")
-        for alert_id in sorted({row[0] for row in rows}):
+        for alert_id in sorted({row[1] for row in rows}):
             self._db.execute(REFRESH_ALERT_STATUS, [alert_id])
+        found = {row[0] for row in rows}
+        return sorted({id_ for id_ in ids if id_ not in found})
 
     def pending_count(self) -> int:
         """Deliveries not yet sent nor given up (pending or being sent)."""
