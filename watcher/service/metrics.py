@@ -49,6 +49,10 @@ class Metrics:
             "watcher_poll_failures", "Polls that failed (not evidence), by source", ["source"],
             registry=r,
         )  # fmt: skip
+        self.disagreements = Counter(
+            "watcher_rpc_disagreements", "Polls under quorum whose endpoints answered but "
+            "disagreed (not evidence, not failures), by source", ["source"], registry=r,
+        )  # fmt: skip
         self.last_success = Gauge(
             "watcher_last_successful_poll_timestamp_seconds",
             "When a poll of the source last succeeded (Unix time)", ["source"], registry=r,
@@ -80,6 +84,9 @@ class Metrics:
             last_success.set(self._clock())
         else:
             failures.inc()
+
+    def disagreed(self, source: str) -> None:
+        self.disagreements.labels(source).inc()
 
     def rpc_request(self, method: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)
