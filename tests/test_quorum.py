@@ -146,7 +146,7 @@ async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_thresho
     assert f"Endpoints: {endpoints[0]}, {endpoints[1]}" in body
     assert "Source: votes, target: cluster" in body
     assert (
-        f"Differences: my-validator {OUR_VOTE}: {endpoints[0]} says firing, notifies firing; "
+        f"Differences: my-validator {OUR_VOTE}: {endpoints[0]} says firing (would notify firing); "
         f"{endpoints[1]} says inactive"
     ) in body
     assert KEY_A not in body and KEY_B not in body

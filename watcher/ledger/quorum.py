@@ -115,12 +115,12 @@ def _decisions(outcome: StepOutcome) -> dict[tuple[str, str], str]:
             decided[rule, subject] = str(episode.get("status", "inactive"))
     for alert in outcome.alerts:
         said = decided.get((alert.rule, alert.subject), "inactive")
-        decided[alert.rule, alert.subject] = f"{said}, notifies {alert.reason}"
+        decided[alert.rule, alert.subject] = f"{said} (would notify {alert.reason})"
     return decided
 
 
 def differences(endpoints: Sequence[str], outcomes: Sequence[StepOutcome]) -> str:
-    """``rule subject: A says firing, notifies firing; B says inactive`` for the first few
+    """``rule subject: A says firing (would notify firing); B says inactive`` for the first few
     (rule, subject) pairs the steps decided differently (pure)."""
     decided = [_decisions(outcome) for outcome in outcomes]
     keys = sorted({key for each in decided for key in each})
