@@ -21,7 +21,7 @@ from watcher.alerting.ruleset import Job, RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
 from watcher.kinds import SOURCES
-from watcher.ledger.quorum import agree
+from watcher.ledger.quorum import agree, differences
 from watcher.ledger.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
@@ -223,3 +223,15 @@ def test_agreement_is_about_transitions_not_facts() -> None:
                   outcome("k1", episodes={"r": {"s": other_facts}})])  # fmt: skip
     assert not agree([outcome("k1"), outcome()])
     assert not agree([outcome(episodes={"r": {"s": pending}}), outcome(episodes={"r": {}})])
+
+
+def test_the_differences_name_a_few_subjects_and_count_the_rest() -> None:
+    firing = {"status": "firing", "number": 1}
+    mine = outcome(episodes={"r": {f"s{i}": firing for i in range(5)}})
+    theirs = outcome(episodes={"r": {"s0": firing}})
+    said = differences(["https://a/v3/***", "https://b/v3/***"], [mine, theirs])
+    assert said == (
+        "r s1: https://a/v3/*** says firing; https://b/v3/*** says inactive | "
+        "r s2: https://a/v3/*** says firing; https://b/v3/*** says inactive | "
+        "r s3: https://a/v3/*** says firing; https://b/v3/*** says inactive | and 1 more"
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -132,6 +134,11 @@ def test_endpoints_that_disagree_are_reported_not_taken_for_an_outage(
             beats = pings.count
             wait_until(lambda: pings.count > beats + 2, 20.0, "heartbeats while they disagree")
             assert get(f"http://{listen}/healthz")[0] == 200
+            health = subprocess.run(
+                [sys.executable, "-m", "watcher", "status", "--config", str(config), "--health"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert health.returncode == 0, health.stderr  # no round "failed every poll"
 
             fired = wait_title("[CRITICAL] rpc_disagreement:")
             assert fired["title"] == (
