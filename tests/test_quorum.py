@@ -162,6 +162,25 @@ async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_thresho
     assert disagreements(world.daemon) == 4
 
 
+async def test_a_firing_disagreement_survives_a_restart_and_resolves_once(world: World) -> None:
+    await world.sweep()
+    world.a.mark_delinquent(OUR_VOTE)
+    for _ in range(4):
+        await world.sweep()  # 3 minutes of disagreement: fired
+    assert [t.split(":")[0] for t in world.titles()] == ["[CRITICAL] rpc_disagreement"]
+
+    old = world.daemon
+    old.store.close()
+    world.daemon = Daemon(old.settings, old.ruleset, clock=old.clock)  # a restart
+    await world.sweep()  # still disagreeing: not announced again
+    assert len(world.titles()) == 1
+    world.b.mark_delinquent(OUR_VOTE)
+    await world.sweep()
+    await world.sweep()
+    resolved = [t for t in world.titles() if t.startswith("[RESOLVED] rpc_disagreement")]
+    assert len(resolved) == 1 and len(world.titles()) == 3  # + my-validator delinquent
+
+
 async def test_a_short_disagreement_says_nothing(world: World) -> None:
     await world.sweep()
     world.a.mark_delinquent(OUR_VOTE)

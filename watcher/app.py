@@ -80,6 +80,9 @@ class Daemon:
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
+        # The rpc_disagreement episodes, read once: every poll under quorum looks at them.
+        self._disagreements: TargetState | None = None
+        self._disagreements_read = False
         self.use(settings, ruleset)
         self.stopping = asyncio.Event()
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
@@ -159,11 +162,14 @@ class Daemon:
         others = [source.step(rules, target, state, other, now) for _, other in answers[1:]]
         endpoints = [endpoint for endpoint, _ in answers]
         found = self.quorum.compare(source.name, target, endpoints, [outcome, *others])
-        kept = self.store.load_state(builtin.SOURCE, builtin.DISAGREEMENT_TARGET)
-        step = self.builtins.disagreement_step(kept, source.name, target, found, now)
+        if not self._disagreements_read:
+            self._disagreements = self.store.load_state(builtin.SOURCE, builtin.DISAGREEMENT_TARGET)
+            self._disagreements_read = True
+        step = self.builtins.disagreement_step(self._disagreements, source.name, target, found, now)
         if step is not None:
             disagreement = [self.builtins.rpc_disagreement]
             self.commit(builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now)
+            self._disagreements = step.state  # once committed (or staged): a failed write raises
         if found is None:
             return True
         self.metrics.disagreed(source.name)
