@@ -49,10 +49,6 @@ class Metrics:
             "watcher_poll_failures", "Polls that failed (not evidence), by source", ["source"],
             registry=r,
         )  # fmt: skip
-        self.disagreements = Counter(
-            "watcher_rpc_disagreements", "Polls under quorum whose endpoints answered but "
-            "disagreed (not evidence, not failures), by source", ["source"], registry=r,
-        )  # fmt: skip
         self.last_success = Gauge(
             "watcher_last_successful_poll_timestamp_seconds",
             "When a poll of the source last succeeded (Unix time)", ["source"], registry=r,
@@ -64,6 +60,10 @@ class Metrics:
         self.notifications = Counter(
             "watcher_notifications", "Notification sends by channel and outcome (sent, failed, "
             "dead)", ["channel", "outcome"], registry=r,
+        )  # fmt: skip
+        self.disagreements = Counter(
+            "watcher_rpc_disagreements", "Polls under quorum whose endpoints answered but "
+            "disagreed (not evidence, not failures), by source", ["source"], registry=r,
         )  # fmt: skip
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
@@ -85,14 +85,14 @@ class Metrics:
         else:
             failures.inc()
 
-    def disagreed(self, source: str) -> None:
-        self.disagreements.labels(source).inc()
-
     def rpc_request(self, method: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)
 
     def delivered(self, channel: str, outcome: str) -> None:
         self.notifications.labels(channel, outcome).inc()
+
+    def disagreed(self, source: str) -> None:
+        self.disagreements.labels(source).inc()
 
     # -- reading --------------------------------------------------------------------------------
 
