@@ -17,6 +17,7 @@ import yaml
 
 from watcher.alerting.builtin import (
     CLUSTER_DELINQUENT_STAKE,
+    RPC_DISAGREEMENT,
     RPC_UNHEALTHY,
     BuiltinRule,
     Builtins,
@@ -392,6 +393,7 @@ def test_channels_of_the_built_in_alerts(
 ) -> None:
     builtins = builtins_for(tmp_path, RULES, **settings)
     assert builtins.rpc_unhealthy.notify == rpc_channels
+    assert builtins.rpc_disagreement.notify == rpc_channels  # the endpoints concern every rule
     assert builtins.cluster_delinquent_stake is not None
     assert builtins.cluster_delinquent_stake.notify == stake_channels
     assert builtins.rules_for("votes") == [builtins.cluster_delinquent_stake]
@@ -402,14 +404,17 @@ def test_health_settings_tune_and_turn_off(tmp_path: Path) -> None:
     builtins = builtins_for(
         tmp_path,
         RULES,
-        health={"unhealthy_after": 5, "cluster_delinquent_stake_pct": None, "severity": "warning"},
-    )
+        health={"unhealthy_after": 5, "cluster_delinquent_stake_pct": None, "severity": "warning",
+                "disagreement_for": "90s"},
+    )  # fmt: skip
     assert builtins.rpc_unhealthy.threshold == 5
     assert builtins.rpc_unhealthy.severity == "warning"
+    assert builtins.rpc_disagreement.for_ == 90 and builtins.rpc_disagreement.severity == "warning"
+    assert builtins_for(tmp_path, RULES).rpc_disagreement.for_ == 300  # by default
     assert builtins.cluster_delinquent_stake is None and builtins.rules_for("votes") == []
 
 
-@pytest.mark.parametrize("name", [RPC_UNHEALTHY, CLUSTER_DELINQUENT_STAKE])
+@pytest.mark.parametrize("name", [RPC_UNHEALTHY, RPC_DISAGREEMENT, CLUSTER_DELINQUENT_STAKE])
 def test_no_rule_may_take_a_built_in_name(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigError, match=rf"r.yaml:\d+: name: '{name}' is the name of a built-in"):
         builtins_for(tmp_path, [{**RULES[1], "name": name}])

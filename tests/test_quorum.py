@@ -6,6 +6,7 @@ for delivery."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +17,11 @@ import structlog
 import yaml
 
 from watcher.alerting.events import AlertMessage, StepOutcome
-from watcher.alerting.ruleset import RuleSet
+from watcher.alerting.ruleset import Job, RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
 from watcher.kinds import SOURCES
-from watcher.ledger.quorum import agree
+from watcher.ledger.quorum import agree, differences
 from watcher.ledger.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
@@ -53,6 +54,17 @@ class World:
     def titles(self) -> list[str]:
         return [record.alert.title for record in reversed(self.daemon.store.history(limit=1000))]
 
+    def bodies(self) -> list[str]:
+        return [record.alert.body for record in reversed(self.daemon.store.history(limit=1000))]
+
+    async def sweep(self, source: str = "votes", seconds: float = 60.0) -> dict[str, Any]:
+        """One scheduled round of ``source`` after ``seconds``; its "round" log line."""
+        self.now[0] += seconds
+        with structlog.testing.capture_logs() as logs:
+            await self.daemon.sweep(Job(source, 60.0, ("cluster",)))
+        [line] = [entry for entry in logs if entry["event"] == "round"]
+        return line
+
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
@@ -66,7 +78,8 @@ def world(tmp_path: Path) -> Iterator[World]:
             tmp_path, rpc_url="unused", channels={"hooks": ["json://127.0.0.1:9/"]},
             rules=base_rules(),
             extra={"state_path": str(tmp_path / "state" / "watcher.db"),
-                   "rpc": {"timeout": "2s", "max_attempts": 1}},
+                   "rpc": {"timeout": "2s", "max_attempts": 1},
+                   "health": {"disagreement_for": "2m"}},
         )  # fmt: skip
         with_endpoints(config, [server_a.url, server_b.url], quorum=2)
         settings, rules = load_config(config)
@@ -99,6 +112,83 @@ async def test_one_endpoint_alone_cannot_fire_nor_resolve_a_delinquency(world: W
     world.b.mark_current(OUR_VOTE)
     await world.poll()
     assert len(world.titles()) == 2 and "is voting again (current)" in world.titles()[1]
+
+
+def disagreements(daemon: Daemon, source: str = "votes") -> float:
+    text = daemon.metrics.exposition().decode()
+    found = re.search(rf'^watcher_rpc_disagreements_total{{source="{source}"}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_threshold(
+    world: World,
+) -> None:
+    """Endpoints that answer but disagree: the round succeeds (no failed poll, /healthz healthy,
+    no rpc_unhealthy), each disagreement is counted, and rpc_disagreement fires once it lasted
+    health.disagreement_for (2m here), naming both endpoints without their keys and what they
+    disagree on; it resolves when they agree again."""
+    await world.sweep()  # both agree: current, quiet
+    world.a.mark_delinquent(OUR_VOTE)  # only endpoint A sees it
+    for seconds in (60.0, 60.0, 59.0):  # the first disagreement, then 1m and 1m 59s after it
+        line = await world.sweep(seconds=seconds)
+        assert (line["targets"], line["failed"], line.get("disagreed")) == (1, 0, 1)
+        assert world.daemon.healthz().healthy, world.daemon.healthz().reason
+        assert world.titles() == []  # not evidence, and the disagreement is young
+    assert disagreements(world.daemon) == 3
+    assert world.daemon.health.failed_rounds == 0
+
+    await world.sweep(seconds=2.0)  # 2m 1s of disagreement
+    [fired] = world.titles()
+    assert fired == "[CRITICAL] rpc_disagreement: the RPC endpoints disagree on votes cluster"
+    [body] = world.bodies()
+    endpoints = [server.url.replace(key, "***") for server, key in
+                 zip(world.servers, (KEY_A, KEY_B), strict=True)]  # fmt: skip
+    assert f"Endpoints: {endpoints[0]}, {endpoints[1]}" in body
+    assert "Source: votes, target: cluster" in body
+    assert (
+        f"Differences: my-validator {OUR_VOTE}: {endpoints[0]} says firing (would notify firing); "
+        f"{endpoints[1]} says inactive"
+    ) in body
+    assert KEY_A not in body and KEY_B not in body
+    assert disagreements(world.daemon) == 4
+
+    world.b.mark_delinquent(OUR_VOTE)  # now both do: evidence, and the disagreement is over
+    line = await world.sweep()
+    assert (line["failed"], line["disagreed"]) == (0, 0)
+    titles = world.titles()
+    assert len(titles) == 3 and "rpc_unhealthy" not in " ".join(titles)
+    assert "[RESOLVED] rpc_disagreement: the RPC endpoints agree again on votes cluster" in titles
+    assert any("my-validator" in title and "delinquent" in title for title in titles)
+    assert disagreements(world.daemon) == 4
+
+
+async def test_a_firing_disagreement_survives_a_restart_and_resolves_once(world: World) -> None:
+    await world.sweep()
+    world.a.mark_delinquent(OUR_VOTE)
+    for _ in range(4):
+        await world.sweep()  # 3 minutes of disagreement: fired
+    assert [t.split(":")[0] for t in world.titles()] == ["[CRITICAL] rpc_disagreement"]
+
+    old = world.daemon
+    old.store.close()
+    world.daemon = Daemon(old.settings, old.ruleset, clock=old.clock)  # a restart
+    await world.sweep()  # still disagreeing: not announced again
+    assert len(world.titles()) == 1
+    world.b.mark_delinquent(OUR_VOTE)
+    await world.sweep()
+    await world.sweep()
+    resolved = [t for t in world.titles() if t.startswith("[RESOLVED] rpc_disagreement")]
+    assert len(resolved) == 1 and len(world.titles()) == 3  # + my-validator delinquent
+
+
+async def test_a_short_disagreement_says_nothing(world: World) -> None:
+    await world.sweep()
+    world.a.mark_delinquent(OUR_VOTE)
+    await world.sweep()  # they disagree ...
+    world.b.mark_delinquent(OUR_VOTE)
+    await world.sweep()  # ... and agree before health.disagreement_for: only the delinquency
+    [fired] = world.titles()
+    assert "my-validator" in fired and "delinquent" in fired
 
 
 async def test_drift_needs_both_endpoints_too(world: World) -> None:
@@ -152,3 +242,15 @@ def test_agreement_is_about_transitions_not_facts() -> None:
                   outcome("k1", episodes={"r": {"s": other_facts}})])  # fmt: skip
     assert not agree([outcome("k1"), outcome()])
     assert not agree([outcome(episodes={"r": {"s": pending}}), outcome(episodes={"r": {}})])
+
+
+def test_the_differences_name_a_few_subjects_and_count_the_rest() -> None:
+    firing = {"status": "firing", "number": 1}
+    mine = outcome(episodes={"r": {f"s{i}": firing for i in range(5)}})
+    theirs = outcome(episodes={"r": {"s0": firing}})
+    said = differences(["https://a/v3/***", "https://b/v3/***"], [mine, theirs])
+    assert said == (
+        "r s1: https://a/v3/*** says firing; https://b/v3/*** says inactive | "
+        "r s2: https://a/v3/*** says firing; https://b/v3/*** says inactive | "
+        "r s3: https://a/v3/*** says firing; https://b/v3/*** says inactive | and 1 more"
+    )

@@ -195,6 +195,13 @@ def test_the_daemons_built_in_alerts_can_be_silenced(config: Path) -> None:
                 "--for", "1h", "--comment", "provider maintenance")  # fmt: skip
     assert "rpc_unhealthy (rpc) silenced until" in added.stdout
     silence_id(added)
+    # rpc_disagreement: one subject per target put to a vote (a state rule's), e.g. votes:cluster
+    added = cli(config, "silence", "add", "--rule", "rpc_disagreement", "--subject",
+                "votes:cluster", "--for", "1h", "--comment", "node B resyncing")  # fmt: skip
+    assert "rpc_disagreement (votes:cluster) silenced until" in added.stdout, added.output
+    stranger = cli(config, "silence", "add", "--rule", "rpc_disagreement", "--subject", "rpc",
+                   "--for", "1h", "--comment", "x")  # fmt: skip
+    assert stranger.exit_code == 2 and "it watches: " in stranger.stderr
 
 
 def test_silence_expire_of_an_unknown_id_fails_clearly(config: Path) -> None:

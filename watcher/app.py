@@ -28,7 +28,7 @@ from watcher.config.rule_models import StateRule
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
-from watcher.core.tally import count_alerts
+from watcher.core.tally import count_alerts, count_disagreement
 from watcher.delivery.outbox import Destination
 from watcher.delivery.sender import delivery_sender
 from watcher.kinds import word
@@ -81,6 +81,9 @@ class Daemon:
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
+        # The rpc_disagreement episodes, read once: every poll under quorum looks at them.
+        self._disagreements: TargetState | None = None
+        self._disagreements_read = False
         self.use(settings, ruleset)
         self.stopping = asyncio.Event()
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
@@ -105,7 +108,7 @@ class Daemon:
         rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
         state = self.store.load_state(source.name, target)
         try:
-            observations = await self._observe(source, target, state)
+            answers = await self._observe(source, target, state)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
@@ -113,32 +116,67 @@ class Daemon:
             self.last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
             self.metrics.polled(source.name, ok=False)
             return False
-        observation, now = observations[0], self.clock()
+        observation, now = answers[0][1], self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not self._confirmed(source, target, state, doubt, now, interval):
             return False
         self.health.succeeded(source.name, target, interval=interval)
         self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
-        others = [source.step(rules, target, state, other, now) for other in observations[1:]]
-        if not self.quorum.agreed(source.name, target, [outcome, *others]):
-            return False  # the endpoints disagree: not evidence
+        if answers[1:] and not self._agreed(source, target, rules, state, answers, outcome, now):
+            # Answered, so not a failed poll (the round, the heartbeat and /healthz go on), but
+            # not evidence either: nothing of the target is committed, its cursor stays put.
+            return True
         self.commit(source.name, target, outcome, rules, now, previous=state)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
         return True
 
-    async def _observe(self, source: Source, target: str, state: TargetState | None) -> list[Any]:
-        """One observation; a state kind's target under quorum: one from each of ``quorum``
-        endpoints (``watcher.ledger.quorum``)."""
+    async def _observe(
+        self, source: Source, target: str, state: TargetState | None
+    ) -> list[tuple[str, Any]]:
+        """One observation, with the endpoint that gave it (its public URL); a state kind's
+        target under quorum: one from each of ``quorum`` endpoints (``watcher.ledger.quorum``)."""
         if self.quorum.needed > 1 and isinstance(self.rpc, RpcClient) and any(
             isinstance(rule, StateRule) for rule in self.ruleset.rules_for(source.name, target)
         ):
             readers = self.rpc.readers()
             observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
-            return await observe_from(readers, self.quorum.needed, observe)
-        return [await source.observe(self.rpc, target, state)]
+            answers = await observe_from(readers, self.quorum.needed, observe)
+            return [(reader.public_url, answer) for reader, answer in answers]
+        endpoint = str(getattr(self.rpc, "public_url", ""))
+        return [(endpoint, await source.observe(self.rpc, target, state))]
+
+    def _agreed(
+        self,
+        source: Source,
+        target: str,
+        rules: Sequence[PresentedRule],
+        state: TargetState | None,
+        answers: Sequence[tuple[str, Any]],
+        outcome: StepOutcome,
+        now: float,
+    ) -> bool:
+        """Under quorum: whether every endpoint's step agrees with ``outcome`` (the first's).
+        A disagreement is counted (metric, round tally) and kept by the built-in
+        rpc_disagreement, whose episode for this target an agreement resolves."""
+        others = [source.step(rules, target, state, other, now) for _, other in answers[1:]]
+        endpoints = [endpoint for endpoint, _ in answers]
+        found = self.quorum.compare(source.name, target, endpoints, [outcome, *others])
+        if not self._disagreements_read:
+            self._disagreements = self.store.load_state(builtin.SOURCE, builtin.DISAGREEMENT_TARGET)
+            self._disagreements_read = True
+        step = self.builtins.disagreement_step(self._disagreements, source.name, target, found, now)
+        if step is not None:
+            disagreement = [self.builtins.rpc_disagreement]
+            self.commit(builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now)
+            self._disagreements = step.state  # once committed (or staged): a failed write raises
+        if found is None:
+            return True
+        self.metrics.disagreed(source.name)
+        count_disagreement()
+        return False
 
     def _confirmed(
         self,

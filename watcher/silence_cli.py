@@ -26,18 +26,36 @@ silence_app = typer.Typer(
 
 
 def _builtin_subjects() -> dict[str, tuple[str, ...]]:
-    """The daemon's built-in alerts can be silenced too; each has one subject."""
+    """The daemon's built-in alerts can be silenced too; each has one subject, but
+    rpc_disagreement (one per voted target, ``_silenceable``)."""
     from watcher.alerting import builtin
 
     return {
         builtin.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
+        builtin.RPC_DISAGREEMENT: (),
         builtin.CLUSTER_DELINQUENT_STAKE: (builtin.CLUSTER_SUBJECT,),
     }
 
 
 def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
     """Rule name -> the subjects its alerts can have (its addresses, mints or validators)."""
-    return {**_builtin_subjects(), **{rule.name: rule.watched for rule in ruleset.rules}}
+    from watcher.alerting import builtin
+    from watcher.config.rule_models import StateRule
+
+    # rpc_disagreement: one subject per target a state rule watches (put to a vote).
+    voted = tuple(
+        dict.fromkeys(
+            builtin.disagreement_subject(rule.source, target)
+            for rule in ruleset.rules
+            if isinstance(rule, StateRule)
+            for target in rule.targets
+        )
+    )
+    return {
+        **_builtin_subjects(),
+        builtin.RPC_DISAGREEMENT: voted,
+        **{rule.name: rule.watched for rule in ruleset.rules},
+    }
 
 
 @silence_app.command("add")

@@ -1,4 +1,5 @@
-"""Built-in alerts: the daemon's own ``rpc_unhealthy`` and ``cluster_delinquent_stake``.
+"""Built-in alerts: the daemon's own ``rpc_unhealthy``, ``rpc_disagreement`` and
+``cluster_delinquent_stake``.
 
 They need no rule file; the ``health`` settings tune them. Each is a ``BuiltinRule``, a value
 shaped like a state-kind rule, so that its episodes go through ``watcher.alerting.lifecycle`` and
@@ -12,14 +13,21 @@ once, and a firing episode survives a restart without being announced again.
   and why dependent alerts need no special holding), naming the endpoint (its key masked) and
   the last error; resolves on the next round in which a call succeeds, saying how long the
   outage lasted. Its episode is stored as the state of target ``(builtin, rpc)``.
+- ``rpc_disagreement`` (subject ``<source>:<target>``, e.g. ``votes:cluster``; only with
+  ``quorum`` above 1): the endpoints asked for one poll of a target answered, but their steps
+  disagreed (``watcher.ledger.quorum``), on every poll for ``health.disagreement_for`` (its
+  ``for``); names the endpoints (keys masked), the source and target and what each endpoint's
+  step decided. Resolves on the first poll of that target on which they agree. A poll of
+  another target, or a failed poll, changes nothing. Its episodes, one per target, are stored
+  as the state of target ``(builtin, disagreement)``.
 - ``cluster_delinquent_stake`` (subject ``cluster``): evaluated by the ``votes`` source, which
   sees the whole vote-account set (so only while some ``delinquent_validators`` rule exists);
   it is handed to that source's step as one more rule (``Builtins.rules_for``).
 
-Channels (decision): ``health.channels`` when set. Otherwise ``rpc_unhealthy`` goes to
-``fallback_channels``, else ``default_channels``, else every channel any rule delivers to (an
-endpoint failure concerns every rule); ``cluster_delinquent_stake`` goes to the channels of the
-``delinquent_validators`` rules whose alerts it folds.
+Channels (decision): ``health.channels`` when set. Otherwise ``rpc_unhealthy`` and
+``rpc_disagreement`` go to ``fallback_channels``, else ``default_channels``, else every channel
+any rule delivers to (the endpoints concern every rule); ``cluster_delinquent_stake`` goes to the
+channels of the ``delinquent_validators`` rules whose alerts it folds.
 """
 
 from __future__ import annotations
@@ -35,14 +43,18 @@ from watcher.config.rule_models import RESERVED_NAMES, Rule
 from watcher.config.rules import channels_of
 from watcher.config.settings import Settings
 from watcher.core.clock import human_duration, iso
+from watcher.ledger.quorum import Disagreement
 
 RPC_UNHEALTHY = "rpc_unhealthy"
+RPC_DISAGREEMENT = "rpc_disagreement"
 CLUSTER_DELINQUENT_STAKE = "cluster_delinquent_stake"
-assert {RPC_UNHEALTHY, CLUSTER_DELINQUENT_STAKE} == RESERVED_NAMES  # no rule may take them
+# no rule may take them
+assert {RPC_UNHEALTHY, RPC_DISAGREEMENT, CLUSTER_DELINQUENT_STAKE} == RESERVED_NAMES
 
-SOURCE = "builtin"  # the store's (source, target) of the rpc_unhealthy episode
-RPC_TARGET = "rpc"
+SOURCE = "builtin"  # the store's source of the built-in episodes
+RPC_TARGET = "rpc"  # ... and target of the rpc_unhealthy episode
 RPC_SUBJECT = "rpc"
+DISAGREEMENT_TARGET = "disagreement"  # ... and of the rpc_disagreement episodes
 CLUSTER_SUBJECT = "cluster"
 
 
@@ -52,7 +64,7 @@ class BuiltinRule:
     read of a rule.
 
     ``threshold``: failed rounds for rpc_unhealthy, percent of activated stake for
-    cluster_delinquent_stake."""
+    cluster_delinquent_stake (unused by rpc_disagreement, whose ``for_`` is its threshold)."""
 
     name: str
     severity: Severity
@@ -75,6 +87,7 @@ class Builtins:
 
     endpoint: str  # the RPC URL with its key masked
     rpc_unhealthy: BuiltinRule
+    rpc_disagreement: BuiltinRule
     cluster_delinquent_stake: BuiltinRule | None  # None: turned off
 
     @classmethod
@@ -94,6 +107,9 @@ class Builtins:
             rpc_unhealthy=BuiltinRule(
                 RPC_UNHEALTHY, health.severity, rpc_channels, health.unhealthy_after
             ),
+            rpc_disagreement=BuiltinRule(
+                RPC_DISAGREEMENT, health.severity, rpc_channels, 0.0, for_=health.disagreement_for
+            ),
             cluster_delinquent_stake=None
             if stake_pct is None
             else BuiltinRule(CLUSTER_DELINQUENT_STAKE, health.severity, stake_channels, stake_pct),
@@ -101,7 +117,7 @@ class Builtins:
 
     def rules(self) -> list[BuiltinRule]:
         """Every built-in rule that is on."""
-        on = [self.rpc_unhealthy, self.cluster_delinquent_stake]
+        on = [self.rpc_unhealthy, self.rpc_disagreement, self.cluster_delinquent_stake]
         return [rule for rule in on if rule is not None]
 
     def rules_for(self, source: str) -> list[BuiltinRule]:
@@ -114,6 +130,16 @@ class Builtins:
         self, state: TargetState | None, verdict: RoundVerdict, now: float
     ) -> StepOutcome | None:
         return step_rpc_health(self.rpc_unhealthy, state, verdict, self.endpoint, now)
+
+    def disagreement_step(
+        self,
+        state: TargetState | None,
+        source: str,
+        target: str,
+        found: Disagreement | None,
+        now: float,
+    ) -> StepOutcome | None:
+        return step_disagreement(self.rpc_disagreement, state, source, target, found, now)
 
 
 def _union(groups: Iterable[Sequence[str]]) -> tuple[str, ...]:
@@ -164,6 +190,37 @@ def step_rpc_health(
     else:
         facts |= {"down_for_seconds": now - since, "down_for": human_duration(now - since)}
     return step_episodes([rule], state, now, lambda _rule: {RPC_SUBJECT: (active, facts)})
+
+
+# -- rpc_disagreement: pure ----------------------------------------------------------------
+
+
+def disagreement_subject(source: str, target: str) -> str:
+    return f"{source}:{target}"
+
+
+def step_disagreement(
+    rule: BuiltinRule,
+    state: TargetState | None,
+    source: str,
+    target: str,
+    found: Disagreement | None,
+    now: float,
+) -> StepOutcome | None:
+    """One poll of ``target`` under quorum -> its rpc_disagreement episode after it and what to
+    say, or None when there is nothing to record (the endpoints agree and no episode is open).
+    ``found``: what they disagree on; None: they agree."""
+    subject = disagreement_subject(source, target)
+    if found is None and _episode(state, rule.name, subject).status == "inactive":
+        return None
+    facts: dict[str, Any] = {"built_in": True, "source": source, "target": target}
+    if found is not None:
+        facts |= {
+            "endpoints": list(found.endpoints),
+            "differences": found.differences,
+            "disagreement_for": human_duration(rule.for_),
+        }
+    return step_episodes([rule], state, now, lambda _rule: {subject: (found is not None, facts)})
 
 
 def _episode(state: TargetState | None, rule: str, subject: str) -> Episode:

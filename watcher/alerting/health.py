@@ -12,6 +12,10 @@ which the four sources fail together is one failed round of each, not four faile
 jobs of one source (two sweep intervals) run side by side: each call and each round is counted
 for its own job, so neither can close the other's round.
 
+A poll under ``quorum`` whose endpoints answered but disagree counts as answered: the endpoint
+works; the disagreement is told apart (``watcher.ledger.quorum``, the built-in
+``rpc_disagreement``).
+
 This feeds the built-in ``rpc_unhealthy`` alert (``watcher.alerting.builtin``), which fires once the
 longest streak reaches ``health.unhealthy_after`` and resolves on the next answered round.
 

@@ -1,10 +1,11 @@
 """How notifications are worded: the shared formatters, and the one renderer.
 
 Each kind has a pure default wording ``facts -> (title, body)`` in its module
-(``watcher.kinds``); the built-in ``rpc_unhealthy``'s is here. The facts are a JSON-friendly
-dict that always holds ``rule``, ``severity``, ``subject`` and ``reason``; they are stored with
-the alert and are the context of a rule's own ``title``/``body`` Jinja2 templates, which, when
-set, replace the default wording (rendered in a sandbox).
+(``watcher.kinds``); the built-in ``rpc_unhealthy``'s and ``rpc_disagreement``'s are here. The
+facts are a JSON-friendly dict that always holds ``rule``, ``severity``, ``subject`` and
+``reason``; they are stored with the alert and are the context of a rule's own
+``title``/``body`` Jinja2 templates, which, when set, replace the default wording (rendered in
+a sandbox).
 
 Texts are plain and read well as they are; channels that render Markdown get them as Markdown
 at send time (``watcher.delivery.markup``). Titles are short
@@ -224,6 +225,36 @@ def rpc_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
         f"Endpoint: {facts['endpoint']}",
         summary,
         f"Last error: {error or 'unknown'}",
+    )
+    return title, body
+
+
+def disagreement_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    """``rpc_disagreement``: the endpoints of a quorum answer, but decide a target differently."""
+    on = f"{facts['source']} {facts['target']}"
+    if facts["reason"] == "resolved":
+        was: Facts = facts.get("was", {})
+        title = f"{rule_head(facts)} the RPC endpoints agree again on {on}"
+        summary = (
+            f"Resolved: the endpoints agree again on {on}, after disagreeing for "
+            f"{facts.get('duration', 'unknown')} (since {facts.get('since', 'unknown')})."
+        )
+    else:
+        was = facts
+        still = f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
+        title = f"{rule_head(facts)} the RPC endpoints disagree on {on}{still}"
+        summary = (
+            f"The endpoints answer, but their answers lead to different alerts on every poll "
+            f"since {facts.get('since', 'unknown')} ({facts['disagreement_for']} or more). Until "
+            f"they agree, nothing is concluded about {on}: no rule fires or resolves on it."
+        )
+    body = lines(
+        rule_line(facts),
+        f"Endpoints: {', '.join(was.get('endpoints', [])) or 'unknown'}",
+        f"Source: {facts['source']}, target: {facts['target']}",
+        summary,
+        f"{'They disagreed on' if was is not facts else 'Differences'}: "
+        f"{was.get('differences', 'unknown')}",
     )
     return title, body
 

@@ -40,7 +40,7 @@ CLUSTER = "cluster"  # the one target of the votes and nodes sources
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 # Names of the built-in alerts (watcher.alerting.builtin): a rule's episodes must not mix with
 # theirs.
-RESERVED_NAMES = frozenset({"rpc_unhealthy", "cluster_delinquent_stake"})
+RESERVED_NAMES = frozenset({"rpc_unhealthy", "rpc_disagreement", "cluster_delinquent_stake"})
 
 
 # -- value types -----------------------------------------------------------------------------

@@ -44,9 +44,13 @@ class DeliverySettings(_Section):
 
 
 class HealthSettings(_Section):
-    """The built-in alerts rpc_unhealthy and cluster_delinquent_stake (watcher.alerting.builtin)."""
+    """The built-in alerts rpc_unhealthy, rpc_disagreement and cluster_delinquent_stake
+    (watcher.alerting.builtin)."""
 
     unhealthy_after: Annotated[int, Field(ge=1)] = 3  # failed rounds in a row before firing
+    # quorum: endpoints disagreeing on a target this long without a break before firing. Nodes
+    # a few slots apart disagree briefly around a change; a stuck or forked node keeps on.
+    disagreement_for: PositiveDuration = 300.0
     # More than this share of activated stake delinquent: one cluster-wide alert. None: off.
     cluster_delinquent_stake_pct: Annotated[float, Field(gt=0, le=100)] | None = 10.0
     severity: Severity = "critical"

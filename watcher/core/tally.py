@@ -1,5 +1,5 @@
-"""What one sweep did, counted where it happens: RPC calls (in the RPC client) and alerts
-committed (in the daemon), for the round's summary line.
+"""What one sweep did, counted where it happens: RPC calls (in the RPC client), alerts
+committed and polls whose endpoints disagreed (in the daemon), for the round's summary line.
 
 The tally rides a context variable set around one sweep: the tasks the sweep starts inherit it,
 so two sweeps running at once (two sources, or one source at two intervals) keep apart counts.
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 class RoundTally:
     calls: int = 0  # logical RPC calls (one per call of a batch; retries not counted)
     alerts: int = 0  # alerts committed to the outbox (events, firings, resolutions...)
+    disagreements: int = 0  # polls under quorum whose endpoints disagreed (not failures)
 
 
 _CURRENT: ContextVar[RoundTally | None] = ContextVar("watcher_round_tally", default=None)
@@ -43,3 +44,9 @@ def count_alerts(number: int) -> None:
     tally = _CURRENT.get()
     if tally is not None:
         tally.alerts += number
+
+
+def count_disagreement() -> None:
+    tally = _CURRENT.get()
+    if tally is not None:
+        tally.disagreements += 1

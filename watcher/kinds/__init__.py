@@ -29,13 +29,14 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, RPC_UNHEALTHY
+from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, RPC_DISAGREEMENT, RPC_UNHEALTHY
 from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import (
     PLAIN,
     Presentation,
     PresentedRule,
     Wording,
+    disagreement_text,
     rpc_text,
     word_alert,
 )
@@ -109,6 +110,7 @@ SOURCES: Mapping[str, Source] = sources_of(KINDS.values())
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, Wording] = {
     RPC_UNHEALTHY: rpc_text,
+    RPC_DISAGREEMENT: disagreement_text,
     CLUSTER_DELINQUENT_STAKE: delinquency.cluster_stake_text,
 }
 

@@ -17,15 +17,20 @@ agave-watchtower's answer to false alarms from one lagging or broken node, made 
   nodes and are left out). Then the step of the first (healthiest) endpoint is committed, with
   its facts in the messages.
 - **Disagreeing.** The poll is not evidence: nothing is committed, the state stays as it was,
-  so a pending ``for`` does not advance either. A warning is logged once per stretch of
-  disagreement of a target, and one line when its endpoints agree again. The endpoints did
-  answer, so a disagreement is not an RPC failure and does not count toward ``rpc_unhealthy``.
+  so a pending ``for`` does not advance either. But the endpoints did answer: the poll counts as
+  answered (the round succeeds, the heartbeat goes on, ``/healthz`` stays healthy, nothing counts
+  toward ``rpc_unhealthy``). A disagreement is its own condition: ``compare`` says which
+  endpoints disagree on what, for the built-in ``rpc_disagreement`` (``watcher.alerting.builtin``),
+  the ``watcher_rpc_disagreements_total`` counter and the round's ``disagreed`` count. A warning
+  is logged once per stretch of disagreement of a target, and one line when its endpoints agree
+  again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -44,22 +49,22 @@ _FACT_FIELDS = frozenset({"details", "active_details"})
 
 async def observe_from(
     readers: Sequence[R], needed: int, observe: Callable[[R], Awaitable[T]]
-) -> list[T]:
-    """``needed`` observations, each from a different reader, in the readers' order; raises the
-    last ``RpcError`` when fewer than ``needed`` readers answer."""
-    answers: list[T] = []
+) -> list[tuple[R, T]]:
+    """``needed`` observations, each from a different reader (with it), in the readers' order;
+    raises the last ``RpcError`` when fewer than ``needed`` readers answer."""
+    answers: list[tuple[R, T]] = []
     waiting = list(readers)
     last_error: RpcError | None = None
     while len(answers) < needed and len(waiting) >= needed - len(answers):
         batch, waiting = waiting[: needed - len(answers)], waiting[needed - len(answers) :]
         results = await asyncio.gather(*(observe(r) for r in batch), return_exceptions=True)
-        for result in results:
+        for reader, result in zip(batch, results, strict=True):
             if isinstance(result, RpcError):
                 last_error = result
             elif isinstance(result, BaseException):
                 raise result
             else:
-                answers.append(result)
+                answers.append((reader, result))
     if len(answers) < needed:
         if last_error is None:
             raise ValueError(f"quorum {needed} needs at least {needed} endpoints")
@@ -88,6 +93,52 @@ def agree(outcomes: Sequence[StepOutcome]) -> bool:
     return all(transitions(outcome) == first for outcome in outcomes[1:])
 
 
+# Differing (rule, subject) pairs named in a disagreement's summary; the rest are counted.
+SHOWN_DIFFERENCES = 3
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Endpoints that answered one poll of a target with different transitions."""
+
+    source: str
+    target: str
+    endpoints: tuple[str, ...]  # public URLs (keys masked), in the order asked
+    differences: str  # short: per differing (rule, subject), what each endpoint's step decided
+
+
+def _decisions(outcome: StepOutcome) -> dict[tuple[str, str], str]:
+    """(rule, subject) -> what the step decided about it: episode status and any notification."""
+    decided: dict[tuple[str, str], str] = {}
+    for rule, by_subject in outcome.state.get("episodes", {}).items():
+        for subject, episode in by_subject.items():
+            decided[rule, subject] = str(episode.get("status", "inactive"))
+    for alert in outcome.alerts:
+        said = decided.get((alert.rule, alert.subject), "inactive")
+        decided[alert.rule, alert.subject] = f"{said} (would notify {alert.reason})"
+    return decided
+
+
+def differences(endpoints: Sequence[str], outcomes: Sequence[StepOutcome]) -> str:
+    """``rule subject: A says firing (would notify firing); B says inactive`` for the first few
+    (rule, subject) pairs the steps decided differently (pure)."""
+    decided = [_decisions(outcome) for outcome in outcomes]
+    keys = sorted({key for each in decided for key in each})
+    differing = [key for key in keys if len({each.get(key, "inactive") for each in decided}) > 1]
+    parts = [
+        f"{rule} {subject}: "
+        + "; ".join(
+            f"{endpoint} says {each.get((rule, subject), 'inactive')}"
+            for endpoint, each in zip(endpoints, decided, strict=True)
+        )
+        for rule, subject in differing[:SHOWN_DIFFERENCES]
+    ]
+    if len(differing) > SHOWN_DIFFERENCES:
+        parts.append(f"and {len(differing) - SHOWN_DIFFERENCES} more")
+    # Equal statuses can hide a difference in episode numbers or times: say so, not nothing.
+    return " | ".join(parts) or "the same statuses, different episode numbers or times"
+
+
 class Quorum:
     """The daemon's quorum: how many endpoints must agree, and which targets disagree now."""
 
@@ -95,14 +146,22 @@ class Quorum:
         self.needed = needed
         self._disagreeing: set[tuple[str, str]] = set()
 
-    def agreed(self, source: str, target: str, outcomes: Sequence[StepOutcome]) -> bool:
-        """Whether the steps agree; logs the start and the end of a disagreement once."""
+    def compare(
+        self,
+        source: str,
+        target: str,
+        endpoints: Sequence[str],
+        outcomes: Sequence[StepOutcome],
+    ) -> Disagreement | None:
+        """None when the steps agree, else what the endpoints (public URLs, one per outcome)
+        disagree on; logs the start and the end of a stretch of disagreement once."""
         key = (source, target)
         if agree(outcomes):
             if key in self._disagreeing:
                 self._disagreeing.discard(key)
                 log.info("rpc endpoints agree again", source=source, target=target)
-            return True
+            return None
+        found = Disagreement(source, target, tuple(endpoints), differences(endpoints, outcomes))
         if key not in self._disagreeing:
             self._disagreeing.add(key)
             log.warning(
@@ -110,5 +169,7 @@ class Quorum:
                 source=source,
                 target=target,
                 quorum=self.needed,
+                endpoints=", ".join(found.endpoints),
+                differences=found.differences,
             )
-        return False
+        return found

@@ -66,6 +66,10 @@ class Metrics:
             "watcher_notifications", "Notification sends by channel and outcome (sent, failed, "
             "dead)", ["channel", "outcome"], registry=r,
         )  # fmt: skip
+        self.disagreements = Counter(
+            "watcher_rpc_disagreements", "Polls under quorum whose endpoints answered but "
+            "disagreed (not evidence, not failures), by source", ["source"], registry=r,
+        )  # fmt: skip
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
@@ -96,6 +100,9 @@ class Metrics:
 
     def delivered(self, channel: str, outcome: str) -> None:
         self.notifications.labels(channel, outcome).inc()
+
+    def disagreed(self, source: str) -> None:
+        self.disagreements.labels(source).inc()
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -64,6 +64,7 @@ async def sweep(daemon: Daemon, job: Job) -> None:
         record_round(daemon.store.db, done)
     problem = {"error": daemon.last_errors.get(job.source)} if failed else {}
     log.info("round", source=job.source, targets=len(results), failed=failed,
+             disagreed=tally.disagreements,  # answered, not evidence: not failed
              calls=tally.calls, alerts=tally.alerts, duration=round(now - started, 3),
              **problem)  # fmt: skip
     if daemon.heartbeat is not None:
