@@ -16,6 +16,7 @@ from watcher.cli_support import (
     fail_with_problems,
     load,
     settings_or_exit,
+    state_or_exit,
     usage_error,
 )
 from watcher.silence_cli import silence_app
@@ -120,14 +121,8 @@ def alerts(
     from watcher.state.store import Store
 
     settings = settings_or_exit(config, readonly=True)
-    if not settings.state_path.exists():
-        typer.echo(f"no state database yet at {settings.state_path}", err=True)
-        raise typer.Exit(code=1)
-    store = Store(settings.state_path)
-    try:
+    with state_or_exit(), Store(settings.state_path, readonly=True) as store:
         records = store.history(limit=limit, rule=rule)
-    finally:
-        store.close()
     for record in records:
         if as_json:
             typer.echo(json.dumps(record.as_dict(), sort_keys=True))
@@ -155,10 +150,8 @@ def status(
     from watcher.service.status import read_status
 
     settings = settings_or_exit(config, readonly=True)
-    if not settings.state_path.exists():
-        typer.echo(f"no state database yet at {settings.state_path}", err=True)
-        raise typer.Exit(code=1)
-    current = read_status(settings.state_path)
+    with state_or_exit():
+        current = read_status(settings.state_path)
     typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
     problems = current.problems(time.time()) if health else []
     for problem in problems:
