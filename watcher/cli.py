@@ -79,10 +79,19 @@ def run(config: ConfigOption) -> None:
         # One line per problem, each saying why nothing runs.
         fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
-    from watcher.core.errors import DaemonFailed
+    from watcher.core.errors import DaemonFailed, StateUnusable
+    from watcher.state.lock import lock_state
 
     try:
-        asyncio.run(_run_until_signalled(settings, ruleset, config))
+        # Before anything touches the database (schema upgrade, requeue of interrupted
+        # sends): a second daemon on the same file must change nothing of the first's.
+        lock = lock_state(settings.state_path)
+    except StateUnusable as exc:
+        typer.echo(f"watcher: refusing to start: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    try:
+        with lock:
+            asyncio.run(_run_until_signalled(settings, ruleset, config))
     except DaemonFailed as exc:
         typer.echo(f"watcher: stopped with an error: {exc}", err=True)
         raise typer.Exit(code=1) from None
