@@ -1,15 +1,22 @@
-"""The commands that only read the state database (``alerts``, ``silence list|expire``) work
-without the secrets the settings file names (``${RPC_API_KEY}``, channel tokens); the commands
-that reach the endpoint or a channel still refuse an unset variable."""
+"""The commands that only read the state database (``alerts``, ``status``, ``silence list``)
+need none of the secrets the settings file names, open the database read-only (never creating nor
+upgrading it) and refuse in one line a missing database or a schema that is not theirs; the
+commands that reach the endpoint or a channel still refuse an unset variable."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from watcher.cli import app
+from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import Store
 
 from support.daemon import write_config
@@ -64,3 +71,118 @@ def test_commands_that_reach_out_still_need_every_variable(
     result = cli(*command, "--config", str(config))
     assert result.exit_code == 2
     assert "environment variable RPC_API_KEY is not set" in result.stderr
+
+
+# -- the state database: read-only, never created nor upgraded ----------------------------------
+
+READERS = [["alerts"], ["status"], ["silence", "list"]]
+KNOWN = len(MIGRATIONS)
+
+
+def state_file(config: Path) -> Path:
+    return config.parent / "state" / "watcher.db"
+
+
+def fingerprint(path: Path) -> tuple[bytes, int, int]:
+    """The file's bytes, its mtime and the schema version it records."""
+    with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
+        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+    return path.read_bytes(), path.stat().st_mtime_ns, int(version)
+
+
+def with_schema(path: Path, version: int) -> Path:
+    """A state database at ``version``: an older watcher's (fewer migrations) or a newer one's
+    (a migration this watcher does not know), closed cleanly (no -wal left)."""
+    path.unlink(missing_ok=True)
+    db = open_database(path)
+    migrate(db, MIGRATIONS[: min(version, KNOWN)])
+    if version > KNOWN:
+        db.execute("CREATE TABLE from_the_future (x INTEGER) STRICT")
+        db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)", [version])
+    db.close()
+    return path
+
+
+def one_line_refusal(result: Result, line: str) -> None:
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"watcher: {line}\n")
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_read_only_command_refuses_a_newer_schema_and_changes_nothing(
+    config: Path, command: list[str]
+) -> None:
+    path = with_schema(state_file(config), KNOWN + 3)
+    before = fingerprint(path)
+    result = cli(*command, "--config", str(config))
+    one_line_refusal(
+        result,
+        f"state database {path} was written by a newer watcher (schema {KNOWN + 3}; this one "
+        f"knows {KNOWN}): upgrade watcher",
+    )
+    assert fingerprint(path) == before
+
+
+@pytest.mark.parametrize("command", [*READERS, ["silence", "expire", "1"]])
+def test_no_command_but_run_upgrades_an_older_schema(config: Path, command: list[str]) -> None:
+    path = with_schema(state_file(config), 3)
+    before = fingerprint(path)
+    result = cli(*command, "--config", str(config))
+    one_line_refusal(
+        result,
+        f"state database {path} has an older schema (3; this watcher's is {KNOWN}): restart "
+        "`watcher run` with this version first, it upgrades the schema",
+    )
+    assert fingerprint(path) == before
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_read_only_command_never_creates_the_database(config: Path, command: list[str]) -> None:
+    path = state_file(config)
+    path.unlink()
+    result = cli(*command, "--config", str(config))
+    one_line_refusal(result, f"no state database at {path}: start `watcher run` first")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_read_only_command_does_not_set_up_an_empty_file(
+    config: Path, command: list[str]
+) -> None:
+    path = state_file(config)
+    path.unlink()
+    path.write_bytes(b"")
+    result = cli(*command, "--config", str(config))
+    one_line_refusal(
+        result, f"state database {path} has no watcher schema yet: start `watcher run` first"
+    )
+    assert path.read_bytes() == b""
+
+
+def test_a_read_only_command_reads_a_closed_database_without_changing_it(config: Path) -> None:
+    """No daemon: the WAL database was closed cleanly (no -wal, no -shm); reading it read-only
+    works and leaves the database file as it was."""
+    path = state_file(config)
+    with Store(path) as store:
+        store.add_silence("treasury", None, 1.0, 4e9, "planned", "alice", 1.0)
+    assert not path.with_name("watcher.db-wal").exists()
+    before = fingerprint(path)
+    listed = cli("silence", "list", "--config", str(config))
+    assert listed.exit_code == 0, listed.output
+    assert "treasury  *" in listed.stdout and "by alice: planned" in listed.stdout
+    assert fingerprint(path) == before
+
+
+def test_the_refusal_is_one_line_from_the_real_command(config: Path) -> None:
+    """As a user runs it (``python -m watcher``): one line on stderr, exit 1, no traceback."""
+    path = with_schema(state_file(config), KNOWN + 1)
+    env = {k: v for k, v in os.environ.items() if k not in NO_SECRETS}
+    done = subprocess.run(
+        [sys.executable, "-m", "watcher", "alerts", "--config", str(config)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"watcher: state database {path} was written by a newer watcher (schema {KNOWN + 1}; "
+        f"this one knows {KNOWN}): upgrade watcher\n"
+    )

@@ -16,6 +16,7 @@ from watcher.cli_support import (
     fail_with_problems,
     load,
     settings_or_exit,
+    state_or_exit,
     usage_error,
 )
 from watcher.silence_cli import silence_app
@@ -78,10 +79,19 @@ def run(config: ConfigOption) -> None:
         # One line per problem, each saying why nothing runs.
         fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
-    from watcher.core.errors import DaemonFailed
+    from watcher.core.errors import DaemonFailed, StateUnusable
+    from watcher.state.lock import lock_state
 
     try:
-        asyncio.run(_run_until_signalled(settings, ruleset, config))
+        # Before anything touches the database (schema upgrade, requeue of interrupted
+        # sends): a second daemon on the same file must change nothing of the first's.
+        lock = lock_state(settings.state_path)
+    except StateUnusable as exc:
+        typer.echo(f"watcher: refusing to start: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    try:
+        with lock:
+            asyncio.run(_run_until_signalled(settings, ruleset, config))
     except DaemonFailed as exc:
         typer.echo(f"watcher: stopped with an error: {exc}", err=True)
         raise typer.Exit(code=1) from None
@@ -120,14 +130,8 @@ def alerts(
     from watcher.state.store import Store
 
     settings = settings_or_exit(config, readonly=True)
-    if not settings.state_path.exists():
-        typer.echo(f"no state database yet at {settings.state_path}", err=True)
-        raise typer.Exit(code=1)
-    store = Store(settings.state_path)
-    try:
+    with state_or_exit(), Store(settings.state_path, readonly=True) as store:
         records = store.history(limit=limit, rule=rule)
-    finally:
-        store.close()
     for record in records:
         if as_json:
             typer.echo(json.dumps(record.as_dict(), sort_keys=True))
@@ -155,10 +159,8 @@ def status(
     from watcher.service.status import read_status
 
     settings = settings_or_exit(config, readonly=True)
-    if not settings.state_path.exists():
-        typer.echo(f"no state database yet at {settings.state_path}", err=True)
-        raise typer.Exit(code=1)
-    current = read_status(settings.state_path)
+    with state_or_exit():
+        current = read_status(settings.state_path)
     typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
     problems = current.problems(time.time()) if health else []
     for problem in problems:

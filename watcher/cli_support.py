@@ -3,6 +3,8 @@ without the secrets), and saying a problem in one line with the right exit code.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -54,3 +56,16 @@ def settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
 def usage_error(message: str) -> NoReturn:
     typer.echo(f"watcher: {message}", err=True)
     raise typer.Exit(code=2)
+
+
+@contextmanager
+def state_or_exit() -> Iterator[None]:
+    """A state database a command cannot use (missing, another schema, broken) is one line
+    naming it and exit 1, as ``main`` says any other state error."""
+    from watcher.core.errors import StateError
+
+    try:
+        yield
+    except StateError as exc:
+        typer.echo(f"watcher: {exc}", err=True)
+        raise typer.Exit(code=1) from None

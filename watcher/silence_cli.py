@@ -13,6 +13,7 @@ from watcher.cli_support import (
     fail_with_problems,
     load,
     settings_or_exit,
+    state_or_exit,
     usage_error,
 )
 
@@ -100,13 +101,11 @@ def silence_add(
     if subject is not None and subject not in watched:
         usage_error(f"rule {rule!r} does not watch {subject} (it watches: {', '.join(watched)})")
     now = time.time()
-    store = Store(settings.state_path)
-    try:
+    # Never upgrades an existing database: that is for `watcher run`, which may be running.
+    with state_or_exit(), Store(settings.state_path, upgrade=False) as store:
         silence = store.add_silence(
             rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
         )
-    finally:
-        store.close()
     typer.echo(
         f"silence {silence.id}: {rule} ({subject or 'every subject'}) "
         f"silenced until {iso(silence.ends_at)}"
@@ -129,13 +128,8 @@ def silence_list(
 
     settings = settings_or_exit(config, readonly=True)
     now = time.time()
-    silences = []
-    if settings.state_path.exists():
-        store = Store(settings.state_path)
-        try:
-            silences = store.list_silences(now, include_expired=show_all)
-        finally:
-            store.close()
+    with state_or_exit(), Store(settings.state_path, readonly=True) as store:
+        silences = store.list_silences(now, include_expired=show_all)
     for silence in silences:
         state = "active" if silence.is_active(now) else "expired"
         if as_json:
@@ -166,14 +160,11 @@ def silence_expire(
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)
     now = time.time()
-    store = Store(settings.state_path)
-    try:
+    with state_or_exit(), Store(settings.state_path, upgrade=False) as store:
         if store.expire_silence(silence_id, now):
             typer.echo(f"silence {silence_id} expired")
             return
         known = {s.id: s for s in store.list_silences(now, include_expired=True)}
-    finally:
-        store.close()
     if silence_id not in known:
         typer.echo(f"watcher: no silence {silence_id} (see: watcher silence list --all)", err=True)
         raise typer.Exit(code=1)

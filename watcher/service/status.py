@@ -10,6 +10,7 @@ from pathlib import Path
 
 from watcher.core.clock import iso
 from watcher.service import snapshot
+from watcher.state.database import connect_readonly
 from watcher.state.sources import SourceRound, last_rounds
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
@@ -68,5 +69,6 @@ class Status:
 
 
 def read_status(path: Path) -> Status:
-    with closing(snapshot.connect_readonly(path)) as conn:
+    """Raises ``StateUnusable`` for a missing database or one of another schema."""
+    with closing(connect_readonly(path)) as conn:
         return Status(snapshot.firing(conn), snapshot.outbox(conn), last_rounds(conn))

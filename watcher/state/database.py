@@ -15,7 +15,14 @@ from sqlite_utils import Database
 
 from watcher.core.errors import StateUnusable
 
-__all__ = ["MIGRATIONS", "SchemaTooNewError", "StateUnusable", "migrate", "open_database"]
+__all__ = [
+    "MIGRATIONS",
+    "SchemaTooNewError",
+    "StateUnusable",
+    "migrate",
+    "open_database",
+    "open_readonly",
+]
 
 
 class SchemaTooNewError(StateUnusable):
@@ -54,18 +61,23 @@ def state_path_problem(path: Path) -> str | None:
         return "the database or its folder is not writable"
     try:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            has_table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-            ).fetchone()
-            version = 0
-            if has_table:
-                row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
-                version = int(row[0] or 0)
+            version = _recorded_version(conn)
     except sqlite3.Error as exc:
         return f"not a usable state database: {exc}"
     if version > len(MIGRATIONS):
         return _too_new(version, len(MIGRATIONS))
     return None
+
+
+def _recorded_version(conn: sqlite3.Connection) -> int:
+    """The schema version the file records; 0 for a file no watcher has set up."""
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if not has_table:
+        return 0
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
 
 
 def _too_new(version: int, known: int) -> str:
@@ -222,6 +234,61 @@ def open_database(path: Path | str) -> Database:
     # durability of the last transactions at the cost of an fsync per commit.
     db.execute("PRAGMA synchronous = NORMAL")
     return db
+
+
+def connect_readonly(path: Path | str) -> sqlite3.Connection:
+    """A read-only connection to the state database, for the commands that only read it
+    (``watcher alerts``, ``status``, ``silence list``): it never creates, upgrades or writes
+    the file. Beside a running daemon it shares the WAL's ``-wal``/``-shm`` files, and makes
+    them (empty) when no daemon runs, as any reader of a WAL database does.
+
+    Raises ``StateUnusable`` (one line naming the file) for a missing file or a schema other
+    than this watcher's: the reads below are written for exactly this schema, and upgrading
+    is for ``watcher run`` alone (a newer command must not change the file under an older
+    running daemon)."""
+    path = Path(path)
+    if not path.exists():  # mode=ro never creates it, but would only say "unable to open"
+        raise StateUnusable(f"no state database at {path}: start `watcher run` first")
+    with state_errors(path):
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            # The daemon's write or checkpoint may hold a lock for a moment: wait for it.
+            conn.execute("PRAGMA busy_timeout = 2000")
+            version = _recorded_version(conn)
+        except BaseException:
+            conn.close()
+            raise
+    try:
+        require_schema(path, version)
+    except StateUnusable:
+        conn.close()
+        raise
+    return conn
+
+
+def open_readonly(path: Path | str) -> Database:
+    """``connect_readonly`` with sqlite-utils on top (it takes such a connection as it is)."""
+    return Database(connect_readonly(path))
+
+
+def require_schema(path: Path, version: int) -> None:
+    """Refuse, in one line naming ``path``, a schema version other than this watcher's."""
+    known = len(MIGRATIONS)
+    if version == known:
+        return
+    if version == 0:
+        raise StateUnusable(
+            f"state database {path} has no watcher schema yet: start `watcher run` first"
+        )
+    if version > known:
+        raise SchemaTooNewError(
+            f"state database {path} was written by a newer watcher (schema {version}; this "
+            f"one knows {known}): upgrade watcher"
+        )
+    raise StateUnusable(
+        f"state database {path} has an older schema ({version}; this watcher's is {known}): "
+        "restart `watcher run` with this version first, it upgrades the schema"
+    )
 
 
 def schema_version(db: Database) -> int:

@@ -24,7 +24,16 @@ from types import TracebackType
 
 from sqlite_utils import Database
 
-from watcher.state.database import migrate, open_database, state_errors, transaction
+from watcher.state.database import (
+    StateUnusable,
+    migrate,
+    open_database,
+    open_readonly,
+    require_schema,
+    schema_version,
+    state_errors,
+    transaction,
+)
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
 from watcher.state.silence_rows import Silences
@@ -34,11 +43,26 @@ from watcher.state.targets import TargetStates
 class Store(TargetStates, Deliveries, Silences, History):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
+        """``readonly``: open an existing database for reading only (``open_readonly``).
+        ``upgrade=False``: a command writing beside a running daemon (``silence add``) uses
+        an existing database as it is, its schema must be this watcher's; only a new one is
+        set up. Otherwise (``watcher run``) create and upgrade it."""
         self.path = Path(path)
-        with state_errors(self.path):
-            self._db = open_database(self.path)
-            migrate(self._db)
+        if readonly:
+            self._db = open_readonly(self.path)
+        else:
+            with state_errors(self.path):
+                self._db = open_database(self.path)
+                version = schema_version(self._db)
+                if upgrade or version == 0:
+                    migrate(self._db)
+            if not upgrade and version != 0:
+                try:
+                    require_schema(self.path, version)
+                except StateUnusable:
+                    self._db.close()
+                    raise
         self.commits = 0
         self._staged = {}
         self._prefetched = {}
