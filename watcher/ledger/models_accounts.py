@@ -1,7 +1,8 @@
 """Answers of the account, token-amount and fee methods (getMultipleAccounts,
 getTokenAccountBalance, getTokenSupply, getFeeForMessage), strict like ``watcher.ledger.models``:
 a declared field of the wrong type, or out of its range, makes the whole answer invalid
-(``BadResponse``: never evidence).
+(``BadResponse``: never evidence), except a field that only informs (``Unknowable``), which is
+then unknown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from watcher.ledger.models import U64, Context, Lamports, Pubkey, TokenAmount, _Answer
+from watcher.ledger.models import (
+    U64,
+    Context,
+    Lamports,
+    Pubkey,
+    TokenAmount,
+    Unknowable,
+    _Answer,
+)
 
 # Account data is asked for base64; a node answers [data, encoding].
 DATA_ENCODING = "base64"
@@ -30,8 +39,12 @@ class Account(_Answer):
     executable: bool = Field(strict=True)
     lamports: Lamports
     owner: Pubkey
-    rent_epoch: U64 | None = Field(default=None, alias="rentEpoch")
-    space: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCOUNT_SPACE)] | None = None
+    rent_epoch: Annotated[U64 | None, Unknowable("rentEpoch")] = Field(
+        default=None, alias="rentEpoch"
+    )
+    space: Annotated[
+        Annotated[int, Field(strict=True, ge=0, le=MAX_ACCOUNT_SPACE)] | None, Unknowable("space")
+    ] = None
 
     @field_validator("data")
     @classmethod
