@@ -12,7 +12,7 @@ import binascii
 import hashlib
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from watcher.ledger.models import (
     U64,
@@ -21,7 +21,9 @@ from watcher.ledger.models import (
     Pubkey,
     TokenAmount,
     Unknowable,
+    UnknownField,
     _Answer,
+    note_unknown,
 )
 
 # Account data is asked for base64; a node answers [data, encoding].
@@ -58,11 +60,23 @@ class Account(_Answer):
             raise ValueError("data is not valid base64") from None
         return value
 
-    @model_validator(mode="after")
-    def _space_fits_data(self) -> Account:
-        if self.space is not None and self.space != len(self.raw_data):
-            raise ValueError(f"space {self.space} but {len(self.raw_data)} bytes of data")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _space_fits_data(cls, value: Any, info: ValidationInfo) -> Any:
+        # A space that is not the data's length is that space unknown: it only informs.
+        if not isinstance(value, dict) or not isinstance(value.get("space"), int):
+            return value
+        data = value.get("data")
+        if not isinstance(data, list | tuple) or not data or not isinstance(data[0], str):
+            return value  # the data's own check says what is wrong with it
+        try:
+            size = len(base64.b64decode(data[0], validate=True))
+        except (binascii.Error, ValueError):
+            return value
+        if value["space"] == size:
+            return value
+        note_unknown(info, UnknownField("space", value["space"]))
+        return {**value, "space": None}
 
     @property
     def raw_data(self) -> bytes:
