@@ -328,6 +328,48 @@ async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
     assert world.cursor().sig == new[0]
 
 
+async def test_an_entry_far_ahead_in_every_answer_is_set_aside_not_the_address_muted(
+    make_world: Callable[..., World],
+) -> None:
+    """An entry the node always lists at a slot no cluster is at: not taken while new, set
+    aside once seen 3 polls in a row (never notified, the cursor never moved to it), and the
+    transactions after it notified."""
+    world = make_world()
+    await world.poll("votes", "cluster")  # the daemon learns the cluster's tip
+    await world.poll("signatures", TREASURY)
+    [bogus] = world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
+    real = world.ledger.add_transactions(TREASURY, 1)
+    for _ in range(2):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == []
+    await world.poll("signatures", TREASURY)  # the third in a row: the ledger's own
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert real[0] in world.alerts()[0].body and bogus not in world.alerts()[0].body
+    assert world.cursor().sig == real[0]
+
+    for count in (1, 2):  # and every later transaction, at once
+        new = world.ledger.add_transactions(TREASURY, count)
+        await world.poll("signatures", TREASURY)
+        assert all(signature in world.alerts()[-1].body for signature in new)
+        assert bogus not in world.alerts()[-1].body
+    assert len(world.alerts()) == 3
+
+
+async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_it(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    await world.poll("votes", "cluster")
+    world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
+    for _ in range(3):
+        await world.poll("signatures", TREASURY)
+    assert world.cursor().slot is not None and world.cursor().slot < 2**39
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
+
+
 # -- property: one notification per qualifying move, whatever the sequence ----------------------
 
 WHALES_RULE = RULE_MODELS["holder_changes"].model_validate(

@@ -15,7 +15,7 @@ entry whose signature or slot is unreadable is left out of its page.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
@@ -36,15 +36,24 @@ from watcher.core.errors import BadResponse
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
-from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
+from watcher.ledger.plausibility import (
+    CONFIRM_POLLS,
+    DOUBT_KEY,
+    MAX_CLOCK_AHEAD,
+    Doubt,
+    SlotTip,
+    picture_of,
+    slot_allowance,
+)
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
 STATE_VERSION = 1
 PAGE_LIMIT = 1000  # the node's maximum
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
-# State key: the unreadable entries confirmed as the ledger's own (fingerprints), not doubted again
-LEFT_OUT_KEY = "left_out"
+# State key: entries set aside as the ledger's own odd ones (seen 3 polls in a row), not taken
+# and not doubted again while listed: signatures (slot too far ahead), fingerprints (unreadable).
+SET_ASIDE_KEY = "set_aside"
 
 
 # -- the cursor (pure) -----------------------------------------------------------------------
@@ -188,8 +197,11 @@ class SignaturesSource:
     ) -> SignaturesObservation:
         cursor = cursor_of(state)
         if cursor is None:
-            newest = await ledger.get_signatures_for_address(target, limit=1)
-            if not newest and listed(newest):
+            # One entry is enough to learn where history ends, unless the newest is odd (set
+            # aside, or being doubted): then a page, to start from the newest that is not.
+            odd = bool(state and (state.get(SET_ASIDE_KEY) or state.get(DOUBT_KEY)))
+            newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT if odd else 1)
+            if not newest and listed(newest) and not odd:
                 # The newest entry is unreadable: where history ends is the newest readable one.
                 newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT)
                 if not newest:
@@ -232,47 +244,33 @@ class SignaturesSource:
         now: float,
         tip: SlotTip | None = None,
     ) -> Doubt | None:
-        ahead = self._ahead(state, observation, now, tip)
-        known = set((state or {}).get(LEFT_OUT_KEY) or ())
-        unreadable = sorted(_left_out_keys(observation) - known)
-        if ahead is not None or not unreadable:
-            return ahead
-        # Most likely a garbled answer, gone on the next poll: leaving the entry out now would
-        # let the cursor pass it for good. The same ones 3 polls in a row are the ledger's own:
-        # then they are left out (and remembered as such) and the rest taken.
-        count = len(unreadable)
-        reason = f"{count} entr{'ies' if count > 1 else 'y'} with an unreadable signature or slot"
-        return Doubt(reason, picture_of("unreadable", *unreadable))
-
-    def _ahead(
-        self,
-        state: TargetState | None,
-        observation: SignaturesObservation,
-        now: float,
-        tip: SlotTip | None,
-    ) -> Doubt | None:
         entries = [entry for page in observation.pages for entry in page]
-        if not entries:
-            return None  # nothing to doubt (most polls of a quiet address)
         # A time in the future is that time unknown (``step``), not the answer doubted.
         UNKNOWN_FIELDS_LOG.report(METHOD, observation.target, [
             UnknownField("blockTime", entry.block_time, entry.signature)
             for entry in entries if not _time_known(entry, now)
         ])  # fmt: skip
-        # The highest slot a real entry can have: from the cluster's tip, and from the cursor's
-        # own slot and time (a first poll has only the tip).
-        bounds = [tip.bound(now)] if tip is not None else []
-        cursor = cursor_of(state)
-        slot_time = (state or {}).get("slot_time")
-        if cursor is not None and cursor.slot is not None and slot_time is not None:
-            bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
-        if not bounds:
+        # Entries that cannot be taken: unreadable (left out of their page), or further ahead
+        # than time allows. Most likely a garbled answer, gone on the next poll: taking the rest
+        # now would let the cursor pass them for good. The same ones 3 polls in a row are the
+        # ledger's own (they stay in the history): then they are set aside, remembered as such,
+        # and the rest taken, so one odd entry never mutes its address.
+        known = set((state or {}).get(SET_ASIDE_KEY) or ())
+        unreadable = sorted(_left_out_keys(observation) - known)
+        bound = _slot_bound(state, now, tip)
+        ahead = [
+            e for e in entries if bound is not None and e.slot > bound and e.signature not in known
+        ]
+        if not unreadable and not ahead:
             return None
-        for entry in entries:
-            if entry.slot > min(bounds):
-                reason = f"{entry.signature} is at slot {entry.slot}, beyond {min(bounds)}"
-                return Doubt(reason, picture_of("ahead", entry.signature), confirmable=False)
-        return None
+        reasons = [f"{e.signature} is at slot {e.slot}, beyond {bound}" for e in ahead[:1]]
+        if unreadable:
+            count = len(unreadable)
+            reasons.append(
+                f"{count} entr{'ies' if count > 1 else 'y'} with an unreadable signature or slot"
+            )
+        odd = tuple(sorted({*unreadable, *(e.signature for e in ahead)}))
+        return Doubt("; ".join(reasons), picture_of("set aside", *odd), entries=odd)
 
     def step(
         self,
@@ -282,27 +280,36 @@ class SignaturesSource:
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
+        aside = _set_aside(state)
+        listed_now = _left_out_keys(observation) | {
+            entry.signature for page in observation.pages for entry in page
+        }
+        aside &= listed_now  # remembered while the node lists them
+        observation = replace(
+            observation,
+            pages=tuple(
+                tuple(entry for entry in page if entry.signature not in aside)
+                for page in _known_times(observation.pages, now)
+            ),
+        )
         if state and not observation.baseline and not any(observation.pages):
-            return StepOutcome(state=state)  # nothing new: the state stays as it is
-        observation = replace(observation, pages=_known_times(observation.pages, now))
+            return StepOutcome(state=_kept(state, aside))  # nothing new
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
             first_page = observation.pages[0] if observation.pages else ()
+            if not first_page and aside:
+                # Only odd entries listed: where history ends is not known yet.
+                return StepOutcome(state=_kept({"v": STATE_VERSION}, aside))
             newest = max(first_page, key=lambda entry: entry.slot, default=None)
             slot_time = None if newest is None else newest.block_time
-            state = _state(baseline_cursor(first_page), slot_time, observation)
-            return StepOutcome(state=state)
+            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time, aside))
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
-            return StepOutcome(
-                state=_state(new_cursor, (state or {}).get("slot_time"), observation)
-            )
+            return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
         alerts = tuple(
             _alert(rule, target, fresh) for rule in self._rules(rules) if target in rule.addresses
         )
-        return StepOutcome(
-            state=_state(new_cursor, fresh[0].block_time, observation), alerts=alerts
-        )
+        return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
         return [cast(NewTransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
@@ -310,6 +317,33 @@ class SignaturesSource:
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:
     return {picture_of(entry) for entry in observation.left_out}
+
+
+def _slot_bound(state: TargetState | None, now: float, tip: SlotTip | None) -> int | None:
+    """The highest slot a real entry can have: from the cluster's tip, and from the cursor's own
+    slot and time (a first poll has only the tip); None when neither is known."""
+    bounds = [tip.bound(now)] if tip is not None else []
+    cursor = cursor_of(state)
+    slot_time = (state or {}).get("slot_time")
+    if cursor is not None and cursor.slot is not None and slot_time is not None:
+        bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
+    return min(bounds) if bounds else None
+
+
+def _set_aside(state: TargetState | None) -> set[str]:
+    """The entries not to take: those set aside before, and those of a doubt this step is
+    taking as confirmed (seen ``CONFIRM_POLLS`` polls in a row, this one included)."""
+    aside = set((state or {}).get(SET_ASIDE_KEY) or ())
+    record = (state or {}).get(DOUBT_KEY) or {}
+    if int(record.get("seen", 0)) >= CONFIRM_POLLS - 1:
+        aside |= set(record.get("entries") or ())
+    return aside
+
+
+def _kept(state: TargetState, aside: set[str]) -> TargetState:
+    """``state`` with ``aside`` remembered and no doubt streak (an accepted step ends it)."""
+    kept = {key: value for key, value in state.items() if key not in (DOUBT_KEY, SET_ASIDE_KEY)}
+    return {**kept, SET_ASIDE_KEY: sorted(aside)} if aside else kept
 
 
 def _time_known(entry: SignatureEntry, now: float) -> bool:
@@ -329,13 +363,9 @@ def _known_times(
     )
 
 
-def _state(
-    cursor: Cursor, slot_time: int | None, observation: SignaturesObservation | None = None
-) -> TargetState:
+def _state(cursor: Cursor, slot_time: int | None, aside: Set[str] = frozenset()) -> TargetState:
     state: TargetState = {"v": STATE_VERSION, "cursor": cursor.to_json(), "slot_time": slot_time}
-    if observation is not None and observation.left_out:
-        state[LEFT_OUT_KEY] = sorted(_left_out_keys(observation))
-    return state
+    return _kept(state, set(aside))
 
 
 def _alert(
