@@ -24,6 +24,7 @@ from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
+from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 from watcher.state.store import Store
 
 from support.daemon import write_config
@@ -43,6 +44,7 @@ from support.seeded import (
 
 @pytest.fixture
 def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
+    UNKNOWN_FIELDS_LOG.clear()  # the simulator's seeded keys come back in each test
     yield from daemon_worlds(tmp_path)
 
 
@@ -58,40 +60,100 @@ def top_entry(mutate: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:
     return rewrite
 
 
-# -- a bad answer is never evidence and never wedges an address ---------------------------------
+# -- one odd entry never mutes its address ------------------------------------------------------
+
+DAY = 86_400
 
 
 @pytest.mark.parametrize(
-    ("mutate", "why"),
+    ("odd", "why"),
     [
-        (lambda e: e.update(slot=2**64), "slot beyond u64"),
-        (lambda e: e.update(slot=2**64 - 1), "slot at u64 max: no real cluster is there"),
-        (lambda e: e.update(blockTime=1_790_000_000_000), "blockTime in milliseconds"),
-        (lambda e: e.update(blockTime=-5), "negative blockTime"),
-        (lambda e: e.update(signature="0OIl" * 22), "signature not base58"),
+        ({"blockTime": 1_790_000_000_000}, "blockTime in milliseconds (a node bug seen)"),
+        ({"blockTime": -5}, "negative blockTime"),
+        ({"blockTime": 2**64}, "blockTime beyond u64"),
+        ({"blockTime": "yesterday"}, "blockTime not a number"),
+        ({"blockTime": int(START) + 3 * DAY}, "blockTime three days ahead of the clock"),
+        ({"memo": 42, "confirmationStatus": "rooted", "transactionIndex": -1}, "other fields"),
     ],
 )
-async def test_a_bad_signature_entry_raises_nothing_and_wedges_nothing(
-    make_world: Callable[..., World], mutate: Callable[[dict[str, Any]], None], why: str
+async def test_an_entry_field_out_of_range_is_unknown_not_the_address_muted(
+    make_world: Callable[..., World], odd: dict[str, Any], why: str
 ) -> None:
+    """The node shows one entry's field out of its range every time it lists it: the entry is
+    notified with that field unknown, and so is every later transaction of the address."""
     world = make_world()
     await world.poll("signatures", TREASURY)  # the quiet baseline
-    before = world.cursor()
+    logs: list[Any] = []
+    for _ in range(3):  # the same odd entry, poll after poll
+        [sig] = world.ledger.add_transactions(TREASURY, 1, memo="x", odd=odd)
+        with structlog.testing.capture_logs() as said:
+            await world.poll("signatures", TREASURY)
+            await world.poll("signatures", TREASURY)
+        logs += said
+        assert world.cursor().sig == sig, why
+        assert world.titles()[-1] == f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"
+        shown = world.alerts()[-1].body
+        assert sig in shown, why
+        if "blockTime" in odd:
+            assert "time unknown" in shown, why
+    assert len(world.alerts()) == 3
+    warned = [e for e in logs if e["event"] == "field out of its range taken as unknown"]
+    assert {(e["target"], e["field"]) for e in warned} == {(TREASURY, name) for name in odd}, why
+    assert len(warned) == 3 * len(odd)  # one per entry and field, not per poll
 
-    world.rewrite("getSignaturesForAddress", top_entry(mutate))
+    new = world.ledger.add_transactions(TREASURY, 2)  # and the address goes on
+    await world.poll("signatures", TREASURY)
+    assert world.titles()[-1] == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
+    assert all(signature in world.alerts()[-1].body for signature in new)
+
+
+@pytest.mark.parametrize(
+    ("odd", "why"),
+    [
+        ({"slot": 2**64}, "slot beyond u64"),
+        ({"slot": 2**64 - 1}, "slot at u64 max: no real cluster is there"),
+        ({"slot": -1}, "negative slot"),
+        ({"signature": "0OIl" * 22}, "signature not base58"),
+        ({"signature": None}, "no signature"),
+    ],
+)
+async def test_an_entry_with_an_unreadable_identity_is_left_out_not_the_address_muted(
+    make_world: Callable[..., World], odd: dict[str, Any], why: str
+) -> None:
+    """An entry whose signature or slot is unreadable, every time it is listed, cannot be
+    ordered or linked: it is left out (logged once), and the transactions around it notified."""
+    world = make_world()
+    await world.poll("signatures", TREASURY)
+    older = world.ledger.add_transactions(TREASURY, 1)
+    world.ledger.add_transactions(TREASURY, 1, odd=odd)
     with structlog.testing.capture_logs() as logs:
-        await world.poll("signatures", TREASURY)
+        for _ in range(3):
+            await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"], why
+    assert older[0] in world.alerts()[0].body
+    left_out = [e for e in logs if e["event"] == "entry left out: its identity is unreadable"]
+    assert [(e["target"], e["field"]) for e in left_out] == [(TREASURY, next(iter(odd)))], why
 
-    assert world.titles() == [], why
-    assert world.cursor() == before, why
-    assert any(entry["event"].startswith("poll failed") for entry in logs), why
-    assert world.daemon.health._failed_this_round["signatures", 0.0] == 1
-
-    # The address is not wedged: the next real transactions are noticed.
     new = world.ledger.add_transactions(TREASURY, 2)
     await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"]
-    assert all(signature in world.alerts()[0].body for signature in new)
+    assert world.titles()[-1] == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
+    assert all(signature in world.alerts()[-1].body for signature in new)
+    assert world.cursor().sig == new[0]
+
+
+async def test_a_first_poll_on_an_unreadable_newest_entry_starts_from_the_readable_one(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**64})
+    for _ in range(3):  # the same unreadable entry 3 polls in a row is the ledger's own
+        await world.poll("signatures", TREASURY)
+    # The baseline: the newest readable entry (the history before it is not new).
+    assert world.cursor().sig is not None and world.titles() == []
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
 
 
 def _short(key: str) -> str:
@@ -266,21 +328,46 @@ async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
     assert world.cursor().sig == new[0]
 
 
-async def test_a_block_time_in_the_future_is_never_taken(
+async def test_an_entry_far_ahead_in_every_answer_is_set_aside_not_the_address_muted(
+    make_world: Callable[..., World],
+) -> None:
+    """An entry the node always lists at a slot no cluster is at: not taken while new, set
+    aside once seen 3 polls in a row (never notified, the cursor never moved to it), and the
+    transactions after it notified."""
+    world = make_world()
+    await world.poll("votes", "cluster")  # the daemon learns the cluster's tip
+    await world.poll("signatures", TREASURY)
+    [bogus] = world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
+    real = world.ledger.add_transactions(TREASURY, 1)
+    for _ in range(2):
+        await world.poll("signatures", TREASURY)
+    assert world.titles() == []
+    await world.poll("signatures", TREASURY)  # the third in a row: the ledger's own
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert real[0] in world.alerts()[0].body and bogus not in world.alerts()[0].body
+    assert world.cursor().sig == real[0]
+
+    for count in (1, 2):  # and every later transaction, at once
+        new = world.ledger.add_transactions(TREASURY, count)
+        await world.poll("signatures", TREASURY)
+        assert all(signature in world.alerts()[-1].body for signature in new)
+        assert bogus not in world.alerts()[-1].body
+    assert len(world.alerts()) == 3
+
+
+async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_it(
     make_world: Callable[..., World],
 ) -> None:
     world = make_world()
-    await world.poll("signatures", TREASURY)
-    before = world.cursor()
-    future = int(START) + 3 * 86_400
-    world.rewrite(
-        "getSignaturesForAddress",
-        top_entry(lambda e: e.update(slot=world.ledger.slot + 1, blockTime=future)),
-        count=3,
-    )
+    await world.poll("votes", "cluster")
+    world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
     for _ in range(3):
         await world.poll("signatures", TREASURY)
-    assert world.titles() == [] and world.cursor() == before
+    assert world.cursor().slot is not None and world.cursor().slot < 2**39
+    new = world.ledger.add_transactions(TREASURY, 1)
+    await world.poll("signatures", TREASURY)
+    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert world.cursor().sig == new[0]
 
 
 # -- property: one notification per qualifying move, whatever the sequence ----------------------
@@ -342,6 +429,8 @@ FUZZED_FIELDS = {
     "getClusterNodes": {"pubkey", "featureSet"},
 }  # fmt: skip
 NULLABLE = {"blockTime", "confirmationStatus", "commission", "rootSlot", "featureSet"}
+# Fields that only inform: garbage in one is that field unknown, the answer still taken.
+UNKNOWABLE = NULLABLE
 GARBAGE: list[Any] = [2**64, 2**64 - 1, -1, 10**30, 1.5, "x", "0OIl0OIl", {}, [], True]
 
 
@@ -386,6 +475,8 @@ def mutation(rng: random.Random, method: str, said: list[str]) -> Callable[[Any]
         said.append(
             f"{key}: {container.get(key, 'dropped') if isinstance(container, dict) else []}"
         )
+        if key in UNKNOWABLE:
+            said.append("unknown")
         return result
 
     return rewrite
@@ -395,7 +486,8 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
     make_world: Callable[..., World],
 ) -> None:
     """For each method: a real change, then a spoiled answer (nothing raised, nothing alerted,
-    nothing advanced), then a good answer (the change is noticed: nothing is wedged)."""
+    nothing advanced), then a good answer (the change is noticed: nothing is wedged). A spoiled
+    field that only informs is that field unknown: the change is noticed at once."""
     world = make_world()
     rng = random.Random(20261123)
     whale = HOLDERS[5]
@@ -437,6 +529,9 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
         world.rewrite(method, mutation(rng, method, said))
         await world.poll(source, target)  # nothing escapes
         assert world.ledger.faults.pending() == 0
+        if said[-1] == "unknown":
+            assert len(world.alerts()) == before_alerts + 1, (case, method, said)
+            continue
         assert len(world.alerts()) == before_alerts, (case, method, said)
         assert world.state(source, target).get(kept) == before_state, (case, method, said)
 

@@ -206,6 +206,64 @@ def test_simulator_lists_newest_first_by_page(server: SimulatorServer) -> None:
     AssetPage.model_validate(page)
 
 
+# The asset object of the interface, every field (token_info: only when getAssets is asked
+# showFungible), and the fields of its objects.
+ASSET_FIELDS = {
+    "interface", "id", "content", "authorities", "compression", "grouping", "royalty",
+    "creators", "ownership", "uses", "supply", "mutable", "burnt",
+}
+CONTENT_FIELDS = {"$schema", "json_uri", "files", "metadata", "links"}
+COMPRESSION_FIELDS = {
+    "eligible", "compressed", "data_hash", "creator_hash", "asset_hash", "tree", "seq", "leaf_id",
+}
+ROYALTY_FIELDS = {
+    "royalty_model", "target", "percent", "basis_points", "primary_sale_happened", "locked",
+}
+OWNERSHIP_FIELDS = {"owner", "frozen", "delegated", "delegate", "ownership_model"}
+
+
+def fields_of(asset: dict[str, Any]) -> dict[str, set[str]]:
+    return {
+        "asset": set(asset),
+        "content": set(asset["content"]),
+        "compression": set(asset["compression"]),
+        "royalty": set(asset["royalty"]),
+        "ownership": set(asset["ownership"]),
+    }
+
+
+EVERY_FIELD = {
+    "asset": ASSET_FIELDS, "content": CONTENT_FIELDS, "compression": COMPRESSION_FIELDS,
+    "royalty": ROYALTY_FIELDS, "ownership": OWNERSHIP_FIELDS,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("getAssetsByGroup", ["collection", COLLECTION, None, 3]),
+        ("getAssetsByCreator", [CREATOR, False, None, 3]),
+        ("searchAssets", [None, None, "V1_NFT", OWNER]),
+    ],
+)
+def test_simulator_answers_every_field_of_an_asset(
+    server: SimulatorServer, method: str, params: list[Any]
+) -> None:
+    items = call(server, method, params)["result"]["items"]
+    assert items and all(fields_of(item) == EVERY_FIELD for item in items)
+    assert all(item["uses"] is None and item["supply"] is None for item in items)  # none here
+
+
+def test_simulator_get_assets_answers_every_field_and_token_info_when_asked(
+    server: SimulatorServer,
+) -> None:
+    [plain] = call(server, "getAssets", [[IDS[0]]])["result"]
+    assert fields_of(plain) == EVERY_FIELD
+    [fungible] = call(server, "getAssets", [[IDS[0]], {"showFungible": True}])["result"]
+    assert fields_of(fungible) == {**EVERY_FIELD, "asset": ASSET_FIELDS | {"token_info"}}
+    assert fungible["token_info"] is None
+
+
 @pytest.mark.parametrize(
     ("method", "params"),
     [

@@ -18,6 +18,7 @@ from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
 from watcher.kinds.program_accounts import ProgramAccountsRule, ProgramObservation, diff_keys
 from watcher.ledger.models_das import ProgramAccounts
+from watcher.ledger.plausibility import judge
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.das import das_of
@@ -81,8 +82,30 @@ def test_doubts() -> None:
     gone = SOURCE.doubt(state, seen(KEYS[5]), 1.0)
     assert gone is not None and gone.confirmable
     foreign = SOURCE.doubt(state, ProgramObservation((KEYS[0],), (KEYS[0],)), 1.0)
-    assert foreign is not None and not foreign.confirmable
+    assert foreign is not None and "owned by another program" in foreign.reason
     assert SOURCE.doubt(state, seen(KEYS[0]), 1.0) is None
+
+
+def test_an_account_of_another_program_in_every_answer_is_set_aside_not_the_query_muted() -> None:
+    """The node lists one account as another program's, poll after poll: not taken while new,
+    then set aside (out of the snapshot) and the changes around it notified."""
+    rules = [rule()]
+    state = SOURCE.step(rules, PROGRAM, None, seen(*KEYS[:3]), 0.0).state
+    odd = ProgramObservation((KEYS[0], KEYS[1], KEYS[3]), (KEYS[1],))  # KEYS[3] created
+    for poll in range(1, 4):
+        doubt = SOURCE.doubt(state, odd, float(poll))
+        assert doubt is not None
+        verdict = judge(state, doubt)
+        if not verdict.accept:
+            state = verdict.state
+    assert poll == 3 and verdict.accept  # the third in a row is the ledger's own
+    outcome = SOURCE.step(rules, PROGRAM, state, odd, 3.0)
+    [alert] = outcome.alerts
+    assert (alert.facts["created"], alert.facts["closed"]) == ([KEYS[3]], [KEYS[1], KEYS[2]])
+    later = ProgramObservation((KEYS[0], KEYS[1], KEYS[3], KEYS[4]), (KEYS[1],))
+    assert SOURCE.doubt(outcome.state, later, 4.0) is None  # not doubted again
+    [next_alert] = SOURCE.step(rules, PROGRAM, outcome.state, later, 4.0).alerts
+    assert (next_alert.facts["created"], next_alert.facts["closed"]) == ([KEYS[4]], [])
 
 
 def test_targets_carry_the_filters_as_sent() -> None:

@@ -8,15 +8,17 @@ State per target: ``{"v": 1, "accounts": [pubkeys, sorted], "rules": [...], "ref
 ``max_accounts`` is not diffed for it: the rule gets one alert saying so (again only after an
 answer within the limit), and the snapshot is kept as it was.
 
-Doubts: every account of the snapshot gone at once is taken once seen three polls in a row; an
-account owned by another program is never taken.
+Doubts: every account of the snapshot gone at once is taken once seen three polls in a row. An
+account the answer says another program owns is not taken while new; the same ones three polls
+in a row are the ledger's own: they are then set aside (never in the snapshot, remembered in
+``"set_aside"`` while listed) and the rest taken, so one odd entry never mutes the query.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -99,6 +101,9 @@ def diff_keys(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[s
     return sorted(after - before), sorted(before - after)
 
 
+SET_ASIDE_KEY = "set_aside"  # accounts listed as another program's, taken as such
+
+
 @dataclass(frozen=True)
 class ProgramObservation:
     pubkeys: tuple[str, ...]
@@ -127,9 +132,10 @@ class ProgramAccountsSource:
         now: float,
         tip: SlotTip | None = None,
     ) -> Doubt | None:
-        if observation.foreign:
-            reason = f"{plural(len(observation.foreign), 'account')} owned by another program"
-            return Doubt(reason, picture_of(observation.foreign), confirmable=False)
+        foreign = sorted(set(observation.foreign) - set((state or {}).get(SET_ASIDE_KEY, ())))
+        if foreign:
+            reason = f"{plural(len(foreign), 'account')} owned by another program"
+            return Doubt(reason, picture_of("foreign", foreign))
         if not state or "accounts" not in state:
             return None
         previous = set(state["accounts"])
@@ -150,6 +156,10 @@ class ProgramAccountsSource:
         seen = set((state or {}).get("rules", ()))
         refused = set((state or {}).get("refused", ()))
         seq = int((state or {}).get("seq", 0)) + 1
+        foreign = set(observation.foreign)  # another program's: never this one's accounts
+        observation = replace(
+            observation, pubkeys=tuple(key for key in observation.pubkeys if key not in foreign)
+        )
         count = len(observation.pubkeys)
         previous: list[str] | None = (state or {}).get("accounts")
         alerts: list[AlertMessage] = []
@@ -173,6 +183,8 @@ class ProgramAccountsSource:
             "refused": sorted(refused),
             "seq": seq,
         }
+        if foreign:
+            new_state[SET_ASIDE_KEY] = sorted(foreign)
         if keep:
             new_state["accounts"] = sorted(observation.pubkeys)
         elif previous is not None:

@@ -3,16 +3,20 @@
 State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000}``; no
 ``cursor`` = never polled. ``slot_time``: the blockTime of the cursor's entry, when known.
 
-Doubts (``watcher.ledger.plausibility``), never taken as they are: an entry whose blockTime is more
-than a day after the clock, or whose slot is further ahead than time allows since the cluster's
-highest slot seen (``SlotTip``) or since the cursor's (``slot_time``); the cursor stays put and
-the next answer is judged afresh.
+Doubts (``watcher.ledger.plausibility``), never taken as they are: an entry whose slot is further
+ahead than time allows since the cluster's highest slot seen (``SlotTip``) or since the cursor's
+(``slot_time``); the cursor stays put and the next answer is judged afresh.
+
+An entry's blockTime more than a day after the clock is that time unknown (logged once), not the
+answer doubted: the entry stays in the address's history, and doubting it would mute every later
+transaction of the address. The same for one out of its range (``watcher.ledger.models``); an
+entry whose signature or slot is unreadable is left out of its page.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
@@ -31,13 +35,25 @@ from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.ledger.models import SignatureEntry
-from watcher.ledger.plausibility import MAX_CLOCK_AHEAD, Doubt, SlotTip, picture_of, slot_allowance
+from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
+from watcher.ledger.plausibility import (
+    CONFIRM_POLLS,
+    DOUBT_KEY,
+    MAX_CLOCK_AHEAD,
+    Doubt,
+    SlotTip,
+    picture_of,
+    slot_allowance,
+)
+from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
 STATE_VERSION = 1
 PAGE_LIMIT = 1000  # the node's maximum
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
+# State key: entries set aside as the ledger's own odd ones (seen 3 polls in a row), not taken
+# and not doubted again while listed: signatures (slot too far ahead), fingerprints (unreadable).
+SET_ASIDE_KEY = "set_aside"
 
 
 # -- the cursor (pure) -----------------------------------------------------------------------
@@ -97,11 +113,22 @@ def baseline_cursor(page: Sequence[SignatureEntry]) -> Cursor:
     return Cursor(newest.signature, newest.slot, at_slot, slot_closed=True)
 
 
+def left_out(page: Sequence[SignatureEntry]) -> tuple[Any, ...]:
+    """The entries of ``page`` the node listed with an unreadable identity (``SignaturePage``)."""
+    return page.left_out if isinstance(page, SignaturePage) else ()
+
+
+def listed(page: Sequence[SignatureEntry]) -> int:
+    """How many entries the node listed on ``page``, unreadable ones left out included."""
+    return len(page) + len(left_out(page))
+
+
 def page_is_last(cursor: Cursor | None, page: Sequence[SignatureEntry], limit: int) -> bool:
     """Stop paging back: the page is short, or it reached what the cursor has seen (its
     signature, its slot's signatures, or an older slot). The last test is what keeps a node that
-    ignores ``until`` from walking the whole history."""
-    if len(page) < limit:
+    ignores ``until`` from walking the whole history. Short counts what the node listed: an
+    unreadable entry left out of a full page does not end the paging."""
+    if listed(page) < limit:
         return True
     if cursor is None:
         return False
@@ -151,6 +178,8 @@ class SignaturesObservation:
 
     pages: tuple[tuple[SignatureEntry, ...], ...]
     baseline: bool
+    target: str | None = None  # the address, to name it in a log line
+    left_out: tuple[Any, ...] = ()  # entries listed with an unreadable signature or slot
 
 
 def cursor_of(state: TargetState | None) -> Cursor | None:
@@ -168,27 +197,42 @@ class SignaturesSource:
     ) -> SignaturesObservation:
         cursor = cursor_of(state)
         if cursor is None:
-            newest = await ledger.get_signatures_for_address(target, limit=1)
-            return SignaturesObservation(pages=(tuple(newest),), baseline=True)
+            # One entry is enough to learn where history ends, unless the newest is odd (set
+            # aside, or being doubted): then a page, to start from the newest that is not.
+            odd = bool(state and (state.get(SET_ASIDE_KEY) or state.get(DOUBT_KEY)))
+            newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT if odd else 1)
+            if not newest and listed(newest) and not odd:
+                # The newest entry is unreadable: where history ends is the newest readable one.
+                newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT)
+                if not newest:
+                    raise BadResponse(f"{METHOD}: no readable entry to start from", method=METHOD)
+            return SignaturesObservation(
+                pages=(tuple(newest),), baseline=True, target=target, left_out=left_out(newest)
+            )
         pages: list[tuple[SignatureEntry, ...]] = []
+        unreadable: list[Any] = []
         fetched: set[str] = set()
         before: str | None = None
         while True:
             # Any failure propagates: nothing is committed and the cursor stays put.
-            page = tuple(
-                await ledger.get_signatures_for_address(
-                    target, before=before, until=cursor.sig, limit=PAGE_LIMIT
-                )
+            answer = await ledger.get_signatures_for_address(
+                target, before=before, until=cursor.sig, limit=PAGE_LIMIT
             )
+            page = tuple(answer)
             if page and all(entry.signature in fetched for entry in page):
                 # A node ignoring `before` would loop forever; committing what we have would
                 # skip the entries between: fail this round instead.
                 raise BadResponse(f"{METHOD} paging made no progress", method=METHOD)
             pages.append(page)
+            unreadable += left_out(answer)
             fetched.update(entry.signature for entry in page)
-            if page_is_last(cursor, page, PAGE_LIMIT):
-                return SignaturesObservation(pages=tuple(pages), baseline=False)
-            before = page[-1].signature
+            if page_is_last(cursor, answer, PAGE_LIMIT):
+                return SignaturesObservation(
+                    pages=tuple(pages), baseline=False, target=target, left_out=tuple(unreadable)
+                )
+            if not page:
+                raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
+            before = page[-1].signature  # the last readable one: the node lists the rest again
 
     def tip(self, observation: SignaturesObservation) -> int | None:
         return None  # an address's own entries are what is judged, not a reference
@@ -201,26 +245,32 @@ class SignaturesSource:
         tip: SlotTip | None = None,
     ) -> Doubt | None:
         entries = [entry for page in observation.pages for entry in page]
-        if not entries:
-            return None  # nothing to doubt (most polls of a quiet address)
-        for entry in entries:
-            if entry.block_time is not None and entry.block_time > now + MAX_CLOCK_AHEAD:
-                reason = f"{entry.signature} has a blockTime more than a day in the future"
-                return Doubt(reason, picture_of("future", entry.signature), confirmable=False)
-        # The highest slot a real entry can have: from the cluster's tip, and from the cursor's
-        # own slot and time (a first poll has only the tip).
-        bounds = [tip.bound(now)] if tip is not None else []
-        cursor = cursor_of(state)
-        slot_time = (state or {}).get("slot_time")
-        if cursor is not None and cursor.slot is not None and slot_time is not None:
-            bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
-        if not bounds:
+        # A time in the future is that time unknown (``step``), not the answer doubted.
+        UNKNOWN_FIELDS_LOG.report(METHOD, observation.target, [
+            UnknownField("blockTime", entry.block_time, entry.signature)
+            for entry in entries if not _time_known(entry, now)
+        ])  # fmt: skip
+        # Entries that cannot be taken: unreadable (left out of their page), or further ahead
+        # than time allows. Most likely a garbled answer, gone on the next poll: taking the rest
+        # now would let the cursor pass them for good. The same ones 3 polls in a row are the
+        # ledger's own (they stay in the history): then they are set aside, remembered as such,
+        # and the rest taken, so one odd entry never mutes its address.
+        known = set((state or {}).get(SET_ASIDE_KEY) or ())
+        unreadable = sorted(_left_out_keys(observation) - known)
+        bound = _slot_bound(state, now, tip)
+        ahead = [
+            e for e in entries if bound is not None and e.slot > bound and e.signature not in known
+        ]
+        if not unreadable and not ahead:
             return None
-        for entry in entries:
-            if entry.slot > min(bounds):
-                reason = f"{entry.signature} is at slot {entry.slot}, beyond {min(bounds)}"
-                return Doubt(reason, picture_of("ahead", entry.signature), confirmable=False)
-        return None
+        reasons = [f"{e.signature} is at slot {e.slot}, beyond {bound}" for e in ahead[:1]]
+        if unreadable:
+            count = len(unreadable)
+            reasons.append(
+                f"{count} entr{'ies' if count > 1 else 'y'} with an unreadable signature or slot"
+            )
+        odd = tuple(sorted({*unreadable, *(e.signature for e in ahead)}))
+        return Doubt("; ".join(reasons), picture_of("set aside", *odd), entries=odd)
 
     def step(
         self,
@@ -230,28 +280,92 @@ class SignaturesSource:
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
+        aside = _set_aside(state)
+        listed_now = _left_out_keys(observation) | {
+            entry.signature for page in observation.pages for entry in page
+        }
+        aside &= listed_now  # remembered while the node lists them
+        observation = replace(
+            observation,
+            pages=tuple(
+                tuple(entry for entry in page if entry.signature not in aside)
+                for page in _known_times(observation.pages, now)
+            ),
+        )
         if state and not observation.baseline and not any(observation.pages):
-            return StepOutcome(state=state)  # nothing new: the state stays as it is
+            return StepOutcome(state=_kept(state, aside))  # nothing new
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
             first_page = observation.pages[0] if observation.pages else ()
+            if not first_page and aside:
+                # Only odd entries listed: where history ends is not known yet.
+                return StepOutcome(state=_kept({"v": STATE_VERSION}, aside))
             newest = max(first_page, key=lambda entry: entry.slot, default=None)
             slot_time = None if newest is None else newest.block_time
-            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time))
+            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time, aside))
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
-            return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time")))
+            return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
         alerts = tuple(
             _alert(rule, target, fresh) for rule in self._rules(rules) if target in rule.addresses
         )
-        return StepOutcome(state=_state(new_cursor, fresh[0].block_time), alerts=alerts)
+        return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
         return [cast(NewTransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
 
 
-def _state(cursor: Cursor, slot_time: int | None) -> TargetState:
-    return {"v": STATE_VERSION, "cursor": cursor.to_json(), "slot_time": slot_time}
+def _left_out_keys(observation: SignaturesObservation) -> set[str]:
+    return {picture_of(entry) for entry in observation.left_out}
+
+
+def _slot_bound(state: TargetState | None, now: float, tip: SlotTip | None) -> int | None:
+    """The highest slot a real entry can have: from the cluster's tip, and from the cursor's own
+    slot and time (a first poll has only the tip); None when neither is known."""
+    bounds = [tip.bound(now)] if tip is not None else []
+    cursor = cursor_of(state)
+    slot_time = (state or {}).get("slot_time")
+    if cursor is not None and cursor.slot is not None and slot_time is not None:
+        bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
+    return min(bounds) if bounds else None
+
+
+def _set_aside(state: TargetState | None) -> set[str]:
+    """The entries not to take: those set aside before, and those of a doubt this step is
+    taking as confirmed (seen ``CONFIRM_POLLS`` polls in a row, this one included)."""
+    aside = set((state or {}).get(SET_ASIDE_KEY) or ())
+    record = (state or {}).get(DOUBT_KEY) or {}
+    if int(record.get("seen", 0)) >= CONFIRM_POLLS - 1:
+        aside |= set(record.get("entries") or ())
+    return aside
+
+
+def _kept(state: TargetState, aside: set[str]) -> TargetState:
+    """``state`` with ``aside`` remembered and no doubt streak (an accepted step ends it)."""
+    kept = {key: value for key, value in state.items() if key not in (DOUBT_KEY, SET_ASIDE_KEY)}
+    return {**kept, SET_ASIDE_KEY: sorted(aside)} if aside else kept
+
+
+def _time_known(entry: SignatureEntry, now: float) -> bool:
+    return entry.block_time is None or entry.block_time <= now + MAX_CLOCK_AHEAD
+
+
+def _known_times(
+    pages: tuple[tuple[SignatureEntry, ...], ...], now: float
+) -> tuple[tuple[SignatureEntry, ...], ...]:
+    """The pages with each blockTime more than a day after ``now`` taken as unknown."""
+    return tuple(
+        tuple(
+            entry if _time_known(entry, now) else entry.model_copy(update={"block_time": None})
+            for entry in page
+        )
+        for page in pages
+    )
+
+
+def _state(cursor: Cursor, slot_time: int | None, aside: Set[str] = frozenset()) -> TargetState:
+    state: TargetState = {"v": STATE_VERSION, "cursor": cursor.to_json(), "slot_time": slot_time}
+    return _kept(state, set(aside))
 
 
 def _alert(
@@ -318,7 +432,8 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
 
 def _signature_line(entry: Mapping[str, Any], shown: Presentation) -> str:
     """Shortened when its link (the next line) carries it in full."""
-    return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry)
+    known = "" if entry.get("block_time") is not None else ", time unknown"
+    return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry) + known
 
 
 def _signature_details(entry: Mapping[str, Any]) -> str:

@@ -8,14 +8,21 @@ is an error, never data.
 Values outside the documented ranges make the answer invalid too (``BadResponse``: retried,
 counted as a failed call, never evidence): slots, amounts and stakes are u64; a slot beyond
 ``MAX_PLAUSIBLE_SLOT`` or a stake beyond ``MAX_LAMPORTS`` (more than all the SOL there is) cannot
-come from a real cluster; ``blockTime`` is in seconds (a value in milliseconds is refused);
-pubkeys are base58 of 32 bytes, signatures of 64. Whether an answer that fits is *plausible*
-against what came before (a slot far ahead, an empty cluster) is ``watcher.ledger.plausibility``'s
-call.
+come from a real cluster; pubkeys are base58 of 32 bytes, signatures of 64.
+
+Except for fields that only inform (``Unknowable``: a ``blockTime``, a memo, a commission, a
+version...): one of those out of its range or of the wrong type (a ``blockTime`` in milliseconds)
+is that field unknown, as if the node had sent null, and the rest of the answer stands; the
+wire's reader logs it (``UNKNOWN_FIELDS``). An entry stays in an address's history: refusing the
+whole answer for it would refuse every later answer too. Likewise a signature entry whose own
+identity (signature, slot) is unreadable is left out of its page (``SignaturePage``), not the
+page refused. Whether an answer that fits is *plausible* against what came before (a slot far
+ahead, an empty cluster) is ``watcher.ledger.plausibility``'s call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,7 +30,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
@@ -56,6 +67,49 @@ U64 = Annotated[int, Field(strict=True, ge=0, le=U64_MAX)]
 Lamports = Annotated[int, Field(strict=True, ge=0, le=MAX_LAMPORTS)]
 BlockTime = Annotated[int, Field(strict=True, ge=0, le=MAX_BLOCK_TIME)]
 
+# Validation context of answers read from the wire (``watcher.ledger.wire.validate``): stricter
+# than values built in code.
+FROM_WIRE = "from_wire"
+# Validation context key of a list the models append an ``UnknownField`` to, for each field
+# they took as unknown (the wire's reader logs them).
+UNKNOWN_FIELDS = "unknown_fields"
+# The fields naming an entry, in the order they are looked for (to say which entry was odd).
+_ENTRY_KEYS = ("signature", "vote_pubkey", "pubkey", "address", "id", "mint")
+
+
+@dataclass(frozen=True)
+class UnknownField:
+    """A field the node sent out of its range, taken as unknown: ``entry`` names the entry it
+    was in (its signature, pubkey...) when known, ``field`` is the wire's name. ``left_out``:
+    the field is the entry's identity, so the entry itself was left out."""
+
+    field: str
+    value: Any
+    entry: str | None = None
+    left_out: bool = False
+
+
+def note_unknown(info: ValidationInfo, unknown: UnknownField) -> None:
+    said = info.context.get(UNKNOWN_FIELDS) if isinstance(info.context, dict) else None
+    if isinstance(said, list):
+        said.append(unknown)
+
+
+def Unknowable(wire_name: str, unknown: Any = None) -> WrapValidator:
+    """A field that only informs: out of its range or of the wrong type, it is ``unknown``
+    (None: as if the node had sent null) instead of the whole answer bad."""
+
+    def validate(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            data = info.data if isinstance(info.data, dict) else {}
+            entry = next((str(data[key]) for key in _ENTRY_KEYS if key in data), None)
+            note_unknown(info, UnknownField(wire_name, value, entry))
+            return unknown
+
+    return WrapValidator(validate)
+
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
@@ -63,7 +117,9 @@ class _Answer(BaseModel):
 
 class Context(_Answer):
     slot: Slot
-    api_version: str | None = Field(default=None, alias="apiVersion")
+    api_version: Annotated[str | None, Unknowable("apiVersion")] = Field(
+        default=None, alias="apiVersion"
+    )
 
 
 class SignatureEntry(_Answer):
@@ -72,17 +128,61 @@ class SignatureEntry(_Answer):
     signature: Signature
     slot: Slot
     err: Any = None
-    memo: str | None = None
-    block_time: BlockTime | None = Field(default=None, alias="blockTime")
-    confirmation_status: Literal["processed", "confirmed", "finalized"] | None = Field(
-        default=None, alias="confirmationStatus"
+    memo: Annotated[str | None, Unknowable("memo")] = None
+    block_time: Annotated[BlockTime | None, Unknowable("blockTime")] = Field(
+        default=None, alias="blockTime"
     )
-    transaction_index: U64 | None = Field(default=None, alias="transactionIndex")
+    confirmation_status: Annotated[
+        Literal["processed", "confirmed", "finalized"] | None, Unknowable("confirmationStatus")
+    ] = Field(default=None, alias="confirmationStatus")
+    transaction_index: Annotated[U64 | None, Unknowable("transactionIndex")] = Field(
+        default=None, alias="transactionIndex"
+    )
 
 
-# Validation context of answers read from the wire (``watcher.ledger.wire.validate``): stricter
-# than values built in code.
-FROM_WIRE = "from_wire"
+_ENTRY = TypeAdapter(SignatureEntry)
+
+
+class SignaturePage(list[SignatureEntry]):
+    """One answer of getSignaturesForAddress: its readable entries, newest first. ``left_out``:
+    the entries the node listed whose own identity is unreadable (a signature that is not base58
+    of 64 bytes, a slot out of range), as sent; they are left out and logged, never the page
+    refused: the entry stays in the address's history, so refusing it would refuse every later
+    page. ``listed``: how many entries the node listed, those included."""
+
+    left_out: tuple[Any, ...]
+
+    def __init__(self, entries: list[SignatureEntry], left_out: tuple[Any, ...] = ()) -> None:
+        super().__init__(entries)
+        self.left_out = left_out
+
+    @property
+    def listed(self) -> int:
+        return len(self) + len(self.left_out)
+
+
+def _readable_entries(value: Any, info: ValidationInfo) -> Any:
+    if not isinstance(value, list):
+        raise ValueError("a list of signature entries")
+    entries: list[SignatureEntry] = []
+    left_out: list[Any] = []
+    for item in value:
+        try:
+            entries.append(_ENTRY.validate_python(item, context=info.context))
+        except ValidationError as exc:
+            left_out.append(item)
+            first = exc.errors(include_url=False, include_input=False)[0]
+            where = str(first["loc"][0]) if first["loc"] else "entry"
+            sent = item.get(where) if isinstance(item, dict) else item
+            named = item.get("signature") if isinstance(item, dict) else None
+            entry = named if isinstance(named, str) else None
+            note_unknown(info, UnknownField(where, sent, entry, left_out=True))
+    return SignaturePage(entries, tuple(left_out))
+
+
+SignaturePageAnswer = Annotated[list[SignatureEntry], WrapValidator(
+    lambda value, handler, info: _readable_entries(value, info)
+)]  # fmt: skip
 
 
 class TokenAmount(_Answer):
@@ -91,7 +191,9 @@ class TokenAmount(_Answer):
     address: Pubkey | None = None
     amount: U64
     decimals: int = Field(strict=True, ge=0, le=255)
-    ui_amount_string: str | None = Field(default=None, alias="uiAmountString")
+    ui_amount_string: Annotated[str | None, Unknowable("uiAmountString")] = Field(
+        default=None, alias="uiAmountString"
+    )
 
     @field_validator("amount", mode="before")
     @classmethod
@@ -152,10 +254,17 @@ class VoteAccount(_Answer):
     vote_pubkey: Pubkey = Field(alias="votePubkey")
     node_pubkey: Pubkey = Field(alias="nodePubkey")
     activated_stake: Lamports = Field(alias="activatedStake")
-    commission: int | None = Field(default=None, strict=True, ge=0, le=100)
+    # A commission or root slot out of range is unknown (kinds read None as no evidence).
+    commission: Annotated[
+        Annotated[int, Field(strict=True, ge=0, le=100)] | None, Unknowable("commission")
+    ] = None
     last_vote: Slot = Field(alias="lastVote")
-    root_slot: Slot | None = Field(default=None, alias="rootSlot")
-    epoch_vote_account: bool | None = Field(default=None, alias="epochVoteAccount")
+    root_slot: Annotated[Slot | None, Unknowable("rootSlot")] = Field(
+        default=None, alias="rootSlot"
+    )
+    epoch_vote_account: Annotated[bool | None, Unknowable("epochVoteAccount")] = Field(
+        default=None, alias="epochVoteAccount"
+    )
     # [epoch, credits, previous credits] of the last epochs (at most 5), oldest first.
     epoch_credits: EpochCredits = Field(default=(), alias="epochCredits")
 
@@ -177,10 +286,10 @@ class VoteAccounts(_Answer):
 class ClusterNode(_Answer):
     # Only what the drift kind reads: 6,455 nodes a poll, each field validated costs.
     pubkey: Pubkey
-    version: str | None = None
-    feature_set: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = Field(
-        default=None, alias="featureSet"
-    )
+    version: Annotated[str | None, Unknowable("version")] = None
+    feature_set: Annotated[
+        Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None, Unknowable("featureSet")
+    ] = Field(default=None, alias="featureSet")
 
 
 def _each_node_once(nodes: list[ClusterNode]) -> list[ClusterNode]:

@@ -1,7 +1,8 @@
 """Answers of the account, token-amount and fee methods (getMultipleAccounts,
 getTokenAccountBalance, getTokenSupply, getFeeForMessage), strict like ``watcher.ledger.models``:
 a declared field of the wrong type, or out of its range, makes the whole answer invalid
-(``BadResponse``: never evidence).
+(``BadResponse``: never evidence), except a field that only informs (``Unknowable``), which is
+then unknown.
 """
 
 from __future__ import annotations
@@ -11,9 +12,19 @@ import binascii
 import hashlib
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from watcher.ledger.models import U64, Context, Lamports, Pubkey, TokenAmount, _Answer
+from watcher.ledger.models import (
+    U64,
+    Context,
+    Lamports,
+    Pubkey,
+    TokenAmount,
+    Unknowable,
+    UnknownField,
+    _Answer,
+    note_unknown,
+)
 
 # Account data is asked for base64; a node answers [data, encoding].
 DATA_ENCODING = "base64"
@@ -30,8 +41,12 @@ class Account(_Answer):
     executable: bool = Field(strict=True)
     lamports: Lamports
     owner: Pubkey
-    rent_epoch: U64 | None = Field(default=None, alias="rentEpoch")
-    space: Annotated[int, Field(strict=True, ge=0, le=MAX_ACCOUNT_SPACE)] | None = None
+    rent_epoch: Annotated[U64 | None, Unknowable("rentEpoch")] = Field(
+        default=None, alias="rentEpoch"
+    )
+    space: Annotated[
+        Annotated[int, Field(strict=True, ge=0, le=MAX_ACCOUNT_SPACE)] | None, Unknowable("space")
+    ] = None
 
     @field_validator("data")
     @classmethod
@@ -45,11 +60,23 @@ class Account(_Answer):
             raise ValueError("data is not valid base64") from None
         return value
 
-    @model_validator(mode="after")
-    def _space_fits_data(self) -> Account:
-        if self.space is not None and self.space != len(self.raw_data):
-            raise ValueError(f"space {self.space} but {len(self.raw_data)} bytes of data")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _space_fits_data(cls, value: Any, info: ValidationInfo) -> Any:
+        # A space that is not the data's length is that space unknown: it only informs.
+        if not isinstance(value, dict) or not isinstance(value.get("space"), int):
+            return value
+        data = value.get("data")
+        if not isinstance(data, list | tuple) or not data or not isinstance(data[0], str):
+            return value  # the data's own check says what is wrong with it
+        try:
+            size = len(base64.b64decode(data[0], validate=True))
+        except (binascii.Error, ValueError):
+            return value
+        if value["space"] == size:
+            return value
+        note_unknown(info, UnknownField("space", value["space"]))
+        return {**value, "space": None}
 
     @property
     def raw_data(self) -> bytes:

@@ -1,7 +1,8 @@
 """Pydantic models of the service's token-account and asset answers (getTokenAccounts, ...).
 
 Same rules as ``watcher.ledger.models``: unknown fields are ignored, a declared field of the
-wrong type or out of range makes the whole answer invalid (``BadResponse``: never evidence).
+wrong type or out of range makes the whole answer invalid (``BadResponse``: never evidence),
+except a field that only informs (``Unknowable``), which is then unknown.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from watcher.ledger.models import U64, U64_MAX, Lamports, Pubkey, _Answer, _unique
+from watcher.ledger.models import U64, U64_MAX, Lamports, Pubkey, Unknowable, _Answer, _unique
 
 # Page sizes and totals: a count of accounts, never negative, never a float.
 Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
@@ -24,9 +25,9 @@ class TokenAccount(_Answer):
     owner: Pubkey
     frozen: bool = Field(strict=True)
     amount: U64
-    delegate: Pubkey | None = None
-    delegated_amount: U64 = 0
-    close_authority: Pubkey | None = None
+    delegate: Pubkey | None = None  # watched: a wrong one is a bad answer, never "undelegated"
+    delegated_amount: Annotated[U64 | None, Unknowable("delegated_amount")] = 0
+    close_authority: Annotated[Pubkey | None, Unknowable("close_authority")] = None
 
 
 class TokenAccountPage(_Answer):
@@ -34,7 +35,7 @@ class TokenAccountPage(_Answer):
 
     total: Count
     limit: Count
-    page: Count | None = None
+    page: Annotated[Count | None, Unknowable("page")] = None
     token_accounts: list[TokenAccount]
     errors: list[Any] = Field(default_factory=list)
     cursor: str | None = None
@@ -54,8 +55,8 @@ Interface = Literal[
 
 
 class AssetMetadata(_Answer):
-    name: str = ""
-    symbol: str = ""
+    name: Annotated[str, Unknowable("name", "")] = ""
+    symbol: Annotated[str, Unknowable("symbol", "")] = ""
 
 
 class AssetContent(_Answer):
@@ -102,7 +103,7 @@ class AssetPage(_Answer):
 
     total: Count
     limit: Count
-    page: Count | None = None
+    page: Annotated[Count | None, Unknowable("page")] = None
     items: list[Asset]
 
     @model_validator(mode="after")
@@ -119,7 +120,7 @@ class AccountInfo(_Answer):
     lamports: Lamports
     owner: Pubkey
     executable: bool = Field(strict=True)
-    space: U64 | None = None
+    space: Annotated[U64 | None, Unknowable("space")] = None
 
 
 class ProgramAccount(_Answer):
@@ -137,7 +138,7 @@ ProgramAccounts = Annotated[list[ProgramAccount], AfterValidator(_each_account_o
 
 class Edition(_Answer):
     mint: Pubkey
-    edition_address: Pubkey | None = None
+    edition_address: Annotated[Pubkey | None, Unknowable("edition_address")] = None
     edition: Annotated[int, Field(strict=True, ge=1, le=U64_MAX)]
 
 
@@ -146,10 +147,10 @@ class EditionList(_Answer):
 
     total: Count
     limit: Count
-    page: Count | None = None
-    master_edition_address: Pubkey | None = None
+    page: Annotated[Count | None, Unknowable("page")] = None
+    master_edition_address: Annotated[Pubkey | None, Unknowable("master_edition_address")] = None
     supply: U64
-    max_supply: U64 | None = None
+    max_supply: U64 | None = None  # None reads "unlimited": a wrong one stays a bad answer
     editions: list[Edition]
 
     @model_validator(mode="after")

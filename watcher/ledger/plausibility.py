@@ -2,22 +2,25 @@
 
 Three kinds of wrong answer, three treatments (README, "Bad, stale and doubtful answers"):
 
-- **Bad**: a value outside the documented ranges (a slot beyond u64 or ``2^40``, a blockTime in
-  milliseconds, a stake above all the SOL there is, a key that is not base58 of the right
-  length). The answer models refuse it (``watcher.ledger.models``): ``BadResponse``, retried, a
-  failed
-  call; never a step.
+- **Bad**: a value outside the documented ranges (a slot beyond u64 or ``2^40``, a stake above
+  all the SOL there is, a key that is not base58 of the right length). The answer models refuse
+  it (``watcher.ledger.models``): ``BadResponse``, retried, a failed call; never a step. A field
+  that only informs (a blockTime in milliseconds or more than a day ahead, a memo, a commission)
+  is instead that field unknown, the answer taken.
 - **Impossible now** (``Doubt(confirmable=False)``): an answer that goes back in slots (a
   context slot older than the last one accepted: a lagging node behind a load balancer), a slot
-  far ahead of what time allows since the last accepted one (``slot_allowance``), a blockTime
-  more than a day in the future. Ignored, never accepted as it is; the bound of "far ahead"
-  grows with the time since the last accepted answer, so a real slot always gets in at last: no
-  address is wedged for good. Besides a target's own last slot, the daemon keeps the highest
-  slot any answer has shown (``SlotTip``: context slots, votes), which also bounds a first poll.
+  far ahead of what time allows since the last accepted one (``slot_allowance``). Ignored, never
+  accepted as it is; the bound of "far ahead" grows with the time since the last accepted
+  answer, so a real slot always gets in at last: no target is wedged for good. Besides a
+  target's own last slot, the daemon keeps the highest slot any answer has shown (``SlotTip``:
+  context slots, votes), which also bounds a first poll.
 - **Doubtful** (``Doubt(confirmable=True)``): an answer that would turn the whole picture upside
-  down: every holder gone at once, an empty cluster, no node in gossip, no vote account. Not
-  evidence while it is new; the *same* doubtful picture seen ``CONFIRM_POLLS`` polls in a row
-  is accepted (a real mass change gets through, two polls late).
+  down: every holder gone at once, an empty cluster, no node in gossip, no vote account; or one
+  entry of an address's history that cannot be taken (its signature or slot unreadable, or its
+  slot further ahead than time allows). Not evidence while it is new; the *same* doubtful
+  picture seen ``CONFIRM_POLLS`` polls in a row is accepted (a real mass change gets through,
+  two polls late; an odd entry, which stays in the history, is then set aside and the rest
+  taken, so one entry never mutes its address).
 
 What is not accepted is logged (a warning once per stretch), counted as a failed call for the
 endpoint's health (``rpc_unhealthy``), and the target's state does not advance: only the
@@ -51,6 +54,9 @@ class Doubt:
     reason: str
     picture: str
     confirmable: bool = True
+    # What the doubt is about (e.g. the entries a confirmed answer sets aside), kept with its
+    # streak in the state (``judge``) for the step that takes the confirmed answer.
+    entries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,9 @@ def judge(state: TargetState | None, doubt: Doubt) -> Verdict:
     same = previous.get("picture") == doubt.picture
     seen = int(previous.get("seen", 0)) + 1 if same else 1
     accept = doubt.confirmable and seen >= CONFIRM_POLLS
-    record = {"picture": doubt.picture, "reason": doubt.reason, "seen": seen}
+    record: dict[str, Any] = {"picture": doubt.picture, "reason": doubt.reason, "seen": seen}
+    if doubt.entries:
+        record["entries"] = list(doubt.entries)
     return Verdict(
         accept=accept,
         seen=seen,

@@ -54,6 +54,7 @@ from watcher.ledger.retrying import RpcStats, Sleep, is_endpoint_failure
 from watcher.ledger.rpc_batch import BatchCalls
 from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
+from watcher.ledger.unknowns import target_of
 from watcher.ledger.wire import (
     adapter,
     decode_json,
@@ -191,7 +192,7 @@ class RpcClient(BatchCalls, LedgerMethods):
             payload = envelope(request_id, method, params)
             body, headers = await self._post(endpoint, method, payload)
             result = unwrap(method, request_id, body, headers)
-            return validate(method, model_adapter, result)
+            return validate(method, model_adapter, result, target_of(params))
 
         value = await self._retrying(method, attempt, only)
         self.stats.successes += 1

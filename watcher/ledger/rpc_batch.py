@@ -17,6 +17,7 @@ from watcher.core.errors import BadResponse, RpcError, TransientRpcError
 from watcher.ledger.batching import BatchesOff, refuses_batches
 from watcher.ledger.retrying import RetryRounds
 from watcher.ledger.transport import Endpoint
+from watcher.ledger.unknowns import target_of
 from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
 
 log = structlog.get_logger(__name__)
@@ -102,7 +103,9 @@ class BatchCalls(RetryRounds):
                     outcome = answer.error
                 else:
                     try:
-                        outcome = validate(method, model_adapter, answer.result)
+                        outcome = validate(
+                            method, model_adapter, answer.result, target_of(params_list[position])
+                        )
                     except BadResponse as err:
                         outcome = err
                 settle(position, outcome)

@@ -13,6 +13,8 @@ from watcher.ledger.models import (
     ClusterNode,
     ClusterNodes,
     SignatureEntry,
+    SignaturePage,
+    SignaturePageAnswer,
     TokenAmount,
     TokenLargestAccounts,
     VoteAccounts,
@@ -28,7 +30,7 @@ T = TypeVar("T")
 
 MAX_SIGNATURES_LIMIT = 1000
 
-_SIGNATURES = TypeAdapter(list[SignatureEntry])
+_SIGNATURES: TypeAdapter[list[SignatureEntry]] = TypeAdapter(SignaturePageAnswer)
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
@@ -47,8 +49,9 @@ class LedgerMethods(AccountMethods, DasMethods):
         before: str | None = None,
         until: str | None = None,
         limit: int = MAX_SIGNATURES_LIMIT,
-    ) -> list[SignatureEntry]:
-        """Newest first; ``before`` and ``until`` are exclusive and left out when None."""
+    ) -> SignaturePage:
+        """Newest first; ``before`` and ``until`` are exclusive and left out when None. An entry
+        whose signature or slot is unreadable is left out (``SignaturePage.listed`` counts it)."""
         if not 1 <= limit <= MAX_SIGNATURES_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SIGNATURES_LIMIT}: {limit}")
         config: dict[str, Any] = {"commitment": self._signatures_commitment, "limit": limit}
@@ -56,7 +59,8 @@ class LedgerMethods(AccountMethods, DasMethods):
             config["before"] = before
         if until is not None:
             config["until"] = until
-        return await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
+        page = await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
+        return page if isinstance(page, SignaturePage) else SignaturePage(page)
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
         return list((await self.get_token_largest_accounts_with_context(mint)).value)

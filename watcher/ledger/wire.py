@@ -22,7 +22,8 @@ from watcher.core.errors import (
 from watcher.core.fastjson import decode_json as decode_json
 from watcher.core.fastjson import encode_json as encode_json
 from watcher.core.redact import REDACTOR
-from watcher.ledger.models import FROM_WIRE
+from watcher.ledger.models import FROM_WIRE, UNKNOWN_FIELDS, UnknownField
+from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
 T = TypeVar("T")
 
@@ -155,9 +156,12 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def validate(method: str, adapter: TypeAdapter[T], result: Any) -> T:
+def validate(method: str, adapter: TypeAdapter[T], result: Any, target: str | None = None) -> T:
+    """``result`` read into its model; a field the model took as unknown is logged once, with
+    ``target`` (the address asked about)."""
+    unknown: list[UnknownField] = []
     try:
-        return adapter.validate_python(result, context={FROM_WIRE: True})
+        value = adapter.validate_python(result, context={FROM_WIRE: True, UNKNOWN_FIELDS: unknown})
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(map(str, first["loc"])) or "result"
@@ -167,6 +171,9 @@ def validate(method: str, adapter: TypeAdapter[T], result: Any) -> T:
             f"{where}: {first['msg']}",
             method=method,
         ) from None
+    if unknown:
+        UNKNOWN_FIELDS_LOG.report(method, target, unknown)
+    return value
 
 
 _TAG = re.compile(r"<[^>]*>")

@@ -55,7 +55,9 @@ class Asset:
     burnt: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, fungible: bool = False) -> dict[str, Any]:
+        """Every field of an asset, null where the asset has none (``uses``, ``supply``, from
+        ``extra``); ``token_info`` only when asked for (``fungible``: getAssets' showFungible)."""
         share = 100 // len(self.creators) if self.creators else 0
         return {
             "interface": self.interface,
@@ -88,10 +90,11 @@ class Asset:
                 "owner": self.owner, "frozen": self.frozen, "delegated": self.delegate is not None,
                 "delegate": self.delegate, "ownership_model": "single",
             },
+            "uses": self.extra.get("uses"),
             "supply": self.extra.get("supply"),
             "mutable": True,
             "burnt": self.burnt,
-        }
+        } | ({"token_info": self.extra.get("token_info")} if fungible else {})
 
 
 class AssetStore:
@@ -209,8 +212,9 @@ class AssetStore:
         config = _positional(params, 1, required=False)
         if config is not None and not isinstance(config, dict):
             raise invalid_params("Invalid params: invalid type: expected a config object")
+        fungible = bool(config and config.get("showFungible"))
         found = [self.asset(_checked_pubkey(asset_id)) for asset_id in ids]
-        return [None if asset is None else asset.to_json() for asset in found]
+        return [None if asset is None else asset.to_json(fungible=fungible) for asset in found]
 
     def handlers(self) -> dict[str, Callable[[list[Any]], Any]]:
         return {

@@ -10,6 +10,7 @@ import copy
 import random
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ class _Transaction:
     block_time: int
     err: Any
     memo: str | None
+    # Fields this entry shows wrong, every time it is listed (a node bug seen in the wild: a
+    # blockTime in milliseconds): wire name -> the value shown.
+    odd: tuple[tuple[str, Any], ...] = ()
 
     def entry(self) -> dict[str, Any]:
         return {
@@ -45,6 +49,7 @@ class _Transaction:
             "signature": self.signature,
             "slot": self.slot,
             "transactionIndex": self.index,
+            **{name: copy.deepcopy(value) for name, value in self.odd},
         }
 
 
@@ -147,10 +152,12 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         err: object = None,
         memo: str | None = None,
         same_slot: bool = False,
+        odd: Mapping[str, Any] | None = None,
     ) -> list[str]:
         """Lands ``count`` transactions touching ``address``, each in a new slot (or all in one
         new slot with ``same_slot``). Returns their signatures newest first, as the RPC lists
-        them."""
+        them. ``odd``: fields their entries show wrong whenever listed, e.g.
+        ``{"blockTime": 1790000000000}`` (the ledger itself keeps the true ones for paging)."""
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
@@ -166,6 +173,7 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
                     block_time=block_time,
                     err=copy.deepcopy(err),
                     memo=None if memo is None else memo_text(memo),
+                    odd=tuple((odd or {}).items()),
                 )
                 history.position[transaction.signature] = len(history.transactions)
                 history.transactions.append(transaction)
