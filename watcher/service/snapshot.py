@@ -20,6 +20,9 @@ WHERE a.reason != 'resolved'
 ORDER BY a.created_at DESC
 """
 
+_PENDING = "SELECT COUNT(*), MIN(created_at) FROM deliveries WHERE status IN ('pending', 'sending')"
+_DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
+
 
 @dataclass(frozen=True)
 class Firing:
@@ -47,12 +50,9 @@ def firing(conn: sqlite3.Connection) -> list[Firing]:
 
 
 def outbox(conn: sqlite3.Connection) -> Outbox:
-    pending, oldest, dead = conn.execute(
-        """SELECT SUM(status IN ('pending', 'sending')),
-                  MIN(CASE WHEN status IN ('pending', 'sending') THEN created_at END),
-                  SUM(status = 'dead')
-           FROM deliveries"""
-    ).fetchone()
+    # Two index range counts (deliveries by status), not a scan of every delivery kept.
+    pending, oldest = conn.execute(_PENDING).fetchone()
+    dead = conn.execute(_DEAD).fetchone()[0]
     return Outbox(int(pending or 0), oldest, int(dead or 0))
 
 
