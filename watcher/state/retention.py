@@ -31,12 +31,25 @@ WatchedTarget = Callable[[str, str], bool]  # (source, target) -> named by a rul
 
 
 def migration_5_retention(db: Database) -> None:
-    # The firing alerts (the latest transition of each rule and subject), read at every
-    # /metrics scrape and /healthz, and by retention to keep them: from this index alone
-    # (reason is in it so that the scan never reads the table).
+    # What fires now: the latest transition of each rule and subject, when it is not a
+    # resolution; kept with every alert insert (``AlertRows``). /metrics and /healthz read it
+    # at every scrape, and retention keeps these alerts: the cost is the firing alerts', not the
+    # history's.
     db.execute(
-        "CREATE INDEX alerts_transitions ON alerts (rule, subject, id, reason) "
-        "WHERE reason IN ('firing', 'repeat', 'resolved')"
+        """CREATE TABLE firing_alerts (
+            rule TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            alert_id INTEGER NOT NULL,
+            PRIMARY KEY (rule, subject)
+        ) STRICT"""
+    )
+    db.execute(
+        """INSERT INTO firing_alerts (rule, subject, alert_id)
+        SELECT a.rule, a.subject, a.id FROM alerts a JOIN (
+            SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
+            GROUP BY rule, subject
+        ) latest ON latest.id = a.id
+        WHERE a.reason != 'resolved'"""
     )
     # The outbox figures of /metrics and /healthz: pending and the oldest of them, dead.
     db.execute("CREATE INDEX deliveries_status_created ON deliveries (status, created_at)")
@@ -82,13 +95,9 @@ WHERE a.created_at < :cutoff
             OR (d.status = 'dead' AND d.next_attempt_at < :cutoff)
         )
     )
-    AND NOT (
-        a.reason IN ('firing', 'repeat')
-        AND a.id = (
-            SELECT MAX(b.id) FROM alerts b
-            WHERE b.rule = a.rule AND b.subject = a.subject
-                AND b.reason IN ('firing', 'repeat', 'resolved')
-        )
+    AND NOT EXISTS (
+        SELECT 1 FROM firing_alerts f
+        WHERE f.rule = a.rule AND f.subject = a.subject AND f.alert_id = a.id
     )
 """
 
