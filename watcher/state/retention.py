@@ -3,8 +3,9 @@
 What goes, once it is older than the cutoff (now - retention):
 
 - an alert with its deliveries, once every delivery is finished (sent or dead) and finished
-  before the cutoff; an alert that is still firing (the latest transition of its rule and
-  subject, not a resolution) stays, and so does one with a delivery pending or being sent.
+  before the cutoff; an alert that is still firing (``firing_alerts``: the latest transition
+  of its rule and subject, not a resolution) stays, and so does one with a delivery pending or
+  being sent.
   Deliveries go only with their alert: an alert kept keeps every delivery it had;
 - the digest groups' send times (``group_sends``) and silences that ended;
 - the state of a target that no rule names any more, once unwatched for longer than
@@ -25,7 +26,7 @@ from sqlite_utils import Database
 from watcher.state.database import transaction
 
 # Rows one transaction reads or deletes at most.
-BATCH_ROWS = 5000
+BATCH_ROWS = 1000
 
 WatchedTarget = Callable[[str, str], bool]  # (source, target) -> named by a rule now
 
