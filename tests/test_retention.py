@@ -7,17 +7,19 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.alerting.events import AlertMessage
+from watcher.alerting.events import AlertMessage, Grouping
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
 from watcher.service import pruning, snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
+from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
 
 from support.seeded import TREASURY, World, daemon_worlds
@@ -275,12 +277,16 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: Store, tmp_path: 
     conn = snapshot.connect_readonly(history.path)
     scrape = traced(conn, lambda: (snapshot.firing(conn), snapshot.outbox(conn)))
     store = history
+    grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
+    store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
     round_ = traced(store.db.conn, lambda: (
         store.prefetch_states("s", ["a", "b"]), store.load_state("s", "zz"),
-        store.active_silences(NOW), store.claim_due(NOW, 100, 10), store.pending_count(),
-        store.group_sends("g", "u"), store.commit_step("s", "a", {}, [message("x", "event")],
-                                                       lambda _: [OPS], NOW),
+        store.active_silences(NOW), store.pending_count(), store.group_sends("g", "u"),
+        store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u")),
+        store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW),
+        record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW)),
     ))  # fmt: skip
+    assert any("a.group_key = " in sql for sql in round_)  # a digest group was completed
     found = plans(conn, scrape) | plans(store.db.conn, round_)
     conn.close()
     assert len(found) >= 10
