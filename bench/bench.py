@@ -9,8 +9,8 @@ getSignaturesForAddress per request. Figures: the first sweep's time (from the d
 line) and the steady one, RPC calls and HTTP requests per sweep (the daemon's /metrics), 429s,
 daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with the state database of
 the first run, `watcher check` time, detection latency (bench/latency.py), and the in-process
-figures of bench/inproc.py. Each figure is printed beside the peer's and their ratio; every
-target of issue 9 says PASS or FAIL.
+figures of bench/inproc.py, then bench/history.py's (a year of history, then retention). Each
+figure is printed beside the peer's and their ratio; every target says PASS or FAIL.
 
     python bench/bench.py --quick          # 1,000 addresses (under a minute)
     python bench/bench.py                  # 1,000, 10,000 and 100,000 addresses, + limits
@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 
+import history  # noqa: E402
 import inproc  # noqa: E402
 from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
 from latency import Latency, measure_latency  # noqa: E402
@@ -135,7 +136,8 @@ def main() -> int:
     report(rows, limited, detected)
     print()
     inproc.main()
-    return 0
+    print()
+    return history.main(quick=args.quick)  # the database after a year at this size: retention
 
 
 def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFigures | None,

@@ -62,6 +62,7 @@ def test_minimal_file_gets_the_defaults(conf: Path) -> None:
     assert (delivery.first_retry, delivery.max_backoff, delivery.deadline) == (2, 300, 86400)
     assert settings.explorer_url == "https://explorer.solana.com/{kind}/{id}"
     assert settings.http is None
+    assert settings.retention == 90 * 86400
     assert settings.config_path == conf / "watcher.yaml"
 
 
@@ -344,6 +345,19 @@ MISTAKES = [
         id="durations",
     ),
     pytest.param(
+        MINIMAL + "retention: 12h\n",
+        [
+            "conf/watcher.yaml:6: retention: must be at least 1d (the history is kept that "
+            "long at least)"
+        ],
+        id="retention-too-short",
+    ),
+    pytest.param(
+        MINIMAL + "retention: 90\n",
+        ["conf/watcher.yaml:6: retention: 90 has no unit: write e.g. 90s or 90m"],
+        id="retention-unit",
+    ),
+    pytest.param(
         MINIMAL + "http:\n  listen: localhost\nexplorer_url: https://x/{kind}/{sig}\n",
         [
             "conf/watcher.yaml:7: http.listen: expected HOST:PORT such as 127.0.0.1:9102, "
@@ -455,3 +469,10 @@ def test_settings_built_in_code_list_every_problem_and_show_no_value(tmp_path: P
     assert "rpc_url: must be an http:// or https:// URL" in text
     assert "default_channels[0]" in text and "delivery" in text and "first_retry" in text
     assert KEY not in text
+
+
+def test_retention_is_a_duration_of_at_least_a_day(conf: Path) -> None:
+    assert load(settings_file(conf, MINIMAL + "retention: 30d\n")).retention == 30 * 86400
+    assert load(settings_file(conf, MINIMAL + "retention: 1d\n")).retention == 86400
+    env = {"RPC_API_KEY": KEY, "WATCHER_RETENTION": "1d12h"}
+    assert load(settings_file(conf), env).retention == 36 * 3600

@@ -53,7 +53,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from watcher.alerting.events import Severity
 from watcher.config.endpoints import RpcEndpoint, RpcEndpoints, http_url, redacted
-from watcher.config.rule_models import NAME_PATTERN, Pubkey
+from watcher.config.rule_models import NAME_PATTERN, Duration, Pubkey
 from watcher.config.sections import (
     DeliverySettings,
     HealthSettings,
@@ -90,6 +90,18 @@ def _level(value: Any) -> Any:
     return value
 
 
+# The shortest retention: the history of the last day is what an operator looks at first.
+MIN_RETENTION_SECONDS = 86400.0
+
+
+def _retention(seconds: float) -> float:
+    if seconds < MIN_RETENTION_SECONDS:
+        raise ValueError("must be at least 1d (the history is kept that long at least)")
+    return seconds
+
+
+# The default is seconds, not a duration's text: not validated again.
+RetentionDuration = Annotated[Duration, AfterValidator(_retention), Field(validate_default=False)]
 ChannelName = Annotated[str, AfterValidator(_channel_name)]
 AppriseUrl = Annotated[str, Field(min_length=1)]
 
@@ -132,6 +144,9 @@ class Settings(BaseSettings):
     quorum: Annotated[int, Field(ge=1)] = 1
     commitment: Literal["finalized", "confirmed"] = "finalized"
     state_path: Path = Path("state/watcher.db")
+    # Finished alerts and deliveries, and the state of targets no rule names, older than this
+    # are deleted (watcher.state.retention).
+    retention: RetentionDuration = 90 * 86400.0
     rules: Annotated[list[Path], Field(min_length=1)]
     # Declared before the keys that name channels: their validators check against it.
     channels: Annotated[

@@ -9,8 +9,15 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-# The latest state transition of each (rule, subject); "firing" or "repeat" means firing now.
+# The latest state transition of each (rule, subject) that is not a resolution, kept as such
+# by the store (``firing_alerts``): read without looking at the rest of the history.
 _FIRING = """
+SELECT a.rule, a.subject, a.severity, a.title, a.created_at
+FROM firing_alerts f JOIN alerts a ON a.id = f.alert_id
+ORDER BY a.created_at DESC
+"""
+# The same from the history, for a database the daemon has not upgraded yet.
+_FIRING_FROM_HISTORY = """
 SELECT a.rule, a.subject, a.severity, a.title, a.created_at
 FROM alerts a JOIN (
     SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
@@ -19,6 +26,9 @@ FROM alerts a JOIN (
 WHERE a.reason != 'resolved'
 ORDER BY a.created_at DESC
 """
+
+_PENDING = "SELECT COUNT(*), MIN(created_at) FROM deliveries WHERE status IN ('pending', 'sending')"
+_DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
 
 
 @dataclass(frozen=True)
@@ -43,16 +53,17 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 def firing(conn: sqlite3.Connection) -> list[Firing]:
-    return [Firing(*row) for row in conn.execute(_FIRING)]
+    try:
+        rows = conn.execute(_FIRING).fetchall()
+    except sqlite3.OperationalError:  # no such table: written by an older watcher
+        rows = conn.execute(_FIRING_FROM_HISTORY).fetchall()
+    return [Firing(*row) for row in rows]
 
 
 def outbox(conn: sqlite3.Connection) -> Outbox:
-    pending, oldest, dead = conn.execute(
-        """SELECT SUM(status IN ('pending', 'sending')),
-                  MIN(CASE WHEN status IN ('pending', 'sending') THEN created_at END),
-                  SUM(status = 'dead')
-           FROM deliveries"""
-    ).fetchone()
+    # Two index range counts (deliveries by status), not a scan of every delivery kept.
+    pending, oldest = conn.execute(_PENDING).fetchone()
+    dead = conn.execute(_DEAD).fetchone()[0]
     return Outbox(int(pending or 0), oldest, int(dead or 0))
 
 

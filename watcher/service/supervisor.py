@@ -19,6 +19,7 @@ import structlog
 
 from watcher.core.errors import DaemonFailed, state_error
 from watcher.delivery.courier import DB_RETRY_MAX
+from watcher.service import pruning
 
 if TYPE_CHECKING:
     from watcher.alerting.ruleset import Job
@@ -47,6 +48,7 @@ async def run(daemon: Daemon, stop: asyncio.Event) -> None:
     watchdog = asyncio.create_task(daemon.notifier.watchdog_forever(), name="watchdog")
     jobs = daemon.ruleset.jobs()
     scheduler.start(jobs)
+    pruner = asyncio.create_task(pruning.prune_forever(daemon), name="pruner")
     log.info(
         "watcher started",
         rules=len(daemon.ruleset.rules),
@@ -63,7 +65,7 @@ async def run(daemon: Daemon, stop: asyncio.Event) -> None:
         # ends the run with one clear line and a non-zero exit (systemd restarts it).
         while fatal is None and not stopped.done():
             await asyncio.wait({stopped, sender_task}, timeout=SUPERVISE_SECONDS)
-            fatal = None if stopped.done() else fatal_reason(daemon, sender_task)
+            fatal = None if stopped.done() else fatal_reason(daemon, sender_task, pruner)
         stopped.cancel()
         if fatal is not None:
             log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
@@ -72,10 +74,11 @@ async def run(daemon: Daemon, stop: asyncio.Event) -> None:
         daemon.notifier.stopping()
         watchdog.cancel()
         daemon.stopping.set()
+        pruner.cancel()  # between two batches: each is a whole transaction
         await scheduler.stop(grace=STOP_GRACE_SECONDS)
         await daemon.sender.drain(timeout=STOP_GRACE_SECONDS)
         sender_task.cancel()
-        await asyncio.wait({sender_task})  # its failure, if any, was reported above
+        await asyncio.wait({sender_task, pruner})  # their failure, if any, was reported above
         if daemon.http is not None:
             await daemon.http.close()
         if daemon.heartbeat is not None:
@@ -86,11 +89,16 @@ async def run(daemon: Daemon, stop: asyncio.Event) -> None:
         raise DaemonFailed(fatal)
 
 
-def fatal_reason(daemon: Daemon, sender_task: asyncio.Task[None]) -> str | None:
+def fatal_reason(
+    daemon: Daemon, sender_task: asyncio.Task[None], pruner: asyncio.Task[None] | None = None
+) -> str | None:
     """Why the daemon cannot go on, or None: a dead task, or the database failing."""
     if sender_task.done():
         error = None if sender_task.cancelled() else sender_task.exception()
         return f"the sender stopped: {error!r}" if error else "the sender stopped"
+    if pruner is not None and pruner.done():
+        error = None if pruner.cancelled() else pruner.exception()
+        return f"the history pruning stopped: {error!r}" if error else "the pruning stopped"
     if daemon.sender.failure is not None:
         return f"a delivery worker failed: {daemon.sender.failure!r}"
     return daemon.state_health.fatal(daemon.clock())

@@ -28,6 +28,10 @@ UPDATE alerts SET status = (
 WHERE id = ?
 """
 
+_FIRING_NOW = """INSERT INTO firing_alerts (rule, subject, alert_id) VALUES (?, ?, ?)
+    ON CONFLICT (rule, subject) DO UPDATE SET alert_id = MAX(alert_id, excluded.alert_id)"""
+_RESOLVED_NOW = "DELETE FROM firing_alerts WHERE rule = ? AND subject = ? AND alert_id < ?"
+
 
 class AlertRows:
     """Queues alerts with their deliveries, inside the caller's transaction."""
@@ -79,7 +83,15 @@ class AlertRows:
                 None if alert.grouping is None else to_json(asdict(alert.grouping)),
             ],
         ).fetchone()
-        return None if row is None else int(row[0])
+        if row is None:
+            return None
+        alert_id = int(row[0])
+        # What fires now (read at every /metrics scrape): the newest transition wins.
+        if alert.reason in ("firing", "repeat"):
+            self._db.execute(_FIRING_NOW, [alert.rule, alert.subject, alert_id])
+        elif alert.reason == "resolved":
+            self._db.execute(_RESOLVED_NOW, [alert.rule, alert.subject, alert_id])
+        return alert_id
 
 
 def marks(items: Sequence[Any] | dict[Any, Any]) -> str:

@@ -176,12 +176,19 @@ def _migration_4_sources(db: Database) -> None:
     migration_4_sources(db)
 
 
+def _migration_5_retention(db: Database) -> None:
+    from watcher.state.retention import migration_5_retention  # its queries live beside it
+
+    migration_5_retention(db)
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
     _migration_2_silences,
     _migration_3_digests,
     _migration_4_sources,
+    _migration_5_retention,
 )
 
 

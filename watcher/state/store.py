@@ -9,7 +9,8 @@ Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id`
 
 ``Store`` is the one facade over the file; each concern is a repository of its own module:
 target state (``watcher.state.targets``), the delivery outbox (``watcher.state.deliveries``),
-silences (``watcher.state.silence_rows``) and the alert history (``watcher.state.history``).
+silences (``watcher.state.silence_rows``), the alert history (``watcher.state.history``) and
+its retention (``watcher.state.retention``).
 The values they read and write are pure code's (``watcher.delivery.outbox``,
 ``watcher.alerting``). ``with Store(path) as store:`` closes the file at the end.
 """
@@ -36,11 +37,12 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
+from watcher.state.retention import Retention
 from watcher.state.silence_rows import Silences
 from watcher.state.targets import TargetStates
 
 
-class Store(TargetStates, Deliveries, Silences, History):
+class Store(TargetStates, Deliveries, Silences, History, Retention):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
