@@ -245,6 +245,8 @@ class SignaturesSource:
         tip: SlotTip | None = None,
     ) -> Doubt | None:
         entries = [entry for page in observation.pages for entry in page]
+        if not entries and not observation.left_out:
+            return None  # nothing to doubt (most polls of a quiet address): kept cheap
         # A time in the future is that time unknown (``step``), not the answer doubted.
         UNKNOWN_FIELDS_LOG.report(METHOD, observation.target, [
             UnknownField("blockTime", entry.block_time, entry.signature)
@@ -280,6 +282,15 @@ class SignaturesSource:
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
+        if (
+            state
+            and not observation.baseline
+            and not any(observation.pages)
+            and not observation.left_out
+            and DOUBT_KEY not in state
+            and SET_ASIDE_KEY not in state
+        ):
+            return StepOutcome(state=state)  # nothing new (most polls): the state as it is
         aside = _set_aside(state)
         listed_now = _left_out_keys(observation) | {
             entry.signature for page in observation.pages for entry in page
