@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from watcher.alerting.events import AlertMessage, Grouping
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
-from watcher.service import pruning, snapshot
+from watcher.service import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.sources import SourceRound, record_round
 from watcher.state.store import Store
@@ -201,18 +201,18 @@ async def test_a_target_named_again_within_retention_alerts_on_what_it_missed_an
     await daemon.sweep(signatures)  # the baseline
 
     daemon.use(daemon.settings, treasury_only(world, named=False))
-    await pruning.prune_once(daemon)
+    await daemon.pruner.prune_once()
     world.now[0] += 30 * DAY
     world.ledger.add_transactions(TREASURY, 2)
     daemon.use(daemon.settings, with_treasury)
-    assert (await pruning.prune_once(daemon)).targets == 0
+    assert (await daemon.pruner.prune_once()).targets == 0
     await daemon.sweep(signatures)
     assert [t.split(": ")[1][:18] for t in world.titles()] == ["2 new transactions"]
 
     daemon.use(daemon.settings, treasury_only(world, named=False))
-    await pruning.prune_once(daemon)
+    await daemon.pruner.prune_once()
     world.now[0] += daemon.settings.retention + DAY
-    assert (await pruning.prune_once(daemon)).targets == 1
+    assert (await daemon.pruner.prune_once()).targets == 1
     assert daemon.store.load_state("signatures", TREASURY) is None
     world.ledger.add_transactions(TREASURY, 3)
     daemon.use(daemon.settings, with_treasury)
@@ -229,7 +229,7 @@ async def test_the_daemon_prunes_at_start_and_says_what_it_deleted_in_one_line(
     queue(daemon.store, world.now[0] - daemon.settings.retention - DAY, "old", sent=world.now[0])
     queue(daemon.store, world.now[0] - daemon.settings.retention - DAY, "older", dead=0.0)
     with capture_logs() as logs:
-        task = asyncio.create_task(pruning.prune_forever(daemon))
+        task = asyncio.create_task(daemon.pruner.prune_forever())
         for _ in range(500):  # a deadline of 5 s
             if any(line["event"] == "history pruned" for line in logs):
                 break

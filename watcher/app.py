@@ -5,9 +5,11 @@
     observe (RPC) -> step (diff + rules + alerts, pure) -> commit (state + outbox, one
     SQLite transaction) -> wake the sender (Apprise)
 
-The scheduler runs one sweep per (source, interval) over that source's targets
-(``watcher.service.rounds``, a ``poll_target`` for each); the sender runs as its own task so a
-slow channel never delays polling.
+The daemon builds the parts that run it and gives each what it uses: the scheduler runs one
+sweep per (source, interval) over that source's targets (``watcher.service.rounds.Sweeper``, a
+``poll_target`` for each); the runtime (``watcher.service.supervisor.Runtime``) runs the tasks
+and their life, the sender among them so that a slow channel never delays polling; the reloader
+(``watcher.service.reloading.Reloader``) swaps in what SIGHUP read, through ``use``.
 """
 
 from __future__ import annotations
@@ -37,13 +39,17 @@ from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient, rpc_client
-from watcher.service import reloading, rounds, supervisor, sweeps
+from watcher.service import sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
+from watcher.service.pruning import Pruner
+from watcher.service.reloading import Reloader
+from watcher.service.rounds import Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
 from watcher.state.store import Store
 
@@ -63,29 +69,27 @@ class Daemon:
         ledger: LedgerReader | None = None,
         notifier: SystemdNotifier | None = None,
     ) -> None:
-        self.settings = settings
-        self.ruleset = ruleset
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self.scheduler = Scheduler(self.sweep, clock=clock,
-                                    stretch=lambda job: sweeps.stretch_for(self.rpc, job))
         self.store = Store(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
-        self.outbox_has_work = asyncio.Event()
+        self.outbox_has_work = asyncio.Event()  # wakes the sender loop
+        self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
         self.metrics = Metrics(settings.state_path, clock, lambda: getattr(self.rpc, "stats", None))
         self.rpc: LedgerReader = ledger or rpc_client(settings)
         if isinstance(self.rpc, RpcClient):
             self.rpc.on_request = self.metrics.rpc_request
         self.sender = delivery_sender(
-            settings, self.store, clock, self.state_health, self.metrics, self._wake_sender
+            settings, self.store, clock, self.state_health, self.metrics, self.outbox_has_work.set
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         # The rpc_disagreement episodes, read once: every poll under quorum looks at them.
         self._disagreements: TargetState | None = None
         self._disagreements_read = False
+        # The highest slot accepted answers have shown: bounds the slots of any other answer.
+        self.tip: SlotTip | None = None
         self.use(settings, ruleset)
-        self.stopping = asyncio.Event()
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         beat = settings.heartbeat
@@ -96,8 +100,52 @@ class Daemon:
         self.http = None if http is None else HttpEndpoint(
             http.host, http.port, self.metrics, self.healthz
         )  # fmt: skip
-        # The highest slot accepted answers have shown: bounds the slots of any other answer.
-        self.tip: SlotTip | None = None
+        # The parts, each given what it uses; what a reload changes, they read through ``use``.
+        self.sweeper = Sweeper(
+            poll=self.poll_target,
+            commit=self.commit,
+            builtins=lambda: self.builtins,
+            store=self.store,
+            health=self.health,
+            state_health=self.state_health,
+            metrics=self.metrics,
+            poll_faults=self.poll_faults,
+            last_errors=self.last_errors,
+            heartbeat=self.heartbeat,
+            width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
+            stopping=self.stopping,
+            clock=clock,
+        )
+        rpc = self.rpc
+        self.scheduler = Scheduler(
+            self.sweeper.sweep, clock=clock, stretch=lambda job: sweeps.stretch_for(rpc, job)
+        )
+        self.pruner = Pruner(
+            self.store, lambda: (self.ruleset, self.settings.retention), self.stopping, clock
+        )
+        self.runtime = Runtime(
+            scheduler=self.scheduler,
+            sender=self.sender,
+            pruner=self.pruner,
+            notifier=self.notifier,
+            http=self.http,
+            heartbeat=self.heartbeat,
+            store=self.store,
+            state_health=self.state_health,
+            outbox_has_work=self.outbox_has_work,
+            stopping=self.stopping,
+            close=self.close,
+            clock=clock,
+            rpc_url=str(getattr(self.rpc, "public_url", "custom")),
+            state_path=settings.state_path,
+        )
+        self.reloader = Reloader(
+            settings=lambda: self.settings,
+            use=self.use,
+            sender=self.sender,
+            scheduler=self.scheduler,
+            notifier=self.notifier,
+        )
 
     # -- one observation ---------------------------------------------------------------------
 
@@ -243,7 +291,7 @@ class Daemon:
 
     async def sweep(self, job: Job) -> None:
         """One scheduled round of a source over its targets (``watcher.service.rounds``)."""
-        await rounds.sweep(self, job)
+        await self.sweeper.sweep(job)
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -251,9 +299,6 @@ class Daemon:
         if silences.is_silenced(alert):
             return []  # recorded in the history as "silenced", sent nowhere
         return self.sender.destinations(alert)
-
-    def _wake_sender(self) -> None:
-        self.outbox_has_work.set()
 
     def healthz(self) -> HealthVerdict:
         """``/healthz``: polls succeed and the outbox drains (a delivery pending for longer than
@@ -267,14 +312,15 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop cleanly (``watcher.service.supervisor``)."""
-        await supervisor.run(self, stop)
+        await self.runtime.run(stop, self.ruleset)
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """SIGHUP: the settings and rules read again (``watcher.service.reloading``)."""
-        return await reloading.reload(self, load)
+        return await self.reloader.reload(load)
 
     def use(self, settings: Settings, ruleset: RuleSet) -> None:
-        """Puts settings and rules in force: the built-in rules, the routes, the wording."""
+        """Puts settings and rules in force: the built-in rules, the routes, the wording (the
+        parts read them from here)."""
         self.settings, self.ruleset = settings, ruleset
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)

@@ -7,18 +7,17 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import structlog
 
 from watcher.alerting import builtin
 from watcher.alerting.ruleset import RuleSet
+from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import state_error
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-
-if TYPE_CHECKING:
-    from watcher.app import Daemon
+from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
@@ -32,37 +31,49 @@ def watched_by(ruleset: RuleSet) -> WatchedTarget:
     return lambda source, target: source == builtin.SOURCE or (source, target) in named
 
 
-async def prune_once(daemon: Daemon, limit: int = BATCH_ROWS) -> Pruned:
-    """One pass over the whole history, yielding to the event loop after each batch."""
-    total = Pruned()
-    watched = watched_by(daemon.ruleset)
-    batches = daemon.store.prune_batches(watched, daemon.clock(), daemon.settings.retention, limit)
-    for done in batches:
-        total.add(done)
-        await asyncio.sleep(0)
-    return total
+class Pruner:
+    """Deletes the history past retention. ``in_force`` gives the rules and the retention in
+    force (a reload swaps them); ``stopping`` set: no new pass starts."""
 
+    def __init__(
+        self,
+        store: Store,
+        in_force: Callable[[], tuple[RuleSet, float]],
+        stopping: asyncio.Event,
+        clock: Clock,
+    ) -> None:
+        self.store, self.in_force, self.stopping, self.clock = store, in_force, stopping, clock
 
-async def prune_forever(daemon: Daemon) -> None:
-    """A pass at start-up and every hour; a failing pass (the database locked or full) is one
-    warning, and the next pass tries again."""
-    while not daemon.stopping.is_set():
-        started = time.perf_counter()
-        try:
-            done = await prune_once(daemon)
-        except sqlite3.Error as exc:
-            log.warning("history pruning failed", error=str(state_error(exc, "prune history")))
-        else:
-            log.info(
-                "history pruned",
-                retention=format_duration(daemon.settings.retention),
-                alerts=done.alerts,
-                deliveries=done.deliveries,
-                targets=done.targets,
-                unwatched_targets=done.unwatched,
-                group_sends=done.group_sends,
-                silences=done.silences,
-                seconds=round(time.perf_counter() - started, 3),
-            )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(daemon.stopping.wait(), PRUNE_EVERY_SECONDS)
+    async def prune_once(self, limit: int = BATCH_ROWS) -> Pruned:
+        """One pass over the whole history, yielding to the event loop after each batch."""
+        total = Pruned()
+        ruleset, retention = self.in_force()
+        batches = self.store.prune_batches(watched_by(ruleset), self.clock(), retention, limit)
+        for done in batches:
+            total.add(done)
+            await asyncio.sleep(0)
+        return total
+
+    async def prune_forever(self) -> None:
+        """A pass at start-up and every hour; a failing pass (the database locked or full) is
+        one warning, and the next pass tries again."""
+        while not self.stopping.is_set():
+            started = time.perf_counter()
+            try:
+                done = await self.prune_once()
+            except sqlite3.Error as exc:
+                log.warning("history pruning failed", error=str(state_error(exc, "prune history")))
+            else:
+                log.info(
+                    "history pruned",
+                    retention=format_duration(self.in_force()[1]),
+                    alerts=done.alerts,
+                    deliveries=done.deliveries,
+                    targets=done.targets,
+                    unwatched_targets=done.unwatched,
+                    group_sends=done.group_sends,
+                    silences=done.silences,
+                    seconds=round(time.perf_counter() - started, 3),
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), PRUNE_EVERY_SECONDS)

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import structlog
 
 from watcher.alerting.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
+from watcher.delivery.sender import Sender
+from watcher.service.scheduler import Scheduler
+from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import describe_jobs
-
-if TYPE_CHECKING:
-    from watcher.app import Daemon
 
 log = structlog.get_logger(__name__)
 
@@ -30,28 +30,45 @@ RESTART_SETTINGS: Final = (
 )
 
 
-async def reload(daemon: Daemon, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
-    """Whether the new settings and rules are in force."""
-    daemon.notifier.reloading()
-    try:
-        settings, ruleset = await asyncio.to_thread(load)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            log.error("reload refused, the previous rules keep running", problem=str(problem))
-        daemon.notifier.ready("reload refused: see the log")
-        return False
-    except Exception as exc:  # unreadable in a way the checks did not foresee: keep running
-        log.error("reload failed, the previous rules keep running", error=repr(exc))
-        daemon.notifier.ready("reload failed: see the log")
-        return False
-    old = daemon.settings
-    later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
-    if later:
-        log.warning("reloaded; these settings apply after a restart", settings=later)
-    daemon.sender.configure_channels(settings.channels, settings.fallback_channels)
-    daemon.use(settings, ruleset)
-    jobs = ruleset.jobs()
-    daemon.scheduler.replace(jobs)
-    log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
-    daemon.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
-    return True
+class Reloader:
+    """Swaps in what a reload changes: the channels (``sender``), the settings and rules in
+    force (``use``, which gives each part its share), the sweeps (``scheduler``).
+    ``settings`` gives those in force, to tell which changes wait for a restart."""
+
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        use: Callable[[Settings, RuleSet], None],
+        sender: Sender,
+        scheduler: Scheduler,
+        notifier: SystemdNotifier,
+    ) -> None:
+        self.settings, self.use = settings, use
+        self.sender, self.scheduler, self.notifier = sender, scheduler, notifier
+
+    async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
+        """Whether the new settings and rules are in force."""
+        self.notifier.reloading()
+        try:
+            settings, ruleset = await asyncio.to_thread(load)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("reload refused, the previous rules keep running", problem=str(problem))
+            self.notifier.ready("reload refused: see the log")
+            return False
+        except Exception as exc:  # unreadable in a way the checks did not foresee: keep running
+            log.error("reload failed, the previous rules keep running", error=repr(exc))
+            self.notifier.ready("reload failed: see the log")
+            return False
+        old = self.settings()
+        later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
+        if later:
+            log.warning("reloaded; these settings apply after a restart", settings=later)
+        self.sender.configure_channels(settings.channels, settings.fallback_channels)
+        self.use(settings, ruleset)
+        jobs = ruleset.jobs()
+        self.scheduler.replace(jobs)
+        log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
+        self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
+        return True
