@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Protocol
 
 import structlog
 
@@ -43,19 +42,8 @@ PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to
 # One observation of a target by the job sweeping its source every ``interval`` s: whether it
 # succeeded (``Daemon.poll_target``).
 Poll = Callable[[Source, str, float], Awaitable[bool]]
-
-
-class Commit(Protocol):
-    """The commit path of a step (``Daemon.commit``)."""
-
-    def __call__(
-        self,
-        source: str,
-        target: str,
-        outcome: StepOutcome,
-        rules: Sequence[PresentedRule],
-        now: float,
-    ) -> None: ...
+# The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
+Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], None]
 
 
 class Sweeper:
