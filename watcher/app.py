@@ -100,7 +100,8 @@ class Daemon:
         self.http = None if http is None else HttpEndpoint(
             http.host, http.port, self.metrics, self.healthz
         )  # fmt: skip
-        # The parts, each given what it uses; what a reload changes, they read through ``use``.
+        # The parts, each given what it uses. What a reload changes (what ``use`` puts in force)
+        # they ask for when they need it, so a reload reaches them without their knowing it.
         self.sweeper = Sweeper(
             poll=self.poll_target,
             commit=self.commit,
