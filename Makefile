@@ -16,7 +16,8 @@ demo: $(STAMP)
 	$(BIN)/watcher demo
 
 test: $(STAMP)
-	$(BIN)/ruff check watcher tests
+	$(BIN)/ruff format --check watcher tests bench
+	$(BIN)/ruff check watcher tests bench
 	$(BIN)/mypy watcher
 	$(BIN)/watcher check --config examples/watcher.yaml
 	$(BIN)/pytest -n 4 --dist worksteal --durations=15  # mostly waiting on subprocesses: 4 workers on 2 cores; idle ones steal queued tests

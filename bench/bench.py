@@ -68,8 +68,12 @@ async def naive_peer(url: str, addresses: list[str]) -> Peer:
         async def one(index: int, address: str) -> None:
             nonlocal too_many
             async with gate:
-                body = {"jsonrpc": "2.0", "id": index, "method": "getSignaturesForAddress",
-                        "params": [address, {"limit": 1, "commitment": "finalized"}]}  # fmt: skip
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": index,
+                    "method": "getSignaturesForAddress",
+                    "params": [address, {"limit": 1, "commitment": "finalized"}],
+                }
                 answer = await client.post(url, json=body)
                 too_many += answer.status_code == 429
 
@@ -81,8 +85,15 @@ def addresses_for(n: int) -> list[str]:
     return [derived_pubkey(f"bench address {i}") for i in range(n)]
 
 
-def scenario(n: int, every: float, rpc: dict[str, Any] = RPC, *, peer: bool = True,
-             rounds: int = 2, **limits: Any) -> tuple[DaemonFigures, Peer | None]:  # fmt: skip
+def scenario(
+    n: int,
+    every: float,
+    rpc: dict[str, Any] = RPC,
+    *,
+    peer: bool = True,
+    rounds: int = 2,
+    **limits: Any,
+) -> tuple[DaemonFigures, Peer | None]:
     addresses = addresses_for(n)
     with tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp:
         sim = Simulator(Path(tmp), addresses, LATENCY, **limits)
@@ -119,17 +130,24 @@ def main() -> int:
     sizes = [(1000, 5.0)] if args.quick else [(1000, 5.0), (10_000, 15.0), (100_000, 60.0)]
     rows: list[tuple[str, DaemonFigures, Peer | None]] = []
     for n, every in sizes:
-        print(f"  {n} addresses every {every:g}s, latency {LATENCY * 1000:.0f} ms, "
-              "batches of 10 ...", flush=True)  # fmt: skip
+        print(
+            f"  {n} addresses every {every:g}s, latency {LATENCY * 1000:.0f} ms, batches of 10 ...",
+            flush=True,
+        )
         rows.append((f"{n} addr", *scenario(n, every)))
     limited = None
     if not args.quick:
         print("  10000 addresses, an endpoint without batches ...", flush=True)
-        rows.append(("10000 addr, no batches",
-                     *scenario(10_000, 60.0, {**RPC, "batch_size": 1}, rounds=1, batches=False)))
+        rows.append(
+            (
+                "10000 addr, no batches",
+                *scenario(10_000, 60.0, {**RPC, "batch_size": 1}, rounds=1, batches=False),
+            )
+        )
         print("  5000 addresses at max_rps 25 against a server enforcing 25 req/s ...", flush=True)
-        limited, _ = scenario(5000, 60.0, {**RPC, "max_rps": 25}, peer=False, rounds=1,
-                              enforce_rps=25)
+        limited, _ = scenario(
+            5000, 60.0, {**RPC, "max_rps": 25}, peer=False, rounds=1, enforce_rps=25
+        )
     n_latency = 1000 if args.quick else 10_000
     print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
     detected = latency_run(n_latency, 20 if args.quick else 40)
@@ -140,52 +158,71 @@ def main() -> int:
     return history.main(quick=args.quick)  # the database after a year at this size: retention
 
 
-def report(rows: list[tuple[str, DaemonFigures, Peer | None]], limited: DaemonFigures | None,
-           detected: Latency) -> None:  # fmt: skip
-    print(f"\nwhat one box can watch (this machine: {os.cpu_count()} cores; simulator at "
-          f"{LATENCY * 1000:.0f} ms; CPU per 1,000 polls, steady sweep)")  # fmt: skip
-    print(f"{'scenario':<24} {'every':>5} {'sweep s':>8} {'peer s':>7} {'ratio':>6} "
-          f"{'calls':>7} {'requests':>8} {'429':>4} {'CPU s':>6} {'peer':>5} {'ratio':>6} "
-          f"{'core':>5} {'RSS MB':>6} {'start s':>7} {'restart':>7} {'check s':>7}")  # fmt: skip
+def report(
+    rows: list[tuple[str, DaemonFigures, Peer | None]],
+    limited: DaemonFigures | None,
+    detected: Latency,
+) -> None:
+    print(
+        f"\nwhat one box can watch (this machine: {os.cpu_count()} cores; simulator at "
+        f"{LATENCY * 1000:.0f} ms; CPU per 1,000 polls, steady sweep)"
+    )
+    print(
+        f"{'scenario':<24} {'every':>5} {'sweep s':>8} {'peer s':>7} {'ratio':>6} "
+        f"{'calls':>7} {'requests':>8} {'429':>4} {'CPU s':>6} {'peer':>5} {'ratio':>6} "
+        f"{'core':>5} {'RSS MB':>6} {'start s':>7} {'restart':>7} {'check s':>7}"
+    )
     for name, d, p in rows:
         peer_cpu = p.cpu_per_1000() if p else None
         peer_sweep = p.sweep_s if p else None
         core = f"{100 * d.core_share():.0f}%" if d.steady_cpu_s else "-"
-        print(f"{name:<24} {d.every:>5g} {d.first_sweep_s or 0:>8.1f} "
-              f"{peer_sweep or 0:>7.1f} {ratio(d.first_sweep_s, peer_sweep):>6} "
-              f"{d.calls:>7} {d.requests_per_sweep():>8} {d.too_many:>4} {d.cpu_per_1000():>6.2f} "
-              f"{peer_cpu or 0:>5.2f} {ratio(d.cpu_per_1000(), peer_cpu):>6} "
-              f"{core:>5} {d.rss_mb:>6.0f} {d.ready_s:>7.1f} "
-              f"{d.restart_ready_s:>7.1f} {d.check_s:>7.1f}")  # fmt: skip
-    print("(sweep s: the first sweep; requests: HTTP requests per sweep, /metrics; CPU s: "
-          "CPU seconds per 1,000 polls over one steady interval; core: that interval's average "
-          "share of one core)")  # fmt: skip
+        print(
+            f"{name:<24} {d.every:>5g} {d.first_sweep_s or 0:>8.1f} "
+            f"{peer_sweep or 0:>7.1f} {ratio(d.first_sweep_s, peer_sweep):>6} "
+            f"{d.calls:>7} {d.requests_per_sweep():>8} {d.too_many:>4} {d.cpu_per_1000():>6.2f} "
+            f"{peer_cpu or 0:>5.2f} {ratio(d.cpu_per_1000(), peer_cpu):>6} "
+            f"{core:>5} {d.rss_mb:>6.0f} {d.ready_s:>7.1f} "
+            f"{d.restart_ready_s:>7.1f} {d.check_s:>7.1f}"
+        )
+    print(
+        "(sweep s: the first sweep; requests: HTTP requests per sweep, /metrics; CPU s: "
+        "CPU seconds per 1,000 polls over one steady interval; core: that interval's average "
+        "share of one core)"
+    )
     print("\ntargets (issue 9)")
     for name, d, p in rows:
         if "no batches" in name:
             continue
-        print(f"  {name}: sweep {d.steady_sweep_s or 0:.1f} s < every {d.every:g}s: "
-              f"{verdict((d.steady_sweep_s or 1e9) < d.every)}; requests/sweep "
-              f"{d.requests_per_sweep()} vs minimum {-(-d.addresses // 10)}; CPU per poll "
-              f"{ratio(d.cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
-              f"(<= 0.10x: {verdict(bool(p) and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
-              f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}")  # fmt: skip
+        print(
+            f"  {name}: sweep {d.steady_sweep_s or 0:.1f} s < every {d.every:g}s: "
+            f"{verdict((d.steady_sweep_s or 1e9) < d.every)}; requests/sweep "
+            f"{d.requests_per_sweep()} vs minimum {-(-d.addresses // 10)}; CPU per poll "
+            f"{ratio(d.cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
+            f"(<= 0.10x: {verdict(bool(p) and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
+            f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}"
+        )
     big = rows[-1][1] if len(rows) == 1 else next(d for n, d, _ in rows if d.addresses == 100_000)
-    print(f"  {big.addresses} addr: average {100 * big.core_share():.0f}% of one core < 25%: "
-          f"{verdict(big.core_share() < 0.25)}; start-up with its state "
-          f"{big.restart_ready_s:.1f} s < 3: {verdict(big.restart_ready_s < 3)}; "
-          f"`watcher check` {big.check_s:.1f} s ({big.check_rss_mb:.0f} MB) < 3: "
-          f"{verdict(big.check_s < 3)}")  # fmt: skip
+    print(
+        f"  {big.addresses} addr: average {100 * big.core_share():.0f}% of one core < 25%: "
+        f"{verdict(big.core_share() < 0.25)}; start-up with its state "
+        f"{big.restart_ready_s:.1f} s < 3: {verdict(big.restart_ready_s < 3)}; "
+        f"`watcher check` {big.check_s:.1f} s ({big.check_rss_mb:.0f} MB) < 3: "
+        f"{verdict(big.check_s < 3)}"
+    )
     if limited is not None:
         ideal = limited.requests_per_sweep() / 25
         sweep = limited.first_sweep_s or 0.0
-        print(f"  5000 addr at 25 req/s (enforced): sweep {sweep:.1f} s vs ideal {ideal:.1f} s "
-              f"({100 * (sweep / ideal - 1):+.0f}%, within 5%: {verdict(sweep <= 1.05 * ideal)}); "
-              f"429s {limited.too_many}: {verdict(limited.too_many == 0)}")  # fmt: skip
+        print(
+            f"  5000 addr at 25 req/s (enforced): sweep {sweep:.1f} s vs ideal {ideal:.1f} s "
+            f"({100 * (sweep / ideal - 1):+.0f}%, within 5%: {verdict(sweep <= 1.05 * ideal)}); "
+            f"429s {limited.too_many}: {verdict(limited.too_many == 0)}"
+        )
     p50, p99 = detected.percentile(0.5), detected.percentile(0.99)
-    print(f"  detection latency at {detected.addresses} addr (sweep {detected.sweep_s:.1f} s): "
-          f"p50 {p50:.2f} s, p99 {p99:.2f} s, missed {detected.missed}; p99 <= sweep + 1 s: "
-          f"{verdict(p99 <= detected.sweep_s + 1 and detected.missed == 0)}")  # fmt: skip
+    print(
+        f"  detection latency at {detected.addresses} addr (sweep {detected.sweep_s:.1f} s): "
+        f"p50 {p50:.2f} s, p99 {p99:.2f} s, missed {detected.missed}; p99 <= sweep + 1 s: "
+        f"{verdict(p99 <= detected.sweep_s + 1 and detected.missed == 0)}"
+    )
 
 
 if __name__ == "__main__":

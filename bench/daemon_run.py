@@ -46,14 +46,30 @@ def peak_rss_mb(pid: int) -> float:
 class Simulator:
     """`watcher simulate` in its own process, seeded with one transaction per address."""
 
-    def __init__(self, folder: Path, addresses: list[str], latency: float,
-                 enforce_rps: float | None = None, batches: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        folder: Path,
+        addresses: list[str],
+        latency: float,
+        enforce_rps: float | None = None,
+        batches: bool = True,
+    ) -> None:
         self.port = free_port()
         ledger = folder / "ledger.yaml"
         seeds = "".join(f"    {address}: 1\n" for address in addresses)
         ledger.write_text("ledger:\n  transactions:\n" + seeds)
-        args = [sys.executable, "-m", "watcher", "simulate", "--port", str(self.port),
-                "--ledger", str(ledger), "--latency", str(latency)]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "watcher",
+            "simulate",
+            "--port",
+            str(self.port),
+            "--ledger",
+            str(ledger),
+            "--latency",
+            str(latency),
+        ]
         if enforce_rps:
             args += ["--enforce-rps", str(enforce_rps)]
         if not batches:
@@ -109,19 +125,28 @@ class DaemonFigures:
         return self.steady_cpu_s / self.every
 
 
-def write_settings(folder: Path, url: str, addresses: list[str], rpc: dict[str, Any],
-                   every: float, http_port: int) -> Path:  # fmt: skip
+def write_settings(
+    folder: Path, url: str, addresses: list[str], rpc: dict[str, Any], every: float, http_port: int
+) -> Path:
     (folder / "deposits.txt").write_text("\n".join(addresses) + "\n")
     (folder / "rules.yaml").write_text(
         f"rules:\n  - name: deposits\n    kind: new_transactions\n    every: {every:g}s\n"
         "    addresses_file: deposits.txt\n    notify: [ops]\n"
     )
     settings = folder / "watcher.yaml"
-    settings.write_text(json.dumps({
-        "rpc_url": url, "rules": ["rules.yaml"], "state_path": "state/watcher.db",
-        "channels": {"ops": ["json://127.0.0.1:9/"]}, "log_format": "json", "rpc": rpc,
-        "http": {"listen": f"127.0.0.1:{http_port}"},
-    }))  # fmt: skip
+    settings.write_text(
+        json.dumps(
+            {
+                "rpc_url": url,
+                "rules": ["rules.yaml"],
+                "state_path": "state/watcher.db",
+                "channels": {"ops": ["json://127.0.0.1:9/"]},
+                "log_format": "json",
+                "rpc": rpc,
+                "http": {"listen": f"127.0.0.1:{http_port}"},
+            }
+        )
+    )
     return settings
 
 
@@ -148,13 +173,22 @@ def _metric(text: str, name: str) -> float:
 def _spawn(settings: Path, log_name: str) -> tuple[subprocess.Popen[bytes], Path, float]:
     log = settings.parent / log_name
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "watcher", "run", "--config",
-                                 str(settings)], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "watcher", "run", "--config", str(settings)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     return proc, log, time.monotonic()
 
 
-def measure_daemon(folder: Path, sim: Simulator, addresses: list[str], rpc: dict[str, Any],
-                   every: float, rounds_wanted: int = 2) -> DaemonFigures:  # fmt: skip
+def measure_daemon(
+    folder: Path,
+    sim: Simulator,
+    addresses: list[str],
+    rpc: dict[str, Any],
+    every: float,
+    rounds_wanted: int = 2,
+) -> DaemonFigures:
     figures = DaemonFigures(len(addresses), every)
     port = free_port()
     settings = write_settings(folder, sim.url, addresses, rpc, every, port)
@@ -184,8 +218,10 @@ def measure_daemon(folder: Path, sim: Simulator, addresses: list[str], rpc: dict
         figures.steady_sweep_s = float(rounds[1]["duration"])
         figures.steady_cpu_s = end_cpu - first_cpu
     figures.requests = int(_metric(metrics, "watcher_rpc_latency_seconds_count"))
-    figures.too_many = int(_metric(metrics, "watcher_rpc_rate_limited_total")
-                           or _metric(metrics, "watcher_rpc_rate_limited"))  # fmt: skip
+    figures.too_many = int(
+        _metric(metrics, "watcher_rpc_rate_limited_total")
+        or _metric(metrics, "watcher_rpc_rate_limited")
+    )
     figures.restart_ready_s = restart_time(settings)
     figures.check_s, figures.check_rss_mb = check_time(settings)
     return figures
@@ -221,8 +257,12 @@ print("RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr
 def check_time(settings: Path) -> tuple[float, float]:
     """`watcher check` of the settings and the address list: seconds and peak RSS (MB)."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _CHECK, str(settings)], capture_output=True,
-                          text=True, cwd=settings.parent)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECK, str(settings)],
+        capture_output=True,
+        text=True,
+        cwd=settings.parent,
+    )
     seconds = time.monotonic() - started
     rss = re.search(r"RSS (\d+)", done.stderr)
     return seconds, int(rss.group(1)) / 1024 if rss else 0.0

@@ -41,8 +41,11 @@ from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
 
 SIGS, HOLDERS, VOTES, NODES = (
-    "getSignaturesForAddress", "getTokenLargestAccounts", "getVoteAccounts", "getClusterNodes"
-)  # fmt: skip
+    "getSignaturesForAddress",
+    "getTokenLargestAccounts",
+    "getVoteAccounts",
+    "getClusterNodes",
+)
 METHODS = (SIGS, HOLDERS, VOTES, NODES)
 ADDRESSES = [derived_pubkey(f"bench fuzz address {i}") for i in range(3)]
 MINTS = [derived_pubkey(f"bench fuzz mint {i}") for i in range(2)]
@@ -63,10 +66,14 @@ def _ledger(seed: int) -> Ledger:
     for address in ADDRESSES:
         ledger.add_transactions(address, 5)
     for mint in MINTS:
-        ledger.set_holders(mint, [(h, 1_000_000 * (100 - i))
-                                  for i, h in enumerate(HOLDER_KEYS[mint])])
-    for vote, node, stake in ((BIG_VOTE, BIG_NODE, 10**16), (OUR_VOTE, OUR_NODE, 5 * 10**13),
-                              (DRIFT_VOTE, DRIFT_NODE, 4 * 10**13)):
+        ledger.set_holders(
+            mint, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDER_KEYS[mint])]
+        )
+    for vote, node, stake in (
+        (BIG_VOTE, BIG_NODE, 10**16),
+        (OUR_VOTE, OUR_NODE, 5 * 10**13),
+        (DRIFT_VOTE, DRIFT_NODE, 4 * 10**13),
+    ):
         ledger.set_validator(vote, node, stake=stake)
         ledger.set_node(node, version="2.3.6", feature_set=FEATURE_SET)
     return ledger
@@ -78,14 +85,23 @@ def _rules() -> list[dict[str, Any]]:
     # One rule per address and per mint: each change is then a message of its own, never a
     # digest of several subjects (a digest lists titles, not signatures or accounts).
     return [
-        *({"name": f"fuzz-tx-{i}", "kind": "new_transactions", "addresses": [address], **events}
-          for i, address in enumerate(ADDRESSES)),
-        *({"name": f"fuzz-holders-{i}", "kind": "holder_changes", "mints": [mint],
-           "min_change_pct": 10, **events} for i, mint in enumerate(MINTS)),
-        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-         **fast},
+        *(
+            {"name": f"fuzz-tx-{i}", "kind": "new_transactions", "addresses": [address], **events}
+            for i, address in enumerate(ADDRESSES)
+        ),
+        *(
+            {
+                "name": f"fuzz-holders-{i}",
+                "kind": "holder_changes",
+                "mints": [mint],
+                "min_change_pct": 10,
+                **events,
+            }
+            for i, mint in enumerate(MINTS)
+        ),
+        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE], **fast},
         {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE], **fast},
-    ]  # fmt: skip
+    ]
 
 
 # -- the corpus ------------------------------------------------------------------------------
@@ -110,6 +126,7 @@ def _signature_mutators(stale: list[Json]) -> dict[str, Mutator]:
             entry = _one(items, rng)
             entry[field] = value(entry.get(field))
             return items
+
         return mutate
 
     def without(obj: Json, rng: random.Random) -> Json:
@@ -136,7 +153,8 @@ def _signature_mutators(stale: list[Json]) -> dict[str, Mutator]:
         "entries twice": lambda obj, rng: entries(obj) * 2,
         "old entries replayed (until ignored)": lambda obj, rng: copy.deepcopy(stale[:5]),
         "old entries, slots moved up 2^40": lambda obj, rng: [
-            {**e, "slot": e["slot"] + 2**40} for e in copy.deepcopy(stale[:3])],
+            {**e, "slot": e["slot"] + 2**40} for e in copy.deepcopy(stale[:3])
+        ],
     }
 
 
@@ -156,12 +174,14 @@ def _holder_mutators(stale: dict[str, str]) -> dict[str, Mutator]:
         def mutate(obj: Json, rng: random.Random) -> Json:
             _one(values(obj), rng)[field] = value(None)
             return obj
+
         return mutate
 
     def context(slot: Callable[[int], Json]) -> Mutator:
         def mutate(obj: Json, rng: random.Random) -> Json:
             obj["context"]["slot"] = slot(int(obj["context"]["slot"]))
             return obj
+
         return mutate
 
     def stale_replay(obj: Json, rng: random.Random) -> Json:
@@ -176,6 +196,7 @@ def _holder_mutators(stale: dict[str, str]) -> dict[str, Mutator]:
         def mutate(obj: Json, rng: random.Random) -> Json:
             obj["value"] = value(values(obj))
             return obj
+
         return mutate
 
     return {
@@ -202,8 +223,12 @@ def _vote_mutators() -> dict[str, Mutator]:
     def everyone(obj: Json) -> list[Json]:
         if not isinstance(obj, dict):
             return []
-        return [e for key in ("current", "delinquent") for e in obj.get(key) or []
-                if isinstance(e, dict)]
+        return [
+            e
+            for key in ("current", "delinquent")
+            for e in obj.get(key) or []
+            if isinstance(e, dict)
+        ]
 
     def on(field: str, value: Json, *, ours: bool = False) -> Mutator:
         def mutate(obj: Json, rng: random.Random) -> Json:
@@ -212,6 +237,7 @@ def _vote_mutators() -> dict[str, Mutator]:
             if picked:
                 rng.choice(picked)[field] = copy.deepcopy(value)
             return obj
+
         return mutate
 
     return {
@@ -237,12 +263,16 @@ def _node_mutators() -> dict[str, Mutator]:
                 if isinstance(node, dict) and node.get("pubkey") == DRIFT_NODE:
                     node[field] = copy.deepcopy(value)
             return obj
+
         return mutate
 
     def duplicate(obj: Json, rng: random.Random) -> Json:
         nodes = obj if isinstance(obj, list) else []
-        twins = [{**n, "version": "1.0.0"} for n in nodes
-                 if isinstance(n, dict) and n.get("pubkey") == DRIFT_NODE]
+        twins = [
+            {**n, "version": "1.0.0"}
+            for n in nodes
+            if isinstance(n, dict) and n.get("pubkey") == DRIFT_NODE
+        ]
         return nodes + twins
 
     return {
@@ -271,13 +301,27 @@ _GENERIC_RESULTS: dict[str, Callable[[str], str]] = {
     "result cut in half": lambda text: text[: len(text) // 2],
 }
 _GENERIC_HTTP: dict[str, tuple[str, dict[str, Any]]] = {
-    "HTML page, HTTP 200": ("raw_http", {"status": 200, "content_type": "application/json",
-                                         "body": "<html><body>Maintenance</body></html>"}),
-    "HTML page, HTTP 502": ("raw_http", {"status": 502, "content_type": "text/html",
-                                         "body": "<html><body>Bad Gateway</body></html>"}),
+    "HTML page, HTTP 200": (
+        "raw_http",
+        {
+            "status": 200,
+            "content_type": "application/json",
+            "body": "<html><body>Maintenance</body></html>",
+        },
+    ),
+    "HTML page, HTTP 502": (
+        "raw_http",
+        {
+            "status": 502,
+            "content_type": "text/html",
+            "body": "<html><body>Bad Gateway</body></html>",
+        },
+    ),
     "empty body, HTTP 200": ("raw_http", {"status": 200, "body": ""}),
-    "answer with a wrong id": ("raw_http", {"status": 200, "body":
-                                            '{"jsonrpc":"2.0","result":[],"id":987654321}'}),
+    "answer with a wrong id": (
+        "raw_http",
+        {"status": 200, "body": '{"jsonrpc":"2.0","result":[],"id":987654321}'},
+    ),
     "JSON cut in half": ("truncated_json", {}),
 }
 
@@ -290,25 +334,33 @@ class Item:
     options: dict[str, Any]
 
 
-def _rewrite(mutator: Mutator, seed: int, errors: Counter[str], name: str) -> Callable[[str],
-                                                                                      str]:
+def _rewrite(mutator: Mutator, seed: int, errors: Counter[str], name: str) -> Callable[[str], str]:
     def rewrite(text: str) -> str:
         try:
-            return json.dumps(mutator(json.loads(text), random.Random(seed)),
-                              separators=(",", ":"))
+            return json.dumps(mutator(json.loads(text), random.Random(seed)), separators=(",", ":"))
         except Exception:  # a mutation that does not fit this answer: serve it unchanged
             errors[name] += 1
             return text
+
     return rewrite
 
 
-def corpus(size: int, seed: int, stale_sigs: list[Json], stale_holders: dict[str, str],
-           errors: Counter[str]) -> list[Item]:
+def corpus(
+    size: int,
+    seed: int,
+    stale_sigs: list[Json],
+    stale_holders: dict[str, str],
+    errors: Counter[str],
+) -> list[Item]:
     """``size`` items, round-robin over the four methods; each method's every mutation comes
     once (in a seeded order) before any comes twice."""
     rng = random.Random(seed)
-    specific = {SIGS: _signature_mutators(stale_sigs), HOLDERS: _holder_mutators(stale_holders),
-                VOTES: _vote_mutators(), NODES: _node_mutators()}
+    specific = {
+        SIGS: _signature_mutators(stale_sigs),
+        HOLDERS: _holder_mutators(stale_holders),
+        VOTES: _vote_mutators(),
+        NODES: _node_mutators(),
+    }
 
     def make(method: str, name: str) -> Item:
         if name in specific[method]:
@@ -326,8 +378,10 @@ def corpus(size: int, seed: int, stale_sigs: list[Json], stale_holders: dict[str
         while len(queue) * len(METHODS) < size:
             queue += rng.sample(names, len(names))
         queues[method] = queue
-    return [make(METHODS[i % len(METHODS)], queues[METHODS[i % len(METHODS)]][i // len(METHODS)])
-            for i in range(size)]
+    return [
+        make(METHODS[i % len(METHODS)], queues[METHODS[i % len(METHODS)]][i // len(METHODS)])
+        for i in range(size)
+    ]
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -338,9 +392,15 @@ def _polled_all(server: SimulatorServer, rounds: int) -> bool:
 
 
 def _baseline_taken(server: SimulatorServer) -> bool:
-    polled = {r.params[0] for r in server.requests
-              if r.method == SIGS and isinstance(r.params, list) and len(r.params) > 1
-              and isinstance(r.params[1], dict) and "until" in r.params[1]}
+    polled = {
+        r.params[0]
+        for r in server.requests
+        if r.method == SIGS
+        and isinstance(r.params, list)
+        and len(r.params) > 1
+        and isinstance(r.params[1], dict)
+        and "until" in r.params[1]
+    }
     return set(ADDRESSES) <= polled and _polled_all(server, 3)
 
 
@@ -352,11 +412,15 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
     ledger = _ledger(seed)
     table = Table(title)
     errors: Counter[str] = Counter()
-    with tempfile.TemporaryDirectory(prefix="watcher-fuzz-") as tmp, \
-            SimulatorServer(ledger, api_key=API_KEY) as server, Receiver() as receiver:
+    with (
+        tempfile.TemporaryDirectory(prefix="watcher-fuzz-") as tmp,
+        SimulatorServer(ledger, api_key=API_KEY) as server,
+        Receiver() as receiver,
+    ):
         folder = Path(tmp)
-        config = write_config(folder, rpc_url=server.url, channels={"hooks": [receiver.url]},
-                              rules=_rules())
+        config = write_config(
+            folder, rpc_url=server.url, channels={"hooks": [receiver.url]}, rules=_rules()
+        )
         database = folder / "state" / "watcher.db"
         daemon = DaemonProcess(config)
         crashes: list[str] = []
@@ -383,8 +447,11 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
         rss_start = rss_kb(daemon.proc.pid if daemon.proc else None)
 
         # Phase 0: answers to replay later, then real changes (notified, expected).
-        stale_sigs = [e for a in ADDRESSES for e in json.loads(
-            server.methods.answer(SIGS, [a, {"limit": 1000}]))]
+        stale_sigs = [
+            e
+            for a in ADDRESSES
+            for e in json.loads(server.methods.answer(SIGS, [a, {"limit": 1000}]))
+        ]
         stale_holders = {m: server.methods.answer(HOLDERS, [m]) for m in MINTS}
         ledger.tick(50)
         for address in ADDRESSES:
@@ -415,26 +482,27 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
             alive()
         settle()
         fuzz_calls = server.count() - fuzz_calls_before
-        false_alerts = [(i, body) for i, (body, _) in enumerate(receiver.accepted)
-                        if i >= before_fuzz]
+        false_alerts = [
+            (i, body) for i, (body, _) in enumerate(receiver.accepted) if i >= before_fuzz
+        ]
         after_fuzz = len(receiver.accepted)
 
         # Phase 2: a real change on every target; each must be notified within `sweeps` polls.
         changes: dict[str, Callable[[dict[str, Any]], bool]] = {}
         for address in ADDRESSES:
             [signature] = ledger.add_transactions(address, 1)
-            changes[f"transaction on {address}"] = (
-                lambda note, s=signature: s in _text(note))
+            changes[f"transaction on {address}"] = lambda note, s=signature: s in _text(note)
         for mint in MINTS:
             account = HOLDER_KEYS[mint][5]
             ledger.set_holder_amount(mint, account, ledger.holder_amount(mint, account) * 3 // 2)
-            changes[f"holder {account} of {mint}"] = (
-                lambda note, a=account: "fuzz-holders" in note.get("title", "")
-                and a in _text(note))
+            changes[f"holder {account} of {mint}"] = lambda note, a=account: (
+                "fuzz-holders" in note.get("title", "") and a in _text(note)
+            )
         ledger.mark_delinquent(OUR_VOTE)
-        changes[f"validator {OUR_VOTE} delinquent"] = (
-            lambda note: "my-validator" in note.get("title", "")
-            and "RESOLVED" not in note.get("title", "").upper())
+        changes[f"validator {OUR_VOTE} delinquent"] = lambda note: (
+            "my-validator" in note.get("title", "")
+            and "RESOLVED" not in note.get("title", "").upper()
+        )
         ledger.set_node(DRIFT_NODE, version="2.3.5")
         changes[f"node {DRIFT_NODE} on 2.3.5"] = lambda note: "drift" in note.get("title", "")
         per_method = {SIGS: len(ADDRESSES), HOLDERS: len(MINTS), VOTES: 1, NODES: 1}
@@ -444,14 +512,17 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
             notes = [body for body, _ in receiver.accepted[after_fuzz:]]
             return {name: any(match(n) for n in notes) for name, match in changes.items()}
 
-        wait_for(lambda: all(notified().values())
-                 or all(server.count(m) >= target[m] for m in METHODS), 60)
+        wait_for(
+            lambda: all(notified().values()) or all(server.count(m) >= target[m] for m in METHODS),
+            60,
+        )
         wait_for(lambda: all(notified().values()), 3)  # in-flight deliveries
         alive()
         wedged = [name for name, ok in notified().items() if not ok]
         late = receiver.accepted[after_fuzz:]
-        unexpected = [body for body, _ in late
-                      if not any(match(body) for match in changes.values())]
+        unexpected = [
+            body for body, _ in late if not any(match(body) for match in changes.values())
+        ]
         rss_end = rss_kb(daemon.proc.pid if daemon.proc else None)
         try:
             exit_code: int | str = daemon.stop(timeout=10)
@@ -478,13 +549,17 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
     for name in wedged:
         table.note(f"wedged: {name}")
     if false_alerts:
-        rules = Counter(re.sub(r"^\[\w+\] ([\w-]+):.*", r"\1", str(body.get("title")))
-                        for _, body in false_alerts)
+        rules = Counter(
+            re.sub(r"^\[\w+\] ([\w-]+):.*", r"\1", str(body.get("title")))
+            for _, body in false_alerts
+        )
         table.note(f"false alerts by rule: {dict(rules)}")
     for index, body in false_alerts[:15]:
         near = [f"{item.method}: {item.name}" for seen, item in served if seen <= index][-8:]
-        table.note(f"false alert: {body.get('title')!r}\n"
-                   f"    the 8 garbage answers served just before: {near}")
+        table.note(
+            f"false alert: {body.get('title')!r}\n"
+            f"    the 8 garbage answers served just before: {near}"
+        )
     for body in unexpected[:5]:
         table.note(f"false alert after the fuzz: {body.get('title')!r}")
     for text in crashes[:3]:

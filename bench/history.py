@@ -72,8 +72,10 @@ def file_size(path: Path) -> int:
 
 
 def in_use(conn: sqlite3.Connection) -> int:
-    pages, free, size = (conn.execute(f"PRAGMA {p}").fetchone()[0]
-                         for p in ("page_count", "freelist_count", "page_size"))  # fmt: skip
+    pages, free, size = (
+        conn.execute(f"PRAGMA {p}").fetchone()[0]
+        for p in ("page_count", "freelist_count", "page_size")
+    )
     return int((pages - free) * size)
 
 
@@ -152,20 +154,38 @@ def history(
         nonlocal alert_id
         alert_id += 1
         title = f"[WARNING] {rule}: {reason} for {subject[:8]}...{subject[-4:]} at slot {alert_id}"
-        body = (f"{title}\n{subject}\nhttps://explorer.solana.com/address/{subject}\n"
-                f"https://explorer.solana.com/tx/{key(rng, 88)}\n" + "detail " * 30)  # fmt: skip
+        body = (
+            f"{title}\n{subject}\nhttps://explorer.solana.com/address/{subject}\n"
+            f"https://explorer.solana.com/tx/{key(rng, 88)}\n" + "detail " * 30
+        )
         facts = json.dumps({"count": 1, "newest": key(rng, 88), "slot": alert_id})
         urls = ["u1", "u2"] if alert_id % 10 == 0 else ["u1"]
         pending = at > NOW - 600
         dead = alert_id % 200 == 0
         status = "pending" if pending else "dead" if dead else "sent"
         deliveries = [
-            (alert_id, url, status, at + (DAY if dead else 1), None if pending or dead else at + 1,
-             at)
+            (
+                alert_id,
+                url,
+                status,
+                at + (DAY if dead else 1),
+                None if pending or dead else at + 1,
+                at,
+            )
             for url in urls
-        ]  # fmt: skip
-        return (alert_id, at, rule, subject, reason, f"k{alert_id}", title, body, facts,
-                status if status != "pending" else "queued"), deliveries  # fmt: skip
+        ]
+        return (
+            alert_id,
+            at,
+            rule,
+            subject,
+            reason,
+            f"k{alert_id}",
+            title,
+            body,
+            facts,
+            status if status != "pending" else "queued",
+        ), deliveries
 
     for at in times:
         while resolutions and resolutions[0][0] <= at:
@@ -221,8 +241,14 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
     server.close()
     await server.wait_closed()
     metrics.close()
-    firing = next((line.split()[-1] for line in body.decode().splitlines()
-                   if line.startswith("watcher_firing_alerts ")), "?")  # fmt: skip
+    firing = next(
+        (
+            line.split()[-1]
+            for line in body.decode().splitlines()
+            if line.startswith("watcher_firing_alerts ")
+        ),
+        "?",
+    )
     times.sort()
     return statistics.median(times), times[int(0.99 * (len(times) - 1))], firing
 
@@ -260,8 +286,9 @@ def main(quick: bool = False) -> int:
         generated_s = time.perf_counter() - began
         year_size = file_size(path)
         with closing(sqlite3.connect(path)) as conn:  # the first nine tenths: named by rules
-            rows = conn.execute("SELECT target FROM targets ORDER BY rowid LIMIT ?",
-                                [addresses - made["unwatched"]])  # fmt: skip
+            rows = conn.execute(
+                "SELECT target FROM targets ORDER BY rowid LIMIT ?", [addresses - made["unwatched"]]
+            )
             watched = {row[0] for row in rows}
         before = asyncio.run(scrape_times(path))
         pruned, prune_s, longest_ms, batches = prune(path, watched)
@@ -274,23 +301,36 @@ def main(quick: bool = False) -> int:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
         kept_size = file_size(path)
-    print(f"\nhistory at {addresses} addresses ({made['alerts']} alerts and {made['deliveries']} "
-          f"deliveries over a year, generated in {generated_s:.0f} s; the upgrade to this schema "
-          f"took {made['upgrade_ms']} ms)")  # fmt: skip
-    print(f"  /metrics over a year of history: p50 {before[0]:.1f} ms, p99 {before[1]:.1f} ms "
-          f"(firing {before[2]})")  # fmt: skip
-    print(f"  retention 90d: deleted {pruned['alerts']} alerts, {pruned['deliveries']} deliveries, "
-          f"{pruned['targets']} targets (noted unwatched: {pruned['unwatched']}) in "
-          f"{prune_s:.1f} s, {batches} transactions, the longest {longest_ms:.0f} ms")  # fmt: skip
-    print(f"  database: a year {mb(year_size)}; in use after retention {mb(used)} (the file keeps "
-          f"its size; freed pages are reused); 90 days alone (VACUUM) {mb(kept_size)}")  # fmt: skip
-    print(f"  /metrics after retention: p50 {after[0]:.1f} ms, p99 {after[1]:.1f} ms "
-          f"(firing {after[2]}); an hourly pass at the steady state {1000 * steady_s:.0f} ms "
-          f"(longest transaction {steady_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"\nhistory at {addresses} addresses ({made['alerts']} alerts and {made['deliveries']} "
+        f"deliveries over a year, generated in {generated_s:.0f} s; the upgrade to this schema "
+        f"took {made['upgrade_ms']} ms)"
+    )
+    print(
+        f"  /metrics over a year of history: p50 {before[0]:.1f} ms, p99 {before[1]:.1f} ms "
+        f"(firing {before[2]})"
+    )
+    print(
+        f"  retention 90d: deleted {pruned['alerts']} alerts, {pruned['deliveries']} deliveries, "
+        f"{pruned['targets']} targets (noted unwatched: {pruned['unwatched']}) in "
+        f"{prune_s:.1f} s, {batches} transactions, the longest {longest_ms:.0f} ms"
+    )
+    print(
+        f"  database: a year {mb(year_size)}; in use after retention {mb(used)} (the file keeps "
+        f"its size; freed pages are reused); 90 days alone (VACUUM) {mb(kept_size)}"
+    )
+    print(
+        f"  /metrics after retention: p50 {after[0]:.1f} ms, p99 {after[1]:.1f} ms "
+        f"(firing {after[2]}); an hourly pass at the steady state {1000 * steady_s:.0f} ms "
+        f"(longest transaction {steady_ms:.0f} ms)"
+    )
     ok_scrape = max(before[1], after[1]) < METRICS_P99_MS
-    print(f"  targets: /metrics p99 < {METRICS_P99_MS:.0f} ms: {verdict(ok_scrape)}; "
-          f"firing unchanged by retention: {verdict(before[2] == after[2])}; longest "
-          f"transaction < 1 s: {verdict(longest_ms < 1000)}", end="")  # fmt: skip
+    print(
+        f"  targets: /metrics p99 < {METRICS_P99_MS:.0f} ms: {verdict(ok_scrape)}; "
+        f"firing unchanged by retention: {verdict(before[2] == after[2])}; longest "
+        f"transaction < 1 s: {verdict(longest_ms < 1000)}",
+        end="",
+    )
     ok_size = quick or kept_size < PROMISE_MB * 1e6
     if not quick:
         print(f"; 90 days < {PROMISE_MB} MB: {verdict(ok_size)}", end="")

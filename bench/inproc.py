@@ -42,10 +42,17 @@ VOTE = "3ZUQekqiZoybB57y49eqtvSaoonqDwuNbeqEGwN88JkQ"
 
 def daemon_for(folder: Path, url: str, rules: str) -> Daemon:
     (folder / "rules.yaml").write_text(rules)
-    (folder / "watcher.yaml").write_text(json.dumps({
-        "rpc_url": url, "rules": ["rules.yaml"], "state_path": "state/watcher.db",
-        "channels": {"ops": ["json://127.0.0.1:9/"]}, "log_level": "warning",
-    }))  # fmt: skip
+    (folder / "watcher.yaml").write_text(
+        json.dumps(
+            {
+                "rpc_url": url,
+                "rules": ["rules.yaml"],
+                "state_path": "state/watcher.db",
+                "channels": {"ops": ["json://127.0.0.1:9/"]},
+                "log_level": "warning",
+            }
+        )
+    )
     settings, rules_loaded = load_config(folder / "watcher.yaml")
     return Daemon(settings, RuleSet(rules_loaded))
 
@@ -54,10 +61,14 @@ async def busy_address(folder: Path) -> bool:
     ledger = Ledger(seed=4)
     ledger.add_transactions(ADDRESS, 1)
     with SimulatorServer(ledger, api_key=KEY) as server:
-        daemon = daemon_for(folder, server.url, (
-            "rules:\n  - name: busy\n    kind: new_transactions\n    every: 60s\n"
-            f"    addresses: [{ADDRESS}]\n    notify: [ops]\n"
-        ))  # fmt: skip
+        daemon = daemon_for(
+            folder,
+            server.url,
+            (
+                "rules:\n  - name: busy\n    kind: new_transactions\n    every: 60s\n"
+                f"    addresses: [{ADDRESS}]\n    notify: [ops]\n"
+            ),
+        )
         source = SOURCES["signatures"]
         try:
             await daemon.poll_target(source, ADDRESS)  # the baseline
@@ -76,10 +87,12 @@ async def busy_address(folder: Path) -> bool:
     names_newest = links == signatures[: len(links)] and len(links) >= 10
     counted = more is not None and int(more.group(1).replace(",", "")) + len(links) == 10_000
     ok = wall < 1.0 and len(alerts) == 1 and deliveries >= 1 and names_newest and counted
-    print(f"  10,000 new transactions on one address, one poll -> outbox: {wall:.2f} s "
-          f"(CPU {cpu:.2f} s); {len(alerts)} alert, {deliveries} delivery row(s); "
-          f"\"{title}\"; names the newest {len(links)} with explorer links, then "
-          f"\"and {more.group(1) if more else '?'} more\": {'PASS' if ok else 'FAIL'}")  # fmt: skip
+    print(
+        f"  10,000 new transactions on one address, one poll -> outbox: {wall:.2f} s "
+        f"(CPU {cpu:.2f} s); {len(alerts)} alert, {deliveries} delivery row(s); "
+        f'"{title}"; names the newest {len(links)} with explorer links, then '
+        f'"and {more.group(1) if more else "?"} more": {"PASS" if ok else "FAIL"}'
+    )
     return ok
 
 
@@ -87,15 +100,21 @@ async def recorded_cluster(folder: Path, polls: int = 10) -> bool:
     ledger = Ledger.from_mainnet(seed=5)
     ok = True
     with SimulatorServer(ledger, api_key=KEY) as server:
-        daemon = daemon_for(folder, server.url, (
-            "rules:\n  - name: drift\n    kind: version_drift\n    every: 60s\n"
-            f"    validators: [{IDENTITY}]\n    notify: [ops]\n"
-            "  - name: down\n    kind: delinquent_validators\n    every: 60s\n"
-            f"    validators: [{VOTE}]\n    notify: [ops]\n"
-        ))  # fmt: skip
+        daemon = daemon_for(
+            folder,
+            server.url,
+            (
+                "rules:\n  - name: drift\n    kind: version_drift\n    every: 60s\n"
+                f"    validators: [{IDENTITY}]\n    notify: [ops]\n"
+                "  - name: down\n    kind: delinquent_validators\n    every: 60s\n"
+                f"    validators: [{VOTE}]\n    notify: [ops]\n"
+            ),
+        )
         try:
-            for source_name, target, what in (("nodes", IDENTITY, "getClusterNodes, 2.6 MB"),
-                                              ("votes", VOTE, "getVoteAccounts, 420 KB")):
+            for source_name, target, what in (
+                ("nodes", IDENTITY, "getClusterNodes, 2.6 MB"),
+                ("votes", VOTE, "getVoteAccounts, 420 KB"),
+            ):
                 source = SOURCES[source_name]
                 await daemon.poll_target(source, target)  # the first: a baseline
                 walls, cpus = [], []
@@ -109,10 +128,12 @@ async def recorded_cluster(folder: Path, polls: int = 10) -> bool:
                 passed = statistics.median(cpus) < 0.1
                 ok = ok and passed
                 median = 1000 * statistics.median(walls)
-                print(f"  {what}: parsed and stepped in {1000 * statistics.median(cpus):.0f} ms "
-                      f"of CPU a poll (max {1000 * max(cpus):.0f}; with the in-process "
-                      f"simulator's answer, {median:.0f} ms wall) < 100 ms: "
-                      f"{'PASS' if passed else 'FAIL'}")  # fmt: skip
+                print(
+                    f"  {what}: parsed and stepped in {1000 * statistics.median(cpus):.0f} ms "
+                    f"of CPU a poll (max {1000 * max(cpus):.0f}; with the in-process "
+                    f"simulator's answer, {median:.0f} ms wall) < 100 ms: "
+                    f"{'PASS' if passed else 'FAIL'}"
+                )
         finally:
             await daemon.close()
     return ok

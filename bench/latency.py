@@ -57,18 +57,26 @@ def measure_latency(folder: Path, addresses: list[str], latency: float, count: i
                 "    group_wait: 0s\n    addresses_file: deposits.txt\n    notify: [ops]\n"
             )
             settings = folder / "watcher.yaml"
-            settings.write_text(json.dumps({
-                "rpc_url": sim.url, "rules": ["rules.yaml"], "state_path": "state/watcher.db",
-                "channels": {"ops": [receiver.url]}, "log_format": "json",
-                "rpc": {"batch_size": 10, "max_concurrency": 8},
-                "http": {"listen": f"127.0.0.1:{free_port()}"},
-            }))  # fmt: skip
+            settings.write_text(
+                json.dumps(
+                    {
+                        "rpc_url": sim.url,
+                        "rules": ["rules.yaml"],
+                        "state_path": "state/watcher.db",
+                        "channels": {"ops": [receiver.url]},
+                        "log_format": "json",
+                        "rpc": {"batch_size": 10, "max_concurrency": 8},
+                        "http": {"listen": f"127.0.0.1:{free_port()}"},
+                    }
+                )
+            )
             log = folder / "latency.log"
             with log.open("w") as out:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "watcher", "run", "--config", str(settings)],
-                    stdout=out, stderr=subprocess.STDOUT,
-                )  # fmt: skip
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             try:
                 sweeps = _wait_rounds(log, 1, 600)
                 sweep_s = float(sweeps[0]["duration"])
@@ -89,23 +97,27 @@ def measure_latency(folder: Path, addresses: list[str], latency: float, count: i
                 found: dict[str, float] = {}
                 while time.monotonic() < deadline and len(found) < len(made):
                     time.sleep(0.05)
-                    found = {sig: at for sig in made
-                             if (at := _first_seen(seen_at, sig)) is not None}  # fmt: skip
+                    found = {
+                        sig: at for sig in made if (at := _first_seen(seen_at, sig)) is not None
+                    }
                 sweeps = _wait_rounds(log, 1, 1)
                 steady = [float(r["duration"]) for r in sweeps[1:]] or [sweep_s]
             finally:
                 proc.terminate()
                 proc.wait(30)
         samples = [found[sig] - made[sig] for sig in made if sig in found]
-        return Latency(len(addresses), statistics.median(steady), samples,
-                       len(made) - len(samples))  # fmt: skip
+        return Latency(len(addresses), statistics.median(steady), samples, len(made) - len(samples))
     finally:
         sim.stop()
 
 
 def _newest(url: str, address: str) -> str:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "getSignaturesForAddress",
-            "params": [address, {"limit": 1}]}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "getSignaturesForAddress",
+        "params": [address, {"limit": 1}],
+    }
     return str(httpx.post(url, json=body, timeout=10).json()["result"][0]["signature"])
 
 
@@ -114,7 +126,7 @@ def _watch(receiver: JsonReceiver, seen_at: list[tuple[float, str]]) -> None:
     while True:
         bodies = receiver.received
         now = time.monotonic()
-        seen_at.extend((now, json.dumps(body)) for body in bodies[len(seen_at):])
+        seen_at.extend((now, json.dumps(body)) for body in bodies[len(seen_at) :])
         time.sleep(0.01)
 
 
@@ -126,8 +138,11 @@ def _wait_rounds(log: Path, count: int, timeout: float) -> list[dict[str, object
     deadline = time.monotonic() + timeout
     rounds: list[dict[str, object]] = []
     while time.monotonic() < deadline:
-        rounds = [json.loads(line) for line in log.read_text().splitlines()
-                  if '"event": "round"' in line or '"event":"round"' in line]  # fmt: skip
+        rounds = [
+            json.loads(line)
+            for line in log.read_text().splitlines()
+            if '"event": "round"' in line or '"event":"round"' in line
+        ]
         if len(rounds) >= count:
             break
         time.sleep(0.02)

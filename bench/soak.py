@@ -24,33 +24,51 @@ from common import Table
 
 
 def kills_run(args: argparse.Namespace) -> Table:
-    return stream.run(kills=args.kills, seconds=0, fault_share=0.0, seed=args.seed,
-                      title=f"kill -9 loop: {args.kills} kills (seed {args.seed})")
+    return stream.run(
+        kills=args.kills,
+        seconds=0,
+        fault_share=0.0,
+        seed=args.seed,
+        title=f"kill -9 loop: {args.kills} kills (seed {args.seed})",
+    )
 
 
 def soak_run(args: argparse.Namespace) -> Table:
     share = args.fault_pct / 100
-    return stream.run(kills=0, seconds=args.minutes * 60, fault_share=share, seed=args.seed,
-                      title=f"soak: {args.minutes:g} min, {args.fault_pct:g} % random faults "
-                      f"(seed {args.seed})")
+    return stream.run(
+        kills=0,
+        seconds=args.minutes * 60,
+        fault_share=share,
+        seed=args.seed,
+        title=f"soak: {args.minutes:g} min, {args.fault_pct:g} % random faults (seed {args.seed})",
+    )
 
 
 def fuzz_run(args: argparse.Namespace) -> Table:
-    return fuzz.run(corpus_size=args.corpus, sweeps=args.sweeps, seed=args.seed,
-                    title=f"fuzz: {args.corpus} garbage answers (seed {args.seed})")
+    return fuzz.run(
+        corpus_size=args.corpus,
+        sweeps=args.sweeps,
+        seed=args.seed,
+        title=f"fuzz: {args.corpus} garbage answers (seed {args.seed})",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=6)
     runs = parser.add_subparsers(dest="run", required=True)
     kills = runs.add_parser("kills", help="SIGKILL the daemon at random moments, restart it")
     kills.add_argument("--kills", type=int, default=30)
     fuzzing = runs.add_parser("fuzz", help="garbage answers, then real changes")
     fuzzing.add_argument("--corpus", type=int, default=300)
-    fuzzing.add_argument("--sweeps", type=int, default=10,
-                         help="polls of a target within which a real change must be notified")
+    fuzzing.add_argument(
+        "--sweeps",
+        type=int,
+        default=10,
+        help="polls of a target within which a real change must be notified",
+    )
     soak = runs.add_parser("soak", help="steady activity with random faults")
     soak.add_argument("--minutes", type=float, default=10.0)
     soak.add_argument("--fault-pct", type=float, default=5.0)

@@ -71,15 +71,24 @@ class Tally:
 
 def _rules(addresses: list[str]) -> list[dict[str, Any]]:
     return [
-        {"name": f"stream-{i}", "kind": "new_transactions", "addresses": [address],
-         "every": "200ms", "group_wait": "300ms", "notify": ["hooks"], "title": TITLE}
+        {
+            "name": f"stream-{i}",
+            "kind": "new_transactions",
+            "addresses": [address],
+            "every": "200ms",
+            "group_wait": "300ms",
+            "notify": ["hooks"],
+            "title": TITLE,
+        }
         for i, address in enumerate(addresses)
-    ]  # fmt: skip
+    ]
 
 
 def tally(
-    ledger: Ledger, addresses: list[str], baseline: set[str], accepted: list[tuple[dict[str, Any],
-                                                                                 str | None]],
+    ledger: Ledger,
+    addresses: list[str],
+    baseline: set[str],
+    accepted: list[tuple[dict[str, Any], str | None]],
     kills_at: list[int] | None = None,
 ) -> Tally:
     """Every signature that appeared after the baseline, against what the receiver accepted.
@@ -148,8 +157,9 @@ class _Stream(threading.Thread):
 class _RandomFaults(threading.Thread):
     """Keeps about ``share`` of the RPC calls and of the deliveries failing."""
 
-    def __init__(self, server: SimulatorServer, receiver: Receiver, rng: random.Random,
-                 share: float) -> None:
+    def __init__(
+        self, server: SimulatorServer, receiver: Receiver, rng: random.Random, share: float
+    ) -> None:
         super().__init__(name="bench-faults", daemon=True)
         self.server, self.receiver, self.rng, self.share = server, receiver, rng, share
         self.stop_flag = threading.Event()
@@ -174,25 +184,43 @@ class _RandomFaults(threading.Thread):
 
 def _baseline_taken(server: SimulatorServer, addresses: list[str]) -> bool:
     """Every address was polled with ``until``: its baseline cursor is committed."""
-    polled = {r.params[0] for r in server.requests
-              if r.method == "getSignaturesForAddress" and isinstance(r.params, list)
-              and len(r.params) > 1 and isinstance(r.params[1], dict) and "until" in r.params[1]}
+    polled = {
+        r.params[0]
+        for r in server.requests
+        if r.method == "getSignaturesForAddress"
+        and isinstance(r.params, list)
+        and len(r.params) > 1
+        and isinstance(r.params[1], dict)
+        and "until" in r.params[1]
+    }
     return set(addresses) <= polled
 
 
-def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str,
-        addresses_count: int = 3, pace: float = 0.25) -> Table:
+def run(
+    *,
+    kills: int,
+    seconds: float,
+    fault_share: float,
+    seed: int,
+    title: str,
+    addresses_count: int = 3,
+    pace: float = 0.25,
+) -> Table:
     rng = random.Random(seed)
     ledger = Ledger(seed=seed)
     addresses = [derived_pubkey(f"bench stream {seed} {i}") for i in range(addresses_count)]
     for address in addresses:
         ledger.add_transactions(address, 5)  # history: the baseline, quiet
     table = Table(title)
-    with tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp, \
-            SimulatorServer(ledger, api_key=API_KEY) as server, Receiver() as receiver:
+    with (
+        tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp,
+        SimulatorServer(ledger, api_key=API_KEY) as server,
+        Receiver() as receiver,
+    ):
         folder = Path(tmp)
-        config = write_config(folder, rpc_url=server.url, channels={"hooks": [receiver.url]},
-                              rules=_rules(addresses))
+        config = write_config(
+            folder, rpc_url=server.url, channels={"hooks": [receiver.url]}, rules=_rules(addresses)
+        )
         database = folder / "state" / "watcher.db"
         daemon = DaemonProcess(config)
         started = time.monotonic()
@@ -293,17 +321,26 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
         table.add("signatures delivered", result.delivered)
         table.add("lost", len(result.lost), fail=bool(result.lost))
         allowed = kills
-        table.add("duplicate notifications (by alert)", result.duplicate_alerts,
-                  fail=result.duplicate_alerts > allowed)
-        table.add("duplicate messages", result.duplicate_messages,
-                  fail=result.duplicate_messages > allowed)
+        table.add(
+            "duplicate notifications (by alert)",
+            result.duplicate_alerts,
+            fail=result.duplicate_alerts > allowed,
+        )
+        table.add(
+            "duplicate messages",
+            result.duplicate_messages,
+            fail=result.duplicate_messages > allowed,
+        )
         if kills:
-            table.add("  most after one kill (bar: 1)", result.worst_kill,
-                      fail=result.worst_kill > 1)
+            table.add(
+                "  most after one kill (bar: 1)", result.worst_kill, fail=result.worst_kill > 1
+            )
         table.add("duplicate signatures", result.duplicate_signatures)
-        table.add("duplicates by X-Watcher-Id",
-                  "n/a (no header)" if result.duplicate_ids is None else result.duplicate_ids,
-                  fail=(result.duplicate_ids or 0) > allowed)
+        table.add(
+            "duplicates by X-Watcher-Id",
+            "n/a (no header)" if result.duplicate_ids is None else result.duplicate_ids,
+            fail=(result.duplicate_ids or 0) > allowed,
+        )
         if kills:
             table.add("duplicates per kill", f"{result.duplicate_alerts / kills:.2f}")
         table.add("false alerts", len(result.false_alerts), fail=bool(result.false_alerts))
@@ -312,8 +349,11 @@ def run(*, kills: int, seconds: float, fault_share: float, seed: int, title: str
         if fault_share:
             table.add("RPC faults injected", sum(faults.injected.values()))
             table.add("deliveries refused", faults.refusals)
-        table.add("outbox drained", f"yes, in {drain_seconds:.0f} s" if is_drained else "no",
-                  fail=not is_drained)
+        table.add(
+            "outbox drained",
+            f"yes, in {drain_seconds:.0f} s" if is_drained else "no",
+            fail=not is_drained,
+        )
         table.add("clean stop exit code", exit_code, fail=exit_code != 0)
         if rss:
             table.add("RSS start -> end (MiB)", f"{rss[0] / 1024:.0f} -> {rss[-1] / 1024:.0f}")

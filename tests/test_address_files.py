@@ -51,11 +51,14 @@ def test_a_file_alone_is_enough(folder: Path) -> None:
 def test_each_bad_line_is_one_problem_at_its_line(folder: Path) -> None:
     (folder / "deposits.txt").write_text(f"{B}\nnot-a-key\n{B}\n{A}\n")
     path = rule_file(folder, f"addresses: [{A}]", "addresses_file: deposits.txt")
-    assert read(path) == ([], [
-        "rules/deposits.txt:2: not a valid base58 public key: 'not-a-key'",
-        f"rules/deposits.txt:3: duplicate address {B} (first on line 1)",
-        f"rules/deposits.txt:4: {A} is already in the rule's addresses",
-    ])  # fmt: skip
+    assert read(path) == (
+        [],
+        [
+            "rules/deposits.txt:2: not a valid base58 public key: 'not-a-key'",
+            f"rules/deposits.txt:3: duplicate address {B} (first on line 1)",
+            f"rules/deposits.txt:4: {A} is already in the rule's addresses",
+        ],
+    )
 
 
 def test_a_missing_file_is_one_line(folder: Path) -> None:
@@ -80,8 +83,10 @@ def test_read_again_with_the_rules(folder: Path) -> None:
     listing.write_text(f"{A}\n")
     path = rule_file(folder, "addresses_file: deposits.txt")
     assert read(path)[0] == [A]
-    listing.write_text(textwrap.dedent(f"""\
+    listing.write_text(
+        textwrap.dedent(f"""\
         {A}
         {B}
-        """))
+        """)
+    )
     assert read(path)[0] == [A, B]  # what a reload (SIGHUP) reads

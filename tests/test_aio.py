@@ -22,8 +22,14 @@ from watcher.ledger.transport import Endpoint, EndpointSpec
 
 KEY = "a10K3yTh4tN3v3rL34ks"
 ADDRESS = derived_pubkey("aio address")
-BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "getSignaturesForAddress",
-                   "params": [ADDRESS, {"limit": 1}]}).encode()  # fmt: skip
+BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "getSignaturesForAddress",
+        "params": [ADDRESS, {"limit": 1}],
+    }
+).encode()
 
 
 async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None:
@@ -33,16 +39,19 @@ async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None
         events.append(event)
 
     with SimulatorServer(Ledger(seed=1), api_key=KEY) as server:
-        endpoint = Endpoint(EndpointSpec(server.url, max_rps=1000), timeout=2.0, max_concurrency=2,
-                            transport=None)  # fmt: skip
+        endpoint = Endpoint(
+            EndpointSpec(server.url, max_rps=1000), timeout=2.0, max_concurrency=2, transport=None
+        )
         try:
             response = await endpoint.post_json(BODY, {"trace": trace})
             untraced = await endpoint.post_json(BODY, {})
         finally:
             await endpoint.aclose()
     assert response.status_code == 200 and json.loads(response.content)["result"] == []
-    assert events == ["http11.send_request_headers.started",
-                      "http11.receive_response_headers.complete"]  # fmt: skip
+    assert events == [
+        "http11.send_request_headers.started",
+        "http11.receive_response_headers.complete",
+    ]
     assert untraced.status_code == 200  # no trace asked: none called, nothing broken
 
 
@@ -80,8 +89,9 @@ def garbage_server() -> Iterator[str]:
 async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
     garbage_server: str,
 ) -> None:
-    endpoint = Endpoint(EndpointSpec(garbage_server), timeout=2.0, max_concurrency=1,
-                        transport=None)  # fmt: skip
+    endpoint = Endpoint(
+        EndpointSpec(garbage_server), timeout=2.0, max_concurrency=1, transport=None
+    )
     try:
         with pytest.raises(httpx.TransportError) as caught:
             await endpoint.post_json(BODY, {})
@@ -112,8 +122,11 @@ async def test_a_gzipped_answer_and_a_retry_after_are_read() -> None:
         def do_POST(self) -> None:
             call = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             status = next(statuses)
-            body = {"error": "slow down"} if status == 429 else {
-                "jsonrpc": "2.0", "id": call["id"], "result": []}  # fmt: skip
+            body = (
+                {"error": "slow down"}
+                if status == 429
+                else {"jsonrpc": "2.0", "id": call["id"], "result": []}
+            )
             packed = gzip.compress(json.dumps(body).encode())
             self.send_response(status)
             self.send_header("Content-Encoding", "gzip")

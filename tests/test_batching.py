@@ -22,8 +22,11 @@ URL = f"https://rpc.example.com/v3/{KEY}"
 def _answer(call: dict[str, Any]) -> dict[str, Any]:
     params = call.get("params") or [""]
     if params[0] == "bad":
-        return {"jsonrpc": "2.0", "id": call["id"],
-                "error": {"code": -32602, "message": "Invalid param: WrongSize"}}
+        return {
+            "jsonrpc": "2.0",
+            "id": call["id"],
+            "error": {"code": -32602, "message": "Invalid param: WrongSize"},
+        }
     return {"jsonrpc": "2.0", "id": call["id"], "result": [params[0]]}
 
 
@@ -39,8 +42,14 @@ class Node:
         if isinstance(body, list):
             self.sizes.append(len(body))
             if not self.batches:
-                return httpx.Response(400, json={"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32600, "message": "batch requests are not supported"}})
+                return httpx.Response(
+                    400,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": -32600, "message": "batch requests are not supported"},
+                    },
+                )
             return httpx.Response(200, json=[_answer(call) for call in body])
         self.sizes.append(1)
         return httpx.Response(200, json=_answer(body))
@@ -155,8 +164,9 @@ async def test_a_failing_send_fails_each_caller() -> None:
         raise RpcError("boom")
 
     batcher = Batcher(send, 4)
-    outcomes = await asyncio.gather(batcher.call("m", [1], None), batcher.call("m", [2], None),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        batcher.call("m", [1], None), batcher.call("m", [2], None), return_exceptions=True
+    )
     assert [str(o) for o in outcomes] == ["boom", "boom"]
     assert DEFAULT_BATCH_SIZE == 10
 

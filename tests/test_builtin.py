@@ -48,9 +48,13 @@ from support.world import (
 
 ENDPOINT = "https://rpc.example.com/v3/***"
 MY_VALIDATOR = RULE_MODELS["delinquent_validators"].model_validate(
-    {"name": "my-validator", "kind": "delinquent_validators", "validators": [key("vote-1")],
-     "severity": "critical"}
-)  # fmt: skip
+    {
+        "name": "my-validator",
+        "kind": "delinquent_validators",
+        "validators": [key("vote-1")],
+        "severity": "critical",
+    }
+)
 
 
 def roundtrip(state: TargetState) -> TargetState:
@@ -195,8 +199,14 @@ def test_rpc_unhealthy_fires_once_at_the_threshold_and_resolves_once() -> None:
         ]
     )
     assert [[a.reason for a in alerts] for alerts in said] == [
-        [], [], [], ["firing"], [], ["resolved"], []
-    ]  # fmt: skip
+        [],
+        [],
+        [],
+        ["firing"],
+        [],
+        ["resolved"],
+        [],
+    ]
     firing, resolved = said[3][0], said[5][0]
     assert firing.title == "[CRITICAL] rpc_unhealthy: the RPC endpoint is failing"
     assert f"Endpoint: {ENDPOINT}" in firing.body
@@ -364,11 +374,19 @@ def builtins_for(tmp_path: Path, rule_list: list[dict[str, Any]], **settings: An
 
 RULES = [
     {"name": "tx", "kind": "new_transactions", "addresses": [TREASURY], "notify": ["ops"]},
-    {"name": "val", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-     "notify": ["oncall"]},
-    {"name": "routed", "kind": "delinquent_validators", "validators": [OUR_NODE],
-     "severity": "info"},
-]  # fmt: skip
+    {
+        "name": "val",
+        "kind": "delinquent_validators",
+        "validators": [OUR_VOTE],
+        "notify": ["oncall"],
+    },
+    {
+        "name": "routed",
+        "kind": "delinquent_validators",
+        "validators": [OUR_NODE],
+        "severity": "info",
+    },
+]
 
 
 @pytest.mark.parametrize(
@@ -404,9 +422,13 @@ def test_health_settings_tune_and_turn_off(tmp_path: Path) -> None:
     builtins = builtins_for(
         tmp_path,
         RULES,
-        health={"unhealthy_after": 5, "cluster_delinquent_stake_pct": None, "severity": "warning",
-                "disagreement_for": "90s"},
-    )  # fmt: skip
+        health={
+            "unhealthy_after": 5,
+            "cluster_delinquent_stake_pct": None,
+            "severity": "warning",
+            "disagreement_for": "90s",
+        },
+    )
     assert builtins.rpc_unhealthy.threshold == 5
     assert builtins.rpc_unhealthy.severity == "warning"
     assert builtins.rpc_disagreement.for_ == 90 and builtins.rpc_disagreement.severity == "warning"
@@ -494,8 +516,9 @@ def test_a_cluster_wide_delinquency_is_one_alert_not_one_per_validator(tmp_path:
             world.ledger.mark_current(vote)
         notes = world.wait_notes(3)
         assert sorted(n["title"].split(":")[0] for n in notes[1:]) == [
-            "[CRITICAL] my-validator", "[RESOLVED] cluster_delinquent_stake"
-        ]  # fmt: skip
+            "[CRITICAL] my-validator",
+            "[RESOLVED] cluster_delinquent_stake",
+        ]
         world.wait_polls("getVoteAccounts", 3)
         assert len(world.notes()) == 3, world.titles()
         assert world.daemon.stop() == 0

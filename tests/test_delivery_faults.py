@@ -53,9 +53,14 @@ def alert(key: str) -> AlertMessage:
 
 def make_sender(store: Store, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
     return Sender(
-        store, {"ops": list(urls)}, clock=clock, random=lambda: 0.0, first_retry=2.0,
-        db_retry=(0.01, 0.05), **kwargs,
-    )  # fmt: skip
+        store,
+        {"ops": list(urls)},
+        clock=clock,
+        random=lambda: 0.0,
+        first_retry=2.0,
+        db_retry=(0.01, 0.05),
+        **kwargs,
+    )
 
 
 def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
@@ -354,11 +359,19 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
 
     with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
         config = write_config(
-            tmp_path, rpc_url=server.url, channels={"hooks": [json_receiver.url]},
-            rules=[{"name": "treasury", "kind": "new_transactions", "every": "200ms",
+            tmp_path,
+            rpc_url=server.url,
+            channels={"hooks": [json_receiver.url]},
+            rules=[
+                {
+                    "name": "treasury",
+                    "kind": "new_transactions",
+                    "every": "200ms",
                     "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
-                    "notify": ["hooks"]}],
-        )  # fmt: skip
+                    "notify": ["hooks"],
+                }
+            ],
+        )
         settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules))
 

@@ -53,14 +53,25 @@ def tx_alert(
 ) -> AlertMessage:
     """What the signatures source says about ``count`` new transactions on ``address``."""
     signatures = [
-        {"signature": f"sig{first_sig + i}", "slot": 100 + first_sig + i, "failed": False,
-         "err": None, "memo": None, "block_time": None}
+        {
+            "signature": f"sig{first_sig + i}",
+            "slot": 100 + first_sig + i,
+            "failed": False,
+            "err": None,
+            "memo": None,
+            "block_time": None,
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
     facts = {
-        "address": address, "count": count, "failed": 0, "newest_slot": 100 + first_sig,
-        "newest_signature": f"sig{first_sig}", "signatures": signatures, "more": 0,
-    }  # fmt: skip
+        "address": address,
+        "count": count,
+        "failed": 0,
+        "newest_slot": 100 + first_sig,
+        "newest_signature": f"sig{first_sig}",
+        "signatures": signatures,
+        "more": 0,
+    }
     said = make_alert(
         rule,
         subject=address,
@@ -335,15 +346,28 @@ def test_pacing_notes_only_with_a_cap() -> None:
 
 def row(id_: int, url_id: str = "u1", group: str | None = "r|k", **changes: Any) -> DeliveryRow:
     alert: dict[str, Any] = {
-        "rule": "r", "severity": "warning", "reason": "event",
-        "title": f"[WARNING] r: item {id_}", "body": "b", "subject": f"s{id_ % 3}",
-        "dedup_key": "", "channels": (), "grouping": Grouping("x") if group else None,
-    }  # fmt: skip
+        "rule": "r",
+        "severity": "warning",
+        "reason": "event",
+        "title": f"[WARNING] r: item {id_}",
+        "body": "b",
+        "subject": f"s{id_ % 3}",
+        "dedup_key": "",
+        "channels": (),
+        "grouping": Grouping("x") if group else None,
+    }
     alert.update((key, value) for key, value in changes.items() if key in alert or key == "facts")
     values: dict[str, Any] = {
-        "id": id_, "alert_id": id_, "channel": "ops", "url_id": url_id, "status": "sending",
-        "attempts": 0, "next_attempt_at": 0.0, "created_at": float(id_), "group_key": group,
-    }  # fmt: skip
+        "id": id_,
+        "alert_id": id_,
+        "channel": "ops",
+        "url_id": url_id,
+        "status": "sending",
+        "attempts": 0,
+        "next_attempt_at": 0.0,
+        "created_at": float(id_),
+        "group_key": group,
+    }
     values.update((key, value) for key, value in changes.items() if key in values)
     return DeliveryRow(**values, alert=AlertMessage(**alert))
 
@@ -371,14 +395,22 @@ def tx_row(
     id_: int, rule: NewTransactionsRule, address: str, sigs: list[str], more: int = 0
 ) -> DeliveryRow:
     said = make_alert(
-        rule, subject=address, reason="event", dedup_key=f"k{id_}",
+        rule,
+        subject=address,
+        reason="event",
+        dedup_key=f"k{id_}",
         facts={
-            "address": address, "count": len(sigs) + more, "failed": 0, "newest_slot": 7,
+            "address": address,
+            "count": len(sigs) + more,
+            "failed": 0,
+            "newest_slot": 7,
             "more": more,
-            "signatures": [{"signature": sig, "slot": 7, "failed": False, "memo": None,
-                            "block_time": None} for sig in sigs],
+            "signatures": [
+                {"signature": sig, "slot": 7, "failed": False, "memo": None, "block_time": None}
+                for sig in sigs
+            ],
         },
-    )  # fmt: skip
+    )
     title = word(said, rule).title
     return row(
         id_, rule=rule.name, facts=said.facts, grouping=said.grouping, subject=address, title=title
@@ -470,8 +502,13 @@ def test_dead_letters_have_a_grouping_of_their_own() -> None:
 @pytest.fixture
 def busy_world(tmp_path: Path) -> Iterator[World]:
     """The e2e world with one rule watching 50 addresses (default grouping)."""
-    rule = {"name": "treasury", "kind": "new_transactions", "addresses": ADDRESSES,
-            "every": "200ms", "notify": ["hooks"]}  # fmt: skip
+    rule = {
+        "name": "treasury",
+        "kind": "new_transactions",
+        "addresses": ADDRESSES,
+        "every": "200ms",
+        "notify": ["hooks"],
+    }
     yield from make_world(tmp_path, small_cluster(), rules=[rule])
 
 
@@ -484,9 +521,11 @@ def test_200_transactions_on_50_addresses_are_a_handful_of_digests_each_one_coun
     world.wait_polls("getSignaturesForAddress", 2 * len(ADDRESSES))
     assert world.notes() == []
     added = [
-        sig for _ in range(4) for address in ADDRESSES
+        sig
+        for _ in range(4)
+        for address in ADDRESSES
         for sig in world.ledger.add_transactions(address, 1)
-    ]  # fmt: skip
+    ]
 
     def announced() -> int:
         return sum(counted(title) for title in world.titles())

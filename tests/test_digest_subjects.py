@@ -64,12 +64,19 @@ def event_of(kind: str, key: str, shown: Presentation) -> AlertMessage:
 def digest_of(kind: str, keys: list[str], shown: Presentation) -> tuple[str, str]:
     rows = [
         DeliveryRow(
-            id=n, alert_id=n, channel="ops", url_id="u", status="sending", attempts=0,
-            next_attempt_at=0.0, created_at=float(n), alert=event_of(kind, key, shown),
+            id=n,
+            alert_id=n,
+            channel="ops",
+            url_id="u",
+            status="sending",
+            attempts=0,
+            next_attempt_at=0.0,
+            created_at=float(n),
+            alert=event_of(kind, key, shown),
             group_key="watch|k",
         )
         for n, key in enumerate(keys, start=1)
-    ]  # fmt: skip
+    ]
     return digest_text(rows, shown=shown)
 
 
@@ -164,10 +171,13 @@ async def test_a_digest_names_its_accounts_in_every_channel_format(
     [
         ({"creator": KEYS[0]}, f"  - Creator: {KEYS[0][:8]}…{KEYS[0][-8:]}", True),
         # Search criteria are no address: in full, without a link.
-        ({"search": {"ownerAddress": KEYS[0]}}, f'  - Search: {{"ownerAddress":"{KEYS[0]}"}}',
-         False),
+        (
+            {"search": {"ownerAddress": KEYS[0]}},
+            f'  - Search: {{"ownerAddress":"{KEYS[0]}"}}',
+            False,
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_digest_of_new_assets_names_its_creator_or_search(
     query: dict[str, Any], said: str, link: bool
 ) -> None:
@@ -178,12 +188,19 @@ def test_a_digest_of_new_assets_names_its_creator_or_search(
     assert samples is not None
     rows = [
         DeliveryRow(
-            id=n, alert_id=n, channel="ops", url_id="u", status="sending", attempts=0,
-            next_attempt_at=0.0, created_at=float(n), alert=word(samples(rule)[0], rule),
+            id=n,
+            alert_id=n,
+            channel="ops",
+            url_id="u",
+            status="sending",
+            attempts=0,
+            next_attempt_at=0.0,
+            created_at=float(n),
+            alert=word(samples(rule)[0], rule),
             group_key="watch|k",
         )
         for n in (1, 2)
-    ]  # fmt: skip
+    ]
     _, body = digest_text(rows, shown=Presentation(explorer_url=EXPLORER))
     lines = body.splitlines()
     assert lines.count(said) == 2

@@ -166,8 +166,14 @@ def _short(key: str) -> str:
 async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
     make_world: Callable[..., World],
 ) -> None:
-    broken = {"name": "broken", "kind": "new_transactions", "addresses": [TREASURY],
-              "every": "1s", "notify": ["hooks"], "title": "{{ count + 'x' }} new"}  # fmt: skip
+    broken = {
+        "name": "broken",
+        "kind": "new_transactions",
+        "addresses": [TREASURY],
+        "every": "1s",
+        "notify": ["hooks"],
+        "title": "{{ count + 'x' }} new",
+    }
     world = make_world([base_rules()[0]], unchecked=[broken])  # check refuses it: see below
     await world.poll("signatures", TREASURY)
     new = world.ledger.add_transactions(TREASURY, 1)
@@ -373,9 +379,14 @@ async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_
 # -- property: one notification per qualifying move, whatever the sequence ----------------------
 
 WHALES_RULE = RULE_MODELS["holder_changes"].model_validate(
-    {"kind": "holder_changes", "name": "whales", "mints": [MINT], "min_change_pct": 10,
-     "notify": ["ops"]}
-)  # fmt: skip
+    {
+        "kind": "holder_changes",
+        "name": "whales",
+        "mints": [MINT],
+        "min_change_pct": 10,
+        "notify": ["ops"],
+    }
+)
 
 
 def no_urls(alert: Any) -> list[Any]:
@@ -424,10 +435,16 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
 FUZZED_FIELDS = {
     "getSignaturesForAddress": {"signature", "slot", "blockTime", "confirmationStatus"},
     "getTokenLargestAccounts": {"address", "amount", "decimals", "slot"},
-    "getVoteAccounts": {"votePubkey", "nodePubkey", "activatedStake", "lastVote", "commission",
-                        "rootSlot"},
+    "getVoteAccounts": {
+        "votePubkey",
+        "nodePubkey",
+        "activatedStake",
+        "lastVote",
+        "commission",
+        "rootSlot",
+    },
     "getClusterNodes": {"pubkey", "featureSet"},
-}  # fmt: skip
+}
 NULLABLE = {"blockTime", "confirmationStatus", "commission", "rootSlot", "featureSet"}
 # Fields that only inform: garbage in one is that field unknown, the answer still taken.
 UNKNOWABLE = NULLABLE
@@ -504,8 +521,9 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
             world.ledger.set_holder_amount(MINT, whale, 2 * one if amount == one else one)
         elif method == "getVoteAccounts":
             delinquent = not delinquent
-            world.ledger.set_validator(OUR_VOTE, OUR_NODE, stake=50_000_000_000_000,
-                                       delinquent=delinquent)  # fmt: skip
+            world.ledger.set_validator(
+                OUR_VOTE, OUR_NODE, stake=50_000_000_000_000, delinquent=delinquent
+            )
         else:
             version = "2.3.5" if version == "2.3.6" else "2.3.6"
             world.ledger.set_node(OUR_NODE, version=version, feature_set=FEATURE_SET)
@@ -543,8 +561,12 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
 
 
 def check_rules(tmp_path: Path, rules: list[dict[str, Any]]) -> list[str]:
-    config = write_config(tmp_path, rpc_url="http://127.0.0.1:1/v3/key",
-                          channels={"hooks": ["json://127.0.0.1:9/"]}, rules=rules)  # fmt: skip
+    config = write_config(
+        tmp_path,
+        rpc_url="http://127.0.0.1:1/v3/key",
+        channels={"hooks": ["json://127.0.0.1:9/"]},
+        rules=rules,
+    )
     return [str(problem) for problem in check_config(config, {})]
 
 
@@ -570,13 +592,17 @@ def test_check_accepts_templates_that_render_for_every_kind(tmp_path: Path) -> N
     titles = {
         "treasury": "{{ count }} on {{ address | short }}: {{ newest_signature }} {{ more }}",
         "whales": "{% for c in changes %}{{ c.kind }} {{ c.account | named }} {{ c.new_ui }}"
-                  "{% endfor %} on {{ mint }}",
+        "{% endfor %} on {{ mint }}",
         "my-validator": "{{ status }} {{ vote_pubkey }}{% if reason == 'resolved' %} was "
-                        "{{ was.status }} for {{ duration }}{% endif %}",
+        "{{ was.status }} for {{ duration }}{% endif %}",
         "drift": "{{ status }} {{ version }} < {{ reference_version }} {{ subject | explorer }}",
-    }  # fmt: skip
-    rules = [dict(rule, title=titles[rule["name"]], repeat="1h") if "validators" in rule
-             else dict(rule, title=titles[rule["name"]]) for rule in base_rules()]  # fmt: skip
+    }
+    rules = [
+        dict(rule, title=titles[rule["name"]], repeat="1h")
+        if "validators" in rule
+        else dict(rule, title=titles[rule["name"]])
+        for rule in base_rules()
+    ]
     assert check_rules(tmp_path, rules) == []
 
 
@@ -668,8 +694,11 @@ def test_judge_confirms_the_same_picture_three_polls_in_a_row(
     verdict = judge(state, doubt)
     assert (verdict.accept, verdict.seen, verdict.new_stretch) == (accept, seen, new_stretch)
     assert verdict.state["top"] == {"a": "1"}  # nothing but the streak changes
-    assert verdict.state[DOUBT_KEY] == {"picture": doubt.picture, "reason": doubt.reason,
-                                        "seen": seen}  # fmt: skip
+    assert verdict.state[DOUBT_KEY] == {
+        "picture": doubt.picture,
+        "reason": doubt.reason,
+        "seen": seen,
+    }
 
 
 def test_a_slot_bound_grows_with_time_so_a_real_slot_always_gets_in() -> None:

@@ -28,9 +28,14 @@ def account(
     data: bytes = b"v1", owner: str = SYSTEM, lamports: int = 1, executable: bool = False
 ) -> Account:
     return Account.model_validate(
-        {"data": [base64.b64encode(data).decode(), "base64"], "executable": executable,
-         "lamports": lamports, "owner": owner, "space": len(data)}
-    )  # fmt: skip
+        {
+            "data": [base64.b64encode(data).decode(), "base64"],
+            "executable": executable,
+            "lamports": lamports,
+            "owner": owner,
+            "space": len(data),
+        }
+    )
 
 
 def rule(**fields: Any) -> AccountChangedRule:
@@ -88,13 +93,20 @@ def test_lamports_when_asked_and_the_body_lists_each_change() -> None:
 
 
 SNAPSHOTS = st.none() | st.fixed_dictionaries(
-    {"owner": st.sampled_from([SYSTEM, LOADER]), "data_hash": st.sampled_from(["a", "b"]),
-     "executable": st.booleans(), "lamports": st.integers(0, 3), "space": st.integers(0, 2)}
-)  # fmt: skip
+    {
+        "owner": st.sampled_from([SYSTEM, LOADER]),
+        "data_hash": st.sampled_from(["a", "b"]),
+        "executable": st.booleans(),
+        "lamports": st.integers(0, 3),
+        "space": st.integers(0, 2),
+    }
+)
 
 
-@given(st.lists(SNAPSHOTS, min_size=2, max_size=8), st.sets(st.sampled_from(
-    ["owner", "data", "executable", "lamports", "space"]), min_size=1))  # fmt: skip
+@given(
+    st.lists(SNAPSHOTS, min_size=2, max_size=8),
+    st.sets(st.sampled_from(["owner", "data", "executable", "lamports", "space"]), min_size=1),
+)
 def test_one_event_per_poll_with_a_watched_change(
     snapshots: list[dict[str, Any] | None], fields: set[str]
 ) -> None:

@@ -31,20 +31,26 @@ SOURCE = KINDS["asset_changed"].source
 
 
 def asset(**ownership: Any) -> Asset:
-    return Asset.model_validate({
-        "id": ASSET, "interface": "V1_NFT", "burnt": ownership.pop("burnt", False),
-        "content": {"json_uri": ownership.pop("json_uri", "https://x/1.json")},
-        "ownership": {"owner": OWNER, "frozen": False, "delegate": None, **ownership},
-    })
+    return Asset.model_validate(
+        {
+            "id": ASSET,
+            "interface": "V1_NFT",
+            "burnt": ownership.pop("burnt", False),
+            "content": {"json_uri": ownership.pop("json_uri", "https://x/1.json")},
+            "ownership": {"owner": OWNER, "frozen": False, "delegate": None, **ownership},
+        }
+    )
 
 
-values = st.fixed_dictionaries({
-    "owner": st.sampled_from([OWNER, BUYER]),
-    "delegate": st.sampled_from([None, DELEGATE]),
-    "frozen": st.booleans(),
-    "burnt": st.booleans(),
-    "json_uri": st.sampled_from(["a", "b"]),
-})
+values = st.fixed_dictionaries(
+    {
+        "owner": st.sampled_from([OWNER, BUYER]),
+        "delegate": st.sampled_from([None, DELEGATE]),
+        "frozen": st.booleans(),
+        "burnt": st.booleans(),
+        "json_uri": st.sampled_from(["a", "b"]),
+    }
+)
 
 
 @given(values, values)
@@ -67,8 +73,11 @@ def test_baseline_then_each_change_named_and_nothing_twice() -> None:
     assert f"- delegate: none -> {DELEGATE}" in worded.body
     assert SOURCE.step(rules, ASSET, second.state, moved, 120.0).alerts == ()
     uri = SOURCE.step(
-        rules, ASSET, second.state,
-        AssetObservation(asset(owner=BUYER, delegate=DELEGATE, json_uri="https://y")), 180.0,
+        rules,
+        ASSET,
+        second.state,
+        AssetObservation(asset(owner=BUYER, delegate=DELEGATE, json_uri="https://y")),
+        180.0,
     )
     assert [c["field"] for c in uri.alerts[0].facts["changes"]] == ["json_uri"]
 

@@ -32,7 +32,9 @@ TARGET = f"collection={COLLECTION}"
 
 def asset_json(asset_id: str, **change: Any) -> dict[str, Any]:
     return {
-        "id": asset_id, "interface": "V1_NFT", "burnt": False,
+        "id": asset_id,
+        "interface": "V1_NFT",
+        "burnt": False,
         "content": {"json_uri": "https://x/1.json", "metadata": {"name": "Lad", "symbol": ""}},
         "grouping": [{"group_key": "collection", "group_value": COLLECTION}],
         "creators": [{"address": CREATOR, "share": 100, "verified": True}],
@@ -123,7 +125,9 @@ def test_queries_and_their_requests() -> None:
     method, params = request_of(search.targets[0], 1, 10)
     assert method == "searchAssets" and len(params) == 24
     assert (params[2], params[3], params[19:22]) == (
-        "V1_NFT", OWNER, [{"sortBy": "created", "sortDirection": "desc"}, 10, 1]
+        "V1_NFT",
+        OWNER,
+        [{"sortBy": "created", "sortDirection": "desc"}, 10, 1],
     )
     assert search.watched == (search.targets[0],)
 
@@ -179,7 +183,10 @@ def server() -> Iterator[SimulatorServer]:
     assets = das_of(ledger).assets
     for n, asset_id in enumerate(IDS[:25]):
         assets.set_asset(
-            asset_id, owner=OWNER, collection=COLLECTION, name=f"Lad #{n}",
+            asset_id,
+            owner=OWNER,
+            collection=COLLECTION,
+            name=f"Lad #{n}",
             creators=((CREATOR, n % 2 == 0),),
         )
     with SimulatorServer(ledger) as server:
@@ -209,15 +216,38 @@ def test_simulator_lists_newest_first_by_page(server: SimulatorServer) -> None:
 # The asset object of the interface, every field (token_info: only when getAssets is asked
 # showFungible), and the fields of its objects.
 ASSET_FIELDS = {
-    "interface", "id", "content", "authorities", "compression", "grouping", "royalty",
-    "creators", "ownership", "uses", "supply", "mutable", "burnt",
+    "interface",
+    "id",
+    "content",
+    "authorities",
+    "compression",
+    "grouping",
+    "royalty",
+    "creators",
+    "ownership",
+    "uses",
+    "supply",
+    "mutable",
+    "burnt",
 }
 CONTENT_FIELDS = {"$schema", "json_uri", "files", "metadata", "links"}
 COMPRESSION_FIELDS = {
-    "eligible", "compressed", "data_hash", "creator_hash", "asset_hash", "tree", "seq", "leaf_id",
+    "eligible",
+    "compressed",
+    "data_hash",
+    "creator_hash",
+    "asset_hash",
+    "tree",
+    "seq",
+    "leaf_id",
 }
 ROYALTY_FIELDS = {
-    "royalty_model", "target", "percent", "basis_points", "primary_sale_happened", "locked",
+    "royalty_model",
+    "target",
+    "percent",
+    "basis_points",
+    "primary_sale_happened",
+    "locked",
 }
 OWNERSHIP_FIELDS = {"owner", "frozen", "delegated", "delegate", "ownership_model"}
 
@@ -233,9 +263,12 @@ def fields_of(asset: dict[str, Any]) -> dict[str, set[str]]:
 
 
 EVERY_FIELD = {
-    "asset": ASSET_FIELDS, "content": CONTENT_FIELDS, "compression": COMPRESSION_FIELDS,
-    "royalty": ROYALTY_FIELDS, "ownership": OWNERSHIP_FIELDS,
-}  # fmt: skip
+    "asset": ASSET_FIELDS,
+    "content": CONTENT_FIELDS,
+    "compression": COMPRESSION_FIELDS,
+    "royalty": ROYALTY_FIELDS,
+    "ownership": OWNERSHIP_FIELDS,
+}
 
 
 @pytest.mark.parametrize(

@@ -38,9 +38,14 @@ MINT = key("mint")
 
 def account(lamports: int) -> Account:
     return Account.model_validate(
-        {"data": ["", "base64"], "executable": False, "lamports": lamports,
-         "owner": "11111111111111111111111111111111", "space": 0}
-    )  # fmt: skip
+        {
+            "data": ["", "base64"],
+            "executable": False,
+            "lamports": lamports,
+            "owner": "11111111111111111111111111111111",
+            "space": 0,
+        }
+    )
 
 
 def sol_rule(**fields: Any) -> BalanceBelowRule:

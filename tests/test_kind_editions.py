@@ -73,8 +73,14 @@ def test_an_unfinished_listing_is_never_evidence() -> None:
     ],
 )
 def test_a_malformed_edition_list_is_refused(change: dict[str, Any]) -> None:
-    good = {"total": 1, "limit": 10, "page": 1, "supply": 1, "max_supply": 10,
-            "editions": [{"mint": PRINTS[0], "edition": 1}]}  # fmt: skip
+    good = {
+        "total": 1,
+        "limit": 10,
+        "page": 1,
+        "supply": 1,
+        "max_supply": 10,
+        "editions": [{"mint": PRINTS[0], "edition": 1}],
+    }
     EditionList.model_validate(good)
     with pytest.raises(ValidationError):
         EditionList.model_validate({**good, **change})

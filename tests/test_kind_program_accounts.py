@@ -109,10 +109,13 @@ def test_an_account_of_another_program_in_every_answer_is_set_aside_not_the_quer
 
 
 def test_targets_carry_the_filters_as_sent() -> None:
-    filtered = ProgramAccountsRule.model_validate({
-        "name": "p", "program": PROGRAM,
-        "filters": [{"dataSize": 165}, {"memcmp": {"offset": 32, "bytes": QUOTE}}],
-    })
+    filtered = ProgramAccountsRule.model_validate(
+        {
+            "name": "p",
+            "program": PROGRAM,
+            "filters": [{"dataSize": 165}, {"memcmp": {"offset": 32, "bytes": QUOTE}}],
+        }
+    )
     assert filtered.targets == (
         f'{PROGRAM} [{{"dataSize":165}},{{"memcmp":{{"bytes":"{QUOTE}","offset":32}}}}]',
     )
@@ -179,8 +182,13 @@ def test_simulator_filters_slices_and_wraps(server: SimulatorServer) -> None:
     memcmp = {"memcmp": {"offset": 32, "bytes": QUOTE}}
     sized = call(server, [PROGRAM, {"filters": [{"dataSize": 165}, memcmp]}])["result"]
     assert sorted(entry["pubkey"] for entry in sized) == sorted(KEYS[1:6:2])
-    sliced = call(server, [PROGRAM, {"encoding": "base64", "dataSlice": {"offset": 0, "length": 0},
-                                     "withContext": True}])["result"]
+    sliced = call(
+        server,
+        [
+            PROGRAM,
+            {"encoding": "base64", "dataSlice": {"offset": 0, "length": 0}, "withContext": True},
+        ],
+    )["result"]
     assert set(sliced) == {"context", "value"} and len(sliced["value"]) == 6
     assert {entry["account"]["data"][0] for entry in sliced["value"]} == {""}
     assert {entry["account"]["space"] for entry in sliced["value"]} == {165, 200}

@@ -15,15 +15,18 @@ from watcher.ledger.simulator.accounts import sample_message
 
 KEY = "9aB71bqATWmsKrhhTJUM8UHQWyTL8y61nVfZbXLkoGmY"
 RULES: list[tuple[dict[str, Any], list[str]]] = [
-    ({"kind": "balance_below", "accounts": [KEY], "min_sol": 1, "repeat": "1h"},
-     ["firing", "repeat", "resolved"]),
-    ({"kind": "balance_below", "token_accounts": [KEY], "min_amount": 5},
-     ["firing", "resolved"]),
-    ({"kind": "fee_above", "message": sample_message(), "max_lamports": 5000},
-     ["firing", "resolved"]),
+    (
+        {"kind": "balance_below", "accounts": [KEY], "min_sol": 1, "repeat": "1h"},
+        ["firing", "repeat", "resolved"],
+    ),
+    ({"kind": "balance_below", "token_accounts": [KEY], "min_amount": 5}, ["firing", "resolved"]),
+    (
+        {"kind": "fee_above", "message": sample_message(), "max_lamports": 5000},
+        ["firing", "resolved"],
+    ),
     ({"kind": "supply_changed", "mints": [KEY]}, ["event"]),
     ({"kind": "account_changed", "accounts": [KEY]}, ["event", "event"]),
-]  # fmt: skip
+]
 
 
 def rule(fields: dict[str, Any], **templates: str) -> Any:
@@ -52,7 +55,7 @@ DAS_RULES: list[tuple[dict[str, Any], list[str]]] = [
     ({"kind": "program_accounts", "program": KEY}, ["event", "event"]),
     ({"kind": "asset_changed", "assets": [KEY]}, ["event"]),
     ({"kind": "new_editions", "mints": [KEY]}, ["event", "event"]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("fields", "reasons"), DAS_RULES)

@@ -179,8 +179,15 @@ def test_rule_keys_are_checked_with_file_and_line(tmp_path: Path) -> None:
 # -- the answer model ------------------------------------------------------------------------
 
 GOOD_ACCOUNT = {
-    "address": A, "mint": MINT, "owner": OWNER, "frozen": False, "amount": 5,
-    "delegate": None, "delegated_amount": 0, "close_authority": None, "extensions": None,
+    "address": A,
+    "mint": MINT,
+    "owner": OWNER,
+    "frozen": False,
+    "amount": 5,
+    "delegate": None,
+    "delegated_amount": 0,
+    "close_authority": None,
+    "extensions": None,
 }
 
 
@@ -253,7 +260,11 @@ def test_simulator_pages_by_number_and_by_cursor(server: SimulatorServer) -> Non
 @pytest.mark.parametrize(
     "params",
     [
-        [], [None, None], [None, OWNER, 0], [None, OWNER, 1, 1001], ["nope"],
+        [],
+        [None, None],
+        [None, OWNER, 0],
+        [None, OWNER, 1, 1001],
+        ["nope"],
         [None, OWNER, 1, 10, "x"],
     ],
 )

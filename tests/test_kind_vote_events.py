@@ -51,14 +51,23 @@ def test_stake_changed_default_and_missing_validator_keeps_its_reference() -> No
     default = rule("stake_changed", name="stake", validators=[MINE])
     assert default.min_change_pct == 5.0
     gone = cluster(account(BIG, 1000))
-    said = play([default], [(0.0, staked(100 * SOL)), (1.0, gone), (2.0, staked(104 * SOL)),
-                            (3.0, staked(105 * SOL))])  # fmt: skip
+    said = play(
+        [default],
+        [(0.0, staked(100 * SOL)), (1.0, gone), (2.0, staked(104 * SOL)), (3.0, staked(105 * SOL))],
+    )
     assert reasons(said) == [[], [], [], ["stake:event"]]
 
 
 def test_commission_changed_on_any_change_by_identity() -> None:
-    said = play([COMMISSION], [(0.0, staked(SOL, 5)), (1.0, staked(SOL, 5)),
-                               (2.0, staked(SOL, 6)), (3.0, staked(SOL, 100))])  # fmt: skip
+    said = play(
+        [COMMISSION],
+        [
+            (0.0, staked(SOL, 5)),
+            (1.0, staked(SOL, 5)),
+            (2.0, staked(SOL, 6)),
+            (3.0, staked(SOL, 100)),
+        ],
+    )
     titles = [[a.title for a in step] for step in said]
     short = f"{MINE_NODE[:4]}…{MINE_NODE[-4:]}"
     head = f"[WARNING] commission: validator {short} commission"
@@ -103,8 +112,7 @@ def test_digest_words() -> None:
         digest_words("commission_changed"),
     )
     assert stake_words is not None and stake_words.item == ("stake change", "stake changes")
-    assert commission_words is not None and commission_words.subject == (
-        "validator", "validators")  # fmt: skip
+    assert commission_words is not None and commission_words.subject == ("validator", "validators")
 
 
 def test_event_rules_poll_the_one_cluster_target() -> None:

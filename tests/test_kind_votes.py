@@ -28,9 +28,14 @@ def rule(kind: str, **fields: Any) -> Any:
 
 def account(vote: str, last_vote: int, *, node: str | None = None, **extra: Any) -> VoteAccount:
     return VoteAccount.model_validate(
-        {"votePubkey": vote, "nodePubkey": node or key(f"node {vote}"),
-         "activatedStake": extra.pop("stake", 10**15), "lastVote": last_vote, **extra}
-    )  # fmt: skip
+        {
+            "votePubkey": vote,
+            "nodePubkey": node or key(f"node {vote}"),
+            "activatedStake": extra.pop("stake", 10**15),
+            "lastVote": last_vote,
+            **extra,
+        }
+    )
 
 
 def cluster(*current: VoteAccount, delinquent: Sequence[VoteAccount] = ()) -> VoteAccounts:
@@ -70,8 +75,10 @@ def test_vote_lag_fires_only_beyond_max_slots(behind: int, firing: bool) -> None
     said = play([LAG], [(0.0, answer)])
     assert reasons(said) == [["lag:firing"] if firing else []]
     if firing:
-        assert said[0][0].title == f"[WARNING] lag: validator {MINE[:4]}…{MINE[-4:]} votes " \
-            f"{behind} slots behind"  # fmt: skip
+        assert (
+            said[0][0].title == f"[WARNING] lag: validator {MINE[:4]}…{MINE[-4:]} votes "
+            f"{behind} slots behind"
+        )
 
 
 def test_vote_lag_by_identity_fires_once_and_resolves_once() -> None:
@@ -88,7 +95,10 @@ def test_vote_lag_of_a_validator_in_neither_list_is_unknown() -> None:
     gone = cluster(account(BIG, 1100))
     # Firing, then gone from the answer: no resolution (not evidence), no new firing.
     assert reasons(play([LAG], [(0.0, lagging), (10.0, gone), (20.0, gone)])) == [
-        ["lag:firing"], [], []]  # fmt: skip
+        ["lag:firing"],
+        [],
+        [],
+    ]
     assert reasons(play([LAG], [(0.0, gone)])) == [[]]
 
 
@@ -183,8 +193,11 @@ def test_simulator_scripts_lag_credits_commission_stake_and_a_halt() -> None:
     ledger.update_validator(MINE_NODE, behind=60, credits=1234, commission=7, stake=9)
     (found,) = ledger.vote_accounts()["current"]
     assert (found["lastVote"], found["commission"], found["activatedStake"]) == (9940, 7, 9)
-    assert found["epochCredits"][-1] == [800, found["epochCredits"][-2][1] + 1234,
-                                         found["epochCredits"][-2][1]]  # fmt: skip
+    assert found["epochCredits"][-1] == [
+        800,
+        found["epochCredits"][-2][1] + 1234,
+        found["epochCredits"][-2][1],
+    ]
     VoteAccount.model_validate(found)
     ledger.halt()
     ledger.tick(100)
@@ -244,8 +257,7 @@ def test_credits_unknown_without_median_or_account_then_resolves_once() -> None:
     gone = cluster(*peers(100, 100, 100))
     caught_up = cluster(*peers(200, 200, 200), earning(MINE, 195))
     answers = [(0.0, start_of_epoch), (10.0, low), (20.0, gone), (30.0, caught_up)]
-    assert reasons(play([CREDITS], answers)) == [
-        [], ["credits:firing"], [], ["credits:resolved"]]  # fmt: skip
+    assert reasons(play([CREDITS], answers)) == [[], ["credits:firing"], [], ["credits:resolved"]]
 
 
 def test_credits_low_on_the_recorded_mainnet_cluster() -> None:
@@ -273,8 +285,9 @@ def test_a_vote_lag_reminder_counts_from_when_the_lag_began_not_from_when_it_fir
     from watcher.kinds import KINDS
     from watcher.kinds.samples import SAMPLE_TIME
 
-    lag = rule("vote_lag", name="lag", validators=[MINE], max_slots=100, **{"for": "5m"},
-               repeat="1h")
+    lag = rule(
+        "vote_lag", name="lag", validators=[MINE], max_slots=100, **{"for": "5m"}, repeat="1h"
+    )
     samples = KINDS["vote_lag"].samples
     assert samples is not None
     alerts = [word(alert, lag) for alert in samples(lag)]

@@ -34,8 +34,10 @@ def test_lines_carry_their_journald_priority_when_stderr_is_the_journal(tmp_path
 def test_no_prefix_elsewhere_or_when_the_journal_is_another_stream(tmp_path: Path) -> None:
     lines = log_lines(tmp_path, journal=False)
     assert [json.loads(line)["event"] for line in lines] == [
-        "sweep overran", "round done", "cannot go on",
-    ]  # fmt: skip
+        "sweep overran",
+        "round done",
+        "cannot go on",
+    ]
     path = tmp_path / "other"
     path.write_text("")
     with path.open("w") as stream:

@@ -246,8 +246,9 @@ def test_a_default_wording_that_fails_falls_back_to_the_minimal_wording() -> Non
     def failing(facts: Any, shown: Any) -> tuple[str, str]:
         raise ValueError("year 57000 is out of range")
 
-    rule = SimpleNamespace(name="treasury", severity="warning", notify=["ops"], title=None,
-                           body=None)  # fmt: skip
+    rule = SimpleNamespace(
+        name="treasury", severity="warning", notify=["ops"], title=None, body=None
+    )
     address = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
     facts = {"rule": "treasury", "severity": "warning", "subject": address, "reason": "event"}
     title, body, problems = render_checked(rule, facts, failing)

@@ -24,8 +24,14 @@ CONTEXT = {"slot": 5, "apiVersion": "2.3.6"}
 
 def good_account(**changes: Any) -> dict[str, Any]:
     data = base64.b64encode(b"abc").decode()
-    fields = {"data": [data, "base64"], "executable": False, "lamports": 7, "owner": SYSTEM,
-              "rentEpoch": 2**64 - 1, "space": 3}  # fmt: skip
+    fields = {
+        "data": [data, "base64"],
+        "executable": False,
+        "lamports": 7,
+        "owner": SYSTEM,
+        "rentEpoch": 2**64 - 1,
+        "space": 3,
+    }
     return {**fields, **changes}
 
 

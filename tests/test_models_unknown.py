@@ -61,9 +61,14 @@ def fresh_log() -> Iterator[None]:
 
 def entry(n: int) -> dict[str, Any]:
     return {
-        "signature": SIGNATURES[n], "slot": 300 - n, "err": None, "memo": None,
-        "blockTime": 1_790_000_000 - n, "confirmationStatus": "finalized", "transactionIndex": n,
-    }  # fmt: skip
+        "signature": SIGNATURES[n],
+        "slot": 300 - n,
+        "err": None,
+        "memo": None,
+        "blockTime": 1_790_000_000 - n,
+        "confirmationStatus": "finalized",
+        "transactionIndex": n,
+    }
 
 
 def read_page(result: Any) -> SignaturePage:
@@ -98,9 +103,13 @@ def test_any_single_field_of_a_single_signature_entry_never_makes_the_page_unrea
     assert others == [s for n, s in enumerate(SIGNATURES) if n != which]
     if field in INFORMS:
         [odd] = [e for e in page if e.signature == SIGNATURES[which]]
-        shown = {"blockTime": odd.block_time, "memo": odd.memo, "err": odd.err,
-                 "confirmationStatus": odd.confirmation_status,
-                 "transactionIndex": odd.transaction_index}  # fmt: skip
+        shown = {
+            "blockTime": odd.block_time,
+            "memo": odd.memo,
+            "err": odd.err,
+            "confirmationStatus": odd.confirmation_status,
+            "transactionIndex": odd.transaction_index,
+        }
         assert shown[field] in (None, value)  # unknown, or the value when it was in range
     elif len(page) == 2:
         assert page.left_out == (result[which],)
@@ -112,9 +121,14 @@ def test_a_block_time_in_milliseconds_is_unknown_and_said_once_with_the_address(
         first, again = read_page(result), read_page(copy.deepcopy(result))
     assert [e.block_time for e in first] == [1_790_000_000, None] == [e.block_time for e in again]
     assert [(e["event"], e["target"], e["entry"], e["field"], e["value"]) for e in logs] == [
-        ("field out of its range taken as unknown", ADDRESS, SIGNATURES[1], "blockTime",
-         "1790000000000"),
-    ]  # fmt: skip
+        (
+            "field out of its range taken as unknown",
+            ADDRESS,
+            SIGNATURES[1],
+            "blockTime",
+            "1790000000000",
+        ),
+    ]
 
 
 def test_an_entry_with_an_unreadable_slot_is_left_out_and_counted() -> None:
@@ -137,70 +151,190 @@ def test_a_page_that_is_not_a_list_is_still_a_bad_answer() -> None:
 
 
 def vote(n: int) -> dict[str, Any]:
-    return {"votePubkey": [ADDRESS, OTHER][n], "nodePubkey": SYSTEM, "activatedStake": 5,
-            "commission": 7, "lastVote": 100, "rootSlot": 90, "epochVoteAccount": True,
-            "epochCredits": [[1, 10, 5]]}  # fmt: skip
+    return {
+        "votePubkey": [ADDRESS, OTHER][n],
+        "nodePubkey": SYSTEM,
+        "activatedStake": 5,
+        "commission": 7,
+        "lastVote": 100,
+        "rootSlot": 90,
+        "epochVoteAccount": True,
+        "epochCredits": [[1, 10, 5]],
+    }
 
 
 ACCOUNT_DATA = [base64.b64encode(b"abc").decode(), "base64"]
-TOKEN_ACCOUNT = {"address": ADDRESS, "mint": OTHER, "owner": SYSTEM, "frozen": False, "amount": 5,
-                 "delegate": None, "delegated_amount": 0, "close_authority": None}  # fmt: skip
-ASSET = {"id": ADDRESS, "interface": "V1_NFT", "burnt": False,
-         "content": {"json_uri": "u", "metadata": {"name": "Lad", "symbol": "L"}},
-         "ownership": {"owner": OTHER, "frozen": False, "delegate": None}}  # fmt: skip
+TOKEN_ACCOUNT = {
+    "address": ADDRESS,
+    "mint": OTHER,
+    "owner": SYSTEM,
+    "frozen": False,
+    "amount": 5,
+    "delegate": None,
+    "delegated_amount": 0,
+    "close_authority": None,
+}
+ASSET = {
+    "id": ADDRESS,
+    "interface": "V1_NFT",
+    "burnt": False,
+    "content": {"json_uri": "u", "metadata": {"name": "Lad", "symbol": "L"}},
+    "ownership": {"owner": OTHER, "frozen": False, "delegate": None},
+}
 
 # (method, model, a good answer, the path to one field that only informs, what it reads as
 # when unknown, how to read it back).
 CASES: list[tuple[str, Any, Any, tuple[Any, ...], Any]] = [
-    ("getVoteAccounts", VoteAccounts, {"current": [vote(0)], "delinquent": [vote(1)]},
-     ("current", 0, "commission"), lambda a: a.current[0].commission),
-    ("getVoteAccounts", VoteAccounts, {"current": [vote(0)], "delinquent": [vote(1)]},
-     ("delinquent", 0, "rootSlot"), lambda a: a.delinquent[0].root_slot),
-    ("getVoteAccounts", VoteAccounts, {"current": [vote(0)], "delinquent": []},
-     ("current", 0, "epochVoteAccount"), lambda a: a.current[0].epoch_vote_account),
-    ("getClusterNodes", ClusterNodes, [{"pubkey": ADDRESS, "version": "2.3.6", "featureSet": 1}],
-     (0, "version"), lambda a: a[0].version),
-    ("getClusterNodes", ClusterNodes, [{"pubkey": ADDRESS, "version": "2.3.6", "featureSet": 1}],
-     (0, "featureSet"), lambda a: a[0].feature_set),
-    ("getTokenLargestAccounts", TokenLargestAccounts,
-     {"context": {"slot": 5, "apiVersion": "2.3.6"},
-      "value": [{"address": ADDRESS, "amount": "5", "decimals": 0, "uiAmountString": "5"}]},
-     ("value", 0, "uiAmountString"), lambda a: a.value[0].ui_amount_string),
-    ("getTokenLargestAccounts", TokenLargestAccounts,
-     {"context": {"slot": 5, "apiVersion": "2.3.6"}, "value": []},
-     ("context", "apiVersion"), lambda a: a.context.api_version),
-    ("getMultipleAccounts", MultipleAccounts,
-     {"context": {"slot": 5}, "value": [{"data": ACCOUNT_DATA, "executable": False,
-                                         "lamports": 7, "owner": SYSTEM, "rentEpoch": 3,
-                                         "space": 3}]},
-     ("value", 0, "rentEpoch"), lambda a: a.value[0].rent_epoch),
-    ("getMultipleAccounts", MultipleAccounts,
-     {"context": {"slot": 5}, "value": [{"data": ACCOUNT_DATA, "executable": False,
-                                         "lamports": 7, "owner": SYSTEM, "space": 3}]},
-     ("value", 0, "space"), lambda a: a.value[0].space),
-    ("getProgramAccounts", ProgramAccounts,
-     [{"pubkey": ADDRESS, "account": {"lamports": 1, "owner": SYSTEM, "executable": False,
-                                      "space": 0}}],
-     (0, "account", "space"), lambda a: a[0].account.space),
-    ("getTokenAccounts", TokenAccountPage,
-     {"total": 1, "limit": 10, "page": 1, "token_accounts": [TOKEN_ACCOUNT]},
-     ("token_accounts", 0, "close_authority"), lambda a: a.token_accounts[0].close_authority),
-    ("getTokenAccounts", TokenAccountPage,
-     {"total": 1, "limit": 10, "page": 1, "token_accounts": [TOKEN_ACCOUNT]},
-     ("token_accounts", 0, "delegated_amount"), lambda a: a.token_accounts[0].delegated_amount),
-    ("getAssetsByGroup", AssetPage, {"total": 1, "limit": 10, "page": 1, "items": [ASSET]},
-     ("items", 0, "content", "metadata", "name"), lambda a: a.items[0].content.metadata.name),
-    ("getAssetsByGroup", AssetPage, {"total": 1, "limit": 10, "page": 1, "items": [ASSET]},
-     ("page",), lambda a: a.page),
-    ("getNftEditions", EditionList,
-     {"total": 1, "limit": 10, "page": 1, "master_edition_address": ADDRESS, "supply": 1,
-      "max_supply": 5, "editions": [{"mint": OTHER, "edition_address": ADDRESS, "edition": 1}]},
-     ("editions", 0, "edition_address"), lambda a: a.editions[0].edition_address),
-]  # fmt: skip
+    (
+        "getVoteAccounts",
+        VoteAccounts,
+        {"current": [vote(0)], "delinquent": [vote(1)]},
+        ("current", 0, "commission"),
+        lambda a: a.current[0].commission,
+    ),
+    (
+        "getVoteAccounts",
+        VoteAccounts,
+        {"current": [vote(0)], "delinquent": [vote(1)]},
+        ("delinquent", 0, "rootSlot"),
+        lambda a: a.delinquent[0].root_slot,
+    ),
+    (
+        "getVoteAccounts",
+        VoteAccounts,
+        {"current": [vote(0)], "delinquent": []},
+        ("current", 0, "epochVoteAccount"),
+        lambda a: a.current[0].epoch_vote_account,
+    ),
+    (
+        "getClusterNodes",
+        ClusterNodes,
+        [{"pubkey": ADDRESS, "version": "2.3.6", "featureSet": 1}],
+        (0, "version"),
+        lambda a: a[0].version,
+    ),
+    (
+        "getClusterNodes",
+        ClusterNodes,
+        [{"pubkey": ADDRESS, "version": "2.3.6", "featureSet": 1}],
+        (0, "featureSet"),
+        lambda a: a[0].feature_set,
+    ),
+    (
+        "getTokenLargestAccounts",
+        TokenLargestAccounts,
+        {
+            "context": {"slot": 5, "apiVersion": "2.3.6"},
+            "value": [{"address": ADDRESS, "amount": "5", "decimals": 0, "uiAmountString": "5"}],
+        },
+        ("value", 0, "uiAmountString"),
+        lambda a: a.value[0].ui_amount_string,
+    ),
+    (
+        "getTokenLargestAccounts",
+        TokenLargestAccounts,
+        {"context": {"slot": 5, "apiVersion": "2.3.6"}, "value": []},
+        ("context", "apiVersion"),
+        lambda a: a.context.api_version,
+    ),
+    (
+        "getMultipleAccounts",
+        MultipleAccounts,
+        {
+            "context": {"slot": 5},
+            "value": [
+                {
+                    "data": ACCOUNT_DATA,
+                    "executable": False,
+                    "lamports": 7,
+                    "owner": SYSTEM,
+                    "rentEpoch": 3,
+                    "space": 3,
+                }
+            ],
+        },
+        ("value", 0, "rentEpoch"),
+        lambda a: a.value[0].rent_epoch,
+    ),
+    (
+        "getMultipleAccounts",
+        MultipleAccounts,
+        {
+            "context": {"slot": 5},
+            "value": [
+                {
+                    "data": ACCOUNT_DATA,
+                    "executable": False,
+                    "lamports": 7,
+                    "owner": SYSTEM,
+                    "space": 3,
+                }
+            ],
+        },
+        ("value", 0, "space"),
+        lambda a: a.value[0].space,
+    ),
+    (
+        "getProgramAccounts",
+        ProgramAccounts,
+        [
+            {
+                "pubkey": ADDRESS,
+                "account": {"lamports": 1, "owner": SYSTEM, "executable": False, "space": 0},
+            }
+        ],
+        (0, "account", "space"),
+        lambda a: a[0].account.space,
+    ),
+    (
+        "getTokenAccounts",
+        TokenAccountPage,
+        {"total": 1, "limit": 10, "page": 1, "token_accounts": [TOKEN_ACCOUNT]},
+        ("token_accounts", 0, "close_authority"),
+        lambda a: a.token_accounts[0].close_authority,
+    ),
+    (
+        "getTokenAccounts",
+        TokenAccountPage,
+        {"total": 1, "limit": 10, "page": 1, "token_accounts": [TOKEN_ACCOUNT]},
+        ("token_accounts", 0, "delegated_amount"),
+        lambda a: a.token_accounts[0].delegated_amount,
+    ),
+    (
+        "getAssetsByGroup",
+        AssetPage,
+        {"total": 1, "limit": 10, "page": 1, "items": [ASSET]},
+        ("items", 0, "content", "metadata", "name"),
+        lambda a: a.items[0].content.metadata.name,
+    ),
+    (
+        "getAssetsByGroup",
+        AssetPage,
+        {"total": 1, "limit": 10, "page": 1, "items": [ASSET]},
+        ("page",),
+        lambda a: a.page,
+    ),
+    (
+        "getNftEditions",
+        EditionList,
+        {
+            "total": 1,
+            "limit": 10,
+            "page": 1,
+            "master_edition_address": ADDRESS,
+            "supply": 1,
+            "max_supply": 5,
+            "editions": [{"mint": OTHER, "edition_address": ADDRESS, "edition": 1}],
+        },
+        ("editions", 0, "edition_address"),
+        lambda a: a.editions[0].edition_address,
+    ),
+]
 
 
-@pytest.mark.parametrize(("method", "model", "good", "path", "read"), CASES,
-                         ids=[f"{c[0]}:{c[3][-1]}" for c in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("method", "model", "good", "path", "read"), CASES, ids=[f"{c[0]}:{c[3][-1]}" for c in CASES]
+)
 @settings(max_examples=40, deadline=None)
 @given(value=garbage)
 def test_a_field_that_only_informs_is_unknown_when_out_of_range(

@@ -288,8 +288,9 @@ async def test_deliveries_dying_together_make_one_dead_letter_digest(
         assert [post["title"] for post in refusing.refused if "watcher" in post["title"]] == []
         [digest] = json_receiver.received
         assert digest["title"] == "[WARNING] watcher: 3 undeliverable notifications (2 rules)"
-        assert f"- [warning] treasury: k2 (to ops, URL id {url_id(refusing.url)})" in (
-            digest["message"]
+        assert (
+            f"- [warning] treasury: k2 (to ops, URL id {url_id(refusing.url)})"
+            in (digest["message"])
         )
 
 

@@ -77,8 +77,12 @@ def test_the_cache_asks_only_for_new_accounts_and_keeps_the_top_only() -> None:
 def test_a_non_token_account_has_no_owner_and_a_bad_owner_is_refused() -> None:
     context = {"slot": 1}
     plain = {"data": ["", "base64"], "executable": False, "lamports": 1, "owner": MINT}
-    token = {"data": {"parsed": {"info": {"owner": OWNER_0, "mint": MINT}, "type": "account"},
-                      "program": "spl-token"}}  # fmt: skip
+    token = {
+        "data": {
+            "parsed": {"info": {"owner": OWNER_0, "mint": MINT}, "type": "account"},
+            "program": "spl-token",
+        }
+    }
     answer = ParsedTokenAccounts.model_validate({"context": context, "value": [plain, None, token]})
     assert [v.owner if v else None for v in answer.value] == [None, None, OWNER_0]
     token["data"]["parsed"]["info"]["owner"] = "nope"  # type: ignore[index]

@@ -83,7 +83,10 @@ async def test_client_requests_to_each_endpoint_keep_its_pace() -> None:
 
     client = RpcClient(
         [f"https://a.example.com/v3/{KEY}", EndpointSpec(f"https://b.example.com/v3/{KEY}", 2)],
-        transport=httpx.MockTransport(node), clock=time, sleep=time.sleep, max_rps=5,
+        transport=httpx.MockTransport(node),
+        clock=time,
+        sleep=time.sleep,
+        max_rps=5,
     )
     async with client:
         for _ in range(6):
@@ -118,8 +121,13 @@ async def test_a_429_within_max_rps_slows_the_pace_and_says_so_once() -> None:
         call = json.loads(request.content)
         return httpx.Response(200, json={"jsonrpc": "2.0", "result": [], "id": call["id"]})
 
-    client = RpcClient(f"https://a.example.com/v3/{KEY}", transport=httpx.MockTransport(node),
-                       clock=time, sleep=time.sleep, max_rps=10)
+    client = RpcClient(
+        f"https://a.example.com/v3/{KEY}",
+        transport=httpx.MockTransport(node),
+        clock=time,
+        sleep=time.sleep,
+        max_rps=10,
+    )
     with structlog.testing.capture_logs() as logs:
         async with client:
             assert await client.call("getClusterNodes", None, list[Any]) == []

@@ -30,13 +30,24 @@ class Routing:
 
 
 def alert(rule: str, severity: Severity = "warning", subject: str = "addr1") -> AlertMessage:
-    return AlertMessage(rule=rule, severity=severity, subject=subject, reason="event",
-                        dedup_key=f"{rule}|{subject}", title="", body="", channels=())  # fmt: skip
+    return AlertMessage(
+        rule=rule,
+        severity=severity,
+        subject=subject,
+        reason="event",
+        dedup_key=f"{rule}|{subject}",
+        title="",
+        body="",
+        channels=(),
+    )
 
 
 def fake_word(alert: AlertMessage, rule: Any, shown: Presentation) -> AlertMessage:
-    return replace(alert, title=f"{alert.rule} by {rule.name if rule else None}",
-                   channels=tuple(rule.notify or ()) if rule else ())  # fmt: skip
+    return replace(
+        alert,
+        title=f"{alert.rule} by {rule.name if rule else None}",
+        channels=tuple(rule.notify or ()) if rule else (),
+    )
 
 
 @pytest.mark.parametrize(
@@ -63,8 +74,16 @@ def test_an_alert_of_no_loaded_rule_goes_by_its_severity() -> None:
 
 def test_silence_marks_what_it_mutes_and_reads_silences_only_when_alerts_reach_it() -> None:
     reads: list[int] = []
-    muted = Silence(id=1, rule="a", subject="addr1", starts_at=0, ends_at=100, comment="",
-                    created_by=None, created_at=0)  # fmt: skip
+    muted = Silence(
+        id=1,
+        rule="a",
+        subject="addr1",
+        starts_at=0,
+        ends_at=100,
+        comment="",
+        created_by=None,
+        created_at=0,
+    )
 
     def active() -> list[Silence]:
         reads.append(1)

@@ -127,9 +127,14 @@ def test_a_label_shows_next_to_the_key_in_titles_and_bodies() -> None:
 
 def test_a_validator_is_named_by_the_label_of_its_vote_account_or_its_identity() -> None:
     facts = {
-        "rule": "r", "severity": "critical", "subject": NODE, "reason": "firing",
-        "status": "delinquent", "vote_pubkey": VOTE, "node_pubkey": NODE,
-    }  # fmt: skip
+        "rule": "r",
+        "severity": "critical",
+        "subject": NODE,
+        "reason": "firing",
+        "status": "delinquent",
+        "vote_pubkey": VOTE,
+        "node_pubkey": NODE,
+    }
     title, body = validator_text(facts, SHOWN)
     assert title == f"[CRITICAL] r: validator {shorten(NODE)} (my validator) delinquent"
     assert f"Validator: {NODE} (my validator)" in body
@@ -164,12 +169,19 @@ def test_templates_can_name_and_link_keys() -> None:
 
 def test_the_cluster_alert_names_the_largest_delinquents_with_their_labels() -> None:
     facts = {
-        "rule": "cluster_delinquent_stake", "severity": "critical", "subject": "cluster",
-        "reason": "firing", "built_in": True, "delinquent_pct": 23.456, "threshold_pct": 10.0,
-        "delinquent_stake": 3 * 10**15, "total_stake": 13 * 10**15, "delinquent_count": 4,
+        "rule": "cluster_delinquent_stake",
+        "severity": "critical",
+        "subject": "cluster",
+        "reason": "firing",
+        "built_in": True,
+        "delinquent_pct": 23.456,
+        "threshold_pct": 10.0,
+        "delinquent_stake": 3 * 10**15,
+        "total_stake": 13 * 10**15,
+        "delinquent_count": 4,
         "total_count": 40,
         "largest": [{"vote_pubkey": VOTE, "node_pubkey": NODE, "activated_stake": 10**15}],
-    }  # fmt: skip
+    }
     title, body = cluster_stake_text(facts, SHOWN)
     assert (
         title == "[CRITICAL] cluster_delinquent_stake: 23.5% of the activated stake is delinquent"
@@ -186,9 +198,15 @@ async def test_the_sender_fits_a_message_to_the_service_limit(
     monkeypatch.setitem(MAX_MESSAGE_CHARS, "json", 300)  # as Telegram's 4096, smaller
     sender = Sender(tmp_store, {"ops": [json_receiver.url]}, clock=lambda: 1000.0)
     long = AlertMessage(
-        rule="r", severity="info", subject="s", reason="event", dedup_key="k",
-        title="a long one", body="line\n" * 500, channels=("ops",),
-    )  # fmt: skip
+        rule="r",
+        severity="info",
+        subject="s",
+        reason="event",
+        dedup_key="k",
+        title="a long one",
+        body="line\n" * 500,
+        channels=("ops",),
+    )
     tmp_store.commit_step("signatures", "s", {}, [long], sender.destinations, 1000.0)
     assert await sender.send_due() == 1
     [post] = json_receiver.received

@@ -75,12 +75,16 @@ def world(tmp_path: Path) -> Iterator[World]:
         SimulatorServer(b, api_key=KEY_B) as server_b,
     ):
         config = write_config(
-            tmp_path, rpc_url="unused", channels={"hooks": ["json://127.0.0.1:9/"]},
+            tmp_path,
+            rpc_url="unused",
+            channels={"hooks": ["json://127.0.0.1:9/"]},
             rules=base_rules(),
-            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
-                   "rpc": {"timeout": "2s", "max_attempts": 1},
-                   "health": {"disagreement_for": "2m"}},
-        )  # fmt: skip
+            extra={
+                "state_path": str(tmp_path / "state" / "watcher.db"),
+                "rpc": {"timeout": "2s", "max_attempts": 1},
+                "health": {"disagreement_for": "2m"},
+            },
+        )
         with_endpoints(config, [server_a.url, server_b.url], quorum=2)
         settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
@@ -141,8 +145,10 @@ async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_thresho
     [fired] = world.titles()
     assert fired == "[CRITICAL] rpc_disagreement: the RPC endpoints disagree on votes cluster"
     [body] = world.bodies()
-    endpoints = [server.url.replace(key, "***") for server, key in
-                 zip(world.servers, (KEY_A, KEY_B), strict=True)]  # fmt: skip
+    endpoints = [
+        server.url.replace(key, "***")
+        for server, key in zip(world.servers, (KEY_A, KEY_B), strict=True)
+    ]
     assert f"Endpoints: {endpoints[0]}, {endpoints[1]}" in body
     assert "Source: votes, target: cluster" in body
     assert (
@@ -227,10 +233,18 @@ async def test_event_kinds_are_not_put_to_a_vote(world: World) -> None:
 
 def outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:
     alerts = tuple(
-        AlertMessage(rule="r", severity="warning", subject="s", reason="firing", dedup_key=k,
-                     title="t", body="b", channels=())
+        AlertMessage(
+            rule="r",
+            severity="warning",
+            subject="s",
+            reason="firing",
+            dedup_key=k,
+            title="t",
+            body="b",
+            channels=(),
+        )
         for k in keys
-    )  # fmt: skip
+    )
     return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
 
 
@@ -238,8 +252,12 @@ def test_agreement_is_about_transitions_not_facts() -> None:
     firing = {"status": "firing", "number": 1, "details": {"last_vote": 10}}
     other_facts = {"status": "firing", "number": 1, "details": {"last_vote": 12}}
     pending = {"status": "pending", "number": 0, "details": {}}
-    assert agree([outcome("k1", episodes={"r": {"s": firing}}),
-                  outcome("k1", episodes={"r": {"s": other_facts}})])  # fmt: skip
+    assert agree(
+        [
+            outcome("k1", episodes={"r": {"s": firing}}),
+            outcome("k1", episodes={"r": {"s": other_facts}}),
+        ]
+    )
     assert not agree([outcome("k1"), outcome()])
     assert not agree([outcome(episodes={"r": {"s": pending}}), outcome(episodes={"r": {}})])
 

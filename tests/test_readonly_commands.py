@@ -31,8 +31,13 @@ def cli(*args: str) -> Result:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    rule = {"name": "treasury", "kind": "new_transactions", "every": "1m", "notify": ["hooks"],
-            "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]}  # fmt: skip
+    rule = {
+        "name": "treasury",
+        "kind": "new_transactions",
+        "every": "1m",
+        "notify": ["hooks"],
+        "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
+    }
     path = write_config(
         tmp_path,
         rpc_url="https://rpc.example.com/v3/${RPC_API_KEY}",
@@ -179,8 +184,12 @@ def test_the_refusal_is_one_line_from_the_real_command(config: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in NO_SECRETS}
     done = subprocess.run(
         [sys.executable, "-m", "watcher", "alerts", "--config", str(config)],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         f"watcher: state database {path} was written by a newer watcher (schema {KNOWN + 1}; "

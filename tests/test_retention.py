@@ -34,21 +34,36 @@ OPS = Destination("ops", "json://127.0.0.1:9/")
 
 def message(title: str, reason: str, rule: str = "r", subject: str | None = None) -> AlertMessage:
     return AlertMessage(
-        rule=rule, severity="warning", subject=subject or title, reason=reason,
-        dedup_key=f"{title}|{reason}", title=title, body="", channels=("ops",), facts={},
-    )  # fmt: skip
+        rule=rule,
+        severity="warning",
+        subject=subject or title,
+        reason=reason,
+        dedup_key=f"{title}|{reason}",
+        title=title,
+        body="",
+        channels=("ops",),
+        facts={},
+    )
 
 
 def queue(
-    store: Store, at: float, title: str, reason: str = "event", subject: str | None = None,
-    sent: float | None = None, dead: float | None = None, silenced: bool = False,
-) -> None:  # fmt: skip
+    store: Store,
+    at: float,
+    title: str,
+    reason: str = "event",
+    subject: str | None = None,
+    sent: float | None = None,
+    dead: float | None = None,
+    silenced: bool = False,
+) -> None:
     """One alert queued at ``at`` to one URL; its delivery sent or dead at the time given (else
     left pending)."""
     alert = message(title, reason, subject=subject)
     [alert_id] = store.commit_step("s", title, {}, [alert], lambda _: [] if silenced else [OPS], at)
-    ids = [row[0] for row in store.db.execute(
-        "SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])]  # fmt: skip
+    ids = [
+        row[0]
+        for row in store.db.execute("SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])
+    ]
     if sent is not None:
         store.mark_sent(ids, sent)
     if dead is not None:
@@ -94,8 +109,7 @@ def test_a_pass_deletes_exactly_the_finished_history_older_than_retention(
     assert titles(history) == {title for title in before if title.endswith("kept")}
     assert (done.alerts, done.deliveries) == (6, 5)  # the silenced one had no delivery
     assert snapshot.firing(history.db.conn) == firing  # what fires is still firing
-    assert [f.title for f in firing] == [
-        "firing old, its latest repeat: kept", "firing old: kept"]  # fmt: skip
+    assert [f.title for f in firing] == ["firing old, its latest repeat: kept", "firing old: kept"]
     orphans = history.db.execute(
         "SELECT COUNT(*) FROM deliveries WHERE alert_id NOT IN (SELECT id FROM alerts)"
     ).fetchone()[0]
@@ -121,8 +135,13 @@ def test_the_upgrade_finds_what_fires_in_the_history(tmp_path: Path) -> None:
     path = tmp_path / "watcher.db"
     db = open_database(path)
     migrate(db, MIGRATIONS[:4])  # a database of the watcher before retention
-    for id_, subject, reason in ((1, "a", "firing"), (2, "b", "firing"), (3, "a", "resolved"),
-                                 (4, "c", "event"), (5, "b", "repeat")):  # fmt: skip
+    for id_, subject, reason in (
+        (1, "a", "firing"),
+        (2, "b", "firing"),
+        (3, "a", "resolved"),
+        (4, "c", "event"),
+        (5, "b", "repeat"),
+    ):
         db.execute(
             "INSERT INTO alerts (id, created_at, rule, severity, subject, reason, dedup_key, "
             "title, body, facts, status) VALUES (?, ?, 'r', 'warning', ?, ?, ?, ?, '', '{}', "
@@ -153,7 +172,9 @@ def test_digest_sends_and_ended_silences_older_than_retention_go(tmp_store: Stor
     assert (done.group_sends, done.silences) == (1, 2)
     assert [row[0] for row in db.execute("SELECT sent_at FROM group_sends")] == [NEW]
     assert [row[0] for row in db.execute("SELECT ends_at FROM silences ORDER BY id")] == [
-        NEW, NOW + DAY]  # fmt: skip
+        NEW,
+        NOW + DAY,
+    ]
 
 
 # -- targets no rule names -----------------------------------------------------------------------
@@ -279,13 +300,19 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: Store, tmp_path: 
     store = history
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
     store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
-    round_ = traced(store.db.conn, lambda: (
-        store.prefetch_states("s", ["a", "b"]), store.load_state("s", "zz"),
-        store.active_silences(NOW), store.pending_count(), store.group_sends("g", "u"),
-        store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u")),
-        store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW),
-        record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW)),
-    ))  # fmt: skip
+    round_ = traced(
+        store.db.conn,
+        lambda: (
+            store.prefetch_states("s", ["a", "b"]),
+            store.load_state("s", "zz"),
+            store.active_silences(NOW),
+            store.pending_count(),
+            store.group_sends("g", "u"),
+            store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u")),
+            store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW),
+            record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW)),
+        ),
+    )
     assert any("a.group_key = " in sql for sql in round_)  # a digest group was completed
     found = plans(conn, scrape) | plans(store.db.conn, round_)
     conn.close()

@@ -69,7 +69,7 @@ async def test_a_quiet_round_writes_nothing_and_a_busy_one_writes_its_step(
     await world.daemon.sweep(signatures)
     assert world.daemon.store.commits == commits + 1  # the step and its alerts, together
     assert world.cursor() != cursor
-    assert [alert.title.split(': ')[1][:18] for alert in world.alerts()] == ["2 new transactions"]
+    assert [alert.title.split(": ")[1][:18] for alert in world.alerts()] == ["2 new transactions"]
 
 
 async def test_a_first_sweep_writes_its_baselines_together_in_one_transaction(
@@ -112,8 +112,9 @@ async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
     assert 'watcher_poll_errors_total{source="signatures"} 2.0' in scrape
 
     # A clean state again: the stretch ends, said once.
-    world.daemon.store.stage_state("signatures", broken, world.state("signatures", TREASURY),
-                                   world.now[0])  # fmt: skip
+    world.daemon.store.stage_state(
+        "signatures", broken, world.state("signatures", TREASURY), world.now[0]
+    )
     world.daemon.store.flush_states()
     with capture_logs() as logs:
         world.now[0] += 1

@@ -755,7 +755,10 @@ async def test_userinfo_becomes_basic_auth_below_httpx() -> None:
     [
         ("https://rpc.example.com/Sh0rtK3y12ab", "https://rpc.example.com/***"),
         ("https://rpc.example.com/0dd1yPl4c3d/solana", "https://rpc.example.com/***/solana"),
-        ("https://rpc.example.com/api/v2/k/x?t=abc", "https://rpc.example.com/api/v2/***/***?t=***"),
+        (
+            "https://rpc.example.com/api/v2/k/x?t=abc",
+            "https://rpc.example.com/api/v2/***/***?t=***",
+        ),
     ],
 )
 async def test_the_real_url_reaches_the_wire_whatever_is_masked(url: str, public: str) -> None:

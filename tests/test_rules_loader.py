@@ -112,9 +112,7 @@ MISTAKES = [
           - name: treasury
             kind: new_txs
         """,
-        [
-            f"rules/a.yaml:3: unknown kind 'new_txs' (expected one of: {KIND_LIST})"
-        ],
+        [f"rules/a.yaml:3: unknown kind 'new_txs' (expected one of: {KIND_LIST})"],
         id="unknown-kind",
     ),
     pytest.param(
@@ -123,9 +121,7 @@ MISTAKES = [
           - name: treasury
             kind: [new_transactions]
         """,
-        [
-            f"rules/a.yaml:3: kind: expected one of: {KIND_LIST}, got a list"
-        ],
+        [f"rules/a.yaml:3: kind: expected one of: {KIND_LIST}, got a list"],
         id="kind-not-a-string",
     ),
     pytest.param(
@@ -144,9 +140,7 @@ MISTAKES = [
           - name: treasury
             addresses: [{TREASURY}]
         """,
-        [
-            f"rules/a.yaml:2: missing key 'kind' (one of: {KIND_LIST})"
-        ],
+        [f"rules/a.yaml:2: missing key 'kind' (one of: {KIND_LIST})"],
         id="missing-kind",
     ),
     pytest.param(
@@ -634,12 +628,30 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     rules = load_rules([Path("rules")], CHANNELS)
     kinds = sorted(rule.kind for rule in rules)
     assert kinds == sorted(
-        ["new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-         "balance_below", "balance_below", "supply_changed", "cluster_stalled", "vote_lag",
-         "credits_low", "stake_changed", "commission_changed", "token_accounts", "new_assets",
-         "new_assets", "new_assets", "program_accounts", "asset_changed", "fee_above",
-         "account_changed", "new_editions"]
-    )  # fmt: skip
+        [
+            "new_transactions",
+            "holder_changes",
+            "delinquent_validators",
+            "version_drift",
+            "balance_below",
+            "balance_below",
+            "supply_changed",
+            "cluster_stalled",
+            "vote_lag",
+            "credits_low",
+            "stake_changed",
+            "commission_changed",
+            "token_accounts",
+            "new_assets",
+            "new_assets",
+            "new_assets",
+            "program_accounts",
+            "asset_changed",
+            "fee_above",
+            "account_changed",
+            "new_editions",
+        ]
+    )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
         "balances.yaml",
         "drift.yaml",

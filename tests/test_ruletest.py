@@ -58,7 +58,10 @@ def test_every_example_rule_file_has_a_rule_test() -> None:
 
 def test_a_firing_that_does_not_happen_fails_and_says_what_was_expected(tmp_path: Path) -> None:
     write(tmp_path, "treasury.yaml", TREASURY_RULE)
-    test = write(tmp_path, "t.test.yaml", f"""\
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [treasury.yaml]
         steps:
           - expect: []
@@ -67,7 +70,8 @@ def test_a_firing_that_does_not_happen_fails_and_says_what_was_expected(tmp_path
               - add_transactions: {{address: {TREASURY}, count: 2}}
             expect:
               - {{rule: treasury, reason: event, title_contains: 3 new transactions}}
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 1
     assert "t.test.yaml:3: step 1: ok" in output
@@ -81,25 +85,33 @@ def test_a_firing_that_does_not_happen_fails_and_says_what_was_expected(tmp_path
 
 def test_a_notification_where_none_is_expected_fails(tmp_path: Path) -> None:
     write(tmp_path, "treasury.yaml", TREASURY_RULE)
-    test = write(tmp_path, "t.test.yaml", f"""\
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [treasury.yaml]
         steps:
           - expect: []
           - actions: [{{add_transactions: {{address: {TREASURY}}}}}]
             expect: []
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 1
     assert "step 2: FAILED" in output
     assert "expected, not notified" not in output
-    assert f"- rule treasury, reason event, subject {TREASURY}" in output.split(
-        "notified, not expected:"
-    )[1]
+    assert (
+        f"- rule treasury, reason event, subject {TREASURY}"
+        in output.split("notified, not expected:")[1]
+    )
 
 
 def test_an_invalid_test_file_is_reported_by_line(tmp_path: Path) -> None:
     write(tmp_path, "treasury.yaml", TREASURY_RULE)
-    test = write(tmp_path, "t.test.yaml", f"""\
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [treasury.yaml]
         steps:
           - expect: []
@@ -109,7 +121,8 @@ def test_an_invalid_test_file_is_reported_by_line(tmp_path: Path) -> None:
             expect:
               - {{rule: treasury, reason: fired}}
               - {{rule: tresury, reason: event}}
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 2
     assert (
@@ -125,11 +138,15 @@ def test_invalid_rule_files_and_unknown_rules_are_invalid_input(tmp_path: Path) 
     write(tmp_path, "bad.yaml", "rules:\n  - name: x\n    kind: new_transaction\n")
     bad_rules = write(tmp_path, "a.test.yaml", "rule_files: [bad.yaml]\nsteps: [{expect: []}]\n")
     write(tmp_path, "treasury.yaml", TREASURY_RULE)
-    unknown_rule = write(tmp_path, "b.test.yaml", """\
+    unknown_rule = write(
+        tmp_path,
+        "b.test.yaml",
+        """\
         rule_files: [treasury.yaml]
         steps:
           - expect: [{rule: tresury, reason: event}]
-        """)
+        """,
+    )
     code, output = run(bad_rules, unknown_rule)
     assert code == 2
     assert "bad.yaml:3: unknown kind 'new_transaction'" in output
@@ -138,14 +155,18 @@ def test_invalid_rule_files_and_unknown_rules_are_invalid_input(tmp_path: Path) 
 
 def test_an_action_the_ledger_refuses_is_reported_at_its_line(tmp_path: Path) -> None:
     write(tmp_path, "treasury.yaml", TREASURY_RULE)
-    test = write(tmp_path, "t.test.yaml", f"""\
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [treasury.yaml]
         steps:
           - expect: []
           - actions:
               - mark_delinquent: {VOTE}
             expect: []
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 2
     assert "t.test.yaml:5: steps[1].actions[0]: the ledger refused this: no vote account" in output
@@ -153,19 +174,26 @@ def test_an_action_the_ledger_refuses_is_reported_at_its_line(tmp_path: Path) ->
 
 @pytest.fixture
 def pending_rule(tmp_path: Path) -> Path:
-    return write(tmp_path, "validators.yaml", f"""\
+    return write(
+        tmp_path,
+        "validators.yaml",
+        f"""\
         rules:
           - name: slow
             kind: delinquent_validators
             validators: [{VOTE}]
             for: 5m
-        """)
+        """,
+    )
 
 
 def test_for_delays_firing_and_a_shorter_blip_never_fires(
     tmp_path: Path, pending_rule: Path
 ) -> None:
-    test = write(tmp_path, "t.test.yaml", f"""\
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [{pending_rule.name}]
         ledger: {{from: mainnet}}
         steps:
@@ -190,23 +218,26 @@ def test_for_delays_firing_and_a_shorter_blip_never_fires(
             wait: 1s
             expect:
               - {{rule: slow, reason: firing, subject: {VOTE}}}
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 0, output
     assert "7 steps passed" in output
 
 
-def test_a_firing_expected_before_for_has_elapsed_fails(
-    tmp_path: Path, pending_rule: Path
-) -> None:
-    test = write(tmp_path, "t.test.yaml", f"""\
+def test_a_firing_expected_before_for_has_elapsed_fails(tmp_path: Path, pending_rule: Path) -> None:
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"""\
         rule_files: [{pending_rule.name}]
         ledger: {{from: mainnet}}
         steps:
           - expect: []
           - actions: [{{mark_delinquent: {VOTE}}}]
             expect: [{{rule: slow, reason: firing}}]
-        """)
+        """,
+    )
     code, output = run(test)
     assert code == 1
     assert "step 2: FAILED" in output

@@ -161,8 +161,7 @@ def test_problems_in_the_environment_name_the_variable(conf: Path) -> None:
         "$WATCHER_COMMITMENT: commitment: expected 'finalized' or 'confirmed', got 'fast'",
         "$WATCHER_RPC__MAX_ATTEMPTS: rpc.max_attempts: expected a whole number, got 'many'",
         "$WATCHER_RPC__TIMOUT: rpc: unknown key 'timout' (did you mean 'timeout'?)",
-        "$WATCHER_DELIVERY__DEADLINE: delivery.deadline: '24' has no unit: "
-        "write e.g. 24s or 24m",
+        "$WATCHER_DELIVERY__DEADLINE: delivery.deadline: '24' has no unit: write e.g. 24s or 24m",
     ]
 
 

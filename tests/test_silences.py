@@ -37,18 +37,31 @@ def cli(config: Path, *args: str) -> Result:
 
 def silence(rule: str = "my-validator", subject: str | None = None, **kw: Any) -> Silence:
     values: dict[str, Any] = {
-        "id": 1, "rule": rule, "subject": subject, "starts_at": T0, "ends_at": T0 + 3600,
-        "comment": "maintenance", "created_by": "alice", "created_at": T0, **kw,
-    }  # fmt: skip
+        "id": 1,
+        "rule": rule,
+        "subject": subject,
+        "starts_at": T0,
+        "ends_at": T0 + 3600,
+        "comment": "maintenance",
+        "created_by": "alice",
+        "created_at": T0,
+        **kw,
+    }
     return Silence(**values)
 
 
 def alert(rule: str = "my-validator", subject: str = VALIDATOR) -> AlertMessage:
     return AlertMessage(
-        rule=rule, severity="critical", subject=subject, reason="firing",
-        dedup_key=f"{rule}|{subject}|1|firing", title="t", body="b", channels=("ops",),
+        rule=rule,
+        severity="critical",
+        subject=subject,
+        reason="firing",
+        dedup_key=f"{rule}|{subject}|1|firing",
+        title="t",
+        body="b",
+        channels=("ops",),
         facts={"rule": rule, "subject": subject},
-    )  # fmt: skip
+    )
 
 
 # -- which alert a silence mutes ---------------------------------------------------------------
@@ -78,8 +91,10 @@ def test_silenced_by(
 
 def test_silenced_by_names_the_first_matching_silence() -> None:
     other_rule, by_subject, every = (
-        silence(id=1, rule="drift"), silence(id=2, subject=VALIDATOR), silence(id=3)
-    )  # fmt: skip
+        silence(id=1, rule="drift"),
+        silence(id=2, subject=VALIDATOR),
+        silence(id=3),
+    )
     assert silenced_by([other_rule, by_subject, every], alert(), T0 + 1) == by_subject
     assert silenced_by([], alert(), T0 + 1) is None
 
@@ -110,8 +125,9 @@ def test_store_adds_lists_and_expires_silences(tmp_store: Store) -> None:
     assert tmp_store.list_silences(T0 + 70) == []
     everything = tmp_store.list_silences(T0 + 70, include_expired=True)
     assert [(s.id, s.expired_at, s.ended_at()) for s in everything] == [
-        (second.id, T0 + 70, T0 + 70), (first.id, None, T0 + 60)
-    ]  # fmt: skip
+        (second.id, T0 + 70, T0 + 70),
+        (first.id, None, T0 + 60),
+    ]
 
 
 # -- the commands --------------------------------------------------------------------------------
@@ -120,9 +136,11 @@ def test_store_adds_lists_and_expires_silences(tmp_store: Store) -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     return write_config(
-        tmp_path, rpc_url="http://127.0.0.1:9/v3/key", channels={"hooks": ["json://127.0.0.1:9/"]},
+        tmp_path,
+        rpc_url="http://127.0.0.1:9/v3/key",
+        channels={"hooks": ["json://127.0.0.1:9/"]},
         rules=rules(),
-    )  # fmt: skip
+    )
 
 
 def silence_id(result: Result) -> int:
@@ -133,13 +151,27 @@ def silence_id(result: Result) -> int:
 
 
 def test_silence_add_list_expire(config: Path) -> None:
-    added = cli(config, "silence", "add", "--rule", "treasury", "--for", "2h",
-                "--comment", "moving funds")  # fmt: skip
+    added = cli(
+        config, "silence", "add", "--rule", "treasury", "--for", "2h", "--comment", "moving funds"
+    )
     first = silence_id(added)
     assert "treasury (every subject) silenced until 20" in added.stdout
     validator = rules()[2]["validators"][0]
-    second = silence_id(cli(config, "silence", "add", "--rule", "my-validator", "--subject",
-                            validator, "--for", "30m", "--comment", "reboot"))  # fmt: skip
+    second = silence_id(
+        cli(
+            config,
+            "silence",
+            "add",
+            "--rule",
+            "my-validator",
+            "--subject",
+            validator,
+            "--for",
+            "30m",
+            "--comment",
+            "reboot",
+        )
+    )
 
     listed = cli(config, "silence", "list")
     assert listed.exit_code == 0
@@ -153,8 +185,9 @@ def test_silence_add_list_expire(config: Path) -> None:
     listed_json = cli(config, "silence", "list", "--json").stdout
     as_json = [json.loads(line) for line in listed_json.splitlines()]
     assert [(s["id"], s["rule"], s["created_by"], s["state"]) for s in as_json] == [
-        (second, "my-validator", "alice", "active"), (first, "treasury", "alice", "active")
-    ]  # fmt: skip
+        (second, "my-validator", "alice", "active"),
+        (first, "treasury", "alice", "active"),
+    ]
     assert as_json[1]["ends_at"] - as_json[1]["starts_at"] == pytest.approx(7200)
 
     expired = cli(config, "silence", "expire", str(first))
@@ -164,8 +197,9 @@ def test_silence_add_list_expire(config: Path) -> None:
     ]
     everything = cli(config, "silence", "list", "--all").stdout.splitlines()
     assert [line.split()[:2] for line in everything] == [
-        [str(second), "active"], [str(first), "expired"]
-    ]  # fmt: skip
+        [str(second), "active"],
+        [str(first), "expired"],
+    ]
 
 
 def test_silence_add_refuses_without_a_comment(config: Path) -> None:
@@ -181,8 +215,19 @@ def test_silence_add_refuses_an_unknown_rule_subject_or_duration(config: Path) -
     assert unknown.exit_code == 2
     assert "no rule named 'tresury'" in unknown.stderr
     assert "drift, my-validator, treasury, whales; built-in: " in unknown.stderr
-    stranger = cli(config, "silence", "add", "--rule", "treasury", "--subject", VALIDATOR,
-                   "--for", "1h", "--comment", "x")  # fmt: skip
+    stranger = cli(
+        config,
+        "silence",
+        "add",
+        "--rule",
+        "treasury",
+        "--subject",
+        VALIDATOR,
+        "--for",
+        "1h",
+        "--comment",
+        "x",
+    )
     assert stranger.exit_code == 2 and f"does not watch {VALIDATOR}" in stranger.stderr
     for bad in ("90", "2 hours", "0s"):
         result = cli(config, "silence", "add", "--rule", "treasury", "--for", bad, "--comment", "x")
@@ -191,16 +236,49 @@ def test_silence_add_refuses_an_unknown_rule_subject_or_duration(config: Path) -
 
 
 def test_the_daemons_built_in_alerts_can_be_silenced(config: Path) -> None:
-    added = cli(config, "silence", "add", "--rule", "rpc_unhealthy", "--subject", "rpc",
-                "--for", "1h", "--comment", "provider maintenance")  # fmt: skip
+    added = cli(
+        config,
+        "silence",
+        "add",
+        "--rule",
+        "rpc_unhealthy",
+        "--subject",
+        "rpc",
+        "--for",
+        "1h",
+        "--comment",
+        "provider maintenance",
+    )
     assert "rpc_unhealthy (rpc) silenced until" in added.stdout
     silence_id(added)
     # rpc_disagreement: one subject per target put to a vote (a state rule's), e.g. votes:cluster
-    added = cli(config, "silence", "add", "--rule", "rpc_disagreement", "--subject",
-                "votes:cluster", "--for", "1h", "--comment", "node B resyncing")  # fmt: skip
+    added = cli(
+        config,
+        "silence",
+        "add",
+        "--rule",
+        "rpc_disagreement",
+        "--subject",
+        "votes:cluster",
+        "--for",
+        "1h",
+        "--comment",
+        "node B resyncing",
+    )
     assert "rpc_disagreement (votes:cluster) silenced until" in added.stdout, added.output
-    stranger = cli(config, "silence", "add", "--rule", "rpc_disagreement", "--subject", "rpc",
-                   "--for", "1h", "--comment", "x")  # fmt: skip
+    stranger = cli(
+        config,
+        "silence",
+        "add",
+        "--rule",
+        "rpc_disagreement",
+        "--subject",
+        "rpc",
+        "--for",
+        "1h",
+        "--comment",
+        "x",
+    )
     assert stranger.exit_code == 2 and "it watches: " in stranger.stderr
 
 
@@ -217,12 +295,26 @@ def test_the_commands_work_while_the_daemon_holds_the_database_open(config: Path
     try:
         with store.transaction():  # and it has written something
             store.db.execute("UPDATE silences SET comment = comment")
-        new = silence_id(cli(config, "silence", "add", "--rule", "whales", "--for", "1h",
-                             "--comment", "rebalancing"))  # fmt: skip
+        new = silence_id(
+            cli(
+                config,
+                "silence",
+                "add",
+                "--rule",
+                "whales",
+                "--for",
+                "1h",
+                "--comment",
+                "rebalancing",
+            )
+        )
         [seen] = store.active_silences(time.time())
         assert (seen.id, seen.rule, seen.comment, seen.created_by) == (
-            new, "whales", "rebalancing", "alice"
-        )  # fmt: skip
+            new,
+            "whales",
+            "rebalancing",
+            "alice",
+        )
         assert cli(config, "silence", "expire", str(new)).exit_code == 0
         assert store.active_silences(time.time()) == []
     finally:
@@ -248,8 +340,19 @@ def treasury_history(config: Path) -> list[dict[str, Any]]:
 def test_a_silence_mutes_the_running_daemon_until_it_is_expired(world: World) -> None:
     world.daemon.start()
     all_polled(world)
-    silenced = silence_id(cli(world.config, "silence", "add", "--rule", "treasury", "--for",
-                              "1h", "--comment", "moving funds"))  # fmt: skip
+    silenced = silence_id(
+        cli(
+            world.config,
+            "silence",
+            "add",
+            "--rule",
+            "treasury",
+            "--for",
+            "1h",
+            "--comment",
+            "moving funds",
+        )
+    )
 
     [muted_sig] = world.ledger.add_transactions(TREASURY, 1)
     [record] = wait_until(lambda: treasury_history(world.config), 15, "the muted alert")
@@ -274,12 +377,16 @@ def test_a_silence_mutes_the_running_daemon_until_it_is_expired(world: World) ->
 def test_a_short_silence_ends_by_itself_and_alerts_flow_again(world: World) -> None:
     world.daemon.start()
     all_polled(world)
-    short = silence_id(cli(world.config, "silence", "add", "--rule", "treasury", "--for", "1s",
-                           "--comment", "blip"))  # fmt: skip
+    short = silence_id(
+        cli(
+            world.config, "silence", "add", "--rule", "treasury", "--for", "1s", "--comment", "blip"
+        )
+    )
     wait_until(
         lambda: cli(world.config, "silence", "list").stdout == "no active silences\n",
-        10, "the 1s silence to end",
-    )  # fmt: skip
+        10,
+        "the 1s silence to end",
+    )
     [sig] = world.ledger.add_transactions(TREASURY, 1)
     [note] = world.wait_notes(1)
     assert sig in note["message"]
@@ -300,9 +407,11 @@ def secret_url(receiver: JsonReceiver) -> str:
 def test_notify_test_reaches_every_url_of_the_channel(tmp_path: Path) -> None:
     with JsonReceiver() as first, JsonReceiver() as second:
         config = write_config(
-            tmp_path, rpc_url="http://127.0.0.1:9/v3/key", rules=rules(),
+            tmp_path,
+            rpc_url="http://127.0.0.1:9/v3/key",
+            rules=rules(),
             channels={"hooks": [secret_url(first), second.url], "other": ["json://127.0.0.1:9/"]},
-        )  # fmt: skip
+        )
         result = cli(config, "notify-test", "--channel", "hooks")
         assert result.exit_code == 0, result.output
         assert result.stdout.splitlines() == [
@@ -321,9 +430,11 @@ def test_notify_test_reports_a_refusing_url_and_exits_1(tmp_path: Path) -> None:
     with JsonReceiver() as working, JsonReceiver() as refusing:
         refusing.refuse_all()
         config = write_config(
-            tmp_path, rpc_url="http://127.0.0.1:9/v3/key", rules=rules(),
+            tmp_path,
+            rpc_url="http://127.0.0.1:9/v3/key",
+            rules=rules(),
             channels={"hooks": [working.url, secret_url(refusing)]},
-        )  # fmt: skip
+        )
         result = cli(config, "notify-test", "--channel", "hooks")
         assert result.exit_code == 1
         ok_line, failed_line = result.stdout.splitlines()
@@ -344,16 +455,28 @@ def test_notify_test_of_an_unknown_channel_lists_the_known_ones(config: Path) ->
 @pytest.mark.parametrize(
     ("url", "shown", "secrets"),
     [
-        ("json://alice:pw123456@hooks.example.com:8443/T0KEN12345678", "json://hooks.example.com:8443",
-         ["pw123456", "T0KEN12345678", "alice"]),
-        ("tgram://123456789:AAbbccddeeffgghhiijj/12345", "tgram://***",
-         ["AAbbccddeeffgghhiijj", "123456789"]),
-        ("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#ops", "slack://***",
-         ["T1JJ3T3L2", "TIiajkdnlazkcOXrIdevi7FQ"]),
-        ("mailto://user:p4ssw0rd@example.com?to=ops@example.com", "mailto://example.com",
-         ["p4ssw0rd"]),
+        (
+            "json://alice:pw123456@hooks.example.com:8443/T0KEN12345678",
+            "json://hooks.example.com:8443",
+            ["pw123456", "T0KEN12345678", "alice"],
+        ),
+        (
+            "tgram://123456789:AAbbccddeeffgghhiijj/12345",
+            "tgram://***",
+            ["AAbbccddeeffgghhiijj", "123456789"],
+        ),
+        (
+            "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#ops",
+            "slack://***",
+            ["T1JJ3T3L2", "TIiajkdnlazkcOXrIdevi7FQ"],
+        ),
+        (
+            "mailto://user:p4ssw0rd@example.com?to=ops@example.com",
+            "mailto://example.com",
+            ["p4ssw0rd"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_channel_url_is_shown_without_its_secrets(
     url: str, shown: str, secrets: list[str]
 ) -> None:

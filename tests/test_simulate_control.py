@@ -96,24 +96,32 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_a_rule_tests_ledger_seeds_the_simulator(tmp_path: Path) -> None:
-    seeded = ledger_from_file(write(tmp_path / "t.test.yaml", f"""
+    seeded = ledger_from_file(
+        write(
+            tmp_path / "t.test.yaml",
+            f"""
         rule_files: [x.yaml]
         ledger:
           transactions: {{{ADDRESS}: 2}}
           validators: [{{vote: {VOTE}, identity: {NODE}, stake: 5000000000}}]
         steps: [{{expect: []}}]
-        """))  # fmt: skip
+        """,
+        )
+    )
     assert len(seeded.signatures(ADDRESS)) == 2
     assert [a["votePubkey"] for a in seeded.vote_accounts()["current"]] == [VOTE]
 
 
 def test_a_bad_ledger_file_names_file_line_and_problem(tmp_path: Path) -> None:
-    bad = write(tmp_path / "bad.yaml", f"""
+    bad = write(
+        tmp_path / "bad.yaml",
+        f"""
         ledger:
           validators:
             - {{vote: {VOTE}, identity: {NODE}, stake: -1}}
           transactons: {{{ADDRESS}: 2}}
-        """)  # fmt: skip
+        """,
+    )
     with pytest.raises(ConfigError) as raised:
         ledger_from_file(bad)
     said = [str(problem) for problem in raised.value.problems]

@@ -30,13 +30,42 @@ MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 # Key order of the recorded answers (fixtures/testnet_getSignaturesForAddress_2021-06-30.json,
 # mainnet_getTokenLargestAccounts_2021-07-15.json, mainnet_getVoteAccounts_2025-08-21_sava.json,
 # mainnet_getClusterNodes_2025-08-22_sava.json); newer nodes add transactionIndex.
-SIGNATURE_KEYS = ["blockTime", "confirmationStatus", "err", "memo", "signature", "slot",
-                  "transactionIndex"]
+SIGNATURE_KEYS = [
+    "blockTime",
+    "confirmationStatus",
+    "err",
+    "memo",
+    "signature",
+    "slot",
+    "transactionIndex",
+]
 HOLDER_KEYS = ["address", "amount", "decimals", "uiAmount", "uiAmountString"]
-VOTE_KEYS = ["activatedStake", "commission", "epochCredits", "epochVoteAccount", "lastVote",
-             "nodePubkey", "rootSlot", "votePubkey"]
-NODE_KEYS = ["featureSet", "gossip", "pubkey", "pubsub", "rpc", "serveRepair", "shredVersion",
-             "tpu", "tpuForwards", "tpuForwardsQuic", "tpuQuic", "tpuVote", "tvu", "version"]
+VOTE_KEYS = [
+    "activatedStake",
+    "commission",
+    "epochCredits",
+    "epochVoteAccount",
+    "lastVote",
+    "nodePubkey",
+    "rootSlot",
+    "votePubkey",
+]
+NODE_KEYS = [
+    "featureSet",
+    "gossip",
+    "pubkey",
+    "pubsub",
+    "rpc",
+    "serveRepair",
+    "shredVersion",
+    "tpu",
+    "tpuForwards",
+    "tpuForwardsQuic",
+    "tpuQuic",
+    "tpuVote",
+    "tvu",
+    "version",
+]
 # Three entries of mainnet_getTokenLargestAccounts_2021-07-15.json, exact wire bytes.
 RAY_TOP3 = (
     '[{"address":"fArUAncZwVbMimiWv5cPUfFsapdLd8QMXZE4VXqFagR","amount":"176769990000046",'
@@ -135,8 +164,9 @@ def test_paging_with_exclusive_before_and_until(ledger: Ledger, rpc: Rpc) -> Non
     assert page(before=s[0], until=s[5]) == s[1:5]
     assert page(limit=2, before=s[0], until=s[5]) == s[1:3]
     # An unknown until is silently ignored; an unknown before gives nothing.
-    stranger = ("5hxW7AwmeEW9iq1TGBDfB8CmRfTrzHoNd7TakWrDnZzUbKtdG3GXqvYpftvw4jGcH1vsUVe3b5kyjgm"
-                "JHxhDAsTm")
+    stranger = (
+        "5hxW7AwmeEW9iq1TGBDfB8CmRfTrzHoNd7TakWrDnZzUbKtdG3GXqvYpftvw4jGcH1vsUVe3b5kyjgmJHxhDAsTm"
+    )
     assert page(limit=3, until=stranger) == s[:3]
     assert page(before=stranger) == []
     assert page() == s  # no upper limit given: the default 1000 covers them all
@@ -159,18 +189,25 @@ def test_limit_out_of_range_is_refused(rpc: Rpc, limit: int) -> None:
 
 def test_processed_commitment_is_refused_confirmed_accepted(rpc: Rpc) -> None:
     error = rpc.error("getSignaturesForAddress", [ADDRESS, {"commitment": "processed"}])
-    assert error == {"code": -32602,
-                     "message": "Method does not support commitment below `confirmed`"}
+    assert error == {
+        "code": -32602,
+        "message": "Method does not support commitment below `confirmed`",
+    }
     assert rpc.result("getSignaturesForAddress", [ADDRESS, {"commitment": "confirmed"}]) == []
 
 
 def test_bad_keys_and_min_context_slot_get_node_errors(ledger: Ledger, rpc: Rpc) -> None:
-    assert rpc.error("getSignaturesForAddress", ["not-base58-0OIl"])["message"] == \
-        "Invalid param: Invalid"
+    assert (
+        rpc.error("getSignaturesForAddress", ["not-base58-0OIl"])["message"]
+        == "Invalid param: Invalid"
+    )
     assert rpc.error("getSignaturesForAddress", ["abc"])["message"] == "Invalid param: WrongSize"
     error = rpc.error("getSignaturesForAddress", [ADDRESS, {"minContextSlot": ledger.slot + 5}])
-    assert error == {"code": -32016, "message": "Minimum context slot has not been reached",
-                     "data": {"contextSlot": ledger.slot}}
+    assert error == {
+        "code": -32016,
+        "message": "Minimum context slot has not been reached",
+        "data": {"contextSlot": ledger.slot},
+    }
 
 
 def test_ignore_until_answers_like_a_lagging_node(ledger: Ledger, rpc: Rpc) -> None:
@@ -201,8 +238,13 @@ def test_largest_accounts_top_20_by_amount(ledger: Ledger, rpc: Rpc) -> None:
     ledger.set_holders(MINT, holders, decimals=2)
     value = rpc.result("getTokenLargestAccounts", [MINT])["value"]
     assert [v["address"] for v in value] == [a for a, _ in reversed(holders)][:20]
-    assert value[0] == {"address": holders[24][0], "amount": "1024", "decimals": 2,
-                        "uiAmount": 10.24, "uiAmountString": "10.24"}
+    assert value[0] == {
+        "address": holders[24][0],
+        "amount": "1024",
+        "decimals": 2,
+        "uiAmount": 10.24,
+        "uiAmountString": "10.24",
+    }
     ledger.set_holder_amount(MINT, holders[0][0], 5000)
     ledger.remove_holder(MINT, holders[24][0])
     value = rpc.result("getTokenLargestAccounts", [MINT])["value"]
@@ -214,7 +256,9 @@ def test_largest_accounts_top_20_by_amount(ledger: Ledger, rpc: Rpc) -> None:
 
 def test_largest_accounts_unknown_mint(rpc: Rpc) -> None:
     assert rpc.error("getTokenLargestAccounts", [MINT]) == {
-        "code": -32602, "message": "Invalid param: could not find mint"}
+        "code": -32602,
+        "message": "Invalid param: could not find mint",
+    }
 
 
 def test_recorded_holders_are_served_as_recorded() -> None:
@@ -257,7 +301,9 @@ def test_vote_accounts_follow_delinquency(mainnet: Ledger, mainnet_rpc: Rpc) -> 
     assert mainnet_rpc.result("getVoteAccounts", [{"votePubkey": vote}])["current"]
     mainnet.remove_validator(vote)
     assert mainnet_rpc.result("getVoteAccounts", [{"votePubkey": vote}]) == {
-        "current": [], "delinquent": []}
+        "current": [],
+        "delinquent": [],
+    }
 
 
 def test_unstaked_delinquents_need_keep_unstaked(ledger: Ledger, rpc: Rpc) -> None:
@@ -340,7 +386,10 @@ def test_rpc_errors_in_a_200(ledger: Ledger, rpc: Rpc) -> None:
     ledger.faults.inject("rpc_error", code=-32009, message="Slot 5 was skipped")
     ledger.faults.inject("rpc_429")
     assert rpc.error("getVoteAccounts") == {
-        "code": -32005, "message": "Node is behind by 42 slots", "data": {"numSlotsBehind": 42}}
+        "code": -32005,
+        "message": "Node is behind by 42 slots",
+        "data": {"numSlotsBehind": 42},
+    }
     assert rpc.error("getVoteAccounts") == {"code": -32009, "message": "Slot 5 was skipped"}
     assert rpc.error("getVoteAccounts")["code"] == 429
     assert ledger.faults.pending() == 0
@@ -357,8 +406,11 @@ def test_wrong_shape_keeps_the_envelope(ledger: Ledger, rpc: Rpc) -> None:
 def test_timeout_then_the_next_call_answers(ledger: Ledger, rpc: Rpc) -> None:
     ledger.faults.inject("timeout", seconds=5)
     with pytest.raises(httpx.ReadTimeout):
-        rpc.http.post(rpc.server.url, json={"jsonrpc": "2.0", "id": 1, "method":
-                                            "getClusterNodes"}, timeout=0.3)
+        rpc.http.post(
+            rpc.server.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"},
+            timeout=0.3,
+        )
     assert rpc.result("getClusterNodes") == []
 
 
@@ -377,8 +429,12 @@ def test_faults_wait_for_their_method(ledger: Ledger, rpc: Rpc) -> None:
 def test_batch_answers_in_order(ledger: Ledger, rpc: Rpc) -> None:
     sig = ledger.add_transactions(ADDRESS)
     ledger.faults.inject("rpc_error", method="getClusterNodes")
-    calls = [{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(
-        [("getSignaturesForAddress", [ADDRESS]), ("getClusterNodes", []), ("nope", [])])]
+    calls = [
+        {"jsonrpc": "2.0", "id": i, "method": m, "params": p}
+        for i, (m, p) in enumerate(
+            [("getSignaturesForAddress", [ADDRESS]), ("getClusterNodes", []), ("nope", [])]
+        )
+    ]
     answer = rpc.post(calls)
     assert answer.status_code == 200
     first, second, third = answer.json()
@@ -404,8 +460,11 @@ def test_wrong_or_missing_key_is_401_and_recorded(rpc: Rpc) -> None:
     for url in (base + "/wrong", base + "/", base.rsplit("/", 1)[0] + "/"):
         answer = rpc.post(body, url=url)
         assert answer.status_code == 401
-        assert answer.json() == {"jsonrpc": "2.0", "error": {"code": -32001,
-                                 "message": "Unauthorized"}, "id": None}
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "error": {"code": -32001, "message": "Unauthorized"},
+            "id": None,
+        }
     assert [r.path_ok for r in rpc.server.requests] == [False, False, False]
     rpc.result("getClusterNodes")
     assert rpc.server.count("getClusterNodes") == 4 and rpc.server.requests[-1].path_ok
@@ -417,10 +476,14 @@ def test_big_bodies_bad_json_and_other_verbs(rpc: Rpc) -> None:
     huge = [{"jsonrpc": "2.0", "id": i, "method": "getClusterNodes"} for i in range(1200)]
     assert len(json.dumps(huge)) > 50 * 1024
     assert rpc.post(huge).status_code == 413
-    bad = rpc.http.post(rpc.server.url, content=b"{not json",
-                        headers={"Content-Type": "application/json"})
-    assert bad.json() == {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"},
-                          "id": None}
+    bad = rpc.http.post(
+        rpc.server.url, content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert bad.json() == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32700, "message": "Parse error"},
+        "id": None,
+    }
     assert rpc.http.get(rpc.server.url).status_code == 405
     plain = rpc.http.post(rpc.server.url, content=b"{}", headers={"Content-Type": "text/plain"})
     assert plain.status_code == 415
@@ -461,14 +524,21 @@ def test_demo_scenario_plays_every_change_in_order() -> None:
         accounts = ledger.vote_accounts(vote_pubkey=DEMO.delinquent_vote)
         delinquent = accounts["delinquent"]
         [ours] = accounts["current"] or delinquent
-        seen.append((step.description, (
-            len(ledger.signatures(DEMO.treasury)) - baseline[DEMO.treasury],
-            len(ledger.signatures(DEMO.hot_wallet)) - baseline[DEMO.hot_wallet],
-            DEMO.newcomer in top20(), smallest in top20(),
-            ledger.holder_amount(DEMO.mint, DEMO.grower), bool(delinquent),
-            ledger.node(DEMO.drift_node)["version"],  # type: ignore[index]
-            ours["commission"],
-        )))
+        seen.append(
+            (
+                step.description,
+                (
+                    len(ledger.signatures(DEMO.treasury)) - baseline[DEMO.treasury],
+                    len(ledger.signatures(DEMO.hot_wallet)) - baseline[DEMO.hot_wallet],
+                    DEMO.newcomer in top20(),
+                    smallest in top20(),
+                    ledger.holder_amount(DEMO.mint, DEMO.grower),
+                    bool(delinquent),
+                    ledger.node(DEMO.drift_node)["version"],  # type: ignore[index]
+                    ours["commission"],
+                ),
+            )
+        )
 
     stop = threading.Event()
     grower = dict(DEMO.holders)[DEMO.grower]
@@ -494,12 +564,16 @@ def test_serve_prints_the_url_and_stops_on_request(wait_until: Callable[..., Any
     out = io.StringIO()
     stop = threading.Event()
     exit_codes: list[int] = []
-    worker = threading.Thread(target=lambda: exit_codes.append(
-        serve(0, "quiet", "k3y", out=out, stop=stop)))
+    worker = threading.Thread(
+        target=lambda: exit_codes.append(serve(0, "quiet", "k3y", out=out, stop=stop))
+    )
     worker.start()
     try:
-        line = wait_until(lambda: next((w for w in out.getvalue().split() if "/v3/k3y" in w), None),
-                          timeout=10, what="the URL line")
+        line = wait_until(
+            lambda: next((w for w in out.getvalue().split() if "/v3/k3y" in w), None),
+            timeout=10,
+            what="the URL line",
+        )
         answer = httpx.post(line, json={"jsonrpc": "2.0", "id": 1, "method": "getVoteAccounts"})
         assert len(answer.json()["result"]["current"]) == 1040
     finally:
@@ -511,10 +585,18 @@ def test_serve_prints_the_url_and_stops_on_request(wait_until: Callable[..., Any
 
 
 def test_fuzz_faults_rewrite_one_result_or_answer_a_raw_body(ledger: Ledger, rpc: Rpc) -> None:
-    ledger.faults.inject("rewrite_result", method="getVoteAccounts",
-                         rewrite=lambda text: text.replace('"current"', '"kurrent"'))
-    ledger.faults.inject("raw_http", method="getClusterNodes", status=502,
-                         body="<html>bad gateway</html>", content_type="text/html")
+    ledger.faults.inject(
+        "rewrite_result",
+        method="getVoteAccounts",
+        rewrite=lambda text: text.replace('"current"', '"kurrent"'),
+    )
+    ledger.faults.inject(
+        "raw_http",
+        method="getClusterNodes",
+        status=502,
+        body="<html>bad gateway</html>",
+        content_type="text/html",
+    )
     assert set(rpc.result("getVoteAccounts")) == {"kurrent", "delinquent"}
     answer = rpc.post({"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"})
     assert answer.status_code == 502 and answer.text == "<html>bad gateway</html>"

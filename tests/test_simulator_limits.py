@@ -81,8 +81,11 @@ def test_batches_false_refuses_batches_as_providers_do(http: httpx.Client) -> No
     with SimulatorServer(Ledger(seed=7), batches=False) as server:
         refused = http.post(server.url, json=[CALL, CALL])
         assert refused.status_code == 400
-        assert refused.json() == {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": "batch requests are not supported"}}
+        assert refused.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "batch requests are not supported"},
+        }
         single = http.post(server.url, json=CALL)
         assert single.status_code == 200 and "result" in single.json()
         assert server.counts() == HttpCounts(requests=2, too_many=0, batches_refused=1)

@@ -500,9 +500,19 @@ def test_a_watched_node_missing_from_gossip_fires() -> None:
 
 def test_registry() -> None:
     assert set(SOURCES) == {
-        "signatures", "holders", "votes", "nodes", "accounts", "supply", "token_accounts",
-        "assets", "programs", "asset", "fees", "editions",
-    }  # fmt: skip
+        "signatures",
+        "holders",
+        "votes",
+        "nodes",
+        "accounts",
+        "supply",
+        "token_accounts",
+        "assets",
+        "programs",
+        "asset",
+        "fees",
+        "editions",
+    }
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
@@ -533,13 +543,25 @@ REQUIRED |= {"new_editions": {"mints": [MINT]}}
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     assert list(KINDS) == [
-        "new_transactions", "holder_changes", "delinquent_validators", "version_drift",
-        "cluster_stalled", "vote_lag",
-        "balance_below", "supply_changed",
-        "token_accounts", "new_assets", "program_accounts", "asset_changed",
-        "credits_low", "stake_changed", "commission_changed", "fee_above", "account_changed",
+        "new_transactions",
+        "holder_changes",
+        "delinquent_validators",
+        "version_drift",
+        "cluster_stalled",
+        "vote_lag",
+        "balance_below",
+        "supply_changed",
+        "token_accounts",
+        "new_assets",
+        "program_accounts",
+        "asset_changed",
+        "credits_low",
+        "stake_changed",
+        "commission_changed",
+        "fee_above",
+        "account_changed",
         "new_editions",
-    ]  # fmt: skip
+    ]
     union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
     for name, kind in KINDS.items():
         assert RULE_MODELS[name] is kind.model and kind.model.kind_name() == name
@@ -552,10 +574,18 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert type(union.validate_python(fields)) is kind.model
     # Event kinds count their digests in their own words; state kinds are never digested.
     assert [name for name, kind in KINDS.items() if kind.digest] == [
-        "new_transactions", "holder_changes", "supply_changed", "token_accounts", "new_assets",
-        "program_accounts", "asset_changed", "stake_changed", "commission_changed",
-        "account_changed", "new_editions",
-    ]  # fmt: skip
+        "new_transactions",
+        "holder_changes",
+        "supply_changed",
+        "token_accounts",
+        "new_assets",
+        "program_accounts",
+        "asset_changed",
+        "stake_changed",
+        "commission_changed",
+        "account_changed",
+        "new_editions",
+    ]
 
 
 def test_two_kinds_riding_one_source_poll_it_once() -> None:

@@ -84,7 +84,8 @@ def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) ->
 
     queries: list[str] = []
     tmp_store._db.conn.set_trace_callback(queries.append)
-    assert [tmp_store.load_state("s", t) for t in in_chunks(targets, PREFETCH_CHUNK, prefetch)] \
-        == [None] * len(targets)
+    assert [tmp_store.load_state("s", t) for t in in_chunks(targets, PREFETCH_CHUNK, prefetch)] == [
+        None
+    ] * len(targets)
     assert chunks == [PREFETCH_CHUNK, PREFETCH_CHUNK, 1]
     assert len(queries) == 3

@@ -37,16 +37,28 @@ def test_a_second_run_on_the_same_state_file_exits_naming_the_holder(tmp_path: P
     """The held lock stands for a running daemon: `watcher run` refuses before it creates,
     upgrades or requeues anything in the database."""
     config = write_config(
-        tmp_path, rpc_url="http://127.0.0.1:9/v3/key", channels={"hooks": ["json://127.0.0.1:9/"]},
-        rules=[{"name": "treasury", "kind": "new_transactions", "every": "1m", "notify": ["hooks"],
-                "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]}],
-    )  # fmt: skip
+        tmp_path,
+        rpc_url="http://127.0.0.1:9/v3/key",
+        channels={"hooks": ["json://127.0.0.1:9/"]},
+        rules=[
+            {
+                "name": "treasury",
+                "kind": "new_transactions",
+                "every": "1m",
+                "notify": ["hooks"],
+                "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
+            }
+        ],
+    )
     state = tmp_path / "state" / "watcher.db"
     with lock_state(state) as held:
         done = subprocess.run(
             [sys.executable, "-m", "watcher", "run", "--config", str(config)],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         f"watcher: refusing to start: state database {state} is in use by another "

@@ -305,9 +305,7 @@ def test_alert_status_follows_its_deliveries(tmp_store: Store) -> None:
 
 
 def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: Store) -> None:
-    [gone, kept] = tmp_store.commit_step(
-        "s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0
-    )
+    [gone, kept] = tmp_store.commit_step("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
     rows = {d.alert_id: d.id for d in tmp_store.due_deliveries(now=1.0)}
     with closing(sqlite3.connect(tmp_store.path)) as other, other:  # as by hand
         other.execute("DELETE FROM deliveries WHERE id = ?", [rows[gone]])

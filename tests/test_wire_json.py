@@ -16,11 +16,14 @@ from watcher.core.fastjson import decode_json, encode_json
 from watcher.ledger.models import U64
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.text()
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 @given(JSON)

@@ -93,13 +93,13 @@ class Daemon:
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         beat = settings.heartbeat
-        self.heartbeat = None if beat is None else Heartbeat(
-            beat.url.get_secret_value(), beat.every, clock
-        )  # fmt: skip
+        self.heartbeat = (
+            None if beat is None else Heartbeat(beat.url.get_secret_value(), beat.every, clock)
+        )
         http = settings.http
-        self.http = None if http is None else HttpEndpoint(
-            http.host, http.port, self.metrics, self.healthz
-        )  # fmt: skip
+        self.http = (
+            None if http is None else HttpEndpoint(http.host, http.port, self.metrics, self.healthz)
+        )
         # The parts, each given what it uses. What a reload changes (what ``use`` puts in force)
         # they ask for when they need it, so a reload reaches them without their knowing it.
         self.sweeper = Sweeper(
@@ -187,8 +187,12 @@ class Daemon:
     ) -> list[tuple[str, Any]]:
         """One observation, with the endpoint that gave it (its public URL); a state kind's
         target under quorum: one from each of ``quorum`` endpoints (``watcher.ledger.quorum``)."""
-        if self.quorum.needed > 1 and isinstance(self.rpc, RpcClient) and any(
-            isinstance(rule, StateRule) for rule in self.ruleset.rules_for(source.name, target)
+        if (
+            self.quorum.needed > 1
+            and isinstance(self.rpc, RpcClient)
+            and any(
+                isinstance(rule, StateRule) for rule in self.ruleset.rules_for(source.name, target)
+            )
         ):
             readers = self.rpc.readers()
             observe = lambda reader: source.observe(reader, target, state)  # noqa: E731

@@ -34,6 +34,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"watcher {__version__}")
@@ -177,9 +178,9 @@ def _silence_note(facts: dict[str, object]) -> str:
 
 @app.command()
 def demo(
-    rules: Annotated[
-        Path, typer.Option(help="Rule files or folder to demonstrate.")
-    ] = Path("rules"),
+    rules: Annotated[Path, typer.Option(help="Rule files or folder to demonstrate.")] = Path(
+        "rules"
+    ),
 ) -> None:
     """Offline demo: simulator + daemon + example rules; prints every notification; exits 0."""
     from watcher.demo import run_demo

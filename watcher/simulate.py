@@ -67,9 +67,16 @@ def simulate(
                 typer.echo(str(problem), err=True)
             raise typer.Exit(code=2) from None
     code = serve(
-        port=port, scenario_name=scenario, api_key=api_key, speed=speed, latency=latency,
-        enforce_rps=enforce_rps, batches=batches, ledger=seeded, control=apply_control,
-    )  # fmt: skip
+        port=port,
+        scenario_name=scenario,
+        api_key=api_key,
+        speed=speed,
+        latency=latency,
+        enforce_rps=enforce_rps,
+        batches=batches,
+        ledger=seeded,
+        control=apply_control,
+    )
     raise typer.Exit(code=code)
 
 
@@ -157,8 +164,9 @@ def action(
         typer.echo(f"watcher simulate: not YAML: {exc}", err=True)
         raise typer.Exit(code=2) from None
     if not isinstance(parsed, dict):
-        typer.echo("watcher simulate: write one action as a mapping, e.g. '{mark_current: V}'",
-                   err=True)  # fmt: skip
+        typer.echo(
+            "watcher simulate: write one action as a mapping, e.g. '{mark_current: V}'", err=True
+        )
         raise typer.Exit(code=2)
     _send(port, parsed)
 
@@ -194,7 +202,12 @@ def asset(
     port: PortOption = 8899,
 ) -> None:
     """Add an asset or change the keys given (set_asset)."""
-    given = {"owner": owner, "delegate": delegate, "frozen": frozen, "burnt": burnt,
-             "json_uri": json_uri}  # fmt: skip
+    given = {
+        "owner": owner,
+        "delegate": delegate,
+        "frozen": frozen,
+        "burnt": burnt,
+        "json_uri": json_uri,
+    }
     changes = {key: value for key, value in given.items() if value is not None}
     _send(port, {"set_asset": {"id": asset_id, **changes}})

@@ -123,12 +123,19 @@ def test_baseline_is_silent_then_every_kind_fires_and_resolves_once(world: World
 
     history = subprocess.run(
         [sys.executable, "-m", "watcher", "alerts", "--config", str(world.config), "--json"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     records = [json.loads(line) for line in history.stdout.splitlines()]
     assert [r["rule"] for r in records] == [
-        "drift", "drift", "my-validator", "my-validator", "whales", "treasury"
-    ]  # fmt: skip
+        "drift",
+        "drift",
+        "my-validator",
+        "my-validator",
+        "whales",
+        "treasury",
+    ]
     assert {r["status"] for r in records} == {"sent"}
 
 
@@ -255,7 +262,9 @@ def test_run_refuses_to_start_on_a_bad_rule_file(tmp_path: Path) -> None:
     )
     result = subprocess.run(
         [sys.executable, "-m", "watcher", "run", "--config", str(path)],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode != 0
     assert "rules/rules.yaml:" in result.stderr and "adresses" in result.stderr

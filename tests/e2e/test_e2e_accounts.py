@@ -39,13 +39,23 @@ def account_rules() -> list[dict[str, Any]]:
     common: dict[str, Any] = {"every": "200ms", "notify": ["hooks"]}
     events = {**common, "group_wait": "0s"}
     return [
-        {"name": "low", "kind": "balance_below", "accounts": [IDENTITY, PROGRAM], "min_sol": 1,
-         **common},
-        {"name": "fees", "kind": "fee_above", "message": sample_message(), "max_lamports": 4000,
-         **common},
+        {
+            "name": "low",
+            "kind": "balance_below",
+            "accounts": [IDENTITY, PROGRAM],
+            "min_sol": 1,
+            **common,
+        },
+        {
+            "name": "fees",
+            "kind": "fee_above",
+            "message": sample_message(),
+            "max_lamports": 4000,
+            **common,
+        },
         {"name": "supply", "kind": "supply_changed", "mints": [MINT], **events},
         {"name": "upgrade", "kind": "account_changed", "accounts": [PROGRAM], **events},
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture

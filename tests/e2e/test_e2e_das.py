@@ -26,7 +26,11 @@ ASSET, NEW_ASSET = derived_pubkey("e2e das asset"), derived_pubkey("e2e das asse
 PROGRAM, POOL = derived_pubkey("e2e das program"), derived_pubkey("e2e das pool")
 MASTER, PRINT = derived_pubkey("e2e das master"), derived_pubkey("e2e das print")
 METHODS = (
-    "getTokenAccounts", "getAssetsByGroup", "getAssets", "getProgramAccounts", "getNftEditions"
+    "getTokenAccounts",
+    "getAssetsByGroup",
+    "getAssets",
+    "getProgramAccounts",
+    "getNftEditions",
 )
 
 
@@ -46,10 +50,15 @@ def das_rules() -> list[dict[str, Any]]:
         {"name": "deposits", "kind": "token_accounts", "owners": [OWNER], **every},
         {"name": "mints", "kind": "new_assets", "collection": COLLECTION, **every},
         {"name": "vault", "kind": "asset_changed", "assets": [ASSET], **every},
-        {"name": "pools", "kind": "program_accounts", "program": PROGRAM,
-         "filters": [{"dataSize": 165}], **every},
+        {
+            "name": "pools",
+            "kind": "program_accounts",
+            "program": PROGRAM,
+            "filters": [{"dataSize": 165}],
+            **every,
+        },
         {"name": "prints", "kind": "new_editions", "mints": [MASTER], **every},
-    ]  # fmt: skip
+    ]
 
 
 def ours(world: World) -> list[dict[str, Any]]:

@@ -39,8 +39,8 @@ def test_failover_loses_nothing_and_the_first_endpoint_is_taken_back(
             tmp_path,
             rpc_url="unused",
             channels={"hooks": [receiver.url]},
-            rules=rules()[::2],
-        )  # fmt: skip  (treasury and my-validator)
+            rules=rules()[::2],  # treasury and my-validator
+        )
         data = yaml.safe_load(config.read_text())
         del data["rpc_url"]
         data["rpc_urls"] = [a.url, {"url": b.url, "max_rps": 10}]
@@ -50,8 +50,9 @@ def test_failover_loses_nothing_and_the_first_endpoint_is_taken_back(
         def notes(count: int) -> list[dict[str, Any]]:
             return wait_until(
                 lambda: receiver.received if len(receiver.received) >= count else None,
-                20.0, f"{count} notifications\n{daemon.output()[-3000:]}",
-            )  # fmt: skip
+                20.0,
+                f"{count} notifications\n{daemon.output()[-3000:]}",
+            )
 
         try:
             daemon.start()
@@ -78,8 +79,11 @@ def test_failover_loses_nothing_and_the_first_endpoint_is_taken_back(
         output = daemon.output()
         history = subprocess.run(
             [sys.executable, "-m", "watcher", "alerts", "--config", str(config), "--json"],
-            capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
     assert "rpc failover" in output
     assert "rpc_unhealthy" not in json.dumps(receiver.received)  # B kept every round healthy
     database = tmp_path / "state" / "watcher.db"

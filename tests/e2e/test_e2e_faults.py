@@ -23,9 +23,14 @@ ID_HEADER = "X-Watcher-Id"
 
 def treasury_only() -> list[dict[str, Any]]:
     return [
-        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
-         "every": "200ms", "notify": ["hooks"]},
-    ]  # fmt: skip
+        {
+            "name": "treasury",
+            "kind": "new_transactions",
+            "addresses": [TREASURY],
+            "every": "200ms",
+            "notify": ["hooks"],
+        },
+    ]
 
 
 @pytest.fixture
@@ -52,9 +57,11 @@ def test_a_stalled_channel_does_not_hold_up_another(tmp_path: Path) -> None:
     """Issue 6.3: a receiver trickling its answer held every other URL silent."""
     with TrickleReceiver() as slow:
         for world in make_world(
-            tmp_path, small_cluster(), rules=treasury_only(),
+            tmp_path,
+            small_cluster(),
+            rules=treasury_only(),
             channels={"hooks": ["FAST", slow.url]},
-        ):  # fmt: skip
+        ):
             # make_world puts its own receiver where "FAST" is only when channels are not
             # given: write the real URL now that it is known.
             config = world.config.read_text().replace("FAST", world.receiver.url)

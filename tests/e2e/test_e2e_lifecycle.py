@@ -21,9 +21,16 @@ pytestmark = pytest.mark.e2e
 
 def validator_rule(**lifecycle: Any) -> list[dict[str, Any]]:
     return [
-        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-         "every": "200ms", "notify": ["hooks"], "severity": "critical", **lifecycle},
-    ]  # fmt: skip
+        {
+            "name": "my-validator",
+            "kind": "delinquent_validators",
+            "validators": [OUR_VOTE],
+            "every": "200ms",
+            "notify": ["hooks"],
+            "severity": "critical",
+            **lifecycle,
+        },
+    ]
 
 
 @contextmanager
@@ -33,8 +40,9 @@ def world_with(tmp: Path, **lifecycle: Any) -> Iterator[World]:
 
 def first_poll_after(world: World, moment: float) -> float:
     """When the simulator received the daemon's first getVoteAccounts call after ``moment``."""
-    return min(r.at for r in world.server.requests
-               if r.method == "getVoteAccounts" and r.at >= moment)  # fmt: skip
+    return min(
+        r.at for r in world.server.requests if r.method == "getVoteAccounts" and r.at >= moment
+    )
 
 
 def fired_at(world: World) -> float:

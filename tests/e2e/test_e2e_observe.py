@@ -102,8 +102,12 @@ def status(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WATCHER_")}
     return subprocess.run(
         [sys.executable, "-m", "watcher", "status", "--config", str(config), *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_status_shows_what_fires_each_sources_last_round_and_the_outbox(
@@ -117,8 +121,9 @@ def test_status_shows_what_fires_each_sources_last_round_and_the_outbox(
     world.ledger.faults.inject("http_503_html", method="getClusterNodes", count=10_000)
     result = wait_until(
         lambda: (r := status(config, "--health")).returncode == 1 and r,
-        15, "status --health exits 1 while getClusterNodes fails",
-    )  # fmt: skip
+        15,
+        "status --health exits 1 while getClusterNodes fails",
+    )
     assert "watcher: unhealthy: nodes: every poll of its last round failed" in result.stderr
     world.ledger.faults.clear()
     assert world.daemon.stop() == 0

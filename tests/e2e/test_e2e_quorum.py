@@ -102,12 +102,17 @@ def test_endpoints_that_disagree_are_reported_not_taken_for_an_outage(
     ):
         listen = f"127.0.0.1:{free_port()}"
         config = write_config(
-            tmp_path, rpc_url="unused", channels={"hooks": [receiver.url]},
+            tmp_path,
+            rpc_url="unused",
+            channels={"hooks": [receiver.url]},
             rules=[rules()[2]],  # my-validator: delinquent_validators, every 200ms
-            extra={"quorum": 2, "http": {"listen": listen},
-                   "heartbeat": {"url": pings.url, "every": "100ms"},
-                   "health": {"disagreement_for": "2s", "channels": ["hooks"]}},
-        )  # fmt: skip
+            extra={
+                "quorum": 2,
+                "http": {"listen": listen},
+                "heartbeat": {"url": pings.url, "every": "100ms"},
+                "health": {"disagreement_for": "2s", "channels": ["hooks"]},
+            },
+        )
         data = yaml.safe_load(config.read_text())
         del data["rpc_url"]
         data["rpc_urls"] = [server_a.url, server_b.url]
@@ -120,8 +125,9 @@ def test_endpoints_that_disagree_are_reported_not_taken_for_an_outage(
         def wait_title(start: str) -> dict[str, Any]:
             return wait_until(
                 lambda: next((n for n in receiver.received if n["title"].startswith(start)), None),
-                20.0, f"{start!r} (have {titles()})\n{daemon.output()[-3000:]}",
-            )  # fmt: skip
+                20.0,
+                f"{start!r} (have {titles()})\n{daemon.output()[-3000:]}",
+            )
 
         try:
             daemon.start()
@@ -129,15 +135,18 @@ def test_endpoints_that_disagree_are_reported_not_taken_for_an_outage(
             a.mark_delinquent(OUR_VOTE)  # only endpoint A sees it: they disagree from now on
             wait_until(
                 lambda: metric(get(f"http://{listen}/metrics")[1], DISAGREEMENTS) >= 2,
-                20.0, "disagreements counted",
-            )  # fmt: skip
+                20.0,
+                "disagreements counted",
+            )
             beats = pings.count
             wait_until(lambda: pings.count > beats + 2, 20.0, "heartbeats while they disagree")
             assert get(f"http://{listen}/healthz")[0] == 200
             health = subprocess.run(
                 [sys.executable, "-m", "watcher", "status", "--config", str(config), "--health"],
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert health.returncode == 0, health.stderr  # no round "failed every poll"
 
             fired = wait_title("[CRITICAL] rpc_disagreement:")

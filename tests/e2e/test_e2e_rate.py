@@ -36,26 +36,42 @@ def test_max_rps_against_a_provider_enforcing_it_no_429_every_transaction_notifi
     tmp_path: Path, provider: tuple[Ledger, SimulatorServer]
 ) -> None:
     ledger, server = provider
-    rule = {"name": "deposits", "kind": "new_transactions", "addresses": ADDRESSES,
-            "every": "200ms", "notify": ["hooks"]}  # fmt: skip
+    rule = {
+        "name": "deposits",
+        "kind": "new_transactions",
+        "addresses": ADDRESSES,
+        "every": "200ms",
+        "notify": ["hooks"],
+    }
     with JsonReceiver() as receiver:
         config = write_config(
-            tmp_path, rpc_url=server.url, channels={"hooks": [receiver.url]}, rules=[rule],
-            extra={"rpc": {"timeout": "2s", "max_attempts": 3, "max_rps": RATE,
-                           "batch_size": 10}},
-        )  # fmt: skip
+            tmp_path,
+            rpc_url=server.url,
+            channels={"hooks": [receiver.url]},
+            rules=[rule],
+            extra={"rpc": {"timeout": "2s", "max_attempts": 3, "max_rps": RATE, "batch_size": 10}},
+        )
         daemon = DaemonProcess(config)
         try:
             daemon.start()
             # Two full sweeps: every address has its cursor.
-            wait_until(lambda: server.count("getSignaturesForAddress") >= 2 * len(ADDRESSES),
-                       30, "two sweeps")  # fmt: skip
+            wait_until(
+                lambda: server.count("getSignaturesForAddress") >= 2 * len(ADDRESSES),
+                30,
+                "two sweeps",
+            )
             for address in ADDRESSES:
                 ledger.add_transactions(address, 2)
-            wait_until(lambda: notified(receiver) >= 2 * len(ADDRESSES), 30,
-                       "every new transaction notified\n" + daemon.output()[-2000:])
-            wait_until(lambda: server.count("getSignaturesForAddress") >= 4 * len(ADDRESSES),
-                       30, "two more sweeps")  # fmt: skip
+            wait_until(
+                lambda: notified(receiver) >= 2 * len(ADDRESSES),
+                30,
+                "every new transaction notified\n" + daemon.output()[-2000:],
+            )
+            wait_until(
+                lambda: server.count("getSignaturesForAddress") >= 4 * len(ADDRESSES),
+                30,
+                "two more sweeps",
+            )
             assert notified(receiver) == 2 * len(ADDRESSES)  # each once
             assert daemon.stop() == 0
         finally:
@@ -74,6 +90,8 @@ def test_max_rps_against_a_provider_enforcing_it_no_429_every_transaction_notifi
 def notified(receiver: JsonReceiver) -> int:
     """Transactions the notifications announce: "2 new transactions on ..." or a digest's
     "34 new transactions (17 addresses)"."""
-    counts = (re.match(r"\[\w+\] deposits: (\d+) new transactions?", note["title"])
-              for note in receiver.received)  # fmt: skip
+    counts = (
+        re.match(r"\[\w+\] deposits: (\d+) new transactions?", note["title"])
+        for note in receiver.received
+    )
     return sum(int(found.group(1)) for found in counts if found)

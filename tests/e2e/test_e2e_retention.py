@@ -43,9 +43,16 @@ def seed(path: Path, at: float) -> None:
     with Store(path) as store:
         for title, reason in (("old event", "event"), ("old firing", "firing")):
             alert = AlertMessage(
-                rule="r", severity="warning", subject=title, reason=reason, dedup_key=title,
-                title=title, body="", channels=("ops",), facts={},
-            )  # fmt: skip
+                rule="r",
+                severity="warning",
+                subject=title,
+                reason=reason,
+                dedup_key=title,
+                title=title,
+                body="",
+                channels=("ops",),
+                facts={},
+            )
             [alert_id] = store.commit_step("s", title, {}, [alert], lambda _: [OPS], at)
             rows = store.db.execute("SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])
             store.mark_sent([row[0] for row in rows], at)
@@ -57,8 +64,9 @@ def test_the_daemon_deletes_history_past_retention_at_start_and_keeps_what_fires
     port = free_port()
     state = tmp_path / "state" / "watcher.db"
     seed(state, time.time() - 31 * DAY)
-    with contextmanager(make_world)(tmp_path, small_cluster(), retention="30d",
-                    http={"listen": f"127.0.0.1:{port}"}) as world:  # fmt: skip
+    with contextmanager(make_world)(
+        tmp_path, small_cluster(), retention="30d", http={"listen": f"127.0.0.1:{port}"}
+    ) as world:
         world.daemon.start()
         wait_until(lambda: pruned_lines(world.daemon.output()), 20, "a history pruned line")
         [line] = pruned_lines(world.daemon.output())

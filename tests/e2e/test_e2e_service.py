@@ -88,8 +88,11 @@ def hup(world: World) -> None:
 
 
 def polled(world: World, address: str) -> int:
-    return sum(1 for r in world.server.requests
-               if r.method == "getSignaturesForAddress" and r.params[0] == address)  # fmt: skip
+    return sum(
+        1
+        for r in world.server.requests
+        if r.method == "getSignaturesForAddress" and r.params[0] == address
+    )
 
 
 def test_sighup_keeps_old_rules_on_a_broken_file_and_adds_targets_keeping_state(
@@ -101,8 +104,11 @@ def test_sighup_keeps_old_rules_on_a_broken_file_and_adds_targets_keeping_state(
     world.wait_notes(1)
 
     # A broken file: one FILE:LINE line in the log, the old rules keep running.
-    rewrite_rules(world, "rules:\n  - name: treasury\n    kind: new_transactions\n"
-                         f"    addresses: [{TREASURY}]\n    every: banana\n")  # fmt: skip
+    rewrite_rules(
+        world,
+        "rules:\n  - name: treasury\n    kind: new_transactions\n"
+        f"    addresses: [{TREASURY}]\n    every: banana\n",
+    )
     hup(world)
     wait_until(lambda: "rules.yaml:5" in world.daemon.output(), 10, "the reload's problem")
     assert "reload refused" in world.daemon.output()

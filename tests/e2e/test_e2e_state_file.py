@@ -25,17 +25,25 @@ pytestmark = pytest.mark.e2e
 
 def treasury_only() -> list[dict[str, Any]]:
     return [
-        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
-         "every": "200ms", "notify": ["hooks"]},
-    ]  # fmt: skip
+        {
+            "name": "treasury",
+            "kind": "new_transactions",
+            "addresses": [TREASURY],
+            "every": "200ms",
+            "notify": ["hooks"],
+        },
+    ]
 
 
 def command(world: World, *args: str) -> subprocess.CompletedProcess[str]:
     """A `watcher` command as a user runs it beside the daemon."""
     return subprocess.run(
         [sys.executable, "-m", "watcher", *args, "--config", str(world.config)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def state_file(world: World) -> Path:

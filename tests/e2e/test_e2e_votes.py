@@ -25,11 +25,22 @@ def vote_rules() -> list[dict[str, Any]]:
         {"name": "halt", "kind": "cluster_stalled", "stalled_for": "1s", **common},
         {"name": "lag", "kind": "vote_lag", "validators": [OUR_VOTE], **common},
         {"name": "credits", "kind": "credits_low", "validators": [OUR_VOTE], **common},
-        {"name": "stake", "kind": "stake_changed", "validators": [OUR_VOTE],
-         "min_change_pct": 10, **common, **EVENT_PACE},
-        {"name": "commission", "kind": "commission_changed", "validators": [OUR_VOTE],
-         **common, **EVENT_PACE},
-    ]  # fmt: skip
+        {
+            "name": "stake",
+            "kind": "stake_changed",
+            "validators": [OUR_VOTE],
+            "min_change_pct": 10,
+            **common,
+            **EVENT_PACE,
+        },
+        {
+            "name": "commission",
+            "kind": "commission_changed",
+            "validators": [OUR_VOTE],
+            **common,
+            **EVENT_PACE,
+        },
+    ]
 
 
 @pytest.fixture

@@ -59,8 +59,11 @@ def test_the_key_never_shows(
         output = daemon.output()
         history = subprocess.run(
             [sys.executable, "-m", "watcher", "alerts", "--config", str(config), "--json"],
-            capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
     assert "rpc_unhealthy" in history.stdout
     # The failures were logged with their detail (the round's summary line), without the key.
     assert "round failed" in output and '"failed": 1' in output and '"error": "' in output

@@ -52,14 +52,22 @@ def test_the_readme_example_kind_works_end_to_end(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "watcher", "test", "low_stake.test.yaml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "low_stake.test.yaml" in done.stdout and "FAIL" not in done.stdout
     # The copy, not the installed package, ran: without the registry line the kind is unknown.
     registry.write_text(registry.read_text().replace(registry_line.strip("\n") + "\n", ""))
     refused = subprocess.run(
         [sys.executable, "-m", "watcher", "test", "low_stake.test.yaml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode != 0 and "low_stake" in refused.stdout + refused.stderr

@@ -92,5 +92,10 @@ class DaemonProcess:
 
 
 def tx_rule(*addresses: str) -> dict[str, Any]:
-    return {"name": "treasury", "kind": "new_transactions", "addresses": list(addresses),
-            "every": "200ms", "notify": ["hooks"]}  # fmt: skip
+    return {
+        "name": "treasury",
+        "kind": "new_transactions",
+        "addresses": list(addresses),
+        "every": "200ms",
+        "notify": ["hooks"],
+    }

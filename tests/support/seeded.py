@@ -43,15 +43,36 @@ def small_cluster(clock: Callable[[], float]) -> Ledger:
 
 def base_rules() -> list[dict[str, Any]]:
     return [
-        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "whales", "kind": "holder_changes", "mints": [MINT], "min_change_pct": 10,
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-         "every": "1s", "notify": ["hooks"]},
-        {"name": "drift", "kind": "version_drift", "validators": [OUR_NODE],
-         "every": "1s", "notify": ["hooks"]},
-    ]  # fmt: skip
+        {
+            "name": "treasury",
+            "kind": "new_transactions",
+            "addresses": [TREASURY],
+            "every": "1s",
+            "notify": ["hooks"],
+        },
+        {
+            "name": "whales",
+            "kind": "holder_changes",
+            "mints": [MINT],
+            "min_change_pct": 10,
+            "every": "1s",
+            "notify": ["hooks"],
+        },
+        {
+            "name": "my-validator",
+            "kind": "delinquent_validators",
+            "validators": [OUR_VOTE],
+            "every": "1s",
+            "notify": ["hooks"],
+        },
+        {
+            "name": "drift",
+            "kind": "version_drift",
+            "validators": [OUR_NODE],
+            "every": "1s",
+            "notify": ["hooks"],
+        },
+    ]
 
 
 API_KEY = "evid3nc3K3yTh4tMustN3v3rL3ak"
@@ -105,9 +126,11 @@ def daemon_worlds(tmp_path: Path) -> Iterator[Callable[..., World]]:
             rpc_url=server.url,
             channels={"hooks": ["json://127.0.0.1:9/"]},
             rules=rules if rules is not None else base_rules(),
-            extra={"state_path": str(tmp_path / "state" / "watcher.db"),
-                   "rpc": {"timeout": "2s", "max_attempts": 1}},
-        )  # fmt: skip
+            extra={
+                "state_path": str(tmp_path / "state" / "watcher.db"),
+                "rpc": {"timeout": "2s", "max_attempts": 1},
+            },
+        )
         settings, loaded = load_config(config)
         extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
         daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])

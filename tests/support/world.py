@@ -41,15 +41,38 @@ def small_cluster() -> Ledger:
 
 def rules(every: str = "200ms") -> list[dict[str, Any]]:
     return [
-        {"name": "treasury", "kind": "new_transactions", "addresses": [TREASURY],
-         "every": every, "notify": ["hooks"]},
-        {"name": "whales", "kind": "holder_changes", "mints": [MINT], "min_change_pct": 10,
-         "every": every, "notify": ["hooks"], "severity": "info"},
-        {"name": "my-validator", "kind": "delinquent_validators", "validators": [OUR_VOTE],
-         "every": every, "notify": ["hooks"], "severity": "critical"},
-        {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE],
-         "every": every, "notify": ["hooks"]},
-    ]  # fmt: skip
+        {
+            "name": "treasury",
+            "kind": "new_transactions",
+            "addresses": [TREASURY],
+            "every": every,
+            "notify": ["hooks"],
+        },
+        {
+            "name": "whales",
+            "kind": "holder_changes",
+            "mints": [MINT],
+            "min_change_pct": 10,
+            "every": every,
+            "notify": ["hooks"],
+            "severity": "info",
+        },
+        {
+            "name": "my-validator",
+            "kind": "delinquent_validators",
+            "validators": [OUR_VOTE],
+            "every": every,
+            "notify": ["hooks"],
+            "severity": "critical",
+        },
+        {
+            "name": "drift",
+            "kind": "version_drift",
+            "validators": [DRIFT_NODE],
+            "every": every,
+            "notify": ["hooks"],
+        },
+    ]
 
 
 @dataclass
@@ -88,9 +111,12 @@ def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]
     with SimulatorServer(ledger, api_key=API_KEY) as server, JsonReceiver() as receiver:
         channels = config.pop("channels", {"hooks": [receiver.url]})
         path = write_config(
-            tmp_path, rpc_url=server.url, channels=channels,
-            rules=config.pop("rules", rules()), extra=config,
-        )  # fmt: skip
+            tmp_path,
+            rpc_url=server.url,
+            channels=channels,
+            rules=config.pop("rules", rules()),
+            extra=config,
+        )
         daemon = DaemonProcess(path)
         try:
             yield World(ledger, server, receiver, daemon, path)
@@ -99,6 +125,10 @@ def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]
 
 
 def all_polled(world: World) -> None:
-    for method in ("getSignaturesForAddress", "getTokenLargestAccounts",
-                   "getVoteAccounts", "getClusterNodes"):  # fmt: skip
+    for method in (
+        "getSignaturesForAddress",
+        "getTokenLargestAccounts",
+        "getVoteAccounts",
+        "getClusterNodes",
+    ):
         world.wait_polls(method, 2)

@@ -87,9 +87,7 @@ def advance(
     if current.status == "inactive":
         if not active:
             return current, []
-        current = replace(
-            current, status="pending", pending_since=now, onset=now, last_active=now
-        )
+        current = replace(current, status="pending", pending_since=now, onset=now, last_active=now)
         return _fire_if_due(current, now, for_)
 
     if current.status == "pending":

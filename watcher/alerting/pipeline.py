@@ -61,9 +61,7 @@ def word(word_one: Word, rules: Sequence[PresentedRule], shown: Presentation) ->
 
 def route(routes: Routes) -> Stage:
     def route_all(alerts: list[AlertMessage]) -> list[AlertMessage]:
-        return [
-            dataclasses.replace(alert, channels=routes.channels_for(alert)) for alert in alerts
-        ]
+        return [dataclasses.replace(alert, channels=routes.channels_for(alert)) for alert in alerts]
 
     return route_all
 

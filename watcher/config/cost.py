@@ -82,8 +82,10 @@ def cost_lines(jobs: Iterable[Job], max_rps: float | None, batch_size: int) -> l
             f"{_count(cost.per_month):>8} a month"
         )
     total = sum(cost.per_second for cost in costs)
-    out.append(f"  {'total':<{width}}  {'':>15}  {total:9.2f}/s  {_count(total * MONTH_SECONDS):>8}"
-               " a month")  # fmt: skip
+    out.append(
+        f"  {'total':<{width}}  {'':>15}  {total:9.2f}/s  {_count(total * MONTH_SECONDS):>8}"
+        " a month"
+    )
     if max_rps is not None:
         requests = total / max(1, batch_size)
         share = f"{requests / max_rps:.0%}"

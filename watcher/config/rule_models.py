@@ -46,8 +46,6 @@ RESERVED_NAMES = frozenset({"rpc_unhealthy", "rpc_disagreement", "cluster_delinq
 # -- value types -----------------------------------------------------------------------------
 
 
-
-
 def check_pubkey(value: str) -> str:
     """A base58 string of 32 bytes (an account, mint, vote account or identity)."""
     if not is_base58_of(value, 32):

@@ -298,5 +298,3 @@ class EnvSource(EnvSettingsSource):
 
 
 # -- ${VAR} expansion and partial reading ----------------------------------------------------
-
-

@@ -103,10 +103,26 @@ class PermanentStateError(StateError):
 # Driver messages (sqlite3 gives no error code before Python 3.11's ``sqlite_errorname``) and
 # SQLite result codes that clear by themselves: another process releases its lock, space is
 # freed, a disk or NFS hiccup passes.
-_TRANSIENT_CODES = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR",
-                              "SQLITE_NOMEM", "SQLITE_INTERRUPT", "SQLITE_PROTOCOL"})  # fmt: skip
-_TRANSIENT_TEXTS = ("locked", "busy", "disk is full", "disk i/o error", "out of memory",
-                    "interrupted", "unable to open database file")  # fmt: skip
+_TRANSIENT_CODES = frozenset(
+    {
+        "SQLITE_BUSY",
+        "SQLITE_LOCKED",
+        "SQLITE_FULL",
+        "SQLITE_IOERR",
+        "SQLITE_NOMEM",
+        "SQLITE_INTERRUPT",
+        "SQLITE_PROTOCOL",
+    }
+)
+_TRANSIENT_TEXTS = (
+    "locked",
+    "busy",
+    "disk is full",
+    "disk i/o error",
+    "out of memory",
+    "interrupted",
+    "unable to open database file",
+)
 
 
 def state_error(exc: sqlite3.Error, operation: str) -> StateError:
@@ -114,9 +130,10 @@ def state_error(exc: sqlite3.Error, operation: str) -> StateError:
     name = getattr(exc, "sqlite_errorname", None) or ""
     text = str(exc).lower()
     transient = any(name.startswith(code) for code in _TRANSIENT_CODES) or (
-        not name and isinstance(exc, sqlite3.OperationalError)
+        not name
+        and isinstance(exc, sqlite3.OperationalError)
         and any(t in text for t in _TRANSIENT_TEXTS)
-    )  # fmt: skip
+    )
     kind = TransientStateError if transient else PermanentStateError
     return kind(f"{type(exc).__name__}: {exc}", operation=operation)
 

@@ -20,8 +20,9 @@ def encode_json(payload: Any) -> bytes:
     try:
         return orjson.dumps(payload)
     except orjson.JSONEncodeError:
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode()  # fmt: skip
+        return json.dumps(
+            payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
 
 
 def decode_json(content: bytes | str) -> Any:

@@ -58,6 +58,7 @@ def fit_for_url(url: str, title: str, body: str) -> tuple[str, str]:
 
 # -- the console:// scheme (used by the demo) ---------------------------------------------
 
+
 def console_notify(body: str, title: str, notify_type: str, *args: Any, **kwargs: Any) -> bool:
     """Print the notification to stdout: ``── title`` then the body (titles carry severity)."""
     print(f"── {title}\n{body}", file=sys.stdout, flush=True)

@@ -131,9 +131,16 @@ class AlertRecord:
         """Plain JSON-ready form (``watcher alerts --json``), one level deep."""
         alert = self.alert
         return {
-            "id": self.id, "created_at": self.created_at, "rule": alert.rule,
-            "severity": alert.severity, "subject": alert.subject, "reason": alert.reason,
-            "dedup_key": alert.dedup_key, "title": alert.title, "body": alert.body,
-            "facts": alert.facts, "status": self.status,
+            "id": self.id,
+            "created_at": self.created_at,
+            "rule": alert.rule,
+            "severity": alert.severity,
+            "subject": alert.subject,
+            "reason": alert.reason,
+            "dedup_key": alert.dedup_key,
+            "title": alert.title,
+            "body": alert.body,
+            "facts": alert.facts,
+            "status": self.status,
             "deliveries": [asdict(delivery) for delivery in self.deliveries],
-        }  # fmt: skip
+        }

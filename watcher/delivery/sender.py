@@ -155,9 +155,7 @@ class Sender:
             by_url.setdefault(message[0].url_id, []).append(message)
         started = []
         for url_id, queue in by_url.items():
-            task = asyncio.create_task(
-                self._courier.send_in_order(queue), name=f"send to {url_id}"
-            )
+            task = asyncio.create_task(self._courier.send_in_order(queue), name=f"send to {url_id}")
             self._workers[url_id] = task
             task.add_done_callback(self._worker_done)
             started.append(task)

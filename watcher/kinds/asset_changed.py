@@ -138,16 +138,22 @@ def _alert(
 
 def samples(rule: AssetChangedRule) -> list[AlertMessage]:
     """One event changing every watched field of the rule's first asset (``watcher check``)."""
+
     def asset(owner: str, delegate: str | None, frozen: bool, uri: str) -> Asset:
-        return Asset.model_validate({
-            "id": rule.assets[0], "interface": "V1_NFT", "burnt": frozen,
-            "content": {"json_uri": uri, "metadata": {"name": "Sample"}},
-            "ownership": {"owner": owner, "delegate": delegate, "frozen": frozen},
-        })  # fmt: skip
+        return Asset.model_validate(
+            {
+                "id": rule.assets[0],
+                "interface": "V1_NFT",
+                "burnt": frozen,
+                "content": {"json_uri": uri, "metadata": {"name": "Sample"}},
+                "ownership": {"owner": owner, "delegate": delegate, "frozen": frozen},
+            }
+        )
 
     before = asset(sample_key("old owner"), None, False, "https://example.com/1.json")
-    after = asset(sample_key("new owner"), sample_key("delegate"), True,
-                  "https://example.com/2.json")  # fmt: skip
+    after = asset(
+        sample_key("new owner"), sample_key("delegate"), True, "https://example.com/2.json"
+    )
     return [_alert(rule, after, changed_fields(fields_of(before), fields_of(after)), 1)]
 
 

@@ -47,7 +47,13 @@ LISTED = 20
 NEWEST_FIRST = {"sortBy": "created", "sortDirection": "desc"}
 
 Interface = Literal[
-    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "Custom", "Identity",
+    "V1_NFT",
+    "V1_PRINT",
+    "LEGACY_NFT",
+    "V2_NFT",
+    "FungibleAsset",
+    "Custom",
+    "Identity",
     "Executable",
 ]
 
@@ -91,10 +97,25 @@ class Search(BaseModel):
 
 # searchAssets' positional order; sortBy, limit, page, before, after sit at 19..23, jsonUri at 24.
 SEARCH_ORDER = (
-    "negate", "conditionType", "interface", "ownerAddress", "ownerType", "creatorAddress",
-    "creatorVerified", "authorityAddress", "grouping", "delegateAddress", "frozen", "supply",
-    "supplyMint", "compressed", "compressible", "royaltyTargetType", "royaltyTarget",
-    "royaltyAmount", "burnt",
+    "negate",
+    "conditionType",
+    "interface",
+    "ownerAddress",
+    "ownerType",
+    "creatorAddress",
+    "creatorVerified",
+    "authorityAddress",
+    "grouping",
+    "delegateAddress",
+    "frozen",
+    "supply",
+    "supplyMint",
+    "compressed",
+    "compressible",
+    "royaltyTargetType",
+    "royaltyTarget",
+    "royaltyAmount",
+    "burnt",
 )
 
 
@@ -270,12 +291,19 @@ def _alert(
 def samples(rule: NewAssetsRule) -> list[AlertMessage]:
     """One event listing two new assets (``watcher check``)."""
     made = tuple(
-        Asset.model_validate({
-            "id": sample_key(f"asset {n}"), "interface": "V1_NFT", "burnt": False,
-            "content": {"json_uri": "https://example.com/a.json", "metadata": {"name": f"A {n}"}},
-            "grouping": [{"group_key": "collection", "group_value": sample_key("collection")}],
-            "ownership": {"owner": sample_key("owner"), "frozen": False},
-        })
+        Asset.model_validate(
+            {
+                "id": sample_key(f"asset {n}"),
+                "interface": "V1_NFT",
+                "burnt": False,
+                "content": {
+                    "json_uri": "https://example.com/a.json",
+                    "metadata": {"name": f"A {n}"},
+                },
+                "grouping": [{"group_key": "collection", "group_value": sample_key("collection")}],
+                "ownership": {"owner": sample_key("owner"), "frozen": False},
+            }
+        )
         for n in (2, 1)
     )
     return [_alert(rule, rule.targets[0], AssetsObservation(made, found=True), 1)]
@@ -293,8 +321,12 @@ def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
     if not facts.get("complete", True):
         noun = f"{noun} (at least)"
     query, of = facts["query"], facts["of"]
-    where = f"by creator {shown.short(of)}" if query == "creator" else (
-        f"in collection {shown.short(of)}" if query == "collection" else "matching the search"
+    where = (
+        f"by creator {shown.short(of)}"
+        if query == "creator"
+        else (
+            f"in collection {shown.short(of)}" if query == "collection" else "matching the search"
+        )
     )
     title = f"{rule_head(facts)} {noun} {where}"
     listed: list[str | None] = []

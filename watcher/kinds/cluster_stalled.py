@@ -107,5 +107,9 @@ def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str
     return title, body
 
 
-KIND = Kind(model=ClusterStalledRule, source=SOURCE, wording=cluster_stalled_text,
-            samples=sample_vote_alerts)  # fmt: skip
+KIND = Kind(
+    model=ClusterStalledRule,
+    source=SOURCE,
+    wording=cluster_stalled_text,
+    samples=sample_vote_alerts,
+)

@@ -137,5 +137,6 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
     return title, body
 
 
-KIND = Kind(model=CreditsLowRule, source=SOURCE, wording=credits_low_text,
-            samples=sample_vote_alerts)  # fmt: skip
+KIND = Kind(
+    model=CreditsLowRule, source=SOURCE, wording=credits_low_text, samples=sample_vote_alerts
+)

@@ -286,12 +286,20 @@ def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, 
 def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
     """The rule's first validator goes delinquent and recovers beside a big one that votes."""
     vote = rule.validators[0]
-    big = VoteAccount(vote_pubkey=sample_key("big vote"), node_pubkey=sample_key("big"),
-                      activated_stake=10**16, last_vote=5001)  # fmt: skip
+    big = VoteAccount(
+        vote_pubkey=sample_key("big vote"),
+        node_pubkey=sample_key("big"),
+        activated_stake=10**16,
+        last_vote=5001,
+    )
 
     def answer(bad: bool) -> VoteAccounts:
-        account = VoteAccount(vote_pubkey=vote, node_pubkey=sample_key("node of " + vote),
-                              activated_stake=10**15, last_vote=1000 if bad else 5000)  # fmt: skip
+        account = VoteAccount(
+            vote_pubkey=vote,
+            node_pubkey=sample_key("node of " + vote),
+            activated_stake=10**15,
+            last_vote=1000 if bad else 5000,
+        )
         if bad:
             return VoteAccounts(current=[big], delinquent=[account])
         return VoteAccounts(current=[big, account], delinquent=[])
@@ -301,5 +309,4 @@ def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text,
-            samples=samples)  # fmt: skip
+KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text, samples=samples)

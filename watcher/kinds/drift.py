@@ -375,16 +375,24 @@ def samples(rule: VersionDriftRule) -> list[AlertMessage]:
     """The node of the rule's first validator falls a version behind, then upgrades."""
     vote = rule.validators[0]
     node, big, feature_set = sample_key("node of " + vote), sample_key("big"), 3640012085
-    accounts = VoteAccounts(current=[
-        VoteAccount(vote_pubkey=sample_key("big vote"), node_pubkey=big, activated_stake=10**16,
-                    last_vote=5001),
-        VoteAccount(vote_pubkey=vote, node_pubkey=node, activated_stake=10**15, last_vote=5000),
-    ], delinquent=[])  # fmt: skip
+    accounts = VoteAccounts(
+        current=[
+            VoteAccount(
+                vote_pubkey=sample_key("big vote"),
+                node_pubkey=big,
+                activated_stake=10**16,
+                last_vote=5001,
+            ),
+            VoteAccount(vote_pubkey=vote, node_pubkey=node, activated_stake=10**15, last_vote=5000),
+        ],
+        delinquent=[],
+    )
 
     def answer(bad: bool) -> ClusterObservation:
-        nodes = (ClusterNode(pubkey=big, version="2.3.6", feature_set=feature_set),
-                 ClusterNode(pubkey=node, version="2.3.5" if bad else "2.3.6",
-                             feature_set=feature_set))  # fmt: skip
+        nodes = (
+            ClusterNode(pubkey=big, version="2.3.6", feature_set=feature_set),
+            ClusterNode(pubkey=node, version="2.3.5" if bad else "2.3.6", feature_set=feature_set),
+        )
         return ClusterObservation(nodes, accounts)
 
     return episode_samples(

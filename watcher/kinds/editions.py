@@ -145,8 +145,10 @@ def samples(rule: NewEditionsRule) -> list[AlertMessage]:
     """Two new prints of the rule's first master edition, limited and not (``watcher check``)."""
     fresh = tuple(Edition(mint=sample_key(f"print {n}"), edition=n) for n in (7, 8))
     master = rule.mints[0]
-    return [_alert(rule, master, fresh, EditionsObservation(fresh, 8, max_supply), seq)
-            for seq, max_supply in ((1, 100), (2, None))]  # fmt: skip
+    return [
+        _alert(rule, master, fresh, EditionsObservation(fresh, 8, max_supply), seq)
+        for seq, max_supply in ((1, 100), (2, None))
+    ]
 
 
 SOURCE = EditionsSource()
@@ -189,6 +191,7 @@ KIND = Kind(
     source=SOURCE,
     wording=new_editions_text,
     samples=samples,
-    digest=DigestWords(("new edition", "new editions"), ("master edition", "master editions"),
-                       _count),
+    digest=DigestWords(
+        ("new edition", "new editions"), ("master edition", "master editions"), _count
+    ),
 )

@@ -351,8 +351,10 @@ def samples(rule: HolderChangesRule) -> list[AlertMessage]:
     mint = rule.mints[0]
 
     def top(amounts: dict[str, int]) -> HoldersObservation:
-        held = (TokenAmount(address=account, amount=amount, decimals=6)
-                for account, amount in amounts.items())  # fmt: skip
+        held = (
+            TokenAmount(address=account, amount=amount, decimals=6)
+            for account, amount in amounts.items()
+        )
         return HoldersObservation(tuple(held), 100)
 
     a, b, c, d = (sample_key(f"holder {n}") for n in range(4))

@@ -229,8 +229,10 @@ def samples(rule: ProgramAccountsRule) -> list[AlertMessage]:
     """Accounts created and closed, then more accounts than ``max_accounts`` (``watcher check``)."""
     target = rule.targets[0]
     created, closed = [sample_key("created")], [sample_key("closed")]
-    return [_alert(rule, target, created, closed, 1),
-            _too_many(rule, target, rule.max_accounts + 1, 2)]  # fmt: skip
+    return [
+        _alert(rule, target, created, closed, 1),
+        _too_many(rule, target, rule.max_accounts + 1, 2),
+    ]
 
 
 SOURCE = ProgramAccountsSource()

@@ -40,8 +40,13 @@ def episode_samples(
 ) -> list[AlertMessage]:
     """A state kind's walk: fire (after ``for``), repeat (when it repeats), stop holding,
     resolve (after ``keep_firing_for``); ``step(state, bad, now)`` is the kind's step."""
-    waits = ((True, 0.0), (True, rule.for_ + 1), (True, (rule.repeat or 0.0) + 1),
-             (False, 1.0), (False, rule.keep_firing_for + 1))  # fmt: skip
+    waits = (
+        (True, 0.0),
+        (True, rule.for_ + 1),
+        (True, (rule.repeat or 0.0) + 1),
+        (False, 1.0),
+        (False, rule.keep_firing_for + 1),
+    )
     state: TargetState | None = None
     now, alerts = SAMPLE_TIME, list[AlertMessage]()
     for bad, wait in waits:

@@ -311,7 +311,8 @@ KIND = Kind(
     wording=token_accounts_text,
     samples=samples,
     digest=DigestWords(
-        ("token account change", "token account changes"), ("owner or mint", "owners or mints"),
+        ("token account change", "token account changes"),
+        ("owner or mint", "owners or mints"),
         _count,
     ),
 )

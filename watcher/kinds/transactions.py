@@ -248,10 +248,15 @@ class SignaturesSource:
         if not entries and not observation.left_out:
             return None  # nothing to doubt (most polls of a quiet address): kept cheap
         # A time in the future is that time unknown (``step``), not the answer doubted.
-        UNKNOWN_FIELDS_LOG.report(METHOD, observation.target, [
-            UnknownField("blockTime", entry.block_time, entry.signature)
-            for entry in entries if not _time_known(entry, now)
-        ])  # fmt: skip
+        UNKNOWN_FIELDS_LOG.report(
+            METHOD,
+            observation.target,
+            [
+                UnknownField("blockTime", entry.block_time, entry.signature)
+                for entry in entries
+                if not _time_known(entry, now)
+            ],
+        )
         # Entries that cannot be taken: unreadable (left out of their page), or further ahead
         # than time allows. Most likely a garbled answer, gone on the next poll: taking the rest
         # now would let the cursor pass them for good. The same ones 3 polls in a row are the
@@ -476,10 +481,11 @@ def samples(rule: NewTransactionsRule) -> list[AlertMessage]:
     cursor = Cursor(sample_key("old", 64), 100).to_json()
     state = {"v": 1, "cursor": cursor, "slot_time": None}
     entries = (
-        SignatureEntry(signature=sample_key("new", 64), slot=102, block_time=int(SAMPLE_TIME),
-                       memo="m"),
+        SignatureEntry(
+            signature=sample_key("new", 64), slot=102, block_time=int(SAMPLE_TIME), memo="m"
+        ),
         SignatureEntry(signature=sample_key("failed", 64), slot=101, err={"e": 1}),
-    )  # fmt: skip
+    )
     observation = SignaturesObservation(pages=(entries,), baseline=False)
     return list(SOURCE.step([rule], address, state, observation, SAMPLE_TIME).alerts)
 

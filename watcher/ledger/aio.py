@@ -42,15 +42,17 @@ Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 current_trace: ContextVar[Trace | None] = ContextVar("watcher_request_trace", default=None)
 
 
-async def _headers_sent(_session: aiohttp.ClientSession, _ctx: SimpleNamespace,
-                        _params: Any) -> None:  # fmt: skip
+async def _headers_sent(
+    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any
+) -> None:
     trace = current_trace.get()
     if trace is not None:
         await trace("http11.send_request_headers.started", {})
 
 
-async def _answer_headers(_session: aiohttp.ClientSession, _ctx: SimpleNamespace,
-                          _params: Any) -> None:  # fmt: skip
+async def _answer_headers(
+    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any
+) -> None:
     trace = current_trace.get()
     if trace is not None:
         await trace("http11.receive_response_headers.complete", {})
@@ -88,8 +90,9 @@ class AiohttpPoster:
             self._auth = aiohttp.BasicAuth(real.username, real.password)
             real = real.copy_with(userinfo=b"")
         self._url = URL(str(real), encoded=True)
-        self._timeout = aiohttp.ClientTimeout(sock_connect=timeout, sock_read=timeout,
-                                              connect=timeout)  # fmt: skip
+        self._timeout = aiohttp.ClientTimeout(
+            sock_connect=timeout, sock_read=timeout, connect=timeout
+        )
         self._max_connections = max_connections
         self._traced = traced
         self._session: aiohttp.ClientSession | None = None
@@ -107,8 +110,7 @@ class AiohttpPoster:
         )  # httpx's TLS settings (certifi's roots), as before
         return aiohttp.ClientSession(connector=connector, trace_configs=traces)
 
-    async def post(self, body: bytes, headers: Mapping[str, str],
-                   trace: Trace | None) -> Answer:  # fmt: skip
+    async def post(self, body: bytes, headers: Mapping[str, str], trace: Trace | None) -> Answer:
         """The answer, read in full (its connection back in the pool)."""
         if self._session is None:
             self._session = self._new_session()
@@ -116,9 +118,13 @@ class AiohttpPoster:
         try:
             with map_aiohttp_exceptions():
                 async with self._session.post(
-                    self._url, data=body, headers=headers, auth=self._auth,
-                    timeout=self._timeout, allow_redirects=False,
-                ) as answer:  # fmt: skip
+                    self._url,
+                    data=body,
+                    headers=headers,
+                    auth=self._auth,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                ) as answer:
                     content = await answer.read()
                     return Answer(answer.status, answer.reason or "", answer.headers, content)
         except asyncio.CancelledError:

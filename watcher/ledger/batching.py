@@ -51,8 +51,9 @@ class _Queue:
 class Batcher:
     """Coalesces concurrent calls into batches of at most ``cap(method)`` calls."""
 
-    def __init__(self, send: SendBatch, batch_size: int,
-                 caps: Mapping[str, int] = METHOD_CAPS) -> None:
+    def __init__(
+        self, send: SendBatch, batch_size: int, caps: Mapping[str, int] = METHOD_CAPS
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1: {batch_size}")
         self._send = send
@@ -116,12 +117,16 @@ class Batcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, queue: _Queue,
-                   calls: list[tuple[list[Any] | None, asyncio.Future[Any]]],
-                   on_sent: Callable[[], None]) -> None:
+    async def _run(
+        self,
+        queue: _Queue,
+        calls: list[tuple[list[Any] | None, asyncio.Future[Any]]],
+        on_sent: Callable[[], None],
+    ) -> None:
         try:
-            outcomes = await self._send(queue.method, [params for params, _ in calls],
-                                        queue.model, on_sent)
+            outcomes = await self._send(
+                queue.method, [params for params, _ in calls], queue.model, on_sent
+            )
         except asyncio.CancelledError:
             for _, future in calls:
                 future.cancel()

@@ -180,9 +180,9 @@ def _readable_entries(value: Any, info: ValidationInfo) -> Any:
     return SignaturePage(entries, tuple(left_out))
 
 
-SignaturePageAnswer = Annotated[list[SignatureEntry], WrapValidator(
-    lambda value, handler, info: _readable_entries(value, info)
-)]  # fmt: skip
+SignaturePageAnswer = Annotated[
+    list[SignatureEntry], WrapValidator(lambda value, handler, info: _readable_entries(value, info))
+]
 
 
 class TokenAmount(_Answer):

@@ -150,10 +150,13 @@ class ParsedTokenAccounts(_Answer):
         if not isinstance(value, list):
             return value
         return [
-            item if isinstance(item, dict) and _is_token_account(item) else None
-            if item is None or isinstance(item, dict) else item
+            item
+            if isinstance(item, dict) and _is_token_account(item)
+            else None
+            if item is None or isinstance(item, dict)
+            else item
             for item in value
-        ]  # fmt: skip
+        ]
 
 
 def _is_token_account(item: dict[str, Any]) -> bool:

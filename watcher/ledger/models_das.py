@@ -49,8 +49,18 @@ class TokenAccountPage(_Answer):
 
 
 Interface = Literal[
-    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
-    "Identity", "Executable", "ProgrammableNFT", "MplCoreAsset", "MplCoreCollection",
+    "V1_NFT",
+    "V1_PRINT",
+    "LEGACY_NFT",
+    "V2_NFT",
+    "FungibleAsset",
+    "FungibleToken",
+    "Custom",
+    "Identity",
+    "Executable",
+    "ProgrammableNFT",
+    "MplCoreAsset",
+    "MplCoreCollection",
 ]
 
 

@@ -75,8 +75,11 @@ class Pacer:
         if now - slot > self.tolerance:
             self._not_before = max(self._not_before, now + self.spacing)
 
-    async def wait(self, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]],
-                   ) -> float:
+    async def wait(
+        self,
+        clock: Callable[[], float],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> float:
         """Waits for the next slot and returns it. One waiter at a time, in arrival order; a
         waiter whose slot was pushed meanwhile (``sent``) waits on."""
         async with self._lock:
@@ -89,8 +92,9 @@ class Pacer:
             return self._slot
 
 
-async def paced(pacer: Pacer, clock: Callable[[], float],
-                sleep: Callable[[float], Awaitable[None]]) -> dict[str, Any]:
+async def paced(
+    pacer: Pacer, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]
+) -> dict[str, Any]:
     """Waits for a request's slot; returns the httpx extensions that tell the pacer when the
     request really leaves (httpcore's trace: after a new connection, as its headers go out)."""
     slot = await pacer.wait(clock, sleep)

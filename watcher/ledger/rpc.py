@@ -92,9 +92,6 @@ for _noisy in ("httpx", "httpcore"):
 COMMITMENTS = ("processed", "confirmed", "finalized")
 
 
-
-
-
 class RpcClient(BatchCalls, LedgerMethods):
     """Implements ``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0, on one endpoint
     or several (a URL, or a list of URLs or ``EndpointSpec``)."""
@@ -123,8 +120,13 @@ class RpcClient(BatchCalls, LedgerMethods):
         urls = [url] if isinstance(url, str) else list(url)
         specs = [EndpointSpec(u) if isinstance(u, str) else u for u in urls]
         endpoints = [
-            Endpoint(spec, timeout=timeout, max_concurrency=max_concurrency, transport=transport,
-                     max_rps=max_rps)
+            Endpoint(
+                spec,
+                timeout=timeout,
+                max_concurrency=max_concurrency,
+                transport=transport,
+                max_rps=max_rps,
+            )
             for spec in specs
         ]
         self._pool = EndpointPool(endpoints)
@@ -205,7 +207,10 @@ class RpcClient(BatchCalls, LedgerMethods):
         return self._next_id
 
     async def _post(
-        self, endpoint: Endpoint, method: str, payload: Any,
+        self,
+        endpoint: Endpoint,
+        method: str,
+        payload: Any,
         on_send: Callable[[], None] | None = None,
     ) -> tuple[Any, Mapping[str, str]]:
         """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
@@ -215,8 +220,11 @@ class RpcClient(BatchCalls, LedgerMethods):
             async with self._semaphore:
                 if batch and not endpoint.batches:
                     raise BatchesOff  # found refusing batches while this one waited: not sent
-                extensions = {} if endpoint.pacer is None else await paced(
-                    endpoint.pacer, self._clock, self._sleep)
+                extensions = (
+                    {}
+                    if endpoint.pacer is None
+                    else await paced(endpoint.pacer, self._clock, self._sleep)
+                )
                 if batch and not endpoint.batches:
                     raise BatchesOff
                 if on_send is not None:

@@ -123,8 +123,13 @@ class BatchCalls(RetryRounds):
         self.stats.successes += sum(not isinstance(o, RpcError) for o in outcomes.values())
         return [outcomes[position] for position in range(len(params_list))]
 
-    async def _singly(self, endpoint: Endpoint, method: str, payload: list[dict[str, Any]],
-                      on_send: Callable[[], None] | None) -> list[BatchAnswer]:
+    async def _singly(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        payload: list[dict[str, Any]],
+        on_send: Callable[[], None] | None,
+    ) -> list[BatchAnswer]:
         """A batch's calls as single requests to ``endpoint``: its answers, in order."""
 
         async def one(call: dict[str, Any]) -> BatchAnswer:
@@ -139,5 +144,8 @@ class BatchCalls(RetryRounds):
     def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
         if endpoint.batches:
             endpoint.batches = False
-            log.warning("rpc endpoint refuses batches; sending single calls",
-                        endpoint=endpoint.public_url, detail=err.message)
+            log.warning(
+                "rpc endpoint refuses batches; sending single calls",
+                endpoint=endpoint.public_url,
+                detail=err.message,
+            )

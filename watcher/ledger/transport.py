@@ -107,13 +107,19 @@ class Endpoint:
             self.placeholder = str(httpx.URL(public_url).copy_with(userinfo=b""))
             # Production posts through aiohttp (watcher.ledger.aio); an injected httpx
             # transport (the client's unit tests) sits under SecretUrlTransport.
-            self._poster = None if transport is not None else AiohttpPoster(
-                url, max_connections=max_concurrency, timeout=timeout,
-                traced=self.pacer is not None,
-            )  # fmt: skip
-            wrapped = None if transport is None else SecretUrlTransport(
-                self.placeholder, url, transport
-            )  # fmt: skip
+            self._poster = (
+                None
+                if transport is not None
+                else AiohttpPoster(
+                    url,
+                    max_connections=max_concurrency,
+                    timeout=timeout,
+                    traced=self.pacer is not None,
+                )
+            )
+            wrapped = (
+                None if transport is None else SecretUrlTransport(self.placeholder, url, transport)
+            )
         except httpx.InvalidURL:
             raise ValueError(f"not a valid RPC URL: {public_url}") from None
         if scheme not in ("http", "https"):
@@ -128,9 +134,12 @@ class Endpoint:
             return await self._poster.post(body, _HEADERS, extensions.get("trace"))
         assert self.transport is not None
         request = httpx.Request(
-            "POST", self._url, content=body, headers=_HEADERS,
+            "POST",
+            self._url,
+            content=body,
+            headers=_HEADERS,
             extensions={"timeout": self._timeout, **extensions},
-        )  # fmt: skip
+        )
         response = await self.transport.handle_async_request(request)
         response.request = request
         try:

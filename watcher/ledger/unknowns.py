@@ -47,14 +47,15 @@ class UnknownFieldLog:
             if len(shown) > _VALUE_CHARS:
                 shown = shown[: _VALUE_CHARS - 1] + "…"
             log.warning(
-                "entry left out: its identity is unreadable" if unknown.left_out
+                "entry left out: its identity is unreadable"
+                if unknown.left_out
                 else "field out of its range taken as unknown",
                 method=method,
                 target=target,
                 entry=unknown.entry,
                 field=unknown.field,
                 value=REDACTOR.redact(shown),
-            )  # fmt: skip
+            )
 
     def clear(self) -> None:
         self._said.clear()

@@ -13,6 +13,7 @@ from watcher.ruletest.format import Action
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
 
+
 def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
     """Applies one action; ``ConfigError`` at the action's line when the ledger refuses it
     (a mint, validator or node it does not have)."""
@@ -51,8 +52,11 @@ def _change(ledger: Ledger, action: Action) -> None:
     elif action.set_validator is not None:
         validator = action.set_validator
         ledger.set_validator(
-            validator.vote, validator.identity, stake=validator.stake,
-            delinquent=validator.delinquent, commission=validator.commission,
+            validator.vote,
+            validator.identity,
+            stake=validator.stake,
+            delinquent=validator.delinquent,
+            commission=validator.commission,
         )
     elif action.set_node is not None:
         node = action.set_node
@@ -94,9 +98,12 @@ def _change_accounts(ledger: Ledger, action: Action) -> None:
         account = action.set_account
         data = None if account.data is None else account.data.encode()
         ledger.accounts.set_account(
-            account.address, lamports=account.lamports, owner=account.owner, data=data,
+            account.address,
+            lamports=account.lamports,
+            owner=account.owner,
+            data=data,
             executable=account.executable,
-        )  # fmt: skip
+        )
     elif action.remove_account is not None:
         ledger.accounts.remove_account(action.remove_account)
     elif action.set_fee is not None:

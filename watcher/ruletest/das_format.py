@@ -92,8 +92,16 @@ class Creator(_Strict):
 
 
 AssetInterface = Literal[
-    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
-    "Identity", "Executable", "ProgrammableNFT",
+    "V1_NFT",
+    "V1_PRINT",
+    "LEGACY_NFT",
+    "V2_NFT",
+    "FungibleAsset",
+    "FungibleToken",
+    "Custom",
+    "Identity",
+    "Executable",
+    "ProgrammableNFT",
 ]
 
 
@@ -162,8 +170,12 @@ def seed_editions(ledger: Ledger, seed: EditionsSeed) -> None:
 
 def seed_token_account(ledger: Ledger, seed: TokenAccountSeed) -> None:
     das_of(ledger).set_token_account(
-        seed.address, mint=seed.mint, owner=seed.owner, amount=seed.amount,
-        frozen=seed.frozen, delegate=seed.delegate,
+        seed.address,
+        mint=seed.mint,
+        owner=seed.owner,
+        amount=seed.amount,
+        frozen=seed.frozen,
+        delegate=seed.delegate,
     )
 
 
@@ -174,7 +186,10 @@ def das_change(ledger: Ledger, action: Any) -> None:
     change: TokenAccountChange | None = action.set_token_account
     if change is not None:
         das.set_token_account(
-            change.address, mint=change.mint, owner=change.owner, amount=change.amount,
+            change.address,
+            mint=change.mint,
+            owner=change.owner,
+            amount=change.amount,
             frozen=change.frozen,
             delegate=change.delegate if "delegate" in change.model_fields_set else UNSET,
         )

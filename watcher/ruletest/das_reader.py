@@ -59,9 +59,7 @@ class DasRecording:
         )
         return result
 
-    async def get_nft_editions(
-        self, mint: str, *, page: int = 1, limit: int = 1000
-    ) -> EditionList:
+    async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
         result: EditionList = await self._call(
             f"editions of {mint}",
             lambda: self._client.get_nft_editions(mint, page=page, limit=limit),

@@ -46,30 +46,43 @@ class Metrics:
             "watcher_polls", "Polls of a target, by source", ["source"], registry=r
         )
         self.poll_failures = Counter(
-            "watcher_poll_failures", "Polls that failed (not evidence), by source", ["source"],
+            "watcher_poll_failures",
+            "Polls that failed (not evidence), by source",
+            ["source"],
             registry=r,
-        )  # fmt: skip
+        )
         self.poll_errors = Counter(
-            "watcher_poll_errors", "Polls that raised an unexpected error (a bug, or a stored "
+            "watcher_poll_errors",
+            "Polls that raised an unexpected error (a bug, or a stored "
             "state it cannot read): the target is skipped, the sweep goes on, by source",
-            ["source"], registry=r,
-        )  # fmt: skip
+            ["source"],
+            registry=r,
+        )
         self.last_success = Gauge(
             "watcher_last_successful_poll_timestamp_seconds",
-            "When a poll of the source last succeeded (Unix time)", ["source"], registry=r,
-        )  # fmt: skip
-        self.rpc_latency = Histogram(
-            "watcher_rpc_latency_seconds", "Duration of one RPC HTTP request", ["method"],
+            "When a poll of the source last succeeded (Unix time)",
+            ["source"],
             registry=r,
-        )  # fmt: skip
+        )
+        self.rpc_latency = Histogram(
+            "watcher_rpc_latency_seconds",
+            "Duration of one RPC HTTP request",
+            ["method"],
+            registry=r,
+        )
         self.notifications = Counter(
-            "watcher_notifications", "Notification sends by channel and outcome (sent, failed, "
-            "dead)", ["channel", "outcome"], registry=r,
-        )  # fmt: skip
+            "watcher_notifications",
+            "Notification sends by channel and outcome (sent, failed, dead)",
+            ["channel", "outcome"],
+            registry=r,
+        )
         self.disagreements = Counter(
-            "watcher_rpc_disagreements", "Polls under quorum whose endpoints answered but "
-            "disagreed (not evidence, not failures), by source", ["source"], registry=r,
-        )  # fmt: skip
+            "watcher_rpc_disagreements",
+            "Polls under quorum whose endpoints answered but "
+            "disagreed (not evidence, not failures), by source",
+            ["source"],
+            registry=r,
+        )
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
@@ -80,9 +93,10 @@ class Metrics:
         children = self._poll_children.get(source)
         if children is None:
             children = self._poll_children[source] = (
-                self.polls.labels(source), self.last_success.labels(source),
+                self.polls.labels(source),
+                self.last_success.labels(source),
                 self.poll_failures.labels(source),
-            )  # fmt: skip
+            )
         polls, last_success, failures = children
         polls.inc()
         if ok:
@@ -163,9 +177,10 @@ class _ScrapeTime(Collector):
         if stats is not None:
             yield CounterMetricFamily("watcher_rpc_retries", "RPC attempts retried", stats.retries)
             yield CounterMetricFamily(
-                "watcher_rpc_rate_limited", "RPC attempts answered 429 (rate limited)",
+                "watcher_rpc_rate_limited",
+                "RPC attempts answered 429 (rate limited)",
                 stats.errors[RATE_LIMITED],
-            )  # fmt: skip
+            )
         state = self._metrics.state()
         if state is None:
             return

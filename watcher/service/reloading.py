@@ -26,7 +26,14 @@ log = structlog.get_logger(__name__)
 
 # Settings a running daemon keeps until it restarts: its connections and its database.
 RESTART_SETTINGS: Final = (
-    "rpc_url", "rpc_urls", "quorum", "commitment", "state_path", "rpc", "log_level", "log_format"
+    "rpc_url",
+    "rpc_urls",
+    "quorum",
+    "commitment",
+    "state_path",
+    "rpc",
+    "log_level",
+    "log_format",
 )
 
 

@@ -96,15 +96,23 @@ class Sweeper:
             with self.database_work("rpc health"):
                 self._check_rpc_health(verdict, now)
         failed = sum(result is False for result in results)
-        done = SourceRound(job.source, now, len(results), failed, now - started,
-                           now if any(results) else None)  # fmt: skip
+        done = SourceRound(
+            job.source, now, len(results), failed, now - started, now if any(results) else None
+        )
         with self.database_work("record the round"):
             record_round(self.store.db, done)
         problem = {"error": self.last_errors.get(job.source)} if failed else {}
-        log.info("round", source=job.source, targets=len(results), failed=failed,
-                 disagreed=tally.disagreements,  # answered, not evidence: not failed
-                 calls=tally.calls, alerts=tally.alerts, duration=round(now - started, 3),
-                 **problem)  # fmt: skip
+        log.info(
+            "round",
+            source=job.source,
+            targets=len(results),
+            failed=failed,
+            disagreed=tally.disagreements,  # answered, not evidence: not failed
+            calls=tally.calls,
+            alerts=tally.alerts,
+            duration=round(now - started, 3),
+            **problem,
+        )
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
 
@@ -116,8 +124,9 @@ class Sweeper:
             except sqlite3.Error:
                 raise  # database_work's
             except Exception:
-                log.exception("reading a chunk of states failed; each poll reads its own",
-                              source=job.source)  # fmt: skip
+                log.exception(
+                    "reading a chunk of states failed; each poll reads its own", source=job.source
+                )
 
     async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
         """Whether the poll succeeded; None when the database failed it."""

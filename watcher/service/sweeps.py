@@ -63,9 +63,7 @@ def sweep_width(max_concurrency: int, batch_size: int) -> int:
     return 2 * max_concurrency * batch_size
 
 
-def stretch_warning(
-    job: Job, *, max_rps: float | None, calls_per_request: int
-) -> str | None:
+def stretch_warning(job: Job, *, max_rps: float | None, calls_per_request: int) -> str | None:
     """The one-line warning when ``job``'s sweep cannot fit its interval at ``max_rps``."""
     if max_rps is None or not job.targets:
         return None

@@ -30,13 +30,30 @@ def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
     delivery, alert = row[:8], row[8:]  # the columns of _DELIVERY_COLUMNS, in their order
     rule, severity, reason, title, body, subject, dedup_key, facts, group_key, grouping = alert
     stored = AlertMessage(
-        rule=rule, severity=severity, subject=subject, reason=reason, dedup_key=dedup_key,
-        title=title, body=body, channels=(), facts=json.loads(facts),
+        rule=rule,
+        severity=severity,
+        subject=subject,
+        reason=reason,
+        dedup_key=dedup_key,
+        title=title,
+        body=body,
+        channels=(),
+        facts=json.loads(facts),
         grouping=None if grouping is None else Grouping(**json.loads(grouping)),
-    )  # fmt: skip
+    )
     id_, alert_id, channel, url_id, status, attempts, next_attempt_at, created_at = delivery
-    return DeliveryRow(id_, alert_id, channel, url_id, status, attempts, next_attempt_at,
-                       created_at, stored, group_key)  # fmt: skip
+    return DeliveryRow(
+        id_,
+        alert_id,
+        channel,
+        url_id,
+        status,
+        attempts,
+        next_attempt_at,
+        created_at,
+        stored,
+        group_key,
+    )
 
 
 class Deliveries(AlertRows):
@@ -171,8 +188,7 @@ class Deliveries(AlertRows):
         with transaction(self._db):
             return self._finish(
                 delivery_ids,
-                "status = 'pending', attempts = attempts + 1, last_error = ?, "
-                "next_attempt_at = ?",
+                "status = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
                 [error, next_attempt_at],
             )
 

@@ -123,8 +123,13 @@ class Retention:
         if not batch:
             return Pruned(), None
         last = (float(batch[-1][0]), int(batch[-1][1]))
-        bounds = {"cutoff": cutoff, "after_at": after[0], "after_id": after[1],
-                  "last_at": last[0], "last_id": last[1]}  # fmt: skip
+        bounds = {
+            "cutoff": cutoff,
+            "after_at": after[0],
+            "after_id": after[1],
+            "last_at": last[0],
+            "last_id": last[1],
+        }
         with transaction(self._db):
             ids = [(row[0],) for row in conn.execute(_ALERTS_TO_DELETE, bounds)]
             deliveries = conn.executemany("DELETE FROM deliveries WHERE alert_id = ?", ids)

@@ -42,9 +42,15 @@ def record_round(db: Database, round_: SourceRound) -> None:
                 targets = excluded.targets, failed = excluded.failed,
                 duration = excluded.duration,
                 last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
-            [round_.source, round_.finished_at, round_.targets, round_.failed, round_.duration,
-             round_.last_success_at],
-        )  # fmt: skip
+            [
+                round_.source,
+                round_.finished_at,
+                round_.targets,
+                round_.failed,
+                round_.duration,
+                round_.last_success_at,
+            ],
+        )
 
 
 def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:

@@ -53,8 +53,9 @@ class TargetStates(AlertRows):
         """Writes the staged states in one transaction; how many."""
         if not self._staged:
             return 0
-        rows = [(source, target, state, now)
-                for (source, target), (state, now) in self._staged.items()]  # fmt: skip
+        rows = [
+            (source, target, state, now) for (source, target), (state, now) in self._staged.items()
+        ]
         with transaction(self._db):
             self._db.conn.executemany(_UPSERT, rows)
         self._staged.clear()  # only once written: a failed flush is tried again

@@ -96,9 +96,16 @@ def serve(
         say(f"changed: {done}")
         return done
 
-    with SimulatorServer(ledger, host=host, port=port, api_key=api_key, latency=latency,
-                         enforce_rps=enforce_rps, batches=batches,
-                         control=None if control is None else changed) as server:
+    with SimulatorServer(
+        ledger,
+        host=host,
+        port=port,
+        api_key=api_key,
+        latency=latency,
+        enforce_rps=enforce_rps,
+        batches=batches,
+        control=None if control is None else changed,
+    ) as server:
         say(f"ledger simulator serving {server.url}")
         if control is not None:
             say(f"control: POST http://{host}:{server.port}/control (watcher simulate tx ...)")
@@ -108,8 +115,13 @@ def serve(
             say(f"scenario {scenario.name}: {scenario.summary}")
         restore = _stop_on_sigterm(stopped)
         try:
-            player = run_scenario(ledger, scenario, stop=stopped, speed=speed,
-                                  on_step=lambda step: say(f"scenario: {step.description}"))
+            player = run_scenario(
+                ledger,
+                scenario,
+                stop=stopped,
+                speed=speed,
+                on_step=lambda step: say(f"scenario: {step.description}"),
+            )
             announced = given  # no scenario: nothing to announce
             while not stopped.wait(0.2):
                 if not announced and not player.is_alive():

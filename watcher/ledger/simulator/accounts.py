@@ -60,8 +60,11 @@ class AccountBook:
         with self._lock:
             account = self._accounts.get(address, PlainAccount(0))
             changes: dict[str, Any] = {
-                "lamports": lamports, "owner": owner, "data": data, "executable": executable,
-            }  # fmt: skip
+                "lamports": lamports,
+                "owner": owner,
+                "data": data,
+                "executable": executable,
+            }
             given = {key: value for key, value in changes.items() if value is not None}
             self._accounts[address] = replace(account, **given)
 

@@ -21,23 +21,66 @@ from watcher.ledger.simulator.methods import (
 )
 
 MAX_LIMIT: Final = 1000
-INTERFACES: Final = frozenset({
-    "V1_NFT", "V1_PRINT", "LEGACY_NFT", "V2_NFT", "FungibleAsset", "FungibleToken", "Custom",
-    "Identity", "Executable", "ProgrammableNFT",
-})
+INTERFACES: Final = frozenset(
+    {
+        "V1_NFT",
+        "V1_PRINT",
+        "LEGACY_NFT",
+        "V2_NFT",
+        "FungibleAsset",
+        "FungibleToken",
+        "Custom",
+        "Identity",
+        "Executable",
+        "ProgrammableNFT",
+    }
+)
 # searchAssets' positions (0-based) of the criteria the simulator knows.
 SEARCH_POSITIONS: Final = {
-    "negate": 0, "conditionType": 1, "interface": 2, "ownerAddress": 3, "ownerType": 4,
-    "creatorAddress": 5, "creatorVerified": 6, "authorityAddress": 7, "grouping": 8,
-    "delegateAddress": 9, "frozen": 10, "supply": 11, "supplyMint": 12, "compressed": 13,
-    "compressible": 14, "royaltyTargetType": 15, "royaltyTarget": 16, "royaltyAmount": 17,
-    "burnt": 18, "sortBy": 19, "limit": 20, "page": 21, "before": 22, "after": 23, "jsonUri": 24,
+    "negate": 0,
+    "conditionType": 1,
+    "interface": 2,
+    "ownerAddress": 3,
+    "ownerType": 4,
+    "creatorAddress": 5,
+    "creatorVerified": 6,
+    "authorityAddress": 7,
+    "grouping": 8,
+    "delegateAddress": 9,
+    "frozen": 10,
+    "supply": 11,
+    "supplyMint": 12,
+    "compressed": 13,
+    "compressible": 14,
+    "royaltyTargetType": 15,
+    "royaltyTarget": 16,
+    "royaltyAmount": 17,
+    "burnt": 18,
+    "sortBy": 19,
+    "limit": 20,
+    "page": 21,
+    "before": 22,
+    "after": 23,
+    "jsonUri": 24,
 }
-_SIMULATED = frozenset({
-    "interface", "ownerAddress", "creatorAddress", "creatorVerified", "grouping",
-    "delegateAddress", "frozen", "burnt", "jsonUri", "sortBy", "limit", "page", "before",
-    "after",
-})
+_SIMULATED = frozenset(
+    {
+        "interface",
+        "ownerAddress",
+        "creatorAddress",
+        "creatorVerified",
+        "grouping",
+        "delegateAddress",
+        "frozen",
+        "burnt",
+        "jsonUri",
+        "sortBy",
+        "limit",
+        "page",
+        "before",
+        "after",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -71,24 +114,38 @@ class Asset:
             },
             "authorities": [],
             "compression": {
-                "eligible": False, "compressed": False, "data_hash": "", "creator_hash": "",
-                "asset_hash": "", "tree": "", "seq": 0, "leaf_id": 0,
+                "eligible": False,
+                "compressed": False,
+                "data_hash": "",
+                "creator_hash": "",
+                "asset_hash": "",
+                "tree": "",
+                "seq": 0,
+                "leaf_id": 0,
             },
             "grouping": (
                 [{"group_key": "collection", "group_value": self.collection}]
-                if self.collection else []
+                if self.collection
+                else []
             ),
             "royalty": {
-                "royalty_model": "creators", "target": None, "percent": 0.0, "basis_points": 0,
-                "primary_sale_happened": False, "locked": False,
+                "royalty_model": "creators",
+                "target": None,
+                "percent": 0.0,
+                "basis_points": 0,
+                "primary_sale_happened": False,
+                "locked": False,
             },
             "creators": [
                 {"address": address, "share": share, "verified": verified}
                 for address, verified in self.creators
             ],
             "ownership": {
-                "owner": self.owner, "frozen": self.frozen, "delegated": self.delegate is not None,
-                "delegate": self.delegate, "ownership_model": "single",
+                "owner": self.owner,
+                "frozen": self.frozen,
+                "delegated": self.delegate is not None,
+                "delegate": self.delegate,
+                "ownership_model": "single",
             },
             "uses": self.extra.get("uses"),
             "supply": self.extra.get("supply"),
@@ -129,9 +186,7 @@ class AssetStore:
         value = _positional(params, 1, required=True)
         if key != "collection" or not isinstance(value, str):
             raise invalid_params("Invalid params: groupKey must be collection, with a value")
-        return self._page(
-            [asset for asset in self.all() if asset.collection == value], params, 2
-        )
+        return self._page([asset for asset in self.all() if asset.collection == value], params, 2)
 
     def get_assets_by_creator(self, params: list[Any]) -> Any:
         creator = _checked_pubkey(_positional(params, 0, required=True))
@@ -139,7 +194,8 @@ class AssetStore:
         if only_verified is not None and not isinstance(only_verified, bool):
             raise invalid_params("Invalid params: onlyVerified must be a boolean")
         matching = [
-            asset for asset in self.all()
+            asset
+            for asset in self.all()
             if any(
                 address == creator and (verified or not only_verified)
                 for address, verified in asset.creators
@@ -199,7 +255,9 @@ class AssetStore:
         start = ((page or 1) - 1) * limit if page is not None else 0
         items = ordered[start : start + limit]
         result: dict[str, Any] = {
-            "total": len(assets), "limit": limit, "items": [a.to_json() for a in items]
+            "total": len(assets),
+            "limit": limit,
+            "items": [a.to_json() for a in items],
         }
         if page is not None:
             result["page"] = page

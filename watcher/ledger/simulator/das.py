@@ -71,9 +71,7 @@ class DasLedger:
         self._token_accounts: dict[str, TokenAccountEntry] = {}
         self.assets = AssetStore()
         self.editions = Editions()
-        self.programs = ProgramAccounts(
-            lambda: {"apiVersion": API_VERSION, "slot": ledger.slot}
-        )
+        self.programs = ProgramAccounts(lambda: {"apiVersion": API_VERSION, "slot": ledger.slot})
 
     # -- token accounts --------------------------------------------------------------------
 

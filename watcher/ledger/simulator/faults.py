@@ -31,8 +31,15 @@ from dataclasses import dataclass
 from typing import Any
 
 HTTP_FAULTS = frozenset(
-    {"http_429", "http_502_html", "http_503_html", "garbage", "truncated_json", "timeout",
-     "raw_http"}
+    {
+        "http_429",
+        "http_502_html",
+        "http_503_html",
+        "garbage",
+        "truncated_json",
+        "timeout",
+        "raw_http",
+    }
 )
 CALL_FAULTS = frozenset({"rpc_error", "rpc_429", "wrong_shape", "rewrite_result"})
 FAULT_KINDS = HTTP_FAULTS | CALL_FAULTS

@@ -256,17 +256,30 @@ class RpcMethods:
         token = self._ledger.token_account(address)
         if supply is not None:
             raw = _mint_bytes(int(supply["amount"]), int(supply["decimals"]))
-            parsed = {"info": {"decimals": supply["decimals"], "freezeAuthority": None,
-                               "isInitialized": True, "mintAuthority": None,
-                               "supply": supply["amount"]}, "type": "mint"}
+            parsed = {
+                "info": {
+                    "decimals": supply["decimals"],
+                    "freezeAuthority": None,
+                    "isInitialized": True,
+                    "mintAuthority": None,
+                    "supply": supply["amount"],
+                },
+                "type": "mint",
+            }
         elif token is not None:
             mint, amount, decimals = token
             owner = derived_pubkey(f"owner of {address}")
             raw = _token_account_bytes(mint, owner, amount)
-            parsed = {"info": {"isNative": False, "mint": mint, "owner": owner,
-                               "state": "initialized",
-                               "tokenAmount": token_amount(amount, decimals)},
-                      "type": "account"}
+            parsed = {
+                "info": {
+                    "isNative": False,
+                    "mint": mint,
+                    "owner": owner,
+                    "state": "initialized",
+                    "tokenAmount": token_amount(amount, decimals),
+                },
+                "type": "account",
+            }
         else:
             return None
         return {

@@ -44,7 +44,8 @@ class RequestLog:
     def wait_for(self, method: str | None, count: int, timeout: float) -> bool:
         with self._changed:
             return self._changed.wait_for(
-                lambda: sum(1 for i in self._items if method is None or i.method == method)
-                >= count,
+                lambda: (
+                    sum(1 for i in self._items if method is None or i.method == method) >= count
+                ),
                 timeout,
             )

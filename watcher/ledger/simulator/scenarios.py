@@ -105,23 +105,43 @@ def _grow(ledger: Ledger) -> None:
 
 # Three seconds between steps so that each shows up on its own with 1 s polling.
 _DEMO_STEPS = (
-    Step(2, "one transaction to the treasury",
-         lambda ledger: ledger.add_transactions(DEMO.treasury, 1, memo="invoice 1042")),
-    Step(5, "a burst of 25 transactions from the hot wallet",
-         lambda ledger: ledger.add_transactions(DEMO.hot_wallet, 25)),
-    Step(8, "a new token account enters the top 20 and pushes the smallest out",
-         lambda ledger: ledger.set_holder_amount(DEMO.mint, DEMO.newcomer,
-                                                 DEMO.holders[0][1] // 2)),
+    Step(
+        2,
+        "one transaction to the treasury",
+        lambda ledger: ledger.add_transactions(DEMO.treasury, 1, memo="invoice 1042"),
+    ),
+    Step(
+        5,
+        "a burst of 25 transactions from the hot wallet",
+        lambda ledger: ledger.add_transactions(DEMO.hot_wallet, 25),
+    ),
+    Step(
+        8,
+        "a new token account enters the top 20 and pushes the smallest out",
+        lambda ledger: ledger.set_holder_amount(DEMO.mint, DEMO.newcomer, DEMO.holders[0][1] // 2),
+    ),
     Step(11, "a top holder's balance grows by 30 %", _grow),
-    Step(14, "a validator stops voting (delinquent)",
-         lambda ledger: ledger.mark_delinquent(DEMO.delinquent_vote)),
-    Step(17, f"a node falls back to {DEMO.drift_to}",
-         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_to)),
+    Step(
+        14,
+        "a validator stops voting (delinquent)",
+        lambda ledger: ledger.mark_delinquent(DEMO.delinquent_vote),
+    ),
+    Step(
+        17,
+        f"a node falls back to {DEMO.drift_to}",
+        lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_to),
+    ),
     Step(20, "the validator votes again", lambda ledger: ledger.mark_current(DEMO.delinquent_vote)),
-    Step(23, f"the node is back on {DEMO.drift_from}",
-         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_from)),
-    Step(26, "the validator raises its commission to 10 %",
-         lambda ledger: ledger.update_validator(DEMO.delinquent_vote, commission=10)),
+    Step(
+        23,
+        f"the node is back on {DEMO.drift_from}",
+        lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_from),
+    ),
+    Step(
+        26,
+        "the validator raises its commission to 10 %",
+        lambda ledger: ledger.update_validator(DEMO.delinquent_vote, commission=10),
+    ),
 )
 
 SCENARIOS: Final[dict[str, Scenario]] = {
@@ -133,7 +153,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         duration=26.0,
     ),
     "quiet": Scenario(
-        name="quiet", summary="the demo's ledger, where nothing happens", steps=(),
+        name="quiet",
+        summary="the demo's ledger, where nothing happens",
+        steps=(),
         setup=_demo_setup,
     ),
 }

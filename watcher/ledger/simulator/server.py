@@ -115,8 +115,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             remaining -= len(chunk)
 
-    def _send(self, status: int, body: str, content_type: str = _JSON_TYPE,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: str,
+        content_type: str = _JSON_TYPE,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         raw = body.encode()
         latency = self.server.simulator.latency
         if latency > 0 and self.server.simulator.stopping.wait(latency):
@@ -149,8 +154,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse_verb(self) -> None:
         self.close_connection = True
-        self._send(405, "Used HTTP Method is not allowed. POST or OPTIONS is required",
-                   "text/plain", {"Allow": "POST"})
+        self._send(
+            405,
+            "Used HTTP Method is not allowed. POST or OPTIONS is required",
+            "text/plain",
+            {"Allow": "POST"},
+        )
 
     do_GET = do_PUT = do_DELETE = do_PATCH = _refuse_verb
 
@@ -191,8 +200,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         content_type = self.headers.get("Content-Type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
-            self._send(415, "Supplied content type is not allowed. Content-Type: "
-                       "application/json is required", "text/plain")
+            self._send(
+                415,
+                "Supplied content type is not allowed. Content-Type: application/json is required",
+                "text/plain",
+            )
             return
         if parsed is None and body.strip() != b"null":
             self._send(200, _error_body({"code": -32700, "message": "Parse error"}))
@@ -205,13 +217,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error_body(_NO_BATCHES))
             return
         if len(calls) > sim.batch_limit:
-            self._send(413, _error_body({
-                "code": -32600,
-                "message": f"Batch of {len(calls)} calls exceeds the limit of {sim.batch_limit}",
-            }))
+            self._send(
+                413,
+                _error_body(
+                    {
+                        "code": -32600,
+                        "message": (
+                            f"Batch of {len(calls)} calls exceeds the limit of {sim.batch_limit}"
+                        ),
+                    }
+                ),
+            )
             return
-        methods = [call["method"] for call in calls
-                   if isinstance(call, dict) and isinstance(call.get("method"), str)]
+        methods = [
+            call["method"]
+            for call in calls
+            if isinstance(call, dict) and isinstance(call.get("method"), str)
+        ]
         fault = sim.faults.take_http(methods)
         if fault is not None and fault.kind != "truncated_json":
             if fault.kind != "timeout":
@@ -227,8 +249,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_http_fault(self, fault: Fault) -> None:
         if fault.kind == "http_429":
-            self._send(429, _error_body(_TOO_MANY),
-                       headers={"Retry-After": str(fault.options["retry_after"])})
+            self._send(
+                429,
+                _error_body(_TOO_MANY),
+                headers={"Retry-After": str(fault.options["retry_after"])},
+            )
         elif fault.kind in ("http_502_html", "http_503_html"):
             status = 502 if fault.kind == "http_502_html" else 503
             self._send(status, _HTML_PAGES[status], _HTML_TYPE)
@@ -239,15 +264,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_raw(self, fault: Fault) -> None:
         """``raw_http``: whatever body, status and content type the fuzz corpus asks for."""
-        self._send(int(fault.options["status"]), str(fault.options["body"]),
-                   str(fault.options["content_type"]))
+        self._send(
+            int(fault.options["status"]),
+            str(fault.options["body"]),
+            str(fault.options["content_type"]),
+        )
 
     @staticmethod
     def _record(call: Any, path_ok: bool, batch_size: int) -> RecordedRequest:
         method = call.get("method") if isinstance(call, dict) else None
         params = call.get("params") if isinstance(call, dict) else None
-        return RecordedRequest(method if isinstance(method, str) else "", params, path_ok,
-                               time.time(), batch_size)
+        return RecordedRequest(
+            method if isinstance(method, str) else "", params, path_ok, time.time(), batch_size
+        )
 
 
 class SimulatorServer:
@@ -298,8 +327,10 @@ class SimulatorServer:
         self._http = _HttpServer((self.host, self._requested_port), _Handler)
         self._http.simulator = self
         self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.1},
-            name="ledger-simulator", daemon=True,
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="ledger-simulator",
+            daemon=True,
         )
         self._thread.start()
         return self.url
@@ -317,8 +348,12 @@ class SimulatorServer:
         self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -355,19 +390,24 @@ class SimulatorServer:
 
     def answer_call(self, call: Any) -> str | None:
         """One call's envelope text; None for a notification (no ``id``)."""
-        if not isinstance(call, dict) or call.get("jsonrpc") != "2.0" \
-                or not isinstance(call.get("method"), str):
+        if (
+            not isinstance(call, dict)
+            or call.get("jsonrpc") != "2.0"
+            or not isinstance(call.get("method"), str)
+        ):
             call_id = call.get("id") if isinstance(call, dict) else None
-            return _envelope(json.dumps(call_id), error={"code": -32600,
-                                                         "message": "Invalid request"})
+            return _envelope(
+                json.dumps(call_id), error={"code": -32600, "message": "Invalid request"}
+            )
         if "id" not in call:
             return None
         id_text = json.dumps(call["id"], ensure_ascii=False)
         method: str = call["method"]
         fault = self.faults.take_call(method)
         if fault is not None and fault.kind == "rpc_error":
-            error = RpcError(fault.options["code"], fault.options["message"],
-                             fault.options.get("data"))
+            error = RpcError(
+                fault.options["code"], fault.options["message"], fault.options.get("data")
+            )
             return _envelope(id_text, error=error.to_json())
         if fault is not None and fault.kind == "rpc_429":
             return _envelope(id_text, error=_TOO_MANY)
