@@ -32,7 +32,7 @@ from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
 from watcher.core.tally import count_alerts, count_disagreement
 from watcher.delivery.outbox import Destination
-from watcher.delivery.sender import delivery_sender
+from watcher.delivery.outbox_sender import delivery_sender
 from watcher.kinds import word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility

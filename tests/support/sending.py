@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from watcher.delivery.outbox import AlertRecord
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
 from watcher.state.store import Store
 
 from support.values import FakeClock

@@ -16,9 +16,9 @@ import apprise
 import apprise.decorators
 
 from watcher.core.redact import REDACTOR
-from watcher.delivery import markup, outbox, sending
+from watcher.delivery import apprise_send, markup, outbox
+from watcher.delivery.apprise_send import with_id_header
 from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
-from watcher.delivery.sending import with_id_header
 
 REJECTED_URL = "Apprise does not accept this URL"
 
@@ -153,19 +153,19 @@ class AppriseNotifier:
         if markup.renders_markdown(url):  # Slack, Telegram, Discord, email (as HTML)
             body, body_format = markup.to_markdown(body), apprise.NotifyFormat.MARKDOWN
         title, body = fit_for_url(url, title, body)
-        error = sending.send_blocking(client, title, body, NOTIFY_TYPES.get(tone), body_format)
+        error = apprise_send.send_blocking(client, title, body, NOTIFY_TYPES.get(tone), body_format)
         return ACCEPTED if error is None else refused(error)
 
     def _client(self, url: str, notification: str) -> apprise.Apprise | None:
         tagged = with_id_header(url, notification)
         if tagged is not None:
-            client = sending.new_client(tagged)
+            client = apprise_send.new_client(tagged)
             if client is not None:
                 return client
         url_id = outbox.url_id(url)
         client = self._clients.get(url_id)
         if client is None:
-            client = sending.new_client(url)
+            client = apprise_send.new_client(url)
             if client is None:
                 return None
             self._clients[url_id] = client

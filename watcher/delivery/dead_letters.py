@@ -11,7 +11,7 @@ from watcher.alerting.events import AlertMessage
 from watcher.delivery import digest
 from watcher.delivery.outbox import DeliveryRow, Destination
 
-log = structlog.get_logger("watcher.delivery.sender")
+log = structlog.get_logger("watcher.delivery.outbox_sender")
 
 
 def letters(

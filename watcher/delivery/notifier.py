@@ -1,9 +1,9 @@
 """Where a message goes out: the ``Notifier`` seam between the sender and a notification library.
 
-The sender (``watcher.delivery.sender``) decides what to send, when, and what an outcome means
-for the outbox; a notifier only sends one message to one URL and says how it went. The daemon's
-notifier is Apprise (``watcher.delivery.apprise_notifier``); tests can pass their own, as
-httpx's transports are passed to a client.
+The sender (``watcher.delivery.outbox_sender``) decides what to send, when, and what an
+outcome means for the outbox; a notifier only sends one message to one URL and says how it went.
+The daemon's notifier is Apprise (``watcher.delivery.apprise_notifier``); tests can pass their
+own, as httpx's transports are passed to a client.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import apprise
 
 from watcher.core.redact import MASK, REDACTOR
 from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
+from watcher.delivery.apprise_send import send_through
 from watcher.delivery.outbox import url_id
-from watcher.delivery.sending import send_through
 
 SEND_TIMEOUT_SECONDS = 30.0
 

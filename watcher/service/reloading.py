@@ -17,7 +17,7 @@ import structlog
 from watcher.alerting.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import describe_jobs

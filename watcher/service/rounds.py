@@ -32,7 +32,7 @@ from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import in_chunks, run_bounded
-from watcher.state.sources import SourceRound, record_round
+from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.store import Store
 
 log = structlog.get_logger("watcher.app")

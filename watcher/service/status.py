@@ -11,7 +11,7 @@ from pathlib import Path
 from watcher.core.clock import iso
 from watcher.service import snapshot
 from watcher.state.database import connect_readonly
-from watcher.state.sources import SourceRound, last_rounds
+from watcher.state.source_rounds import SourceRound, last_rounds
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0

@@ -21,8 +21,8 @@ from watcher.alerting.health import StateHealth
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
 from watcher.core.errors import DaemonFailed, state_error
-from watcher.delivery.courier import DB_RETRY_MAX
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
+from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.pruning import Pruner

@@ -171,7 +171,7 @@ def _migration_3_digests(db: Database) -> None:
 
 
 def _migration_4_sources(db: Database) -> None:
-    from watcher.state.sources import migration_4_sources  # its queries live beside it
+    from watcher.state.source_rounds import migration_4_sources  # its queries live beside it
 
     migration_4_sources(db)
 

@@ -24,7 +24,7 @@ from support.settings_files import (
     write,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
 from watcher.service import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
-from watcher.state.sources import SourceRound, record_round
+from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.store import Store
 
 from support.seeded import TREASURY, World, daemon_worlds

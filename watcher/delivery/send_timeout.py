@@ -12,10 +12,10 @@ from functools import partial
 
 import structlog
 
-from watcher.delivery import sending
+from watcher.delivery import apprise_send
 from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, Tone, refused
 
-log = structlog.get_logger("watcher.delivery.sender")
+log = structlog.get_logger("watcher.delivery.outbox_sender")
 
 
 class BoundedSends:
@@ -44,7 +44,7 @@ class BoundedSends:
             if previous == notification and _accepted(running):
                 log.info("a timed-out send was accepted after all", url_id=url_id)
                 return ACCEPTED
-        running = sending.start_thread(
+        running = apprise_send.start_thread(
             partial(self.notifier.send, url, title, body, tone, notification)
         )
         try:

@@ -24,7 +24,7 @@ from watcher.delivery.digest import (
     release_at,
 )
 from watcher.delivery.outbox import DeliveryRow, url_id
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import word
 from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.transactions import NewTransactionsRule

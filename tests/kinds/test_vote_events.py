@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_kind_votes import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
+from test_vote_kinds import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
 
 from watcher.alerting.ruleset import RuleSet
 from watcher.config.template_check import sample_alerts, template_problems

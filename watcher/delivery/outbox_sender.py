@@ -29,16 +29,16 @@ from watcher.alerting.messages import PLAIN, Presentation
 from watcher.core.clock import Clock
 from watcher.delivery import digest, outbox
 from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
-from watcher.delivery.bounded import BoundedSends
-from watcher.delivery.courier import (
-    DB_RETRY_FIRST,
-    DB_RETRY_MAX,
-    Courier,
-    RetryPolicy,
-    StoreCalls,
-)
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
+from watcher.delivery.send_timeout import BoundedSends
+from watcher.delivery.url_worker import (
+    DB_RETRY_FIRST,
+    DB_RETRY_MAX,
+    RetryPolicy,
+    StoreCalls,
+    UrlWorker,
+)
 from watcher.state.store import Store
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Sender:
         self._workers: dict[str, asyncio.Task[int]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
-        self._courier = Courier(
+        self._url_worker = UrlWorker(
             db=StoreCalls(store, self.state_health, clock, db_retry),
             sends=BoundedSends(AppriseNotifier() if notifier is None else notifier, send_timeout),
             policy=RetryPolicy(first_retry, max_backoff, deadline, random),
@@ -155,7 +155,9 @@ class Sender:
             by_url.setdefault(message[0].url_id, []).append(message)
         started = []
         for url_id, queue in by_url.items():
-            task = asyncio.create_task(self._courier.send_in_order(queue), name=f"send to {url_id}")
+            task = asyncio.create_task(
+                self._url_worker.send_in_order(queue), name=f"send to {url_id}"
+            )
             self._workers[url_id] = task
             task.add_done_callback(self._worker_done)
             started.append(task)

@@ -353,7 +353,7 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
 
 # -- pure code keeps away from the state ------------------------------------------------------
 
-PACKAGE = Path(__file__).resolve().parent.parent / "watcher"
+PACKAGE = Path(__file__).resolve().parents[2] / "watcher"
 PURE = [
     *sorted((PACKAGE / "kinds").glob("*.py")),
     *sorted((PACKAGE / "alerting").glob("*.py")),

@@ -11,8 +11,8 @@ import pytest
 from apprise.plugins.email import NotifyEmail
 
 from watcher.alerting.events import AlertMessage
+from watcher.delivery.apprise_send import new_client
 from watcher.delivery.paces import pace_of
-from watcher.delivery.sending import new_client
 from watcher.state.store import Store
 
 from support.receivers import SmtpReceiver

@@ -1,6 +1,6 @@
 """One URL's worker: its claimed messages, in order, through the notifier; each outcome recorded.
 
-``Sender.dispatch`` starts one ``Courier.send_in_order`` task per URL with due deliveries. A
+``Sender.dispatch`` starts one ``UrlWorker.send_in_order`` task per URL with due deliveries. A
 message the URL accepted is marked sent right away (the shorter that window, the fewer repeats a
 crash can cause); a refused one is rescheduled with backoff (``outbox.next_attempt``) and the
 URL's later messages wait behind it; past the deadline it is given up and reported to the
@@ -30,9 +30,9 @@ from watcher.core.clock import Clock
 from watcher.core.errors import state_error
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
-from watcher.delivery.bounded import BoundedSends
+from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.outbox import DeliveryRow, Destination
-from watcher.delivery.sending import notification_id
+from watcher.delivery.send_timeout import BoundedSends
 from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
@@ -86,7 +86,7 @@ class StoreCalls:
 
 
 @dataclass
-class Courier:
+class UrlWorker:
     """What every URL's worker shares (the sender's, replaced on reload where it says so)."""
 
     db: StoreCalls

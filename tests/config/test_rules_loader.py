@@ -623,7 +623,7 @@ def test_rules_are_frozen(rules_dir: Path) -> None:
 
 
 def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(repo)
     rules = load_rules([Path("rules")], CHANNELS)
     kinds = sorted(rule.kind for rule in rules)

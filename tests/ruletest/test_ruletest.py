@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from watcher.cli import app
 from watcher.ruletest.format import read_test_file
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "rules" / "tests").glob("*.test.yaml"))
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 VOTE = "Va1idkzkB6LEmVFmxWbWU8Ao9qehC62Tjmf68L3uYKj"  # current on the recorded mainnet

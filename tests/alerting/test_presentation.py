@@ -13,7 +13,7 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import PLAIN, Presentation, shorten
 from watcher.config.rule_models import AnyRule
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquency import cluster_stake_text, validator_text
 from watcher.kinds.drift import ClusterObservation

@@ -19,7 +19,7 @@ from watcher.alerting.health import StateHealth
 from watcher.core.errors import PermanentStateError, TransientStateError, state_error
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, Tone
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver, TrickleReceiver

@@ -10,7 +10,7 @@ from watcher.kinds import KINDS
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import SCENARIOS, SimulatorServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OURS = {"token_accounts", "new_assets", "program_accounts", "asset_changed", "new_editions"}
 
 

@@ -15,10 +15,10 @@ import structlog.testing
 
 from watcher.alerting.events import AlertMessage
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
-from watcher.delivery.courier import NOT_CONFIGURED
 from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
 from watcher.delivery.outbox import DeliveryRow, Destination, url_id
-from watcher.delivery.sender import Sender
+from watcher.delivery.outbox_sender import Sender
+from watcher.delivery.url_worker import NOT_CONFIGURED
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver, SmtpReceiver
