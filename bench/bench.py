@@ -1,4 +1,4 @@
-"""`make bench` / `make bench-quick`: what one box can watch (issue 9).
+"""`make bench` / `make bench-quick`: what one box can watch.
 
 The real daemon (`watcher run`, a subprocess) sweeps N watched addresses, read from an
 `addresses_file`, against the simulator in a process of its own (`watcher simulate --ledger ...
@@ -189,7 +189,7 @@ def report(
         "CPU seconds per 1,000 polls over one steady interval; core: that interval's average "
         "share of one core)"
     )
-    print("\ntargets (issue 9)")
+    print("\ntargets")
     for name, d, p in rows:
         if "no batches" in name:
             continue

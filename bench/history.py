@@ -12,7 +12,7 @@ with one delivery (every tenth with two; 0.5% dead letters), as the daemon write
    transaction): what it deleted, its duration and its longest transaction;
 3. the database's size: a year of history; in use after the pass (the file keeps its size, its
    free pages are reused); and the file holding 90 days only (after VACUUM: what a daemon that
-   always ran with retention grows to), against the README's promise;
+   always ran with retention grows to), against the promise in bench/README.md;
 4. `/metrics` again, and an hourly pass at the steady state.
 
     python bench/history.py [--quick]
@@ -49,7 +49,7 @@ RETENTION = 90 * DAY
 ALERTS_PER_DAY = 3000
 SUBJECTS = 20_000  # rule-subject pairs with state transitions
 METRICS_P99_MS = 50.0
-# The README's promise for 100,000 addresses with 90 days of history at ALERTS_PER_DAY.
+# The promise (bench/README.md) for 100,000 addresses with 90 days of history at ALERTS_PER_DAY.
 PROMISE_MB = 500
 CHUNK = 50_000
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"

@@ -140,7 +140,7 @@ async def recorded_cluster(folder: Path, polls: int = 10) -> bool:
 
 
 def main() -> int:
-    print("in-process figures (issue 9)")
+    print("in-process figures")
     with tempfile.TemporaryDirectory(prefix="watcher-inproc-") as a:
         busy = asyncio.run(busy_address(Path(a)))
     with tempfile.TemporaryDirectory(prefix="watcher-inproc-") as b:

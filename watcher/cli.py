@@ -1,4 +1,4 @@
-"""The ``watcher`` command line (typer). Commands and options follow contract.md exactly."""
+"""The ``watcher`` command line (typer): every command, option and exit code the docs name."""
 
 from __future__ import annotations
 

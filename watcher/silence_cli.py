@@ -1,5 +1,5 @@
-"""``watcher silence add|list|expire``: mute a rule's notifications for a while (contract.md,
-"Silences"); muted alerts stay in the history."""
+"""``watcher silence add|list|expire``: mute a rule's notifications for a while
+(docs/rules.md, "Silences"); muted alerts stay in the history."""
 
 from __future__ import annotations
 

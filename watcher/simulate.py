@@ -155,7 +155,7 @@ def action(
     ],
     port: PortOption = 8899,
 ) -> None:
-    """Apply any rule-test action (README, "Test your rules") to the running simulator."""
+    """Apply any rule-test action (docs/rules.md, "Rule tests") to the running simulator."""
     import yaml
 
     try:

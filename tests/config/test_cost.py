@@ -15,7 +15,7 @@ from support.values import key
 ADDRESSES = tuple(key(n) for n in range(100))
 
 
-def test_the_contracts_example_100_addresses_every_30s_is_8_6_million_calls_a_month() -> None:
+def test_the_documented_example_100_addresses_every_30s_is_8_6_million_calls_a_month() -> None:
     [cost] = method_costs([Job("signatures", 30.0, ADDRESSES)])
     assert (cost.method, cost.targets) == ("getSignaturesForAddress", 100)
     assert round(cost.per_month / 1e6, 1) == 8.6

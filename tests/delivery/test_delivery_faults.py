@@ -1,4 +1,4 @@
-"""The delivery path under faults (issue 6): a channel that stalls, a database that fails.
+"""The delivery path under faults: a channel that stalls, a database that fails.
 
 Real parts: local HTTP receivers, a SQLite file. Only the database failure is simulated (a
 store whose writes raise what SQLite raises on a full disk or a held lock)."""
@@ -93,7 +93,7 @@ async def until(predicate: Callable[[], object], within: float = 10.0) -> None:
 async def test_a_stalled_send_times_out_is_retried_and_never_repeats_a_message(
     tmp_store: Store,
 ) -> None:
-    """Issue 6.3: a receiver trickling its answer. The send gives up after send_timeout (a
+    """A receiver trickling its answer. The send gives up after send_timeout (a
     failed attempt, rescheduled); while the stalled send still runs, its URL gets nothing
     else; when it turns out accepted, that counts: the message is not posted twice."""
     with TrickleReceiver() as slow:
@@ -168,7 +168,7 @@ class FailingStore(Store):
 async def test_a_full_disk_at_mark_sent_is_retried_and_the_message_is_not_sent_twice(
     tmp_path: Any, json_receiver: JsonReceiver
 ) -> None:
-    """Issue 6.1: COMMIT of mark_sent failed on a full disk and the sender died. Now the mark
+    """Once, COMMIT of mark_sent failed on a full disk and the sender died. Now the mark
     is retried until it works; the accepted message is not sent again; the next ones go."""
     full = sqlite3.OperationalError("database or disk is full")
     store = FailingStore(tmp_path / "watcher.db", {"mark_sent": 3}, full)

@@ -1,4 +1,4 @@
-"""End to end, the hostile run of issue 6: a stalled channel, a kill -9 while a message is in
+"""End to end, a hostile run: a stalled channel, a kill -9 while a message is in
 flight, a database locked by another process, a database broken for good. The real `watcher
 run` process, the simulator on loopback, real local receivers; every wait has a deadline."""
 
@@ -54,7 +54,7 @@ def announced(world: World) -> int:
 
 
 def test_a_stalled_channel_does_not_hold_up_another(tmp_path: Path) -> None:
-    """Issue 6.3: a receiver trickling its answer held every other URL silent."""
+    """A receiver trickling its answer once held every other URL silent."""
     with TrickleReceiver() as slow:
         for world in make_world(
             tmp_path,
@@ -85,7 +85,7 @@ def test_a_stalled_channel_does_not_hold_up_another(tmp_path: Path) -> None:
 def test_a_kill_after_the_channel_accepted_repeats_that_message_at_most_once_same_id(
     world: World,
 ) -> None:
-    """Issue 6.6: killed (SIGKILL) after the receiver took the message, before the daemon heard
+    """Killed (SIGKILL) after the receiver took the message, before the daemon heard
     its 200. After a restart it arrives once more, with the same X-Watcher-Id; nothing lost."""
     killed = threading.Event()
 
@@ -117,7 +117,7 @@ def test_a_kill_after_the_channel_accepted_repeats_that_message_at_most_once_sam
 
 
 def test_a_database_locked_longer_than_the_busy_timeout_loses_nothing(world: World) -> None:
-    """Issue 6.1: another process holds the write lock past the 2 s busy timeout: claims and
+    """Another process holds the write lock past the 2 s busy timeout: claims and
     commits fail meanwhile; once it lets go, every pending message still arrives."""
     world.receiver.refuse_all(True)  # so that a retry is due while the lock is held
     started(world)

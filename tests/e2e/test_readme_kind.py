@@ -1,5 +1,5 @@
-"""The README's "Add a kind" section is true: its module, its one registry line, its rule file and
-its rule test, copied out of the README into a copy of the package, pass `watcher test`."""
+"""CONTRIBUTING.md's "Adding a kind" section is true: its module, its one registry line, its rule
+file and its rule test, copied out of it into a copy of the package, pass `watcher test`."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def _blocks(section: str) -> dict[str, str]:
     return found
 
 
-def test_the_readme_example_kind_works_end_to_end(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Add a kind") :]
+def test_the_contributing_example_kind_works_end_to_end(tmp_path: Path) -> None:
+    guide = (ROOT / "CONTRIBUTING.md").read_text()
+    section = guide[guide.index("## Adding a kind") :]
     section = section[: section.index("\n## ")] if "\n## " in section else section
     blocks = _blocks(section)
     module = blocks["watcher/kinds/low_stake.py"]

@@ -411,7 +411,7 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
 ) -> None:
     source = SOURCES["holders"]
     expected, reference = 0, 10**6
-    for amount in balances:  # the contract: a move of >= 10% from the amount last notified
+    for amount in balances:  # a move of >= 10% from the amount last notified counts
         moved = amount > 0 if reference == 0 else abs(amount - reference) * 10 >= reference
         if moved and amount != reference:
             expected, reference = expected + 1, amount

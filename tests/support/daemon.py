@@ -66,7 +66,7 @@ class DaemonProcess:
         return self
 
     def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM, then wait; returns the exit code (the contract: 0 within 10 s)."""
+        """SIGTERM, then wait; returns the exit code (a clean stop exits 0 within 10 s)."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         try:

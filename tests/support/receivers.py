@@ -202,7 +202,7 @@ class JsonReceiver(_Running):
 
 class TrickleReceiver(JsonReceiver):
     """A ``json://`` listener that records each post, then answers one byte every 0.2 s
-    until ``release()``: the stalled channel of issue 6 (no read timeout ever fires).
+    until ``release()``: a stalled channel (no read timeout ever fires).
     ``stalled`` counts the answers being trickled right now."""
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The rule file format (contract.md, "Rule files"): what every rule takes, as pydantic models.
+"""The rule file format (docs/rules.md): what every rule takes, as pydantic models.
 
 Each kind's own model (``kind``, what it watches, ``every``'s default) lives in its module in
 ``watcher.kinds`` and derives from ``EventRule`` or ``StateRule`` here;

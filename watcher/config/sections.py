@@ -1,5 +1,5 @@
 """The sections of the settings file (``rpc:``, ``delivery:``, ``health:``, ``http:``,
-``heartbeat:``): each a strict, frozen model with its defaults (README, "Settings reference")."""
+``heartbeat:``): each a strict, frozen model with its defaults (docs/settings.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The settings file (contract.md, "Settings file") plus the environment -> ``Settings``.
+"""The settings file (docs/settings.md) plus the environment -> ``Settings``.
 
 How a settings file is read:
 

@@ -6,8 +6,8 @@ wording and its digest's words, gathered in one ``Kind`` value (``watcher.kinds.
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``Rule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
-Why a kind *names* the source it rides on instead of being one: the contract says one RPC call
-serves every rule watching the same thing. A source is that call, per target (an address, a
+Why a kind *names* the source it rides on instead of being one: one RPC call must serve
+every rule watching the same thing. A source is that call, per target (an address, a
 mint, the ``cluster``); it is polled once per target, at the shortest ``every`` of the rules
 watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
 (``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,

@@ -1,6 +1,6 @@
 """Is an answer that fits its model plausible against what came before? (pure)
 
-Three kinds of wrong answer, three treatments (README, "Bad, stale and doubtful answers"):
+Three kinds of wrong answer, three treatments (docs/operations.md):
 
 - **Bad**: a value outside the documented ranges (a slot beyond u64 or ``2^40``, a stake above
   all the SOL there is, a key that is not base58 of the right length). The answer models refuse

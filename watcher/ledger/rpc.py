@@ -20,7 +20,7 @@ Seams: ``_post`` sends one HTTP request to one endpoint (the place for a per-req
 ``endpoint.public_url`` names it). ``call_batch`` sends one JSON-RPC batch; chunking to a
 provider's cap (20 to 100 calls) is the caller's choice.
 
-Rate and batching (issue 9): each endpoint's requests wait for their slot of its pacer
+Rate and batching: each endpoint's requests wait for their slot of its pacer
 (``max_rps``, ``watcher.ledger.pacing``) once they hold a place under the concurrency cap. With
 ``batch_size`` above 1, ``call`` hands calls to a ``watcher.ledger.batching.Batcher``, which
 sends concurrent calls of one method as batches through ``call_batch``. An endpoint that refuses

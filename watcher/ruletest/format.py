@@ -1,4 +1,4 @@
-"""The rule test file format (``watcher test``; README.md, "Test your rules").
+"""The rule test file format (``watcher test``; docs/rules.md, "Rule tests").
 
 ```yaml
 rule_files: [../treasury.yaml]          # relative to this file

@@ -6,8 +6,8 @@ notified in that step with ``expect``. The pipeline is the real one, offline: th
 simulator serves the ledger over JSON-RPC on 127.0.0.1, and an in-process ``Daemon`` (real RPC
 client, sources, rules, lifecycle, wording and SQLite outbox) sweeps each job once per step on
 an injected clock. No sender runs: notifications are read back from the outbox, so nothing
-leaves the machine. The format is in ``watcher.ruletest.format`` and README.md
-("Test your rules").
+leaves the machine. The format is in ``watcher.ruletest.format`` and docs/rules.md
+("Rule tests").
 
 Exit codes: 0 every step of every file passed, 1 a step failed, 2 a file is invalid.
 """

@@ -1,7 +1,7 @@
 """APScheduler 3.11 wiring: one interval job per (source, interval), coroutine jobs on our loop.
 
-APScheduler's defaults are tuned for cron-like work, not for a poller (pitfalls.md): a one-second
-misfire grace silently drops runs whenever the loop was busy, and ``shutdown(wait=True)`` cancels
+APScheduler's defaults are tuned for cron-like work, not for a poller: a one-second misfire
+grace silently drops runs whenever the loop was busy, and ``shutdown(wait=True)`` cancels
 running coroutines. So: a generous grace, coalescing, one instance per job, and a stop that
 pauses first, waits for the sweeps we track ourselves, and only then shuts the scheduler down.
 A sweep that outlasted its interval is followed by the next one at once, not at the next tick.
