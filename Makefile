@@ -18,7 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff format --check watcher tests bench
 	$(BIN)/ruff check watcher tests bench
-	$(BIN)/mypy watcher
+	$(BIN)/mypy watcher tests bench
 	$(BIN)/watcher check --config examples/watcher.yaml
 	$(BIN)/pytest -n 4 --dist worksteal --durations=15  # mostly waiting on subprocesses: 4 workers on 2 cores; idle ones steal queued tests
 
@@ -39,7 +39,7 @@ soak-quick: $(STAMP)
 	$(BIN)/python bench/soak.py all --quick
 
 typecheck: $(STAMP)
-	$(BIN)/mypy watcher
+	$(BIN)/mypy watcher tests bench
 
 # The deployment files: systemd unit (verify, security score), Dockerfile (hadolint), and no
 # binary file in the tree but the simulator's recorded answers (deploy/check-binaries).

@@ -198,7 +198,7 @@ def report(
             f"{verdict((d.steady_sweep_s or 1e9) < d.every)}; requests/sweep "
             f"{d.requests_per_sweep()} vs minimum {-(-d.addresses // 10)}; CPU per poll "
             f"{ratio(d.cpu_per_1000(), p.cpu_per_1000() if p else None)} of the peer "
-            f"(<= 0.10x: {verdict(bool(p) and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
+            f"(<= 0.10x: {verdict(p is not None and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
             f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}"
         )
     big = rows[-1][1] if len(rows) == 1 else next(d for n, d, _ in rows if d.addresses == 100_000)

@@ -70,7 +70,7 @@ class Receiver(JsonReceiver):
         base: Any = self._server.RequestHandlerClass
         receiver = self
 
-        class Handler(base):  # type: ignore[misc, valid-type]
+        class Handler(base):  # type: ignore[misc]
             def do_POST(self) -> None:
                 receiver._local.watcher_id = self.headers.get("X-Watcher-Id")
                 receiver._local.accepted = False

@@ -478,7 +478,11 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
                 unconsumed += ledger.faults.pending()
                 ledger.faults.clear()
             good = {m: server.count(m) + 1 for m in METHODS}
-            wait_for(lambda g=good: all(server.count(m) >= g[m] for m in METHODS), 10)
+
+            def polled_again(g: dict[str, int] = good) -> bool:
+                return all(server.count(m) >= g[m] for m in METHODS)
+
+            wait_for(polled_again, 10)
             alive()
         settle()
         fuzz_calls = server.count() - fuzz_calls_before
@@ -491,13 +495,19 @@ def run(*, corpus_size: int, sweeps: int, seed: int, title: str) -> Table:
         changes: dict[str, Callable[[dict[str, Any]], bool]] = {}
         for address in ADDRESSES:
             [signature] = ledger.add_transactions(address, 1)
-            changes[f"transaction on {address}"] = lambda note, s=signature: s in _text(note)
+
+            def has_signature(note: dict[str, Any], s: str = signature) -> bool:
+                return s in _text(note)
+
+            changes[f"transaction on {address}"] = has_signature
         for mint in MINTS:
             account = HOLDER_KEYS[mint][5]
             ledger.set_holder_amount(mint, account, ledger.holder_amount(mint, account) * 3 // 2)
-            changes[f"holder {account} of {mint}"] = lambda note, a=account: (
-                "fuzz-holders" in note.get("title", "") and a in _text(note)
-            )
+
+            def names_holder(note: dict[str, Any], a: str = account) -> bool:
+                return "fuzz-holders" in note.get("title", "") and a in _text(note)
+
+            changes[f"holder {account} of {mint}"] = names_holder
         ledger.mark_delinquent(OUR_VOTE)
         changes[f"validator {OUR_VOTE} delinquent"] = lambda note: (
             "my-validator" in note.get("title", "")

@@ -150,7 +150,9 @@ def history(
     times = sorted(start + rng.random() * days * DAY for _ in range(count))
     alert_id = 0
 
-    def row(at: float, rule: str, subject: str, reason: str) -> tuple[tuple[object, ...], list]:
+    def row(
+        at: float, rule: str, subject: str, reason: str
+    ) -> tuple[tuple[object, ...], list[tuple[object, ...]]]:
         nonlocal alert_id
         alert_id += 1
         title = f"[WARNING] {rule}: {reason} for {subject[:8]}...{subject[-4:]} at slot {alert_id}"
@@ -163,7 +165,7 @@ def history(
         pending = at > NOW - 600
         dead = alert_id % 200 == 0
         status = "pending" if pending else "dead" if dead else "sent"
-        deliveries = [
+        deliveries: list[tuple[object, ...]] = [
             (
                 alert_id,
                 url,

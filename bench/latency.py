@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from daemon_run import Simulator, free_port
@@ -98,7 +99,7 @@ def measure_latency(folder: Path, addresses: list[str], latency: float, count: i
                 while time.monotonic() < deadline and len(found) < len(made):
                     time.sleep(0.05)
                     found = {
-                        sig: at for sig in made if (at := _first_seen(seen_at, sig)) is not None
+                        sig: seen for sig in made if (seen := _first_seen(seen_at, sig)) is not None
                     }
                 sweeps = _wait_rounds(log, 1, 1)
                 steady = [float(r["duration"]) for r in sweeps[1:]] or [sweep_s]
@@ -134,9 +135,9 @@ def _first_seen(seen_at: list[tuple[float, str]], signature: str) -> float | Non
     return next((at for at, text in list(seen_at) if signature[:8] in text), None)
 
 
-def _wait_rounds(log: Path, count: int, timeout: float) -> list[dict[str, object]]:
+def _wait_rounds(log: Path, count: int, timeout: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
-    rounds: list[dict[str, object]] = []
+    rounds: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         rounds = [
             json.loads(line)

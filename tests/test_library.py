@@ -32,7 +32,7 @@ def test_the_package_exports_what_an_embedding_program_needs() -> None:
     assert all(issubclass(error, WatcherError) for error in (ConfigError, RpcError, StateError))
     assert callable(load_config) and watcher.__version__ == "0.1.0"
     with pytest.raises(AttributeError):
-        _ = watcher.NoSuchName  # type: ignore[attr-defined]
+        _ = watcher.NoSuchName
 
 
 def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:

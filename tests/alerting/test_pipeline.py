@@ -21,6 +21,8 @@ class Rule:
     severity: Severity = "warning"
     notify: tuple[str, ...] | None = None
     kind: str = "new_transactions"
+    title: str | None = None  # the default wording (messages.PresentedRule)
+    body: str | None = None
 
 
 @dataclass(frozen=True)

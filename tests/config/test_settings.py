@@ -42,6 +42,7 @@ def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_minimal_file_gets_the_defaults(conf: Path) -> None:
     settings = load(settings_file(conf))
+    assert settings.rpc_url is not None
     assert settings.rpc_url.get_secret_value() == f"https://rpc.example.com/v3/{KEY}"
     assert settings.commitment == "finalized"
     assert settings.state_path == conf / "state" / "watcher.db"
@@ -142,6 +143,7 @@ def test_every_key_can_come_from_the_environment_alone(conf: Path) -> None:
             "WATCHER_CHANNELS": '{"ops": ["json://x"]}',
         },
     )
+    assert settings.rpc_url is not None
     assert settings.rpc_url.get_secret_value() == "http://127.0.0.1:8899/v3/key"
     # relative paths from the environment resolve against the settings file's folder too
     assert (settings.rules, settings.state_path) == ([conf / "rules"], conf / "db" / "w.db")
@@ -426,6 +428,7 @@ def test_the_example_settings_validate_without_any_variable_set(
     monkeypatch.chdir(REPO)
     assert check_config("examples/watcher.yaml", {}) == []
     settings, rules = load_config("examples/watcher.yaml", {})
+    assert settings.rpc_url is not None
     assert settings.rpc_url.get_secret_value() == "http://127.0.0.1:8899/v3/sim-key"
     assert settings.rules == [REPO / "rules"]
     assert settings.state_path == REPO / "state" / "watcher.db"

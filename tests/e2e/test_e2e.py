@@ -214,7 +214,7 @@ def test_rpc_faults_are_survived_never_evidence_and_the_key_never_shows(
     all_polled(world)
     # Whole rounds fail (3 attempts each): none of it may fire or resolve anything.
     for kind in ("http_429", "http_503_html", "garbage", "rpc_error", "wrong_shape", "rpc_429"):
-        options = {"retry_after": 0} if kind == "http_429" else {}
+        options: dict[str, Any] = {"retry_after": 0} if kind == "http_429" else {}
         world.ledger.faults.inject(kind, count=3, **options)
     world.ledger.faults.inject("timeout", method="getVoteAccounts", count=3, seconds=3)
     wait_until(lambda: world.ledger.faults.pending() == 0, 30, "faults consumed")

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.alerting.events import AlertMessage
+from watcher.alerting.events import AlertMessage, Reason
 from watcher.delivery.outbox import Destination
 from watcher.state.store import Store
 
@@ -41,7 +41,8 @@ def seed(path: Path, at: float) -> None:
     """An old event (sent long ago: past retention) and an old alert still firing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with Store(path) as store:
-        for title, reason in (("old event", "event"), ("old firing", "firing")):
+        seeded: tuple[tuple[str, Reason], ...] = (("old event", "event"), ("old firing", "firing"))
+        for title, reason in seeded:
             alert = AlertMessage(
                 rule="r",
                 severity="warning",

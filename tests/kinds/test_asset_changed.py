@@ -101,6 +101,7 @@ def test_simulator_answers_one_asset_per_id_null_when_unknown(server: SimulatorS
     known, unknown = httpx.post(server.url, json=body, timeout=5).json()["result"]
     assert unknown is None
     assert (known["ownership"]["owner"], known["ownership"]["frozen"]) == (OWNER, True)
+    params: list[Any]
     for params in ([], [[]], [["nope"]], [ASSET]):
         bad = {**body, "params": params}
         assert httpx.post(server.url, json=bad, timeout=5).json()["error"]["code"] == -32602

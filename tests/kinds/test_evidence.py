@@ -369,7 +369,8 @@ async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_
     world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
     for _ in range(3):
         await world.poll("signatures", TREASURY)
-    assert world.cursor().slot is not None and world.cursor().slot < 2**39
+    cursor = world.cursor()
+    assert cursor.slot is not None and cursor.slot < 2**39
     new = world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
     assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]

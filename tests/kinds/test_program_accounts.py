@@ -141,7 +141,7 @@ def test_rule_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
 
 
 ACCOUNTS = TypeAdapter(ProgramAccounts)
-ENTRY = {
+ENTRY: dict[str, Any] = {
     "pubkey": KEYS[0],
     "account": {"data": "", "executable": False, "lamports": 1, "owner": PROGRAM, "space": 0},
 }

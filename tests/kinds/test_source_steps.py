@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import TypeAdapter
@@ -27,7 +27,7 @@ from watcher.kinds import (
     word,
     wording_of,
 )
-from watcher.kinds.base import Kind
+from watcher.kinds.base import Kind, LedgerReader
 from watcher.kinds.delinquency import DelinquentValidatorsRule, VotesSource
 from watcher.kinds.drift import ClusterObservation, VersionDriftRule
 from watcher.kinds.holders import HoldersObservation
@@ -113,7 +113,7 @@ TREASURY = rule("new_transactions", name="treasury", addresses=[ADDRESS], notify
 async def poll(
     ledger: FakeLedger, state: TargetState | None, rules: Sequence[AnyRule] = (TREASURY,)
 ) -> StepOutcome:
-    observation = await SIGNATURES.observe(ledger, ADDRESS, state)
+    observation = await SIGNATURES.observe(cast(LedgerReader, ledger), ADDRESS, state)
     outcome = SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
     return StepOutcome(outcome.state, worded(outcome, rules))
 
@@ -183,7 +183,7 @@ async def test_a_failed_page_propagates_and_the_caller_keeps_the_cursor() -> Non
     burst = [entry(f"b-{n}", 7000 + n) for n in reversed(range(1200))]
     ledger = FakeLedger(burst + old, fail_on_call=2)
     with pytest.raises(RpcTimeout):
-        await SIGNATURES.observe(ledger, ADDRESS, state)
+        await SIGNATURES.observe(cast(LedgerReader, ledger), ADDRESS, state)
     # A retry against a healthy node sees the whole burst: nothing was skipped.
     outcome = await poll(FakeLedger(burst + old), state)
     assert outcome.alerts[0].facts["count"] == 1200
@@ -194,7 +194,8 @@ async def test_a_node_ignoring_before_fails_the_round_instead_of_looping() -> No
     state = roundtrip((await poll(FakeLedger(old), None)).state)
     burst = [entry(f"b-{n}", 7000 + n) for n in reversed(range(1200))]
     with pytest.raises(BadResponse):
-        await SIGNATURES.observe(FakeLedger(burst + old, ignores_before=True), ADDRESS, state)
+        ledger = FakeLedger(burst + old, ignores_before=True)
+        await SIGNATURES.observe(cast(LedgerReader, ledger), ADDRESS, state)
 
 
 async def test_an_address_without_history_reports_everything_after_its_baseline() -> None:
@@ -456,7 +457,7 @@ def replace_version(node: ClusterNode, version: str | None) -> ClusterNode:
 
 
 async def test_nodes_observe_reads_gossip_and_vote_accounts() -> None:
-    observation = await NODES.observe(FakeLedger([]), "cluster", None)
+    observation = await NODES.observe(cast(LedgerReader, FakeLedger([])), "cluster", None)
     assert len(observation.nodes) == 6455 and len(observation.vote_accounts.current) == 1040
     assert RuleSet([DRIFT]).targets("nodes") == ["cluster"]
     assert RuleSet([TREASURY]).targets("nodes") == []
@@ -568,7 +569,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
         assert name in kind.source.rule_kinds
         assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
-        fields = {"name": "r", "kind": name}
+        fields: dict[str, Any] = {"name": "r", "kind": name}
         fields |= {WATCHES[name]: [WATCHED[name]]} if name in WATCHES else {}  # not cluster-wide
         fields |= REQUIRED.get(name, {})
         assert type(union.validate_python(fields)) is kind.model

@@ -174,7 +174,7 @@ async def test_a_failing_send_fails_each_caller() -> None:
 def test_rpc_settings_defaults_and_limits() -> None:
     from pydantic import ValidationError
 
-    from watcher.config.settings import RpcSettings
+    from watcher.config.sections import RpcSettings
 
     defaults = RpcSettings()
     assert (defaults.max_rps, defaults.batch_size) == (None, DEFAULT_BATCH_SIZE)

@@ -7,7 +7,7 @@ for delivery."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ class World:
     def bodies(self) -> list[str]:
         return [record.alert.body for record in reversed(self.daemon.store.history(limit=1000))]
 
-    async def sweep(self, source: str = "votes", seconds: float = 60.0) -> dict[str, Any]:
+    async def sweep(self, source: str = "votes", seconds: float = 60.0) -> MutableMapping[str, Any]:
         """One scheduled round of ``source`` after ``seconds``; its "round" log line."""
         self.now[0] += seconds
         with structlog.testing.capture_logs() as logs:

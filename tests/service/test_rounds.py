@@ -4,7 +4,7 @@ the RPC calls it made and the alerts it committed, counted per sweep even when s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
     yield from daemon_worlds(tmp_path)
 
 
-def rounds(logs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def rounds(logs: list[MutableMapping[str, Any]]) -> dict[str, MutableMapping[str, Any]]:
     return {line["source"]: line for line in logs if line["event"] == "round"}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.alerting.events import AlertMessage, Grouping
+from watcher.alerting.events import AlertMessage, Grouping, Reason
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
 from watcher.service import snapshot
@@ -32,7 +32,9 @@ NEW = NOW - RETENTION + DAY  # within retention
 OPS = Destination("ops", "json://127.0.0.1:9/")
 
 
-def message(title: str, reason: str, rule: str = "r", subject: str | None = None) -> AlertMessage:
+def message(
+    title: str, reason: Reason, rule: str = "r", subject: str | None = None
+) -> AlertMessage:
     return AlertMessage(
         rule=rule,
         severity="warning",
@@ -50,7 +52,7 @@ def queue(
     store: Store,
     at: float,
     title: str,
-    reason: str = "event",
+    reason: Reason = "event",
     subject: str | None = None,
     sent: float | None = None,
     dead: float | None = None,
@@ -300,19 +302,18 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: Store, tmp_path: 
     store = history
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
     store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
-    round_ = traced(
-        store.db.conn,
-        lambda: (
-            store.prefetch_states("s", ["a", "b"]),
-            store.load_state("s", "zz"),
-            store.active_silences(NOW),
-            store.pending_count(),
-            store.group_sends("g", "u"),
-            store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u")),
-            store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW),
-            record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW)),
-        ),
-    )
+
+    def a_round() -> None:
+        store.prefetch_states("s", ["a", "b"])
+        store.load_state("s", "zz")
+        store.active_silences(NOW)
+        store.pending_count()
+        store.group_sends("g", "u")
+        store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u"))
+        store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW)
+        record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW))
+
+    round_ = traced(store.db.conn, a_round)
     assert any("a.group_key = " in sql for sql in round_)  # a digest group was completed
     found = plans(conn, scrape) | plans(store.db.conn, round_)
     conn.close()

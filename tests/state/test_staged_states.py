@@ -6,6 +6,7 @@ states a chunk at a time (``prefetch_states``), and a write after the read wins.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from watcher.state.store import Store
@@ -78,7 +79,7 @@ def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) ->
     targets = [f"t{n}" for n in range(2 * PREFETCH_CHUNK + 1)]
     chunks: list[int] = []
 
-    def prefetch(chunk: list[str]) -> None:
+    def prefetch(chunk: Sequence[str]) -> None:
         chunks.append(len(chunk))
         tmp_store.prefetch_states("s", chunk)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
@@ -24,7 +24,11 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
+def wait_until(
+    predicate: Callable[[], T | Literal[False] | None],
+    timeout: float = 10.0,
+    what: str = "condition",
+) -> T:
     """Poll ``predicate`` every 20 ms until it returns something truthy (returned), or fail
     with a clear message at the deadline. Blocking: not for use inside a running event loop."""
     deadline = time.monotonic() + timeout
