@@ -262,7 +262,10 @@ class VoteAccount(_Answer):
     root_slot: Annotated[Slot | None, Unknowable("rootSlot")] = Field(
         default=None, alias="rootSlot"
     )
-    epoch_vote_account: Annotated[bool | None, Unknowable("epochVoteAccount")] = Field(
+    # Strict: lax parsing would read the string "0" (or 1) as a flag the node never sent.
+    epoch_vote_account: Annotated[
+        Annotated[bool, Field(strict=True)] | None, Unknowable("epochVoteAccount")
+    ] = Field(
         default=None, alias="epochVoteAccount"
     )
     # [epoch, credits, previous credits] of the last epochs (at most 5), oldest first.
