@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,10 @@ from support.seeded import (
 
 
 @pytest.fixture
-def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
+async def make_world(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
     UNKNOWN_FIELDS_LOG.clear()  # the simulator's seeded keys come back in each test
-    yield from daemon_worlds(tmp_path)
+    async with daemon_worlds(tmp_path) as make:
+        yield make
 
 
 def top_entry(mutate: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:

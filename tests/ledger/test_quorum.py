@@ -7,7 +7,7 @@ for delivery."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+async def world(tmp_path: Path) -> AsyncIterator[World]:
     now = [START]
     a, b = small_cluster(lambda: now[0]), small_cluster(lambda: now[0])
     with (
@@ -89,9 +89,10 @@ def world(tmp_path: Path) -> Iterator[World]:
         settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
         try:
-            yield World(a, b, (server_a, server_b), daemon, now)
+            yield (world := World(a, b, (server_a, server_b), daemon, now))
         finally:
-            daemon.store.close()
+            await world.daemon.close()
+            world.daemon.store.close()
 
 
 async def test_one_endpoint_alone_cannot_fire_nor_resolve_a_delinquency(world: World) -> None:
@@ -176,6 +177,7 @@ async def test_a_firing_disagreement_survives_a_restart_and_resolves_once(world:
     assert [t.split(":")[0] for t in world.titles()] == ["[CRITICAL] rpc_disagreement"]
 
     old = world.daemon
+    await old.close()
     old.store.close()
     world.daemon = Daemon(old.settings, old.ruleset, clock=old.clock)  # a restart
     await world.sweep()  # still disagreeing: not announced again

@@ -4,7 +4,7 @@ the RPC calls it made and the alerts it committed, counted per sweep even when s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from support.seeded import MINT, TREASURY, World, daemon_worlds
 
 
 @pytest.fixture
-def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
-    yield from daemon_worlds(tmp_path)
+async def make_world(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
+    async with daemon_worlds(tmp_path) as make:
+        yield make
 
 
 def rounds(logs: list[MutableMapping[str, Any]]) -> dict[str, MutableMapping[str, Any]]:

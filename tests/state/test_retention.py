@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -205,8 +205,9 @@ def test_a_target_no_rule_names_goes_once_unwatched_for_longer_than_retention(
 
 
 @pytest.fixture
-def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
-    yield from daemon_worlds(tmp_path)
+async def make_world(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
+    async with daemon_worlds(tmp_path) as make:
+        yield make
 
 
 def treasury_only(world: World, named: bool) -> RuleSet:

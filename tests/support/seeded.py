@@ -3,7 +3,8 @@ manual clock, for the tests of evidence, quorum and rounds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,9 +111,10 @@ class World:
         self.ledger.faults.rewrite(method, fn, count=count)
 
 
-def daemon_worlds(tmp_path: Path) -> Iterator[Callable[..., World]]:
+@asynccontextmanager
+async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
     """Makes Worlds (each a simulator and an in-process Daemon on a manual clock); stops them
-    all when the generator is closed (a pytest fixture yields from it)."""
+    all at the end, the daemon's HTTP session closed on the test's own event loop."""
     made: list[tuple[SimulatorServer, Daemon]] = []
 
     def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
@@ -137,7 +139,10 @@ def daemon_worlds(tmp_path: Path) -> Iterator[Callable[..., World]]:
         made.append((server, daemon))
         return World(ledger, daemon, now, server)
 
-    yield make
-    for server, daemon in made:
-        daemon.store.close()
-        server.stop()
+    try:
+        yield make
+    finally:
+        for server, daemon in made:
+            await daemon.close()
+            daemon.store.close()
+            server.stop()
