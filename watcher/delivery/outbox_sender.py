@@ -39,7 +39,7 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 if TYPE_CHECKING:
     from watcher.config.settings import Settings

@@ -33,7 +33,7 @@ from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.send_timeout import BoundedSends
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 log = structlog.get_logger(__name__)
 

@@ -16,8 +16,8 @@ from watcher.alerting.ruleset import RuleSet
 from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import state_error
+from watcher.state.interface import Store
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 

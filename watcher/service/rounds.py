@@ -32,8 +32,8 @@ from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import in_chunks, run_bounded
-from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.store import Store
+from watcher.state.interface import Store
+from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger("watcher.app")
 
@@ -100,7 +100,7 @@ class Sweeper:
             job.source, now, len(results), failed, now - started, now if any(results) else None
         )
         with self.database_work("record the round"):
-            record_round(self.store.db, done)
+            self.store.record_round(done)
         problem = {"error": self.last_errors.get(job.source)} if failed else {}
         log.info(
             "round",

@@ -28,7 +28,7 @@ from watcher.service.http import HttpEndpoint
 from watcher.service.pruning import Pruner
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 log = structlog.get_logger(__name__)
 

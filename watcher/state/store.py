@@ -7,12 +7,14 @@ the step is redone) or nothing (the deliveries wait in the outbox).
 
 Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id``.
 
-``Store`` is the one facade over the file; each concern is a repository of its own module:
-target state (``watcher.state.targets``), the delivery outbox (``watcher.state.deliveries``),
-silences (``watcher.state.silence_rows``), the alert history (``watcher.state.history``) and
-its retention (``watcher.state.retention``).
+``SqliteStore`` is the SQLite engine of the ``Store`` protocol (``watcher.state.interface``:
+what the rest of the watcher is typed against), the one facade over the file; each concern is a
+repository of its own module: target state (``watcher.state.targets``), the delivery outbox
+(``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
+(``watcher.state.history``), its retention (``watcher.state.retention``) and the sources' last
+rounds (``watcher.state.source_rounds``).
 The values they read and write are pure code's (``watcher.delivery.outbox``,
-``watcher.alerting``). ``with Store(path) as store:`` closes the file at the end.
+``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
 from watcher.state.retention import Retention
 from watcher.state.silence_rows import Silences
+from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.targets import TargetStates
 
 
-class Store(TargetStates, Deliveries, Silences, History, Retention):
+class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
@@ -69,7 +72,7 @@ class Store(TargetStates, Deliveries, Silences, History, Retention):
         self._staged = {}
         self._prefetched = {}
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> SqliteStore:
         return self
 
     def __exit__(
@@ -92,3 +95,10 @@ class Store(TargetStates, Deliveries, Silences, History, Retention):
 
     def transaction(self) -> AbstractContextManager[None]:
         return transaction(self._db)
+
+    def record_round(self, round_: SourceRound) -> None:
+        record_round(self._db, round_)
+
+
+# The SQLite engine under its first name, for the tests and benchmarks that build one.
+Store = SqliteStore
