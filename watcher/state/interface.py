@@ -40,11 +40,12 @@ No transaction is ever held across a call: between two calls, the store holds no
 ``commits`` counts the steps and flushes committed: a caller tells from it whether its work
 wrote anything (the health signal "the database works again").
 
-Errors: today the SQLite engine raises the driver's ``sqlite3.Error``; callers classify it with
-``watcher.core.errors.state_error`` into ``TransientStateError`` (rolled back; retry with
-backoff) or ``PermanentStateError`` (stop). Mapping driver errors at the engine's boundary, so
-that callers catch ``StateError`` alone, is the next step (see issue 19: transient, permanent,
-lease lost).
+Errors: every call raises the store's errors (``watcher.core.errors``), never its driver's: an
+engine maps them at its boundary (the SQLite engine: each ``sqlite3.Error`` by ``state_error``,
+the driver's error as ``__cause__``). ``TransientStateError``: locked or busy, disk full, I/O,
+connection lost; the call rolled back, retry it with backoff. ``PermanentStateError``: corrupt,
+read-only, schema or constraint errors, a bug; retrying cannot help. A caller tells what it was
+doing with ``error.during("claim deliveries")``. (A third kind, lease lost, comes with fencing.)
 
 Synchronous or asynchronous: asynchronous, decided; this step is not there yet
 ----------------------------------------------------------------------------------

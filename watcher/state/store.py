@@ -20,13 +20,18 @@ The values they read and write are pure code's (``watcher.delivery.outbox``,
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sqlite3
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from sqlite_utils import Database
 
+from watcher.core.errors import StateError, state_error
 from watcher.state.database import (
     StateUnusable,
     migrate,
@@ -39,6 +44,7 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
+from watcher.state.interface import Store as StoreProtocol
 from watcher.state.retention import Retention
 from watcher.state.silence_rows import Silences
 from watcher.state.source_rounds import SourceRound, record_round
@@ -89,7 +95,7 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
 
     def close(self) -> None:
         # A staged state that cannot be written now is a poll not done: the next run redoes it.
-        with contextlib.suppress(sqlite3.Error):
+        with contextlib.suppress(StateError):
             self.flush_states()
         self._db.close()
 
@@ -98,6 +104,38 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
 
     def record_round(self, round_: SourceRound) -> None:
         record_round(self._db, round_)
+
+
+def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` raising ``StateError`` (``state_error``: transient or permanent) where the
+    driver raised ``sqlite3.Error``; the driver's error is its ``__cause__``."""
+    operation = name.replace("_", " ")
+    if inspect.isgeneratorfunction(method):  # prune_batches: errors come while iterating
+
+        @functools.wraps(method)
+        def batches(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from method(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise state_error(exc, operation) from exc
+
+        return batches
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise state_error(exc, operation) from exc
+
+    return call
+
+
+# Every call of the protocol maps the driver's errors at the engine's boundary: callers catch
+# the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
+for _name, _member in vars(StoreProtocol).items():
+    if not _name.startswith("_") and inspect.isfunction(_member):
+        setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
 
 
 # The SQLite engine under its first name, for the tests and benchmarks that build one.
