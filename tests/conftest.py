@@ -10,6 +10,7 @@ import pytest
 
 from watcher.state.store import Store
 
+from support.postgres import Postgres
 from support.receivers import JsonReceiver, SmtpReceiver
 from support.receivers import wait_until as _wait_until
 
@@ -31,6 +32,14 @@ def tmp_store(tmp_path: Path) -> Iterator[Store]:
     store = Store(tmp_path / "state" / "watcher.db")
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A throwaway PostgreSQL server (``support.postgres``), one per test process, started by
+    the first test that asks for it; each test makes its own database (``CREATE DATABASE``)."""
+    with Postgres.start() as server:
+        yield server
 
 
 @pytest.fixture

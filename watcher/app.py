@@ -51,7 +51,8 @@ from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
-from watcher.state.store import Store
+from watcher.state.interface import Store
+from watcher.state.store import SqliteStore
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +72,7 @@ class Daemon:
     ) -> None:
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self.store = Store(settings.state_path)
+        self.store: Store = SqliteStore(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass

@@ -128,10 +128,10 @@ def alerts(
 ) -> None:
     """Alert history from the state database, newest first."""
     from watcher.core.clock import iso
-    from watcher.state.store import Store
+    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
-    with state_or_exit(), Store(settings.state_path, readonly=True) as store:
+    with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
         records = store.history(limit=limit, rule=rule)
     for record in records:
         if as_json:

@@ -21,7 +21,7 @@ from watcher.core import logs
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
 from watcher.ledger.simulator.scenarios import Step
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 DEMO_POLL_SECONDS = 1.0
 DEMO_GROUP_WAIT_SECONDS = 0.5
@@ -59,7 +59,7 @@ def run_demo(rules_path: Path) -> int:
             settings = _demo_settings(Path(folder), server.url, rules_path, rules)
             fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
             asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
-        with Store(settings.state_path) as store:
+        with SqliteStore(settings.state_path) as store:
             history = store.history(limit=1000)
     return _report(rules, [(record.alert.rule, record.alert.reason) for record in history])
 

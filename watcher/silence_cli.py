@@ -77,7 +77,7 @@ def silence_add(
     from watcher.core.clock import iso
     from watcher.core.durations import parse_duration
     from watcher.core.errors import ConfigError
-    from watcher.state.store import Store
+    from watcher.state.store import SqliteStore
 
     if not comment.strip():
         usage_error("--comment must say why the rule is silenced")
@@ -102,7 +102,7 @@ def silence_add(
         usage_error(f"rule {rule!r} does not watch {subject} (it watches: {', '.join(watched)})")
     now = time.time()
     # Never upgrades an existing database: that is for `watcher run`, which may be running.
-    with state_or_exit(), Store(settings.state_path, upgrade=False) as store:
+    with state_or_exit(), SqliteStore(settings.state_path, upgrade=False) as store:
         silence = store.add_silence(
             rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
         )
@@ -124,11 +124,11 @@ def silence_list(
     import time
 
     from watcher.core.clock import iso
-    from watcher.state.store import Store
+    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
     now = time.time()
-    with state_or_exit(), Store(settings.state_path, readonly=True) as store:
+    with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
         silences = store.list_silences(now, include_expired=show_all)
     for silence in silences:
         state = "active" if silence.is_active(now) else "expired"
@@ -153,14 +153,14 @@ def silence_expire(
     import time
 
     from watcher.core.clock import iso
-    from watcher.state.store import Store
+    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
     if not settings.state_path.exists():
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)
     now = time.time()
-    with state_or_exit(), Store(settings.state_path, upgrade=False) as store:
+    with state_or_exit(), SqliteStore(settings.state_path, upgrade=False) as store:
         if store.expire_silence(silence_id, now):
             typer.echo(f"silence {silence_id} expired")
             return

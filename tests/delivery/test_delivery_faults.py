@@ -145,8 +145,8 @@ async def test_each_webhook_message_carries_a_stable_id_the_same_on_every_retry(
 
 
 class FailingStore(Store):
-    """The real store, except that the named methods first raise ``error`` ``times`` times
-    (after rolling back, as SQLite does)."""
+    """The real store, except that the named methods first fail with the driver's ``error``
+    ``times`` times (after rolling back, as SQLite does), mapped as the store maps it."""
 
     def __init__(self, path: Any, failures: dict[str, int], error: sqlite3.Error) -> None:
         super().__init__(path)
@@ -159,7 +159,7 @@ class FailingStore(Store):
         def call(*args: Any, **kwargs: Any) -> Any:
             if self.failures[name] > 0:
                 self.failures[name] -= 1
-                raise self.error
+                raise state_error(self.error, name.replace("_", " ")) from self.error
             return method(*args, **kwargs)
 
         return call
@@ -204,7 +204,7 @@ async def test_a_locked_database_at_claim_leaves_nothing_claimed_and_the_next_cl
     sender = make_sender(store, [json_receiver.url], clock)
     enqueue(store, sender, clock, alert("k1"))
 
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(TransientStateError):
         sender.dispatch()  # the daemon's loop records it and tries again (test_e2e_faults)
     assert statuses(store) == [("[warning] treasury: k1", "pending", 0)]
     assert await sender.send_due() == 1

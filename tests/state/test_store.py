@@ -11,6 +11,7 @@ import pytest
 from sqlite_utils import Database
 
 from watcher.alerting.events import AlertMessage
+from watcher.core.errors import PermanentStateError
 from watcher.delivery.outbox import Destination
 from watcher.state.database import (
     MIGRATIONS,
@@ -161,7 +162,8 @@ def test_the_store_refuses_use_from_another_thread(tmp_store: Store) -> None:
     thread.start()
     thread.join()
     assert len(errors) == 1
-    assert isinstance(errors[0], sqlite3.ProgrammingError)
+    assert isinstance(errors[0], PermanentStateError)  # the store's error, the driver's cause
+    assert isinstance(errors[0].__cause__, sqlite3.ProgrammingError)
 
 
 # -- commit_step ----------------------------------------------------------------------------
@@ -380,7 +382,8 @@ def test_the_store_is_a_context_manager_that_closes_the_file(tmp_path: Path) -> 
     with Store(tmp_path / "watcher.db") as store:
         store.commit_step("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
         assert store.load_state("votes", "cluster") == {"seen": 1}
-    with pytest.raises(sqlite3.ProgrammingError):
+    with pytest.raises(PermanentStateError, match="load state: ProgrammingError") as closed:
         store.load_state("votes", "cluster")
+    assert isinstance(closed.value.__cause__, sqlite3.ProgrammingError)
     with Store(tmp_path / "watcher.db") as again:
         assert again.load_state("votes", "cluster") == {"seen": 1}

@@ -33,9 +33,11 @@ WatcherError
                                    any other non-2xx status that is not 5xx; .status
 ```
 
-``StateError`` is made from a ``sqlite3.Error`` by ``state_error`` (the driver raises its own
-classes; callers catch ``sqlite3.Error`` and classify). A stretch of transient state errors
-longer than ``health.database_down_for`` is fatal too.
+``StateError`` is what the store raises (``watcher.state.interface``): its engine maps its
+driver's errors at its boundary (SQLite's ``sqlite3.Error`` by ``state_error``), so that callers
+catch ``StateError`` alone, whatever the engine; a caller names what it was doing with
+``StateError.during``. A stretch of transient state errors longer than
+``health.database_down_for`` is fatal too.
 
 When retries are used up the client raises the last transient error itself (so callers still see
 e.g. ``RateLimited``), with ``.attempts`` telling how many requests were made.
@@ -88,6 +90,15 @@ class StateError(WatcherError):
         self.message = REDACTOR.redact(message)
         self.operation = operation
         super().__init__(f"{operation}: {self.message}")
+
+    def during(self, operation: str) -> StateError:
+        """The same error, told as a failure of the caller's ``operation`` (what the daemon
+        was doing: "claim deliveries") rather than of the store call that raised it."""
+        if type(self) not in (TransientStateError, PermanentStateError):
+            return self  # e.g. StateUnusable: its text is a line of its own
+        error = type(self)(self.message, operation=operation)
+        error.__cause__ = self.__cause__
+        return error
 
 
 class TransientStateError(StateError):

@@ -39,7 +39,7 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 if TYPE_CHECKING:
     from watcher.config.settings import Settings
@@ -140,7 +140,7 @@ class Sender:
 
     def dispatch(self) -> list[asyncio.Task[int]]:
         """Claim the due deliveries of every URL that has no worker running and start one
-        worker per URL. Raises ``sqlite3.Error`` when the claim failed (rolled back: nothing
+        worker per URL. Raises ``StateError`` when the claim failed (rolled back: nothing
         claimed); the caller records it and tries again later."""
         if self._stopping:
             return []

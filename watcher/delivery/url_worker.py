@@ -15,7 +15,6 @@ its message was in flight is logged (a warning with its id) and skipped.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,13 +26,13 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import Presentation
 from watcher.core.clock import Clock
-from watcher.core.errors import state_error
+from watcher.core.errors import StateError
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.send_timeout import BoundedSends
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 log = structlog.get_logger(__name__)
 
@@ -72,8 +71,8 @@ class StoreCalls:
         while True:
             try:
                 result = call()
-            except sqlite3.Error as exc:
-                error = state_error(exc, operation)
+            except StateError as exc:
+                error = exc.during(operation)
                 self.state_health.failed(error, self.clock())
                 if not error.transient:
                     raise error from exc

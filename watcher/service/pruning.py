@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import time
 from collections.abc import Callable
 
@@ -15,9 +14,9 @@ from watcher.alerting import builtin
 from watcher.alerting.ruleset import RuleSet
 from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
-from watcher.core.errors import state_error
+from watcher.core.errors import StateError
+from watcher.state.interface import Store
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-from watcher.state.store import Store
 
 log = structlog.get_logger(__name__)
 
@@ -61,8 +60,8 @@ class Pruner:
             started = time.perf_counter()
             try:
                 done = await self.prune_once()
-            except sqlite3.Error as exc:
-                log.warning("history pruning failed", error=str(state_error(exc, "prune history")))
+            except StateError as exc:
+                log.warning("history pruning failed", error=str(exc.during("prune history")))
             else:
                 log.info(
                     "history pruned",

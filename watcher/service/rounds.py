@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import structlog
@@ -24,7 +23,7 @@ from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.alerting.ruleset import Job
 from watcher.core.clock import Clock
-from watcher.core.errors import state_error
+from watcher.core.errors import StateError
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
@@ -32,8 +31,8 @@ from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import in_chunks, run_bounded
-from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.store import Store
+from watcher.state.interface import Store
+from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger("watcher.app")
 
@@ -100,7 +99,7 @@ class Sweeper:
             job.source, now, len(results), failed, now - started, now if any(results) else None
         )
         with self.database_work("record the round"):
-            record_round(self.store.db, done)
+            self.store.record_round(done)
         problem = {"error": self.last_errors.get(job.source)} if failed else {}
         log.info(
             "round",
@@ -121,7 +120,7 @@ class Sweeper:
         with self.database_work(f"read {job.source} states"):
             try:
                 self.store.prefetch_states(job.source, chunk)
-            except sqlite3.Error:
+            except StateError:
                 raise  # database_work's
             except Exception:
                 log.exception(
@@ -133,7 +132,7 @@ class Sweeper:
         with self.database_work(f"poll {source.name}"):
             try:
                 ok = await self.poll(source, target, interval)
-            except sqlite3.Error:
+            except StateError:
                 raise  # database_work's
             except Exception as exc:  # a bug or an unreadable state: this target's failure only
                 detail = self.poll_faults.failed(source.name, target, exc)
@@ -152,8 +151,8 @@ class Sweeper:
         commits = self.store.commits
         try:
             yield
-        except sqlite3.Error as exc:
-            self.state_health.failed(state_error(exc, operation), self.clock())
+        except StateError as exc:
+            self.state_health.failed(exc.during(operation), self.clock())
         else:
             if self.store.commits != commits:  # only a write shows the database works again
                 self.state_health.succeeded(self.clock())

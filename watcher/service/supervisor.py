@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import structlog
 from watcher.alerting.health import StateHealth
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
-from watcher.core.errors import DaemonFailed, state_error
+from watcher.core.errors import DaemonFailed, StateError
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat
@@ -28,7 +27,7 @@ from watcher.service.http import HttpEndpoint
 from watcher.service.pruning import Pruner
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.state.store import Store
+from watcher.state.interface import Store
 
 log = structlog.get_logger(__name__)
 
@@ -147,9 +146,9 @@ class Runtime:
             try:
                 self.sender.dispatch()
                 failures = 0
-            except sqlite3.Error as exc:
+            except StateError as exc:
                 failures += 1
-                self.state_health.failed(state_error(exc, "claim deliveries"), self.clock())
+                self.state_health.failed(exc.during("claim deliveries"), self.clock())
                 # Not retried at once, whatever wakes the sender meanwhile.
                 await asyncio.sleep(min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX))
                 continue

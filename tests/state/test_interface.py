@@ -1,0 +1,43 @@
+"""The SQLite engine is a ``Store`` (the protocol the rest of the watcher is typed against)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from watcher.state.interface import Store
+from watcher.state.source_rounds import SourceRound, last_rounds
+from watcher.state.store import SqliteStore
+
+
+def protocol_members() -> set[str]:
+    return {
+        name
+        for name, value in vars(Store).items()
+        if (callable(value) or isinstance(value, property))
+        and (not name.startswith("_") or name in {"__enter__", "__exit__"})
+    }
+
+
+def test_the_sqlite_engine_has_every_member_of_the_protocol_with_its_parameters(
+    tmp_path: Path,
+) -> None:
+    members = protocol_members()
+    assert {"commit_step", "claim_due", "record_round", "commits", "close"} <= members
+    with SqliteStore(tmp_path / "watcher.db") as store:
+        engine: Store = store  # mypy checks the rest where watcher.app builds it
+        for name in members:
+            assert hasattr(engine, name), name
+            wanted = getattr(Store, name)
+            if isinstance(wanted, property):
+                continue
+            assert list(inspect.signature(getattr(SqliteStore, name)).parameters) == list(
+                inspect.signature(wanted).parameters
+            ), name
+
+
+def test_record_round_keeps_the_last_success_when_a_round_fails(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "watcher.db") as store:
+        store.record_round(SourceRound("vote", 10.0, 5, 0, 0.5, 10.0))
+        store.record_round(SourceRound("vote", 20.0, 5, 5, 0.7, None))
+        assert last_rounds(store.db.conn) == [SourceRound("vote", 20.0, 5, 5, 0.7, 10.0)]
