@@ -9,7 +9,7 @@ from support.postgres import Postgres
 
 def test_the_throwaway_server_answers_on_its_socket_only_with_fsync_off(postgres: Postgres) -> None:
     with psycopg.connect(postgres.conninfo, autocommit=True) as conn:
-        settings = dict(
+        settings: dict[str, str] = dict(
             conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN "
                 "('fsync', 'listen_addresses', 'unix_socket_directories', 'server_encoding')"

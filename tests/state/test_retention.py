@@ -250,8 +250,10 @@ async def test_the_daemon_prunes_at_start_and_says_what_it_deleted_in_one_line(
 ) -> None:
     world = make_world()
     daemon = world.daemon
-    queue(daemon.store, world.now[0] - daemon.settings.retention - DAY, "old", sent=world.now[0])
-    queue(daemon.store, world.now[0] - daemon.settings.retention - DAY, "older", dead=0.0)
+    store = daemon.store
+    assert isinstance(store, Store)  # the SQLite engine: queue() reads its rows
+    queue(store, world.now[0] - daemon.settings.retention - DAY, "old", sent=world.now[0])
+    queue(store, world.now[0] - daemon.settings.retention - DAY, "older", dead=0.0)
     with capture_logs() as logs:
         task = asyncio.create_task(daemon.pruner.prune_forever())
         for _ in range(500):  # a deadline of 5 s
@@ -262,7 +264,7 @@ async def test_the_daemon_prunes_at_start_and_says_what_it_deleted_in_one_line(
         await asyncio.wait_for(task, 5)
     [line] = [line for line in logs if line["event"] == "history pruned"]
     assert (line["alerts"], line["deliveries"], line["retention"]) == (1, 1, "90d")
-    assert titles(daemon.store) == {"old"}  # sent within retention: kept
+    assert titles(store) == {"old"}  # sent within retention: kept
 
 
 # -- indexes --------------------------------------------------------------------------------------

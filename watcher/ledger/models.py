@@ -265,9 +265,7 @@ class VoteAccount(_Answer):
     # Strict: lax parsing would read the string "0" (or 1) as a flag the node never sent.
     epoch_vote_account: Annotated[
         Annotated[bool, Field(strict=True)] | None, Unknowable("epochVoteAccount")
-    ] = Field(
-        default=None, alias="epochVoteAccount"
-    )
+    ] = Field(default=None, alias="epochVoteAccount")
     # [epoch, credits, previous credits] of the last epochs (at most 5), oldest first.
     epoch_credits: EpochCredits = Field(default=(), alias="epochCredits")
 
