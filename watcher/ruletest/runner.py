@@ -41,7 +41,7 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.accounts_reader import AccountRecording
-from watcher.ruletest.actions import apply_action
+from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.das_reader import DasRecording
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 
@@ -261,7 +261,7 @@ async def _play(
         if test.ledger.from_ == "mainnet"
         else Ledger(clock=clock, seed=LEDGER_SEED)
     )
-    test.ledger.seed(ledger, document)
+    seed_ledger(test.ledger, ledger, document)
     with (
         SimulatorServer(ledger) as server,
         tempfile.TemporaryDirectory(prefix="watcher-test-") as folder,
