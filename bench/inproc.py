@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from watcher.alerting.ruleset import RuleSet  # noqa: E402
 from watcher.app import Daemon  # noqa: E402
 from watcher.config.check import load_config  # noqa: E402
-from watcher.kinds import SOURCES  # noqa: E402
+from watcher.kinds import KINDS, SOURCES  # noqa: E402
 from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
 
@@ -53,8 +53,8 @@ def daemon_for(folder: Path, url: str, rules: str) -> Daemon:
             }
         )
     )
-    settings, rules_loaded = load_config(folder / "watcher.yaml")
-    return Daemon(settings, RuleSet(rules_loaded))
+    settings, rules_loaded = load_config(folder / "watcher.yaml", kinds=KINDS)
+    return Daemon(settings, RuleSet(rules_loaded, KINDS))
 
 
 async def busy_address(folder: Path) -> bool:

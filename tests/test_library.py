@@ -9,6 +9,7 @@ import pytest
 
 import watcher
 from watcher import (
+    KINDS,
     ConfigError,
     Daemon,
     RpcError,
@@ -47,8 +48,8 @@ def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:
             rules=["rules.yaml"],
             channels={"ops": ["json://127.0.0.1:9/"]},
         )
-        rules = load_rules(settings.rules, channels=set(settings.channels))
-        daemon = Daemon(settings, RuleSet(rules))
+        rules = load_rules(settings.rules, channels=set(settings.channels), kinds=KINDS)
+        daemon = Daemon(settings, RuleSet(rules, KINDS))
 
         async def one_round() -> None:
             try:

@@ -2,13 +2,14 @@
 
 What a program embedding the daemon needs, importable from ``watcher``::
 
-    from watcher import Daemon, RuleSet, Settings, load_rules
+    from watcher import KINDS, Daemon, RuleSet, Settings, load_rules
 
     settings = Settings.build(rpc_url=..., rules=["rules/"], channels={"ops": ["json://..."]})
-    rules = load_rules(settings.rules, channels=set(settings.channels))
-    daemon = Daemon(settings, RuleSet(rules))
+    rules = load_rules(settings.rules, channels=set(settings.channels), kinds=KINDS)
+    daemon = Daemon(settings, RuleSet(rules, KINDS))
 
-(``load_config`` reads a settings file and its rules together.) Errors: every error the
+(``load_config(path, kinds=KINDS)`` reads a settings file and its rules together; ``KINDS``,
+the registry of watch kinds, is handed to what reads or indexes rules.) Errors: every error the
 daemon raises on purpose is a ``WatcherError``; ``ConfigError`` (settings or rules),
 ``RpcError`` (the ledger's endpoint), ``StateError`` (the state database) and ``DaemonFailed``.
 The names are imported on first use, so that ``import watcher`` stays cheap.
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
         StateError,
         WatcherError,
     )
+    from watcher.kinds import KINDS
 
 _WHERE = {
+    "KINDS": "watcher.kinds",
     "Daemon": "watcher.app",
     "RuleSet": "watcher.alerting.ruleset",
     "Settings": "watcher.config.settings",
@@ -51,6 +54,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "KINDS",
     "ConfigError",
     "Daemon",
     "DaemonFailed",

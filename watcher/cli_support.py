@@ -35,9 +35,10 @@ def fail_with_problems(problems: list[object]) -> None:
 def load(config: Path) -> tuple[Settings, RuleSet]:
     from watcher.alerting.ruleset import RuleSet
     from watcher.config.check import load_config
+    from watcher.kinds import KINDS
 
-    settings, rules = load_config(config)
-    return settings, RuleSet(rules)
+    settings, rules = load_config(config, kinds=KINDS)
+    return settings, RuleSet(rules, KINDS)
 
 
 def settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:

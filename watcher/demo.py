@@ -19,6 +19,7 @@ from watcher.config.rules import load_rules
 from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError
+from watcher.kinds import KINDS
 from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
 from watcher.ledger.simulator.scenarios import Step
 from watcher.state.store import SqliteStore
@@ -43,7 +44,7 @@ EXPECTED = {
 def run_demo(rules_path: Path) -> int:
     logs.configure("warning", "console")
     try:
-        rules = load_rules([rules_path], channels=None)
+        rules = load_rules([rules_path], channels=None, kinds=KINDS)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem)
@@ -58,7 +59,7 @@ def run_demo(rules_path: Path) -> int:
         with SimulatorServer(ledger) as server:
             settings = _demo_settings(Path(folder), server.url, rules_path, rules)
             fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
-            asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
+            asyncio.run(_play(settings, RuleSet(fast_rules, KINDS), ledger, scenario))
         with SqliteStore(settings.state_path) as store:
             history = store.history(limit=1000)
     return _report(rules, [(record.alert.rule, record.alert.reason) for record in history])

@@ -30,23 +30,25 @@ def _builtin_subjects() -> dict[str, tuple[str, ...]]:
     """The daemon's built-in alerts can be silenced too; each has one subject, but
     rpc_disagreement (one per voted target, ``_silenceable``)."""
     from watcher.alerting import builtin
+    from watcher.config import rule_models
 
     return {
-        builtin.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
-        builtin.RPC_DISAGREEMENT: (),
-        builtin.CLUSTER_DELINQUENT_STAKE: (builtin.CLUSTER_SUBJECT,),
+        rule_models.RPC_UNHEALTHY: (builtin.RPC_SUBJECT,),
+        rule_models.RPC_DISAGREEMENT: (),
+        rule_models.CLUSTER_DELINQUENT_STAKE: (rule_models.CLUSTER_SUBJECT,),
     }
 
 
 def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
     """Rule name -> the subjects its alerts can have (its addresses, mints or validators)."""
     from watcher.alerting import builtin
-    from watcher.config.rule_models import StateRule
+    from watcher.config.rule_models import RPC_DISAGREEMENT, StateRule
+    from watcher.kinds import source_of
 
     # rpc_disagreement: one subject per target a state rule watches (put to a vote).
     voted = tuple(
         dict.fromkeys(
-            builtin.disagreement_subject(rule.source, target)
+            builtin.disagreement_subject(source_of(rule.kind).name, target)
             for rule in ruleset.rules
             if isinstance(rule, StateRule)
             for target in rule.targets
@@ -54,7 +56,7 @@ def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
     )
     return {
         **_builtin_subjects(),
-        builtin.RPC_DISAGREEMENT: voted,
+        RPC_DISAGREEMENT: voted,
         **{rule.name: rule.watched for rule in ruleset.rules},
     }
 

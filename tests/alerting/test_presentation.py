@@ -11,7 +11,7 @@ import pytest
 
 from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import PLAIN, Presentation, shorten
-from watcher.config.rule_models import AnyRule
+from watcher.config.rule_models import RuleBase
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
@@ -32,7 +32,7 @@ LINKS = "https://explorer.solana.com/{kind}/{id}"
 SHOWN = Presentation({VOTE: "my validator", ADDRESS: "treasury"}, LINKS)
 
 
-def rule(kind: str, watched: str, **fields: Any) -> AnyRule:
+def rule(kind: str, watched: str, **fields: Any) -> RuleBase:
     key_of = {"new_transactions": "addresses", "holder_changes": "mints"}
     return RULE_MODELS[kind].model_validate(
         {"name": "r", "kind": kind, key_of.get(kind, "validators"): [watched], **fields}
@@ -48,9 +48,9 @@ def votes(*, delinquent: bool) -> VoteAccounts:
     )
 
 
-def one_alert_of_each_kind() -> list[tuple[AnyRule, AlertMessage]]:
+def one_alert_of_each_kind() -> list[tuple[RuleBase, AlertMessage]]:
     """What each source's step says on a change: facts, not worded yet."""
-    cases: list[tuple[AnyRule, str, Sequence[Any]]] = [
+    cases: list[tuple[RuleBase, str, Sequence[Any]]] = [
         (
             rule("new_transactions", ADDRESS),
             ADDRESS,
@@ -72,7 +72,7 @@ def one_alert_of_each_kind() -> list[tuple[AnyRule, AlertMessage]]:
     ]
     alerts = []
     for watching, target, observations in cases:
-        source = SOURCES[watching.source]
+        source = SOURCES[KINDS[watching.kind].source.name]
         state = None
         for now, observation in enumerate(observations):
             outcome = source.step([watching], target, state, observation, float(now))
@@ -84,7 +84,7 @@ def one_alert_of_each_kind() -> list[tuple[AnyRule, AlertMessage]]:
 
 @pytest.mark.parametrize("case", one_alert_of_each_kind(), ids=lambda case: case[0].kind)
 def test_a_step_says_facts_and_they_are_worded_once_by_the_kind(
-    case: tuple[AnyRule, AlertMessage],
+    case: tuple[RuleBase, AlertMessage],
 ) -> None:
     """Steps word nothing; ``word`` words each alert once, from its facts, with its kind's
     default wording (PLAIN: no labels, no links)."""
@@ -97,7 +97,7 @@ def test_a_step_says_facts_and_they_are_worded_once_by_the_kind(
 
 
 @pytest.mark.parametrize("case", one_alert_of_each_kind(), ids=lambda case: case[0].kind)
-def test_every_kind_links_the_keys_it_names(case: tuple[AnyRule, AlertMessage]) -> None:
+def test_every_kind_links_the_keys_it_names(case: tuple[RuleBase, AlertMessage]) -> None:
     watching, alert = case
     shown = word(alert, watching, SHOWN)
     assert shown.facts == alert.facts and shown.dedup_key == alert.dedup_key

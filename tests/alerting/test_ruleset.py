@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.alerting.ruleset import Job, RuleSet
-from watcher.config.rule_models import Rule
-from watcher.kinds import KINDS, RULE_MODELS
-from watcher.kinds import Rule as AnyKindOfRule
+from watcher.config.rule_models import RuleBase
+from watcher.kinds import KINDS, RULE_MODELS, AnyRule
 
 
 def key(number: int) -> str:
@@ -23,20 +22,20 @@ def key(number: int) -> str:
 
 A, B, C, M, V = key(1), key(2), key(3), key(4), key(5)
 
-_RULE: TypeAdapter[Rule] = TypeAdapter(AnyKindOfRule)
+_RULE: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
 
 
-def rule(name: str, kind: str, every: str, **fields: Any) -> Rule:
+def rule(name: str, kind: str, every: str, **fields: Any) -> RuleBase:
     return _RULE.validate_python({"name": name, "kind": kind, "every": every, **fields})
 
 
-def tx(name: str, every: str, *addresses: str) -> Rule:
+def tx(name: str, every: str, *addresses: str) -> RuleBase:
     return rule(name, "new_transactions", every, addresses=list(addresses))
 
 
 def test_two_rules_on_one_address_share_one_target_at_the_shorter_interval() -> None:
     slow, fast = tx("slow", "30s", A), tx("fast", "10s", A)
-    rules = RuleSet([slow, fast])
+    rules = RuleSet([slow, fast], KINDS)
     assert rules.jobs() == [Job(source="signatures", interval=10.0, targets=(A,))]
     assert rules.rules_for("signatures", A) == [slow, fast]
     assert rules.interval("signatures", A) == 10.0
@@ -49,7 +48,8 @@ def test_targets_are_grouped_by_interval_per_source() -> None:
             tx("t2", "30s", B, C),
             rule("w", "holder_changes", "1m", mints=[M]),
             rule("w2", "holder_changes", "10s", mints=[M]),
-        ]
+        ],
+        KINDS,
     )
     assert rules.jobs() == [
         Job(source="holders", interval=10.0, targets=(M,)),
@@ -69,7 +69,8 @@ def test_state_kinds_share_the_one_cluster_target_of_their_source() -> None:
             rule("d1", "delinquent_validators", "30s", validators=[V]),
             rule("d2", "delinquent_validators", "10s", validators=[A, V]),
             rule("drift", "version_drift", "5m", validators=[V]),
-        ]
+        ],
+        KINDS,
     )
     assert rules.jobs() == [
         Job(source="nodes", interval=300.0, targets=("cluster",)),
@@ -81,7 +82,7 @@ def test_state_kinds_share_the_one_cluster_target_of_their_source() -> None:
 
 def test_rule_by_name() -> None:
     treasury = tx("treasury", "30s", A)
-    rules = RuleSet([treasury])
+    rules = RuleSet([treasury], KINDS)
     assert rules.rule("treasury") is treasury
     assert rules.rules == (treasury,)
     with pytest.raises(KeyError):
@@ -90,11 +91,11 @@ def test_rule_by_name() -> None:
 
 def test_duplicate_names_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate rule name 'x'"):
-        RuleSet([tx("x", "30s", A), tx("x", "10s", B)])
+        RuleSet([tx("x", "30s", A), tx("x", "10s", B)], KINDS)
 
 
 def test_no_rules_no_jobs() -> None:
-    assert RuleSet([]).jobs() == []
+    assert RuleSet([], KINDS).jobs() == []
 
 
 def test_every_kind_has_a_source() -> None:
@@ -149,17 +150,17 @@ def test_each_target_is_in_exactly_one_job_at_the_shortest_interval_asked(
         )
         for index, (kind, every, numbers) in enumerate(specs)
     ]
-    ruleset = RuleSet(rules)
+    ruleset = RuleSet(rules, KINDS)
     scheduled = [
         (job.source, target, job.interval) for job in ruleset.jobs() for target in job.targets
     ]
     expected: dict[tuple[str, str], float] = {}
     for r in rules:
         for target in r.targets:
-            slot = (r.source, target)
+            slot = (KINDS[r.kind].source.name, target)
             expected[slot] = min(expected.get(slot, float("inf")), r.every)
     assert sorted(scheduled) == sorted((s, t, i) for (s, t), i in expected.items())
     for (source, target), _ in expected.items():
         assert ruleset.rules_for(source, target) == [
-            r for r in rules if target in r.targets and r.source == source
+            r for r in rules if target in r.targets and KINDS[r.kind].source.name == source
         ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from watcher.config.rules import read_rules
+from watcher.kinds import KINDS
 
 from support.values import key
 
@@ -29,7 +30,7 @@ def rule_file(folder: Path, *lines: str, kind: str = "new_transactions") -> Path
 
 
 def read(path: Path) -> tuple[list[str], list[str]]:
-    rules, problems = read_rules([path], channels=None)
+    rules, problems = read_rules([path], channels=None, kinds=KINDS)
     addresses = [a for rule in rules for a in getattr(rule, "addresses", ())]
     return addresses, [str(problem) for problem in problems]
 

@@ -20,6 +20,7 @@ from watcher.core.errors import PermanentStateError, TransientStateError, state_
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, Tone
 from watcher.delivery.outbox_sender import Sender
+from watcher.kinds import KINDS
 from watcher.state.store import Store
 
 from support.receivers import JsonReceiver, TrickleReceiver
@@ -372,8 +373,8 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
                 }
             ],
         )
-        settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules))
+        settings, rules = load_config(config, kinds=KINDS)
+        daemon = Daemon(settings, RuleSet(rules, KINDS))
 
         def broken() -> list[Any]:
             raise RuntimeError("a bug in the sender")

@@ -138,7 +138,7 @@ def test_wrong_keys_are_refused_at_the_rule_line(
     monkeypatch.chdir(tmp_path)
     text = "rules:\n  - name: low\n    kind: balance_below\n    " + keys.replace("A", IDENTITY)
     Path("a.yaml").write_text(textwrap.dedent(text) + "\n")
-    _, problems = read_rules([Path("a.yaml")], None)
+    _, problems = read_rules([Path("a.yaml")], None, kinds=KINDS)
     assert len(problems) == 1
     assert str(problems[0]).startswith("a.yaml:")
     assert message in str(problems[0])

@@ -142,7 +142,7 @@ def test_rule_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
         f"  - name: c\n    kind: new_assets\n    collection: {COLLECTION}\n"
         "    only_verified: true\n"
     )
-    _, problems = read_rules([path], None)
+    _, problems = read_rules([path], None, kinds=KINDS)
     text = [str(problem) for problem in problems]
     assert any(f"{path}:2:" in line and "exactly one of collection" in line for line in text)
     assert any(f"{path}:8:" in line and "owner" in line for line in text)

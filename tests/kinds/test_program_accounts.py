@@ -133,7 +133,7 @@ def test_rule_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
         "    filters: [{dataSize: 1, memcmp: {offset: 0, bytes: abc}}]\n"
         "    max_accounts: 0\n"
     )
-    _, problems = read_rules([path], None)
+    _, problems = read_rules([path], None, kinds=KINDS)
     text = "\n".join(str(problem) for problem in problems)
     assert f"{path}:5: filters" in text and "at most 4" in text
     assert f"{path}:9: filters[0]" in text and "either {dataSize: N}" in text

@@ -14,13 +14,13 @@ from pydantic import TypeAdapter
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.ruleset import RuleSet
-from watcher.config.rule_models import AnyRule
+from watcher.config.rule_models import RuleBase
 from watcher.core.errors import BadResponse, RpcTimeout
 from watcher.kinds import (
     KINDS,
     RULE_MODELS,
     SOURCES,
-    Rule,
+    AnyRule,
     digest_words,
     source_of,
     sources_of,
@@ -48,7 +48,7 @@ OTHER_ADDRESS = key("other")
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 
 
-def rule(kind: str, **fields: Any) -> AnyRule:
+def rule(kind: str, **fields: Any) -> RuleBase:
     return RULE_MODELS[kind].model_validate({"kind": kind, **fields})
 
 
@@ -111,14 +111,14 @@ TREASURY = rule("new_transactions", name="treasury", addresses=[ADDRESS], notify
 
 
 async def poll(
-    ledger: FakeLedger, state: TargetState | None, rules: Sequence[AnyRule] = (TREASURY,)
+    ledger: FakeLedger, state: TargetState | None, rules: Sequence[RuleBase] = (TREASURY,)
 ) -> StepOutcome:
     observation = await SIGNATURES.observe(cast(LedgerReader, ledger), ADDRESS, state)
     outcome = SIGNATURES.step(rules, ADDRESS, state, observation, now=1000.0)
     return StepOutcome(outcome.state, worded(outcome, rules))
 
 
-def worded(outcome: StepOutcome, rules: Sequence[AnyRule]) -> tuple[AlertMessage, ...]:
+def worded(outcome: StepOutcome, rules: Sequence[RuleBase]) -> tuple[AlertMessage, ...]:
     """What a step says (facts), worded the one way the daemon words it."""
     by_name = {rule.name: rule for rule in rules}
     return tuple(word(alert, by_name[alert.rule]) for alert in outcome.alerts)
@@ -215,7 +215,7 @@ async def test_one_notification_per_rule_watching_the_address() -> None:
     elsewhere = rule("new_transactions", name="elsewhere", addresses=[OTHER_ADDRESS])
     whales = rule("holder_changes", name="whales", mints=[MINT])
     rules = [TREASURY, audit, elsewhere, whales]
-    assert sorted(RuleSet(rules).targets("signatures")) == sorted([ADDRESS, OTHER_ADDRESS])
+    assert sorted(RuleSet(rules, KINDS).targets("signatures")) == sorted([ADDRESS, OTHER_ADDRESS])
     state = roundtrip((await poll(FakeLedger(history(5)), None, rules)).state)
     outcome = await poll(FakeLedger([entry("x", 99_999), *history(5)]), state, rules)
     assert sorted((a.rule, a.severity, a.title.split(":")[0]) for a in outcome.alerts) == [
@@ -335,7 +335,7 @@ MY_VALIDATOR = rule(
 
 
 def run_votes(
-    observations: Sequence[tuple[float, VoteAccounts]], rules: Sequence[AnyRule] = (MY_VALIDATOR,)
+    observations: Sequence[tuple[float, VoteAccounts]], rules: Sequence[RuleBase] = (MY_VALIDATOR,)
 ) -> list[list[AlertMessage]]:
     state: TargetState | None = None
     said = []
@@ -459,8 +459,8 @@ def replace_version(node: ClusterNode, version: str | None) -> ClusterNode:
 async def test_nodes_observe_reads_gossip_and_vote_accounts() -> None:
     observation = await NODES.observe(cast(LedgerReader, FakeLedger([])), "cluster", None)
     assert len(observation.nodes) == 6455 and len(observation.vote_accounts.current) == 1040
-    assert RuleSet([DRIFT]).targets("nodes") == ["cluster"]
-    assert RuleSet([TREASURY]).targets("nodes") == []
+    assert RuleSet([DRIFT], KINDS).targets("nodes") == ["cluster"]
+    assert RuleSet([TREASURY], KINDS).targets("nodes") == []
 
 
 def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -> None:
@@ -517,8 +517,8 @@ def test_registry() -> None:
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
-    assert RuleSet([MY_VALIDATOR]).targets("votes") == ["cluster"]
-    assert RuleSet([WHALES, TREASURY]).targets("holders") == [MINT]
+    assert RuleSet([MY_VALIDATOR], KINDS).targets("votes") == ["cluster"]
+    assert RuleSet([WHALES, TREASURY], KINDS).targets("holders") == [MINT]
 
 
 WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}
@@ -563,7 +563,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "account_changed",
         "new_editions",
     ]
-    union: TypeAdapter[AnyRule] = TypeAdapter(Rule)
+    union: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
     for name, kind in KINDS.items():
         assert RULE_MODELS[name] is kind.model and kind.model.kind_name() == name
         assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source

@@ -12,7 +12,7 @@ from test_vote_kinds import BIG, MINE, MINE_NODE, VOTES, account, cluster, play,
 
 from watcher.alerting.ruleset import RuleSet
 from watcher.config.template_check import sample_alerts, template_problems
-from watcher.kinds import digest_words
+from watcher.kinds import KINDS, digest_words
 
 STAKE = rule("stake_changed", name="stake", validators=[MINE], min_change_pct=10)
 COMMISSION = rule("commission_changed", name="commission", validators=[MINE_NODE])
@@ -118,7 +118,7 @@ def test_digest_words() -> None:
 def test_event_rules_poll_the_one_cluster_target() -> None:
     assert STAKE.targets == ("cluster",) and STAKE.watched == (MINE,)
     assert COMMISSION.targets == ("cluster",) and COMMISSION.watched == (MINE_NODE,)
-    assert RuleSet([STAKE]).targets("votes") == ["cluster"]
+    assert RuleSet([STAKE], KINDS).targets("votes") == ["cluster"]
 
 
 # -- watcher check: templates rendered on sample alerts of each kind -------------------------
@@ -137,8 +137,8 @@ def test_check_renders_templates_on_every_transition_of_the_kind(kind: str) -> N
     watching = {} if kind == "cluster_stalled" else {"validators": [MINE]}
     good = rule(kind, name="r", title=TEMPLATES[kind], **watching)
     broken = rule(kind, name="r", body="{{ old_status.upper() }}", **watching)
-    assert template_problems([good]) == []
-    [problem] = template_problems([broken])
+    assert template_problems([good], KINDS) == []
+    [problem] = template_problems([broken], KINDS)
     assert "rule 'r': body template failed: 'old_status' is undefined" in problem.message
-    reasons_seen = {alert.reason for alert in sample_alerts(good)}
+    reasons_seen = {alert.reason for alert in sample_alerts(good, KINDS)}
     assert reasons_seen == ({"event"} if "changed" in kind else {"firing", "resolved"})

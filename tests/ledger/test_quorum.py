@@ -20,7 +20,7 @@ from watcher.alerting.events import AlertMessage, StepOutcome
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
-from watcher.kinds import SOURCES
+from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import agree, differences
 from watcher.ledger.simulator import Ledger, SimulatorServer
 
@@ -86,8 +86,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             },
         )
         with_endpoints(config, [server_a.url, server_b.url], quorum=2)
-        settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
+        settings, rules = load_config(config, kinds=KINDS)
+        daemon = Daemon(settings, RuleSet(rules, KINDS), clock=lambda: now[0])
         try:
             yield (world := World(a, b, (server_a, server_b), daemon, now))
         finally:

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from watcher.alerting.events import AlertMessage, Grouping, Reason
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
+from watcher.kinds import KINDS
 from watcher.service import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.source_rounds import SourceRound, record_round
@@ -212,7 +213,7 @@ async def make_world(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
 
 def treasury_only(world: World, named: bool) -> RuleSet:
     rules = world.daemon.ruleset.rules
-    return RuleSet([rule for rule in rules if named or rule.name != "treasury"])
+    return RuleSet([rule for rule in rules if named or rule.name != "treasury"], KINDS)
 
 
 async def test_a_target_named_again_within_retention_alerts_on_what_it_missed_and_after_is_new(

@@ -13,7 +13,7 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
-from watcher.kinds import RULE_MODELS, SOURCES
+from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.transactions import Cursor
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
@@ -133,9 +133,9 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
                 "rpc": {"timeout": "2s", "max_attempts": 1},
             },
         )
-        settings, loaded = load_config(config)
+        settings, loaded = load_config(config, kinds=KINDS)
         extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
-        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
+        daemon = Daemon(settings, RuleSet([*loaded, *extra], KINDS), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now, server)
 

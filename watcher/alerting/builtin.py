@@ -39,23 +39,21 @@ from typing import Any
 from watcher.alerting.events import Severity, StepOutcome, TargetState
 from watcher.alerting.health import RoundVerdict
 from watcher.alerting.lifecycle import Episode, step_episodes
-from watcher.config.rule_models import RESERVED_NAMES, Rule
+from watcher.config.rule_models import (
+    CLUSTER_DELINQUENT_STAKE,
+    RPC_DISAGREEMENT,
+    RPC_UNHEALTHY,
+    RuleBase,
+)
 from watcher.config.rules import channels_of
 from watcher.config.settings import Settings
 from watcher.core.clock import human_duration, iso
 from watcher.ledger.quorum import Disagreement
 
-RPC_UNHEALTHY = "rpc_unhealthy"
-RPC_DISAGREEMENT = "rpc_disagreement"
-CLUSTER_DELINQUENT_STAKE = "cluster_delinquent_stake"
-# no rule may take them
-assert {RPC_UNHEALTHY, RPC_DISAGREEMENT, CLUSTER_DELINQUENT_STAKE} == RESERVED_NAMES
-
 SOURCE = "builtin"  # the store's source of the built-in episodes
 RPC_TARGET = "rpc"  # ... and target of the rpc_unhealthy episode
 RPC_SUBJECT = "rpc"
 DISAGREEMENT_TARGET = "disagreement"  # ... and of the rpc_disagreement episodes
-CLUSTER_SUBJECT = "cluster"
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,9 @@ class Builtins:
     cluster_delinquent_stake: BuiltinRule | None  # None: turned off
 
     @classmethod
-    def from_settings(cls, settings: Settings, rules: Sequence[Rule], endpoint: str) -> Builtins:
+    def from_settings(
+        cls, settings: Settings, rules: Sequence[RuleBase], endpoint: str
+    ) -> Builtins:
         health = settings.health
         every_rule = _union(channels_of(rule, settings) for rule in rules)
         rpc_channels = (

@@ -145,7 +145,7 @@ def dedup_key(rule: str, subject: str, episode: Episode, transition: Transition)
 # -- the driver shared by every state kind ---------------------------------------------------
 
 
-class StateRule(RuleView, Protocol):
+class StateRuleView(RuleView, Protocol):
     """What the lifecycle reads of a state-kind rule (delinquent_validators, version_drift)."""
 
     @property
@@ -163,10 +163,10 @@ Assessment = tuple[bool | None, dict[str, Any]]
 
 
 def step_episodes(
-    rules: Sequence[StateRule],
+    rules: Sequence[StateRuleView],
     state: TargetState | None,
     now: float,
-    assess: Callable[[StateRule], Mapping[str, Assessment]],
+    assess: Callable[[StateRuleView], Mapping[str, Assessment]],
 ) -> StepOutcome:
     """Advance every (rule, subject) episode and say the transitions (as facts).
 

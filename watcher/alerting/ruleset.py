@@ -4,7 +4,7 @@ Rules that watch the same target share one call: a target is polled at the short
 among the rules watching it, and a source's targets with the same interval form one ``Job`` (one
 scheduled sweep). Targets: addresses (source ``signatures``), mints (``holders``), and the one
 ``cluster`` for the vote-account set (``votes``) and the node set (``nodes``); each rule kind
-names the source it rides on (``watcher.kinds.KINDS``).
+names the source it rides on (``watcher.kinds.KINDS``, handed in: ``RuleSet(rules, KINDS)``).
 
 Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
 a new RuleSet and compares ``jobs()``.
@@ -12,10 +12,11 @@ a new RuleSet and compares ``jobs()``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from watcher.config.rule_models import CLUSTER, Rule
+from watcher.config.rule_models import CLUSTER, RuleBase
 
 __all__ = ["CLUSTER", "Job", "RuleSet"]
 
@@ -29,27 +30,40 @@ class Job:
     targets: tuple[str, ...]
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class SourcedKind(Protocol):
+    """What a rule set reads of a kind (``watcher.kinds.base.Kind``): the source it rides on."""
+
+    @property
+    def source(self) -> _Named: ...
+
+
 class RuleSet:
-    def __init__(self, rules: Sequence[Rule]) -> None:
-        self.rules: tuple[Rule, ...] = tuple(rules)
-        self._by_name: dict[str, Rule] = {}
+    def __init__(self, rules: Sequence[RuleBase], kinds: Mapping[str, SourcedKind]) -> None:
+        """``kinds``: the kinds of the rules, by name (``watcher.kinds.KINDS``)."""
+        self.rules: tuple[RuleBase, ...] = tuple(rules)
+        self._by_name: dict[str, RuleBase] = {}
         for rule in self.rules:
             if rule.name in self._by_name:
                 raise ValueError(f"duplicate rule name {rule.name!r}")
             self._by_name[rule.name] = rule
         # (source, target) -> the rules watching it, in rule order; insertion order of the
         # keys is the order targets were first named, which jobs() keeps.
-        self._watchers: dict[tuple[str, str], list[Rule]] = {}
+        self._watchers: dict[tuple[str, str], list[RuleBase]] = {}
         for rule in self.rules:
-            source = rule.source  # once a rule, not once per target (100,000 of them)
+            source = kinds[rule.kind].source.name  # once a rule, not once per target (100,000)
             for target in rule.targets:
                 self._watchers.setdefault((source, target), []).append(rule)
 
-    def rule(self, name: str) -> Rule:
+    def rule(self, name: str) -> RuleBase:
         """The rule called ``name``; ``KeyError`` if there is none."""
         return self._by_name[name]
 
-    def rules_for(self, source: str, target: str) -> list[Rule]:
+    def rules_for(self, source: str, target: str) -> list[RuleBase]:
         """The rules of ``source`` that watch ``target`` (empty when none)."""
         return list(self._watchers.get((source, target), ()))
 

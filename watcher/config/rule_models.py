@@ -2,15 +2,17 @@
 
 Each kind's own model (``kind``, what it watches, ``every``'s default) lives in its module in
 ``watcher.kinds`` and derives from ``EventRule`` or ``StateRule`` here;
-``watcher.kinds.KINDS`` lists them and builds their union, discriminated by ``kind``. Every
-model is frozen, ``extra="forbid"``. Durations are float seconds (``every``, ``for_`` (written
+``watcher.kinds.KINDS`` lists them and builds their union, discriminated by ``kind``
+(``watcher.kinds.AnyRule``); a rule of any kind is annotated ``RuleBase``. Every model is
+frozen, ``extra="forbid"``. Durations are float seconds (``every``, ``for_`` (written
 ``for``), ``keep_firing_for``, ``repeat``, ``group_wait``, ``group_interval``); they dump back
 as strings (``"30s"``), so a dumped rule validates again.
 
 Event kinds (new_transactions, holder_changes) take the grouping keys ``group_wait``,
 ``group_interval``, ``max_per_hour``; state kinds (delinquent_validators, version_drift) take the
 lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by one source
-(``watcher.kinds.source_of``).
+(``watcher.kinds.source_of``). This module imports nothing of the kinds: the loader
+(``watcher.config.rules``) is handed their registry.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ from watcher.core.durations import format_duration, parse_duration
 CLUSTER = "cluster"  # the one target of the votes and nodes sources
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
-# Names of the built-in alerts (watcher.alerting.builtin): a rule's episodes must not mix with
-# theirs.
-RESERVED_NAMES = frozenset({"rpc_unhealthy", "rpc_disagreement", "cluster_delinquent_stake"})
+# The names of the built-in alerts (watcher.alerting.builtin): no rule may take them, so that a
+# rule's episodes never mix with theirs.
+RPC_UNHEALTHY = "rpc_unhealthy"
+RPC_DISAGREEMENT = "rpc_disagreement"
+CLUSTER_DELINQUENT_STAKE = "cluster_delinquent_stake"
+RESERVED_NAMES = frozenset({RPC_UNHEALTHY, RPC_DISAGREEMENT, CLUSTER_DELINQUENT_STAKE})
+CLUSTER_SUBJECT = "cluster"  # the subject of cluster_delinquent_stake
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -167,13 +173,6 @@ class RuleBase(BaseModel):
         return self._origin
 
     @property
-    def source(self) -> str:
-        """The name of the source polling for it (``watcher.kinds``)."""
-        from watcher.kinds import source_of  # the registry imports the models: import late
-
-        return source_of(self.kind).name
-
-    @property
     def watched(self) -> tuple[str, ...]:
         """The pubkeys this rule is about (addresses, mints or validators)."""
         raise NotImplementedError
@@ -211,8 +210,3 @@ class StateRule(RuleBase):
     @property
     def targets(self) -> tuple[str, ...]:
         return (CLUSTER,)
-
-
-# Any rule of any kind (for annotations; the discriminated union is ``watcher.kinds.Rule``).
-Rule = RuleBase
-AnyRule = RuleBase

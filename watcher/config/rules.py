@@ -3,6 +3,8 @@
 ``paths`` are rule files or folders; a folder contributes its ``*.yaml`` and ``*.yml`` files,
 sorted by name, not recursing into sub-folders and skipping hidden files. All files are read
 and all problems are collected before anything is refused: a user fixes everything in one go.
+The kinds a rule may be of are handed in (``kinds``: ``watcher.kinds.KINDS``): the loader
+imports none of them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic import ValidationError
 
 from watcher.alerting.events import Severity
 from watcher.config.address_files import KEY, with_address_file
-from watcher.config.rule_models import AnyRule, Rule
+from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import (
     YamlDocument,
     describe_value,
@@ -42,6 +44,13 @@ class Routing(Protocol):
 
     @property
     def routes(self) -> Mapping[Severity, Sequence[str]]: ...
+
+
+class RuleKind(Protocol):
+    """What the loader reads of a kind (``watcher.kinds.base.Kind``): its rule model."""
+
+    @property
+    def model(self) -> type[RuleBase]: ...
 
 
 class RoutedRule(Protocol):
@@ -72,14 +81,16 @@ def load_rules(
     paths: Sequence[Path],
     channels: set[str] | None,
     *,
+    kinds: Mapping[str, RuleKind],
     routing: Routing | None = None,
-) -> list[Rule]:
+) -> list[RuleBase]:
     """Every rule of every file, in file order. Raises ``ConfigError`` with all the problems.
 
     ``channels``: the channel names of the settings (None: do not check ``notify``).
+    ``kinds``: the kinds a rule may be of, by name (``watcher.kinds.KINDS``).
     ``routing``: when given, a rule that would end up with no channel at all is a problem.
     """
-    rules, problems = read_rules(paths, channels, routing=routing)
+    rules, problems = read_rules(paths, channels, kinds=kinds, routing=routing)
     if problems:
         raise ConfigError(problems)
     return rules
@@ -89,8 +100,9 @@ def read_rules(
     paths: Sequence[Path],
     channels: set[str] | None,
     *,
+    kinds: Mapping[str, RuleKind],
     routing: Routing | None = None,
-) -> tuple[list[Rule], list[Problem]]:
+) -> tuple[list[RuleBase], list[Problem]]:
     """Like ``load_rules``, but returns the valid rules and the problems instead of raising."""
     problems: list[Problem] = []
     files = list(_rule_files(paths, problems))
@@ -102,7 +114,7 @@ def read_rules(
             problems.extend(exc.problems)
             continue
         file_problems: list[Problem] = []
-        entries.extend(_read_file(document, file_problems))
+        entries.extend(_read_file(document, kinds, file_problems))
         problems.extend(file_problems)
     problems.extend(_duplicate_names(entries))
     for entry in entries:
@@ -133,7 +145,7 @@ class _Entry:
     document: YamlDocument
     index: int
     raw: Mapping[str, Any]
-    rule: Rule | None
+    rule: RuleBase | None
 
     def loc(self, *parts: str | int) -> tuple[str | int, ...]:
         return ("rules", self.index, *parts)
@@ -177,7 +189,9 @@ def _rule_files(paths: Sequence[Path], problems: list[Problem]) -> Iterator[Path
                 yield file
 
 
-def _read_file(document: YamlDocument, problems: list[Problem]) -> Iterator[_Entry]:
+def _read_file(
+    document: YamlDocument, kinds: Mapping[str, RuleKind], problems: list[Problem]
+) -> Iterator[_Entry]:
     data = document.data
     if data is None:
         problems.append(Problem(document.file, None, "empty file: expected a 'rules:' list"))
@@ -211,15 +225,14 @@ def _read_file(document: YamlDocument, problems: list[Problem]) -> Iterator[_Ent
             )
             continue
         entry = _Entry(document, index, item, None)
-        entry.rule = _validate_rule(entry, problems)
+        entry.rule = _validate_rule(entry, kinds, problems)
         yield entry
 
 
-def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
-    # The kinds' modules import the built-in alerts, which import this module: import late.
-    from watcher.kinds import RULE_MODELS
-
-    _KINDS = ", ".join(RULE_MODELS)
+def _validate_rule(
+    entry: _Entry, kinds: Mapping[str, RuleKind], problems: list[Problem]
+) -> RuleBase | None:
+    _KINDS = ", ".join(kinds)
     kind = entry.raw.get("kind")
     if kind is None:
         problems.append(entry.problem((), f"missing key 'kind' (one of: {_KINDS})"))
@@ -228,11 +241,12 @@ def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
         message = f"kind: expected one of: {_KINDS}, got {describe_value(kind)}"
         problems.append(entry.problem(("kind",), message))
         return None
-    model = RULE_MODELS.get(kind)
-    if model is None:
+    known = kinds.get(kind)
+    if known is None:
         message = f"unknown kind '{kind}' (expected one of: {_KINDS})"
         problems.append(entry.problem(("kind",), message))
         return None
+    model = known.model
     raw = entry.raw
     if KEY in model.model_fields:
         expanded = with_address_file(raw, Path(entry.document.file))
@@ -242,12 +256,12 @@ def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
                 problems.extend(file_problems)
                 return None
     try:
-        rule: AnyRule = model.model_validate(raw)
+        rule = model.model_validate(raw)
     except ValidationError as exc:
         for error in user_errors(exc):
             loc = error_loc(error)
             if error["type"] == "extra_forbidden" and len(loc) == 1:
-                message = _misplaced_key_message(str(loc[0]), model)
+                message = _misplaced_key_message(str(loc[0]), model, kinds)
             else:
                 message = error_message(error, model)
             problems.append(entry.problem(loc, message))
@@ -256,11 +270,9 @@ def _validate_rule(entry: _Entry, problems: list[Problem]) -> Rule | None:
     return rule
 
 
-def _misplaced_key_message(key: str, model: type[AnyRule]) -> str:
+def _misplaced_key_message(key: str, model: type[RuleBase], kinds: Mapping[str, RuleKind]) -> str:
     """An unknown key, or one that belongs to other kinds only."""
-    from watcher.kinds import kinds_taking  # late: see _validate_rule
-
-    elsewhere = kinds_taking(key)
+    elsewhere = [name for name, kind in kinds.items() if key in keys_at(kind.model, ())]
     if elsewhere:
         return (
             f"key '{key}' does not apply to kind '{model.kind_name()}' "

@@ -4,7 +4,7 @@ A kind's module (``transactions``, ``holders``, ``delinquency``, ``drift``) hold
 rule model, its source (``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default
 wording and its digest's words, gathered in one ``Kind`` value (``watcher.kinds.base``).
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
-(``Rule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
+(``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
 Why a kind *names* the source it rides on instead of being one: one RPC call must serve
 every rule watching the same thing. A source is that call, per target (an address, a
@@ -29,7 +29,6 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, RPC_DISAGREEMENT, RPC_UNHEALTHY
 from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import (
     PLAIN,
@@ -40,7 +39,12 @@ from watcher.alerting.messages import (
     rpc_text,
     word_alert,
 )
-from watcher.config.rule_models import RuleBase
+from watcher.config.rule_models import (
+    CLUSTER_DELINQUENT_STAKE,
+    RPC_DISAGREEMENT,
+    RPC_UNHEALTHY,
+    RuleBase,
+)
 from watcher.config.yamlpos import keys_at
 from watcher.kinds import (
     account_changed,
@@ -90,7 +94,7 @@ KINDS: Mapping[str, Kind] = {
 
 # The models of every kind, by name, and their union discriminated by ``kind``.
 RULE_MODELS: Mapping[str, type[RuleBase]] = {name: kind.model for name, kind in KINDS.items()}
-Rule: Any = Annotated[
+AnyRule: Any = Annotated[
     Union[tuple(RULE_MODELS.values())],  # noqa: UP007 (a union built at run time)
     Field(discriminator="kind"),
 ]

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self, cast
 from pydantic import Field, model_validator
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -101,7 +101,7 @@ def step_balances(
     watching = [cast(BalanceBelowRule, rule) for rule in rules if target in rule.targets]
     address = address_of(target)
 
-    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         return {address: balance_assessment(cast(BalanceBelowRule, rule), observation)}
 
     return step_episodes(watching, state, now, assess)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
 from watcher.alerting.events import StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
@@ -76,7 +76,7 @@ def step_cluster_stalled(
     mine = [cast(ClusterStalledRule, rule) for rule in rules if rule.kind == KIND_NAME]
     stall = progress(state.get("stall"), observation, now)
 
-    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         return {CLUSTER: stall_assessment(stall, cast(ClusterStalledRule, rule).stalled_for, now)}
 
     outcome = step_episodes(mine, state, now, assess)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import Field
 
 from watcher.alerting.events import StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -99,7 +99,7 @@ def step_credits_low(
     middle = None if epoch is None else median_credits(observation, epoch)
     accounts = {key: find_account(key, observation) for rule in mine for key in rule.validators}
 
-    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         limit = cast(CreditsLowRule, rule).below_median_pct
         watched = cast(CreditsLowRule, rule).validators
         return {key: credits_assessment(accounts[key], epoch, middle, limit) for key in watched}

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, cast
 
-from watcher.alerting.builtin import CLUSTER_DELINQUENT_STAKE, CLUSTER_SUBJECT
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -33,7 +32,12 @@ from watcher.alerting.messages import (
     sol,
 )
 from watcher.config import rule_models
-from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.config.rule_models import (
+    CLUSTER_DELINQUENT_STAKE,
+    CLUSTER_SUBJECT,
+    PositiveDuration,
+    Pubkeys,
+)
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER, validator_lines
 from watcher.kinds.samples import episode_samples, sample_key
@@ -55,7 +59,7 @@ class DelinquentValidatorsRule(rule_models.StateRule):
         return self.validators
 
 
-class StakeShareRule(StateRule, Protocol):
+class StakeShareRule(StateRuleView, Protocol):
     @property
     def threshold(self) -> float: ...  # percent of activated stake
 
@@ -70,7 +74,7 @@ def step_delinquency(
     cluster = StepOutcome(state=state)
     if shares:
 
-        def assess_share(rule: StateRule) -> Mapping[str, Assessment]:
+        def assess_share(rule: StateRuleView) -> Mapping[str, Assessment]:
             threshold = cast(StakeShareRule, rule).threshold
             return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
@@ -80,7 +84,7 @@ def step_delinquency(
         {pubkey for rule in mine for pubkey in rule.validators}, observation
     )
 
-    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         watched = cast(DelinquentValidatorsRule, rule).validators
         if held:
             return {pubkey: (None, {}) for pubkey in watched}

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, cast
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -90,7 +90,7 @@ class NodesSource:
     ) -> StepOutcome:
         cluster = index_cluster(observation.nodes, observation.vote_accounts)
 
-        def assess(rule: StateRule) -> Mapping[str, Assessment]:
+        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
             watched = cast(VersionDriftRule, rule).validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 

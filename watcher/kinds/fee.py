@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import AfterValidator, Field
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
@@ -109,7 +109,7 @@ class FeesSource:
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if rule.message == target]
 
-        def assess(rule: StateRule) -> Mapping[str, Assessment]:
+        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
             return {SUBJECT: fee_assessment(cast(FeeAboveRule, rule), observation)}
 
         outcome = step_episodes(watching, state, now, assess)

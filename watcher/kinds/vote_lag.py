@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import Field
 
 from watcher.alerting.events import StepOutcome, TargetState
-from watcher.alerting.lifecycle import Assessment, StateRule, step_episodes
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -69,7 +69,7 @@ def step_vote_lag(
     mine = [cast(VoteLagRule, rule) for rule in rules if rule.kind == KIND_NAME]
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 
-    def assess(rule: StateRule) -> Mapping[str, Assessment]:
+    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         lag = cast(VoteLagRule, rule)
         return {key: lag_assessment(statuses[key], lag.max_slots) for key in lag.validators}
 

@@ -7,8 +7,14 @@ from __future__ import annotations
 from watcher.config.yamlpos import Loc, YamlDocument, format_loc
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import KEEP, Ledger
-from watcher.ruletest.das_format import das_change
-from watcher.ruletest.format import Action
+from watcher.ruletest.das_format import (
+    das_change,
+    seed_asset,
+    seed_editions,
+    seed_program_account,
+    seed_token_account,
+)
+from watcher.ruletest.format import Action, LedgerSetup
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
@@ -18,6 +24,33 @@ def apply_action(ledger: Ledger, action: Action, document: YamlDocument, loc: Lo
     """Applies one action; ``ConfigError`` at the action's line when the ledger refuses it
     (a mint, validator or node it does not have)."""
     _apply(ledger, action, document, loc)
+
+
+def seed_ledger(setup: LedgerSetup, ledger: Ledger, document: YamlDocument) -> None:
+    """Seeds the ledger as a test file's (or the control endpoint's) ``ledger:`` section says."""
+    for address, count in setup.transactions.items():
+        ledger.add_transactions(address, count)
+    for index, holders in enumerate(setup.holders):
+        loc = ("ledger", "holders", index)
+        apply_action(ledger, Action(set_holders=holders), document, loc)
+    for index, validator in enumerate(setup.validators):
+        loc = ("ledger", "validators", index)
+        apply_action(ledger, Action(set_validator=validator), document, loc)
+    for index, node in enumerate(setup.nodes):
+        apply_action(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
+    for index, account in enumerate(setup.accounts):
+        loc = ("ledger", "accounts", index)
+        apply_action(ledger, Action(set_account=account), document, loc)
+    if setup.fee is not None:
+        apply_action(ledger, Action(set_fee=setup.fee), document, ("ledger", "fee"))
+    for seed in setup.token_accounts:
+        seed_token_account(ledger, seed)
+    for asset in setup.assets:
+        seed_asset(ledger, asset)
+    for program_account in setup.program_accounts:
+        seed_program_account(ledger, program_account)
+    for editions in setup.editions:
+        seed_editions(ledger, editions)
 
 
 def apply_to(ledger: Ledger, action: Action) -> None:

@@ -27,7 +27,7 @@ from watcher.config.yamlpos import (
 from watcher.core.errors import ConfigError, Problem
 from watcher.ledger.simulator import Ledger
 from watcher.ledger.simulator.server import CONTROL_PATH
-from watcher.ruletest.actions import apply_to
+from watcher.ruletest.actions import apply_to, seed_ledger
 from watcher.ruletest.format import Action, LedgerSetup
 
 LEDGER_SEED = 7
@@ -61,7 +61,7 @@ def ledger_from_file(path: Path) -> Ledger:
         if setup.from_ == "mainnet"
         else Ledger(seed=LEDGER_SEED)
     )
-    setup.seed(ledger, document)
+    seed_ledger(setup, ledger, document)
     return ledger
 
 

@@ -58,7 +58,6 @@ from watcher.config.yamlpos import (
 )
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.outbox import AlertRecord
-from watcher.ledger.simulator import Ledger
 from watcher.ruletest.das_format import (
     AssetSeed,
     EditionsSeed,
@@ -67,10 +66,6 @@ from watcher.ruletest.das_format import (
     ProgramAccountSeed,
     TokenAccountChange,
     TokenAccountSeed,
-    seed_asset,
-    seed_editions,
-    seed_program_account,
-    seed_token_account,
 )
 
 
@@ -211,33 +206,6 @@ class LedgerSetup(_Strict):
     assets: list[AssetSeed] = []
     program_accounts: list[ProgramAccountSeed] = []
     editions: list[EditionsSeed] = []
-
-    def seed(self, ledger: Ledger, document: YamlDocument) -> None:
-        from watcher.ruletest.actions import apply_action  # it imports Action from here
-
-        for address, count in self.transactions.items():
-            ledger.add_transactions(address, count)
-        for index, holders in enumerate(self.holders):
-            loc = ("ledger", "holders", index)
-            apply_action(ledger, Action(set_holders=holders), document, loc)
-        for index, validator in enumerate(self.validators):
-            loc = ("ledger", "validators", index)
-            apply_action(ledger, Action(set_validator=validator), document, loc)
-        for index, node in enumerate(self.nodes):
-            apply_action(ledger, Action(set_node=node), document, ("ledger", "nodes", index))
-        for index, account in enumerate(self.accounts):
-            loc = ("ledger", "accounts", index)
-            apply_action(ledger, Action(set_account=account), document, loc)
-        if self.fee is not None:
-            apply_action(ledger, Action(set_fee=self.fee), document, ("ledger", "fee"))
-        for seed in self.token_accounts:
-            seed_token_account(ledger, seed)
-        for asset in self.assets:
-            seed_asset(ledger, asset)
-        for program_account in self.program_accounts:
-            seed_program_account(ledger, program_account)
-        for editions in self.editions:
-            seed_editions(ledger, editions)
 
 
 # -- expectations ----------------------------------------------------------------------------

@@ -24,12 +24,13 @@ from typing import Any, TextIO
 
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
-from watcher.config.rule_models import Rule
+from watcher.config.rule_models import RuleBase
 from watcher.config.rules import read_rules
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
 from watcher.delivery.outbox import AlertRecord
+from watcher.kinds import KINDS
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -41,7 +42,7 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.accounts_reader import AccountRecording
-from watcher.ruletest.actions import apply_action
+from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.das_reader import DasRecording
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 
@@ -220,7 +221,7 @@ async def run_test_file(path: Path) -> FileResult:
 
 def _rules_of(
     document: YamlDocument, test: RuleTestFile, folder: Path
-) -> tuple[list[Path], list[Rule], list[Problem]]:
+) -> tuple[list[Path], list[RuleBase], list[Problem]]:
     """The rule files (resolved against the test file's folder) and their rules, or the
     problems: files missing, rules invalid, expectations naming a rule that does not exist."""
     paths = [normalized(Path(entry), folder) for entry in test.rule_files]
@@ -234,7 +235,7 @@ def _rules_of(
     ]
     if problems:
         return paths, [], problems
-    rules, problems = read_rules(paths, channels=None)
+    rules, problems = read_rules(paths, channels=None, kinds=KINDS)
     if problems:
         return paths, rules, problems
     names = {rule.name for rule in rules}
@@ -252,7 +253,7 @@ async def _play(
     document: YamlDocument,
     test: RuleTestFile,
     rule_paths: list[Path],
-    rules: list[Rule],
+    rules: list[RuleBase],
     result: FileResult,
 ) -> None:
     clock = ManualClock(START_TIME)
@@ -261,14 +262,14 @@ async def _play(
         if test.ledger.from_ == "mainnet"
         else Ledger(clock=clock, seed=LEDGER_SEED)
     )
-    test.ledger.seed(ledger, document)
+    seed_ledger(test.ledger, ledger, document)
     with (
         SimulatorServer(ledger) as server,
         tempfile.TemporaryDirectory(prefix="watcher-test-") as folder,
     ):
         reader = _RecordingReader(RpcClient(server.url, max_attempts=1))
         settings = _settings(Path(folder), server.url, rule_paths, rules)
-        daemon = Daemon(settings, RuleSet(rules), clock=clock, ledger=reader)
+        daemon = Daemon(settings, RuleSet(rules, KINDS), clock=clock, ledger=reader)
         try:
             last_id = 0
             for index, step in enumerate(test.steps):
@@ -307,7 +308,7 @@ def _verdict(
 
 
 def _settings(
-    folder: Path, rpc_url: str, rule_paths: Sequence[Path], rules: Sequence[Rule]
+    folder: Path, rpc_url: str, rule_paths: Sequence[Path], rules: Sequence[RuleBase]
 ) -> Settings:
     """Settings for the in-process daemon: the simulator, a temporary state file, and every
     channel the rules name (never sent to: no sender runs)."""

@@ -15,14 +15,12 @@ import base64
 import binascii
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import base58
 
 from watcher.ledger.simulator.keys import pubkey_problem
-
-if TYPE_CHECKING:
-    from watcher.ledger.simulator.methods import RpcMethods
+from watcher.ledger.simulator.params import _config, invalid_params
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
 LAMPORTS_PER_SIGNATURE: Final = 5000
@@ -105,10 +103,26 @@ def plain_account_json(account: PlainAccount, encoding: Any) -> dict[str, Any]:
 # -- the methods (one line each in ``RpcMethods``' table) --------------------------------------
 
 
-def get_multiple_accounts(methods: RpcMethods, params: list[Any]) -> Any:
-    """One element per key: a plain account, a mint or token account, or null."""
-    from watcher.ledger.simulator.methods import _config, invalid_params
+class _BookKeeper(Protocol):
+    @property
+    def accounts(self) -> AccountBook: ...
 
+
+class MethodsContext(Protocol):
+    """What the two methods ask of ``watcher.ledger.simulator.methods.RpcMethods``."""
+
+    @property
+    def ledger(self) -> _BookKeeper: ...
+
+    def context(self) -> dict[str, Any]: ...
+
+    def check_min_context_slot(self, config: dict[str, Any]) -> None: ...
+
+    def account_json(self, address: str, encoding: Any) -> dict[str, Any] | None: ...
+
+
+def get_multiple_accounts(methods: MethodsContext, params: list[Any]) -> Any:
+    """One element per key: a plain account, a mint or token account, or null."""
     keys = params[0] if params else None
     if not isinstance(keys, list):
         raise invalid_params("Invalid params: invalid type: expected a sequence of pubkeys")
@@ -135,9 +149,7 @@ def get_multiple_accounts(methods: RpcMethods, params: list[Any]) -> Any:
     return {"context": methods.context(), "value": value}
 
 
-def get_fee_for_message(methods: RpcMethods, params: list[Any]) -> Any:
-    from watcher.ledger.simulator.methods import _config, invalid_params
-
+def get_fee_for_message(methods: MethodsContext, params: list[Any]) -> Any:
     message = params[0] if params else None
     if not isinstance(message, str):
         raise invalid_params("Invalid params: invalid type: expected a base64 message")

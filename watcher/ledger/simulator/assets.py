@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from watcher.ledger.simulator.methods import (
+from watcher.ledger.simulator.params import (
     _checked_pubkey,
     _positional,
     invalid_params,

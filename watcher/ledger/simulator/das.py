@@ -20,7 +20,7 @@ from typing import Any, Final
 from watcher.ledger.simulator.assets import AssetStore
 from watcher.ledger.simulator.editions import Editions
 from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.methods import (
+from watcher.ledger.simulator.params import (
     _checked_pubkey,
     _positional,
     invalid_params,

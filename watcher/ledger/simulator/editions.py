@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.methods import _checked_pubkey, _positional, invalid_params
+from watcher.ledger.simulator.params import _checked_pubkey, _positional, invalid_params
 
 MAX_LIMIT: Final = 1000
 

@@ -17,93 +17,31 @@ from typing import Any, Final
 import base58
 
 from watcher.ledger.simulator import accounts
-from watcher.ledger.simulator.keys import derived_pubkey, pubkey_problem, signature_problem
+from watcher.ledger.simulator.das import das_methods
+from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.ledger.simulator.ledger import Ledger
+from watcher.ledger.simulator.params import (
+    RpcError,
+    _checked_pubkey,
+    _config,
+    _int_option,
+    _pubkey,
+    _signature,
+    invalid_params,
+)
 from watcher.ledger.simulator.recorded import API_VERSION
 from watcher.ledger.simulator.tokens import token_amount
 from watcher.ledger.simulator.validators import DELINQUENT_SLOT_DISTANCE
 
 MAX_SIGNATURES_LIMIT: Final = 1000
 TOKEN_PROGRAM: Final = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
-_COMMITMENTS: Final = frozenset({"processed", "confirmed", "finalized"})
 # Answers this big are worth keeping between polls at the same ledger revision.
 _CACHED_METHODS: Final = frozenset({"getClusterNodes", "getVoteAccounts"})
 _RENT_EXEMPT = {82: 1_461_600, 165: 2_039_280}  # lamports of a mint / token account
 
 
-class RpcError(Exception):
-    """A JSON-RPC error object: code, message and optional data."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def to_json(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-
-def invalid_params(message: str) -> RpcError:
-    return RpcError(-32602, message)
-
-
 def encode_result(result: Any) -> str:
     return json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-# -- parameter reading, with the node's messages ---------------------------------------------
-
-
-def _positional(params: list[Any], index: int, *, required: bool) -> Any:
-    if index < len(params):
-        return params[index]
-    if required:
-        raise invalid_params(f"Invalid params: expected at least {index + 1} argument(s)")
-    return None
-
-
-def _pubkey(params: list[Any], index: int = 0) -> str:
-    value = _positional(params, index, required=True)
-    return _checked_pubkey(value)
-
-
-def _checked_pubkey(value: Any) -> str:
-    problem = pubkey_problem(value)
-    if problem is not None:
-        raise invalid_params(f"Invalid param: {problem}")
-    return str(value)
-
-
-def _signature(value: Any) -> str | None:
-    if value is None:
-        return None
-    problem = signature_problem(value)
-    if problem is not None:
-        raise invalid_params(f"Invalid param: {problem}")
-    return str(value)
-
-
-def _config(params: list[Any], index: int) -> dict[str, Any]:
-    value = _positional(params, index, required=False)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise invalid_params("Invalid params: invalid type: expected a config object")
-    commitment = value.get("commitment")
-    if commitment is not None and commitment not in _COMMITMENTS:
-        raise invalid_params(f"Invalid params: unknown variant `{commitment}`")
-    return value
-
-
-def _int_option(config: dict[str, Any], name: str) -> int | None:
-    value = config.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise invalid_params(f"Invalid params: invalid type for `{name}`: expected u64")
-    return value
 
 
 class RpcMethods:
@@ -125,8 +63,6 @@ class RpcMethods:
             "getMultipleAccounts": partial(accounts.get_multiple_accounts, self),
             "getFeeForMessage": partial(accounts.get_fee_for_message, self),
         }
-        from watcher.ledger.simulator.das import das_methods  # das imports this module
-
         self._handlers.update(das_methods(ledger))
 
     @property

@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 from watcher.ledger.simulator.faults import Fault, FaultPlan
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.limits import HttpCounters, HttpCounts, RateWindow
-from watcher.ledger.simulator.methods import RpcError, RpcMethods
+from watcher.ledger.simulator.methods import RpcMethods
+from watcher.ledger.simulator.params import RpcError
 from watcher.ledger.simulator.request_log import RecordedRequest, RequestLog
 
 MAX_BODY_BYTES: Final = 50 * 1024
