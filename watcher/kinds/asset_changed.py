@@ -26,7 +26,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -69,7 +69,7 @@ class AssetObservation:
     asset: Asset | None  # None: the service does not know the asset
 
 
-class AssetSource:
+class AssetSource(Slotless):
     name = "asset"
     rule_kinds: tuple[str, ...] = ("asset_changed",)
 
@@ -78,9 +78,6 @@ class AssetSource:
     ) -> AssetObservation:
         [asset] = await ledger.get_assets([target])
         return AssetObservation(asset)
-
-    def tip(self, observation: AssetObservation) -> int | None:
-        return None
 
     def doubt(
         self,

@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -192,7 +192,7 @@ class AssetsObservation:
     complete: bool = True  # False: stopped at MAX_PAGES
 
 
-class AssetsSource:
+class AssetsSource(Slotless):
     name = "assets"
     rule_kinds: tuple[str, ...] = ("new_assets",)
 
@@ -213,9 +213,6 @@ class AssetsSource:
             if found or len(page.items) < PAGE_LIMIT:
                 return AssetsObservation(tuple(listed), found=found)
         return AssetsObservation(tuple(listed), found=False, complete=False)
-
-    def tip(self, observation: AssetsObservation) -> int | None:
-        return None
 
     def doubt(
         self,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Wording
@@ -49,7 +49,7 @@ from watcher.ledger.models_das import (
     ProgramAccount,
     TokenAccountPage,
 )
-from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 
 class LedgerReader(Protocol):
@@ -125,6 +125,40 @@ class Source(Protocol):
         observation: Any,
         now: float,
     ) -> StepOutcome: ...
+
+
+class Slotless:
+    """For a source whose answers carry no slot (the DAS methods, a signature listing): it shows
+    no tip (a subclass still says what it doubts)."""
+
+    def tip(self, observation: object) -> int | None:
+        return None
+
+
+class HasSlot(Protocol):
+    @property
+    def slot(self) -> int | None: ...  # the answer's context slot
+
+
+Slotted = TypeVar("Slotted", bound=HasSlot)
+
+
+class ContextSlotted(Generic[Slotted]):
+    """For a source whose answers (``Slotted``) carry their context slot: that slot is its tip,
+    and an answer read at a slot older than the one stored with the state (``"slot"``) is
+    stale."""
+
+    def tip(self, observation: Slotted) -> int | None:
+        return observation.slot
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: Slotted,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        return older_slot((state or {}).get("slot"), observation.slot)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -61,7 +61,7 @@ class EditionsObservation:
     complete: bool = True
 
 
-class EditionsSource:
+class EditionsSource(Slotless):
     name = "editions"
     rule_kinds: tuple[str, ...] = ("new_editions",)
 
@@ -75,9 +75,6 @@ class EditionsSource:
             if len(answer.editions) < PAGE_LIMIT:
                 return EditionsObservation(tuple(editions), answer.supply, answer.max_supply)
         return EditionsObservation(tuple(editions), answer.supply, answer.max_supply, False)
-
-    def tip(self, observation: EditionsObservation) -> int | None:
-        return None
 
     def doubt(
         self,

@@ -36,7 +36,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -110,7 +110,7 @@ class ProgramObservation:
     foreign: tuple[str, ...] = ()  # accounts the answer says another program owns
 
 
-class ProgramAccountsSource:
+class ProgramAccountsSource(Slotless):
     name = "programs"
     rule_kinds: tuple[str, ...] = ("program_accounts",)
 
@@ -121,9 +121,6 @@ class ProgramAccountsSource:
         accounts = await ledger.get_program_accounts(program, filters)
         foreign = tuple(a.pubkey for a in accounts if a.account.owner != program)
         return ProgramObservation(tuple(a.pubkey for a in accounts), foreign)
-
-    def tip(self, observation: ProgramObservation) -> int | None:
-        return None
 
     def doubt(
         self,

@@ -34,7 +34,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -137,7 +137,7 @@ class TokenAccountsObservation:
     problem: str | None = None  # why the answer is partial (not diffed)
 
 
-class TokenAccountsSource:
+class TokenAccountsSource(Slotless):
     name = "token_accounts"
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
@@ -162,9 +162,6 @@ class TokenAccountsSource:
             cursor = page.cursor
         problem = f"more than {MAX_PAGES * PAGE_LIMIT} token accounts"
         return TokenAccountsObservation(tuple(accounts), problem)
-
-    def tip(self, observation: TokenAccountsObservation) -> int | None:
-        return None
 
     def doubt(
         self,
