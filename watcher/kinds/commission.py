@@ -6,25 +6,14 @@ from __future__ import annotations
 from typing import Literal
 
 from watcher.alerting.messages import PLAIN, Facts, Presentation
-from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.vote_changes import change_kind, change_text, changes_step
+from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
 from watcher.kinds.votes_source import SOURCE, VotePart
 
 KIND_NAME = "commission_changed"
 
 
-class CommissionChangedRule(EventRule):
+class CommissionChangedRule(ChangeRule):
     kind: Literal["commission_changed"] = "commission_changed"
-    validators: Pubkeys  # vote account or identity pubkeys
-    every: PositiveDuration = 60.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.validators
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return (CLUSTER,)
 
 
 step_commission_changed = changes_step(

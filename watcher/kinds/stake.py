@@ -12,26 +12,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from watcher.alerting.messages import PLAIN, Facts, Presentation, sol
-from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.vote_changes import change_kind, change_text, changes_step
+from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
 from watcher.kinds.votes_source import SOURCE, VotePart
 
 KIND_NAME = "stake_changed"
 
 
-class StakeChangedRule(EventRule):
+class StakeChangedRule(ChangeRule):
     kind: Literal["stake_changed"] = "stake_changed"
-    validators: Pubkeys  # vote account or identity pubkeys
     min_change_pct: Annotated[float, Field(gt=0)] = 5.0
-    every: PositiveDuration = 60.0
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        return self.validators
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return (CLUSTER,)
 
 
 def stake_moved(rule: Any, old: int, new: int) -> bool:

@@ -21,13 +21,30 @@ from typing import Any
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Facts, Presentation, Wording, lines, make_alert, rule_line
-from watcher.config.rule_models import RuleBase
+from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.kinds.base import DigestWords, Kind, Named
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import find_account
 from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, PartStep
 from watcher.ledger.models import VoteAccount, VoteAccounts
+
+
+class ChangeRule(EventRule):
+    """What a rule of a kind comparing validators' values takes: its validators, all read from
+    the one ``cluster`` target (each kind's model adds its literal ``kind``)."""
+
+    validators: Pubkeys  # vote account or identity pubkeys
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return (CLUSTER,)
+
 
 # (rule, value last notified, value now) -> is it a change to notify?
 Moved = Callable[[Any, int, int], bool]
