@@ -33,7 +33,15 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Named,
+    Slotless,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -235,8 +243,7 @@ class AssetsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.targets]
-        seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        seen, seq = baselines(state)
         recent: list[str] = list((state or {}).get("recent", ()))
         ids = [asset.id for asset in observation.assets]
         alerts: list[AlertMessage] = []
@@ -247,8 +254,7 @@ class AssetsSource(Slotless):
         new_state: TargetState = {
             "v": STATE_VERSION,
             "recent": (ids + [i for i in recent if i not in set(ids)])[:KEPT],
-            "rules": sorted(seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

@@ -22,7 +22,7 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -159,6 +159,19 @@ class ContextSlotted(Generic[Slotted]):
         tip: SlotTip | None = None,
     ) -> Doubt | None:
         return older_slot((state or {}).get("slot"), observation.slot)
+
+
+def baselines(state: TargetState | None) -> tuple[frozenset[str], int]:
+    """A snapshot kind's bookkeeping, read from its state: the rules that have seen its baseline
+    (``"rules"``: only they are told of changes) and the number of this snapshot (``"seq"``, one
+    more than the last: it names the snapshot's alerts)."""
+    return frozenset((state or {}).get("rules", ())), int((state or {}).get("seq", 0)) + 1
+
+
+def baselines_state(seen: frozenset[str], watching: Iterable[str], seq: int) -> dict[str, Any]:
+    """That bookkeeping for the next state: the rules ``seen`` and those ``watching`` now (they
+    have seen this snapshot), and ``seq``."""
+    return {"rules": sorted(seen | set(watching)), "seq": seq}
 
 
 @dataclass(frozen=True)

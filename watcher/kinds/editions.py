@@ -27,7 +27,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -97,8 +97,7 @@ class EditionsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.mints]
-        rules_seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        rules_seen, seq = baselines(state)
         top = max((e.edition for e in observation.editions), default=0)
         alerts: list[AlertMessage] = []
         if state and "seen" in state:
@@ -112,8 +111,7 @@ class EditionsSource(Slotless):
             "seen": top,
             "supply": observation.supply,
             "max_supply": observation.max_supply,
-            "rules": sorted(rules_seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(rules_seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

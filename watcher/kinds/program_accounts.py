@@ -36,7 +36,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -150,9 +150,8 @@ class ProgramAccountsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.targets]
-        seen = set((state or {}).get("rules", ()))
+        seen, seq = baselines(state)
         refused = set((state or {}).get("refused", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
         foreign = set(observation.foreign)  # another program's: never this one's accounts
         observation = replace(
             observation, pubkeys=tuple(key for key in observation.pubkeys if key not in foreign)
@@ -176,9 +175,8 @@ class ProgramAccountsSource(Slotless):
                 alerts.append(_alert(rule, target, created, closed, seq))
         new_state: TargetState = {
             "v": STATE_VERSION,
-            "rules": sorted(seen | {rule.name for rule in watching if count <= rule.max_accounts}),
             "refused": sorted(refused),
-            "seq": seq,
+            **baselines_state(seen, (r.name for r in watching if count <= r.max_accounts), seq),
         }
         if foreign:
             new_state[SET_ASIDE_KEY] = sorted(foreign)
