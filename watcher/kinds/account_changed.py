@@ -31,7 +31,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.account_source import SOURCE, AccountObservation
-from watcher.kinds.base import DigestWords, Kind
+from watcher.kinds.base import DigestWords, Kind, baselines, baselines_state
 from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key
 
 STATE_VERSION = 1
@@ -95,20 +95,17 @@ def step_accounts(
     known = state is not None and "snapshot" in state
     old: Snapshot = (state or {}).get("snapshot")
     new = snapshot_of(observation)
-    seq = int((state or {}).get("seq", 0)) + 1
-    baselined = set((state or {}).get("rules", ()))
+    baselined, seq = baselines(state)
     alerts: list[AlertMessage] = []
     for rule in watching:
         if known and rule.name in baselined:
             changes = account_changes(old, new, rule.fields)
             if changes:
                 alerts.append(_alert(rule, target, changes, new, seq, observation.slot))
-        baselined.add(rule.name)
     new_state: TargetState = {
         "v": STATE_VERSION,
         "snapshot": None if new is None else dict(new),
-        "rules": sorted(baselined),
-        "seq": seq,
+        **baselines_state(baselined, (rule.name for rule in watching), seq),
     }
     return StepOutcome(state=new_state, alerts=tuple(alerts))
 

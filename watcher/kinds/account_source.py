@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import LedgerReader
+from watcher.kinds.base import ContextSlotted, LedgerReader
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
-from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 TOKEN_PREFIX = "token:"
 STATE_VERSION = 1
@@ -119,7 +118,7 @@ class Part(Protocol):
     ) -> StepOutcome: ...
 
 
-class AccountsSource:
+class AccountsSource(ContextSlotted[AccountObservation]):
     name = "accounts"
 
     def __init__(self) -> None:
@@ -141,18 +140,6 @@ class AccountsSource:
             return AccountObservation(address_of(target), answer.context.slot, token=answer.value)
         read = await self.batcher.read(ledger, target)
         return AccountObservation(target, read.slot, account=read.account)
-
-    def tip(self, observation: AccountObservation) -> int | None:
-        return observation.slot
-
-    def doubt(
-        self,
-        state: TargetState | None,
-        observation: AccountObservation,
-        now: float,
-        tip: SlotTip | None = None,
-    ) -> Doubt | None:
-        return older_slot((state or {}).get("slot"), observation.slot)
 
     def step(
         self,

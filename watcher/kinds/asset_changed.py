@@ -26,7 +26,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -69,7 +69,7 @@ class AssetObservation:
     asset: Asset | None  # None: the service does not know the asset
 
 
-class AssetSource:
+class AssetSource(Slotless):
     name = "asset"
     rule_kinds: tuple[str, ...] = ("asset_changed",)
 
@@ -78,9 +78,6 @@ class AssetSource:
     ) -> AssetObservation:
         [asset] = await ledger.get_assets([target])
         return AssetObservation(asset)
-
-    def tip(self, observation: AssetObservation) -> int | None:
-        return None
 
     def doubt(
         self,
@@ -104,8 +101,7 @@ class AssetSource:
         assert observation.asset is not None  # doubted otherwise
         new = fields_of(observation.asset)
         watching = [rule for rule in self._rules(rules) if target in rule.assets]
-        seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        seen, seq = baselines(state)
         alerts: list[AlertMessage] = []
         if state and "fields" in state:
             changes = changed_fields(state["fields"], new)
@@ -115,8 +111,7 @@ class AssetSource:
         new_state: TargetState = {
             "v": STATE_VERSION,
             "fields": new,
-            "rules": sorted(seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

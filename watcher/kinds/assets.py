@@ -33,7 +33,15 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Named,
+    Slotless,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -192,7 +200,7 @@ class AssetsObservation:
     complete: bool = True  # False: stopped at MAX_PAGES
 
 
-class AssetsSource:
+class AssetsSource(Slotless):
     name = "assets"
     rule_kinds: tuple[str, ...] = ("new_assets",)
 
@@ -213,9 +221,6 @@ class AssetsSource:
             if found or len(page.items) < PAGE_LIMIT:
                 return AssetsObservation(tuple(listed), found=found)
         return AssetsObservation(tuple(listed), found=False, complete=False)
-
-    def tip(self, observation: AssetsObservation) -> int | None:
-        return None
 
     def doubt(
         self,
@@ -238,8 +243,7 @@ class AssetsSource:
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.targets]
-        seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        seen, seq = baselines(state)
         recent: list[str] = list((state or {}).get("recent", ()))
         ids = [asset.id for asset in observation.assets]
         alerts: list[AlertMessage] = []
@@ -250,8 +254,7 @@ class AssetsSource:
         new_state: TargetState = {
             "v": STATE_VERSION,
             "recent": (ids + [i for i in recent if i not in set(ids)])[:KEPT],
-            "rules": sorted(seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

@@ -22,9 +22,9 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Wording
@@ -49,7 +49,7 @@ from watcher.ledger.models_das import (
     ProgramAccount,
     TokenAccountPage,
 )
-from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 
 class LedgerReader(Protocol):
@@ -125,6 +125,53 @@ class Source(Protocol):
         observation: Any,
         now: float,
     ) -> StepOutcome: ...
+
+
+class Slotless:
+    """For a source whose answers carry no slot (the DAS methods, a signature listing): it shows
+    no tip (a subclass still says what it doubts)."""
+
+    def tip(self, observation: object) -> int | None:
+        return None
+
+
+class HasSlot(Protocol):
+    @property
+    def slot(self) -> int | None: ...  # the answer's context slot
+
+
+Slotted = TypeVar("Slotted", bound=HasSlot)
+
+
+class ContextSlotted(Generic[Slotted]):
+    """For a source whose answers (``Slotted``) carry their context slot: that slot is its tip,
+    and an answer read at a slot older than the one stored with the state (``"slot"``) is
+    stale."""
+
+    def tip(self, observation: Slotted) -> int | None:
+        return observation.slot
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: Slotted,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        return older_slot((state or {}).get("slot"), observation.slot)
+
+
+def baselines(state: TargetState | None) -> tuple[frozenset[str], int]:
+    """A snapshot kind's bookkeeping, read from its state: the rules that have seen its baseline
+    (``"rules"``: only they are told of changes) and the number of this snapshot (``"seq"``, one
+    more than the last: it names the snapshot's alerts)."""
+    return frozenset((state or {}).get("rules", ())), int((state or {}).get("seq", 0)) + 1
+
+
+def baselines_state(seen: frozenset[str], watching: Iterable[str], seq: int) -> dict[str, Any]:
+    """That bookkeeping for the next state: the rules ``seen`` and those ``watching`` now (they
+    have seen this snapshot), and ``seq``."""
+    return {"rules": sorted(seen | set(watching)), "seq": seq}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pu
 from __future__ import annotations
 
 from watcher.alerting.events import TargetState
-from watcher.alerting.messages import Facts, Presentation
+from watcher.alerting.messages import Facts, Presentation, rule_head
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, picture_of
@@ -49,3 +49,10 @@ def validator_lines(facts: Facts, shown: Presentation, *details: str | None) -> 
         shown.link("address", vote),
         f"Identity: {shown.name(node) if node else 'unknown'}",
     ]
+
+
+def validator_title(facts: Facts, shown: Presentation, what: str) -> str:
+    """The title of a validator alert: the rule, the validator (shortened, labelled by its
+    watched pubkey, vote account or identity), then ``what`` happened."""
+    who = shown.short(facts["subject"], facts.get("vote_pubkey"), facts.get("node_pubkey"))
+    return f"{rule_head(facts)} validator {who} {what}"

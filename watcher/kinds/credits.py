@@ -20,10 +20,11 @@ from pydantic import Field
 
 from watcher.alerting.events import StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
+from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
+from watcher.kinds.cluster import validator_title
 from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -112,17 +113,16 @@ SOURCE.serve(VotePart((KIND_NAME,), step_credits_low))
 
 def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
-    who = shown.short(facts["subject"], vote, node)
     below = f"{float(facts['below_pct']):g}%"
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} validator {who} credits back near the median"
+        title = validator_title(facts, shown, "credits back near the median")
         where = f"{below} under" if float(facts["below_pct"]) > 0 else "at or above"
         summary = f"Resolved after {facts['duration']}: {where} the median."
     elif facts["reason"] == "repeat":
-        title = f"{rule_head(facts)} validator {who} credits still {below} under the median"
+        title = validator_title(facts, shown, f"credits still {below} under the median")
         summary = f"Still low: for {facts['duration']}, since {facts['firing_since']}."
     else:
-        title = f"{rule_head(facts)} validator {who} credits {below} under the median"
+        title = validator_title(facts, shown, f"credits {below} under the median")
         limit = f"{float(facts['below_median_pct']):g}%"
         summary = f"It earned more than {limit} fewer vote credits than the median validator."
     body = lines(

@@ -39,7 +39,7 @@ from watcher.config.rule_models import (
     Pubkeys,
 )
 from watcher.kinds.base import Kind
-from watcher.kinds.cluster import CLUSTER, validator_lines
+from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.votes_source import SOURCE, VotePart
 from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
@@ -212,22 +212,20 @@ def _by_pubkey(accounts: Iterable[VoteAccount]) -> dict[str, VoteAccount]:
 
 def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     reason = facts["reason"]
-    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
-    who = shown.short(facts["subject"], vote, node)
     if reason == "resolved":
         was = facts.get("was", {}).get("status", "delinquent")
-        title = f"{rule_head(facts)} validator {who} is voting again (current)"
+        title = validator_title(facts, shown, "is voting again (current)")
         summary = f"Resolved: back in the current vote accounts after {facts['duration']} {was}."
     elif reason == "repeat":
-        title = f"{rule_head(facts)} validator {who} still {facts['status']} ({facts['duration']})"
+        title = validator_title(facts, shown, f"still {facts['status']} ({facts['duration']})")
         summary = f"Still {facts['status']}: for {facts['duration']}, {since_text(facts)}."
     else:
-        title = f"{rule_head(facts)} validator {who} {facts['status']}"
+        title = validator_title(facts, shown, f"{facts['status']}")
         summary = _validator_problem(facts)
     body = lines(
         rule_line(facts),
         *validator_lines(facts, shown, summary),
-        shown.link("address", node),
+        shown.link("address", facts.get("node_pubkey")),
         f"Activated stake: {sol(facts.get('activated_stake'))}",
         _last_vote_line(facts),
     )

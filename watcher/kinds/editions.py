@@ -27,7 +27,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -61,7 +61,7 @@ class EditionsObservation:
     complete: bool = True
 
 
-class EditionsSource:
+class EditionsSource(Slotless):
     name = "editions"
     rule_kinds: tuple[str, ...] = ("new_editions",)
 
@@ -75,9 +75,6 @@ class EditionsSource:
             if len(answer.editions) < PAGE_LIMIT:
                 return EditionsObservation(tuple(editions), answer.supply, answer.max_supply)
         return EditionsObservation(tuple(editions), answer.supply, answer.max_supply, False)
-
-    def tip(self, observation: EditionsObservation) -> int | None:
-        return None
 
     def doubt(
         self,
@@ -100,8 +97,7 @@ class EditionsSource:
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.mints]
-        rules_seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        rules_seen, seq = baselines(state)
         top = max((e.edition for e in observation.editions), default=0)
         alerts: list[AlertMessage] = []
         if state and "seen" in state:
@@ -115,8 +111,7 @@ class EditionsSource:
             "seen": top,
             "supply": observation.supply,
             "max_supply": observation.max_supply,
-            "rules": sorted(rules_seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(rules_seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

@@ -24,9 +24,9 @@ from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
-from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, Kind, LedgerReader
 from watcher.kinds.samples import episode_samples
-from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of
+from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 SUBJECT = "fee"  # one episode per rule: its message's fee
 FRESH_BLOCKHASH = (
@@ -73,7 +73,7 @@ def fee_assessment(rule: FeeAboveRule, observation: FeeObservation) -> Assessmen
     return observation.fee > rule.max_lamports, facts
 
 
-class FeesSource:
+class FeesSource(ContextSlotted[FeeObservation]):
     name = "fees"
     rule_kinds: tuple[str, ...] = ("fee_above",)
 
@@ -85,9 +85,6 @@ class FeesSource:
             return FeeObservation(None, None)
         return FeeObservation(answer.value, answer.context.slot)
 
-    def tip(self, observation: FeeObservation) -> int | None:
-        return observation.slot
-
     def doubt(
         self,
         state: TargetState | None,
@@ -97,7 +94,7 @@ class FeesSource:
     ) -> Doubt | None:
         if observation.fee is None:
             return Doubt(FRESH_BLOCKHASH, picture_of("null fee"), confirmable=False)
-        return older_slot((state or {}).get("slot"), observation.slot)
+        return super().doubt(state, observation, now, tip)
 
     def step(
         self,

@@ -40,7 +40,7 @@ from watcher.alerting.messages import (
     ui_amount,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
@@ -131,7 +131,7 @@ class HoldersObservation:
     owners: Mapping[str, str] = field(default_factory=dict)
 
 
-class HoldersSource:
+class HoldersSource(ContextSlotted[HoldersObservation]):
     name = "holders"
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
@@ -142,9 +142,6 @@ class HoldersSource:
         cached = (state or {}).get("owners", {})
         owners = await resolve_owners(ledger, [acc.address for acc in answer.value], cached)
         return HoldersObservation(tuple(answer.value), answer.context.slot, owners)
-
-    def tip(self, observation: HoldersObservation) -> int | None:
-        return observation.slot
 
     def doubt(
         self,

@@ -36,7 +36,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -110,7 +110,7 @@ class ProgramObservation:
     foreign: tuple[str, ...] = ()  # accounts the answer says another program owns
 
 
-class ProgramAccountsSource:
+class ProgramAccountsSource(Slotless):
     name = "programs"
     rule_kinds: tuple[str, ...] = ("program_accounts",)
 
@@ -121,9 +121,6 @@ class ProgramAccountsSource:
         accounts = await ledger.get_program_accounts(program, filters)
         foreign = tuple(a.pubkey for a in accounts if a.account.owner != program)
         return ProgramObservation(tuple(a.pubkey for a in accounts), foreign)
-
-    def tip(self, observation: ProgramObservation) -> int | None:
-        return None
 
     def doubt(
         self,
@@ -153,9 +150,8 @@ class ProgramAccountsSource:
         now: float,
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if target in rule.targets]
-        seen = set((state or {}).get("rules", ()))
+        seen, seq = baselines(state)
         refused = set((state or {}).get("refused", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
         foreign = set(observation.foreign)  # another program's: never this one's accounts
         observation = replace(
             observation, pubkeys=tuple(key for key in observation.pubkeys if key not in foreign)
@@ -179,9 +175,8 @@ class ProgramAccountsSource:
                 alerts.append(_alert(rule, target, created, closed, seq))
         new_state: TargetState = {
             "v": STATE_VERSION,
-            "rules": sorted(seen | {rule.name for rule in watching if count <= rule.max_accounts}),
             "refused": sorted(refused),
-            "seq": seq,
+            **baselines_state(seen, (r.name for r in watching if count <= r.max_accounts), seq),
         }
         if foreign:
             new_state[SET_ASIDE_KEY] = sorted(foreign)

@@ -33,9 +33,8 @@ from watcher.alerting.messages import (
     ui_amount,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
 from watcher.kinds.samples import SAMPLE_TIME
-from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 STATE_VERSION = 1
 
@@ -77,7 +76,7 @@ class SupplyObservation:
     slot: int
 
 
-class SupplySource:
+class SupplySource(ContextSlotted[SupplyObservation]):
     name = "supply"
     rule_kinds: tuple[str, ...] = ("supply_changed",)
 
@@ -86,18 +85,6 @@ class SupplySource:
     ) -> SupplyObservation:
         answer = await ledger.get_token_supply(target)
         return SupplyObservation(answer.value.amount, answer.value.decimals, answer.context.slot)
-
-    def tip(self, observation: SupplyObservation) -> int | None:
-        return observation.slot
-
-    def doubt(
-        self,
-        state: TargetState | None,
-        observation: SupplyObservation,
-        now: float,
-        tip: SlotTip | None = None,
-    ) -> Doubt | None:
-        return older_slot((state or {}).get("slot"), observation.slot)
 
     def step(
         self,

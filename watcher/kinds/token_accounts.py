@@ -34,7 +34,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -137,7 +137,7 @@ class TokenAccountsObservation:
     problem: str | None = None  # why the answer is partial (not diffed)
 
 
-class TokenAccountsSource:
+class TokenAccountsSource(Slotless):
     name = "token_accounts"
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
@@ -162,9 +162,6 @@ class TokenAccountsSource:
             cursor = page.cursor
         problem = f"more than {MAX_PAGES * PAGE_LIMIT} token accounts"
         return TokenAccountsObservation(tuple(accounts), problem)
-
-    def tip(self, observation: TokenAccountsObservation) -> int | None:
-        return None
 
     def doubt(
         self,
@@ -199,8 +196,7 @@ class TokenAccountsSource:
         }
         owners = {account.address: account.owner for account in observation.accounts}
         mints = {account.address: account.mint for account in observation.accounts}
-        seen = set((state or {}).get("rules", ()))
-        seq = int((state or {}).get("seq", 0)) + 1
+        seen, seq = baselines(state)
         alerts: list[AlertMessage] = []
         watching = [rule for rule in self._rules(rules) if target in rule.targets]
         if state and "accounts" in state:
@@ -215,8 +211,7 @@ class TokenAccountsSource:
         new_state: TargetState = {
             "v": STATE_VERSION,
             "accounts": {account: flags.code() for account, flags in sorted(new.items())},
-            "rules": sorted(seen | {rule.name for rule in watching}),
-            "seq": seq,
+            **baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 

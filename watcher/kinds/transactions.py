@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
 from watcher.ledger.plausibility import (
@@ -188,7 +188,7 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
     return Cursor.from_json(state["cursor"])
 
 
-class SignaturesSource:
+class SignaturesSource(Slotless):
     name = "signatures"
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
@@ -233,9 +233,6 @@ class SignaturesSource:
             if not page:
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             before = page[-1].signature  # the last readable one: the node lists the rest again
-
-    def tip(self, observation: SignaturesObservation) -> int | None:
-        return None  # an address's own entries are what is judged, not a reference
 
     def doubt(
         self,

@@ -20,13 +20,49 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.messages import make_alert
-from watcher.kinds.base import Named
+from watcher.alerting.messages import Facts, Presentation, Wording, lines, make_alert, rule_line
+from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
+from watcher.kinds.base import DigestWords, Kind, Named
+from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import find_account
+from watcher.kinds.vote_samples import sample_vote_alerts
+from watcher.kinds.votes_source import SOURCE, PartStep
 from watcher.ledger.models import VoteAccount, VoteAccounts
+
+
+class ChangeRule(EventRule):
+    """What a rule of a kind comparing validators' values takes: its validators, all read from
+    the one ``cluster`` target (each kind's model adds its literal ``kind``)."""
+
+    validators: Pubkeys  # vote account or identity pubkeys
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return (CLUSTER,)
+
 
 # (rule, value last notified, value now) -> is it a change to notify?
 Moved = Callable[[Any, int, int], bool]
+
+
+def changes_step(
+    kind_name: str, *, key: str, value_of: Callable[[VoteAccount], int | None], moved: Moved
+) -> PartStep:
+    """The step of the kind ``kind_name`` (its part of the ``votes`` source): ``step_changes``
+    over its own rules."""
+
+    def step(
+        rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    ) -> StepOutcome:
+        mine = [rule for rule in rules if rule.kind == kind_name]
+        return step_changes(mine, state, observation, key=key, value_of=value_of, moved=moved)
+
+    return step
 
 
 def step_changes(
@@ -91,3 +127,22 @@ def validator_named(facts: Mapping[str, Any]) -> Named:
     identity (as its lone alert's title)."""
     aliases = tuple(str(facts[key]) for key in ("vote_pubkey", "node_pubkey") if facts.get(key))
     return Named(str(facts["subject"]), "address", aliases=aliases)
+
+
+def change_text(facts: Facts, shown: Presentation, what: str, detail: str) -> tuple[str, str]:
+    """The wording of one change: ``what`` in the title (after the validator), ``detail`` in
+    the body (under it)."""
+    title = validator_title(facts, shown, what)
+    return title, lines(rule_line(facts), *validator_lines(facts, shown, detail))
+
+
+def change_kind(model: type[RuleBase], wording: Wording, item: tuple[str, str]) -> Kind:
+    """A kind comparing a validator's value with the one last notified: the ``votes`` source,
+    one alert per change, digests counting ``item`` (singular, plural) per validator."""
+    return Kind(
+        model=model,
+        source=SOURCE,
+        wording=wording,
+        samples=sample_vote_alerts,
+        digest=DigestWords(item, ("validator", "validators"), one, subject_named=validator_named),
+    )

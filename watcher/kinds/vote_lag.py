@@ -21,14 +21,13 @@ from watcher.alerting.messages import (
     Presentation,
     lines,
     plural,
-    rule_head,
     rule_line,
     since_text,
 )
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.kinds.base import Kind
-from watcher.kinds.cluster import validator_lines
+from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
 from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, VotePart
@@ -80,18 +79,16 @@ SOURCE.serve(VotePart((KIND_NAME,), step_vote_lag))
 
 
 def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
-    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
-    who = shown.short(facts["subject"], vote, node)
     behind = plural(int(facts["slots_behind"]), "slot")
     limit = plural(int(facts["max_slots"]), "slot")
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} validator {who} caught up ({behind} behind)"
+        title = validator_title(facts, shown, f"caught up ({behind} behind)")
         summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
     elif facts["reason"] == "repeat":
-        title = f"{rule_head(facts)} validator {who} still {behind} behind ({facts['duration']})"
+        title = validator_title(facts, shown, f"still {behind} behind ({facts['duration']})")
         summary = f"Still lagging: for {facts['duration']}, {since_text(facts)}."
     else:
-        title = f"{rule_head(facts)} validator {who} votes {behind} behind"
+        title = validator_title(facts, shown, f"votes {behind} behind")
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
     body = lines(
         rule_line(facts),

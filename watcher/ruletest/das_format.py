@@ -48,13 +48,14 @@ steps:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import base58
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
 from watcher.ledger.simulator import Ledger
+from watcher.ledger.simulator.assets import AssetInterface
 from watcher.ledger.simulator.das import UNSET, das_of
 
 Amount = Annotated[int, Field(ge=0, le=2**64 - 1)]
@@ -89,20 +90,6 @@ class TokenAccountChange(_Strict):
 class Creator(_Strict):
     address: Pubkey
     verified: bool = False
-
-
-AssetInterface = Literal[
-    "V1_NFT",
-    "V1_PRINT",
-    "LEGACY_NFT",
-    "V2_NFT",
-    "FungibleAsset",
-    "FungibleToken",
-    "Custom",
-    "Identity",
-    "Executable",
-    "ProgrammableNFT",
-]
 
 
 class AssetSeed(_Strict):

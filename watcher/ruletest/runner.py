@@ -20,7 +20,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
+
+from pydantic import TypeAdapter
 
 from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
@@ -31,19 +33,11 @@ from watcher.config.yamlpos import YamlDocument, display_path, format_loc, norma
 from watcher.core.errors import ConfigError, Problem, RpcError
 from watcher.delivery.outbox import AlertRecord
 from watcher.kinds import KINDS
-from watcher.ledger.models import (
-    ClusterNode,
-    SignatureEntry,
-    TokenAmount,
-    TokenLargestAccounts,
-    VoteAccounts,
-)
 from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.scenarios import SLOT_SECONDS
-from watcher.ruletest.accounts_reader import AccountRecording
 from watcher.ruletest.actions import apply_action, seed_ledger
-from watcher.ruletest.das_reader import DasRecording
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
@@ -52,6 +46,7 @@ LEDGER_SEED = 0  # signatures are random: a fixed seed makes every run notify th
 HISTORY_LIMIT = 100_000
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+T = TypeVar("T")
 
 
 class ManualClock:
@@ -64,59 +59,48 @@ class ManualClock:
         return self.now
 
 
-class _RecordingReader(AccountRecording, DasRecording):
+# What a failed call was, by its JSON-RPC method, from its params (a step's "poll failed" line).
+_WHAT: dict[str, Callable[[list[Any]], str]] = {
+    "getSignaturesForAddress": lambda params: f"signatures of {params[0]}",
+    "getTokenLargestAccounts": lambda params: f"largest accounts of {params[0]}",
+    "getVoteAccounts": lambda params: "vote accounts",
+    "getClusterNodes": lambda params: "cluster nodes",
+    "getMultipleAccounts": lambda params: (
+        ("token accounts" if params[1].get("encoding") == "jsonParsed" else "accounts")
+        + f" {', '.join(params[0])}"
+    ),
+    "getTokenAccountBalance": lambda params: f"balance of {params[0]}",
+    "getTokenSupply": lambda params: f"supply of {params[0]}",
+    "getFeeForMessage": lambda params: "fee for message",
+    "getTokenAccounts": lambda params: f"token accounts of {params[1] or params[0]}",
+    "getProgramAccounts": lambda params: f"accounts of program {params[0]}",
+    "getAssets": lambda params: f"assets {', '.join(params[0])}",
+    "getNftEditions": lambda params: f"editions of {params[0]}",
+}
+
+
+class _RecordingReader(LedgerMethods):
     """The RPC client, noting each failed call: a failed poll fails the step (a test ledger
-    never fails on purpose, so a failure means e.g. a watched mint that is not in the ledger)."""
+    never fails on purpose, so a failure means e.g. a watched mint that is not in the ledger).
+    Its methods are the client's own (``LedgerMethods``), over this ``call``."""
 
     def __init__(self, client: RpcClient) -> None:
         self._client = client
+        self.commitment = client.commitment
+        self._signatures_commitment = client._signatures_commitment
         self.failures: list[str] = []
 
-    async def _call(self, what: str, call: Callable[[], Any]) -> Any:
+    async def call(
+        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
+    ) -> T:
         try:
-            return await call()
+            return await self._client.call(method, params, model)
         except RpcError as exc:
+            describe, given = _WHAT.get(method), params or []
+            # Otherwise an asset page (getAssetsByGroup, getAssetsByCreator, searchAssets).
+            what = describe(given) if describe else f"{method} {given[:2]}"
             self.failures.append(f"{what}: {exc}")
             raise
-
-    async def get_signatures_for_address(
-        self,
-        address: str,
-        *,
-        before: str | None = None,
-        until: str | None = None,
-        limit: int = 1000,
-    ) -> list[SignatureEntry]:
-        result: list[SignatureEntry] = await self._call(
-            f"signatures of {address}",
-            lambda: self._client.get_signatures_for_address(
-                address, before=before, until=until, limit=limit
-            ),
-        )
-        return result
-
-    async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
-        result: list[TokenAmount] = await self._call(
-            f"largest accounts of {mint}", lambda: self._client.get_token_largest_accounts(mint)
-        )
-        return result
-
-    async def get_token_largest_accounts_with_context(self, mint: str) -> TokenLargestAccounts:
-        result: TokenLargestAccounts = await self._call(
-            f"largest accounts of {mint}",
-            lambda: self._client.get_token_largest_accounts_with_context(mint),
-        )
-        return result
-
-    async def get_vote_accounts(self) -> VoteAccounts:
-        result: VoteAccounts = await self._call("vote accounts", self._client.get_vote_accounts)
-        return result
-
-    async def get_cluster_nodes(self) -> list[ClusterNode]:
-        result: list[ClusterNode] = await self._call(
-            "cluster nodes", self._client.get_cluster_nodes
-        )
-        return result
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from watcher.ledger.simulator.params import (
     _checked_pubkey,
@@ -21,20 +21,20 @@ from watcher.ledger.simulator.params import (
 )
 
 MAX_LIMIT: Final = 1000
-INTERFACES: Final = frozenset(
-    {
-        "V1_NFT",
-        "V1_PRINT",
-        "LEGACY_NFT",
-        "V2_NFT",
-        "FungibleAsset",
-        "FungibleToken",
-        "Custom",
-        "Identity",
-        "Executable",
-        "ProgrammableNFT",
-    }
-)
+# The interfaces the simulator knows (a rule test's assets are of these: ``watcher.ruletest``).
+AssetInterface = Literal[
+    "V1_NFT",
+    "V1_PRINT",
+    "LEGACY_NFT",
+    "V2_NFT",
+    "FungibleAsset",
+    "FungibleToken",
+    "Custom",
+    "Identity",
+    "Executable",
+    "ProgrammableNFT",
+]
+INTERFACES: Final = frozenset(get_args(AssetInterface))
 # searchAssets' positions (0-based) of the criteria the simulator knows.
 SEARCH_POSITIONS: Final = {
     "negate": 0,
