@@ -21,19 +21,6 @@ class SourceRound:
     last_success_at: float | None  # None: kept from the row before (this round all failed)
 
 
-def migration_4_sources(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE sources (
-            source TEXT PRIMARY KEY,
-            finished_at REAL NOT NULL,
-            targets INTEGER NOT NULL,
-            failed INTEGER NOT NULL,
-            duration REAL NOT NULL,
-            last_success_at REAL
-        ) STRICT"""
-    )
-
-
 def record_round(db: Database, round_: SourceRound) -> None:
     with transaction(db):
         db.execute(
