@@ -1,5 +1,5 @@
 -- The PostgreSQL engine's schema, version 1: the tables and columns the SQLite engine's
--- migrations 1 to 5 make (watcher/state/database.py, source_rounds.py, retention.py), with
+-- migrations 1 to 5 make (watcher/state/database.py), with
 -- the same names, so that both engines hold the same rows (tests/state/test_postgresql_schema.py
 -- proves it on a real server).
 --
