@@ -731,9 +731,13 @@ def test_duration_round_trip_at_millisecond_precision(millis: int) -> None:
     assert format_duration(parse_duration(text)) == text
 
 
-@given(st.lists(st.integers(min_value=0, max_value=999), min_size=5, max_size=5).filter(any))
-def test_any_written_duration_parses_to_the_sum_of_its_parts(counts: list[int]) -> None:
-    counts[0] %= 300  # days: the limit is 365d
+@given(
+    st.tuples(
+        st.integers(min_value=0, max_value=299),  # days: the limit is 365d
+        *[st.integers(min_value=0, max_value=999)] * 4,
+    ).filter(any)  # at least one part: "" is no duration
+)
+def test_any_written_duration_parses_to_the_sum_of_its_parts(counts: tuple[int, ...]) -> None:
     units = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001)]
     text = "".join(
         f"{count}{unit}" for count, (unit, _) in zip(counts, units, strict=True) if count
