@@ -292,6 +292,39 @@ async def test_three_instances_settle_on_fair_shares_and_two_share_a_retired_one
     assert await held_shards(conns["a"]) == held
 
 
+async def test_a_paused_instances_shards_go_to_the_others_and_come_back_when_it_resumes(
+    connect: Connect,
+) -> None:
+    names = ["a", "b", "c"]
+    conns = {me: await connect() for me in names}
+    held: dict[str, dict[int, int]] = {me: {} for me in names}
+    for me in names:
+        await register_instance(conns[me], me, host=me, pid=1)
+    for _ in range(3):
+        for me in names:
+            await lease_loop_turn(conns[me], me, held[me])
+    was_cs = set(held["c"])
+    # c stops (SIGSTOP): it renews nothing; its heartbeat and leases lapse (moved into the past
+    # by the database's clock rather than waited for).
+    observer = await connect()
+    await observer.execute(f"UPDATE instances SET renewed_at = {NOW} - 100 WHERE instance_id='c'")
+    await expire(observer, *was_cs)
+    for _ in range(2):
+        for me in ["a", "b"]:
+            await lease_loop_turn(conns[me], me, held[me])
+    assert {len(held["a"]), len(held["b"])} == {512}
+    table = await held_shards(observer)
+    assert set(table) == {"a", "b"}
+    assert {table[owner][shard] for owner in table for shard in was_cs & set(table[owner])} == {2}
+    # c resumes (SIGCONT): its renewal tells it everything is lost; it counts again, the
+    # others hand back their surplus, and the three settle as before.
+    for _ in range(3):
+        for me in names:
+            await lease_loop_turn(conns[me], me, held[me])
+    assert {me: len(shards) for me, shards in held.items()} == {"a": 342, "b": 341, "c": 341}
+    assert await held_shards(observer) == held
+
+
 # -- fencing --------------------------------------------------------------------------------------
 
 
