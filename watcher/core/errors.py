@@ -9,12 +9,15 @@ WatcherError
  │   ├─ TransientStateError        locked/busy past the busy timeout, disk full, I/O error, out of
  │   │                             memory: the operation rolled back; retried with backoff, logged
  │   │                             once per failing stretch, shown in health (``StateHealth``)
- │   └─ PermanentStateError        corrupt file, not a database, read-only file or folder, schema
- │       │                         or constraint errors, a bug: retrying cannot help; the daemon
- │       │                         logs one line and exits non-zero for its supervisor
- │       └─ StateUnusable          found when opening: the path is a folder or under a file, not a
- │                                 database, truncated, from a newer watcher; every command says
- │                                 so in one line naming the path
+ │   ├─ PermanentStateError        corrupt file, not a database, read-only file or folder, schema
+ │   │   │                         or constraint errors, a bug: retrying cannot help; the daemon
+ │   │   │                         logs one line and exits non-zero for its supervisor
+ │   │   └─ StateUnusable          found when opening: the path is a folder or under a file, not a
+ │   │                             database, truncated, from a newer watcher; every command says
+ │   │                             so in one line naming the path
+ │   └─ LeaseLost                  a fenced write found its shard's lease gone (expired, taken
+ │                                 over: another owner or epoch); .shard .owner .epoch; it rolled
+ │                                 back and wrote nothing: the instance drops the shard
  └─ RpcError                       .transient .method .code .attempts; text never holds the key
      ├─ TransientRpcError          retried with backoff; a failed round, never evidence
      │   ├─ RpcTimeout             connect/read timeout, connection refused/reset
@@ -134,6 +137,23 @@ _TRANSIENT_TEXTS = (
     "interrupted",
     "unable to open database file",
 )
+
+
+class LeaseLost(StateError):
+    """A fenced write (``watcher.state.pg_leases.fenced``) found that ``owner`` no longer holds
+    ``shard`` at ``epoch``, unexpired: the lease lapsed or another instance took the shard over.
+    The transaction rolled back before writing anything; retrying cannot help (the epoch is
+    gone for good): the instance drops the shard and may take it again later, at a new epoch."""
+
+    def __init__(self, *, shard: int, owner: str, epoch: int) -> None:
+        super().__init__(
+            f"shard {shard}: the lease of {owner} at epoch {epoch} is lost (expired or taken "
+            "over); the write rolled back",
+            operation="fenced write",
+        )
+        self.shard = shard
+        self.owner = owner
+        self.epoch = epoch
 
 
 def state_error(exc: sqlite3.Error, operation: str) -> StateError:

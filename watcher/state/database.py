@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from watcher.core.errors import StateUnusable
+from watcher.state.shards import SHARDS
 
 __all__ = [
     "MIGRATIONS",
@@ -218,6 +219,33 @@ def _migration_5_retention(db: Database) -> None:
     )
 
 
+def _migration_6_shard_leases(db: Database) -> None:
+    # Leased shards and instances' heartbeats (issue 19), the same tables as PostgreSQL's
+    # 0002_shard_leases.sql: on SQLite one instance owns everything and reads none of it.
+    db.execute(
+        """CREATE TABLE shard_leases (
+            shard INTEGER PRIMARY KEY,
+            owner TEXT,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            expires_at REAL
+        ) STRICT"""
+    )
+    db.execute(
+        """WITH RECURSIVE n(shard) AS (SELECT 0 UNION ALL SELECT shard + 1 FROM n WHERE shard < ?)
+        INSERT INTO shard_leases (shard) SELECT shard FROM n""",
+        [SHARDS - 1],
+    )
+    db.execute(
+        """CREATE TABLE instances (
+            instance_id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            renewed_at REAL NOT NULL
+        ) STRICT"""
+    )
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
@@ -225,6 +253,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migration_3_digests,
     _migration_4_sources,
     _migration_5_retention,
+    _migration_6_shard_leases,
 )
 
 
