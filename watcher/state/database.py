@@ -218,6 +218,15 @@ def _migration_5_retention(db: Database) -> None:
     )
 
 
+def _migration_6_delivery_claims(db: Database) -> None:
+    # Deliveries claimed under a token until an expiry, for several instances sharing a
+    # PostgreSQL database (watcher.state.pg_deliveries). The SQLite engine, one process, leaves
+    # them NULL: the columns exist so that both engines hold the same rows.
+    db.execute("ALTER TABLE deliveries ADD COLUMN claim_token TEXT")
+    db.execute("ALTER TABLE deliveries ADD COLUMN claim_expires_at REAL")
+    db.execute("CREATE INDEX deliveries_claims ON deliveries (status, claim_expires_at)")
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
@@ -225,6 +234,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migration_3_digests,
     _migration_4_sources,
     _migration_5_retention,
+    _migration_6_delivery_claims,
 )
 
 
