@@ -113,14 +113,19 @@ async def test_two_claimers_at_once_never_share_a_delivery_and_together_take_all
     assert len(ids) == 200
 
     async def claimer(conn: Connection, token: str) -> list[tuple[int, str]]:
+        """Claims until a claim finds nothing. One made while the other claims may find
+        nothing though more is due: a URL the other's claim holds locked that moment is left
+        out, even this claimer's own; a sender claims again at its next wake-up."""
         taken: list[tuple[int, str]] = []
-        while True:
-            rows = await outbox.claim_due(conn, token=token, claim_ttl=TTL, now=NOW, limit=7)
-            if not rows:
-                return taken
+        while rows := await outbox.claim_due(conn, token=token, claim_ttl=TTL, now=NOW, limit=7):
             taken += [(row.id, row.url_id) for row in rows]
+        return taken
 
     a, b = await asyncio.gather(claimer(conns[0], "a"), claimer(conns[1], "b"))
+    assert a and b  # both claimed, at the same time
+    # Each one's next wake-up, the other idle: what was left is taken, by its URL's holder.
+    a += await claimer(conns[0], "a")
+    b += await claimer(conns[1], "b")
     a_ids, b_ids = {i for i, _ in a}, {i for i, _ in b}
     assert not a_ids & b_ids  # never shared
     assert a_ids | b_ids == set(ids)  # together, all
@@ -129,6 +134,40 @@ async def test_two_claimers_at_once_never_share_a_delivery_and_together_take_all
     assert not {u for _, u in a} & {u for _, u in b}
     for id_ in a_ids:
         assert (await delivery(conns[2], id_))[:2] == ("sending", "a")
+
+
+async def test_claimers_racing_round_after_round_never_share_a_url(
+    conns: list[Connection],
+) -> None:
+    """New deliveries to the same few URLs, claimed by two claimers at once, round after round:
+    a URL is never claimed by both (the per-URL lock and the fresh re-read of live claims)."""
+    urls = [f"json://receiver/{n}" for n in range(3)]
+    for round_ in range(15):
+        ids = await queue(conns[2], [alert(round_ * 10 + k) for k in range(6)], *urls)
+        a, b = await asyncio.gather(
+            outbox.claim_due(conns[0], token=f"a{round_}", claim_ttl=TTL, now=NOW),
+            outbox.claim_due(conns[1], token=f"b{round_}", claim_ttl=TTL, now=NOW),
+        )
+        assert not {r.url_id for r in a} & {r.url_id for r in b}
+        assert {r.id for r in a} | {r.id for r in b} == set(ids)
+        for rows, token in ((a, f"a{round_}"), (b, f"b{round_}")):
+            assert await outbox.mark_sent(conns[2], [r.id for r in rows], token, NOW) == []
+
+
+async def test_a_url_another_claim_is_taking_is_left_out(conns: list[Connection]) -> None:
+    [held] = await queue(conns[0], [alert(1)], "json://one")
+    [free] = await queue(conns[0], [alert(2)], "json://two")
+    [row] = await outbox.claim_due(conns[2], token="x", claim_ttl=TTL, now=NOW, limit=1)
+    assert await outbox.release(conns[2], [row.id], "x") == []
+    url_one = row.url_id
+    async with conns[1].transaction():  # another claimer, mid-claim of json://one
+        await conns[1].execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [outbox.URL_LOCK_CLASS, url_one]
+        )
+        rows = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+        assert [r.id for r in rows] == [free]
+    [later] = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    assert later.id == held
 
 
 async def test_a_claim_skips_rows_another_claim_is_taking_without_waiting(
@@ -190,6 +229,43 @@ async def test_an_expired_claims_ack_changes_nothing(conns: list[Connection]) ->
     assert await delivery(conns[2], id_) == ("sent", None, 1)
     assert await alert_status(conns[2], id_) == "sent"
     assert (await outbox.group_sends(conns[2], *group)).sent == (NOW + 2,)
+
+
+async def test_an_ack_racing_a_takeover_lands_on_one_side_only(conns: list[Connection]) -> None:
+    """The first claimer's ack and another's claim of the expired row, at once: either the ack
+    holds (the row sent, not claimed) or the claim (the ack changes nothing), never both."""
+    outcomes = set()
+    for n in range(20):
+        [id_] = await queue(conns[0], [alert(n)], f"json://one/{n}")
+        await outbox.claim_due(conns[0], token=f"a{n}", claim_ttl=TTL, now=NOW)
+        await expire_claims(conns[2])
+        unchanged, taken = await asyncio.gather(
+            outbox.mark_sent(conns[0], [id_], f"a{n}", NOW),
+            outbox.claim_due(conns[1], token=f"b{n}", claim_ttl=TTL, now=NOW),
+        )
+        status = await delivery(conns[2], id_)
+        if unchanged == []:
+            assert taken == [] and status == ("sent", None, 1)
+        else:
+            assert [r.id for r in taken] == [id_] and status == ("sending", f"b{n}", 0)
+            await outbox.mark_sent(conns[1], [id_], f"b{n}", NOW)
+        outcomes.add(unchanged == [])
+    assert True in outcomes  # (which side wins each round is the scheduler's)
+
+
+async def test_a_claim_runs_out_by_the_databases_clock(conns: list[Connection]) -> None:
+    [id_] = await queue(conns[0], [alert(1)], "json://one")
+    await outbox.claim_due(conns[0], token="a", claim_ttl=0.2, now=NOW)
+    assert await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
+    started = await outbox.db_now(conns[2])
+    taken = []
+    for _ in range(500):  # a condition with a deadline (10 s)
+        taken = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+        if taken:
+            break
+        await asyncio.sleep(0.02)
+    assert [r.id for r in taken] == [id_]
+    assert await outbox.db_now(conns[2]) - started >= 0.15  # not before its time
 
 
 async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None:
@@ -298,6 +374,20 @@ async def _listening(conn: Connection) -> bool:
         )
     ).fetchone()
     return row is not None and int(row[0]) > 0
+
+
+async def test_a_graceful_release_wakes_a_listener(conninfo: str, conns: list[Connection]) -> None:
+    [id_] = await queue(conns[0], [alert(1)], "json://one")
+    await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listening:
+        wakes = outbox.listen_outbox(listening, poll_timeout=60)
+        first = asyncio.ensure_future(anext(wakes))
+        await until_listening(conns[2])
+        assert await outbox.release(conns[0], [id_], "a") == []
+        assert await asyncio.wait_for(first, timeout=10) is True
+        await wakes.aclose()
+    [row] = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+    assert row.id == id_
 
 
 async def test_listening_needs_an_autocommit_connection(conninfo: str) -> None:

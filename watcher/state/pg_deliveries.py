@@ -98,6 +98,10 @@ _LIVE_CLAIM = """SELECT 1 FROM deliveries o
     WHERE o.url_id = d.url_id AND o.status = 'sending' AND o.claim_token <> %(token)s
         AND o.claim_expires_at >= %(started)s AND o.id <> ALL(%(ids)s)"""
 
+# Due: pending and its time has come (the caller's clock), or an expired claim (the database's).
+_DUE = """((d.status = 'pending' AND d.next_attempt_at <= %(due_at)s)
+    OR (d.status = 'sending' AND d.claim_expires_at < %(started)s))"""
+
 _CLAIMED = f"""status = 'sending', claim_token = %(token)s,
     claim_expires_at = {DB_NOW} + %(ttl)s"""
 
@@ -124,51 +128,49 @@ async def claim_due(
     returns). ``now``: the caller's clock for ``next_attempt_at`` (default: the database's).
     With ``group_limit``, each digest group (``group_key`` and URL) claimed is completed with
     its other due rows, up to ``group_limit`` each. While another claim runs at the same
-    moment, it may return fewer than ``limit`` rows though more are due: the caller claims
-    again when its workers are done (as it does anyway). See the module's docstring."""
+    moment, it may return fewer than ``limit`` rows, even none, though more are due (a URL the
+    other claim holds locked that moment is left out, even one this token holds): the caller
+    claims again at its next wake-up (a worker done, a notification, the poll). See the
+    module's docstring."""
     if claim_ttl <= 0:
         raise ValueError(f"claim_ttl must be positive, got {claim_ttl}")
     async with conn.transaction():
         started = await db_now(conn)
-        due_at = started if now is None else now
-        candidates = await (
-            await conn.execute(
-                f"""SELECT d.id, d.url_id FROM deliveries d
-                WHERE ((d.status = 'pending' AND d.next_attempt_at <= %(due_at)s)
-                    OR (d.status = 'sending' AND d.claim_expires_at < %(started)s))
-                    AND d.url_id <> ALL(%(busy)s)
-                    AND NOT EXISTS ({_LIVE_CLAIM})
-                ORDER BY d.id LIMIT %(limit)s
-                FOR UPDATE OF d SKIP LOCKED""",
-                {
-                    "due_at": due_at,
-                    "started": started,
-                    "busy": list(busy_urls),
-                    "limit": limit,
-                    "token": token,
-                    "ids": [],
-                },
-            )
-        ).fetchall()
-        if not candidates:
-            return []
-        urls = sorted({url for _, url in candidates})
-        # One claimer per URL: lock each (held to commit), then read the live claims afresh (a
-        # new statement, a new snapshot: a claim of the same URL committed meanwhile is seen).
-        locked = await (
-            await conn.execute(
-                "SELECT u FROM unnest(%s::text[]) u "
-                "WHERE pg_try_advisory_xact_lock(%s, hashtext(u))",
-                [urls, URL_LOCK_CLASS],
-            )
-        ).fetchall()
-        params = {
+        params: dict[str, Any] = {
+            "due_at": started if now is None else now,
+            "started": started,
+            "busy": list(busy_urls),
+            "limit": limit,
             "token": token,
             "ttl": claim_ttl,
-            "ids": [id_ for id_, _ in candidates],
-            "urls": [row[0] for row in locked],
-            "started": started,
+            "ids": [],
         }
+        # The URLs with due rows and no other claimer's live claim, oldest due row first, with
+        # how many each has (URLs, not rows: a burst to one URL that another claimer is taking
+        # does not fill this claim's window with rows it cannot have).
+        urls = await (
+            await conn.execute(
+                f"""SELECT d.url_id, COUNT(*) FROM deliveries d
+                WHERE {_DUE} AND d.url_id <> ALL(%(busy)s) AND NOT EXISTS ({_LIVE_CLAIM})
+                GROUP BY d.url_id ORDER BY MIN(d.id) LIMIT %(limit)s""",
+                params,
+            )
+        ).fetchall()
+        if not urls:
+            return []
+        found = [(str(url), int(count)) for url, count in urls]
+        locked = await _lock_urls(conn, found, limit, token, started)
+        params["urls"] = locked
+        candidates = await (
+            await conn.execute(
+                f"""SELECT d.id FROM deliveries d
+                WHERE {_DUE} AND d.url_id = ANY(%(urls)s) AND NOT EXISTS ({_LIVE_CLAIM})
+                ORDER BY d.id LIMIT %(limit)s
+                FOR UPDATE OF d SKIP LOCKED""",
+                params,
+            )
+        ).fetchall()
+        params["ids"] = [row[0] for row in candidates]
         claimed = {
             row.id: row
             for row in map(
@@ -178,8 +180,6 @@ async def claim_due(
                         f"""UPDATE deliveries d SET {_CLAIMED}
                         FROM alerts a
                         WHERE a.id = d.alert_id AND d.id = ANY(%(ids)s)
-                            AND d.url_id = ANY(%(urls)s)
-                            AND NOT EXISTS ({_LIVE_CLAIM})
                         RETURNING {DELIVERY_COLUMNS}""",
                         params,
                     )
@@ -187,8 +187,61 @@ async def claim_due(
             )
         }
         if group_limit > 0:
-            await _complete_groups(conn, claimed, due_at, group_limit, token, claim_ttl)
+            await _complete_groups(conn, claimed, params["due_at"], group_limit, token, claim_ttl)
     return sorted(claimed.values(), key=lambda row: row.id)
+
+
+async def _lock_urls(
+    conn: Connection,
+    urls: list[tuple[str, int]],
+    limit: int,
+    token: str,
+    started: float,
+) -> list[str]:
+    """Lock URLs for this claim, in order, as many as its ``limit`` of rows needs: one URL per
+    claimer (``pg_try_advisory_xact_lock``, held to commit; a URL another claim holds, or took
+    meanwhile, is left out and the next one tried). Usually two statements."""
+    locked: list[str] = []
+    wanted, start = limit, 0
+    while wanted > 0 and start < len(urls):
+        batch, rows = [], 0
+        for url, count in urls[start:]:
+            batch.append((url, count))
+            rows += count
+            if rows >= wanted:
+                break
+        start += len(batch)
+        got = [
+            row[0]
+            for row in await (
+                await conn.execute(
+                    "SELECT u FROM unnest(%s::text[]) u "
+                    "WHERE pg_try_advisory_xact_lock(%s, hashtext(u))",
+                    [[url for url, _ in batch], URL_LOCK_CLASS],
+                )
+            ).fetchall()
+        ]
+        if got:
+            # Read the live claims again, in a statement of its own (a new snapshot): another
+            # claim of one of these URLs, committed since the first read, is seen now.
+            got = [
+                row[0]
+                for row in await (
+                    await conn.execute(
+                        """SELECT u FROM unnest(%(urls)s::text[]) u WHERE NOT EXISTS (
+                            SELECT 1 FROM deliveries o
+                            WHERE o.url_id = u AND o.status = 'sending'
+                                AND o.claim_token <> %(token)s
+                                AND o.claim_expires_at >= %(started)s)""",
+                        {"urls": got, "token": token, "started": started},
+                    )
+                ).fetchall()
+            ]
+        for url, count in batch:
+            if url in set(got):
+                locked.append(url)
+                wanted -= count
+    return locked
 
 
 async def _complete_groups(
@@ -350,7 +403,8 @@ async def release(
     not_before: float | None = None,
 ) -> list[int]:
     """Claimed rows back to pending, unattempted (``not_before``: not earlier than that); the
-    ids not changed."""
+    ids not changed. Without ``not_before`` (a graceful stop hands them over) the listeners
+    are notified at the commit."""
     ids = list(delivery_ids)
     if not ids:
         return []
@@ -366,6 +420,8 @@ async def release(
                 {"ids": ids, "token": token, "not_before": not_before},
             )
         ).fetchall()
+        if rows and not_before is None:
+            await notify_outbox(conn)  # due now (a graceful stop): another instance takes them
     changed = {int(row[0]) for row in rows}
     return sorted({id_ for id_ in ids if id_ not in changed})
 
