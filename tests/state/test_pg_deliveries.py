@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,6 +16,7 @@ from watcher.alerting.events import AlertMessage, Grouping
 from watcher.delivery.outbox import Destination
 from watcher.state import pg_deliveries as outbox
 from watcher.state.postgresql_schema import migrate
+from watcher.state.store import SqliteStore
 
 from support.postgres import Postgres
 
@@ -183,15 +185,18 @@ async def test_a_claim_skips_rows_another_claim_is_taking_without_waiting(
     assert [row.id for row in rows] == ids[2:]
 
 
-async def test_what_a_claim_returns_is_what_sqlite_claims(conns: list[Connection]) -> None:
-    [id_] = await queue(conns[0], [alert(1)], "json://one")
-    later = await queue(conns[0], [alert(2)], "json://one", now=NOW + 100)
-    [row] = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
-    assert (row.id, row.status, row.attempts, row.url_id) == (id_, "sending", 0, row.url_id)
-    assert (row.next_attempt_at, row.created_at, row.channel) == (NOW, NOW, "ops")
-    assert row.alert.title == "transfer 1" and row.alert.facts == {"n": 1}
-    assert row.alert.channels == () and row.group_key is None
-    assert later[0] != id_  # not yet due: not claimed
+async def test_what_a_claim_returns_is_what_sqlite_claims(
+    conns: list[Connection], tmp_path: Path
+) -> None:
+    alerts = [alert(1), alert(2, Grouping("transfer", wait=60, max_per_hour=3))]
+    await queue(conns[0], alerts, "json://one")
+    await queue(conns[0], [alert(3)], "json://one", now=NOW + 100)  # not yet due
+    with SqliteStore(tmp_path / "watcher.db") as store:
+        store.commit_step("s", "t", {}, alerts, to_urls("json://one"), NOW)
+        store.commit_step("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100)
+        expected = store.claim_due(NOW, group_limit=10)
+    rows = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW, group_limit=10)
+    assert len(rows) == 2 and rows == expected  # ids, values, status 'sending', the alert
 
 
 async def test_a_live_claim_holds_its_url_an_expired_one_is_taken_again_with_a_new_token(

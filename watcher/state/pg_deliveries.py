@@ -46,7 +46,9 @@ What remains for digests across instances: a claim that expires during a send (a
 than ``claim_ttl``: the sender should ``extend_claim`` around long sends) lets another instance
 send the same rows again (a duplicate, at-least-once) and its digest's message may exceed
 ``max_per_hour`` by one; the group's pacing read is not inside the claim's transaction but runs
-under the URL's claim, which is what keeps it consistent.
+under the URL's claim, which is what keeps it consistent. A claim first groups the due rows
+by URL (a scan of every due row: cheap for the outbox's usual backlog, to be measured for a
+large one); a claim racing another may come back short (see ``claim_due``).
 """
 
 from __future__ import annotations
@@ -237,8 +239,9 @@ async def _lock_urls(
                     )
                 ).fetchall()
             ]
+        usable = set(got)
         for url, count in batch:
-            if url in set(got):
+            if url in usable:
                 locked.append(url)
                 wanted -= count
     return locked
