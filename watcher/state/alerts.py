@@ -69,19 +69,7 @@ class AlertRows:
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)
             ON CONFLICT (dedup_key) DO NOTHING
             RETURNING id""",
-            [
-                now,
-                alert.rule,
-                alert.severity,
-                alert.subject,
-                alert.reason,
-                alert.dedup_key,
-                alert.title,
-                alert.body,
-                to_json(alert.facts),
-                alert.group_key,
-                None if alert.grouping is None else to_json(asdict(alert.grouping)),
-            ],
+            alert_values(alert, now),
         ).fetchone()
         if row is None:
             return None
@@ -92,6 +80,25 @@ class AlertRows:
         elif alert.reason == "resolved":
             self._db.execute(_RESOLVED_NOW, [alert.rule, alert.subject, alert_id])
         return alert_id
+
+
+def alert_values(alert: AlertMessage, now: float) -> list[Any]:
+    """An alert's row as stored, in the order of the columns ``created_at, rule, severity,
+    subject, reason, dedup_key, title, body, facts, status, group_key, grouping`` without
+    ``status`` (pure: both engines insert it)."""
+    return [
+        now,
+        alert.rule,
+        alert.severity,
+        alert.subject,
+        alert.reason,
+        alert.dedup_key,
+        alert.title,
+        alert.body,
+        to_json(alert.facts),
+        alert.group_key,
+        None if alert.grouping is None else to_json(asdict(alert.grouping)),
+    ]
 
 
 def marks(items: Sequence[Any] | dict[Any, Any]) -> str:

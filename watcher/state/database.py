@@ -220,8 +220,9 @@ def _migration_5_retention(db: Database) -> None:
 
 
 def _migration_6_shard_leases(db: Database) -> None:
-    # Leased shards and instances' heartbeats (issue 19), the same tables as PostgreSQL's
-    # 0002_shard_leases.sql: on SQLite one instance owns everything and reads none of it.
+    # Leased shards and instances' heartbeats, for several instances on one PostgreSQL: the
+    # same tables as its 0002_shard_leases.sql. On SQLite one instance owns everything and reads
+    # none of it.
     db.execute(
         """CREATE TABLE shard_leases (
             shard INTEGER PRIMARY KEY,
@@ -246,6 +247,15 @@ def _migration_6_shard_leases(db: Database) -> None:
     )
 
 
+def _migration_7_delivery_claims(db: Database) -> None:
+    # Deliveries claimed under a token until an expiry, for several instances sharing a
+    # PostgreSQL database (watcher.state.pg_deliveries). The SQLite engine, one process, leaves
+    # them NULL: the columns exist so that both engines hold the same rows.
+    db.execute("ALTER TABLE deliveries ADD COLUMN claim_token TEXT")
+    db.execute("ALTER TABLE deliveries ADD COLUMN claim_expires_at REAL")
+    db.execute("CREATE INDEX deliveries_claims ON deliveries (status, claim_expires_at)")
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
@@ -254,6 +264,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migration_4_sources,
     _migration_5_retention,
     _migration_6_shard_leases,
+    _migration_7_delivery_claims,
 )
 
 

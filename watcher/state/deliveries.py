@@ -13,7 +13,9 @@ from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
 from watcher.state.database import transaction
 
-_DELIVERY_COLUMNS = """
+# What a claim reads, in the order ``delivery_row`` takes it: plain SQL both engines run (the
+# PostgreSQL engine's claim returns it, watcher.state.pg_deliveries).
+DELIVERY_COLUMNS = """
     d.id, d.alert_id, d.channel, d.url_id, d.status, d.attempts, d.next_attempt_at,
     d.created_at, a.rule, a.severity, a.reason, a.title, a.body, a.subject, a.dedup_key,
     a.facts, a.group_key, a.grouping
@@ -26,8 +28,9 @@ _GROUP_SENDS_KEPT_SECONDS = 3600.0
 _CLAIM_CEILING = 5000
 
 
-def _delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
-    delivery, alert = row[:8], row[8:]  # the columns of _DELIVERY_COLUMNS, in their order
+def delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
+    """One row of ``DELIVERY_COLUMNS`` as a value (pure: either engine's row)."""
+    delivery, alert = row[:8], row[8:]  # the columns of DELIVERY_COLUMNS, in their order
     rule, severity, reason, title, body, subject, dedup_key, facts, group_key, grouping = alert
     stored = AlertMessage(
         rule=rule,
@@ -65,14 +68,14 @@ class Deliveries(AlertRows):
         """Pending deliveries whose time has come, oldest first (in the order they were queued),
         leaving out those to ``skip_urls`` (URLs whose worker is busy)."""
         rows = self._db.execute(
-            f"""SELECT {_DELIVERY_COLUMNS}
+            f"""SELECT {DELIVERY_COLUMNS}
             FROM deliveries d JOIN alerts a ON a.id = d.alert_id
             WHERE d.status = 'pending' AND d.next_attempt_at <= ?
                 AND d.url_id NOT IN ({marks(skip_urls)})
             ORDER BY d.id LIMIT ?""",
             [now, *skip_urls, limit],
         ).fetchall()
-        return [_delivery_row(r) for r in rows]
+        return [delivery_row(r) for r in rows]
 
     def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
@@ -104,14 +107,14 @@ class Deliveries(AlertRows):
             if len(claimed) >= _CLAIM_CEILING:
                 break
             for found in self._db.execute(
-                f"""SELECT {_DELIVERY_COLUMNS}
+                f"""SELECT {DELIVERY_COLUMNS}
                 FROM deliveries d JOIN alerts a ON a.id = d.alert_id
                 WHERE d.status = 'pending' AND d.next_attempt_at <= ?
                     AND a.group_key = ? AND d.url_id = ?
                 ORDER BY d.id LIMIT ?""",
                 [now, group_key, url_id, group_limit],
             ).fetchall():
-                row = _delivery_row(found)
+                row = delivery_row(found)
                 claimed.setdefault(row.id, row)
         return sorted(claimed.values(), key=lambda row: row.id)
 

@@ -1,7 +1,8 @@
-"""Leased shards and fenced writes on PostgreSQL (issue 19, items 2 and 3): the operations on
-the ``shard_leases`` and ``instances`` tables (``sql/postgresql/0002_shard_leases.sql``), async
-on psycopg 3. A building block: the daemon does not call it yet. ``watcher.state.shards`` says
-which shard a target falls in and plans what to take and hand back.
+"""Leased shards and fenced writes on PostgreSQL, for several instances sharing one database:
+the operations on the ``shard_leases`` and ``instances`` tables
+(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3. A building block: the daemon
+does not call it yet. ``watcher.state.shards`` says which shard a target falls in and plans
+what to take and hand back.
 
 Time is the database's: every expiry and heartbeat is ``extract(epoch from clock_timestamp())``
 on the server, evaluated where the row is checked; a caller passes durations (``ttl``), never

@@ -1,6 +1,6 @@
-"""Targets in leased shards (issue 19): which shard a target falls in, how many shards an
-instance may hold, and what it takes and hands back. Pure: no clock, network or database
-(``watcher.state.pg_leases`` holds the lease rows on PostgreSQL).
+"""Targets in leased shards, for several instances sharing one database: which shard a target
+falls in, how many shards an instance may hold, and what it takes and hands back. Pure: no
+clock, network or database (``watcher.state.pg_leases`` holds the lease rows on PostgreSQL).
 
 - ``shard_of(source, target)``: one of ``SHARDS`` shards, from a stable hash (BLAKE2b, 8
   bytes, big-endian, modulo ``SHARDS``): the same on every machine, run and Python version.

@@ -1,4 +1,4 @@
--- Version 2: leased shards (issue 19), the same tables as the SQLite engine's migration 6
+-- Version 2: leased shards (several instances on one database), the same tables as the SQLite engine's migration 6
 -- (watcher/state/database.py). watcher/state/pg_leases.py holds the operations on them;
 -- watcher/state/shards.py says which shard a target falls in.
 --

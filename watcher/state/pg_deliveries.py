@@ -1,0 +1,557 @@
+"""The delivery outbox on PostgreSQL, shared by several instances: deliveries claimed under a
+token, never requeued. A building block of the PostgreSQL engine, not yet
+wired into the daemon: every function takes a ``psycopg.AsyncConnection`` and runs its own
+short transaction (``conn.transaction()``; pass a connection outside any transaction, e.g. an
+autocommit one or a pool's).
+
+Claims
+------
+``claim_due`` takes due deliveries in ONE short transaction: ``SELECT ... FOR UPDATE OF d SKIP
+LOCKED`` (rows another claimer is taking at this moment are skipped, never waited for), then
+sets them ``sending`` with the caller's ``token`` and ``claim_expires_at`` = the database's
+clock (``extract(epoch from clock_timestamp())``) + ``claim_ttl``. Due means ``pending`` with
+``next_attempt_at <= now`` (the caller's clock, as on SQLite), or ``sending`` under a claim that
+has expired by the database's clock: a sender that died or stalled loses its rows to the next
+claim, whoever makes it. That is the whole recovery; nothing is requeued at start-up (which
+would re-send a live instance's in-flight messages).
+
+One URL is held by one claimer at a time: a claim leaves out every URL with an unexpired claim
+under another token, and takes a transaction-level advisory lock per URL it claims for
+(``pg_try_advisory_xact_lock``; a URL locked by a concurrent claim is left out too), re-reading
+the live claims after taking it. So a URL's deliveries still go in the order they were queued,
+and a digest group (``group_key`` and URL) is paced by one sender at a time: its pacing read
+(``group_sends``), its send and its ``mark_sent`` follow each other with no other instance
+sending to that URL meanwhile, while the claim holds. ``busy_urls``: this instance's own URLs
+whose worker is still sending (not claimed again), as ``skip_urls`` on SQLite.
+
+Acks
+----
+``mark_sent`` / ``mark_retry`` / ``mark_dead`` / ``release`` / ``extend_claim`` change only the
+rows still ``sending`` under ``token`` (an expired claim that nobody took yet still counts: its
+send happened) and return the ids they did NOT change: taken over by another claimer after the
+claim expired, or deleted. The caller logs and skips those, as it does today's missing ids. Each
+is one transaction with the alerts' status, so a stale ack changes nothing at all; ``mark_sent``
+records a digest's send (``group_sends``) in it, and only when one of its rows was still this
+claim's; ``mark_dead`` queues its dead letters in it, for the rows it changed only.
+
+Waking senders
+--------------
+No trigger: the transaction that inserts deliveries calls ``notify_outbox`` (``pg_notify``)
+itself, as ``insert_alerts`` does. PostgreSQL delivers a notification at commit only (never
+for a rollback) and folds identical ones of one transaction into one. ``listen_outbox`` waits on
+a dedicated autocommit connection and wakes at most ``poll_timeout`` later anyway: a lost
+notification (a reconnect) delays a send, never loses it.
+
+What remains for digests across instances: a claim that expires during a send (a stall longer
+than ``claim_ttl``: the sender should ``extend_claim`` around long sends) lets another instance
+send the same rows again (a duplicate, at-least-once) and its digest's message may exceed
+``max_per_hour`` by one; the group's pacing read is not inside the claim's transaction but runs
+under the URL's claim, which is what keeps it consistent. A claim first groups the due rows
+by URL (a scan of every due row: cheap for the outbox's usual backlog, to be measured for a
+large one); a claim racing another may come back short (see ``claim_due``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from watcher.alerting.events import AlertMessage
+from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
+from watcher.state.alerts import alert_values
+from watcher.state.deliveries import DELIVERY_COLUMNS, delivery_row
+
+Connection = AsyncConnection[TupleRow]
+
+OUTBOX_CHANNEL = "watcher_outbox"
+# The advisory locks of a claim, one per URL: (this class, hashtext(url_id)). The two-key space
+# does not overlap the one-key space of the migrations' lock.
+URL_LOCK_CLASS = 0x7764  # "wd"
+# As on SQLite: max_per_hour looks back one rolling hour; a claim completes digest groups with
+# this many rows in all at most.
+_GROUP_SENDS_KEPT_SECONDS = 3600.0
+_CLAIM_CEILING = 5000
+
+DB_NOW = "extract(epoch from clock_timestamp())::double precision"
+
+# An alert's status follows from its deliveries (watcher.state.alerts.REFRESH_ALERT_STATUS,
+# in PostgreSQL's words). Run it after locking the alerts (``_refresh_alerts``): its snapshot
+# then sees every other mark of the same alerts.
+_REFRESH_ALERT_STATUS = """
+UPDATE alerts SET status = (
+    SELECT CASE
+        WHEN COUNT(*) = 0 THEN 'silenced'
+        WHEN COUNT(*) FILTER (WHERE d.status = 'sent') = COUNT(*) THEN 'sent'
+        WHEN COUNT(*) FILTER (WHERE d.status = 'sent') > 0 THEN 'partial'
+        WHEN COUNT(*) FILTER (WHERE d.status = 'dead') = COUNT(*) THEN 'dead'
+        ELSE 'queued'
+    END
+    FROM deliveries d WHERE d.alert_id = alerts.id
+)
+WHERE id = ANY(%s)
+"""
+
+# Another claimer's live claim on the URL of ``d`` (``ids``: the rows being claimed, some of
+# them expired claims taken over).
+_LIVE_CLAIM = """SELECT 1 FROM deliveries o
+    WHERE o.url_id = d.url_id AND o.status = 'sending' AND o.claim_token <> %(token)s
+        AND o.claim_expires_at >= %(started)s AND o.id <> ALL(%(ids)s)"""
+
+# Due: pending and its time has come (the caller's clock), or an expired claim (the database's).
+_DUE = """((d.status = 'pending' AND d.next_attempt_at <= %(due_at)s)
+    OR (d.status = 'sending' AND d.claim_expires_at < %(started)s))"""
+
+_CLAIMED = f"""status = 'sending', claim_token = %(token)s,
+    claim_expires_at = {DB_NOW} + %(ttl)s"""
+
+
+async def db_now(conn: Connection) -> float:
+    """The database's clock, seconds since the epoch (what claims expire by)."""
+    row = await (await conn.execute(f"SELECT {DB_NOW}")).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+async def claim_due(
+    conn: Connection,
+    *,
+    token: str,
+    claim_ttl: float,
+    now: float | None = None,
+    limit: int = 100,
+    group_limit: int = 0,
+    busy_urls: Sequence[str] = (),
+) -> list[DeliveryRow]:
+    """Due deliveries claimed under ``token`` until the database's clock + ``claim_ttl``, in
+    id order, as ``DeliveryRow`` values with status ``sending`` (what SQLite's ``claim_due``
+    returns). ``now``: the caller's clock for ``next_attempt_at`` (default: the database's).
+    With ``group_limit``, each digest group (``group_key`` and URL) claimed is completed with
+    its other due rows, up to ``group_limit`` each. While another claim runs at the same
+    moment, it may return fewer than ``limit`` rows, even none, though more are due (a URL the
+    other claim holds locked that moment is left out, even one this token holds): the caller
+    claims again at its next wake-up (a worker done, a notification, the poll). See the
+    module's docstring."""
+    if claim_ttl <= 0:
+        raise ValueError(f"claim_ttl must be positive, got {claim_ttl}")
+    async with conn.transaction():
+        started = await db_now(conn)
+        params: dict[str, Any] = {
+            "due_at": started if now is None else now,
+            "started": started,
+            "busy": list(busy_urls),
+            "limit": limit,
+            "token": token,
+            "ttl": claim_ttl,
+            "ids": [],
+        }
+        # The URLs with due rows and no other claimer's live claim, oldest due row first, with
+        # how many each has (URLs, not rows: a burst to one URL that another claimer is taking
+        # does not fill this claim's window with rows it cannot have).
+        urls = await (
+            await conn.execute(
+                f"""SELECT d.url_id, COUNT(*) FROM deliveries d
+                WHERE {_DUE} AND d.url_id <> ALL(%(busy)s) AND NOT EXISTS ({_LIVE_CLAIM})
+                GROUP BY d.url_id ORDER BY MIN(d.id) LIMIT %(limit)s""",
+                params,
+            )
+        ).fetchall()
+        if not urls:
+            return []
+        found = [(str(url), int(count)) for url, count in urls]
+        locked = await _lock_urls(conn, found, limit, token, started)
+        params["urls"] = locked
+        candidates = await (
+            await conn.execute(
+                f"""SELECT d.id FROM deliveries d
+                WHERE {_DUE} AND d.url_id = ANY(%(urls)s) AND NOT EXISTS ({_LIVE_CLAIM})
+                ORDER BY d.id LIMIT %(limit)s
+                FOR UPDATE OF d SKIP LOCKED""",
+                params,
+            )
+        ).fetchall()
+        params["ids"] = [row[0] for row in candidates]
+        claimed = {
+            row.id: row
+            for row in map(
+                delivery_row,
+                await (
+                    await conn.execute(
+                        f"""UPDATE deliveries d SET {_CLAIMED}
+                        FROM alerts a
+                        WHERE a.id = d.alert_id AND d.id = ANY(%(ids)s)
+                        RETURNING {DELIVERY_COLUMNS}""",
+                        params,
+                    )
+                ).fetchall(),
+            )
+        }
+        if group_limit > 0:
+            await _complete_groups(conn, claimed, params["due_at"], group_limit, token, claim_ttl)
+    return sorted(claimed.values(), key=lambda row: row.id)
+
+
+async def _lock_urls(
+    conn: Connection,
+    urls: list[tuple[str, int]],
+    limit: int,
+    token: str,
+    started: float,
+) -> list[str]:
+    """Lock URLs for this claim, in order, as many as its ``limit`` of rows needs: one URL per
+    claimer (``pg_try_advisory_xact_lock``, held to commit; a URL another claim holds, or took
+    meanwhile, is left out and the next one tried). Usually two statements."""
+    locked: list[str] = []
+    wanted, start = limit, 0
+    while wanted > 0 and start < len(urls):
+        batch, rows = [], 0
+        for url, count in urls[start:]:
+            batch.append((url, count))
+            rows += count
+            if rows >= wanted:
+                break
+        start += len(batch)
+        got = [
+            row[0]
+            for row in await (
+                await conn.execute(
+                    "SELECT u FROM unnest(%s::text[]) u "
+                    "WHERE pg_try_advisory_xact_lock(%s, hashtext(u))",
+                    [[url for url, _ in batch], URL_LOCK_CLASS],
+                )
+            ).fetchall()
+        ]
+        if got:
+            # Read the live claims again, in a statement of its own (a new snapshot): another
+            # claim of one of these URLs, committed since the first read, is seen now.
+            got = [
+                row[0]
+                for row in await (
+                    await conn.execute(
+                        """SELECT u FROM unnest(%(urls)s::text[]) u WHERE NOT EXISTS (
+                            SELECT 1 FROM deliveries o
+                            WHERE o.url_id = u AND o.status = 'sending'
+                                AND o.claim_token <> %(token)s
+                                AND o.claim_expires_at >= %(started)s)""",
+                        {"urls": got, "token": token, "started": started},
+                    )
+                ).fetchall()
+            ]
+        usable = set(got)
+        for url, count in batch:
+            if url in usable:
+                locked.append(url)
+                wanted -= count
+    return locked
+
+
+async def _complete_groups(
+    conn: Connection,
+    claimed: dict[int, DeliveryRow],
+    due_at: float,
+    group_limit: int,
+    token: str,
+    claim_ttl: float,
+) -> None:
+    groups = dict.fromkeys(
+        (r.group_key, r.url_id) for r in sorted(claimed.values(), key=lambda r: r.id) if r.group_key
+    )
+    for group_key, url_id in groups:  # each URL is this claim's (locked above)
+        if len(claimed) >= _CLAIM_CEILING:
+            break
+        rows = await (
+            await conn.execute(
+                f"""UPDATE deliveries d SET {_CLAIMED}
+                FROM alerts a
+                WHERE a.id = d.alert_id AND d.id IN (
+                    SELECT g.id FROM deliveries g JOIN alerts ga ON ga.id = g.alert_id
+                    WHERE g.status = 'pending' AND g.next_attempt_at <= %(due_at)s
+                        AND ga.group_key = %(group_key)s AND g.url_id = %(url_id)s
+                    ORDER BY g.id LIMIT %(group_limit)s
+                    FOR UPDATE OF g SKIP LOCKED)
+                RETURNING {DELIVERY_COLUMNS}""",
+                {
+                    "token": token,
+                    "ttl": claim_ttl,
+                    "due_at": due_at,
+                    "group_key": group_key,
+                    "url_id": url_id,
+                    "group_limit": group_limit,
+                },
+            )
+        ).fetchall()
+        for found in map(delivery_row, rows):
+            claimed.setdefault(found.id, found)
+
+
+def _ids(delivery_ids: int | Sequence[int]) -> list[int]:
+    return [delivery_ids] if isinstance(delivery_ids, int) else list(delivery_ids)
+
+
+async def _finish(
+    conn: Connection, ids: list[int], token: str, assignments: str, params: Mapping[str, Any]
+) -> tuple[list[int], list[int]]:
+    """Update the rows still claimed under ``token`` and their alerts' status, inside the
+    caller's transaction; returns (changed, not changed) ids, each sorted."""
+    rows = await (
+        await conn.execute(
+            f"""UPDATE deliveries SET {assignments}, claim_token = NULL, claim_expires_at = NULL
+            WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
+            RETURNING id, alert_id""",
+            {**params, "ids": ids, "token": token},
+        )
+    ).fetchall()
+    await _refresh_alerts(conn, {int(row[1]) for row in rows})
+    changed = {int(row[0]) for row in rows}
+    return sorted(changed), sorted({id_ for id_ in ids if id_ not in changed})
+
+
+async def _refresh_alerts(conn: Connection, alert_ids: set[int]) -> None:
+    if not alert_ids:
+        return
+    ordered = sorted(alert_ids)
+    # Lock first, in id order (no deadlock between two marks), then refresh in a statement of
+    # its own: its snapshot sees the deliveries another mark of the same alert committed.
+    await conn.execute("SELECT id FROM alerts WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [ordered])
+    await conn.execute(_REFRESH_ALERT_STATUS, [ordered])
+
+
+async def mark_sent(
+    conn: Connection,
+    delivery_ids: int | Sequence[int],
+    token: str,
+    at: float,
+    group: tuple[str, str] | None = None,
+) -> list[int]:
+    """Delivered (in one message), for the rows still claimed under ``token``; ``group``
+    (group_key, url_id): that message was a digest's, recorded for its pacing in the same
+    transaction when at least one of its rows was still this claim's. Returns the ids not
+    changed (taken over or deleted: the caller logs and skips them)."""
+    ids = _ids(delivery_ids)
+    async with conn.transaction():
+        changed, unchanged = await _finish(
+            conn,
+            ids,
+            token,
+            "status = 'sent', attempts = attempts + 1, sent_at = %(at)s, last_error = NULL",
+            {"at": at},
+        )
+        if group is not None and changed:
+            await conn.execute(
+                "INSERT INTO group_sends (group_key, url_id, sent_at, alerts) "
+                "VALUES (%s, %s, %s, %s)",
+                [*group, at, len(changed)],
+            )
+            await conn.execute(
+                "DELETE FROM group_sends WHERE group_key = %s AND url_id = %s AND sent_at < %s",
+                [*group, at - _GROUP_SENDS_KEPT_SECONDS],
+            )
+    return unchanged
+
+
+async def mark_retry(
+    conn: Connection,
+    delivery_ids: int | Sequence[int],
+    token: str,
+    error: str,
+    next_attempt_at: float,
+) -> list[int]:
+    """Back to pending until ``next_attempt_at``, one attempt more; the ids not changed."""
+    async with conn.transaction():
+        _, unchanged = await _finish(
+            conn,
+            _ids(delivery_ids),
+            token,
+            "status = 'pending', attempts = attempts + 1, last_error = %(error)s, "
+            "next_attempt_at = %(next)s",
+            {"error": error, "next": next_attempt_at},
+        )
+    return unchanged
+
+
+async def mark_dead(
+    conn: Connection,
+    delivery_ids: int | Sequence[int],
+    token: str,
+    error: str,
+    at: float,
+    reports: Mapping[int, AlertMessage] | None = None,
+    destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+) -> list[int]:
+    """Given up; ``reports`` (by delivery id: dead letters, to ``destinations``) are queued in
+    the same transaction for the rows changed only, so each is reported once. The ids not
+    changed."""
+    async with conn.transaction():
+        changed, unchanged = await _finish(
+            conn,
+            _ids(delivery_ids),
+            token,
+            "status = 'dead', attempts = attempts + 1, last_error = %(error)s, "
+            "next_attempt_at = %(at)s",
+            {"error": error, "at": at},
+        )
+        done = set(changed)
+        letters = [alert for id_, alert in (reports or {}).items() if id_ in done]
+        if letters and destinations is not None:
+            await insert_alerts(conn, letters, destinations, at)
+    return unchanged
+
+
+async def release(
+    conn: Connection,
+    delivery_ids: Sequence[int],
+    token: str,
+    not_before: float | None = None,
+) -> list[int]:
+    """Claimed rows back to pending, unattempted (``not_before``: not earlier than that); the
+    ids not changed. Without ``not_before`` (a graceful stop hands them over) the listeners
+    are notified at the commit."""
+    ids = list(delivery_ids)
+    if not ids:
+        return []
+    async with conn.transaction():
+        rows = await (
+            await conn.execute(
+                """UPDATE deliveries SET status = 'pending', claim_token = NULL,
+                    claim_expires_at = NULL,
+                    next_attempt_at = GREATEST(next_attempt_at,
+                        COALESCE(%(not_before)s, next_attempt_at))
+                WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
+                RETURNING id""",
+                {"ids": ids, "token": token, "not_before": not_before},
+            )
+        ).fetchall()
+        if rows and not_before is None:
+            await notify_outbox(conn)  # due now (a graceful stop): another instance takes them
+    changed = {int(row[0]) for row in rows}
+    return sorted({id_ for id_ in ids if id_ not in changed})
+
+
+async def extend_claim(
+    conn: Connection, delivery_ids: Sequence[int], token: str, claim_ttl: float
+) -> list[int]:
+    """The claim of rows still held under ``token`` runs ``claim_ttl`` from the database's
+    clock now (a long send: call it before the claim runs out); the ids not extended."""
+    if claim_ttl <= 0:
+        raise ValueError(f"claim_ttl must be positive, got {claim_ttl}")
+    ids = list(delivery_ids)
+    if not ids:
+        return []
+    async with conn.transaction():
+        rows = await (
+            await conn.execute(
+                f"""UPDATE deliveries SET claim_expires_at = {DB_NOW} + %(ttl)s
+                WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
+                RETURNING id""",
+                {"ids": ids, "token": token, "ttl": claim_ttl},
+            )
+        ).fetchall()
+    changed = {int(row[0]) for row in rows}
+    return sorted({id_ for id_ in ids if id_ not in changed})
+
+
+async def group_sends(conn: Connection, group_key: str, url_id: str) -> GroupSends:
+    """The state of one digest group for one URL (as SQLite's ``group_sends``)."""
+    scheduled = await (
+        await conn.execute(
+            """SELECT MIN(d.next_attempt_at)
+            FROM deliveries d JOIN alerts a ON a.id = d.alert_id
+            WHERE d.status = 'pending' AND a.group_key = %s AND d.url_id = %s""",
+            [group_key, url_id],
+        )
+    ).fetchone()
+    sent = await (
+        await conn.execute(
+            "SELECT sent_at FROM group_sends WHERE group_key = %s AND url_id = %s ORDER BY sent_at",
+            [group_key, url_id],
+        )
+    ).fetchall()
+    return GroupSends(
+        None if scheduled is None or scheduled[0] is None else float(scheduled[0]),
+        tuple(float(row[0]) for row in sent),
+    )
+
+
+# -- queuing and waking -----------------------------------------------------------------------
+
+
+async def notify_outbox(conn: Connection) -> None:
+    """Wake the listeners (``listen_outbox``) when the current transaction commits: call it in
+    the transaction that inserts deliveries. Nothing is sent if it rolls back."""
+    await conn.execute("SELECT pg_notify(%s, '')", [OUTBOX_CHANNEL])
+
+
+async def insert_alerts(
+    conn: Connection,
+    alerts: Sequence[AlertMessage],
+    destinations: Callable[[AlertMessage], Sequence[Destination]],
+    now: float,
+) -> list[int]:
+    """Queue alerts with their deliveries inside the caller's transaction (``AlertRows`` on
+    SQLite: an alert whose ``dedup_key`` is recorded already is skipped), and notify the
+    senders at its commit; the ids of the alerts inserted."""
+    new_ids: list[int] = []
+    queued = False
+    for alert in alerts:
+        row = await (
+            await conn.execute(
+                """INSERT INTO alerts
+                (created_at, rule, severity, subject, reason, dedup_key, title, body, facts,
+                 group_key, grouping, status)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued')
+                ON CONFLICT (dedup_key) DO NOTHING
+                RETURNING id""",
+                alert_values(alert, now),
+            )
+        ).fetchone()
+        if row is None:
+            continue
+        alert_id = int(row[0])
+        new_ids.append(alert_id)
+        if alert.reason in ("firing", "repeat"):
+            await conn.execute(
+                """INSERT INTO firing_alerts (rule, subject, alert_id) VALUES (%s, %s, %s)
+                ON CONFLICT (rule, subject) DO UPDATE
+                SET alert_id = GREATEST(firing_alerts.alert_id, excluded.alert_id)""",
+                [alert.rule, alert.subject, alert_id],
+            )
+        elif alert.reason == "resolved":
+            await conn.execute(
+                "DELETE FROM firing_alerts WHERE rule = %s AND subject = %s AND alert_id < %s",
+                [alert.rule, alert.subject, alert_id],
+            )
+        for destination in destinations(alert):
+            await conn.execute(
+                """INSERT INTO deliveries
+                (alert_id, channel, url_id, status, attempts, next_attempt_at, created_at)
+                VALUES (%s, %s, %s, 'pending', 0, %s, %s)
+                ON CONFLICT (alert_id, url_id) DO NOTHING""",
+                [alert_id, destination.channel, destination.url_id, now, now],
+            )
+            queued = True
+        await conn.execute(_REFRESH_ALERT_STATUS, [[alert_id]])
+    if queued:
+        await notify_outbox(conn)
+    return new_ids
+
+
+async def listen_outbox(conn: Connection, poll_timeout: float) -> AsyncGenerator[bool, None]:
+    """Yields each time the senders should look at the outbox: True when notified (one or
+    more ``notify_outbox`` committed), False when ``poll_timeout`` passed without one (the
+    polling fallback: retries fall due without a notification). Notifications that arrive
+    while the caller works are kept by the driver and wake the next wait at once.
+
+    ``conn`` must be an autocommit connection of its own (a LISTEN waits for no transaction;
+    psycopg's ``notifies`` holds the connection meanwhile); closing it stops listening."""
+    if not conn.autocommit:
+        raise ValueError("listen_outbox needs an autocommit connection of its own")
+    if poll_timeout <= 0:
+        raise ValueError(f"poll_timeout must be positive, got {poll_timeout}")
+    await conn.execute(f"LISTEN {OUTBOX_CHANNEL}")
+    while True:
+        notified = False
+        async for _ in conn.notifies(timeout=poll_timeout, stop_after=1):
+            notified = True
+        yield notified
