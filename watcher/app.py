@@ -52,7 +52,7 @@ from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
 from watcher.state.interface import Store
-from watcher.state.store import SqliteStore
+from watcher.state.store import AsyncSqliteStore
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +72,7 @@ class Daemon:
     ) -> None:
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self.store: Store = SqliteStore(settings.state_path)
+        self.store: Store = AsyncSqliteStore.open(settings.state_path)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
@@ -156,7 +156,7 @@ class Daemon:
         whether it succeeded (an answer taken as evidence)."""
         builtins = self.builtins.rules_for(source.name)
         rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
-        state = self.store.load_state(source.name, target)
+        state = await self.store.load_state(source.name, target)
         try:
             answers = await self._observe(source, target, state)
         except RpcError as exc:
@@ -168,16 +168,20 @@ class Daemon:
             return False
         observation, now = answers[0][1], self.clock()
         doubt = source.doubt(state, observation, now, self.tip)
-        if doubt is not None and not self._confirmed(source, target, state, doubt, now, interval):
+        if doubt is not None and not await self._confirmed(
+            source, target, state, doubt, now, interval
+        ):
             return False
         self.health.succeeded(source.name, target, interval=interval)
         self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
-        if answers[1:] and not self._agreed(source, target, rules, state, answers, outcome, now):
+        if answers[1:] and not await self._agreed(
+            source, target, rules, state, answers, outcome, now
+        ):
             # Answered, so not a failed poll (the round, the heartbeat and /healthz go on), but
             # not evidence either: nothing of the target is committed, its cursor stays put.
             return True
-        self.commit(source.name, target, outcome, rules, now, previous=state)
+        await self.commit(source.name, target, outcome, rules, now, previous=state)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
@@ -202,7 +206,7 @@ class Daemon:
         endpoint = str(getattr(self.rpc, "public_url", ""))
         return [(endpoint, await source.observe(self.rpc, target, state))]
 
-    def _agreed(
+    async def _agreed(
         self,
         source: Source,
         target: str,
@@ -219,12 +223,14 @@ class Daemon:
         endpoints = [endpoint for endpoint, _ in answers]
         found = self.quorum.compare(source.name, target, endpoints, [outcome, *others])
         if not self._disagreements_read:
-            self._disagreements = self.store.load_state(builtin.SOURCE, builtin.DISAGREEMENT_TARGET)
+            self._disagreements = await self.store.load_state(
+                builtin.SOURCE, builtin.DISAGREEMENT_TARGET
+            )
             self._disagreements_read = True
         step = self.builtins.disagreement_step(self._disagreements, source.name, target, found, now)
         if step is not None:
             disagreement = [self.builtins.rpc_disagreement]
-            self.commit(builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now)
+            await self.commit(builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now)
             self._disagreements = step.state  # once committed (or staged): a failed write raises
         if found is None:
             return True
@@ -232,7 +238,7 @@ class Daemon:
         count_disagreement()
         return False
 
-    def _confirmed(
+    async def _confirmed(
         self,
         source: Source,
         target: str,
@@ -260,10 +266,12 @@ class Daemon:
         )
         self.metrics.polled(source.name, ok=False)
         self.last_errors[source.name] = f"{type(error).__name__}: {error}"
-        self.store.commit_step(source.name, target, verdict.state, [], self._destinations, now)
+        await self.store.commit_step(
+            source.name, target, verdict.state, [], self._destinations, now
+        )
         return False
 
-    def commit(
+    async def commit(
         self,
         source: str,
         target: str,
@@ -282,15 +290,17 @@ class Daemon:
             if previous is not None and same_state(outcome.state, previous):
                 return
             if self.store.stage_state(source, target, outcome.state, now):
-                self.store.flush_states()
+                await self.store.flush_states()
             return
+        # Read now, after the observation: a silence added before the change it mutes is seen.
+        active = await self.store.active_silences(now)
         stages = (
             pipeline.word(word, rules, self.presentation),
             pipeline.route(self.routes),
-            pipeline.silence(lambda: self.store.active_silences(now), now),
+            pipeline.silence(lambda: active, now),
         )
         alerts = pipeline.run(outcome.alerts, stages)
-        self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
+        await self.store.commit_step(source, target, outcome.state, alerts, self._destinations, now)
         if alerts:
             count_alerts(len(alerts))
             self.outbox_has_work.set()
@@ -339,4 +349,4 @@ class Daemon:
         if aclose is not None:
             await aclose()
         self.metrics.close()
-        self.store.close()
+        await self.store.close()

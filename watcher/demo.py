@@ -113,7 +113,7 @@ async def _baseline_taken(daemon: Daemon, ruleset: RuleSet) -> None:
     """The scenario starts once every target has been observed: its history is the baseline."""
     targets = [(job.source, target) for job in ruleset.jobs() for target in job.targets]
     deadline = asyncio.get_running_loop().time() + BASELINE_TIMEOUT_SECONDS
-    while any(daemon.store.load_state(source, target) is None for source, target in targets):
+    while [pair for pair in targets if await daemon.store.load_state(*pair) is None]:
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError("the daemon did not observe every target in time")
         await asyncio.sleep(0.05)

@@ -20,7 +20,7 @@ from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
-from watcher.state.store import Store
+from watcher.state.store import AsyncSqliteStore, Store
 
 from support.receivers import JsonReceiver
 from support.values import entry, key
@@ -196,7 +196,7 @@ async def test_the_sender_fits_a_message_to_the_service_limit(
     tmp_store: Store, json_receiver: JsonReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(MAX_MESSAGE_CHARS, "json", 300)  # as Telegram's 4096, smaller
-    sender = Sender(tmp_store, {"ops": [json_receiver.url]}, clock=lambda: 1000.0)
+    sender = Sender(AsyncSqliteStore(tmp_store), {"ops": [json_receiver.url]}, clock=lambda: 1000.0)
     long = AlertMessage(
         rule="r",
         severity="info",

@@ -21,7 +21,7 @@ from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, Tone
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
-from watcher.state.store import Store
+from watcher.state.store import AsyncSqliteStore, Store
 
 from support.receivers import JsonReceiver, TrickleReceiver
 
@@ -54,7 +54,7 @@ def alert(key: str) -> AlertMessage:
 
 def make_sender(store: Store, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
     return Sender(
-        store,
+        AsyncSqliteStore(store),  # the engine runs the test's store: its failures, mapped
         {"ops": list(urls)},
         clock=clock,
         random=lambda: 0.0,
@@ -206,7 +206,7 @@ async def test_a_locked_database_at_claim_leaves_nothing_claimed_and_the_next_cl
     enqueue(store, sender, clock, alert("k1"))
 
     with pytest.raises(TransientStateError):
-        sender.dispatch()  # the daemon's loop records it and tries again (test_e2e_faults)
+        await sender.dispatch()  # the daemon's loop records it and tries again (test_e2e_faults)
     assert statuses(store) == [("[warning] treasury: k1", "pending", 0)]
     assert await sender.send_due() == 1
     assert titles(json_receiver) == ["[warning] treasury: k1"]
@@ -267,7 +267,7 @@ async def test_a_delivery_row_gone_while_in_flight_is_logged_and_the_sender_goes
     json_receiver.refuse(refusals)
 
     with structlog.testing.capture_logs() as logs:
-        await asyncio.wait(sender.dispatch())
+        await asyncio.wait(await sender.dispatch())
     assert sender.failure is None
     assert notifier.delete is None and len(json_receiver.paths) == 1
     gone = [e for e in logs if e["event"] == "delivery no longer in the database; skipped"]
@@ -276,7 +276,7 @@ async def test_a_delivery_row_gone_while_in_flight_is_logged_and_the_sender_goes
     ]
 
     enqueue(store, sender, clock, alert("k2"))  # the sender goes on
-    await asyncio.wait(sender.dispatch())
+    await asyncio.wait(await sender.dispatch())
     assert sender.failure is None
     assert titles(json_receiver)[-1] == "[warning] treasury: k2"
     assert statuses(store) == [("[warning] treasury: k2", "sent", 1)]
@@ -376,7 +376,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
         settings, rules = load_config(config, kinds=KINDS)
         daemon = Daemon(settings, RuleSet(rules, KINDS))
 
-        def broken() -> list[Any]:
+        async def broken() -> list[Any]:
             raise RuntimeError("a bug in the sender")
 
         daemon.sender.dispatch = broken  # type: ignore[method-assign]

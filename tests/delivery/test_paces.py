@@ -95,7 +95,7 @@ async def test_ten_alerts_reach_a_real_smtp_server_back_to_back(
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    sender.dispatch()
+    await sender.dispatch()
     try:
         await until(lambda: len(smtp_receiver.messages) == 10, 5.0, "ten e-mails")
         elapsed = loop.time() - started

@@ -91,21 +91,24 @@ async def test_an_entry_field_out_of_range_is_unknown_not_the_address_muted(
             await world.poll("signatures", TREASURY)
             await world.poll("signatures", TREASURY)
         logs += said
-        assert world.cursor().sig == sig, why
-        assert world.titles()[-1] == f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"
-        shown = world.alerts()[-1].body
+        assert (await world.cursor()).sig == sig, why
+        last = (await world.titles())[-1]
+        assert last == f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"
+        shown = (await world.alerts())[-1].body
         assert sig in shown, why
         if "blockTime" in odd:
             assert "time unknown" in shown, why
-    assert len(world.alerts()) == 3
+    assert len(await world.alerts()) == 3
     warned = [e for e in logs if e["event"] == "field out of its range taken as unknown"]
     assert {(e["target"], e["field"]) for e in warned} == {(TREASURY, name) for name in odd}, why
     assert len(warned) == 3 * len(odd)  # one per entry and field, not per poll
 
     new = world.ledger.add_transactions(TREASURY, 2)  # and the address goes on
     await world.poll("signatures", TREASURY)
-    assert world.titles()[-1] == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
-    assert all(signature in world.alerts()[-1].body for signature in new)
+    last = (await world.titles())[-1]
+    assert last == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
+    body = (await world.alerts())[-1].body
+    assert all(signature in body for signature in new)
 
 
 @pytest.mark.parametrize(
@@ -130,16 +133,20 @@ async def test_an_entry_with_an_unreadable_identity_is_left_out_not_the_address_
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"], why
-    assert older[0] in world.alerts()[0].body
+    assert await world.titles() == [
+        f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"
+    ], why
+    assert older[0] in (await world.alerts())[0].body
     left_out = [e for e in logs if e["event"] == "entry left out: its identity is unreadable"]
     assert [(e["target"], e["field"]) for e in left_out] == [(TREASURY, next(iter(odd)))], why
 
     new = world.ledger.add_transactions(TREASURY, 2)
     await world.poll("signatures", TREASURY)
-    assert world.titles()[-1] == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
-    assert all(signature in world.alerts()[-1].body for signature in new)
-    assert world.cursor().sig == new[0]
+    last = (await world.titles())[-1]
+    assert last == f"[WARNING] treasury: 2 new transactions on {_short(TREASURY)}"
+    body = (await world.alerts())[-1].body
+    assert all(signature in body for signature in new)
+    assert (await world.cursor()).sig == new[0]
 
 
 async def test_a_first_poll_on_an_unreadable_newest_entry_starts_from_the_readable_one(
@@ -150,11 +157,11 @@ async def test_a_first_poll_on_an_unreadable_newest_entry_starts_from_the_readab
     for _ in range(3):  # the same unreadable entry 3 polls in a row is the ledger's own
         await world.poll("signatures", TREASURY)
     # The baseline: the newest readable entry (the history before it is not new).
-    assert world.cursor().sig is not None and world.titles() == []
+    assert (await world.cursor()).sig is not None and await world.titles() == []
     new = world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
-    assert world.cursor().sig == new[0]
+    assert await world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert (await world.cursor()).sig == new[0]
 
 
 def _short(key: str) -> str:
@@ -182,20 +189,20 @@ async def test_a_template_failing_at_render_time_keeps_the_alert_and_the_cursor(
     with structlog.testing.capture_logs() as logs:
         await world.poll("signatures", TREASURY)
 
-    by_rule = {alert.rule: alert for alert in world.alerts()}
+    by_rule = {alert.rule: alert for alert in await world.alerts()}
     on = f"1 new transaction on {_short(TREASURY)}"
     assert by_rule["treasury"].title == f"[WARNING] treasury: {on}"
     assert by_rule["broken"].title == f"[WARNING] broken: {on}"
     assert new[0] in by_rule["broken"].body
     assert "(title template failed: TypeError: unsupported operand" in by_rule["broken"].body
-    assert world.cursor().sig == new[0]
+    assert (await world.cursor()).sig == new[0]
     warnings = [e for e in logs if e["event"] == "alert worded with the default wording"]
     assert [w["rule"] for w in warnings] == ["broken"]
 
     # ... and it goes on: the next transaction is one more alert per rule.
     world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
-    assert sorted(alert.rule for alert in world.alerts()) == ["broken"] * 2 + ["treasury"] * 2
+    assert sorted(alert.rule for alert in await world.alerts()) == ["broken"] * 2 + ["treasury"] * 2
 
 
 # -- a holder change back to an earlier state is notified ---------------------------------------
@@ -211,10 +218,10 @@ async def test_a_balance_going_back_and_forth_is_notified_at_every_move(
     for amount in (2 * one, one, 2 * one, one):
         world.ledger.set_holder_amount(MINT, whale, amount)
         await world.poll("holders", MINT)
-    titles = world.titles()
+    titles = await world.titles()
     assert titles == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"] * 4
-    assert ["(+100.00%)" in a.body for a in world.alerts()] == [True, False, True, False]
-    assert ["(-50.00%)" in a.body for a in world.alerts()] == [False, True, False, True]
+    assert ["(+100.00%)" in a.body for a in await world.alerts()] == [True, False, True, False]
+    assert ["(-50.00%)" in a.body for a in await world.alerts()] == [False, True, False, True]
 
 
 # -- well-formed but doubtful answers are not evidence until confirmed ---------------------------
@@ -233,14 +240,14 @@ async def test_an_empty_holder_list_is_doubtful_until_seen_three_polls_in_a_row(
 ) -> None:
     world = make_world()
     await world.poll("holders", MINT)
-    baseline = world.state("holders", MINT)
+    baseline = await world.state("holders", MINT)
 
     world.rewrite("getTokenLargestAccounts", emptied("value"), count=2)
     with structlog.testing.capture_logs() as logs:
         await world.poll("holders", MINT)
         await world.poll("holders", MINT)
-    assert world.titles() == []
-    assert world.state("holders", MINT)["top"] == baseline["top"]
+    assert await world.titles() == []
+    assert (await world.state("holders", MINT))["top"] == baseline["top"]
     said = [e for e in logs if e["log_level"] == "warning"]
     assert len(said) == 1 and "no holder at all" in said[0]["detail"]  # once per stretch
 
@@ -249,10 +256,10 @@ async def test_an_empty_holder_list_is_doubtful_until_seen_three_polls_in_a_row(
     world.rewrite("getTokenLargestAccounts", emptied("value"), count=3)
     await world.poll("holders", MINT)
     await world.poll("holders", MINT)
-    assert world.titles() == []
+    assert await world.titles() == []
     # Three in a row: a real mass change gets through, as one notification.
     await world.poll("holders", MINT)
-    assert world.titles() == [f"[WARNING] whales: 20 top-holder changes on {_short(MINT)}"]
+    assert await world.titles() == [f"[WARNING] whales: 20 top-holder changes on {_short(MINT)}"]
 
 
 async def test_a_holder_answer_older_in_slots_is_never_taken(
@@ -260,7 +267,7 @@ async def test_a_holder_answer_older_in_slots_is_never_taken(
 ) -> None:
     world = make_world()
     await world.poll("holders", MINT)
-    accepted_slot = world.state("holders", MINT)["slot"]
+    accepted_slot = (await world.state("holders", MINT))["slot"]
     whale = HOLDERS[3]
     world.ledger.set_holder_amount(MINT, whale, 1)  # a real change, seen first by a stale node
 
@@ -271,11 +278,11 @@ async def test_a_holder_answer_older_in_slots_is_never_taken(
     world.rewrite("getTokenLargestAccounts", stale, count=4)
     for _ in range(4):
         await world.poll("holders", MINT)
-    assert world.titles() == []
-    assert world.state("holders", MINT)["slot"] == accepted_slot
+    assert await world.titles() == []
+    assert (await world.state("holders", MINT))["slot"] == accepted_slot
 
     await world.poll("holders", MINT)  # a fresh node: the change is noticed
-    assert world.titles() == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"]
+    assert await world.titles() == [f"[WARNING] whales: 1 top-holder change on {_short(MINT)}"]
 
 
 async def test_an_empty_cluster_is_not_evidence_of_missing_validators_or_drift(
@@ -293,12 +300,12 @@ async def test_an_empty_cluster_is_not_evidence_of_missing_validators_or_drift(
     for _ in range(2):
         await world.poll("votes", "cluster")
         await world.poll("nodes", "cluster")
-    assert world.titles() == []
+    assert await world.titles() == []
 
     world.rewrite("getClusterNodes", lambda result: [], count=2)
     for _ in range(2):
         await world.poll("nodes", "cluster")
-    assert world.titles() == []
+    assert await world.titles() == []
 
 
 async def test_a_stake_above_all_sol_is_a_bad_answer_not_a_delinquent_share(
@@ -315,7 +322,7 @@ async def test_a_stake_above_all_sol_is_a_bad_answer_not_a_delinquent_share(
     world.rewrite("getVoteAccounts", huge, count=3)
     for _ in range(3):
         await world.poll("votes", "cluster")
-    assert world.titles() == []
+    assert await world.titles() == []
 
 
 async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
@@ -323,16 +330,16 @@ async def test_a_slot_far_ahead_of_the_cursor_is_never_taken_and_wedges_nothing(
 ) -> None:
     world = make_world()
     await world.poll("signatures", TREASURY)
-    before = world.cursor()
+    before = await world.cursor()
     world.rewrite("getSignaturesForAddress", top_entry(lambda e: e.update(slot=2**39)), count=3)
     for _ in range(3):
         await world.poll("signatures", TREASURY)
-    assert world.titles() == [] and world.cursor() == before
+    assert await world.titles() == [] and await world.cursor() == before
 
     new = world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
-    assert world.cursor().sig == new[0]
+    assert await world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert (await world.cursor()).sig == new[0]
 
 
 async def test_an_entry_far_ahead_in_every_answer_is_set_aside_not_the_address_muted(
@@ -348,18 +355,19 @@ async def test_an_entry_far_ahead_in_every_answer_is_set_aside_not_the_address_m
     real = world.ledger.add_transactions(TREASURY, 1)
     for _ in range(2):
         await world.poll("signatures", TREASURY)
-    assert world.titles() == []
+    assert await world.titles() == []
     await world.poll("signatures", TREASURY)  # the third in a row: the ledger's own
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
-    assert real[0] in world.alerts()[0].body and bogus not in world.alerts()[0].body
-    assert world.cursor().sig == real[0]
+    assert await world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert real[0] in (await world.alerts())[0].body and bogus not in (await world.alerts())[0].body
+    assert (await world.cursor()).sig == real[0]
 
     for count in (1, 2):  # and every later transaction, at once
         new = world.ledger.add_transactions(TREASURY, count)
         await world.poll("signatures", TREASURY)
-        assert all(signature in world.alerts()[-1].body for signature in new)
-        assert bogus not in world.alerts()[-1].body
-    assert len(world.alerts()) == 3
+        body = (await world.alerts())[-1].body
+        assert all(signature in body for signature in new)
+        assert bogus not in (await world.alerts())[-1].body
+    assert len(await world.alerts()) == 3
 
 
 async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_it(
@@ -370,12 +378,12 @@ async def test_a_first_poll_on_an_entry_far_ahead_in_every_answer_starts_behind_
     world.ledger.add_transactions(TREASURY, 1, odd={"slot": 2**39})
     for _ in range(3):
         await world.poll("signatures", TREASURY)
-    cursor = world.cursor()
+    cursor = await world.cursor()
     assert cursor.slot is not None and cursor.slot < 2**39
     new = world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
-    assert world.cursor().sig == new[0]
+    assert await world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert (await world.cursor()).sig == new[0]
 
 
 # -- property: one notification per qualifying move, whatever the sequence ----------------------
@@ -538,25 +546,28 @@ async def test_fuzzed_answers_are_never_evidence_and_never_wedge(
     }
     for source, target, _ in targets.values():
         await world.poll(source, target)  # baselines
-    assert world.titles() == []
+    assert await world.titles() == []
 
     for case in range(40):
         method = list(targets)[case % 4]
         source, target, kept = targets[method]
         change(method)
-        before_state, before_alerts = world.state(source, target).get(kept), len(world.alerts())
+        before_state, before_alerts = (
+            (await world.state(source, target)).get(kept),
+            len(await world.alerts()),
+        )
         said: list[str] = []
         world.rewrite(method, mutation(rng, method, said))
         await world.poll(source, target)  # nothing escapes
         assert world.ledger.faults.pending() == 0
         if said[-1] == "unknown":
-            assert len(world.alerts()) == before_alerts + 1, (case, method, said)
+            assert len(await world.alerts()) == before_alerts + 1, (case, method, said)
             continue
-        assert len(world.alerts()) == before_alerts, (case, method, said)
-        assert world.state(source, target).get(kept) == before_state, (case, method, said)
+        assert len(await world.alerts()) == before_alerts, (case, method, said)
+        assert (await world.state(source, target)).get(kept) == before_state, (case, method, said)
 
         await world.poll(source, target)  # a good answer: the change is noticed
-        assert len(world.alerts()) == before_alerts + 1, (case, method, said)
+        assert len(await world.alerts()) == before_alerts + 1, (case, method, said)
 
 
 # -- watcher check renders each template once against sample alerts of its kind -----------------
@@ -619,13 +630,13 @@ async def test_a_first_poll_far_ahead_of_the_cluster_tip_is_not_the_baseline(
 
     world.rewrite("getSignaturesForAddress", far_ahead)
     await world.poll("signatures", TREASURY)
-    assert "cursor" not in world.state("signatures", TREASURY)
+    assert "cursor" not in await world.state("signatures", TREASURY)
 
     await world.poll("signatures", TREASURY)  # the real baseline
     new = world.ledger.add_transactions(TREASURY, 1)
     await world.poll("signatures", TREASURY)
-    assert world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
-    assert world.cursor().sig == new[0]
+    assert await world.titles() == [f"[WARNING] treasury: 1 new transaction on {_short(TREASURY)}"]
+    assert (await world.cursor()).sig == new[0]
 
 
 def holder_twice(result: dict[str, Any]) -> dict[str, Any]:
@@ -666,13 +677,13 @@ async def test_an_answer_contradicting_itself_is_a_bad_answer(
 ) -> None:
     world = make_world()
     await world.poll(source, target)
-    before = world.state(source, target)
+    before = await world.state(source, target)
     world.rewrite(method, rewrite, count=3)
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             await world.poll(source, target)
-    assert world.titles() == []
-    assert world.state(source, target) == before
+    assert await world.titles() == []
+    assert await world.state(source, target) == before
     assert [e["error"] for e in logs if e["event"].startswith("poll failed")] == ["BadResponse"] * 3
 
 

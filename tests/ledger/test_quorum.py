@@ -51,11 +51,13 @@ class World:
         self.now[0] += 1.0
         await self.daemon.poll_target(SOURCES[source], "cluster")
 
-    def titles(self) -> list[str]:
-        return [record.alert.title for record in reversed(self.daemon.store.history(limit=1000))]
+    async def titles(self) -> list[str]:
+        history = await self.daemon.store.history(limit=1000)
+        return [record.alert.title for record in reversed(history)]
 
-    def bodies(self) -> list[str]:
-        return [record.alert.body for record in reversed(self.daemon.store.history(limit=1000))]
+    async def bodies(self) -> list[str]:
+        history = await self.daemon.store.history(limit=1000)
+        return [record.alert.body for record in reversed(history)]
 
     async def sweep(self, source: str = "votes", seconds: float = 60.0) -> MutableMapping[str, Any]:
         """One scheduled round of ``source`` after ``seconds``; its "round" log line."""
@@ -92,7 +94,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             yield (world := World(a, b, (server_a, server_b), daemon, now))
         finally:
             await world.daemon.close()
-            world.daemon.store.close()
+            await world.daemon.store.close()
 
 
 async def test_one_endpoint_alone_cannot_fire_nor_resolve_a_delinquency(world: World) -> None:
@@ -101,22 +103,23 @@ async def test_one_endpoint_alone_cannot_fire_nor_resolve_a_delinquency(world: W
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             await world.poll()
-    assert world.titles() == []
+    assert await world.titles() == []
     disagreements = [e for e in logs if e["event"].startswith("rpc endpoints disagree")]
     assert len(disagreements) == 1  # once per stretch
 
     world.b.mark_delinquent(OUR_VOTE)  # now both do
     await world.poll()
-    [fired] = world.titles()
+    [fired] = await world.titles()
     assert "delinquent" in fired and "my-validator" in fired
 
     world.a.mark_current(OUR_VOTE)  # one endpoint says it recovered: not enough
     for _ in range(2):
         await world.poll()
-    assert world.titles() == [fired]
+    assert await world.titles() == [fired]
     world.b.mark_current(OUR_VOTE)
     await world.poll()
-    assert len(world.titles()) == 2 and "is voting again (current)" in world.titles()[1]
+    titles = await world.titles()
+    assert len(titles) == 2 and "is voting again (current)" in titles[1]
 
 
 def disagreements(daemon: Daemon, source: str = "votes") -> float:
@@ -138,14 +141,14 @@ async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_thresho
         line = await world.sweep(seconds=seconds)
         assert (line["targets"], line["failed"], line.get("disagreed")) == (1, 0, 1)
         assert world.daemon.healthz().healthy, world.daemon.healthz().reason
-        assert world.titles() == []  # not evidence, and the disagreement is young
+        assert await world.titles() == []  # not evidence, and the disagreement is young
     assert disagreements(world.daemon) == 3
     assert world.daemon.health.failed_rounds == 0
 
     await world.sweep(seconds=2.0)  # 2m 1s of disagreement
-    [fired] = world.titles()
+    [fired] = await world.titles()
     assert fired == "[CRITICAL] rpc_disagreement: the RPC endpoints disagree on votes cluster"
-    [body] = world.bodies()
+    [body] = await world.bodies()
     endpoints = [
         server.url.replace(key, "***")
         for server, key in zip(world.servers, (KEY_A, KEY_B), strict=True)
@@ -162,7 +165,7 @@ async def test_a_disagreement_is_answered_not_failed_and_alerts_past_its_thresho
     world.b.mark_delinquent(OUR_VOTE)  # now both do: evidence, and the disagreement is over
     line = await world.sweep()
     assert (line["failed"], line["disagreed"]) == (0, 0)
-    titles = world.titles()
+    titles = await world.titles()
     assert len(titles) == 3 and "rpc_unhealthy" not in " ".join(titles)
     assert "[RESOLVED] rpc_disagreement: the RPC endpoints agree again on votes cluster" in titles
     assert any("my-validator" in title and "delinquent" in title for title in titles)
@@ -174,19 +177,19 @@ async def test_a_firing_disagreement_survives_a_restart_and_resolves_once(world:
     world.a.mark_delinquent(OUR_VOTE)
     for _ in range(4):
         await world.sweep()  # 3 minutes of disagreement: fired
-    assert [t.split(":")[0] for t in world.titles()] == ["[CRITICAL] rpc_disagreement"]
+    assert [t.split(":")[0] for t in await world.titles()] == ["[CRITICAL] rpc_disagreement"]
 
     old = world.daemon
     await old.close()
-    old.store.close()
+    await old.store.close()
     world.daemon = Daemon(old.settings, old.ruleset, clock=old.clock)  # a restart
     await world.sweep()  # still disagreeing: not announced again
-    assert len(world.titles()) == 1
+    assert len(await world.titles()) == 1
     world.b.mark_delinquent(OUR_VOTE)
     await world.sweep()
     await world.sweep()
-    resolved = [t for t in world.titles() if t.startswith("[RESOLVED] rpc_disagreement")]
-    assert len(resolved) == 1 and len(world.titles()) == 3  # + my-validator delinquent
+    resolved = [t for t in await world.titles() if t.startswith("[RESOLVED] rpc_disagreement")]
+    assert len(resolved) == 1 and len(await world.titles()) == 3  # + my-validator delinquent
 
 
 async def test_a_short_disagreement_says_nothing(world: World) -> None:
@@ -195,7 +198,7 @@ async def test_a_short_disagreement_says_nothing(world: World) -> None:
     await world.sweep()  # they disagree ...
     world.b.mark_delinquent(OUR_VOTE)
     await world.sweep()  # ... and agree before health.disagreement_for: only the delinquency
-    [fired] = world.titles()
+    [fired] = await world.titles()
     assert "my-validator" in fired and "delinquent" in fired
 
 
@@ -203,10 +206,10 @@ async def test_drift_needs_both_endpoints_too(world: World) -> None:
     await world.poll("nodes")
     world.a.set_node(OUR_NODE, version="2.3.4")
     await world.poll("nodes")
-    assert world.titles() == []
+    assert await world.titles() == []
     world.b.set_node(OUR_NODE, version="2.3.4")
     await world.poll("nodes")
-    [fired] = world.titles()
+    [fired] = await world.titles()
     assert fired.startswith("[WARNING] drift:"), fired
 
 
@@ -215,10 +218,10 @@ async def test_with_one_endpoint_down_a_state_poll_is_a_failed_poll(world: World
     world.a.mark_delinquent(OUR_VOTE)
     world.b.mark_delinquent(OUR_VOTE)
     world.b.faults.inject("http_503_html", count=5)  # only one endpoint answers
-    before = world.daemon.store.load_state("votes", "cluster")
+    before = await world.daemon.store.load_state("votes", "cluster")
     await world.poll()
-    assert world.titles() == []
-    assert world.daemon.store.load_state("votes", "cluster") == before
+    assert await world.titles() == []
+    assert await world.daemon.store.load_state("votes", "cluster") == before
     assert world.daemon.health.failed_rounds == 0  # counted when the round is done
     verdict = world.daemon.health.round_done("votes", world.now[0])
     assert verdict is not None and verdict.last_error is not None
@@ -230,7 +233,7 @@ async def test_event_kinds_are_not_put_to_a_vote(world: World) -> None:
     world.a.add_transactions(TREASURY, 2)  # only A (the first endpoint) has them
     world.now[0] += 1
     await world.daemon.poll_target(SOURCES["signatures"], TREASURY)
-    assert len(world.titles()) == 1
+    assert len(await world.titles()) == 1
 
 
 def outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:

@@ -36,14 +36,14 @@ async def test_the_summary_counts_the_calls_the_node_saw_and_the_alerts_committe
     await asyncio.gather(world.daemon.sweep(signatures), world.daemon.sweep(holders))  # baseline
 
     world.ledger.add_transactions(TREASURY, 3)
-    before_alerts = len(world.alerts())
+    before_alerts = len(await world.alerts())
     before_calls = world.server_calls()
     world.now[0] += 5
     with capture_logs() as logs:
         await asyncio.gather(world.daemon.sweep(signatures), world.daemon.sweep(holders))
     said = rounds(logs)
     assert said["signatures"]["targets"] == 1 and said["signatures"]["failed"] == 0
-    assert said["signatures"]["alerts"] == len(world.alerts()) - before_alerts > 0
+    assert said["signatures"]["alerts"] == len(await world.alerts()) - before_alerts > 0
     assert said["holders"]["alerts"] == 0  # nothing moved: the sweeps' counts stay apart
     assert said["holders"]["calls"] == 1
     assert said["signatures"]["calls"] + said["holders"]["calls"] == (
@@ -57,20 +57,22 @@ async def test_a_quiet_round_writes_nothing_and_a_busy_one_writes_its_step(
     world = make_world()
     signatures = Job("signatures", 1.0, (TREASURY,))
     await world.daemon.sweep(signatures)  # the baseline is written
-    assert world.state("signatures", TREASURY)
+    assert await world.state("signatures", TREASURY)
     commits = world.daemon.store.commits
     for _ in range(3):
         world.now[0] += 1
         await world.daemon.sweep(signatures)
     assert world.daemon.store.commits == commits  # nothing new: not one transaction
 
-    cursor = world.cursor()
+    cursor = await world.cursor()
     world.ledger.add_transactions(TREASURY, 2)
     world.now[0] += 1
     await world.daemon.sweep(signatures)
     assert world.daemon.store.commits == commits + 1  # the step and its alerts, together
-    assert world.cursor() != cursor
-    assert [alert.title.split(": ")[1][:18] for alert in world.alerts()] == ["2 new transactions"]
+    assert await world.cursor() != cursor
+    assert [alert.title.split(": ")[1][:18] for alert in await world.alerts()] == [
+        "2 new transactions"
+    ]
 
 
 async def test_a_first_sweep_writes_its_baselines_together_in_one_transaction(
@@ -81,7 +83,7 @@ async def test_a_first_sweep_writes_its_baselines_together_in_one_transaction(
     commits = world.daemon.store.commits
     await world.daemon.sweep(Job("signatures", 1.0, addresses))
     assert world.daemon.store.commits == commits + 1  # 61 baselines: one transaction
-    assert all(world.state("signatures", address) for address in addresses)
+    assert all([await world.state("signatures", address) for address in addresses])
 
 
 async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
@@ -93,7 +95,7 @@ async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
     await world.daemon.sweep(signatures)  # baselines
     # A state an older version wrote: the kind's step cannot read it and raises.
     world.daemon.store.stage_state("signatures", broken, {"cursor": 42}, world.now[0])
-    world.daemon.store.flush_states()
+    await world.daemon.store.flush_states()
     world.ledger.add_transactions(TREASURY, 2)
 
     with capture_logs() as logs:
@@ -108,15 +110,17 @@ async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
         ("debug", broken),
     ]
     # The target after the broken one was polled: its transactions were alerted.
-    assert [alert.title.split(": ")[1][:18] for alert in world.alerts()] == ["2 new transactions"]
+    assert [alert.title.split(": ")[1][:18] for alert in await world.alerts()] == [
+        "2 new transactions"
+    ]
     scrape = world.daemon.metrics.exposition().decode()
     assert 'watcher_poll_errors_total{source="signatures"} 2.0' in scrape
 
     # A clean state again: the stretch ends, said once.
     world.daemon.store.stage_state(
-        "signatures", broken, world.state("signatures", TREASURY), world.now[0]
+        "signatures", broken, await world.state("signatures", TREASURY), world.now[0]
     )
-    world.daemon.store.flush_states()
+    await world.daemon.store.flush_states()
     with capture_logs() as logs:
         world.now[0] += 1
         await world.daemon.sweep(signatures)

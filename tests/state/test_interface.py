@@ -7,7 +7,7 @@ from pathlib import Path
 
 from watcher.state.interface import Store
 from watcher.state.source_rounds import SourceRound, last_rounds
-from watcher.state.store import SqliteStore
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 
 def protocol_members() -> set[str]:
@@ -15,25 +15,38 @@ def protocol_members() -> set[str]:
         name
         for name, value in vars(Store).items()
         if (callable(value) or isinstance(value, property))
-        and (not name.startswith("_") or name in {"__enter__", "__exit__"})
+        and (not name.startswith("_") or name in {"__aenter__", "__aexit__"})
     }
 
 
-def test_the_sqlite_engine_has_every_member_of_the_protocol_with_its_parameters(
+def kind(method: object) -> str:
+    """How a method is called: awaited, iterated with ``async for``, or plainly."""
+    if inspect.iscoroutinefunction(method):
+        return "coroutine"
+    if inspect.isasyncgenfunction(method):
+        return "async iterator"
+    return "plain"
+
+
+async def test_the_sqlite_engine_has_every_member_of_the_protocol_with_its_parameters(
     tmp_path: Path,
 ) -> None:
     members = protocol_members()
     assert {"commit_step", "claim_due", "record_round", "commits", "close"} <= members
-    with SqliteStore(tmp_path / "watcher.db") as store:
+    async with AsyncSqliteStore.open(tmp_path / "watcher.db") as store:
         engine: Store = store  # mypy checks the rest where watcher.app builds it
         for name in members:
             assert hasattr(engine, name), name
             wanted = getattr(Store, name)
             if isinstance(wanted, property):
                 continue
-            assert list(inspect.signature(getattr(SqliteStore, name)).parameters) == list(
+            got = getattr(AsyncSqliteStore, name)
+            assert list(inspect.signature(got).parameters) == list(
                 inspect.signature(wanted).parameters
             ), name
+            # The protocol declares prune_batches as a plain method returning an async iterator.
+            expected = "async iterator" if name == "prune_batches" else kind(wanted)
+            assert kind(got) == expected, name
 
 
 def test_record_round_keeps_the_last_success_when_a_round_fails(tmp_path: Path) -> None:

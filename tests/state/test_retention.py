@@ -21,7 +21,7 @@ from watcher.kinds import KINDS
 from watcher.service import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.store import Store
+from watcher.state.store import AsyncSqliteStore, Store
 
 from support.seeded import TREASURY, World, daemon_worlds
 
@@ -232,18 +232,18 @@ async def test_a_target_named_again_within_retention_alerts_on_what_it_missed_an
     daemon.use(daemon.settings, with_treasury)
     assert (await daemon.pruner.prune_once()).targets == 0
     await daemon.sweep(signatures)
-    assert [t.split(": ")[1][:18] for t in world.titles()] == ["2 new transactions"]
+    assert [t.split(": ")[1][:18] for t in await world.titles()] == ["2 new transactions"]
 
     daemon.use(daemon.settings, treasury_only(world, named=False))
     await daemon.pruner.prune_once()
     world.now[0] += daemon.settings.retention + DAY
     assert (await daemon.pruner.prune_once()).targets == 1
-    assert daemon.store.load_state("signatures", TREASURY) is None
+    assert await daemon.store.load_state("signatures", TREASURY) is None
     world.ledger.add_transactions(TREASURY, 3)
     daemon.use(daemon.settings, with_treasury)
     await daemon.sweep(signatures)  # a new target: its baseline, learnt silently
-    assert len(world.titles()) == 1
-    assert daemon.store.load_state("signatures", TREASURY)
+    assert len(await world.titles()) == 1
+    assert await daemon.store.load_state("signatures", TREASURY)
 
 
 async def test_the_daemon_prunes_at_start_and_says_what_it_deleted_in_one_line(
@@ -251,8 +251,9 @@ async def test_the_daemon_prunes_at_start_and_says_what_it_deleted_in_one_line(
 ) -> None:
     world = make_world()
     daemon = world.daemon
-    store = daemon.store
-    assert isinstance(store, Store)  # the SQLite engine: queue() reads its rows
+    engine = daemon.store
+    assert isinstance(engine, AsyncSqliteStore)  # the SQLite engine: queue() reads its rows
+    store = engine.sqlite
     queue(store, world.now[0] - daemon.settings.retention - DAY, "old", sent=world.now[0])
     queue(store, world.now[0] - daemon.settings.retention - DAY, "older", dead=0.0)
     with capture_logs() as logs:

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from watcher.state.store import Store
+from watcher.state.store import AsyncSqliteStore, Store
 from watcher.state.targets import STAGED_LIMIT
 
 
@@ -72,21 +72,27 @@ def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(tmp_stor
     assert len(queries) == 1
 
 
-def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) -> None:
+async def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) -> None:
     from watcher.service.rounds import PREFETCH_CHUNK
-    from watcher.service.sweeps import in_chunks
+    from watcher.service.sweeps import run_bounded
 
     targets = [f"t{n}" for n in range(2 * PREFETCH_CHUNK + 1)]
+    engine = AsyncSqliteStore(tmp_store)  # as a sweep calls it
     chunks: list[int] = []
 
-    def prefetch(chunk: Sequence[str]) -> None:
+    async def prefetch(chunk: Sequence[str]) -> None:
         chunks.append(len(chunk))
-        tmp_store.prefetch_states("s", chunk)
+        await engine.prefetch_states("s", chunk)
 
     queries: list[str] = []
     tmp_store._db.conn.set_trace_callback(queries.append)
-    assert [tmp_store.load_state("s", t) for t in in_chunks(targets, PREFETCH_CHUNK, prefetch)] == [
-        None
-    ] * len(targets)
+    loaded = await run_bounded(
+        targets,
+        lambda t: engine.load_state("s", t),
+        7,
+        prepare=prefetch,
+        chunk=PREFETCH_CHUNK,
+    )
+    assert loaded == [None] * len(targets)
     assert chunks == [PREFETCH_CHUNK, PREFETCH_CHUNK, 1]
     assert len(queries) == 3

@@ -94,18 +94,18 @@ class World:
         self.now[0] += 1.0
         await self.daemon.poll_target(SOURCES[source], target)
 
-    def alerts(self) -> list[AlertMessage]:
+    async def alerts(self) -> list[AlertMessage]:
         """The stored alerts, oldest first."""
-        return [record.alert for record in reversed(self.daemon.store.history(limit=1000))]
+        return [record.alert for record in reversed(await self.daemon.store.history(limit=1000))]
 
-    def titles(self) -> list[str]:
-        return [alert.title for alert in self.alerts()]
+    async def titles(self) -> list[str]:
+        return [alert.title for alert in await self.alerts()]
 
-    def state(self, source: str, target: str) -> dict[str, Any]:
-        return self.daemon.store.load_state(source, target) or {}
+    async def state(self, source: str, target: str) -> dict[str, Any]:
+        return await self.daemon.store.load_state(source, target) or {}
 
-    def cursor(self) -> Cursor:
-        return Cursor.from_json(self.state("signatures", TREASURY)["cursor"])
+    async def cursor(self) -> Cursor:
+        return Cursor.from_json((await self.state("signatures", TREASURY))["cursor"])
 
     def rewrite(self, method: str, fn: Callable[[Any], Any], count: int = 1) -> None:
         self.ledger.faults.rewrite(method, fn, count=count)
@@ -144,5 +144,5 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
     finally:
         for server, daemon in made:
             await daemon.close()
-            daemon.store.close()
+            await daemon.store.close()
             server.stop()

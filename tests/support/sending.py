@@ -8,7 +8,7 @@ from typing import Any
 
 from watcher.delivery.outbox import AlertRecord
 from watcher.delivery.outbox_sender import Sender
-from watcher.state.store import Store
+from watcher.state.store import AsyncSqliteStore, Store
 
 from support.values import FakeClock
 
@@ -16,8 +16,9 @@ from support.values import FakeClock
 def make_sender(
     store: Store, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
 ) -> Sender:
-    # random=0: backoff without jitter, so the test knows when a retry is due.
-    return Sender(store, channels, clock=clock, random=lambda: 0.0, **kwargs)
+    # random=0: backoff without jitter, so the test knows when a retry is due. The test reads
+    # and writes ``store`` directly; the sender calls it through the engine, as the daemon does.
+    return Sender(AsyncSqliteStore(store), channels, clock=clock, random=lambda: 0.0, **kwargs)
 
 
 def titles(received: Iterable[dict[str, Any]]) -> list[str]:

@@ -105,10 +105,7 @@ class Sender:
             on_dead=on_dead,
             on_result=on_result,
         )
-        # The previous process may have stopped mid-send: those rows go out again.
-        requeued = store.requeue_interrupted()
-        if requeued:
-            log.warning("requeued deliveries interrupted by the last stop", count=requeued)
+        self._requeued = False  # the previous process's interrupted sends: before the first claim
 
     def configure_channels(
         self, channels: Mapping[str, Sequence[str]], fallback_channels: Sequence[str] = ()
@@ -131,21 +128,28 @@ class Sender:
     async def send_due(self) -> int:
         """Start the workers for what is due now and wait for them; returns how many
         deliveries they delivered. (The daemon calls ``dispatch`` and does not wait.)"""
-        started = self.dispatch()
+        started = await self.dispatch()
         if not started:
             return 0
         # Shielded: a cancelled caller does not cut a send in half; drain() waits for it.
         counts = await asyncio.shield(asyncio.gather(*started))
         return sum(counts)
 
-    def dispatch(self) -> list[asyncio.Task[int]]:
+    async def dispatch(self) -> list[asyncio.Task[int]]:
         """Claim the due deliveries of every URL that has no worker running and start one
         worker per URL. Raises ``StateError`` when the claim failed (rolled back: nothing
-        claimed); the caller records it and tries again later."""
+        claimed); the caller records it and tries again later. The first call puts back first
+        what the previous process left mid-send."""
         if self._stopping:
             return []
+        if not self._requeued:
+            # The previous process may have stopped mid-send: those rows go out again.
+            requeued = await self._store.requeue_interrupted()
+            self._requeued = True
+            if requeued:
+                log.warning("requeued deliveries interrupted by the last stop", count=requeued)
         busy = [url_id for url_id, task in self._workers.items() if not task.done()]
-        rows = self._store.claim_due(
+        rows = await self._store.claim_due(
             self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS, skip_urls=busy
         )
         if rows:

@@ -15,7 +15,7 @@ its message was in flight is logged (a warning with its id) and skipped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -64,13 +64,15 @@ class StoreCalls:
     clock: Clock
     delays: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX)
 
-    async def run(self, operation: str, call: Callable[[], T], *, writes: bool = True) -> T:
+    async def run(
+        self, operation: str, call: Callable[[], Awaitable[T]], *, writes: bool = True
+    ) -> T:
         """Run a store call; a transient database error (rolled back) is recorded and retried
         with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
         delay, longest = self.delays
         while True:
             try:
-                result = call()
+                result = await call()
             except StateError as exc:
                 error = exc.during(operation)
                 self.state_health.failed(error, self.clock())

@@ -273,7 +273,7 @@ async def _one_poll_of_everything(daemon: Daemon, after_id: int) -> list[AlertRe
     """One sweep of every job; the alerts committed by it, oldest first."""
     for job in daemon.ruleset.jobs():
         await daemon.sweep(job)
-    history = daemon.store.history(limit=HISTORY_LIMIT)
+    history = await daemon.store.history(limit=HISTORY_LIMIT)
     return sorted((r for r in history if r.id > after_id), key=lambda record: record.id)
 
 

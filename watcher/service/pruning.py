@@ -48,7 +48,7 @@ class Pruner:
         total = Pruned()
         ruleset, retention = self.in_force()
         batches = self.store.prune_batches(watched_by(ruleset), self.clock(), retention, limit)
-        for done in batches:
+        async for done in batches:
             total.add(done)
             await asyncio.sleep(0)
         return total

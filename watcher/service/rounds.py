@@ -30,7 +30,7 @@ from watcher.kinds.base import Source
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
-from watcher.service.sweeps import in_chunks, run_bounded
+from watcher.service.sweeps import run_bounded
 from watcher.state.interface import Store
 from watcher.state.source_rounds import SourceRound
 
@@ -42,7 +42,7 @@ PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to
 # succeeded (``Daemon.poll_target``).
 Poll = Callable[[Source, str, float], Awaitable[bool]]
 # The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
-Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], None]
+Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
 
 class Sweeper:
@@ -83,23 +83,26 @@ class Sweeper:
         width = min(self.width, max(1, len(job.targets)))  # no idle workers for one target
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
-            chunks = in_chunks(job.targets, PREFETCH_CHUNK, lambda part: self._prefetch(job, part))
             results = await run_bounded(
-                chunks, lambda target: self._poll(source, target, job.interval), width
+                job.targets,
+                lambda target: self._poll(source, target, job.interval),
+                width,
+                prepare=lambda part: self._prefetch(job, part),
+                chunk=PREFETCH_CHUNK,
             )
         with self.database_work("save the sweep's states"):
-            self.store.flush_states()
+            await self.store.flush_states()
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None:
             with self.database_work("rpc health"):
-                self._check_rpc_health(verdict, now)
+                await self._check_rpc_health(verdict, now)
         failed = sum(result is False for result in results)
         done = SourceRound(
             job.source, now, len(results), failed, now - started, now if any(results) else None
         )
         with self.database_work("record the round"):
-            self.store.record_round(done)
+            await self.store.record_round(done)
         problem = {"error": self.last_errors.get(job.source)} if failed else {}
         log.info(
             "round",
@@ -115,11 +118,11 @@ class Sweeper:
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
 
-    def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
+    async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
         with self.database_work(f"read {job.source} states"):
             try:
-                self.store.prefetch_states(job.source, chunk)
+                await self.store.prefetch_states(job.source, chunk)
             except StateError:
                 raise  # database_work's
             except Exception:
@@ -157,10 +160,11 @@ class Sweeper:
             if self.store.commits != commits:  # only a write shows the database works again
                 self.state_health.succeeded(self.clock())
 
-    def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
+    async def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
         builtins = self.builtins()
-        state = self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
+        state = await self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
         outcome = builtins.rpc_step(state, verdict, now)
         if outcome is not None:
-            self.commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, [builtins.rpc_unhealthy], now)
+            rules = [builtins.rpc_unhealthy]
+            await self.commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)

@@ -90,7 +90,7 @@ class Runtime:
             jobs=describe_jobs(jobs),
             rpc=self.rpc_url,
             state=str(self.state_path),
-            pending_deliveries=self.store.pending_count(),
+            pending_deliveries=await self.store.pending_count(),
         )
         self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
         fatal: str | None = None
@@ -144,7 +144,7 @@ class Runtime:
         failures = 0
         while not self.stopping.is_set():
             try:
-                self.sender.dispatch()
+                await self.sender.dispatch()
                 failures = 0
             except StateError as exc:
                 failures += 1

@@ -1,7 +1,8 @@
 """How one sweep runs its targets: enough at once to fill the batches and the rate, never all.
 
 ``run_bounded`` polls the targets with at most ``width`` observations in flight (workers pulling
-from one iterator: 100,000 targets are never 100,000 tasks), results in the targets' order.
+from one iterator: 100,000 targets are never 100,000 tasks), results in the targets' order, each
+chunk prepared (its states read in one query) as the polls reach it.
 ``sweep_width`` is that width for a client: every request the concurrency cap allows, each
 filled with a batch, twice over so that the next batch is ready when a slot frees.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from watcher.alerting.ruleset import Job
@@ -28,34 +29,38 @@ TARGET_NOUNS: Final = {"signatures": "addresses", "holders": "mints"}
 
 
 async def run_bounded(
-    targets: Iterable[T], poll: Callable[[T], Awaitable[R]], width: int
+    targets: Sequence[T],
+    poll: Callable[[T], Awaitable[R]],
+    width: int,
+    *,
+    prepare: Callable[[Sequence[T]], Awaitable[None]] | None = None,
+    chunk: int = 1,
 ) -> list[R]:
     """``poll`` of each target, at most ``width`` at a time; results in the targets' order.
-    ``targets`` is read as the polls go (a generator may prepare each chunk as it is reached)."""
+    ``prepare`` (if any) is awaited on each chunk of ``chunk`` targets when the polls reach it,
+    before any poll of that chunk starts (a sweep reads its targets' states a chunk at a time)."""
     results: dict[int, R] = {}
-    pending = enumerate(targets)
+    pending = iter(range(len(targets)))
+    prepared: dict[int, asyncio.Future[None]] = {}  # a chunk's first index -> its prepare
 
     async def worker() -> None:
-        for index, target in pending:
-            results[index] = await poll(target)
+        for index in pending:
+            if prepare is not None:
+                start = index - index % chunk
+                ready = prepared.get(start)
+                if ready is None:
+                    ready = asyncio.ensure_future(prepare(targets[start : start + chunk]))
+                    prepared[start] = ready
+                await ready  # at once when done: the chunk's other polls wait only for its start
+            results[index] = await poll(targets[index])
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, width))]
     try:
         await asyncio.gather(*workers)
     finally:
-        for task in workers:
+        for task in [*workers, *prepared.values()]:
             task.cancel()
     return [results[index] for index in range(len(results))]
-
-
-def in_chunks(
-    targets: Sequence[T], size: int, prepare: Callable[[Sequence[T]], None]
-) -> Iterator[T]:
-    """The targets, ``prepare`` called on each chunk of ``size`` as it is reached."""
-    for start in range(0, len(targets), size):
-        chunk = targets[start : start + size]
-        prepare(chunk)
-        yield from chunk
 
 
 def sweep_width(max_concurrency: int, batch_size: int) -> int:

@@ -1,11 +1,12 @@
 """What the rest of the watcher asks of its state: the ``Store`` protocol.
 
-The daemon (``watcher.app``, ``watcher.service``), the sender (``watcher.delivery``) and the
-commands (``watcher.cli``, ``watcher.silence_cli``, ``watcher.demo``, ``watcher.ruletest``) are
-typed against this protocol, never against an engine, so that a second engine can be dropped in
-beside the SQLite one (``watcher.state.store.SqliteStore``): PostgreSQL, for several instances
-sharing one database (issue 19). Nothing outside ``watcher.state`` reaches past it to a
-connection or SQL (the read-only commands' snapshot readers aside, still SQLite's).
+The daemon (``watcher.app``, ``watcher.service``), the sender (``watcher.delivery``) and what
+runs a daemon in process (``watcher.demo``, ``watcher.ruletest``) are typed against this
+protocol, never against an engine, so that a second engine can be dropped in beside the SQLite
+one (``watcher.state.store.AsyncSqliteStore``): PostgreSQL, for several instances sharing one
+database. Nothing outside ``watcher.state`` reaches past it to a connection or SQL (the
+read-only commands' snapshot readers aside, still SQLite's; the commands outside the event loop
+call the synchronous ``SqliteStore``).
 
 Transactions and what each call guarantees
 ------------------------------------------
@@ -32,8 +33,8 @@ No transaction is ever held across a call: between two calls, the store holds no
   ``mark_dead`` queues its ``reports`` (dead letters) in it, so each is reported once.
 - ``add_silence`` / ``expire_silence``: one transaction each.
 - ``record_round``: one source's last round, upserted in its own transaction.
-- ``prune_batches``: a generator; each step is one bounded transaction (other work may run
-  between two steps), a pass stopped half-way leaves consistent rows.
+- ``prune_batches``: an asynchronous iterator; each step is one bounded transaction (other
+  work may run between two steps), a pass stopped half-way leaves consistent rows.
 - Reads (``load_state``, ``group_sends``, ``pending_count``, ``history``, ``list_silences``,
   ``active_silences``) see the committed rows.
 
@@ -47,29 +48,35 @@ connection lost; the call rolled back, retry it with backoff. ``PermanentStateEr
 read-only, schema or constraint errors, a bug; retrying cannot help. A caller tells what it was
 doing with ``error.during("claim deliveries")``. (A third kind, lease lost, comes with fencing.)
 
-Synchronous or asynchronous: asynchronous, decided; this step is not there yet
-----------------------------------------------------------------------------------
-The interface will be asynchronous (every method a coroutine). The reason: a call of a
-synchronous interface holds the event loop for its whole length, whatever thread runs it
-underneath. SQLite answers in tens of microseconds from a local file, but PostgreSQL is a
+Synchronous or asynchronous: asynchronous, but for the in-memory staging
+------------------------------------------------------------------------
+Every call that may reach the database is a coroutine (``async def``; ``prune_batches`` an
+asynchronous iterator; ``close`` a coroutine, and ``async with`` closes the store). The reason: a
+call of a synchronous interface holds the event loop for its whole length, whatever thread runs
+it underneath. SQLite answers in tens of microseconds from a local file, but PostgreSQL is a
 network round trip away (a managed database: milliseconds), and unreachable or restarting it
 holds a call for a connect timeout: a synchronous store would then stall every poll, every send,
-``/metrics`` and, worst, the lease renewal, so that a live instance would lose its shards
-because its own store call was slow. With coroutines, the PostgreSQL engine awaits psycopg 3's
-async pool (``psycopg_pool.AsyncConnectionPool``) and the loop goes on meanwhile; the SQLite
-engine's methods stay what they are, run inline (an ``async def`` that does not await costs a
-coroutine, well under a microsecond beside a SQLite transaction), so one box with SQLite
-behaves and measures as today.
+``/metrics`` and the lease renewal, so that a live instance would lose its shards because its
+own store call was slow. With coroutines, the PostgreSQL engine awaits psycopg 3's async pool
+(``psycopg_pool.AsyncConnectionPool``) and the loop goes on meanwhile.
 
-This first step types every user against the synchronous surface the SQLite engine has today
-(so that a store is one object behind one protocol, with no ``.db`` reached past it); turning
-the protocol's methods into coroutines and the call sites into ``await`` is mechanical and
-comes with the PostgreSQL engine.
+The SQLite engine (``AsyncSqliteStore``) runs each call of the synchronous ``SqliteStore``
+inline, on the loop, with no thread: its calls take microseconds and the store is
+single-threaded by design. An ``async def`` that does not await costs one coroutine, well under
+a microsecond beside a SQLite transaction, so one box with SQLite behaves and measures as
+before.
+
+Two members stay synchronous, because no engine touches the database in them: ``commits`` (a
+counter) and ``stage_state`` (it puts a quiet step's state in memory and says whether to flush;
+the flush is the coroutine). ``stage_state`` runs on most polls of a sweep, and a plain call
+keeps the per-poll CPU where it was. ``load_state`` and ``prefetch_states`` are coroutines
+although the SQLite engine usually answers them from memory: a miss (and every prefetch) is a
+query, which for PostgreSQL is a round trip the loop must not wait on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -85,16 +92,16 @@ class Store(Protocol):
 
     # -- life ---------------------------------------------------------------------------------
 
-    def __enter__(self) -> Self: ...
+    async def __aenter__(self) -> Self: ...
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None: ...
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Flushes the staged states if it can (a failure is a poll redone), then closes."""
 
     @property
@@ -103,17 +110,18 @@ class Store(Protocol):
 
     # -- target state -------------------------------------------------------------------------
 
-    def prefetch_states(self, source: str, targets: Sequence[str]) -> None: ...
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None: ...
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
-        """Holds a quiet step's state; whether it is time to ``flush_states``."""
+        """Holds a quiet step's state (in memory: synchronous); whether it is time to
+        ``flush_states``."""
 
-    def flush_states(self) -> int:
+    async def flush_states(self) -> int:
         """Writes the staged states in one transaction; how many."""
 
-    def load_state(self, source: str, target: str) -> TargetState | None: ...
+    async def load_state(self, source: str, target: str) -> TargetState | None: ...
 
-    def commit_step(
+    async def commit_step(
         self,
         source: str,
         target: str,
@@ -126,25 +134,27 @@ class Store(Protocol):
 
     # -- the delivery outbox ------------------------------------------------------------------
 
-    def claim_due(
+    async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]: ...
 
-    def group_sends(self, group_key: str, url_id: str) -> GroupSends: ...
+    async def group_sends(self, group_key: str, url_id: str) -> GroupSends: ...
 
-    def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None: ...
+    async def release(
+        self, delivery_ids: Sequence[int], not_before: float | None = None
+    ) -> None: ...
 
-    def requeue_interrupted(self) -> int: ...
+    async def requeue_interrupted(self) -> int: ...
 
-    def mark_sent(
+    async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]: ...
 
-    def mark_retry(
+    async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]: ...
 
-    def mark_dead(
+    async def mark_dead(
         self,
         delivery_ids: int | Sequence[int],
         error: str,
@@ -153,11 +163,11 @@ class Store(Protocol):
         destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
     ) -> list[int]: ...
 
-    def pending_count(self) -> int: ...
+    async def pending_count(self) -> int: ...
 
     # -- silences -----------------------------------------------------------------------------
 
-    def add_silence(
+    async def add_silence(
         self,
         rule: str,
         subject: str | None,
@@ -168,18 +178,19 @@ class Store(Protocol):
         now: float,
     ) -> Silence: ...
 
-    def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
+    async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
 
-    def active_silences(self, now: float) -> list[Silence]: ...
+    async def active_silences(self, now: float) -> list[Silence]: ...
 
-    def expire_silence(self, silence_id: int, now: float) -> bool: ...
+    async def expire_silence(self, silence_id: int, now: float) -> bool: ...
 
     # -- history, rounds, retention -----------------------------------------------------------
 
-    def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]: ...
+    async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]: ...
 
-    def record_round(self, round_: SourceRound) -> None: ...
+    async def record_round(self, round_: SourceRound) -> None: ...
 
     def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
-    ) -> Iterator[Pruned]: ...
+    ) -> AsyncIterator[Pruned]:
+        """One bounded transaction per step (an ``async def`` with ``yield`` in an engine)."""

@@ -7,14 +7,17 @@ the step is redone) or nothing (the deliveries wait in the outbox).
 
 Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id``.
 
-``SqliteStore`` is the SQLite engine of the ``Store`` protocol (``watcher.state.interface``:
-what the rest of the watcher is typed against), the one facade over the file; each concern is a
-repository of its own module: target state (``watcher.state.targets``), the delivery outbox
+``SqliteStore`` is the synchronous facade over the file (what the tests, the benchmarks and the
+commands outside the event loop call); ``AsyncSqliteStore`` is the SQLite engine of the
+asynchronous ``Store`` protocol (``watcher.state.interface``: what the daemon is typed against),
+each of its coroutines one inline call of a ``SqliteStore``. Each concern is a repository of its
+own module: target state (``watcher.state.targets``), the delivery outbox
 (``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
 (``watcher.state.history``), its retention (``watcher.state.retention``) and the sources' last
 rounds (``watcher.state.source_rounds``).
 The values they read and write are pure code's (``watcher.delivery.outbox``,
-``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end.
+``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end, as
+``async with AsyncSqliteStore.open(path) as store:`` does.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import contextlib
 import functools
 import inspect
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +34,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from watcher.alerting.events import AlertMessage, TargetState
+from watcher.alerting.silences import Silence
 from watcher.core.errors import StateError, state_error
+from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.database import (
     StateUnusable,
     migrate,
@@ -45,7 +51,7 @@ from watcher.state.database import (
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
 from watcher.state.interface import Store as StoreProtocol
-from watcher.state.retention import Retention
+from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.targets import TargetStates
@@ -138,5 +144,141 @@ for _name, _member in vars(StoreProtocol).items():
         setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
 
 
-# The SQLite engine under its first name, for the tests and benchmarks that build one.
+class AsyncSqliteStore:
+    """The SQLite engine of the ``Store`` protocol: each coroutine runs its ``SqliteStore``
+    call inline, on the event loop, with no thread (a call takes microseconds, and the store
+    is single-threaded by design). ``sqlite`` is that store, for whoever reads it synchronously
+    beside the daemon (tests, benchmarks)."""
+
+    def __init__(self, sqlite: SqliteStore) -> None:
+        self.sqlite = sqlite
+
+    @classmethod
+    def open(cls, path: Path | str) -> AsyncSqliteStore:
+        """The engine over ``path``, created or upgraded (``watcher run``'s)."""
+        return cls(SqliteStore(path))
+
+    # -- life ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncSqliteStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self.sqlite.close()
+
+    @property
+    def commits(self) -> int:
+        return self.sqlite.commits
+
+    # -- target state -------------------------------------------------------------------------
+
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        self.sqlite.prefetch_states(source, targets)
+
+    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
+        return self.sqlite.stage_state(source, target, state, now)
+
+    async def flush_states(self) -> int:
+        return self.sqlite.flush_states()
+
+    async def load_state(self, source: str, target: str) -> TargetState | None:
+        return self.sqlite.load_state(source, target)
+
+    async def commit_step(
+        self,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        return self.sqlite.commit_step(source, target, state, alerts, destinations, now)
+
+    # -- the delivery outbox ------------------------------------------------------------------
+
+    async def claim_due(
+        self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        return self.sqlite.claim_due(now, limit, group_limit, skip_urls)
+
+    async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
+        return self.sqlite.group_sends(group_key, url_id)
+
+    async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
+        self.sqlite.release(delivery_ids, not_before)
+
+    async def requeue_interrupted(self) -> int:
+        return self.sqlite.requeue_interrupted()
+
+    async def mark_sent(
+        self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
+    ) -> list[int]:
+        return self.sqlite.mark_sent(delivery_ids, now, group)
+
+    async def mark_retry(
+        self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
+    ) -> list[int]:
+        return self.sqlite.mark_retry(delivery_ids, error, next_attempt_at)
+
+    async def mark_dead(
+        self,
+        delivery_ids: int | Sequence[int],
+        error: str,
+        now: float,
+        reports: Mapping[int, AlertMessage] | None = None,
+        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+    ) -> list[int]:
+        return self.sqlite.mark_dead(delivery_ids, error, now, reports, destinations)
+
+    async def pending_count(self) -> int:
+        return self.sqlite.pending_count()
+
+    # -- silences -----------------------------------------------------------------------------
+
+    async def add_silence(
+        self,
+        rule: str,
+        subject: str | None,
+        starts_at: float,
+        ends_at: float,
+        comment: str,
+        created_by: str | None,
+        now: float,
+    ) -> Silence:
+        return self.sqlite.add_silence(rule, subject, starts_at, ends_at, comment, created_by, now)
+
+    async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
+        return self.sqlite.list_silences(now, include_expired)
+
+    async def active_silences(self, now: float) -> list[Silence]:
+        return self.sqlite.active_silences(now)
+
+    async def expire_silence(self, silence_id: int, now: float) -> bool:
+        return self.sqlite.expire_silence(silence_id, now)
+
+    # -- history, rounds, retention -----------------------------------------------------------
+
+    async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
+        return self.sqlite.history(limit, rule)
+
+    async def record_round(self, round_: SourceRound) -> None:
+        self.sqlite.record_round(round_)
+
+    async def prune_batches(
+        self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
+    ) -> AsyncIterator[Pruned]:
+        for done in self.sqlite.prune_batches(watched, now, retention, limit):
+            yield done
+
+
+# The synchronous SQLite store under its first name, for the tests and benchmarks that build one.
 Store = SqliteStore
