@@ -46,7 +46,9 @@ engine maps them at its boundary (the SQLite engine: each ``sqlite3.Error`` by `
 the driver's error as ``__cause__``). ``TransientStateError``: locked or busy, disk full, I/O,
 connection lost; the call rolled back, retry it with backoff. ``PermanentStateError``: corrupt,
 read-only, schema or constraint errors, a bug; retrying cannot help. A caller tells what it was
-doing with ``error.during("claim deliveries")``. (A third kind, lease lost, comes with fencing.)
+doing with ``error.during("claim deliveries")``. ``LeaseLost``: a fenced write on a shard this
+instance no longer holds (``watcher.state.pg_leases.fenced``); nothing was written, drop the
+shard. The SQLite engine, one process owning everything, never raises it.
 
 Synchronous or asynchronous: asynchronous, but for the in-memory staging
 ------------------------------------------------------------------------
