@@ -22,10 +22,10 @@ DELIVERY_COLUMNS = """
 """
 # max_per_hour looks back one rolling hour (watcher.delivery.digest); the newest send is always
 # kept.
-_GROUP_SENDS_KEPT_SECONDS = 3600.0
+GROUP_SENDS_KEPT_SECONDS = 3600.0
 # How many rows one pass may claim in all, beyond its batch, to complete digest groups: keeps
 # every "IN (...)" list far below SQLite's limit on parameters.
-_CLAIM_CEILING = 5000
+CLAIM_CEILING = 5000
 
 
 def delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
@@ -104,7 +104,7 @@ class Deliveries(AlertRows):
         claimed = {row.id: row for row in rows}
         groups = dict.fromkeys((r.group_key, r.url_id) for r in rows if r.group_key is not None)
         for group_key, url_id in groups:
-            if len(claimed) >= _CLAIM_CEILING:
+            if len(claimed) >= CLAIM_CEILING:
                 break
             for found in self._db.execute(
                 f"""SELECT {DELIVERY_COLUMNS}
@@ -181,7 +181,7 @@ class Deliveries(AlertRows):
                 )
                 self._db.execute(
                     "DELETE FROM group_sends WHERE group_key = ? AND url_id = ? AND sent_at < ?",
-                    [*group, now - _GROUP_SENDS_KEPT_SECONDS],
+                    [*group, now - GROUP_SENDS_KEPT_SECONDS],
                 )
         return missing
 

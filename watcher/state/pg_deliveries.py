@@ -62,7 +62,12 @@ from psycopg.rows import TupleRow
 from watcher.alerting.events import AlertMessage
 from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import alert_values
-from watcher.state.deliveries import DELIVERY_COLUMNS, delivery_row
+from watcher.state.deliveries import (
+    CLAIM_CEILING,
+    DELIVERY_COLUMNS,
+    GROUP_SENDS_KEPT_SECONDS,
+    delivery_row,
+)
 
 Connection = AsyncConnection[TupleRow]
 
@@ -70,10 +75,6 @@ OUTBOX_CHANNEL = "watcher_outbox"
 # The advisory locks of a claim, one per URL: (this class, hashtext(url_id)). The two-key space
 # does not overlap the one-key space of the migrations' lock.
 URL_LOCK_CLASS = 0x7764  # "wd"
-# As on SQLite: max_per_hour looks back one rolling hour; a claim completes digest groups with
-# this many rows in all at most.
-_GROUP_SENDS_KEPT_SECONDS = 3600.0
-_CLAIM_CEILING = 5000
 
 DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 
@@ -259,7 +260,7 @@ async def _complete_groups(
         (r.group_key, r.url_id) for r in sorted(claimed.values(), key=lambda r: r.id) if r.group_key
     )
     for group_key, url_id in groups:  # each URL is this claim's (locked above)
-        if len(claimed) >= _CLAIM_CEILING:
+        if len(claimed) >= CLAIM_CEILING:
             break
         rows = await (
             await conn.execute(
@@ -346,7 +347,7 @@ async def mark_sent(
             )
             await conn.execute(
                 "DELETE FROM group_sends WHERE group_key = %s AND url_id = %s AND sent_at < %s",
-                [*group, at - _GROUP_SENDS_KEPT_SECONDS],
+                [*group, at - GROUP_SENDS_KEPT_SECONDS],
             )
     return unchanged
 
