@@ -42,6 +42,7 @@ from watcher.ledger.rpc import RpcClient, rpc_client
 from watcher.service import sweeps
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
+from watcher.service.leasing import LeaseKeeper
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
@@ -52,6 +53,7 @@ from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
 from watcher.state.interface import Store
+from watcher.state.shards import LEASE_TTL_SECONDS
 from watcher.state.store import AsyncSqliteStore
 
 log = structlog.get_logger(__name__)
@@ -125,6 +127,14 @@ class Daemon:
         self.pruner = Pruner(
             self.store, lambda: (self.ruleset, self.settings.retention), self.stopping, clock
         )
+        self.leases = LeaseKeeper(
+            self.store,
+            self.state_health,
+            self.stopping,
+            clock,
+            renew_every=LEASE_TTL_SECONDS / 3,
+            on_round=self.metrics.lease_round,
+        )
         self.runtime = Runtime(
             scheduler=self.scheduler,
             sender=self.sender,
@@ -132,6 +142,7 @@ class Daemon:
             notifier=self.notifier,
             http=self.http,
             heartbeat=self.heartbeat,
+            leases=self.leases,
             store=self.store,
             state_health=self.state_health,
             outbox_has_work=self.outbox_has_work,

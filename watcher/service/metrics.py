@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.ledger.rpc import RpcStats
 from watcher.service import snapshot
+from watcher.state.interface import LeaseRound
 
 RATE_LIMITED = "RateLimited"
 
@@ -83,6 +84,25 @@ class Metrics:
             ["source"],
             registry=r,
         )
+        # Several instances on one database (leased shards): what this instance holds and how
+        # its lease rounds go.
+        self.shards_held = Gauge(
+            "watcher_shards_held", "Shards this instance holds (leased)", registry=r
+        )
+        self.lease_renew = Histogram(
+            "watcher_lease_round_seconds",
+            "Duration of one lease round (renew, take, hand back)",
+            registry=r,
+        )
+        self.shard_moves = Counter(
+            "watcher_shard_moves",
+            "Shards taken (a takeover or a free shard), released (surplus) or lost",
+            ["move"],
+            registry=r,
+        )
+        self.live_instances = Gauge(
+            "watcher_live_instances", "Instances sharing the database, alive", registry=r
+        )
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
@@ -114,6 +134,18 @@ class Metrics:
 
     def delivered(self, channel: str, outcome: str) -> None:
         self.notifications.labels(channel, outcome).inc()
+
+    def lease_round(self, done: LeaseRound) -> None:
+        self.shards_held.set(done.held)
+        self.lease_renew.observe(done.seconds)
+        self.live_instances.set(done.live_instances)
+        for move, count in (
+            ("taken", done.taken),
+            ("released", done.released),
+            ("lost", done.lost),
+        ):
+            if count:
+                self.shard_moves.labels(move).inc(count)
 
     def disagreed(self, source: str) -> None:
         self.disagreements.labels(source).inc()

@@ -23,14 +23,14 @@ from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.alerting.ruleset import Job
 from watcher.core.clock import Clock
-from watcher.core.errors import StateError
+from watcher.core.errors import LeaseLost, StateError
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
-from watcher.service.sweeps import run_bounded
+from watcher.service.sweeps import ShardedTargets, run_bounded
 from watcher.state.interface import Store
 from watcher.state.source_rounds import SourceRound
 
@@ -72,6 +72,7 @@ class Sweeper:
         self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
+        self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
 
     async def sweep(self, job: Job) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
@@ -80,11 +81,12 @@ class Sweeper:
             return
         source = SOURCES[job.source]
         started = self.clock()
-        width = min(self.width, max(1, len(job.targets)))  # no idle workers for one target
+        targets = self.targets.held(job, self.store.shards_held())
+        width = min(self.width, max(1, len(targets)))  # no idle workers for one target
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             results = await run_bounded(
-                job.targets,
+                targets,
                 lambda target: self._poll(source, target, job.interval),
                 width,
                 prepare=lambda part: self._prefetch(job, part),
@@ -94,7 +96,7 @@ class Sweeper:
             await self.store.flush_states()
         now = self.clock()
         verdict = self.health.round_done(job.source, now, interval=job.interval)
-        if verdict is not None:
+        if verdict is not None and self.store.holds(builtin.SOURCE, builtin.RPC_TARGET):
             with self.database_work("rpc health"):
                 await self._check_rpc_health(verdict, now)
         failed = sum(result is False for result in results)
@@ -131,7 +133,10 @@ class Sweeper:
                 )
 
     async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
-        """Whether the poll succeeded; None when the database failed it."""
+        """Whether the poll succeeded; None when the database failed it or the target's shard
+        was handed back or lost meanwhile (not this instance's any more: not polled)."""
+        if not self.store.holds(source.name, target):
+            return None
         with self.database_work(f"poll {source.name}"):
             try:
                 ok = await self.poll(source, target, interval)
@@ -154,6 +159,10 @@ class Sweeper:
         commits = self.store.commits
         try:
             yield
+        except LeaseLost as exc:
+            # Not the database failing: another instance owns the shard now (the write rolled
+            # back; its new owner polls the target).
+            log.info("shard lost; its write rolled back", shard=exc.shard, during=operation)
         except StateError as exc:
             self.state_health.failed(exc.during(operation), self.clock())
         else:

@@ -24,6 +24,7 @@ from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
+from watcher.service.leasing import LeaseKeeper
 from watcher.service.pruning import Pruner
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
@@ -58,6 +59,7 @@ class Runtime:
         notifier: SystemdNotifier,
         http: HttpEndpoint | None,
         heartbeat: Heartbeat | None,
+        leases: LeaseKeeper,
         store: Store,
         state_health: StateHealth,
         outbox_has_work: asyncio.Event,
@@ -69,6 +71,7 @@ class Runtime:
     ) -> None:
         self.scheduler, self.sender, self.pruner = scheduler, sender, pruner
         self.notifier, self.http, self.heartbeat = notifier, http, heartbeat
+        self.leases = leases
         self.store, self.state_health = store, state_health
         self.outbox_has_work, self.stopping = outbox_has_work, stopping
         self.close, self.clock = close, clock
@@ -79,6 +82,14 @@ class Runtime:
         work finishes."""
         if self.http is not None:
             await self.http.start()  # first: a port in use stops the start with one line
+        try:
+            await self.store.start()
+        except StateError as exc:
+            await self.close()
+            raise DaemonFailed(str(exc.during("open the state database"))) from exc
+        # Shards before the first sweeps (several instances on one database; else nothing).
+        await self.leases.round()
+        lease_task = asyncio.create_task(self.leases.keep_forever(), name="leases")
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
         watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = ruleset.jobs()
@@ -100,7 +111,9 @@ class Runtime:
             # ends the run with one clear line and a non-zero exit (systemd restarts it).
             while fatal is None and not stopped.done():
                 await asyncio.wait({stopped, sender_task}, timeout=SUPERVISE_SECONDS)
-                fatal = None if stopped.done() else self.fatal_reason(sender_task, pruner)
+                fatal = (
+                    None if stopped.done() else self.fatal_reason(sender_task, pruner, lease_task)
+                )
             stopped.cancel()
             if fatal is not None:
                 log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
@@ -113,7 +126,10 @@ class Runtime:
             await self.scheduler.stop(grace=STOP_GRACE_SECONDS)
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
-            await asyncio.wait({sender_task, pruner})  # their failure, if any, was reported above
+            lease_task.cancel()  # the store hands the shards back as it closes
+            await asyncio.wait(
+                {sender_task, pruner, lease_task}
+            )  # their failure, if any, was reported above
             if self.http is not None:
                 await self.http.close()
             if self.heartbeat is not None:
@@ -124,7 +140,10 @@ class Runtime:
             raise DaemonFailed(fatal)
 
     def fatal_reason(
-        self, sender_task: asyncio.Task[None], pruner: asyncio.Task[None] | None = None
+        self,
+        sender_task: asyncio.Task[None],
+        pruner: asyncio.Task[None] | None = None,
+        lease_task: asyncio.Task[None] | None = None,
     ) -> str | None:
         """Why the daemon cannot go on, or None: a dead task, or the database failing."""
         if sender_task.done():
@@ -133,6 +152,10 @@ class Runtime:
         if pruner is not None and pruner.done():
             error = None if pruner.cancelled() else pruner.exception()
             return f"the history pruning stopped: {error!r}" if error else "the pruning stopped"
+        if lease_task is not None and lease_task.done() and not lease_task.cancelled():
+            error = lease_task.exception()
+            if error is not None:
+                return f"the lease loop stopped: {error!r}"
         if self.sender.failure is not None:
             return f"a delivery worker failed: {self.sender.failure!r}"
         return self.state_health.fatal(self.clock())

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from watcher.alerting.ruleset import Job
+from watcher.state.shards import shard_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,6 +62,36 @@ async def run_bounded(
         for task in [*workers, *prepared.values()]:
             task.cancel()
     return [results[index] for index in range(len(results))]
+
+
+class ShardedTargets:
+    """A job's targets in the shards an instance holds (several instances on one database),
+    shard by shard. Each job's partition is computed once (a hash per target) and kept while
+    the job is in force: a reload makes new jobs, and the old ones' partitions are dropped."""
+
+    def __init__(self) -> None:
+        self._by_job: dict[int, tuple[Job, dict[int, list[str]]]] = {}
+
+    def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
+        """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
+        if shards is None:
+            return job.targets
+        return [
+            target for shard in sorted(shards) for target in self._partition(job).get(shard, ())
+        ]
+
+    def _partition(self, job: Job) -> dict[int, list[str]]:
+        kept = self._by_job.get(id(job))
+        if kept is not None and kept[0] is job:
+            return kept[1]
+        self._by_job = {key: value for key, value in self._by_job.items() if value[0] is not job}
+        if len(self._by_job) > 64:  # jobs of rules replaced by a reload
+            self._by_job.clear()
+        partition: dict[int, list[str]] = {}
+        for target in job.targets:
+            partition.setdefault(shard_of(job.source, target), []).append(target)
+        self._by_job[id(job)] = (job, partition)
+        return partition
 
 
 def sweep_width(max_concurrency: int, batch_size: int) -> int:

@@ -79,6 +79,7 @@ query, which for PostgreSQL is a round trip the loop must not wait on.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -87,6 +88,18 @@ from watcher.alerting.silences import Silence
 from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.source_rounds import SourceRound
+
+
+@dataclass(frozen=True)
+class LeaseRound:
+    """What one round of the lease loop did (``Store.maintain_leases``)."""
+
+    held: int  # shards held after the round
+    taken: int
+    released: int  # handed back: the surplus over this instance's share
+    lost: int  # found lapsed or taken over at the renewal
+    live_instances: int
+    seconds: float  # how long the round took (the renewal's latency)
 
 
 class Store(Protocol):
@@ -103,12 +116,27 @@ class Store(Protocol):
         traceback: TracebackType | None,
     ) -> None: ...
 
+    async def start(self) -> None:
+        """Connects (an engine built without I/O): the daemon calls it before any other call."""
+
     async def close(self) -> None:
         """Flushes the staged states if it can (a failure is a poll redone), then closes."""
 
     @property
     def commits(self) -> int:
         """Steps and flushes committed so far (a health signal: did my work write?)."""
+
+    # -- leased shards ------------------------------------------------------------------------
+
+    def shards_held(self) -> frozenset[int] | None:
+        """The shards (``watcher.state.shards``) whose targets this instance polls now; None:
+        every target (one instance owns the whole state)."""
+
+    def holds(self, source: str, target: str) -> bool:
+        """Whether this instance may poll and write ``target`` of ``source`` now."""
+
+    async def maintain_leases(self) -> LeaseRound | None:
+        """One round of the lease loop (renew, take, hand back); None: no leases to keep."""
 
     # -- target state -------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
+from watcher.state.interface import LeaseRound
 from watcher.state.interface import Store as StoreProtocol
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
@@ -139,8 +140,10 @@ def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
 # Every call of the protocol maps the driver's errors at the engine's boundary: callers catch
 # the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
+# (The async engine's own members, start and the leases, have no synchronous counterpart.)
+_ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases"})
 for _name, _member in vars(StoreProtocol).items():
-    if not _name.startswith("_") and inspect.isfunction(_member):
+    if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
         setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
 
 
@@ -171,8 +174,22 @@ class AsyncSqliteStore:
     ) -> None:
         await self.close()
 
+    async def start(self) -> None:
+        pass  # opened by the constructor: a local file
+
     async def close(self) -> None:
         self.sqlite.close()
+
+    # -- leased shards: one process owns the file and every target ------------------------------
+
+    def shards_held(self) -> frozenset[int] | None:
+        return None
+
+    def holds(self, source: str, target: str) -> bool:
+        return True
+
+    async def maintain_leases(self) -> LeaseRound | None:
+        return None
 
     @property
     def commits(self) -> int:
