@@ -18,7 +18,7 @@ from watcher.alerting.events import AlertMessage, Grouping, Reason
 from watcher.alerting.ruleset import Job, RuleSet
 from watcher.delivery.outbox import Destination
 from watcher.kinds import KINDS
-from watcher.service import snapshot
+from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.store import AsyncSqliteStore, Store

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.ledger.rpc import RpcStats
-from watcher.service import snapshot
+from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 
 RATE_LIMITED = "RateLimited"

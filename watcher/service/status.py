@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from watcher.core.clock import iso
-from watcher.service import snapshot
+from watcher.state import snapshot
 from watcher.state.database import connect_readonly
 from watcher.state.source_rounds import SourceRound, last_rounds
 
