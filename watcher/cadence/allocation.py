@@ -120,6 +120,8 @@ def _allocate_alike(
         return _capped(rates, budget, stretched=stretch_factor > 1, stretch_factor=stretch_factor)
     roots = list(map(math.sqrt, event_rates))
     scale = _multiplier([_group(low, high, roots)], budget)
+    if scale == 0.0:  # no activity anywhere
+        return _capped([low] * count, budget, stretched=False, stretch_factor=1.0)
     # Compare the root with the thresholds: one multiplication only for targets in between.
     above, below = high / scale, low / scale
     rates = [high if root >= above else (low if root <= below else scale * root) for root in roots]
