@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from watcher.cadence.allocation import Allocation, allocate
+from watcher.cadence.allocation import Allocation, TargetGroup, allocate, allocate_groups
 
 EVERY = 30.0
 MAX_EVERY = 900.0
@@ -154,16 +154,57 @@ def test_many_rules_with_distinct_bounds_match_the_reference() -> None:
     assert allocation.calls_per_second == pytest.approx(budget, rel=1e-9)
 
 
+def test_groups_say_what_each_rule_costs() -> None:
+    deposits = TargetGroup([1e-4] * 3 + [0.0] * 97, every=30.0, max_every=900.0)
+    hot_wallets = TargetGroup([1e-2] * 2, every=5.0, max_every=60.0)
+    idle = TargetGroup([], every=10.0, max_every=20.0)
+    budget = 1.0
+    first, second, third = allocate_groups([deposits, hot_wallets, idle], budget)
+    assert second.rates == [0.2, 0.2]  # at their `every`: their share of sqrt(λ) is larger
+    assert first.rates[:3] == pytest.approx([1 / 30] * 3)
+    assert first.rates[3:] == pytest.approx([1 / 900] * 97)
+    assert third == Allocation([], 0.0, False, 1.0)
+    assert first.calls_per_second + second.calls_per_second <= budget
+    assert second.calls_per_second == pytest.approx(0.4)
+
+
+def test_groups_stretch_together() -> None:
+    groups = [TargetGroup([0.0] * 10, 10.0, 100.0), TargetGroup([1.0] * 10, 10.0, 400.0)]
+    budget = (10 / 100 + 10 / 400) / 2.5
+    for allocation, max_every in zip(allocate_groups(groups, budget), (100.0, 400.0), strict=True):
+        assert allocation.stretched
+        assert allocation.stretch_factor == pytest.approx(2.5)
+        assert allocation.intervals == pytest.approx([max_every * 2.5] * 10)
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        (TargetGroup([1.0], 60.0, 30.0), "need 0 < every <= max_every"),
+        (TargetGroup([-1.0], 30.0, 60.0), "finite and not negative"),
+    ],
+)
+def test_groups_refuse_nonsense(group: TargetGroup, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        allocate_groups([group], 1.0)
+
+
 def test_100_000_targets_are_allocated_in_well_under_a_second_of_cpu() -> None:
     rng = random.Random(1)
     rates = [rng.paretovariate(1.2) * 1e-5 if rng.random() < 0.05 else 1e-7 for _ in range(100_000)]
     every = [30.0 if index % 3 else 60.0 for index in range(100_000)]
     max_every = [30 * seconds for seconds in every]
+    groups = [
+        TargetGroup([rate for index, rate in enumerate(rates) if index % 3], 30.0, 900.0),
+        TargetGroup([rate for index, rate in enumerate(rates) if not index % 3], 60.0, 1800.0),
+    ]
     start = time.process_time()
     allocation = allocate(rates, every, max_every, 300.0)
+    per_group = allocate_groups(groups, 300.0)
     elapsed = time.process_time() - start
     assert allocation.calls_per_second == pytest.approx(300.0)
-    assert elapsed < 1.0  # about 0.05 s: generous for slow and busy machines
+    assert sum(group.calls_per_second for group in per_group) == pytest.approx(300.0)
+    assert elapsed < 2.0  # about 0.1 s for both: generous for slow and busy machines
 
 
 # -- properties --------------------------------------------------------------------------------
@@ -249,6 +290,26 @@ def test_the_allocation_is_the_water_filling_optimum(problem: Problem) -> None:
     allocation = allocate(rates, every, max_every, budget)
     expected = reference(rates, every, max_every, budget)
     assert allocation.rates == pytest.approx(expected, rel=1e-6)
+
+
+@given(st.lists(problems(alike=True), min_size=1, max_size=4))
+def test_groups_and_per_target_bounds_agree(problems: list[Problem]) -> None:
+    budget = sum(problem[3] for problem in problems) / len(problems)
+    groups = [TargetGroup(rates, every[0], max_every[0]) for rates, every, max_every, _ in problems]
+    per_group = allocate_groups(groups, budget)
+    flat = allocate(
+        [rate for group in groups for rate in group.event_rates],
+        [every for problem in problems for every in problem[1]],
+        [max_every for problem in problems for max_every in problem[2]],
+        budget,
+    )
+    assert [rate for group in per_group for rate in group.rates] == pytest.approx(
+        flat.rates, rel=1e-9
+    )
+    assert math.fsum(group.calls_per_second for group in per_group) <= budget * (1 + 1e-9)
+    for group in per_group:
+        assert group.stretched == flat.stretched
+        assert group.stretch_factor == pytest.approx(flat.stretch_factor)
 
 
 @given(problems(alike=True))

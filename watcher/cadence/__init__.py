@@ -32,7 +32,7 @@ sees the raised rate estimate. Such bursts spend beyond the allocation for that 
 more often the allocation is recomputed, the closer the spending stays to the budget.
 """
 
-from watcher.cadence.allocation import Allocation, allocate
+from watcher.cadence.allocation import Allocation, TargetGroup, allocate, allocate_groups
 from watcher.cadence.backoff import Cadence, after_poll, is_due, rescheduled, updated_rate
 from watcher.cadence.budget import (
     MONTH_SECONDS,
@@ -51,8 +51,10 @@ __all__ = [
     "Budget",
     "Cadence",
     "CadenceCost",
+    "TargetGroup",
     "after_poll",
     "allocate",
+    "allocate_groups",
     "budget_share",
     "cadence_cost",
     "calls_per_second",

@@ -12,7 +12,11 @@ The total ``S(c) = Σ r_i(c)`` is continuous and non-decreasing in ``c`` (water-
 * otherwise the ``c`` with ``S(c) = budget``, found by bisection on ``c``. Targets sharing
   bounds (one rule's targets) form a group whose ``sqrt(λ)`` values are sorted once, with
   prefix sums: ``S(c)`` is then a few binary searches per group, and the per-target work is
-  a sort and three passes over the list (100,000 targets: tens of milliseconds).
+  a sort and a few passes over the list (100,000 targets: tens of milliseconds).
+
+``allocate`` takes the bounds as one value for all targets or one per target;
+``allocate_groups`` takes the targets already grouped by bounds (a rule's targets share them),
+the faster form, and says what each group costs.
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ class Allocation:
     def intervals(self) -> list[float]:
         """Seconds between polls of each target."""
         return [1.0 / rate for rate in self.rates]
+
+
+@dataclass(frozen=True)
+class TargetGroup:
+    """Targets sharing one pair of bounds (a rule's targets), with their event rates."""
+
+    event_rates: Sequence[float]
+    every: float
+    max_every: float
 
 
 @dataclass(frozen=True)
@@ -75,10 +88,10 @@ def allocate(
     count = len(event_rates)
     if budget is not None and not budget > 0:
         raise ValueError(f"budget must be positive calls per second, got {budget}")
-    if count and (min(event_rates) < 0 or not math.isfinite(sum(event_rates))):
-        raise ValueError("event rates must be finite and not negative")
     if isinstance(every, int | float) and isinstance(max_every, int | float):
-        return _allocate_alike(event_rates, float(every), float(max_every), budget)
+        [allocation] = allocate_groups([TargetGroup(event_rates, every, max_every)], budget)
+        return allocation
+    _check_rates(event_rates)
     shortest = _per_target(every, count, "every")
     longest = _per_target(max_every, count, "max_every")
     if count and (min(shortest) <= 0 or any(map(operator.gt, shortest, longest))):
@@ -95,7 +108,7 @@ def allocate(
         return _capped(rates, budget, stretched=floor > budget, stretch_factor=floor / budget)
     roots = list(map(math.sqrt, event_rates))
     scale = _multiplier(_groups(roots, floors, ceilings), budget)
-    # Conditionals, not min()/max(): a builtin call per target would cost five times as much.
+    # Conditionals, not min()/max(): see _clamped.
     rates = [
         high if rate >= high else (low if rate <= low else rate)
         for rate, low, high in zip(map(scale.__mul__, roots), floors, ceilings, strict=True)
@@ -103,29 +116,73 @@ def allocate(
     return _capped(rates, budget, stretched=False, stretch_factor=1.0)
 
 
-def _allocate_alike(
-    event_rates: Sequence[float], every: float, max_every: float, budget: float | None
-) -> Allocation:
-    """``allocate`` for targets that all share one pair of bounds (one rule): no lists of
-    bounds, no grouping."""
-    if not 0 < every <= max_every:
-        raise ValueError(f"need 0 < every <= max_every, got every={every}, max_every={max_every}")
-    count = len(event_rates)
-    high, low = 1.0 / every, 1.0 / max_every
-    if budget is None or count * high <= budget:
-        return Allocation([high] * count, count * high, stretched=False, stretch_factor=1.0)
-    if count * low >= budget:
-        rates = [budget / count] * count
-        stretch_factor = count * low / budget
-        return _capped(rates, budget, stretched=stretch_factor > 1, stretch_factor=stretch_factor)
-    roots = list(map(math.sqrt, event_rates))
-    scale = _multiplier([_group(low, high, roots)], budget)
-    if scale == 0.0:  # no activity anywhere
-        return _capped([low] * count, budget, stretched=False, stretch_factor=1.0)
-    # Compare the root with the thresholds: one multiplication only for targets in between.
+def allocate_groups(groups: Sequence[TargetGroup], budget: float | None) -> list[Allocation]:
+    """``allocate`` for targets given by groups of shared bounds, one ``Allocation`` per group
+    (its ``calls_per_second``: that group's cost; ``stretched`` and ``stretch_factor`` the same
+    in all). The fast form: no per-target bounds to build, compare or group."""
+    if budget is not None and not budget > 0:
+        raise ValueError(f"budget must be positive calls per second, got {budget}")
+    for group in groups:
+        if not 0 < group.every <= group.max_every:
+            raise ValueError(
+                f"need 0 < every <= max_every, got every={group.every}, max_every={group.max_every}"
+            )
+        _check_rates(group.event_rates)
+    ceiling = math.fsum(len(group.event_rates) / group.every for group in groups)
+    if budget is None or ceiling <= budget:
+        return [_alike(group.event_rates, 1.0 / group.every) for group in groups]
+    floor = math.fsum(len(group.event_rates) / group.max_every for group in groups)
+    if floor >= budget:
+        # Not even max_every for all fits: the bill wins, every interval stretches alike.
+        shrink, stretch_factor = budget / floor, floor / budget
+        return [
+            _alike(group.event_rates, shrink / group.max_every, stretch_factor) for group in groups
+        ]
+    roots = [list(map(math.sqrt, group.event_rates)) for group in groups]
+    bounded = [
+        _group(1.0 / group.max_every, 1.0 / group.every, group_roots)
+        for group, group_roots in zip(groups, roots, strict=True)
+        if group_roots
+    ]
+    scale = _multiplier(bounded, budget)
+    allocated = [
+        _clamped(group_roots, scale, 1.0 / group.max_every, 1.0 / group.every)
+        for group, group_roots in zip(groups, roots, strict=True)
+    ]
+    # Rounding in the sums may leave the total a few ulps above the budget: scale those away.
+    totals = [math.fsum(rates) for rates in allocated]
+    if math.fsum(totals) > budget:
+        shrink = budget / math.fsum(totals)
+        allocated = [list(map(operator.mul, repeat(shrink), rates)) for rates in allocated]
+        totals = [math.fsum(rates) for rates in allocated]
+    return [
+        Allocation(rates, total, stretched=False, stretch_factor=1.0)
+        for rates, total in zip(allocated, totals, strict=True)
+    ]
+
+
+def _alike(targets: Sequence[float], rate: float, stretch_factor: float = 1.0) -> Allocation:
+    """Every target of a group at the same poll rate."""
+    return Allocation(
+        [rate] * len(targets),
+        len(targets) * rate,
+        stretched=stretch_factor > 1.0,
+        stretch_factor=stretch_factor,
+    )
+
+
+def _clamped(roots: list[float], scale: float, low: float, high: float) -> list[float]:
+    if scale == 0.0:  # no activity anywhere: all at max_every
+        return [low] * len(roots)
+    # Compare the root with the thresholds: one multiplication only for targets in between;
+    # conditionals, not min()/max(): a builtin call per target would cost five times as much.
     above, below = high / scale, low / scale
-    rates = [high if root >= above else (low if root <= below else scale * root) for root in roots]
-    return _capped(rates, budget, stretched=False, stretch_factor=1.0)
+    return [high if root >= above else (low if root <= below else scale * root) for root in roots]
+
+
+def _check_rates(event_rates: Sequence[float]) -> None:
+    if event_rates and (min(event_rates) < 0 or not math.isfinite(sum(event_rates))):
+        raise ValueError("event rates must be finite and not negative")
 
 
 def _per_target(value: float | Sequence[float], count: int, name: str) -> Sequence[float]:
