@@ -149,7 +149,7 @@ def allocate_groups(groups: Sequence[TargetGroup], budget: float | None) -> list
         _clamped(group_roots, scale, 1.0 / group.max_every, 1.0 / group.every)
         for group, group_roots in zip(groups, roots, strict=True)
     ]
-    # Rounding in the sums may leave the total a few ulps above the budget: scale those away.
+    # Should rounding still leave the total above the budget, scale it away.
     totals = [math.fsum(rates) for rates in allocated]
     if math.fsum(totals) > budget:
         shrink = budget / math.fsum(totals)
@@ -229,11 +229,14 @@ def _multiplier(groups: list[_Group], budget: float) -> float:
         return 0.0
     below = min(group.lo for group in groups) / max(group.roots[-1] for group in groups)
     above = max(group.hi for group in groups) / min(positive)
+    # Aim a rounding error below the budget: the prefix sums may be off by an ulp a target,
+    # and rates summing a hair above the budget would need another pass to scale them down.
+    target = budget * (1.0 - sum(len(group.roots) for group in groups) * 2.0**-52)
     for _ in range(_BISECTION_STEPS):
         middle = math.sqrt(below) * math.sqrt(above)  # the product alone may overflow
         if not below < middle < above:
             break
-        if sum(group.total(middle) for group in groups) <= budget:
+        if sum(group.total(middle) for group in groups) <= target:
             below = middle
         else:
             above = middle
