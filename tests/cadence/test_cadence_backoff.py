@@ -100,6 +100,7 @@ def test_a_new_allocation_moves_the_next_poll_from_the_last_one() -> None:
         ({"events": -1}, "must not be negative"),
         ({"prior_rate": -1.0}, "must not be negative"),
         ({"half_life": 0.0}, "half_life must be positive"),
+        ({"allocated_interval": 0.0}, "allocated interval must be positive"),
     ],
 )
 def test_nonsense_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:

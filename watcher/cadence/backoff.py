@@ -110,6 +110,8 @@ def after_poll(
         raise ValueError(f"backoff factor must be above 1, got {factor}")
     if events < 0 or prior_rate < 0 or half_life <= 0:
         raise ValueError("events and prior_rate must not be negative, half_life must be positive")
+    if allocated_interval is not None and not allocated_interval > 0:
+        raise ValueError(f"allocated interval must be positive, got {allocated_interval}")
     if events > 0 or cadence is None:
         # A new target starts at `every`: its first polls are the baseline, and a quiet one
         # reaches `max_every` after a handful of polls.

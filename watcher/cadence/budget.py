@@ -1,10 +1,11 @@
 """A call budget as users write it (``20M/month``, ``500k/day``) and the arithmetic of cost.
 
 A budget is a number of calls, with an optional suffix ``k``/``K`` (thousand), ``M`` (million)
-or ``G`` (billion), then ``/month`` or ``/day``. A month is 30 days: providers bill by the
-calendar month, but a fixed month keeps every figure (``watcher check``, the allocation, the
-projection in ``watcher status``) the same whatever the date, and errs on the safe side for the
-31-day months by at most 3 %.
+or ``G`` (billion), then ``/month`` or ``/day``. A month is 30 days (as in ``watcher check``'s
+figures): a fixed month keeps every figure (the allocation, the projection in ``watcher
+status``) the same whatever the date. Spending a month's budget at its steady rate, a 31-day
+calendar month takes 3 % more than the budget (February 7 % less): a plan with a hard cap
+wants a budget set that much below it.
 """
 
 from __future__ import annotations
