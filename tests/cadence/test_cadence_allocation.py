@@ -155,6 +155,23 @@ def test_many_rules_with_distinct_bounds_match_the_reference() -> None:
     assert allocation.calls_per_second == pytest.approx(budget, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("every", "max_every"),
+    [
+        ([10.0, 20.0] * 50, [100.0] * 100),  # rules with one max_every, two every
+        ([10.0] * 100, [100.0, 300.0] * 50),  # rules with one every, two max_every
+        ([10.0, 20.0, 10.0, 20.0] * 25, [100.0, 100.0, 300.0, 300.0] * 25),
+    ],
+)
+def test_rules_sharing_one_bound_are_told_apart_by_the_other(
+    every: list[float], max_every: list[float]
+) -> None:
+    rates = [1e-6 * (index % 7) for index in range(100)]
+    budget = 0.5 * math.fsum(1 / seconds for seconds in every)
+    allocation = allocate(rates, every, max_every, budget)
+    assert allocation.rates == pytest.approx(reference(rates, every, max_every, budget), rel=1e-6)
+
+
 def test_groups_say_what_each_rule_costs() -> None:
     deposits = TargetGroup([1e-4] * 3 + [0.0] * 97, every=30.0, max_every=900.0)
     hot_wallets = TargetGroup([1e-2] * 2, every=5.0, max_every=60.0)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from typing import Final
@@ -196,22 +196,21 @@ def _per_target(value: float | Sequence[float], count: int, name: str) -> Sequen
 def _groups(roots: list[float], floors: list[float], ceilings: list[float]) -> list[_Group]:
     """The targets grouped by their bounds (usually one group per rule)."""
     distinct = set(zip(floors, ceilings, strict=True))
-    if len(distinct) <= _FEW_GROUPS:
-        # A pass over the targets in C per group, not a loop in Python over all of them.
-        return [
-            _group(low, high, list(compress(roots, _matching(floors, low, ceilings, high))))
-            for low, high in distinct
-        ]
-    by_bounds: dict[tuple[float, float], list[float]] = {}
-    for root, bounds in zip(roots, zip(floors, ceilings, strict=True), strict=True):
-        by_bounds.setdefault(bounds, []).append(root)
-    return [_group(low, high, group) for (low, high), group in by_bounds.items()]
-
-
-def _matching(
-    floors: list[float], low: float, ceilings: list[float], high: float
-) -> Iterator[bool]:
-    return map(operator.and_, map(low.__eq__, floors), map(high.__eq__, ceilings))
+    if len(distinct) > _FEW_GROUPS:
+        by_bounds: dict[tuple[float, float], list[float]] = {}
+        for root, bounds in zip(roots, zip(floors, ceilings, strict=True), strict=True):
+            by_bounds.setdefault(bounds, []).append(root)
+        return [_group(low, high, group) for (low, high), group in by_bounds.items()]
+    # A pass over the targets in C per group, not a loop in Python over all of them; when the
+    # floors alone tell the groups apart (the usual case), one comparison a target.
+    by_floor = len({low for low, _ in distinct}) == len(distinct)
+    groups = []
+    for low, high in distinct:
+        members = map(operator.eq, floors, repeat(low))
+        if not by_floor:
+            members = map(operator.and_, members, map(operator.eq, ceilings, repeat(high)))
+        groups.append(_group(low, high, list(compress(roots, members))))
+    return groups
 
 
 def _group(low: float, high: float, roots: list[float]) -> _Group:
