@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -207,7 +206,8 @@ def test_groups_refuse_nonsense(group: TargetGroup, message: str) -> None:
         allocate_groups([group], 1.0)
 
 
-def test_100_000_targets_are_allocated_in_well_under_a_second_of_cpu() -> None:
+def test_100_000_targets_on_two_rules_spend_exactly_the_budget_both_ways() -> None:
+    # (How fast: bench/, not here.)
     rng = random.Random(1)
     rates = [rng.paretovariate(1.2) * 1e-5 if rng.random() < 0.05 else 1e-7 for _ in range(100_000)]
     every = [30.0 if index % 3 else 60.0 for index in range(100_000)]
@@ -216,13 +216,10 @@ def test_100_000_targets_are_allocated_in_well_under_a_second_of_cpu() -> None:
         TargetGroup([rate for index, rate in enumerate(rates) if index % 3], 30.0, 900.0),
         TargetGroup([rate for index, rate in enumerate(rates) if not index % 3], 60.0, 1800.0),
     ]
-    start = time.process_time()
     allocation = allocate(rates, every, max_every, 300.0)
     per_group = allocate_groups(groups, 300.0)
-    elapsed = time.process_time() - start
     assert allocation.calls_per_second == pytest.approx(300.0)
     assert sum(group.calls_per_second for group in per_group) == pytest.approx(300.0)
-    assert elapsed < 2.0  # about 0.1 s for both: generous for slow and busy machines
 
 
 # -- properties --------------------------------------------------------------------------------
