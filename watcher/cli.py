@@ -13,9 +13,11 @@ import typer
 from watcher import __version__
 from watcher.cli_support import (
     ConfigOption,
+    database_report_or_exit,
     fail_with_problems,
     load,
     settings_or_exit,
+    sqlite_only,
     state_or_exit,
     usage_error,
 )
@@ -60,7 +62,11 @@ def check(config: ConfigOption) -> None:
         _settings, ruleset = load(config)
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
+    # The database before OK: a settings file whose database refuses this watcher is not OK.
+    state_line = None if _settings.state_url is None else database_report_or_exit(_settings)
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
+    if state_line is not None:
+        typer.echo(state_line)
     from watcher.config.cost import cost_lines
 
     rpc = _settings.rpc
@@ -80,16 +86,25 @@ def run(config: ConfigOption) -> None:
         # One line per problem, each saying why nothing runs.
         fail_with_problems([f"watcher: refusing to start: {p}" for p in exc.problems])
     logs.configure(settings.log_level, settings.log_format)
+    from contextlib import AbstractContextManager, nullcontext
+
     from watcher.core.errors import DaemonFailed, StateUnusable
     from watcher.state.lock import lock_state
 
-    try:
-        # Before anything touches the database (schema upgrade, requeue of interrupted
-        # sends): a second daemon on the same file must change nothing of the first's.
-        lock = lock_state(settings.state_path)
-    except StateUnusable as exc:
-        typer.echo(f"watcher: refusing to start: {exc}", err=True)
-        raise typer.Exit(code=1) from None
+    lock: AbstractContextManager[object]
+    if settings.state_url is not None:
+        # A wrong URL or password, a newer schema: one line, before anything starts. The file
+        # lock is SQLite's: instances sharing a PostgreSQL database are meant to run together.
+        database_report_or_exit(settings, prefix="watcher: refusing to start: ")
+        lock = nullcontext()
+    else:
+        try:
+            # Before anything touches the database (schema upgrade, requeue of interrupted
+            # sends): a second daemon on the same file must change nothing of the first's.
+            lock = lock_state(settings.state_path)
+        except StateUnusable as exc:
+            typer.echo(f"watcher: refusing to start: {exc}", err=True)
+            raise typer.Exit(code=1) from None
     try:
         with lock:
             asyncio.run(_run_until_signalled(settings, ruleset, config))
@@ -131,6 +146,7 @@ def alerts(
     from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
+    sqlite_only(settings, "alerts")
     with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
         records = store.history(limit=limit, rule=rule)
     for record in records:
@@ -160,6 +176,7 @@ def status(
     from watcher.service.status import read_status
 
     settings = settings_or_exit(config, readonly=True)
+    sqlite_only(settings, "status")
     with state_or_exit():
         current = read_status(settings.state_path)
     typer.echo(current.as_json() if as_json else "\n".join(current.lines()))

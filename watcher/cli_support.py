@@ -70,3 +70,26 @@ def state_or_exit() -> Iterator[None]:
     except StateError as exc:
         typer.echo(f"watcher: {exc}", err=True)
         raise typer.Exit(code=1) from None
+
+
+def database_report_or_exit(settings: Settings, *, prefix: str = "watcher: ") -> str:
+    """With ``state_url``: connect, and the line saying what the database is (``state:
+    postgresql://watcher:***@host/db, schema version 3 of 3``); a database this watcher cannot
+    use is one line (``prefix`` + the problem) and exit 1, as any other state problem."""
+    from watcher.core.errors import StateUnusable
+    from watcher.state.pg_connect import check_database_sync
+
+    assert settings.state_url is not None
+    try:
+        report = check_database_sync(settings.state_url.get_secret_value())
+    except StateUnusable as exc:
+        typer.echo(f"{prefix}{exc}", err=True)
+        raise typer.Exit(code=1) from None
+    return f"state: {settings.state_url_masked}, {report.describe()}"
+
+
+def sqlite_only(settings: Settings, command: str) -> None:
+    """Commands that read the SQLite file themselves: refused in one line with ``state_url``
+    rather than reading a ``state_path`` the daemon does not use."""
+    if settings.state_url is not None:
+        usage_error(f"{command} is not available with state_url yet (only with state_path)")

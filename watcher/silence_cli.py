@@ -13,6 +13,7 @@ from watcher.cli_support import (
     fail_with_problems,
     load,
     settings_or_exit,
+    sqlite_only,
     state_or_exit,
     usage_error,
 )
@@ -93,6 +94,7 @@ def silence_add(
         settings, ruleset = load(config)
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
+    sqlite_only(settings, "silence add")
     watched = _silenceable(ruleset).get(rule)
     if watched is None:
         known = ", ".join(sorted(r.name for r in ruleset.rules)) or "none"
@@ -129,6 +131,7 @@ def silence_list(
     from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
+    sqlite_only(settings, "silence list")
     now = time.time()
     with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
         silences = store.list_silences(now, include_expired=show_all)
@@ -158,6 +161,7 @@ def silence_expire(
     from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
+    sqlite_only(settings, "silence expire")
     if not settings.state_path.exists():
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)

@@ -68,9 +68,9 @@ def read_settings(
     path: Path | str, env: Mapping[str, str] | None = None, *, deep: bool = False
 ) -> SettingsReading:
     """Like ``load_settings``, but returns the problems instead of raising. ``deep``: also check
-    what the settings point at (as ``watcher check`` and ``run`` do): that ``state_path`` can be
-    the state database (opened read-only if it exists; nothing is created) and that Apprise can
-    read every channel URL."""
+    what the settings point at (as ``watcher check`` and ``run`` do): that ``state_path`` (when
+    no ``state_url`` is given) can be the state database (opened read-only if it exists; nothing
+    is created) and that Apprise can read every channel URL."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config_path = normalized(Path(path), Path.cwd())
     try:
@@ -116,7 +116,9 @@ def read_settings(
     if deep:
         from watcher.state.database import state_path_problem
 
-        state_problem = state_path_problem(settings.state_path)
+        # With state_url the SQLite file is not used; the database is checked by connecting
+        # (watcher.state.pg_connect), which `check` and `run` do, not every reading.
+        state_problem = None if settings.state_url else state_path_problem(settings.state_path)
         if state_problem is not None:
             message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
             problems.append(_locate(("state_path",), message, document, from_env, environ))

@@ -21,11 +21,16 @@ dumps; ``rpc_url.get_secret_value()`` gives it) and no message ever quotes it. `
 (several endpoints, each a URL or ``{url, max_rps}``) is its alternative: giving both is an
 error (which one wins would be a guess); ``Settings.endpoints`` gives the endpoints either way.
 ``quorum`` (state kinds confirmed by that many endpoints) cannot exceed their number.
+``state_url`` (a PostgreSQL database, a secret like ``rpc_url``: ``state_url_masked`` is the form
+to show) stands instead of ``state_path`` (a SQLite file): giving both is an error.
 Channel URLs hold tokens too: they are left out of repr and never quoted in messages.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -61,6 +66,7 @@ from watcher.config.sections import (
     HttpSettings,
     RpcSettings,
 )
+from watcher.config.state_url import masked_url, postgres_url
 from watcher.config.yamlpos import (
     error_message,
     normalized,
@@ -71,7 +77,9 @@ from watcher.core.errors import ConfigError, Problem
 ENV_PREFIX = "WATCHER_"
 ENV_NESTED_DELIMITER = "__"
 # Keys whose values are secrets: never quoted in a problem.
-SECRET_KEYS = frozenset({"rpc_url", "rpc_urls", "channels"})
+SECRET_KEYS = frozenset({"rpc_url", "rpc_urls", "channels", "state_url"})
+BOTH_STATES = "give either state_path (SQLite) or state_url (PostgreSQL), not both"
+INSTANCE_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def _channel_name(value: str) -> str:
@@ -87,6 +95,23 @@ def _level(value: Any) -> Any:
     # INFO and info alike; anything else is left as written for the error message.
     if isinstance(value, str) and value.lower() in get_args(LogLevel):
         return value.lower()
+    return value
+
+
+def _instance(value: str) -> str:
+    if not INSTANCE_PATTERN.fullmatch(value):
+        raise ValueError("use 1 to 64 letters, digits, ., - and _")
+    return value
+
+
+class _BothStates:
+    """Stands for ``state_url`` when ``state_path`` was given too, so that the error is told at
+    ``state_url``'s line (a model-wide error would have none)."""
+
+
+def _not_both_states(value: Any) -> Any:
+    if isinstance(value, _BothStates):
+        raise ValueError(BOTH_STATES)
     return value
 
 
@@ -144,6 +169,12 @@ class Settings(BaseSettings):
     quorum: Annotated[int, Field(ge=1)] = 1
     commitment: Literal["finalized", "confirmed"] = "finalized"
     state_path: Path = Path("state/watcher.db")
+    # Instead of state_path: a PostgreSQL database, shared by several instances.
+    state_url: (
+        Annotated[SecretStr, BeforeValidator(_not_both_states), AfterValidator(postgres_url)] | None
+    ) = None
+    # This instance's name among those sharing state_url (status, /metrics); see instance_name.
+    instance: Annotated[str, AfterValidator(_instance)] | None = None
     # Finished alerts and deliveries, and the state of targets no rule names, older than this
     # are deleted (watcher.state.retention).
     retention: RetentionDuration = 90 * 86400.0
@@ -215,6 +246,31 @@ class Settings(BaseSettings):
     def rpc_url_redacted(self) -> str:
         """``https://rpc.example.com/***``: the endpoints without their keys, for logs."""
         return ", ".join(redacted(endpoint.url) for endpoint in self.endpoints)
+
+    @property
+    def state_url_masked(self) -> str | None:
+        """``postgresql://watcher:***@db.example.com/watcher``: ``state_url`` without its
+        password, for messages; None with a SQLite ``state_path``."""
+        return None if self.state_url is None else masked_url(self.state_url.get_secret_value())
+
+    @property
+    def instance_name(self) -> str:
+        """``instance``, else ``HOSTNAME-PID``: unique among running instances without a
+        setting, though not stable across restarts."""
+        return self.instance or f"{socket.gethostname()}-{os.getpid()}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _state_keys(cls, data: Any) -> Any:
+        # An explicit state_path (file or environment) with state_url: which one the daemon
+        # should use would be a guess. The default state_path does not count.
+        if (
+            isinstance(data, dict)
+            and data.get("state_url") is not None
+            and data.get("state_path") is not None
+        ):
+            return {**data, "state_url": _BothStates()}
+        return data
 
     @model_validator(mode="before")
     @classmethod

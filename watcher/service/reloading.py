@@ -31,6 +31,8 @@ RESTART_SETTINGS: Final = (
     "quorum",
     "commitment",
     "state_path",
+    "state_url",
+    "instance",
     "rpc",
     "log_level",
     "log_format",
