@@ -3,12 +3,44 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlite_utils import Database
 
 from watcher.alerting.events import AlertMessage
 from watcher.delivery.outbox import AlertRecord, DeliveryStatus
 from watcher.state.alerts import marks
+
+# What both engines read for the history: an alert's row (``history_record``'s order) and each
+# of its deliveries' (``alert_id`` first, then ``DeliveryStatus``'s fields).
+HISTORY_ALERT_COLUMNS = (
+    "id, created_at, rule, severity, subject, reason, dedup_key, title, body, facts, status"
+)
+HISTORY_DELIVERY_COLUMNS = "alert_id, channel, url_id, status, attempts, last_error, sent_at"
+
+
+def history_record(
+    alert: Sequence[Any], deliveries: Mapping[int, list[DeliveryStatus]]
+) -> AlertRecord:
+    """An alert's row (``HISTORY_ALERT_COLUMNS``) with its deliveries, as the history shows it."""
+    return AlertRecord(
+        id=alert[0],
+        created_at=alert[1],
+        alert=AlertMessage(
+            rule=alert[2],
+            severity=alert[3],
+            subject=alert[4],
+            reason=alert[5],
+            dedup_key=alert[6],
+            title=alert[7],
+            body=alert[8],
+            channels=(),
+            facts=json.loads(alert[9]),
+        ),
+        status=alert[10],
+        deliveries=tuple(deliveries[alert[0]]),
+    )
 
 
 class History:
@@ -20,36 +52,16 @@ class History:
         """The most recent alerts, newest first, each with its deliveries."""
         where, params = ("WHERE rule = ?", [rule]) if rule is not None else ("", [])
         alerts = self._db.execute(
-            f"""SELECT id, created_at, rule, severity, subject, reason, dedup_key, title, body,
-                facts, status
+            f"""SELECT {HISTORY_ALERT_COLUMNS}
             FROM alerts {where} ORDER BY created_at DESC, id DESC LIMIT ?""",
             [*params, limit],
         ).fetchall()
         by_alert: dict[int, list[DeliveryStatus]] = {a[0]: [] for a in alerts}
         if by_alert:
             for d in self._db.execute(
-                f"""SELECT alert_id, channel, url_id, status, attempts, last_error, sent_at
+                f"""SELECT {HISTORY_DELIVERY_COLUMNS}
                 FROM deliveries WHERE alert_id IN ({marks(by_alert)}) ORDER BY id""",
                 list(by_alert),
             ).fetchall():
                 by_alert[d[0]].append(DeliveryStatus(*d[1:]))
-        return [
-            AlertRecord(
-                id=a[0],
-                created_at=a[1],
-                alert=AlertMessage(
-                    rule=a[2],
-                    severity=a[3],
-                    subject=a[4],
-                    reason=a[5],
-                    dedup_key=a[6],
-                    title=a[7],
-                    body=a[8],
-                    channels=(),
-                    facts=json.loads(a[9]),
-                ),
-                status=a[10],
-                deliveries=tuple(by_alert[a[0]]),
-            )
-            for a in alerts
-        ]
+        return [history_record(a, by_alert) for a in alerts]

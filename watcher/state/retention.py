@@ -18,8 +18,9 @@ Each batch is one short transaction of at most ``limit`` rows, so a writer never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from sqlite_utils import Database
 
@@ -49,7 +50,7 @@ class Pruned:
 
 # Alerts of one batch (keyset: created_at, id) that may go: every delivery finished before the
 # cutoff, and not the latest transition of a rule and subject that is firing.
-_ALERTS_TO_DELETE = """
+ALERTS_TO_DELETE = """
 SELECT a.id FROM alerts a
 WHERE a.created_at < :cutoff
     AND (a.created_at, a.id) > (:after_at, :after_id)
@@ -66,6 +67,30 @@ WHERE a.created_at < :cutoff
         WHERE f.rule = a.rule AND f.subject = a.subject AND f.alert_id = a.id
     )
 """
+
+
+TargetKey = tuple[str, str]  # (source, target)
+
+
+def sort_targets(
+    rows: Iterable[Sequence[Any]], watched: WatchedTarget, now: float, cutoff: float
+) -> tuple[list[tuple[str, str, float]], list[TargetKey], list[TargetKey]]:
+    """What a batch of targets' rows ``(source, target, unwatched since or None, updated_at)``
+    asks for (pure: both engines sort them so): the targets newly found unwatched, noted from
+    ``now``; those watched again, their note dropped; and those to delete, unwatched and
+    unwritten since before ``cutoff``."""
+    found: list[tuple[str, str, float]] = []
+    back: list[TargetKey] = []
+    gone: list[TargetKey] = []
+    for source, target, since, updated_at in rows:
+        if watched(source, target):
+            if since is not None:
+                back.append((source, target))
+        elif since is None:
+            found.append((source, target, now))
+        elif since < cutoff and updated_at < cutoff:
+            gone.append((source, target))
+    return found, back, gone
 
 
 class Retention:
@@ -96,7 +121,7 @@ class Retention:
             "last_id": last[1],
         }
         with transaction(self._db):
-            ids = [(row[0],) for row in conn.execute(_ALERTS_TO_DELETE, bounds)]
+            ids = [(row[0],) for row in conn.execute(ALERTS_TO_DELETE, bounds)]
             deliveries = conn.executemany("DELETE FROM deliveries WHERE alert_id = ?", ids)
             delivered = deliveries.rowcount
             alerts = conn.executemany("DELETE FROM alerts WHERE id = ?", ids).rowcount
@@ -120,17 +145,7 @@ class Retention:
             WHERE t.rowid > ? ORDER BY t.rowid LIMIT ?""",
             [after, limit],
         ).fetchall()
-        found: list[tuple[str, str, float]] = []
-        back: list[tuple[str, str]] = []
-        gone: list[tuple[str, str]] = []
-        for _rowid, source, target, since, updated_at in rows:
-            if watched(source, target):
-                if since is not None:
-                    back.append((source, target))
-            elif since is None:
-                found.append((source, target, now))
-            elif since < cutoff and updated_at < cutoff:
-                gone.append((source, target))
+        found, back, gone = sort_targets([row[1:] for row in rows], watched, now, cutoff)
         done = Pruned(unwatched=len(found))
         if found or back or gone:
             conn = self._db.conn

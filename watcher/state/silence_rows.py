@@ -7,7 +7,7 @@ from sqlite_utils import Database
 from watcher.alerting.silences import Silence
 from watcher.state.database import transaction
 
-_SILENCE_COLUMNS = (
+SILENCE_COLUMNS = (
     "id, rule, subject, starts_at, ends_at, comment, created_by, created_at, expired_at"
 )
 
@@ -40,7 +40,7 @@ class Silences:
         """Silences not ended yet (or every one with ``include_expired``), newest first."""
         where = "" if include_expired else "WHERE expired_at IS NULL AND ends_at > ?"
         rows = self._db.execute(
-            f"SELECT {_SILENCE_COLUMNS} FROM silences {where} ORDER BY id DESC",
+            f"SELECT {SILENCE_COLUMNS} FROM silences {where} ORDER BY id DESC",
             [] if include_expired else [now],
         ).fetchall()
         return [Silence(*r) for r in rows]
@@ -48,7 +48,7 @@ class Silences:
     def active_silences(self, now: float) -> list[Silence]:
         """The silences muting alerts at ``now`` (what the daemon reads before each commit)."""
         rows = self._db.execute(
-            f"""SELECT {_SILENCE_COLUMNS} FROM silences
+            f"""SELECT {SILENCE_COLUMNS} FROM silences
             WHERE ends_at > ? AND starts_at <= ? AND expired_at IS NULL ORDER BY id""",
             [now, now],
         ).fetchall()

@@ -21,6 +21,10 @@ class SourceRound:
     last_success_at: float | None  # None: kept from the row before (this round all failed)
 
 
+# The columns of a ``SourceRound``, in its fields' order (both engines read them so).
+ROUND_COLUMNS = "source, finished_at, targets, failed, duration, last_success_at"
+
+
 def record_round(db: Database, round_: SourceRound) -> None:
     with transaction(db):
         db.execute(
@@ -43,10 +47,7 @@ def record_round(db: Database, round_: SourceRound) -> None:
 def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:
     """Each source's last round (none before the daemon has upgraded the database)."""
     try:
-        rows = conn.execute(
-            "SELECT source, finished_at, targets, failed, duration, last_success_at FROM sources "
-            "ORDER BY source"
-        ).fetchall()
+        rows = conn.execute(f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source").fetchall()
     except sqlite3.OperationalError:  # no such table: written by an older watcher
         return []
     return [SourceRound(*row) for row in rows]
