@@ -52,9 +52,8 @@ from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
+from watcher.state.engines import open_store
 from watcher.state.interface import Store
-from watcher.state.shards import LEASE_TTL_SECONDS
-from watcher.state.store import AsyncSqliteStore
 
 log = structlog.get_logger(__name__)
 
@@ -74,11 +73,16 @@ class Daemon:
     ) -> None:
         self.clock = clock
         self.notifier = notifier or SystemdNotifier()
-        self.store: Store = AsyncSqliteStore.open(settings.state_path)
+        self.store: Store = open_store(settings)
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
-        self.metrics = Metrics(settings.state_path, clock, lambda: getattr(self.rpc, "stats", None))
+        self.metrics = Metrics(
+            settings.state_path,
+            clock,
+            lambda: getattr(self.rpc, "stats", None),
+            read_state=getattr(self.store, "summary", None),
+        )
         self.rpc: LedgerReader = ledger or rpc_client(settings)
         if isinstance(self.rpc, RpcClient):
             self.rpc.on_request = self.metrics.rpc_request
@@ -132,7 +136,7 @@ class Daemon:
             self.state_health,
             self.stopping,
             clock,
-            renew_every=LEASE_TTL_SECONDS / 3,
+            renew_every=settings.lease_ttl / 3,
             on_round=self.metrics.lease_round,
         )
         self.runtime = Runtime(

@@ -73,6 +73,7 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
+from watcher.state.shards import LEASE_TTL_SECONDS
 
 ENV_PREFIX = "WATCHER_"
 ENV_NESTED_DELIMITER = "__"
@@ -175,6 +176,9 @@ class Settings(BaseSettings):
     ) = None
     # This instance's name among those sharing state_url (status, /metrics); see instance_name.
     instance: Annotated[str, AfterValidator(_instance)] | None = None
+    # With state_url: how long a shard's lease lasts unrenewed (renewed every third of it), so
+    # how soon the others take over the targets of an instance that died or was cut off.
+    lease_ttl: Annotated[Duration, Field(ge=1.0, le=600.0)] = LEASE_TTL_SECONDS
     # Finished alerts and deliveries, and the state of targets no rule names, older than this
     # are deleted (watcher.state.retention).
     retention: RetentionDuration = 90 * 86400.0

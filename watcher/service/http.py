@@ -48,6 +48,7 @@ class HttpEndpoint:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_SECONDS)
             method, path = _request_line(head)
+            await self._metrics.refresh()  # a shared database: read before answering
             status, content_type, body = self.answer(method, path)
             writer.write(
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"

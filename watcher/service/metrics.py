@@ -9,7 +9,7 @@ database."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +18,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.core.errors import StateError
 from watcher.ledger.rpc import RpcStats
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 
 RATE_LIMITED = "RateLimited"
+
+StateSummary = tuple[list[snapshot.Firing], snapshot.Outbox]
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,14 @@ class Metrics:
         state_path: Path,
         clock: Callable[[], float],
         rpc_stats: Callable[[], RpcStats | None] = lambda: None,
+        *,
+        read_state: Callable[[], Awaitable[StateSummary]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        # A shared database (PostgreSQL) is read by the store, a round trip away: ``refresh``
+        # awaits it before each scrape and ``state`` answers from that reading.
+        self._read_state = read_state
+        self._read: StateSummary | None = None
         self._state_path = state_path
         self._clock = clock
         self._conn: sqlite3.Connection | None = None
@@ -155,8 +164,20 @@ class Metrics:
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
-    def state(self) -> tuple[list[snapshot.Firing], snapshot.Outbox] | None:
+    async def refresh(self) -> None:
+        """Reads the firing alerts and the outbox through the store (a shared database), for
+        the next ``state``; a failure leaves None (unreadable)."""
+        if self._read_state is None:
+            return
+        try:
+            self._read = await self._read_state()
+        except StateError:
+            self._read = None
+
+    def state(self) -> StateSummary | None:
         """The firing alerts and the outbox, or None while the database cannot be read."""
+        if self._read_state is not None:
+            return self._read
         try:
             if self._conn is None:
                 self._conn = snapshot.connect_readonly(self._state_path)

@@ -33,6 +33,7 @@ RESTART_SETTINGS: Final = (
     "state_path",
     "state_url",
     "instance",
+    "lease_ttl",
     "rpc",
     "log_level",
     "log_format",

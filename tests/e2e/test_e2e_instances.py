@@ -1,0 +1,143 @@
+"""End to end: two real `watcher run` processes sharing one PostgreSQL (``state_url``) against
+the simulator, delivering to one real json:// receiver. They split the targets by leased shards;
+every transaction is announced once; when one is killed (-9) the other takes its shards over
+and its addresses are watched again; a graceful stop hands the shards over at once. Every wait
+is on a condition with a deadline."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.ledger.simulator.keys import derived_pubkey
+
+from support.daemon import DaemonProcess, write_config
+from support.postgres import Postgres
+from support.receivers import JsonReceiver, wait_until
+
+pytestmark = pytest.mark.e2e
+
+# Fewer than a digest lists in full (10 titles): each signature is named in a message.
+ADDRESSES = [derived_pubkey(f"shared {n}") for n in range(8)]
+LEASE_TTL = 3.0
+
+
+def state_url(conninfo: str) -> str:
+    """The test database's ``host=... user=... dbname=...`` as the URL a user writes."""
+    parts = dict(item.split("=", 1) for item in conninfo.split())
+    return (
+        f"postgresql://{parts['user']}@/{parts['dbname']}?host={parts['host']}&port={parts['port']}"
+    )
+
+
+def shard_lines(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    lines = []
+    for line in daemon.output().splitlines():
+        if line.startswith("{") and '"shards"' in line:
+            lines.append(json.loads(line))
+    return lines
+
+
+def held(daemon: DaemonProcess) -> int:
+    """Shards the daemon said it holds after its last round that moved any."""
+    lines = [line for line in shard_lines(daemon) if line.get("event") == "shards"]
+    return int(lines[-1]["held"]) if lines else 0
+
+
+@pytest.fixture
+def shared(
+    tmp_path: Path, postgres: Postgres
+) -> Iterator[tuple[Ledger, JsonReceiver, list[DaemonProcess]]]:
+    ledger = Ledger(seed=11)
+    for address in ADDRESSES:
+        ledger.add_transactions(address, 2)  # history: a baseline, never announced
+    with (
+        postgres.database() as conninfo,
+        SimulatorServer(ledger, api_key="k3yN3v3rL3aks0ut1234567") as server,
+        JsonReceiver() as receiver,
+    ):
+        daemons = []
+        for name in ("box-a", "box-b"):
+            folder = tmp_path / name
+            path = write_config(
+                folder,
+                rpc_url=server.url,
+                channels={"hooks": [receiver.url]},
+                rules=[
+                    {
+                        "name": "deposits",
+                        "kind": "new_transactions",
+                        "addresses": ADDRESSES,
+                        "every": "300ms",
+                        "notify": ["hooks"],
+                    }
+                ],
+                extra={"instance": name, "lease_ttl": f"{LEASE_TTL:g}s"},
+            )
+            settings = yaml.safe_load(path.read_text())
+            del settings["state_path"]
+            settings["state_url"] = state_url(conninfo)
+            path.write_text(yaml.safe_dump(settings))
+            daemons.append(DaemonProcess(path))
+        try:
+            yield ledger, receiver, daemons
+        finally:
+            for daemon in daemons:
+                daemon.kill()
+
+
+def announced(receiver: JsonReceiver, signatures: list[str]) -> dict[str, int]:
+    """How many notifications name each signature."""
+    return {sig: sum(sig in note["message"] for note in receiver.received) for sig in signatures}
+
+
+def wait_announced(
+    receiver: JsonReceiver, signatures: list[str], daemons: list[DaemonProcess], timeout: float
+) -> None:
+    try:
+        wait_until(lambda: all(announced(receiver, signatures).values()), timeout)
+    except AssertionError:
+        missing = [s for s, n in announced(receiver, signatures).items() if not n]
+        notes = [note["message"] for note in receiver.received]
+        logs = "\n".join(d.output()[-2000:] for d in daemons)
+        raise AssertionError(f"not announced: {missing}\nnotes: {notes}\n{logs}") from None
+
+
+def test_two_instances_share_the_targets_and_one_takes_over_when_the_other_dies(
+    shared: tuple[Ledger, JsonReceiver, list[DaemonProcess]],
+) -> None:
+    ledger, receiver, (a, b) = shared
+    a.start()
+    wait_until(lambda: held(a) == 1024, 20, "box-a holding every shard\n" + a.output()[-2000:])
+    b.start()
+    wait_until(
+        lambda: held(a) == 512 and held(b) == 512,
+        20,
+        "the two settling on 512 shards each\n" + a.output()[-1500:] + b.output()[-1500:],
+    )
+    first = [sig for address in ADDRESSES for sig in ledger.add_transactions(address, 1)]
+    wait_announced(receiver, first, [a, b], timeout=20)
+    assert set(announced(receiver, first).values()) == {1}  # each once, by one of them
+
+    a.kill()  # -9: its leases lapse after LEASE_TTL, then b takes them
+    wait_until(lambda: held(b) == 1024, 20, "box-b taking every shard over\n" + b.output()[-2000:])
+    second = [sig for address in ADDRESSES for sig in ledger.add_transactions(address, 1)]
+    wait_announced(receiver, second, [b], timeout=20)
+    counts = announced(receiver, second)
+    assert set(counts.values()) == {1}, counts
+
+    # A graceful stop hands b's shards back at once: a, started again, takes them all.
+    a.start()
+    wait_until(lambda: held(b) == 512, 20, "box-b handing half back\n" + b.output()[-2000:])
+    assert b.stop() == 0
+    wait_until(lambda: held(a) == 1024, 2 * LEASE_TTL, "box-a taking over at once")
+    third = [sig for address in ADDRESSES for sig in ledger.add_transactions(address, 1)]
+    wait_announced(receiver, third, [a], timeout=20)
+    assert set(announced(receiver, third).values()) == {1}
+    assert a.stop() == 0

@@ -1,0 +1,487 @@
+"""The PostgreSQL engine of the ``Store`` protocol: several instances sharing one database.
+
+Each call borrows a connection of an async pool (``psycopg_pool.AsyncConnectionPool``, a few
+per instance, autocommit, with statement and idle-in-transaction timeouts) for one short
+transaction: none is ever held across an RPC call or a send. Driver errors are mapped at this
+boundary (``watcher.state.pg_errors``): callers see the store's transient and permanent errors,
+and ``LeaseLost``.
+
+What differs from the SQLite engine, one process owning everything:
+
+- Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``):
+  ``maintain_leases`` (every few seconds, from the daemon's lease loop) renews what this
+  instance holds, takes free or lapsed shards up to its balanced share of the live instances,
+  and hands back its surplus. ``shards_held`` is what a sweep polls; it is empty once the
+  leases may have lapsed (no renewal for ``lease_ttl``: a paused or cut-off instance polls
+  nothing when it resumes).
+- Every write of a target's rows is fenced: ``commit_step`` and ``flush_states`` check, in their
+  transaction, that this instance still holds the shard at the epoch it took it with
+  (``FOR SHARE`` on the lease row); a stale owner's write rolls back (``LeaseLost``) and the
+  shard is dropped. ``flush_states`` writes the staged states of the shards still held and drops
+  the others' (a new owner polls them again).
+- Deliveries are claimed under this process's token (``watcher.state.pg_deliveries``), never
+  requeued at start-up (``requeue_interrupted`` does nothing): a claim whose sender died expires
+  and is taken by any instance. The claims this process holds are extended with each lease
+  round, so a long queue to a slow URL keeps its claim while its sender lives; a late ack of a
+  claim taken over changes nothing (the ids come back as not changed).
+- ``close`` flushes, hands every shard back at once (a graceful stop: another instance takes
+  them within its next lease round) and closes the pool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+import structlog
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from watcher.alerting.events import AlertMessage, TargetState
+from watcher.alerting.silences import Silence
+from watcher.core.errors import LeaseLost, StateError
+from watcher.core.fastjson import decode_json
+from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
+from watcher.state.alerts import to_json
+from watcher.state.interface import LeaseRound
+from watcher.state.pg_errors import pg_state_error
+from watcher.state.postgresql_schema import migrate
+from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
+from watcher.state.shards import LEASE_TTL_SECONDS, balanced_share, plan, rank_of, shard_of
+from watcher.state.snapshot import Firing, Outbox
+from watcher.state.source_rounds import SourceRound
+from watcher.state.targets import STAGED_LIMIT
+
+log = structlog.get_logger(__name__)
+
+Connection = psycopg.AsyncConnection[TupleRow]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Instances whose heartbeat is older than this many lease times are deleted (status stays short).
+DEAD_INSTANCE_TTLS = 20
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """The pool and its connections' server-side limits."""
+
+    min_size: int = 1
+    max_size: int = 4
+    connect_timeout: float = 5.0  # one connection attempt
+    wait_timeout: float = 10.0  # waiting for a free connection of the pool
+    statement_timeout: float = 15.0
+    idle_in_transaction_timeout: float = 15.0
+
+
+def _mapped(
+    operation: str,
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """The coroutine raising the store's errors where psycopg raised its own."""
+
+    def wrap(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        @functools.wraps(method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return await method(*args, **kwargs)
+            except psycopg.Error as exc:
+                raise pg_state_error(exc, operation) from exc
+
+        return call
+
+    return wrap
+
+
+class PostgresStore:
+    """The ``Store`` on PostgreSQL (see the module's docstring). Built without I/O; ``start``
+    opens the pool, migrates (once, under an advisory lock) and registers this instance."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        instance: str,
+        lease_ttl: float = LEASE_TTL_SECONDS,
+        limits: PoolLimits = PoolLimits(),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if lease_ttl <= 0:
+            raise ValueError(f"lease_ttl must be positive, got {lease_ttl}")
+        self.instance = instance
+        self.lease_ttl = lease_ttl
+        self.claim_ttl = lease_ttl
+        # One token per process: a restarted instance's old claims expire like a dead one's.
+        self.token = f"{instance}/{uuid.uuid4().hex[:12]}"
+        self._monotonic = monotonic
+        options = (
+            f"-c statement_timeout={int(limits.statement_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout="
+            f"{int(limits.idle_in_transaction_timeout * 1000)}"
+        )
+        self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            url,
+            min_size=limits.min_size,
+            max_size=limits.max_size,
+            timeout=limits.wait_timeout,
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, int(limits.connect_timeout)),
+                "options": options,
+            },
+            open=False,
+            name="watcher-state",
+        )
+        self.commits = 0
+        self._staged: dict[tuple[str, str], tuple[str, float]] = {}
+        self._prefetched: dict[str, dict[str, str | None]] = {}
+        self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
+        self._held_until = 0.0  # monotonic: the leases may have lapsed after this
+        self._claimed: set[int] = set()  # deliveries claimed under self.token, not yet marked
+        self._started = False
+
+    # -- life ---------------------------------------------------------------------------------
+
+    @_mapped("open the state database")
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self._pool.open(wait=True, timeout=self._pool.timeout)
+        self._started = True
+        async with self._pool.connection() as conn:
+            await migrate(conn)
+            await pg_leases.register_instance(
+                conn, self.instance, host=socket.gethostname(), pid=os.getpid()
+            )
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Flushes what it can, hands every shard back (takeable at once) and closes."""
+        if self._started:
+            try:
+                await self.flush_states()
+                async with self._pool.connection() as conn:
+                    released = await pg_leases.retire(conn, self.instance)
+                    if self._claimed:
+                        await pg_deliveries.release(conn, sorted(self._claimed), self.token)
+                log.info("shards handed back", instance=self.instance, shards=len(released))
+            except (StateError, psycopg.Error) as exc:  # the leases lapse by themselves
+                log.warning("could not hand the shards back", error=str(exc))
+        self._held.clear()
+        await self._pool.close()
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def shards_held(self) -> frozenset[int] | None:
+        """The shards this instance may poll now; empty once its leases may have lapsed."""
+        if self._monotonic() >= self._held_until:
+            return frozenset()
+        return frozenset(self._held)
+
+    def holds(self, source: str, target: str) -> bool:
+        return shard_of(source, target) in self._held and self._monotonic() < self._held_until
+
+    @_mapped("renew the leases")
+    async def maintain_leases(self) -> LeaseRound:
+        """One round of the lease loop: heartbeat, renew, then take up to or hand back down to
+        this instance's balanced share of the live instances; the claims held are extended."""
+        started = self._monotonic()
+        taken: dict[int, int] = {}
+        released: set[int] = set()
+        async with self._pool.connection() as conn:
+            if not await pg_leases.renew_instance(conn, self.instance):
+                await pg_leases.register_instance(
+                    conn, self.instance, host=socket.gethostname(), pid=os.getpid()
+                )
+            kept = await pg_leases.renew(conn, self.instance, set(self._held), self.lease_ttl)
+            lost = set(self._held) - kept
+            for shard in lost:
+                del self._held[shard]
+            # The renewal started before its statement ran: the leases last at least that long.
+            self._held_until = started + self.lease_ttl
+            live = [i.instance_id for i in await pg_leases.live_instances(conn, self.lease_ttl)]
+            count = len(set(live) | {self.instance})
+            share = balanced_share(count, rank_of(self.instance, live))
+            if len(self._held) > share:
+                surplus = plan(set(self._held), [], share).release
+                released = await pg_leases.release(conn, self.instance, surplus)
+                for shard in released:
+                    self._held.pop(shard, None)
+            elif len(self._held) < share:
+                takeable = await pg_leases.takeable_shards(conn)
+                wanted = plan(set(self._held), takeable, share).take
+                taken = await pg_leases.acquire(
+                    conn, self.instance, len(wanted), self.lease_ttl, among=wanted
+                )
+                self._held.update(taken)
+            if self._claimed:
+                lapsed = await pg_deliveries.extend_claim(
+                    conn, sorted(self._claimed), self.token, self.claim_ttl
+                )
+                self._claimed.difference_update(lapsed)
+            await pg_leases.prune_instances(conn, self.lease_ttl * DEAD_INSTANCE_TTLS)
+        if lost:
+            log.warning("shards lost", instance=self.instance, shards=len(lost))
+        return LeaseRound(
+            held=len(self._held),
+            taken=len(taken),
+            released=len(released),
+            lost=len(lost),
+            live_instances=count,
+            seconds=self._monotonic() - started,
+        )
+
+    def _epoch(self, shard: int) -> int:
+        epoch = self._held.get(shard)
+        if epoch is None or self._monotonic() >= self._held_until:
+            raise LeaseLost(shard=shard, owner=self.instance, epoch=-1 if epoch is None else epoch)
+        return epoch
+
+    def _drop(self, shard: int) -> None:
+        self._held.pop(shard, None)
+
+    # -- target state -------------------------------------------------------------------------
+
+    @_mapped("read target states")
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        async with self._pool.connection() as conn:
+            self._prefetched[source] = await pg_rows.load_states(conn, source, targets)
+
+    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
+        self._staged[source, target] = (to_json(state), now)
+        self._prefetched.get(source, {}).pop(target, None)
+        return len(self._staged) >= STAGED_LIMIT
+
+    @_mapped("flush states")
+    async def flush_states(self) -> int:
+        """Writes the staged states of the shards still held, in one fenced transaction; the
+        others' are dropped (their new owner polls them again)."""
+        if not self._staged:
+            return 0
+        by_shard: dict[int, list[tuple[str, str, str, float]]] = {}
+        for (source, target), (state, now) in self._staged.items():
+            by_shard.setdefault(shard_of(source, target), []).append((source, target, state, now))
+        claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                f"""SELECT l.shard FROM shard_leases l
+                JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
+                    ON h.shard = l.shard AND h.epoch = l.epoch
+                WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
+                ORDER BY l.shard FOR SHARE OF l""",
+                [list(claimed), list(claimed.values()), self.instance],
+            )
+            fenced = {int(row[0]) for row in await cursor.fetchall()}
+            rows = [row for shard in fenced for row in by_shard[shard]]
+            if rows:
+                await pg_rows.upsert_states(conn, rows)  # a savepoint in the fenced transaction
+        dropped = set(by_shard) - fenced
+        for shard in dropped:
+            self._drop(shard)
+        if dropped:
+            log.info("staged states of lost shards dropped", shards=len(dropped))
+        self._staged.clear()
+        self.commits += 1
+        return len(rows)
+
+    @_mapped("read a target state")
+    async def load_state(self, source: str, target: str) -> TargetState | None:
+        staged = self._staged.get((source, target))
+        if staged is not None:
+            held: TargetState = decode_json(staged[0])
+            return held
+        prefetched = self._prefetched.get(source)
+        if prefetched is not None and target in prefetched:
+            text = prefetched.pop(target)
+        else:
+            async with self._pool.connection() as conn:
+                text = await pg_rows.load_state_text(conn, source, target)
+        state: TargetState | None = None if text is None else decode_json(text)
+        return state
+
+    @_mapped("commit a step")
+    async def commit_step(
+        self,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        shard = shard_of(source, target)
+        epoch = self._epoch(shard)
+        try:
+            async with (
+                self._pool.connection() as conn,
+                pg_leases.fenced(conn, shard, self.instance, epoch),
+            ):
+                await pg_rows.upsert_state_in(conn, source, target, to_json(state), now)
+                new_ids = await pg_deliveries.insert_alerts(conn, alerts, destinations, now)
+        except LeaseLost:
+            self._drop(shard)
+            raise
+        self._staged.pop((source, target), None)
+        self._prefetched.get(source, {}).pop(target, None)
+        self.commits += 1
+        return new_ids
+
+    # -- the delivery outbox ------------------------------------------------------------------
+
+    @_mapped("claim deliveries")
+    async def claim_due(
+        self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        async with self._pool.connection() as conn:
+            rows = await pg_deliveries.claim_due(
+                conn,
+                token=self.token,
+                claim_ttl=self.claim_ttl,
+                now=now,
+                limit=limit,
+                group_limit=group_limit,
+                busy_urls=skip_urls,
+            )
+        self._claimed.update(row.id for row in rows)
+        return rows
+
+    @_mapped("read a digest group")
+    async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
+        async with self._pool.connection() as conn:
+            return await pg_deliveries.group_sends(conn, group_key, url_id)
+
+    @_mapped("release deliveries")
+    async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
+        async with self._pool.connection() as conn:
+            await pg_deliveries.release(conn, delivery_ids, self.token, not_before)
+        self._claimed.difference_update(delivery_ids)
+
+    async def requeue_interrupted(self) -> int:
+        return 0  # shared outbox: an interrupted send's claim expires and is taken again
+
+    @_mapped("mark deliveries sent")
+    async def mark_sent(
+        self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
+    ) -> list[int]:
+        async with self._pool.connection() as conn:
+            unchanged = await pg_deliveries.mark_sent(conn, delivery_ids, self.token, now, group)
+        self._unclaim(delivery_ids)
+        return unchanged
+
+    @_mapped("reschedule deliveries")
+    async def mark_retry(
+        self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
+    ) -> list[int]:
+        async with self._pool.connection() as conn:
+            unchanged = await pg_deliveries.mark_retry(
+                conn, delivery_ids, self.token, error, next_attempt_at
+            )
+        self._unclaim(delivery_ids)
+        return unchanged
+
+    @_mapped("give deliveries up")
+    async def mark_dead(
+        self,
+        delivery_ids: int | Sequence[int],
+        error: str,
+        now: float,
+        reports: Mapping[int, AlertMessage] | None = None,
+        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+    ) -> list[int]:
+        async with self._pool.connection() as conn:
+            unchanged = await pg_deliveries.mark_dead(
+                conn, delivery_ids, self.token, error, now, reports, destinations
+            )
+        self._unclaim(delivery_ids)
+        return unchanged
+
+    def _unclaim(self, delivery_ids: int | Sequence[int]) -> None:
+        if isinstance(delivery_ids, int):
+            self._claimed.discard(delivery_ids)
+        else:
+            self._claimed.difference_update(delivery_ids)
+
+    @_mapped("count pending deliveries")
+    async def pending_count(self) -> int:
+        async with self._pool.connection() as conn:
+            return await pg_rows.pending_count(conn)
+
+    # -- silences -----------------------------------------------------------------------------
+
+    @_mapped("add a silence")
+    async def add_silence(
+        self,
+        rule: str,
+        subject: str | None,
+        starts_at: float,
+        ends_at: float,
+        comment: str,
+        created_by: str | None,
+        now: float,
+    ) -> Silence:
+        async with self._pool.connection() as conn:
+            return await pg_rows.add_silence(
+                conn, rule, subject, starts_at, ends_at, comment, created_by, now
+            )
+
+    @_mapped("list silences")
+    async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
+        async with self._pool.connection() as conn:
+            return await pg_rows.list_silences(conn, now, include_expired)
+
+    @_mapped("read silences")
+    async def active_silences(self, now: float) -> list[Silence]:
+        async with self._pool.connection() as conn:
+            return await pg_rows.active_silences(conn, now)
+
+    @_mapped("expire a silence")
+    async def expire_silence(self, silence_id: int, now: float) -> bool:
+        async with self._pool.connection() as conn:
+            return await pg_rows.expire_silence(conn, silence_id, now)
+
+    @_mapped("read the firing alerts and the outbox")
+    async def summary(self) -> tuple[list[Firing], Outbox]:
+        """What ``/metrics`` and ``/healthz`` show of the shared state."""
+        async with self._pool.connection() as conn:
+            return await pg_summary.firing(conn), await pg_summary.outbox(conn)
+
+    # -- history, rounds, retention -----------------------------------------------------------
+
+    @_mapped("read the history")
+    async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
+        async with self._pool.connection() as conn:
+            return await pg_rows.history(conn, limit, rule)
+
+    @_mapped("record the round")
+    async def record_round(self, round_: SourceRound) -> None:
+        async with self._pool.connection() as conn:
+            await pg_rows.record_round(conn, round_)
+
+    async def prune_batches(
+        self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
+    ) -> AsyncIterator[Pruned]:
+        try:
+            async with self._pool.connection() as conn:
+                async for done in pg_rows.prune_batches(conn, watched, now, retention, limit):
+                    yield done
+        except psycopg.Error as exc:
+            raise pg_state_error(exc, "prune the history") from exc
