@@ -77,7 +77,8 @@ class Engine(Protocol):
 
     async def prune(
         self, unwatched: frozenset[str], now: float, retention: float, limit: int
-    ) -> Pruned: ...
+    ) -> list[Pruned]:
+        """A whole pass: each batch's counts."""
 
     async def rows(self, query: str) -> list[tuple[Any, ...]]:
         """A plain query's rows (no parameters: the same text runs on both engines)."""
@@ -154,8 +155,8 @@ class OnSqlite:
 
     async def prune(
         self, unwatched: frozenset[str], now: float, retention: float, limit: int
-    ) -> Pruned:
-        return self.store.prune(watching(unwatched), now, retention, limit)
+    ) -> list[Pruned]:
+        return list(self.store.prune_batches(watching(unwatched), now, retention, limit))
 
     async def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self.store.db.conn.execute(query).fetchall()]
@@ -235,13 +236,9 @@ class OnPostgres:
 
     async def prune(
         self, unwatched: frozenset[str], now: float, retention: float, limit: int
-    ) -> Pruned:
-        total = Pruned()
-        async for done in pg_rows.prune_batches(
-            self.conn, watching(unwatched), now, retention, limit
-        ):
-            total.add(done)
-        return total
+    ) -> list[Pruned]:
+        batches = pg_rows.prune_batches(self.conn, watching(unwatched), now, retention, limit)
+        return [done async for done in batches]
 
     async def rows(self, query: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in await (await self.conn.execute(query)).fetchall()]
@@ -466,6 +463,7 @@ async def test_rounds_recorded_and_read_alike(engines: tuple[Engine, Engine]) ->
 # -- retention ----------------------------------------------------------------------------------
 
 RETENTION = 1000.0
+BATCH = 2  # rows a transaction of a pass reads or deletes at most (BATCH_ROWS in earnest)
 LATER = 10_000.0  # the first pass: cutoff 9,000
 REMAINS = {
     "alerts": "SELECT id, status FROM alerts ORDER BY id",
@@ -660,13 +658,48 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 async def test_retention_alike(engines: tuple[Engine, Engine], case: Case) -> None:
-    async def scenario(e: Engine) -> tuple[Pruned, dict[str, list[tuple[Any, ...]]]]:
+    async def scenario(e: Engine) -> tuple[list[list[Pruned]], dict[str, list[tuple[Any, ...]]]]:
         await case.setup(e)
-        total = Pruned()
-        for now, unwatched in case.passes:
-            total.add(await e.prune(unwatched, now, RETENTION, limit=2))
-        return total, {table: await e.rows(query) for table, query in REMAINS.items()}
+        passes = [await e.prune(unwatched, now, RETENTION, BATCH) for now, unwatched in case.passes]
+        return passes, {table: await e.rows(query) for table, query in REMAINS.items()}
 
-    pruned, remains = await on_both(engines, scenario)
-    assert pruned == case.pruned
+    # The same batches too: the targets are written in the order of their key, so that SQLite's
+    # rowid walks them in the order PostgreSQL's primary key does.
+    passes, remains = await on_both(engines, scenario)
+    total = Pruned()
+    for done in (batch for batches in passes for batch in batches):
+        # Deliveries go with their alerts: a batch's are its alerts' (two each here).
+        rows = (done.alerts, done.targets, done.unwatched, done.group_sends, done.silences)
+        assert max(rows) <= BATCH
+        total.add(done)
+    assert total == case.pruned
     assert {table: len(rows) for table, rows in remains.items() if rows} == case.kept
+
+
+async def test_an_unwatched_target_written_meanwhile_by_another_instance_stays(
+    pg_conn: Connection,
+) -> None:
+    """Between a targets batch's read and its deletes, another instance (whose rules still
+    name the target, in a rolling deploy) writes it: it is not deleted, and stays noted."""
+    await pg_rows.upsert_states(pg_conn, [(SOURCE, "a", "{}", 100.0)])
+    assert await prune_all(pg_conn, lambda _source, _target: False, LATER) == Pruned(unwatched=1)
+
+    def written_meanwhile(source: str, target: str) -> bool:
+        with psycopg.connect(pg_conn.info.dsn, autocommit=True) as other:
+            other.execute(
+                "UPDATE targets SET state = '{\"new\":1}', updated_at = %s WHERE target = %s",
+                [AFTER, target],
+            )
+        return False
+
+    assert await prune_all(pg_conn, written_meanwhile, AFTER) == Pruned()
+    assert await pg_rows.load_state_text(pg_conn, SOURCE, "a") == '{"new":1}'
+    notes = await (await pg_conn.execute("SELECT target, since FROM unwatched_targets")).fetchall()
+    assert notes == [("a", LATER)]
+
+
+async def prune_all(conn: Connection, watched: Callable[[str, str], bool], now: float) -> Pruned:
+    total = Pruned()
+    async for done in pg_rows.prune_batches(conn, watched, now, RETENTION, BATCH):
+        total.add(done)
+    return total
