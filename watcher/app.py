@@ -154,7 +154,7 @@ class Daemon:
             close=self.close,
             clock=clock,
             rpc_url=str(getattr(self.rpc, "public_url", "custom")),
-            state_path=settings.state_path,
+            state=settings.state_url_masked or str(settings.state_path),
         )
         self.reloader = Reloader(
             settings=lambda: self.settings,

@@ -178,7 +178,9 @@ class Settings(BaseSettings):
     instance: Annotated[str, AfterValidator(_instance)] | None = None
     # With state_url: how long a shard's lease lasts unrenewed (renewed every third of it), so
     # how soon the others take over the targets of an instance that died or was cut off.
-    lease_ttl: Annotated[Duration, Field(ge=1.0, le=600.0)] = LEASE_TTL_SECONDS
+    lease_ttl: Annotated[Duration, Field(ge=1.0, le=600.0, validate_default=False)] = (
+        LEASE_TTL_SECONDS
+    )
     # Finished alerts and deliveries, and the state of targets no rule names, older than this
     # are deleted (watcher.state.retention).
     retention: RetentionDuration = 90 * 86400.0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import structlog
 
@@ -67,7 +66,7 @@ class Runtime:
         close: Callable[[], Awaitable[None]],
         clock: Clock,
         rpc_url: str,
-        state_path: Path,
+        state: str,
     ) -> None:
         self.scheduler, self.sender, self.pruner = scheduler, sender, pruner
         self.notifier, self.http, self.heartbeat = notifier, http, heartbeat
@@ -75,7 +74,7 @@ class Runtime:
         self.store, self.state_health = store, state_health
         self.outbox_has_work, self.stopping = outbox_has_work, stopping
         self.close, self.clock = close, clock
-        self.rpc_url, self.state_path = rpc_url, state_path  # for the start-up line
+        self.rpc_url, self.state = rpc_url, state  # for the start-up line (masked)
 
     async def run(self, stop: asyncio.Event, ruleset: RuleSet) -> None:
         """Run ``ruleset`` until ``stop`` is set, then stop cleanly: no new work, in-flight
@@ -100,7 +99,7 @@ class Runtime:
             rules=len(ruleset.rules),
             jobs=describe_jobs(jobs),
             rpc=self.rpc_url,
-            state=str(self.state_path),
+            state=self.state,
             pending_deliveries=await self.store.pending_count(),
         )
         self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
