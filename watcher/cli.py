@@ -13,11 +13,11 @@ import typer
 from watcher import __version__
 from watcher.cli_support import (
     ConfigOption,
+    command_store,
     database_report_or_exit,
     fail_with_problems,
     load,
     settings_or_exit,
-    sqlite_only,
     state_or_exit,
     usage_error,
 )
@@ -143,11 +143,9 @@ def alerts(
 ) -> None:
     """Alert history from the state database, newest first."""
     from watcher.core.clock import iso
-    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
-    sqlite_only(settings, "alerts")
-    with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
+    with state_or_exit(), command_store(settings, readonly=True) as store:
         records = store.history(limit=limit, rule=rule)
     for record in records:
         if as_json:
@@ -173,12 +171,17 @@ def status(
     """Firing alerts, each source's last poll, pending and dead deliveries (state database)."""
     import time
 
-    from watcher.service.status import read_status
+    from watcher.service.status import read_status, shared_status
+    from watcher.state.commands import SharedCommandStore
 
     settings = settings_or_exit(config, readonly=True)
-    sqlite_only(settings, "status")
     with state_or_exit():
-        current = read_status(settings.state_path)
+        if settings.state_url is None:
+            current = read_status(settings.state_path)
+        else:
+            with command_store(settings, readonly=True) as store:
+                assert isinstance(store, SharedCommandStore)
+                current = shared_status(*store.status())
     typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
     problems = current.problems(time.time()) if health else []
     for problem in problems:

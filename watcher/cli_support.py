@@ -4,7 +4,7 @@ without the secrets), and saying a problem in one line with the right exit code.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -13,6 +13,7 @@ import typer
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
     from watcher.alerting.ruleset import RuleSet
     from watcher.config.settings import Settings
+    from watcher.state.commands import CommandStore
 
 ConfigOption = Annotated[
     Path,
@@ -88,8 +89,15 @@ def database_report_or_exit(settings: Settings, *, prefix: str = "watcher: ") ->
     return f"state: {settings.state_url_masked}, {report.describe()}"
 
 
-def sqlite_only(settings: Settings, command: str) -> None:
-    """Commands that read the SQLite file themselves: refused in one line with ``state_url``
-    rather than reading a ``state_path`` the daemon does not use."""
+def command_store(settings: Settings, *, readonly: bool) -> AbstractContextManager[CommandStore]:
+    """The state a one-shot command reads or writes (``alerts``, ``silence``), on the engine the
+    settings name. A shared database this watcher cannot reach or use is one line and exit 1
+    (``database_report_or_exit``); then ``state_or_exit`` tells any other state error."""
+    from watcher.state.commands import SharedCommandStore, sqlite_command_store
+
     if settings.state_url is not None:
-        usage_error(f"{command} is not available with state_url yet (only with state_path)")
+        database_report_or_exit(settings)
+        return SharedCommandStore(
+            settings.state_url.get_secret_value(), lease_ttl=settings.lease_ttl
+        )
+    return sqlite_command_store(settings.state_path, readonly=readonly)

@@ -10,10 +10,10 @@ import typer
 
 from watcher.cli_support import (
     ConfigOption,
+    command_store,
     fail_with_problems,
     load,
     settings_or_exit,
-    sqlite_only,
     state_or_exit,
     usage_error,
 )
@@ -80,7 +80,6 @@ def silence_add(
     from watcher.core.clock import iso
     from watcher.core.durations import parse_duration
     from watcher.core.errors import ConfigError
-    from watcher.state.store import SqliteStore
 
     if not comment.strip():
         usage_error("--comment must say why the rule is silenced")
@@ -94,7 +93,6 @@ def silence_add(
         settings, ruleset = load(config)
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
-    sqlite_only(settings, "silence add")
     watched = _silenceable(ruleset).get(rule)
     if watched is None:
         known = ", ".join(sorted(r.name for r in ruleset.rules)) or "none"
@@ -106,7 +104,7 @@ def silence_add(
         usage_error(f"rule {rule!r} does not watch {subject} (it watches: {', '.join(watched)})")
     now = time.time()
     # Never upgrades an existing database: that is for `watcher run`, which may be running.
-    with state_or_exit(), SqliteStore(settings.state_path, upgrade=False) as store:
+    with state_or_exit(), command_store(settings, readonly=False) as store:
         silence = store.add_silence(
             rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
         )
@@ -128,12 +126,10 @@ def silence_list(
     import time
 
     from watcher.core.clock import iso
-    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
-    sqlite_only(settings, "silence list")
     now = time.time()
-    with state_or_exit(), SqliteStore(settings.state_path, readonly=True) as store:
+    with state_or_exit(), command_store(settings, readonly=True) as store:
         silences = store.list_silences(now, include_expired=show_all)
     for silence in silences:
         state = "active" if silence.is_active(now) else "expired"
@@ -158,15 +154,13 @@ def silence_expire(
     import time
 
     from watcher.core.clock import iso
-    from watcher.state.store import SqliteStore
 
     settings = settings_or_exit(config, readonly=True)
-    sqlite_only(settings, "silence expire")
-    if not settings.state_path.exists():
+    if settings.state_url is None and not settings.state_path.exists():
         typer.echo(f"watcher: no silence {silence_id} (no state database yet)", err=True)
         raise typer.Exit(code=1)
     now = time.time()
-    with state_or_exit(), SqliteStore(settings.state_path, upgrade=False) as store:
+    with state_or_exit(), command_store(settings, readonly=False) as store:
         if store.expire_silence(silence_id, now):
             typer.echo(f"silence {silence_id} expired")
             return

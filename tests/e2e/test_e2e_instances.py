@@ -7,6 +7,8 @@ is on a condition with a deadline."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,14 @@ def test_two_instances_share_the_targets_and_one_takes_over_when_the_other_dies(
         20,
         "the two settling on 512 shards each\n" + a.output()[-1500:] + b.output()[-1500:],
     )
+    status = subprocess.run(
+        [sys.executable, "-m", "watcher", "status", "--config", str(a.config)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "instances: 2, holding 1024 of 1024 shards\n" in status, status
+    assert " box-a " in status and " box-b " in status and ": 512 shards, renewed" in status
     first = [sig for address in ADDRESSES for sig in ledger.add_transactions(address, 1)]
     wait_announced(receiver, first, [a, b], timeout=20)
     assert set(announced(receiver, first).values()) == {1}  # each once, by one of them

@@ -288,22 +288,34 @@ def test_run_with_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "state").exists()  # no SQLite file, no lock beside it
 
 
-@pytest.mark.parametrize(
-    ("command", "name"),
-    [
-        (["alerts"], "alerts"),
-        (["status"], "status"),
-        (["silence", "list"], "silence list"),
-        (["silence", "expire", "3"], "silence expire"),
-        (["silence", "add", "--rule", "treasury", "--for", "1h", "--comment", "x"], "silence add"),
-    ],
-)
-def test_commands_reading_the_sqlite_file_refuse_state_url(
-    tmp_path: Path, command: list[str], name: str
+def test_the_commands_work_on_a_shared_database(
+    tmp_path: Path, postgres: Postgres, dbname: str
 ) -> None:
-    path = config(tmp_path, "postgresql://watcher:${PGPASSWORD}@db.example.com/watcher")
-    result = cli(*command, "--config", str(path))
-    assert result.exit_code == 2
-    assert result.stderr == (
-        f"watcher: {name} is not available with state_url yet (only with state_path)\n"
+    path = str(config(tmp_path, postgres.url(dbname)))
+    fresh = cli("silence", "list", "--config", path)
+    assert fresh.exit_code == 1  # no watcher has set the database up yet
+    assert "`watcher run` creates and upgrades it" in fresh.stderr
+    migrated(postgres, dbname)
+    added = cli(
+        "silence",
+        "add",
+        "--rule",
+        "treasury",
+        "--for",
+        "1h",
+        "--comment",
+        "upgrade",
+        "--config",
+        path,
     )
+    assert added.exit_code == 0, added.output
+    assert added.stdout.startswith("silence 1: treasury (every subject) silenced until ")
+    listed = cli("silence", "list", "--config", path)
+    assert "1  active   treasury  *" in listed.stdout and "upgrade" in listed.stdout
+    assert cli("silence", "expire", "1", "--config", path).stdout == "silence 1 expired\n"
+    assert cli("silence", "list", "--config", path).stdout == "no active silences\n"
+    assert cli("alerts", "--config", path).stdout == "no alerts yet\n"
+    status = cli("status", "--health", "--config", path)
+    assert "instances: 0, holding 0 of 1024 shards (1024 held by none)" in status.stdout
+    assert status.exit_code == 1
+    assert "watcher: unhealthy: no instance is running" in status.stderr

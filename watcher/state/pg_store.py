@@ -47,14 +47,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from watcher.alerting.events import AlertMessage, TargetState
 from watcher.alerting.silences import Silence
-from watcher.core.errors import LeaseLost, StateError
+from watcher.core.errors import LeaseLost, StateError, StateUnusable
 from watcher.core.fastjson import decode_json
 from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
 from watcher.state.pg_errors import pg_state_error
-from watcher.state.postgresql_schema import migrate
+from watcher.state.pg_summary import SharedStatus
+from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.shards import LEASE_TTL_SECONDS, balanced_share, plan, rank_of, shard_of
 from watcher.state.snapshot import Firing, Outbox
@@ -113,7 +114,11 @@ class PostgresStore:
         lease_ttl: float = LEASE_TTL_SECONDS,
         limits: PoolLimits = PoolLimits(),
         monotonic: Callable[[], float] = time.monotonic,
+        command: bool = False,
     ) -> None:
+        """``command``: a command's store (``alerts``, ``silence``, ``status``), not an
+        instance: it neither migrates nor registers, holds no shard, and refuses a database
+        whose schema is not this watcher's."""
         if lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {lease_ttl}")
         self.instance = instance
@@ -147,6 +152,7 @@ class PostgresStore:
         self._held_until = 0.0  # monotonic: the leases may have lapsed after this
         self._claimed: set[int] = set()  # deliveries claimed under self.token, not yet marked
         self._started = False
+        self._command = command
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -157,6 +163,14 @@ class PostgresStore:
         await self._pool.open(wait=True, timeout=self._pool.timeout)
         self._started = True
         async with self._pool.connection() as conn:
+            if self._command:
+                version, latest = await schema_version(conn), len(migrations())
+                if version != latest:
+                    raise StateUnusable(
+                        f"the state database's schema is version {version}, this watcher's "
+                        f"is {latest}: `watcher run` creates and upgrades it"
+                    )
+                return
             await migrate(conn)
             await pg_leases.register_instance(
                 conn, self.instance, host=socket.gethostname(), pid=os.getpid()
@@ -176,7 +190,7 @@ class PostgresStore:
 
     async def close(self) -> None:
         """Flushes what it can, hands every shard back (takeable at once) and closes."""
-        if self._started:
+        if self._started and not self._command:
             try:
                 await self.flush_states()
                 async with self._pool.connection() as conn:
@@ -463,6 +477,19 @@ class PostgresStore:
         """What ``/metrics`` and ``/healthz`` show of the shared state."""
         async with self._pool.connection() as conn:
             return await pg_summary.firing(conn), await pg_summary.outbox(conn)
+
+    @_mapped("read the status")
+    async def status(self) -> SharedStatus:
+        """``watcher status`` of the shared state: what fires, the outbox, each source's last
+        round (the last instance's to finish one), the instances and the shards each holds."""
+        async with self._pool.connection() as conn:
+            return SharedStatus(
+                await pg_summary.firing(conn),
+                await pg_summary.outbox(conn),
+                await pg_rows.last_rounds(conn),
+                await pg_summary.instances(conn, self.lease_ttl),
+                await pg_summary.unheld_shards(conn),
+            )
 
     # -- history, rounds, retention -----------------------------------------------------------
 

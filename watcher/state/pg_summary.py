@@ -12,6 +12,7 @@ from psycopg.rows import TupleRow
 
 from watcher.state.pg_leases import NOW
 from watcher.state.snapshot import Firing, Outbox
+from watcher.state.source_rounds import SourceRound
 
 Connection = AsyncConnection[TupleRow]
 
@@ -37,6 +38,17 @@ class InstanceShards:
     started_at: float
     renewed_at: float
     shards: int
+
+
+@dataclass(frozen=True)
+class SharedStatus:
+    """``watcher status`` of a shared database."""
+
+    firing: list[Firing]
+    outbox: Outbox
+    rounds: list[SourceRound]
+    instances: list[InstanceShards]
+    unheld_shards: int
 
 
 async def firing(conn: Connection) -> list[Firing]:
