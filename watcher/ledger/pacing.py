@@ -25,7 +25,7 @@ time it never binds (``max_rps`` slots span ``1 s + headroom``), so it costs a s
 ``Pacer.reserve`` takes the time as a value and returns how long to wait until the next slot;
 ``Pacer.wait`` adds the window, with a clock and a sleep, both injected, one waiter at a time,
 and returns the request's ``Ticket``. The pacer is told when the request really left:
-``sent`` as httpcore or aiohttp start writing its headers (after any new connection), for the
+``sent`` as its headers go out (after any new connection; aiohttp writes them with the body), the
 first request after a quiet spell ``answered`` (its answer came back: it met cold paths at both
 ends and may have reached the provider only then), and ``done`` when it is over, whatever
 happened (a request never seen leaving counts as leaving then: later is the safe side).
@@ -169,13 +169,14 @@ async def paced(
     pacer: Pacer, clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncIterator[dict[str, Any]]:
     """Waits for a request's slot; gives the httpx extensions that tell the pacer when the
-    request really leaves (httpcore's trace: after a new connection, as its headers go out),
-    for the request to be sent within the block."""
+    request really leaves (the engine's trace: after a new connection, as its first bytes go
+    out), for the request to be sent within the block."""
     ticket = await pacer.wait(clock, sleep)
     pacer.late(ticket, clock())  # a busy loop woke it late: the next slots move already
 
     async def trace(event: str, info: dict[str, Any]) -> None:
-        if event.endswith("send_request_headers.started"):
+        # httpcore writes the headers as it says; aiohttp with the body (watcher.ledger.aio).
+        if event.endswith(("send_request_headers.started", "send_request_body.started")):
             pacer.sent(ticket, clock())
         elif event.endswith("receive_response_headers.complete"):
             pacer.answered(ticket, clock())
