@@ -32,7 +32,7 @@ BODY = json.dumps(
 ).encode()
 
 
-async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None:
+async def test_the_trace_hears_the_request_leave_and_the_answer_arrive() -> None:
     events: list[str] = []
 
     async def trace(event: str, info: dict[str, Any]) -> None:
@@ -49,7 +49,7 @@ async def test_the_trace_hears_the_headers_leave_and_the_answer_arrive() -> None
             await endpoint.aclose()
     assert response.status_code == 200 and json.loads(response.content)["result"] == []
     assert events == [
-        "http11.send_request_headers.started",
+        "http11.send_request_body.started",  # the headers go with the body
         "http11.receive_response_headers.complete",
     ]
     assert untraced.status_code == 200  # no trace asked: none called, nothing broken

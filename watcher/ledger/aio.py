@@ -10,11 +10,12 @@ failures as httpx's exceptions, so the client above reads one kind of answer wha
 
 What this module keeps of what httpcore did:
 
-- **The pacer's trace** (``watcher.ledger.pacing.paced``): called as the request's headers go
-  out and as the answer's headers arrive. aiohttp reports those moments to a ``TraceConfig``;
-  the request's ``trace`` travels there in a context variable (aiohttp sends the request in the
-  caller's task). An endpoint without ``max_rps`` has no pacer, and no trace config: aiohttp's
-  tracing costs CPU on every request.
+- **The pacer's trace** (``watcher.ledger.pacing.paced``): called as the request's first
+  bytes go out (its headers, with the body) and as the answer's headers arrive. aiohttp
+  reports those moments to a ``TraceConfig``; the request's ``trace`` travels there in a
+  context variable (aiohttp sends the request in the caller's task, the body in a task started
+  there, which sees it too). An endpoint without ``max_rps`` has no pacer, and no trace config:
+  aiohttp's tracing costs CPU on every request.
 - **Typed, redacted errors**: aiohttp's errors become httpx's (httpx-aiohttp's mapping); their
   text goes through the redactor, nothing is chained (the original may carry the URL and its
   key), and an error the mapping leaves out is still a transport error.
@@ -42,12 +43,14 @@ Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 current_trace: ContextVar[Trace | None] = ContextVar("watcher_request_trace", default=None)
 
 
-async def _headers_sent(
+async def _first_bytes_sent(
     _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any
 ) -> None:
+    # aiohttp holds the headers back and writes them with the body's first chunk, in a task of
+    # its own (a loop iteration later, longer when the loop is busy): that is when it leaves.
     trace = current_trace.get()
     if trace is not None:
-        await trace("http11.send_request_headers.started", {})
+        await trace("http11.send_request_body.started", {})
 
 
 async def _answer_headers(
@@ -102,7 +105,7 @@ class AiohttpPoster:
         traces = None
         if self._traced:
             config = aiohttp.TraceConfig()
-            config.on_request_headers_sent.append(_headers_sent)
+            config.on_request_chunk_sent.append(_first_bytes_sent)
             config.on_request_end.append(_answer_headers)
             traces = [config]
         connector = aiohttp.TCPConnector(

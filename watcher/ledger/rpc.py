@@ -35,6 +35,7 @@ import logging
 import random as _random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -220,20 +221,22 @@ class RpcClient(BatchCalls, LedgerMethods):
             async with self._semaphore:
                 if batch and not endpoint.batches:
                     raise BatchesOff  # found refusing batches while this one waited: not sent
-                extensions = (
-                    {}
+                # Paced: the pacer is told when the request leaves, and when it is over.
+                pacing: AbstractAsyncContextManager[dict[str, Any]] = (
+                    nullcontext({})
                     if endpoint.pacer is None
-                    else await paced(endpoint.pacer, self._clock, self._sleep)
+                    else paced(endpoint.pacer, self._clock, self._sleep)
                 )
-                if batch and not endpoint.batches:
-                    raise BatchesOff
-                if on_send is not None:
-                    on_send()
-                self.stats.requests += 1
-                started = time.monotonic()
-                response = await endpoint.post_json(encode_json(payload), extensions)
-                if self.on_request is not None:
-                    self.on_request(method, time.monotonic() - started)
+                async with pacing as extensions:
+                    if batch and not endpoint.batches:
+                        raise BatchesOff
+                    if on_send is not None:
+                        on_send()
+                    self.stats.requests += 1
+                    started = time.monotonic()
+                    response = await endpoint.post_json(encode_json(payload), extensions)
+                    if self.on_request is not None:
+                        self.on_request(method, time.monotonic() - started)
         except httpx.TransportError as exc:
             raise RpcTimeout(describe(exc), method=method) from None
         except httpx.DecodingError as exc:
