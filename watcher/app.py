@@ -53,7 +53,8 @@ from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
 from watcher.state.engines import open_store
-from watcher.state.interface import Store
+from watcher.state.interface import LeaseRound, Store
+from watcher.state.shards import SHARDS
 
 log = structlog.get_logger(__name__)
 
@@ -137,7 +138,7 @@ class Daemon:
             self.stopping,
             clock,
             renew_every=settings.lease_ttl / 3,
-            on_round=self.metrics.lease_round,
+            on_round=self.lease_round,
         )
         self.runtime = Runtime(
             scheduler=self.scheduler,
@@ -323,6 +324,13 @@ class Daemon:
     async def sweep(self, job: Job) -> None:
         """One scheduled round of a source over its targets (``watcher.service.rounds``)."""
         await self.sweeper.sweep(job)
+
+    def lease_round(self, done: LeaseRound) -> None:
+        """After a lease round: its figures, and this instance's part of the provider's rate
+        (``max_rps`` is the key's: each instance spends it by the shards it holds)."""
+        self.metrics.lease_round(done)
+        if isinstance(self.rpc, RpcClient):
+            self.rpc.share_rate(max(done.held, 1) / SHARDS)
 
     # -- delivery ----------------------------------------------------------------------------
 

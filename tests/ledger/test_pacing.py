@@ -63,6 +63,32 @@ def test_no_one_second_window_holds_more_than_max_rps(rate: float, arrivals: lis
         assert in_window <= math.ceil(rate)
 
 
+@given(
+    instances=st.integers(min_value=1, max_value=8),
+    rate=st.sampled_from([5.0, 10.0, 20.0, 100.0]),
+    slowed=st.integers(min_value=0, max_value=3),
+)
+def test_instances_sharing_a_key_never_sum_above_its_max_rps(
+    instances: int, rate: float, slowed: int
+) -> None:
+    pacers = [Pacer(rate) for _ in range(instances)]
+    for pacer in pacers:
+        for _ in range(slowed):
+            pacer.slow_down()
+        before = pacer.spacing / pacer.base_spacing
+        pacer.set_share(1 / instances)
+        # A slow-down after a 429 is kept; the pace and the window are the share's.
+        assert pacer.spacing / pacer.base_spacing == pytest.approx(before)
+        assert pacer.spacing >= instances / rate
+    assert sum(1 / pacer.base_spacing for pacer in pacers) <= rate
+    if 1 < instances <= rate:  # (a window lets at least one request through)
+        assert sum(pacer.limit for pacer in pacers) <= rate
+    pacers[0].set_share(1.0)
+    assert pacers[0].limit == math.ceil(rate)
+    with pytest.raises(ValueError, match="share"):
+        pacers[0].set_share(0)
+
+
 class FakeTime:
     """A clock that moves only when the client sleeps."""
 

@@ -65,6 +65,7 @@ class Pacer:
         if headroom < 0:
             raise ValueError(f"headroom must not be negative: {headroom}")
         self.max_rps = max_rps
+        self.headroom = headroom
         self.spacing = self.base_spacing = (1.0 + headroom) / max_rps
         # Seconds a request may leave after its slot without moving the next one: half the
         # slack per one-second window; the other half is for the network and the far end.
@@ -78,6 +79,23 @@ class Pacer:
         self._left: deque[float] = deque()  # departures within the window, oldest first
         self._leaving = 0  # requests let go that have not left yet
         self._lock = asyncio.Lock()
+
+    def set_share(self, fraction: float) -> None:
+        """Spend ``fraction`` (0 < fraction <= 1) of ``max_rps``: several instances share one
+        provider key, each by the part of the targets it holds. A slow-down after a 429 is kept
+        in proportion. The window's limit is rounded down (at least one), so that the shares
+        never sum above ``max_rps``."""
+        if not 0 < fraction <= 1:
+            raise ValueError(f"a share of max_rps must be in (0, 1]: {fraction}")
+        slowed = self.spacing / self.base_spacing
+        rate = self.max_rps * fraction
+        self.base_spacing = (1.0 + self.headroom) / rate
+        self.spacing = self.base_spacing * slowed
+        self.limit = (
+            math.ceil(rate * WINDOW_SECONDS)
+            if fraction == 1
+            else max(1, math.floor(rate * WINDOW_SECONDS))
+        )
 
     def slow_down(self) -> bool:
         """A 429 despite the pace: 5% more spacing, up to ``SLOWEST`` times the first one.

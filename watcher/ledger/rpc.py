@@ -150,6 +150,13 @@ class RpcClient(BatchCalls, LedgerMethods):
         self.on_request: Callable[[str, float], None] | None = None
         self.batcher = None if batch_size == 1 else Batcher(self._send_batch, batch_size)
 
+    def share_rate(self, fraction: float) -> None:
+        """Spend ``fraction`` of every endpoint's ``max_rps`` (several instances sharing one
+        key, each by the shards it holds)."""
+        for endpoint in self.endpoints:
+            if endpoint.pacer is not None:
+                endpoint.pacer.set_share(fraction)
+
     async def aclose(self) -> None:
         if self.batcher is not None:
             await self.batcher.aclose()
