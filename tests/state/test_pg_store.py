@@ -6,6 +6,7 @@ does not run its lease round; lapsed leases are put in the past by the database'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 
@@ -189,3 +190,26 @@ async def test_an_unreachable_database_is_a_transient_error() -> None:
         await store.start()
     assert raised.value.operation == "open the state database"
     await store.close()
+
+
+async def test_deliveries_queued_by_one_instance_wake_the_others_sender(
+    instances: Callable[[str], PostgresStore],
+) -> None:
+    a, b = instances("a"), instances("b")
+    await a.start()
+    await a.maintain_leases()
+    await b.start()
+    woken = asyncio.Event()
+    listening = asyncio.create_task(b.watch_outbox(woken.set))
+    try:
+        # The LISTEN is in place once its backend shows in pg_stat_activity as listening; simpler
+        # and as sure: commit until the wake comes (each commit notifies), with a deadline.
+        async with asyncio.timeout(10):
+            n = 0
+            while not woken.is_set():
+                n += 1
+                await a.commit_step("s", f"t{n}", {}, [alert(f"w{n}")], to_url(1), 1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), 0.2)
+    finally:
+        listening.cancel()

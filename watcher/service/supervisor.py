@@ -89,6 +89,10 @@ class Runtime:
         # Shards before the first sweeps (several instances on one database; else nothing).
         await self.leases.round()
         lease_task = asyncio.create_task(self.leases.keep_forever(), name="leases")
+        # Deliveries other instances queue wake this sender at once (polling is the fallback).
+        listener = asyncio.create_task(
+            self.store.watch_outbox(self.outbox_has_work.set), name="outbox notifications"
+        )
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
         watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = ruleset.jobs()
@@ -126,9 +130,9 @@ class Runtime:
             await self.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
             lease_task.cancel()  # the store hands the shards back as it closes
-            await asyncio.wait(
-                {sender_task, pruner, lease_task}
-            )  # their failure, if any, was reported above
+            listener.cancel()
+            # Their failure, if any, was reported above.
+            await asyncio.wait({sender_task, pruner, lease_task, listener})
             if self.http is not None:
                 await self.http.close()
             if self.heartbeat is not None:

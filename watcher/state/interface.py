@@ -195,6 +195,10 @@ class Store(Protocol):
 
     async def pending_count(self) -> int: ...
 
+    async def watch_outbox(self, wake: Callable[[], None]) -> None:
+        """Calls ``wake`` whenever another process queued deliveries, until cancelled; returns
+        at once when no other process shares the outbox (the sender's own polling suffices)."""
+
     # -- silences -----------------------------------------------------------------------------
 
     async def add_silence(

@@ -30,6 +30,7 @@ What differs from the SQLite engine, one process owning everything:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import socket
@@ -122,6 +123,7 @@ class PostgresStore:
         if lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {lease_ttl}")
         self.instance = instance
+        self._url = url
         self.lease_ttl = lease_ttl
         self.claim_ttl = lease_ttl
         # One token per process: a restarted instance's old claims expire like a dead one's.
@@ -427,6 +429,25 @@ class PostgresStore:
             )
         self._unclaim(delivery_ids)
         return unchanged
+
+    async def watch_outbox(self, wake: Callable[[], None]) -> None:
+        """Listens on a connection of its own (``pg_deliveries.listen_outbox``): a commit that
+        queued deliveries, in any instance, wakes this one's sender at once. A lost connection
+        is opened again after a pause; meanwhile the sender's own polling takes over."""
+        pause = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=5
+                ) as conn:
+                    pause = 1.0
+                    async for notified in pg_deliveries.listen_outbox(conn, poll_timeout=30.0):
+                        if notified:
+                            wake()
+            except psycopg.Error as exc:
+                log.info("outbox notifications interrupted; listening again", error=str(exc))
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
     def _unclaim(self, delivery_ids: int | Sequence[int]) -> None:
         if isinstance(delivery_ids, int):

@@ -141,7 +141,7 @@ def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 # Every call of the protocol maps the driver's errors at the engine's boundary: callers catch
 # the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
 # (The async engine's own members, start and the leases, have no synchronous counterpart.)
-_ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases"})
+_ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases", "watch_outbox"})
 for _name, _member in vars(StoreProtocol).items():
     if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
         setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
@@ -258,6 +258,9 @@ class AsyncSqliteStore:
 
     async def pending_count(self) -> int:
         return self.sqlite.pending_count()
+
+    async def watch_outbox(self, wake: Callable[[], None]) -> None:
+        return None  # one process: its own commits wake its sender
 
     # -- silences -----------------------------------------------------------------------------
 
