@@ -149,6 +149,9 @@ class PostgresStore:
         )
         self.commits = 0
         self._staged: dict[tuple[str, str], tuple[str, float]] = {}
+        self._flushing: dict[tuple[str, str], tuple[str, float]] = {}  # being written now
+        self._flush_idle = asyncio.Event()
+        self._flush_idle.set()
         self._prefetched: dict[str, dict[str, str | None]] = {}
         self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
         self._held_until = 0.0  # monotonic: the leases may have lapsed after this
@@ -238,6 +241,8 @@ class PostgresStore:
             count = len(set(live) | {self.instance})
             share = balanced_share(count, rank_of(self.instance, live))
             if len(self._held) > share:
+                # What this instance learnt of those targets is written before they go.
+                await self._flush(conn)
                 surplus = plan(set(self._held), [], share).release
                 released = await pg_leases.release(conn, self.instance, surplus)
                 for shard in released:
@@ -293,35 +298,53 @@ class PostgresStore:
         others' are dropped (their new owner polls them again)."""
         if not self._staged:
             return 0
-        by_shard: dict[int, list[tuple[str, str, str, float]]] = {}
-        for (source, target), (state, now) in self._staged.items():
-            by_shard.setdefault(shard_of(source, target), []).append((source, target, state, now))
-        claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
-        async with self._pool.connection() as conn, conn.transaction():
-            cursor = await conn.execute(
-                f"""SELECT l.shard FROM shard_leases l
-                JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
-                    ON h.shard = l.shard AND h.epoch = l.epoch
-                WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
-                ORDER BY l.shard FOR SHARE OF l""",
-                [list(claimed), list(claimed.values()), self.instance],
-            )
-            fenced = {int(row[0]) for row in await cursor.fetchall()}
-            rows = [row for shard in fenced for row in by_shard[shard]]
-            if rows:
-                await pg_rows.upsert_states(conn, rows)  # a savepoint in the fenced transaction
+        async with self._pool.connection() as conn:
+            return await self._flush(conn)
+
+    async def _flush(self, conn: Connection) -> int:
+        # Taken out first: polls go on staging meanwhile (they are flushed next time), and
+        # read what is being written from ``_flushing``. A failed flush puts them back, behind
+        # any newer state staged meanwhile.
+        staged, self._staged = self._staged, {}
+        self._flushing = staged
+        self._flush_idle.clear()
+        try:
+            by_shard: dict[int, list[tuple[str, str, str, float]]] = {}
+            for (source, target), (state, now) in staged.items():
+                by_shard.setdefault(shard_of(source, target), []).append(
+                    (source, target, state, now)
+                )
+            claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
+            async with conn.transaction():
+                cursor = await conn.execute(
+                    f"""SELECT l.shard FROM shard_leases l
+                    JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
+                        ON h.shard = l.shard AND h.epoch = l.epoch
+                    WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
+                    ORDER BY l.shard FOR SHARE OF l""",
+                    [list(claimed), list(claimed.values()), self.instance],
+                )
+                fenced = {int(row[0]) for row in await cursor.fetchall()}
+                rows = [row for shard in fenced for row in by_shard[shard]]
+                if rows:
+                    await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
+        except BaseException:
+            self._staged = {**staged, **self._staged}
+            raise
+        finally:
+            self._flushing = {}
+            self._flush_idle.set()
         dropped = set(by_shard) - fenced
         for shard in dropped:
             self._drop(shard)
         if dropped:
             log.info("staged states of lost shards dropped", shards=len(dropped))
-        self._staged.clear()
         self.commits += 1
         return len(rows)
 
     @_mapped("read a target state")
     async def load_state(self, source: str, target: str) -> TargetState | None:
-        staged = self._staged.get((source, target))
+        staged = self._staged.get((source, target)) or self._flushing.get((source, target))
         if staged is not None:
             held: TargetState = decode_json(staged[0])
             return held
@@ -344,6 +367,8 @@ class PostgresStore:
         destinations: Callable[[AlertMessage], Sequence[Destination]],
         now: float,
     ) -> list[int]:
+        if (source, target) in self._flushing:
+            await self._flush_idle.wait()  # else the flush could write its older state last
         shard = shard_of(source, target)
         epoch = self._epoch(shard)
         try:
