@@ -130,6 +130,24 @@ class Instance:
     paused: bool = False
     down: bool = False  # killed or stopped by the run, to be started again
     crashes: list[int] = field(default_factory=list)  # exit codes of exits not caused by us
+    run_from: int = 0  # where the current run's output begins in its log
+    is_ready: bool = False
+
+    def start(self) -> None:
+        path = self.daemon.log_path
+        self.run_from = path.stat().st_size if path.exists() else 0
+        self.is_ready = False
+        self.daemon.start()
+
+    def ready(self) -> bool:
+        """Its current run has done a lease round that moved shards, or a sweep: past its
+        start-up (a SIGTERM before the daemon's handlers are in would end it as a signal)."""
+        if not self.is_ready:
+            with self.daemon.log_path.open("rb") as log:
+                log.seek(self.run_from)
+                text = log.read().decode(errors="replace")
+            self.is_ready = '"shards"' in text or '"round"' in text
+        return self.is_ready
 
     @property
     def pid(self) -> int | None:
@@ -232,12 +250,15 @@ class Chaos:
         self.pg_restart: tuple[float, float] | None = None  # unix seconds: began, done
         self.graceful: tuple[str, float, int | str] | None = None  # instance, SIGTERM, exit
         self.specials: list[tuple[float, Callable[[], None]]] = []
+        self.cut_tries = 0
         self.faults: list[tuple[float, str]] = []  # (unix seconds, which): duplicates' causes
 
     # -- the chaos -----------------------------------------------------------------------------
 
     def live(self) -> list[Instance]:
-        return [i for i in self.instances if i.running() and not i.paused and not i.down]
+        return [
+            i for i in self.instances if i.running() and not i.paused and not i.down and i.ready()
+        ]
 
     def calm(self) -> bool:
         return len(self.live()) == len(self.instances) and time.monotonic() >= self.busy_until
@@ -286,6 +307,9 @@ class Chaos:
             [f"watcher-{victim.name}"],
         )
         self.cut = (victim.name, int(rows[0][0]) if rows else -1)
+        self.cut_tries += 1
+        if self.cut[1] < 1 and self.cut_tries < 5:  # none open then (or the query failed)
+            self.specials.insert(0, (time.monotonic() + 2.0, self.cut_connections))
         self.busy_until = time.monotonic() + 2 * LEASE_TTL
 
     def restart_postgres(self) -> None:
@@ -315,13 +339,13 @@ class Chaos:
             if due <= now:
                 self.restarts.remove((due, name))
                 instance = self.by_name(name)
-                instance.daemon.start()
+                instance.start()
                 instance.down = False
         for instance in self.instances:
             proc = instance.daemon.proc
             if not instance.down and proc is not None and proc.poll() is not None:
                 instance.crashes.append(proc.returncode)
-                instance.daemon.start()
+                instance.start()
         pending = [t for t in self.takeovers if t.taken_at is None]
         for takeover in pending:
             rows = self.db.attempt(
@@ -331,6 +355,10 @@ class Chaos:
             if rows is not None and all(int(e) > takeover.shards[int(s)] for s, e, _ in rows):
                 takeover.taken_at = time.time()
                 takeover.owners = {str(owner) for _, _, owner in rows if owner is not None}
+
+    def all_ready(self) -> bool:
+        self.tick()
+        return all(i.running() and i.ready() for i in self.instances)
 
     def by_name(self, name: str) -> Instance:
         return next(i for i in self.instances if i.name == name)
@@ -383,14 +411,14 @@ class Chaos:
     def chaos(self, table: Table, server: SimulatorServer) -> None:
         started = time.monotonic()
         first = self.instances[0]
-        first.daemon.start()  # migrates; then the trigger goes onto its table
+        first.start()  # migrates; then the trigger goes onto its table
         if not wait_for(lambda: self.db.attempt("SELECT 1 FROM shard_leases LIMIT 1"), 60, 0.2):
             table.add("schema migrated", "no (60 s)", fail=True)
             table.note(first.daemon.output()[-3000:])
             return
         self.db.query(TRIGGER)
         for instance in self.instances[1:]:
-            instance.daemon.start()
+            instance.start()
         if not wait_for(self.settled, 60, 0.5) or not wait_for(
             lambda: baseline_taken(server, self.addresses), 120, 1.0
         ):
@@ -435,6 +463,9 @@ class Chaos:
                 _, action = self.specials.pop(0)
                 action()
             time.sleep(0.2)
+
+        # Every instance past its start-up before the graceful stops at the end.
+        wait_for(self.all_ready, 60, 0.2)
 
         def drained() -> bool:
             self.tick()
