@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick clean check-packaging check-install lock
+.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick chaos clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ bench-quick: $(STAMP)
 
 soak-quick: $(STAMP)
 	$(BIN)/python bench/soak.py all --quick
+
+# Three instances on one throwaway PostgreSQL under kill -9, pauses and a server restart.
+chaos: $(STAMP)
+	deploy/ensure-postgresql  # the throwaway server's binaries (installs them as root)
+	$(BIN)/python bench/chaos.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher tests bench

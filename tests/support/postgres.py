@@ -81,6 +81,11 @@ class Postgres:
         """A libpq connection string to the ``postgres`` database (psycopg's ``connect``)."""
         return f"host={self.folder} port={PORT} user={USER} dbname=postgres"
 
+    @property
+    def options(self) -> str:
+        """The server's own options (``pg_ctl -o``): the same at every start and restart."""
+        return f"-F -c fsync=off -k {self.folder} -c listen_addresses='' -p {PORT}"
+
     def url(self, dbname: str = "postgres") -> str:
         """The same as a URL (``state_url``'s form): the socket folder as the ``host``."""
         return f"postgresql://{USER}@/{dbname}?host={self.folder}&port={PORT}"
@@ -122,20 +127,7 @@ class Postgres:
                 "--locale=C",
                 "--no-sync",  # nothing here must survive a crash
             )
-            options = f"-F -c fsync=off -k {folder} -c listen_addresses='' -p {PORT}"
-            server._run(
-                "pg_ctl",
-                "-D",
-                str(server.data),
-                "-l",
-                str(server.log),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                str(START_SECONDS),
-                "start",
-            )
+            server._pg_ctl("start")
         except BaseException:
             server._stop()
             raise
@@ -143,6 +135,27 @@ class Postgres:
             yield server
         finally:
             server._stop()
+
+    def restart(self) -> None:
+        """Stops the server (``-m fast``: every client's connection is cut) and starts it
+        again with the same options, as an operator's restart or a failover does."""
+        self._pg_ctl("restart", "-m", "fast")
+
+    def _pg_ctl(self, action: str, *args: str) -> None:
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            self.options,
+            "-w",
+            "-t",
+            str(START_SECONDS),
+            action,
+            *args,
+        )
 
     def _run(self, program: str, *args: str) -> None:
         command = [*self.as_user, str(self.bindir / program), *args]
