@@ -2,11 +2,13 @@
 
 The daemon (``watcher.app``, ``watcher.service``), the sender (``watcher.delivery``) and what
 runs a daemon in process (``watcher.demo``, ``watcher.ruletest``) are typed against this
-protocol, never against an engine, so that a second engine can be dropped in beside the SQLite
-one (``watcher.state.store.AsyncSqliteStore``): PostgreSQL, for several instances sharing one
-database. Nothing outside ``watcher.state`` reaches past it to a connection or SQL (the
-read-only commands' snapshot readers aside, still SQLite's; the commands outside the event loop
-call the synchronous ``SqliteStore``).
+protocol, never against an engine: the SQLite one (``watcher.state.store.AsyncSqliteStore``, one
+process owning a file) or the PostgreSQL one (``watcher.state.pg_store.PostgresStore``, several
+instances sharing one database); ``watcher.state.engines.open_store`` picks it from the settings.
+Nothing outside ``watcher.state`` reaches past it to a connection or SQL. The one-shot commands
+outside the event loop use ``watcher.state.commands`` (the synchronous ``SqliteStore``, or the
+PostgreSQL engine in command mode), and ``watcher status`` on SQLite reads the file with
+``watcher.state.snapshot``.
 
 Transactions and what each call guarantees
 ------------------------------------------
@@ -25,12 +27,20 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``claim_due``: due deliveries moved from ``pending`` to ``sending`` in one transaction
   (nothing claimed when it raises); with ``group_limit``, each digest group is completed with
   its other due rows. ``release`` puts claimed rows back to ``pending`` (only those still
-  ``sending``). ``requeue_interrupted``: every ``sending`` row back to ``pending`` (only the one
-  process that sends may call it, at start-up).
+  ``sending``). ``requeue_interrupted``: every ``sending`` row back to ``pending`` (SQLite: the
+  one process that sends calls it at start-up; PostgreSQL: nothing, an interrupted send's claim
+  expires and any instance takes it).
 - ``mark_sent`` / ``mark_retry`` / ``mark_dead``: the deliveries' fate and their alerts'
   status in one transaction; each returns the ids no longer in the table (the others are
   marked all the same). ``mark_sent`` with ``group`` records the digest send in it;
   ``mark_dead`` queues its ``reports`` (dead letters) in it, so each is reported once.
+- Leased shards: ``maintain_leases`` is one round of the lease loop (renew, take up to this
+  instance's share, hand back the surplus); ``shards_held`` and ``holds`` say what this
+  instance may poll now (SQLite: everything, ``None``). ``commit_step`` and ``flush_states``
+  are fenced on PostgreSQL: a write to a shard no longer held raises ``LeaseLost`` (or, for a
+  flush, drops that shard's staged states) and writes nothing of it.
+- ``watch_outbox(wake)``: wakes the sender when another process queued deliveries (PostgreSQL's
+  NOTIFY); returns at once when no other process shares the outbox.
 - ``add_silence`` / ``expire_silence``: one transaction each.
 - ``record_round``: one source's last round, upserted in its own transaction.
 - ``prune_batches``: an asynchronous iterator; each step is one bounded transaction (other
