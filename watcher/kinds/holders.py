@@ -133,6 +133,9 @@ class HoldersObservation:
 
 class HoldersSource(ContextSlotted[HoldersObservation]):
     name = "holders"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # a holder in or out of the top, or its amount.
+    activity_keys: tuple[str, ...] = ("top",)
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(

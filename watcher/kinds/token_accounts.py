@@ -139,6 +139,9 @@ class TokenAccountsObservation:
 
 class TokenAccountsSource(Slotless):
     name = "token_accounts"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # an account created, closed or its flags changed.
+    activity_keys: tuple[str, ...] = ("accounts",)
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
     async def observe(

@@ -190,6 +190,9 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
 
 class SignaturesSource(Slotless):
     name = "signatures"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # new signatures move the cursor.
+    activity_keys: tuple[str, ...] = ("cursor",)
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
     async def observe(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -27,6 +28,7 @@ from watcher.core.errors import LeaseLost, StateError
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
+from watcher.service.cadences import CadenceBook, stored_cadence
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
@@ -38,9 +40,16 @@ log = structlog.get_logger("watcher.app")
 
 PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to 32,766 values)
 
-# One observation of a target by the job sweeping its source every ``interval`` s: whether it
-# succeeded (``Daemon.poll_target``).
-Poll = Callable[[Source, str, float], Awaitable[bool]]
+
+class Poll(Protocol):
+    """One observation of a target by the job sweeping its source every ``interval`` s (backing
+    off up to ``max_interval`` s when set): whether it succeeded (``Daemon.poll_target``)."""
+
+    def __call__(
+        self, source: Source, target: str, interval: float, max_interval: float | None = None, /
+    ) -> Awaitable[bool]: ...
+
+
 # The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
@@ -61,6 +70,7 @@ class Sweeper:
         state_health: StateHealth,
         metrics: Metrics,
         poll_faults: PollFaults,
+        cadences: CadenceBook,
         last_errors: dict[str, str],
         heartbeat: Heartbeat | None,
         width: int,
@@ -70,6 +80,7 @@ class Sweeper:
         self.poll, self.commit, self.builtins = poll, commit, builtins
         self.store, self.health, self.state_health = store, health, state_health
         self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
+        self.cadences = cadences
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -81,13 +92,14 @@ class Sweeper:
             return
         source = SOURCES[job.source]
         started = self.clock()
-        targets = self.targets.held(job, self.store.shards_held())
+        held = self.targets.held(job, self.store.shards_held())
+        targets = await self._due(job, held, started) if job.adaptive else held
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             results = await run_bounded(
                 targets,
-                lambda target: self._poll(source, target, job.interval),
+                lambda target: self._poll(source, target, job),
                 width,
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
@@ -110,6 +122,8 @@ class Sweeper:
             "round",
             source=job.source,
             targets=len(results),
+            due=len(targets),
+            skipped=len(held) - len(targets),
             failed=failed,
             disagreed=tally.disagreements,  # answered, not evidence: not failed
             calls=tally.calls,
@@ -119,6 +133,21 @@ class Sweeper:
         )
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
+
+    async def _due(self, job: Job, held: Sequence[str], now: float) -> Sequence[str]:
+        """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target
+        the book does not know yet has its stored cadence read first, once (at start, or when
+        its shard is taken): a restart keeps every backoff."""
+        unknown = self.cadences.unknown(job.source, held)
+        for start in range(0, len(unknown), PREFETCH_CHUNK):
+            chunk = unknown[start : start + PREFETCH_CHUNK]
+            # A failed read leaves the chunk unknown: due, so polled (never later than promised).
+            with self.database_work(f"read {job.source} cadences"):
+                await self.store.prefetch_states(job.source, chunk)
+                for target in chunk:
+                    state = await self.store.load_state(job.source, target)
+                    self.cadences.learn(job.source, target, stored_cadence(state))
+        return self.cadences.due(job.source, held, now)
 
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
@@ -132,14 +161,14 @@ class Sweeper:
                     "reading a chunk of states failed; each poll reads its own", source=job.source
                 )
 
-    async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
+    async def _poll(self, source: Source, target: str, job: Job) -> bool | None:
         """Whether the poll succeeded; None when the database failed it or the target's shard
         was handed back or lost meanwhile (not this instance's any more: not polled)."""
         if not self.store.holds(source.name, target):
             return None
         with self.database_work(f"poll {source.name}"):
             try:
-                ok = await self.poll(source, target, interval)
+                ok = await self.poll(source, target, job.interval, job.max_interval)
             except StateError:
                 raise  # database_work's
             except Exception as exc:  # a bug or an unreadable state: this target's failure only
