@@ -119,6 +119,7 @@ class Daemon:
             metrics=self.metrics,
             poll_faults=self.poll_faults,
             cadences=self.cadences,
+            budget=lambda: (self.settings.rpc.budget, self.ruleset.jobs),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),

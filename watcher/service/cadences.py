@@ -135,21 +135,46 @@ class CadenceBook:
             prior_rate=PRIOR_RATE,
             allocated_interval=allocated,
         )
+        if previous is None and allocated is not None:
+            # Under a budget a baseline is no activity: the target takes its allocation.
+            cadence = rescheduled(cadence, allocated)
         known[target] = cadence
         return cadence
 
     def cadences(self, source: str) -> Mapping[str, Cadence | None]:
         return self._by_source.get(source, {})
 
-    def allocate(self, source: str, intervals: Mapping[str, float]) -> None:
-        """A budget allocation's intervals for ``source``'s targets: a known cadence moves its
+    def allocate(self, intervals: Mapping[str, Mapping[str, float]]) -> None:
+        """A budget allocation's intervals, by source and target: a known cadence moves its
         next poll at once (``rescheduled``); later quiet polls take the allocated interval."""
-        self._allocated[source] = dict(intervals)
+        self._allocated = {source: dict(by_target) for source, by_target in intervals.items()}
+        for source, by_target in intervals.items():
+            known = self._by_source.get(source, {})
+            for target, interval in by_target.items():
+                cadence = known.get(target)
+                if cadence is not None and not math.isclose(cadence.interval, interval):
+                    known[target] = rescheduled(cadence, interval)
+
+    def rate(self, source: str, target: str, prior: float = PRIOR_RATE) -> float:
+        """The target's estimated events per second; ``prior`` for one never polled."""
+        cadence = self.get(source, target)
+        return prior if cadence is None else cadence.rate
+
+    def never_polled(self, source: str, targets: Sequence[str]) -> int:
         known = self._by_source.get(source, {})
-        for target, interval in intervals.items():
-            cadence = known.get(target)
-            if cadence is not None and not math.isclose(cadence.interval, interval):
-                known[target] = rescheduled(cadence, interval)
+        return sum(known.get(target) is None for target in targets)
+
+    def first_polls_limited(self, source: str, due: Sequence[str], limit: int) -> list[str]:
+        """``due`` with at most ``limit`` of its never-polled targets (the first ones)."""
+        known = self._by_source.get(source, {})
+        kept, firsts = [], 0
+        for target in due:
+            if known.get(target) is None:
+                if firsts >= limit:
+                    continue
+                firsts += 1
+            kept.append(target)
+        return kept
 
     def drop_allocation(self) -> None:
         """No budget any more (a reload): quiet polls back off by doubling again."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol
 
@@ -23,11 +24,19 @@ from watcher.alerting.events import StepOutcome
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.alerting.ruleset import Job
+from watcher.cadence import Budget
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
+from watcher.service.budgeting import (
+    ALLOCATE_EVERY,
+    BudgetPlan,
+    job_key,
+    plan_budget,
+    stretch_warning,
+)
 from watcher.service.cadences import CadenceBook, stored_cadence
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
@@ -71,6 +80,7 @@ class Sweeper:
         metrics: Metrics,
         poll_faults: PollFaults,
         cadences: CadenceBook,
+        budget: Callable[[], tuple[Budget | None, Callable[[], Sequence[Job]]]],
         last_errors: dict[str, str],
         heartbeat: Heartbeat | None,
         width: int,
@@ -80,7 +90,14 @@ class Sweeper:
         self.poll, self.commit, self.builtins = poll, commit, builtins
         self.store, self.health, self.state_health = store, health, state_health
         self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
-        self.cadences = cadences
+        # The budget in force and the jobs (``rpc.budget``; a reload changes both), and the
+        # last plan of it with when it was made (``watcher.service.budgeting``).
+        self.cadences, self.budget = cadences, budget
+        self.plan: BudgetPlan | None = None
+        self._planned_at: float | None = None
+        self._stretch_said: str | None = None
+        # Per adaptive job: the first polls its share of the budget has paid for, and when.
+        self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -147,7 +164,55 @@ class Sweeper:
                 for target in chunk:
                     state = await self.store.load_state(job.source, target)
                     self.cadences.learn(job.source, target, stored_cadence(state))
-        return self.cadences.due(job.source, held, now)
+        self._plan(now)
+        due = self.cadences.due(job.source, held, now)
+        if self.plan is not None:
+            due = self._first_polls_paced(job, held, due, now)
+        return due
+
+    def _first_polls_paced(
+        self, job: Job, held: Sequence[str], due: list[str], now: float
+    ) -> list[str]:
+        """``due`` with as many never-polled targets as the job's share of the budget has paid
+        for since its last sweep (``watcher.service.budgeting``); the first sweep may take
+        one."""
+        assert self.plan is not None
+        rate = self.plan.first_polls_rate(job)
+        if rate is None or not self.cadences.never_polled(job.source, due):
+            return due
+        key = job_key(job)
+        credit, last = self._first_credit.get(key, (1.0, now))
+        # Capped at a sweep's worth: credit left unspent does not pile up into a burst.
+        credit = min(credit + rate * max(0.0, now - last), max(1.0, rate * job.interval))
+        limit = math.floor(credit)
+        spent = min(limit, self.cadences.never_polled(job.source, due))
+        self._first_credit[key] = (credit - spent, now)
+        return self.cadences.first_polls_limited(job.source, due, limit)
+
+    def _plan(self, now: float) -> None:
+        """Plans the budget over every job at the first adaptive sweep and every
+        ``ALLOCATE_EVERY`` seconds after; says once when it stretches intervals."""
+        budget, jobs = self.budget()
+        if budget is None:
+            if self.plan is not None:
+                self.cadences.drop_allocation()
+                self.plan = self._planned_at = None
+            return
+        if self._planned_at is not None and now - self._planned_at < ALLOCATE_EVERY:
+            return
+        every_job = jobs()
+        plan = plan_budget(every_job, self.cadences.rate, budget)
+        by_source: dict[str, dict[str, float]] = {}
+        for job in every_job:
+            if job.adaptive:
+                by_target = zip(job.targets, plan.intervals[job_key(job)], strict=True)
+                by_source.setdefault(job.source, {}).update(by_target)
+        self.cadences.allocate(by_source)
+        self.plan, self._planned_at = plan, now
+        warning = stretch_warning(plan)
+        if warning is not None and warning != self._stretch_said:
+            log.warning(warning, stretch=round(plan.stretch_factor, 2))
+        self._stretch_said = warning
 
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
