@@ -41,7 +41,13 @@ from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient, rpc_client
 from watcher.service import sweeps
-from watcher.service.cadences import CadenceBook, activity, paced_state, stored_cadence
+from watcher.service.cadences import (
+    CadenceBook,
+    activity,
+    paced_state,
+    projected_per_second,
+    stored_cadence,
+)
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.leasing import LeaseKeeper
@@ -96,6 +102,10 @@ class Daemon:
         self.tip: SlotTip | None = None
         # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
         self.cadences = CadenceBook()
+        self.metrics.cadences = lambda: (
+            projected_per_second(self.jobs, self.cadences),
+            self.cadences.intervals(),
+        )
         self.use(settings, ruleset)
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
@@ -119,7 +129,7 @@ class Daemon:
             metrics=self.metrics,
             poll_faults=self.poll_faults,
             cadences=self.cadences,
-            budget=lambda: (self.settings.rpc.budget, self.ruleset.jobs),
+            budget=lambda: (self.settings.rpc.budget, lambda: self.jobs),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
@@ -179,8 +189,10 @@ class Daemon:
         whether it succeeded (an answer taken as evidence). With ``max_interval`` the target
         backs off while quiet: its cadence after this poll goes with its new state."""
         builtins = self.builtins.rules_for(source.name)
-        rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
+        watching = self.ruleset.rules_for(source.name, target)
+        rules: list[PresentedRule] = [*watching, *builtins]
         state = await self.store.load_state(source.name, target)
+        self.metrics.polled_for(rule.name for rule in watching)
         try:
             answers = await self._observe(source, target, state)
         except RpcError as exc:
@@ -388,6 +400,7 @@ class Daemon:
         """Puts settings and rules in force: the built-in rules, the routes, the wording (the
         parts read them from here)."""
         self.settings, self.ruleset = settings, ruleset
+        self.jobs = ruleset.jobs()  # for the budget's plan and /metrics' projection
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)

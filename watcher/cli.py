@@ -61,10 +61,13 @@ def check(config: ConfigOption) -> None:
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
-    from watcher.config.cost import cost_lines
+    from watcher.config.cost import cadence_lines, cost_lines
 
     rpc = _settings.rpc
-    for line in cost_lines(ruleset.jobs(), rpc.max_rps, rpc.batch_size):
+    jobs = ruleset.jobs()
+    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size):
+        typer.echo(line)
+    for line in cadence_lines(ruleset.rules, jobs, rpc.budget):
         typer.echo(line)
 
 

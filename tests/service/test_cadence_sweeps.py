@@ -187,3 +187,17 @@ async def test_a_job_without_max_every_polls_every_target_every_sweep(
         assert (line["due"], line["skipped"]) == (1, 0)
         world.now[0] += 1.0
     assert CADENCE_KEY not in await world.state("signatures", TREASURY)
+
+
+async def test_metrics_count_polls_per_rule_and_show_the_intervals_and_the_projection(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(adaptive_rules())
+    await sweep_each_second(world, 16)  # polled 5 times, backed off to 8 s
+    text = world.daemon.metrics.exposition().decode()
+    assert 'watcher_rule_polls_total{rule="treasury"} 5.0' in text
+    # One target every 8 s: 324,000 calls a 30-day month.
+    assert "watcher_projected_monthly_calls 324000.0" in text
+    assert 'watcher_target_interval_seconds_bucket{le="5"} 0.0' in text
+    assert 'watcher_target_interval_seconds_bucket{le="15"} 1.0' in text
+    assert "watcher_target_interval_seconds_sum 8.0" in text

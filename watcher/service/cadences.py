@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from watcher.alerting.events import TargetState
+from watcher.alerting.ruleset import Job
 from watcher.cadence import Cadence, after_poll, rescheduled
 
 CADENCE_KEY: Final = "_cadence"
@@ -34,6 +35,8 @@ CADENCE_KEY: Final = "_cadence"
 # once it has been watched for a few hours (the estimate's half-life is an hour).
 PRIOR_RATE: Final = 1.0 / 86400
 REWRITE_RATIO: Final = 1.25
+# Upper bounds (seconds) of the interval bands /metrics and ``watcher status`` count targets in.
+INTERVAL_BANDS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 21600.0, 86400.0)
 
 
 def stored_cadence(state: TargetState | None) -> Cadence | None:
@@ -188,3 +191,28 @@ class CadenceBook:
             for cadence in known.values()
             if cadence is not None
         ]
+
+
+def projected_per_second(jobs: Sequence[Job], book: CadenceBook) -> float:
+    """Calls a second at the current cadences: a fixed job's targets at its interval, an
+    adaptive target at its current interval (one not polled yet at ``every``)."""
+    total = 0.0
+    for job in jobs:
+        if job.max_interval is None:
+            total += len(job.targets) / job.interval
+            continue
+        known = book.cadences(job.source)
+        for target in job.targets:
+            cadence = known.get(target)
+            total += 1.0 / (job.interval if cadence is None else cadence.interval)
+    return total
+
+
+def interval_bands(intervals: Iterable[float]) -> list[tuple[float, int]]:
+    """How many intervals fall in each band: (upper bound, count), ``inf`` last; each interval
+    counts in the first band whose bound it does not exceed."""
+    bounds = (*INTERVAL_BANDS, math.inf)
+    counts = [0] * len(bounds)
+    for interval in intervals:
+        counts[next(i for i, bound in enumerate(bounds) if interval <= bound)] += 1
+    return list(zip(bounds, counts, strict=True))
