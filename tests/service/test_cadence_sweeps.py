@@ -21,6 +21,7 @@ from watcher.service.cadences import (
     stored_cadence,
     worth_storing,
 )
+from watcher.service.status import read_status
 
 from support.seeded import TREASURY, World, base_rules, daemon_worlds
 
@@ -201,3 +202,19 @@ async def test_metrics_count_polls_per_rule_and_show_the_intervals_and_the_proje
     assert 'watcher_target_interval_seconds_bucket{le="5"} 0.0' in text
     assert 'watcher_target_interval_seconds_bucket{le="15"} 1.0' in text
     assert "watcher_target_interval_seconds_sum 8.0" in text
+
+
+async def test_status_counts_the_targets_at_each_interval_band(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(adaptive_rules())
+    await sweep_each_second(world, 16)
+    status = read_status(world.daemon.settings.state_path)
+    assert status.intervals is not None
+    assert [(bound, count) for bound, count in status.intervals.bands if count] == [(15.0, 1)]
+    [line] = [line for line in status.lines() if line.startswith("intervals")]
+    assert line == (
+        "intervals of 1 targets with max_every: up to 15s: 1; 324,000 calls a month at these"
+        " intervals"
+    )
+    assert '"projected_monthly_calls": 324000.0' in status.as_json()

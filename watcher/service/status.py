@@ -1,20 +1,53 @@
 """``watcher status``: what is firing now, each source's last round, pending and dead
-deliveries; read from the state database only (no RPC call, no secret needed)."""
+deliveries, and how many targets of rules with ``max_every`` sit at each interval band (with
+what they project a month); read from the state database only (no RPC call, no secret
+needed). The intervals are those stored in the targets' states (``watcher.service.cadences``:
+rewritten when an interval moves by a quarter or more), so they trail the daemon's by less
+than that."""
 
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from watcher.cadence import monthly_calls
 from watcher.core.clock import iso
+from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
 from watcher.state.database import connect_readonly
 from watcher.state.source_rounds import SourceRound, last_rounds
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0
+# One scan of the states, parsing only those that hold a cadence.
+_INTERVALS = f"""SELECT json_extract(state, '$.{CADENCE_KEY}.interval') FROM targets
+    WHERE instr(state, '"{CADENCE_KEY}"') > 0"""
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """The adaptive targets' current intervals: (band's upper bound, targets) and the calls a
+    second they add up to."""
+
+    bands: list[tuple[float, int]]
+    per_second: float
+
+    @property
+    def targets(self) -> int:
+        return sum(count for _, count in self.bands)
+
+
+def read_intervals(conn: sqlite3.Connection) -> Intervals:
+    intervals = [
+        float(value)
+        for (value,) in conn.execute(_INTERVALS)
+        if isinstance(value, int | float) and value > 0
+    ]
+    return Intervals(interval_bands(intervals), math.fsum(1.0 / value for value in intervals))
 
 
 @dataclass(frozen=True)
@@ -22,6 +55,7 @@ class Status:
     firing: list[snapshot.Firing]
     outbox: snapshot.Outbox
     sources: list[SourceRound]
+    intervals: Intervals | None = None
 
     def problems(self, now: float) -> list[str]:
         """Why the daemon looks unhealthy from its database (empty: healthy)."""
@@ -45,6 +79,16 @@ class Status:
                     "oldest_pending_at": self.outbox.oldest_pending_at,
                     "dead": self.outbox.dead,
                 },
+                "intervals": None
+                if self.intervals is None
+                else {
+                    "bands": [
+                        {"up_to": None if math.isinf(bound) else bound, "targets": count}
+                        for bound, count in self.intervals.bands
+                        if count
+                    ],
+                    "projected_monthly_calls": monthly_calls(self.intervals.per_second),
+                },
             },
             sort_keys=True,
         )
@@ -65,10 +109,29 @@ class Status:
         oldest = self.outbox.oldest_pending_at
         since = "" if oldest is None else f" (oldest since {iso(oldest)})"
         out.append(f"deliveries: {self.outbox.pending} pending{since}, {self.outbox.dead} dead")
+        if self.intervals is not None and self.intervals.targets:
+            bands = ", ".join(
+                f"{'over' if math.isinf(bound) else 'up to'} {_seconds(bound, previous)}: {count}"
+                for (bound, count), (previous, _) in zip(
+                    self.intervals.bands, [(0.0, 0), *self.intervals.bands], strict=False
+                )
+                if count
+            )
+            calls = monthly_calls(self.intervals.per_second)
+            out.append(
+                f"intervals of {self.intervals.targets} targets with max_every: {bands}; "
+                f"{calls:,.0f} calls a month at these intervals"
+            )
         return out
+
+
+def _seconds(bound: float, previous: float) -> str:
+    return f"{previous:g}s" if math.isinf(bound) else f"{bound:g}s"
 
 
 def read_status(path: Path) -> Status:
     """Raises ``StateUnusable`` for a missing database or one of another schema."""
     with closing(connect_readonly(path)) as conn:
-        return Status(snapshot.firing(conn), snapshot.outbox(conn), last_rounds(conn))
+        return Status(
+            snapshot.firing(conn), snapshot.outbox(conn), last_rounds(conn), read_intervals(conn)
+        )
