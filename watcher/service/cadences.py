@@ -103,13 +103,17 @@ class CadenceBook:
     def learn(self, source: str, target: str, cadence: Cadence | None) -> None:
         self._by_source.setdefault(source, {})[target] = cadence
 
-    def due(self, source: str, targets: Sequence[str], now: float) -> list[str]:
-        """The targets to poll at ``now``, in their order: never polled, or their time come."""
+    def due(self, source: str, targets: Sequence[str], now: float, slack: float = 0.0) -> list[str]:
+        """The targets to poll at ``now``, in their order: never polled, or their time come or
+        within ``slack`` of it. Sweeps run at fixed ticks and a poll's due time counts from its
+        answer, a little after its sweep's tick: without a slack (half the sweeps' interval) a
+        target due "every second" would wait for every other tick."""
         known = self._by_source.get(source, {})
         due = []
+        until = now + slack
         for target in targets:
             cadence = known.get(target)
-            if cadence is None or now >= cadence.next_due:
+            if cadence is None or until >= cadence.next_due:
                 due.append(target)
         return due
 

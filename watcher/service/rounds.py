@@ -165,7 +165,7 @@ class Sweeper:
                     state = await self.store.load_state(job.source, target)
                     self.cadences.learn(job.source, target, stored_cadence(state))
         self._plan(now)
-        due = self.cadences.due(job.source, held, now)
+        due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
         if self.plan is not None:
             due = self._first_polls_paced(job, held, due, now)
         return due
