@@ -129,7 +129,7 @@ class Daemon:
             metrics=self.metrics,
             poll_faults=self.poll_faults,
             cadences=self.cadences,
-            budget=lambda: (self.settings.rpc.budget, lambda: self.jobs),
+            budget=lambda: (self.settings.rpc.budget, self.jobs),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
@@ -400,7 +400,8 @@ class Daemon:
         """Puts settings and rules in force: the built-in rules, the routes, the wording (the
         parts read them from here)."""
         self.settings, self.ruleset = settings, ruleset
-        self.jobs = ruleset.jobs()  # for the budget's plan and /metrics' projection
+        # For the budget's plan (a new list: planned again) and /metrics' projection.
+        self.jobs = ruleset.jobs()
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)

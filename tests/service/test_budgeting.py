@@ -89,3 +89,41 @@ async def test_a_tight_budget_paces_the_baselines_and_says_how_far_intervals_str
     [warning] = [line for line in logs if line["log_level"] == "warning"]
     assert "stretch 2.50x beyond max_every" in warning["event"]
     assert warning["stretch"] == 2.5
+
+
+async def test_under_a_tight_budget_calls_stay_within_it_and_a_moving_target_comes_back(
+    make_world: Callable[..., World],
+) -> None:
+    addresses = [derived_pubkey(f"budget address {i}") for i in range(10)]
+    [treasury, *_] = base_rules()
+    rule = {**treasury, "addresses": addresses, "every": "1s", "max_every": "8s"}
+    world = make_world([rule], rpc={"budget": "43.2k/day"})  # 0.5 calls/s
+    [job] = world.daemon.ruleset.jobs()
+
+    async def sweep_for(seconds: int) -> int:
+        before = world.server_calls()
+        for _ in range(seconds):
+            await world.daemon.sweep(job)
+            world.now[0] += 1.0
+        return world.server_calls() - before
+
+    await sweep_for(40)  # the baselines, one every other second
+    assert await sweep_for(60) <= 0.5 * 60 + 1  # each at 20 s: 2.5 times max_every
+    assert world.daemon.cadences.get("signatures", addresses[0]) is not None
+    world.ledger.add_transactions(addresses[0], 1)
+    for _ in range(21):
+        await sweep_for(1)
+        moved = world.daemon.cadences.get("signatures", addresses[0])
+        if await world.alerts():
+            break
+    assert len(await world.alerts()) == 1  # seen within its stretched interval
+    # Back to every, then backing off by doubling toward its allocated 20 s.
+    assert moved is not None and moved.interval == 1.0
+    intervals = [1.0]
+    for _ in range(16):
+        await sweep_for(1)
+        moved = world.daemon.cadences.get("signatures", addresses[0])
+        assert moved is not None
+        if not intervals or intervals[-1] != moved.interval:
+            intervals.append(moved.interval)
+    assert intervals[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]

@@ -130,17 +130,21 @@ class CadenceBook:
     ) -> Cadence:
         """The target's cadence after a poll, kept in the book. It goes on from the book's
         (the latest, a reschedule included), else from the one stored in its state."""
+        # ``allocated_interval`` of ``after_poll`` is not used: it would send a target that just
+        # moved back to its allocated interval on its first quiet poll.
         known = self._by_source.setdefault(source, {})
         previous = known.get(target) or stored
         allocated = self._allocated.get(source, {}).get(target)
+        # Under a budget the allocated interval is the ceiling the backoff climbs to: a target
+        # that moved is polled at every, then backs off toward it by doubling (not straight
+        # back to it on the next quiet poll), until the next plan weighs its raised rate.
         cadence = after_poll(
             previous,
             now=now,
             events=events,
             every=every,
-            max_every=max_every,
+            max_every=max_every if allocated is None else max(allocated, every),
             prior_rate=PRIOR_RATE,
-            allocated_interval=allocated,
         )
         if previous is None and allocated is not None:
             # Under a budget a baseline is no activity: the target takes its allocation.

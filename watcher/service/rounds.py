@@ -80,7 +80,7 @@ class Sweeper:
         metrics: Metrics,
         poll_faults: PollFaults,
         cadences: CadenceBook,
-        budget: Callable[[], tuple[Budget | None, Callable[[], Sequence[Job]]]],
+        budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
         last_errors: dict[str, str],
         heartbeat: Heartbeat | None,
         width: int,
@@ -95,6 +95,7 @@ class Sweeper:
         self.cadences, self.budget = cadences, budget
         self.plan: BudgetPlan | None = None
         self._planned_at: float | None = None
+        self._planned_jobs: Sequence[Job] = ()
         self._stretch_said: str | None = None
         # Per adaptive job: the first polls its share of the budget has paid for, and when.
         self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
@@ -190,18 +191,25 @@ class Sweeper:
         return self.cadences.first_polls_limited(job.source, due, limit)
 
     def _plan(self, now: float) -> None:
-        """Plans the budget over every job at the first adaptive sweep and every
-        ``ALLOCATE_EVERY`` seconds after; says once when it stretches intervals."""
-        budget, jobs = self.budget()
+        """Plans the budget over every job at the first adaptive sweep, every
+        ``ALLOCATE_EVERY`` seconds after, and at once when a reload changed the budget or the
+        jobs; says once when it stretches intervals."""
+        budget, every_job = self.budget()
         if budget is None:
             if self.plan is not None:
                 self.cadences.drop_allocation()
                 self.plan = self._planned_at = None
             return
-        if self._planned_at is not None and now - self._planned_at < ALLOCATE_EVERY:
+        if (
+            self.plan is not None
+            and self._planned_at is not None
+            and now - self._planned_at < ALLOCATE_EVERY
+            and self.plan.budget == budget
+            and self._planned_jobs is every_job
+        ):
             return
-        every_job = jobs()
         plan = plan_budget(every_job, self.cadences.rate, budget)
+        self._planned_jobs = every_job
         by_source: dict[str, dict[str, float]] = {}
         for job in every_job:
             if job.adaptive:
