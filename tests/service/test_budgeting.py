@@ -127,3 +127,27 @@ async def test_under_a_tight_budget_calls_stay_within_it_and_a_moving_target_com
         if not intervals or intervals[-1] != moved.interval:
             intervals.append(moved.interval)
     assert intervals[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
+
+
+async def test_after_a_restart_overdue_targets_are_polled_at_the_budgets_pace(
+    make_world: Callable[..., World],
+) -> None:
+    addresses = [derived_pubkey(f"budget address {i}") for i in range(10)]
+    [treasury, *_] = base_rules()
+    rule = {**treasury, "addresses": addresses, "every": "1s", "max_every": "8s"}
+    world = make_world([rule], rpc={"budget": "43.2k/day"})  # 0.5 calls/s
+    [job] = world.daemon.ruleset.jobs()
+    for _ in range(40):
+        await world.daemon.sweep(job)
+        world.now[0] += 1.0
+    await world.daemon.close()
+
+    again = make_world([rule], rpc={"budget": "43.2k/day"})
+    again.now[0] = world.now[0] + 600  # every target overdue
+    polled = []
+    for _ in range(6):
+        before = again.server_calls()
+        await again.daemon.sweep(job)
+        polled.append(again.server_calls() - before)
+        again.now[0] += 1.0
+    assert polled == [1, 0, 1, 0, 1, 0]  # not all ten in the first sweep

@@ -11,7 +11,8 @@ the targets whose cadence (``watcher.cadence.Cadence``) says they are due. Three
   state is written then anyway), when there is none yet, or when the interval moved by
   ``REWRITE_RATIO`` or more (the few doubling steps of a backoff, a new allocation that moved
   it far). So the stored ``next_due`` may be old: a restart polls such a target at once (never
-  later than promised) and goes on from its stored interval and rate.
+  later than promised; under a budget, paced like first polls) and goes on from its stored
+  interval and rate.
 * **The in-memory book** (``CadenceBook``), filled as targets are polled, and once at a
   target's first sweep from its stored state: a sweep asks it what is due without reading any
   state, so a quiet target costs nothing between its polls.

@@ -155,7 +155,8 @@ class Sweeper:
     async def _due(self, job: Job, held: Sequence[str], now: float) -> Sequence[str]:
         """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target
         the book does not know yet has its stored cadence read first, once (at start, or when
-        its shard is taken): a restart keeps every backoff."""
+        its shard is taken): a restart keeps every backoff (the poll goes on from the stored
+        cadence)."""
         unknown = self.cadences.unknown(job.source, held)
         for start in range(0, len(unknown), PREFETCH_CHUNK):
             chunk = unknown[start : start + PREFETCH_CHUNK]
@@ -164,7 +165,11 @@ class Sweeper:
                 await self.store.prefetch_states(job.source, chunk)
                 for target in chunk:
                     state = await self.store.load_state(job.source, target)
-                    self.cadences.learn(job.source, target, stored_cadence(state))
+                    cadence = stored_cadence(state)
+                    # One whose time passed while no watcher ran is due like a target never
+                    # polled: under a budget, such polls after a restart are paced alike.
+                    fresh = cadence is not None and cadence.next_due > now
+                    self.cadences.learn(job.source, target, cadence if fresh else None)
         self._plan(now)
         due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
         if self.plan is not None:
