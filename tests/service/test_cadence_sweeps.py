@@ -23,7 +23,7 @@ from watcher.service.cadences import (
 )
 from watcher.service.status import read_status
 
-from support.seeded import TREASURY, World, base_rules, daemon_worlds
+from support.seeded import HOLDERS, MINT, TREASURY, World, base_rules, daemon_worlds
 
 A, B, C = "a", "b", "c"
 
@@ -224,3 +224,41 @@ async def test_status_counts_the_targets_at_each_interval_band(
         " intervals"
     )
     assert '"projected_monthly_calls": 324000.0' in status.as_json()
+
+
+async def sweeps_until_polled(world: World, job: Job, seconds: int) -> int:
+    """Sweeps once a second until one polls the job's target; how many sweeps that took."""
+    for count in range(1, seconds + 1):
+        with capture_logs() as logs:
+            await world.daemon.sweep(job)
+        world.now[0] += 1.0
+        if rounds(logs)[0]["due"]:
+            return count
+    raise AssertionError(f"not polled in {seconds} sweeps")
+
+
+@pytest.mark.parametrize("kind", ["holder_changes", "account_changed", "balance_below"])
+async def test_each_adaptive_kind_backs_off_and_comes_back_on_its_own_activity(
+    make_world: Callable[..., World], kind: str
+) -> None:
+    account = HOLDERS[0]
+    watched: dict[str, Any] = {
+        "holder_changes": {"mints": [MINT], "min_change_pct": 10},
+        "account_changed": {"accounts": [account]},
+        "balance_below": {"accounts": [account], "min_sol": 1},
+    }[kind]
+    rule = {"name": "r", "kind": kind, "every": "1s", "max_every": "8s", "notify": ["hooks"]}
+    world = make_world([{**rule, **watched}])
+    if kind != "holder_changes":
+        world.ledger.accounts.set_account(account, lamports=5 * 10**9)
+    [job] = world.daemon.ruleset.jobs()
+    for _ in range(6):  # the baseline, then 1, 2, 4, 8 s apart
+        await sweeps_until_polled(world, job, 9)
+    assert await sweeps_until_polled(world, job, 9) == 8
+    if kind == "holder_changes":
+        world.ledger.set_holders(MINT, [(h, 1_000_000 * (200 - i)) for i, h in enumerate(HOLDERS)])
+    else:
+        world.ledger.accounts.set_account(account, lamports=7 * 10**9)
+    await sweeps_until_polled(world, job, 9)  # sees the change
+    assert await sweeps_until_polled(world, job, 9) == 1  # back to every
+    assert await sweeps_until_polled(world, job, 9) == 2
