@@ -242,11 +242,12 @@ async def test_each_adaptive_kind_backs_off_and_comes_back_on_its_own_activity(
     make_world: Callable[..., World], kind: str
 ) -> None:
     account = HOLDERS[0]
-    watched: dict[str, Any] = {
+    keys: dict[str, dict[str, Any]] = {
         "holder_changes": {"mints": [MINT], "min_change_pct": 10},
         "account_changed": {"accounts": [account]},
         "balance_below": {"accounts": [account], "min_sol": 1},
-    }[kind]
+    }
+    watched = keys[kind]
     rule = {"name": "r", "kind": kind, "every": "1s", "max_every": "8s", "notify": ["hooks"]}
     world = make_world([{**rule, **watched}])
     if kind != "holder_changes":
