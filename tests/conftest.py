@@ -7,12 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from watcher.state.store import Store
 
 from support.postgres import Postgres
 from support.receivers import JsonReceiver, SmtpReceiver
 from support.receivers import wait_until as _wait_until
+
+# Hypothesis's per-example deadline (200 ms) measures the machine's load as much as the code: a
+# busy CI box made correct properties fail. Speed is measured in bench/, not here.
+settings.register_profile("watcher", deadline=None)
+settings.load_profile("watcher")
 
 
 @pytest.fixture

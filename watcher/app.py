@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -40,6 +41,13 @@ from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
 from watcher.ledger.rpc import RpcClient, rpc_client
 from watcher.service import sweeps
+from watcher.service.cadences import (
+    CadenceBook,
+    activity,
+    paced_state,
+    projected_per_second,
+    stored_cadence,
+)
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.leasing import LeaseKeeper
@@ -97,6 +105,12 @@ class Daemon:
         self._disagreements_read = False
         # The highest slot accepted answers have shown: bounds the slots of any other answer.
         self.tip: SlotTip | None = None
+        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
+        self.cadences = CadenceBook()
+        self.metrics.cadences = lambda: (
+            projected_per_second(self.jobs, self.cadences),
+            self.cadences.intervals(),
+        )
         self.use(settings, ruleset)
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
@@ -119,6 +133,8 @@ class Daemon:
             state_health=self.state_health,
             metrics=self.metrics,
             poll_faults=self.poll_faults,
+            cadences=self.cadences,
+            budget=lambda: (self.settings.rpc.budget, self.jobs),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
@@ -167,12 +183,21 @@ class Daemon:
 
     # -- one observation ---------------------------------------------------------------------
 
-    async def poll_target(self, source: Source, target: str, interval: float = 0.0) -> bool:
+    async def poll_target(
+        self,
+        source: Source,
+        target: str,
+        interval: float = 0.0,
+        max_interval: float | None = None,
+    ) -> bool:
         """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s;
-        whether it succeeded (an answer taken as evidence)."""
+        whether it succeeded (an answer taken as evidence). With ``max_interval`` the target
+        backs off while quiet: its cadence after this poll goes with its new state."""
         builtins = self.builtins.rules_for(source.name)
-        rules: list[PresentedRule] = [*self.ruleset.rules_for(source.name, target), *builtins]
+        watching = self.ruleset.rules_for(source.name, target)
+        rules: list[PresentedRule] = [*watching, *builtins]
         state = await self.store.load_state(source.name, target)
+        self.metrics.polled_for(rule.name for rule in watching)
         try:
             answers = await self._observe(source, target, state)
         except RpcError as exc:
@@ -197,11 +222,37 @@ class Daemon:
             # Answered, so not a failed poll (the round, the heartbeat and /healthz go on), but
             # not evidence either: nothing of the target is committed, its cursor stays put.
             return True
+        if max_interval is not None:
+            outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
         await self.commit(source.name, target, outcome, rules, now, previous=state)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
         return True
+
+    def _paced(
+        self,
+        source: Source,
+        target: str,
+        state: TargetState | None,
+        outcome: StepOutcome,
+        now: float,
+        every: float,
+        max_every: float,
+    ) -> StepOutcome:
+        """The step's outcome with the target's cadence after this poll (activity: what the
+        source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
+        events = activity(state, outcome.state, getattr(source, "activity_keys", ()))
+        cadence = self.cadences.after_poll(
+            source.name,
+            target,
+            stored_cadence(state),
+            now=now,
+            events=events,
+            every=every,
+            max_every=max_every,
+        )
+        return replace(outcome, state=paced_state(state, outcome.state, cadence, events))
 
     async def _observe(
         self, source: Source, target: str, state: TargetState | None
@@ -361,6 +412,8 @@ class Daemon:
         """Puts settings and rules in force: the built-in rules, the routes, the wording (the
         parts read them from here)."""
         self.settings, self.ruleset = settings, ruleset
+        # For the budget's plan (a new list: planned again) and /metrics' projection.
+        self.jobs = ruleset.jobs()
         endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
         self.builtins = builtin.Builtins.from_settings(settings, ruleset.rules, endpoint)
         self.routes = Routes([*ruleset.rules, *self.builtins.rules()], settings)

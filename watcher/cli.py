@@ -67,10 +67,13 @@ def check(config: ConfigOption) -> None:
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
     if state_line is not None:
         typer.echo(state_line)
-    from watcher.config.cost import cost_lines
+    from watcher.config.cost import cadence_lines, cost_lines
 
     rpc = _settings.rpc
-    for line in cost_lines(ruleset.jobs(), rpc.max_rps, rpc.batch_size):
+    jobs = ruleset.jobs()
+    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size):
+        typer.echo(line)
+    for line in cadence_lines(ruleset.rules, jobs, rpc.budget):
         typer.echo(line)
 
 

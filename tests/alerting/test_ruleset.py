@@ -164,3 +164,43 @@ def test_each_target_is_in_exactly_one_job_at_the_shortest_interval_asked(
         assert ruleset.rules_for(source, target) == [
             r for r in rules if target in r.targets and KINDS[r.kind].source.name == source
         ]
+
+
+def backoff(name: str, every: str, max_every: str | None, *addresses: str) -> RuleBase:
+    extra = {} if max_every is None else {"max_every": max_every}
+    return rule(name, "new_transactions", every, addresses=list(addresses), **extra)
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        pytest.param(
+            [backoff("a", "10s", "5m", A, B)],
+            [Job("signatures", 10.0, (A, B), max_interval=300.0)],
+            id="one-rule-backs-off",
+        ),
+        pytest.param(
+            [backoff("a", "10s", "5m", A), backoff("b", "30s", None, A, B)],
+            [Job("signatures", 10.0, (A,)), Job("signatures", 30.0, (B,))],
+            id="a-rule-without-max-every-keeps-the-target-fixed",
+        ),
+        pytest.param(
+            [backoff("a", "10s", "5m", A, B), backoff("b", "30s", "2m", B, C)],
+            [
+                Job("signatures", 10.0, (B,), max_interval=120.0),
+                Job("signatures", 10.0, (A,), max_interval=300.0),
+                Job("signatures", 30.0, (C,), max_interval=120.0),
+            ],
+            id="shortest-bounds-of-the-rules-watching-a-target",
+        ),
+        pytest.param(
+            [backoff("a", "10s", None, A), backoff("b", "10s", "1m", B)],
+            [Job("signatures", 10.0, (A,)), Job("signatures", 10.0, (B,), max_interval=60.0)],
+            id="fixed-and-adaptive-of-one-interval-are-two-jobs",
+        ),
+    ],
+)
+def test_targets_sharing_both_bounds_form_one_job(
+    rules: list[RuleBase], expected: list[Job]
+) -> None:
+    assert RuleSet(rules, KINDS).jobs() == expected

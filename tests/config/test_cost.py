@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from watcher.alerting.ruleset import Job
+from watcher.cadence import Budget
 from watcher.cli import app
-from watcher.config.cost import cost_lines, method_costs
+from watcher.config.cost import budget_fit, cost_lines, method_costs
 
 from support.values import key
 
@@ -67,3 +70,58 @@ def test_check_prints_the_cost_after_ok(tmp_path: Path) -> None:
     assert said[0].endswith("OK (1 rules)")
     assert any("getSignaturesForAddress" in line and "8.6 M a month" in line for line in said)
     assert said[-1].endswith("3% of max_rps 10 (fits)")
+
+
+def check_output(tmp_path: Path, rules: str, rpc: str) -> list[str]:
+    (tmp_path / "rules.yaml").write_text(rules)
+    settings = tmp_path / "watcher.yaml"
+    settings.write_text(
+        'rpc_url: "http://127.0.0.1:8899/v3/k"\nrules: [rules.yaml]\n'
+        f'channels: {{ops: ["json://127.0.0.1:9/"]}}\nrpc: {rpc}\n'
+    )
+    result = CliRunner().invoke(app, ["check", "--config", str(settings)])
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def deposits(every: str, max_every: str | None) -> str:
+    bound = "" if max_every is None else f"    max_every: {max_every}\n"
+    return (
+        f"rules:\n  - name: deposits\n    kind: new_transactions\n    every: {every}\n{bound}"
+        "    notify: [ops]\n    addresses:\n" + "".join(f"      - {a}\n" for a in ADDRESSES)
+    )
+
+
+def test_check_prints_each_rules_cost_at_every_and_max_every_against_the_budget(
+    tmp_path: Path,
+) -> None:
+    # 100 addresses: 8.6 M a month at 30 s, 288 k at 15 m; 20 M a month fits the floor.
+    said = check_output(tmp_path, deposits("30s", "15m"), "{budget: 20M/month}")
+    [line] = [line for line in said if line.startswith("  deposits")]
+    assert "at every    8.6 M" in line and "at max_every  288.0 k" in line
+    assert line.endswith("43% / 1% of the budget")
+    assert said[-1] == (
+        "  rpc.budget 20M/month: rules without max_every 0%, the others at max_every 1%: fits"
+        " (intervals follow activity between every and max_every)"
+    )
+
+
+def test_check_says_how_far_a_budget_below_the_floor_stretches_intervals(tmp_path: Path) -> None:
+    said = check_output(tmp_path, deposits("30s", "15m"), "{budget: 144k/month}")
+    assert said[-1].endswith("200%: does NOT fit, intervals stretch 2.00x beyond max_every")
+
+
+def test_check_says_nothing_of_cadence_without_max_every_or_budget(tmp_path: Path) -> None:
+    said = check_output(tmp_path, deposits("30s", None), "{batch_size: 10}")
+    assert not any("max_every" in line for line in said)
+
+
+def test_a_fixed_rule_spends_the_budget_before_the_adaptive_ones() -> None:
+    jobs = [
+        Job("signatures", 10.0, ADDRESSES[:50]),  # 5 calls/s
+        Job("signatures", 10.0, ADDRESSES[50:], max_interval=50.0),  # floor 1 call/s
+    ]
+    fit = budget_fit(jobs, Budget(7.0 * 86400, 86400.0))
+    assert (fit.fixed_per_second, fit.floor_per_second, fit.stretch_factor) == (5.0, 1.0, 1.0)
+    assert budget_fit(jobs, Budget(5.5 * 86400, 86400.0)).stretch_factor == pytest.approx(2.0)
+    assert budget_fit(jobs, Budget(4.0 * 86400, 86400.0)).stretch_factor == math.inf

@@ -225,6 +225,26 @@ MISTAKES = [
         id="bad-values",
     ),
     pytest.param(
+        f"""
+        rules:
+          - name: deposits
+            kind: new_transactions
+            addresses: [{TREASURY}]
+            every: 30s
+            max_every: 10s
+          - name: late
+            kind: holder_changes
+            mints: [{USDC}]
+            max_every: soon
+        """,
+        [
+            "rules/a.yaml:2: max_every (10s) must be longer than every (30s)",
+            "rules/a.yaml:10: max_every: not a duration: 'soon' (e.g. 500ms, 30s, 5m, 1h, 1d, "
+            "1m30s)",
+        ],
+        id="max-every",
+    ),
+    pytest.param(
         """
         rules:
           - name: v

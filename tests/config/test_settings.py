@@ -347,6 +347,11 @@ MISTAKES = [
         id="durations",
     ),
     pytest.param(
+        MINIMAL + "rpc:\n  budget: 20M\n",
+        ['conf/watcher.yaml:7: rpc.budget: budget "20M": say per what, e.g. 20M/month or 20M/day'],
+        id="budget-without-period",
+    ),
+    pytest.param(
         MINIMAL + "retention: 12h\n",
         [
             "conf/watcher.yaml:6: retention: must be at least 1d (the history is kept that "

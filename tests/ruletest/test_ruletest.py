@@ -242,3 +242,17 @@ def test_a_firing_expected_before_for_has_elapsed_fails(tmp_path: Path, pending_
     assert code == 1
     assert "step 2: FAILED" in output
     assert "- rule slow, reason firing" in output.split("expected, not notified:")[1]
+
+
+def test_a_rule_with_max_every_is_polled_at_every_step(tmp_path: Path) -> None:
+    write(tmp_path, "treasury.yaml", TREASURY_RULE + "    every: 10s\n    max_every: 1h\n")
+    quiet = "  - {wait: 10s, expect: []}\n" * 4
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        f"rule_files: [treasury.yaml]\nsteps:\n  - expect: []\n{quiet}"
+        f"  - actions: [{{add_transactions: {{address: {TREASURY}}}}}]\n"
+        "    expect: [{rule: treasury, reason: event}]\n",
+    )
+    code, output = run(test)
+    assert code == 0, output

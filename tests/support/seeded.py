@@ -117,8 +117,13 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
     all at the end, the daemon's HTTP session closed on the test's own event loop."""
     made: list[tuple[SimulatorServer, Daemon]] = []
 
-    def make(rules: list[dict[str, Any]] | None = None, unchecked: Any = ()) -> World:
-        """``unchecked``: rule dicts added after ``check`` (which would refuse them)."""
+    def make(
+        rules: list[dict[str, Any]] | None = None,
+        unchecked: Any = (),
+        rpc: dict[str, Any] | None = None,
+    ) -> World:
+        """``unchecked``: rule dicts added after ``check`` (which would refuse them); ``rpc``:
+        more keys of the ``rpc`` section."""
         now = [START]
         ledger = small_cluster(lambda: now[0])
         server = SimulatorServer(ledger, api_key=API_KEY)
@@ -130,7 +135,7 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
             rules=rules if rules is not None else base_rules(),
             extra={
                 "state_path": str(tmp_path / "state" / "watcher.db"),
-                "rpc": {"timeout": "2s", "max_attempts": 1},
+                "rpc": {"timeout": "2s", "max_attempts": 1, **(rpc or {})},
             },
         )
         settings, loaded = load_config(config, kinds=KINDS)

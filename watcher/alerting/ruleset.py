@@ -2,9 +2,14 @@
 
 Rules that watch the same target share one call: a target is polled at the shortest ``every``
 among the rules watching it, and a source's targets with the same interval form one ``Job`` (one
-scheduled sweep). Targets: addresses (source ``signatures``), mints (``holders``), and the one
-``cluster`` for the vote-account set (``votes``) and the node set (``nodes``); each rule kind
-names the source it rides on (``watcher.kinds.KINDS``, handed in: ``RuleSet(rules, KINDS)``).
+scheduled sweep). A target whose rules all give ``max_every`` backs off while quiet
+(``watcher.cadence``), down to the shortest ``max_every`` among them (the strictest promise);
+one rule without it keeps the target at its interval. A job's targets share both bounds: jobs
+are per (source, interval, max_interval), so a job sweeps every ``interval`` and polls the
+targets whose cadence says they are due. Targets: addresses (source ``signatures``), mints
+(``holders``), and the one ``cluster`` for the vote-account set (``votes``) and the node set
+(``nodes``); each rule kind names the source it rides on (``watcher.kinds.KINDS``, handed
+in: ``RuleSet(rules, KINDS)``).
 
 Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
 a new RuleSet and compares ``jobs()``.
@@ -16,18 +21,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from watcher.config.rule_models import CLUSTER, RuleBase
+from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
 
 __all__ = ["CLUSTER", "Job", "RuleSet"]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One scheduled sweep: poll every target of ``source`` once per ``interval`` seconds."""
+    """One scheduled sweep: poll every target of ``source`` once per ``interval`` seconds;
+    with ``max_interval``, the sweep still runs every ``interval`` but polls only the targets
+    due, each backing off while quiet up to ``max_interval`` seconds between its polls."""
 
     source: str
     interval: float
     targets: tuple[str, ...]
+    max_interval: float | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.max_interval is not None
 
 
 class _Named(Protocol):
@@ -75,14 +87,29 @@ class RuleSet:
         """How often ``target`` is polled: the shortest ``every`` of the rules watching it."""
         return min(rule.every for rule in self._watchers[(source, target)])
 
+    def max_interval(self, source: str, target: str) -> float | None:
+        """How far ``target`` may back off: the shortest ``max_every`` of the rules watching
+        it, or None (always at its interval) when one of them has none."""
+        bounds = [max_every_of(rule) for rule in self._watchers[(source, target)]]
+        if any(bound is None for bound in bounds):
+            return None
+        return min(bound for bound in bounds if bound is not None)
+
     def jobs(self) -> list[Job]:
-        """One job per source and interval, sorted by source then interval; targets keep the
-        order the rules name them."""
-        grouped: dict[tuple[str, float], list[str]] = {}
+        """One job per source, interval and max_interval, sorted by them (a fixed job before
+        an adaptive one); targets keep the order the rules name them."""
+        grouped: dict[tuple[str, float, float | None], list[str]] = {}
         for source, target in self._watchers:
-            interval = self.interval(source, target)
-            grouped.setdefault((source, interval), []).append(target)
+            bounds = (self.interval(source, target), self.max_interval(source, target))
+            grouped.setdefault((source, *bounds), []).append(target)
+
+        def order(key: tuple[str, float, float | None]) -> tuple[str, float, float]:
+            source, interval, longest = key
+            return source, interval, 0.0 if longest is None else longest
+
         return [
-            Job(source=source, interval=interval, targets=tuple(targets))
-            for (source, interval), targets in sorted(grouped.items(), key=lambda item: item[0])
+            Job(source=source, interval=interval, targets=tuple(targets), max_interval=longest)
+            for (source, interval, longest), targets in sorted(
+                grouped.items(), key=lambda item: order(item[0])
+            )
         ]

@@ -128,10 +128,12 @@ def allocate_groups(groups: Sequence[TargetGroup], budget: float | None) -> list
                 f"need 0 < every <= max_every, got every={group.every}, max_every={group.max_every}"
             )
         _check_rates(group.event_rates)
-    ceiling = math.fsum(len(group.event_rates) / group.every for group in groups)
+    # n * (1 / every), not n / every: the sum of the n per-target rates ``allocate`` adds up,
+    # so that both forms tell "fits" from "stretched" alike at the boundary, to the ulp.
+    ceiling = math.fsum(len(group.event_rates) * (1.0 / group.every) for group in groups)
     if budget is None or ceiling <= budget:
         return [_alike(group.event_rates, 1.0 / group.every) for group in groups]
-    floor = math.fsum(len(group.event_rates) / group.max_every for group in groups)
+    floor = math.fsum(len(group.event_rates) * (1.0 / group.max_every) for group in groups)
     if floor >= budget:
         # Not even max_every for all fits: the bill wins, every interval stretches alike.
         shrink, stretch_factor = budget / floor, floor / budget

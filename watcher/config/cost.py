@@ -2,6 +2,12 @@
 at the configured intervals, against ``rpc.max_rps`` (``watcher check`` prints it), so that a
 user sees before deploying that "100 addresses every 30 s = 8.6 M calls a month".
 
+With ``max_every`` (adaptive rules) or ``rpc.budget``, ``cadence_lines`` says per rule what it
+costs at ``every`` (the worst case: every target busy) and at ``max_every`` (the floor: every
+target quiet), their shares of the budget, and whether the floor fits it, or by how much the
+intervals will stretch beyond ``max_every`` (as the daemon's plan will,
+``watcher.service.budgeting``).
+
 Pure: jobs in (one per source and interval, ``watcher.alerting.ruleset.Job``), lines out. The
 figures are the quiet minimum: one call per target per poll (a busy address pages further, a
 large token-account listing takes more pages); the ``accounts`` source asks for up to 100 keys
@@ -16,6 +22,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from watcher.alerting.ruleset import Job
+from watcher.cadence import Budget, budget_share, cadence_cost
+from watcher.config.rule_models import RuleBase, max_every_of
 
 MONTH_SECONDS: Final = 30 * 86400
 # The method(s) one poll of a target of each source calls, once each.
@@ -94,4 +102,75 @@ def cost_lines(jobs: Iterable[Job], max_rps: float | None, batch_size: int) -> l
             f"  about {requests:.2f} requests/s with batch_size {batch_size}: {share} of "
             f"max_rps {max_rps:g} ({verdict})"
         )
+    return out
+
+
+@dataclass(frozen=True)
+class BudgetFit:
+    """The rules' floor against a budget: what the rules without max_every spend, what the
+    others spend at max_every, and how far their intervals stretch (1.0: they fit)."""
+
+    fixed_per_second: float
+    floor_per_second: float
+    stretch_factor: float
+
+
+def budget_fit(jobs: Iterable[Job], budget: Budget) -> BudgetFit:
+    fixed = floor = 0.0
+    for job in jobs:
+        if job.max_interval is None:
+            fixed += len(job.targets) / job.interval
+        else:
+            floor += len(job.targets) / job.max_interval
+    left = budget.per_second - fixed
+    # The budget wins: the adaptive rules' intervals stretch by what their floor overruns it.
+    if floor <= left:
+        return BudgetFit(fixed, floor, 1.0)
+    return BudgetFit(fixed, floor, math.inf if left <= 0 else floor / left)
+
+
+def cadence_lines(
+    rules: Iterable[RuleBase], jobs: Iterable[Job], budget: Budget | None
+) -> list[str]:
+    """Per rule, its calls a month at ``every`` and at ``max_every`` (and their shares of
+    ``budget``); then whether the floor of all rules fits the budget. Nothing when no rule has
+    ``max_every`` and there is no budget."""
+    rules = list(rules)
+    if budget is None and all(max_every_of(rule) is None for rule in rules):
+        return []
+    out = ["Calls a month per rule, at every (worst case) and at max_every (floor):"]
+    width = max((len(rule.name) for rule in rules), default=0)
+    for rule in rules:
+        longest = max_every_of(rule)
+        cost = cadence_cost(len(rule.targets), rule.every, longest or rule.every)
+        line = (
+            f"  {rule.name:<{width}}  {len(rule.targets):>7} targets  at every "
+            f"{_count(cost.at_every_per_month):>8}"
+        )
+        line += (
+            f"  at max_every {_count(cost.at_max_every_per_month):>8}"
+            if longest is not None
+            else f"  {'(no max_every)':>22}"
+        )
+        if budget is not None:
+            worst, floor = cost.shares(budget)
+            line += f"  {worst:.0%} / {floor:.0%} of the budget"
+        out.append(line)
+    if budget is not None:
+        fit = budget_fit(jobs, budget)
+        fixed_share = budget_share(fit.fixed_per_second, budget)
+        floor_share = budget_share(fit.floor_per_second, budget)
+        head = (
+            f"  rpc.budget {budget}: rules without max_every {fixed_share:.0%}, "
+            f"the others at max_every {floor_share:.0%}"
+        )
+        if math.isinf(fit.stretch_factor):
+            out.append(head + ": the rules without max_every alone exceed it")
+        elif fit.stretch_factor > 1.0:
+            out.append(
+                head + f": does NOT fit, intervals stretch {fit.stretch_factor:.2f}x beyond"
+                " max_every"
+            )
+        else:
+            out.append(head + ": fits (intervals follow activity between every and max_every)")
     return out

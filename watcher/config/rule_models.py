@@ -18,7 +18,7 @@ lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Self
 
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -210,3 +211,25 @@ class StateRule(RuleBase):
     @property
     def targets(self) -> tuple[str, ...]:
         return (CLUSTER,)
+
+
+class Backoff(RuleBase):
+    """Kinds whose targets are many and mostly idle: with ``max_every`` a quiet target is polled
+    less and less often, down to once per ``max_every``, and activity brings it back to
+    ``every`` (``watcher.cadence``). None: every target at ``every``, always."""
+
+    max_every: PositiveDuration | None = None
+
+    @model_validator(mode="after")
+    def _max_every_above_every(self) -> Self:
+        if self.max_every is not None and self.max_every <= self.every:
+            raise ValueError(
+                f"max_every ({format_duration(self.max_every)}) must be longer than every "
+                f"({format_duration(self.every)})"
+            )
+        return self
+
+
+def max_every_of(rule: RuleBase) -> float | None:
+    """The rule's ``max_every``: None for a kind without backoff or a rule not asking for it."""
+    return rule.max_every if isinstance(rule, Backoff) else None

@@ -8,16 +8,22 @@ from typing import Annotated
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     SecretStr,
     field_validator,
 )
 
 from watcher.alerting.events import Severity
+from watcher.cadence import Budget, parse_budget
 from watcher.config.rule_models import PositiveDuration
 
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})$")
+
+
+CallBudget = Annotated[Budget, BeforeValidator(parse_budget), PlainSerializer(str, return_type=str)]
 
 
 class _Section(BaseModel):
@@ -33,6 +39,9 @@ class RpcSettings(_Section):
     max_rps: Annotated[float, Field(gt=0)] | None = None
     # JSON-RPC calls per HTTP request; 1 = no batching (watcher.ledger.batching.DEFAULT_BATCH_SIZE)
     batch_size: Annotated[int, Field(ge=1, le=100)] = 10
+    # Calls per month (or day) of all rules together: the intervals of rules with max_every
+    # stretch by activity to fit (watcher.cadence). None: no cap.
+    budget: CallBudget | None = None
 
 
 class DeliverySettings(_Section):

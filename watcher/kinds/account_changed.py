@@ -29,7 +29,7 @@ from watcher.alerting.messages import (
     rule_line,
     sol,
 )
-from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.account_source import SOURCE, AccountObservation
 from watcher.kinds.base import DigestWords, Kind, baselines, baselines_state
 from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key
@@ -41,7 +41,7 @@ DEFAULT_FIELDS: tuple[Field_, ...] = ("owner", "data", "executable", "space")
 _KEYS: Mapping[str, str] = {"data": "data_hash"}
 
 
-class AccountChangedRule(EventRule):
+class AccountChangedRule(EventRule, Backoff):
     kind: Literal["account_changed"] = "account_changed"
     accounts: Pubkeys
     fields: Annotated[tuple[Field_, ...], Field(min_length=1), AfterValidator(_no_duplicates)] = (

@@ -7,8 +7,10 @@ part's pure step gets the rules of its kind and its own slice of the target's st
 asked for by one reader in one round into calls of at most 100 keys (the one place that
 chunks getMultipleAccounts). A failed call fails every target of its chunk: never evidence.
 
-State: ``{"v": 1, "slot": context slot, KIND: the part's state, ...}``. An answer older in
-slots than the last one taken is stale (not taken).
+State: ``{"v": 1, "slot": context slot, "seen": what the account was, KIND: the part's state,
+...}``. An answer older in slots than the last one taken is stale (not taken). ``seen`` (the
+lamports, owner and data hash, or a token account's amount) changes only when the account
+does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,16 @@ class AccountObservation:
     def exists(self) -> bool:
         return self.account is not None or self.token is not None
 
+    @property
+    def seen(self) -> str | None:
+        """What the account is, in a few characters; None: it does not exist."""
+        if self.token is not None:
+            return f"token {self.token.amount}"
+        if self.account is not None:
+            account = self.account
+            return f"{account.lamports} {account.owner} {account.data_hash[:16]}"
+        return None
+
 
 class Part(Protocol):
     """A kind's share of the source's step: pure."""
@@ -120,6 +132,9 @@ class Part(Protocol):
 
 class AccountsSource(ContextSlotted[AccountObservation]):
     name = "accounts"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # the account itself changed (lamports, owner, data).
+    activity_keys: tuple[str, ...] = ("seen",)
 
     def __init__(self) -> None:
         self._parts: dict[str, Part] = {}
@@ -151,6 +166,7 @@ class AccountsSource(ContextSlotted[AccountObservation]):
     ) -> StepOutcome:
         new_state: dict[str, Any] = {**(state or {}), "v": STATE_VERSION}
         new_state["slot"] = observation.slot
+        new_state["seen"] = observation.seen
         alerts: list[AlertMessage] = []
         for kind, part in self._parts.items():
             theirs = [rule for rule in rules if rule.kind == kind]

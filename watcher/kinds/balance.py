@@ -38,7 +38,7 @@ LAMPORTS_DECIMALS = 9
 Minimum = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class BalanceBelowRule(rule_models.StateRule):
+class BalanceBelowRule(rule_models.StateRule, rule_models.Backoff):
     kind: Literal["balance_below"] = "balance_below"
     accounts: Pubkeys | None = None
     token_accounts: Pubkeys | None = None

@@ -39,7 +39,7 @@ from watcher.alerting.messages import (
     snapshot_event,
     ui_amount,
 )
-from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
@@ -110,7 +110,7 @@ def holder_changes(
     return changes, new_refs
 
 
-class HolderChangesRule(EventRule):
+class HolderChangesRule(EventRule, Backoff):
     kind: Literal["holder_changes"] = "holder_changes"
     mints: Pubkeys
     every: PositiveDuration = 60.0
@@ -133,6 +133,9 @@ class HoldersObservation:
 
 class HoldersSource(ContextSlotted[HoldersObservation]):
     name = "holders"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # a holder in or out of the top, or its amount.
+    activity_keys: tuple[str, ...] = ("top",)
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(

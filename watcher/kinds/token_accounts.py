@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
     rule_line,
     snapshot_event,
 )
-from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
@@ -100,7 +100,7 @@ def diff_accounts(old: Mapping[str, Flags], new: Mapping[str, Flags]) -> list[Ac
 # -- the rule --------------------------------------------------------------------------------
 
 
-class TokenAccountsRule(EventRule):
+class TokenAccountsRule(EventRule, Backoff):
     kind: Literal["token_accounts"] = "token_accounts"
     owners: Pubkeys | None = None
     mints: Pubkeys | None = None
@@ -139,6 +139,9 @@ class TokenAccountsObservation:
 
 class TokenAccountsSource(Slotless):
     name = "token_accounts"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # an account created, closed or its flags changed.
+    activity_keys: tuple[str, ...] = ("accounts",)
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
     async def observe(

@@ -30,7 +30,7 @@ from watcher.alerting.messages import (
     rule_head,
     rule_line,
 )
-from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
@@ -160,7 +160,7 @@ def new_signatures(
     return tuple(fresh), Cursor(newest.signature, newest.slot, frozenset(at_slot))
 
 
-class NewTransactionsRule(EventRule):
+class NewTransactionsRule(EventRule, Backoff):
     kind: Literal["new_transactions"] = "new_transactions"
     addresses: Pubkeys  # the listed ones and those of addresses_file (watcher.config.address_files)
     addresses_file: str | None = None  # one address per line, relative to the rule file
@@ -190,6 +190,9 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
 
 class SignaturesSource(Slotless):
     name = "signatures"
+    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
+    # new signatures move the cursor.
+    activity_keys: tuple[str, ...] = ("cursor",)
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
     async def observe(

@@ -18,7 +18,7 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -270,9 +270,10 @@ async def _play(
 
 
 async def _one_poll_of_everything(daemon: Daemon, after_id: int) -> list[AlertRecord]:
-    """One sweep of every job; the alerts committed by it, oldest first."""
+    """One sweep of every job; the alerts committed by it, oldest first. Every target is polled
+    at each step, whatever its rules' ``every`` and ``max_every``: a step is one poll of all."""
     for job in daemon.ruleset.jobs():
-        await daemon.sweep(job)
+        await daemon.sweep(replace(job, max_interval=None))
     history = await daemon.store.history(limit=HISTORY_LIMIT)
     return sorted((r for r in history if r.id > after_id), key=lambda record: record.id)
 

@@ -9,17 +9,24 @@ database."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.cadence import monthly_calls
 from watcher.core.errors import StateError
 from watcher.ledger.rpc import RpcStats
+from watcher.service.cadences import interval_bands
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 
@@ -112,6 +119,17 @@ class Metrics:
         self.live_instances = Gauge(
             "watcher_live_instances", "Instances sharing the database, alive", registry=r
         )
+        self.rule_polls = Counter(
+            "watcher_rule_polls",
+            "Polls of a target made for a rule (a target shared by rules counts for each), "
+            "by rule: the calls each rule costs",
+            ["rule"],
+            registry=r,
+        )
+        self._rule_children: dict[str, Counter] = {}
+        # Read when scraped (the daemon sets it): calls a second at the current cadences, and
+        # the current interval of every adaptive target (watcher.service.cadences).
+        self.cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
@@ -132,6 +150,14 @@ class Metrics:
             last_success.set(self._clock())
         else:
             failures.inc()
+
+    def polled_for(self, rules: Iterable[str]) -> None:
+        """One poll of a target, made for these rules."""
+        for rule in rules:
+            child = self._rule_children.get(rule)
+            if child is None:
+                child = self._rule_children[rule] = self.rule_polls.labels(rule)
+            child.inc()
 
     def poll_raised(self, source: str) -> None:
         """A poll that raised (``watcher.service.poll_faults``): counted as a failed poll too."""
@@ -234,6 +260,7 @@ class _ScrapeTime(Collector):
                 "RPC attempts answered 429 (rate limited)",
                 stats.errors[RATE_LIMITED],
             )
+        yield from self._cadences()
         state = self._metrics.state()
         if state is None:
             return
@@ -246,3 +273,24 @@ class _ScrapeTime(Collector):
         )
         yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
         yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))
+
+    def _cadences(self) -> Iterator[Metric]:
+        view = self._metrics.cadences()
+        if view is None:
+            return
+        per_second, intervals = view
+        yield GaugeMetricFamily(
+            "watcher_projected_monthly_calls",
+            "RPC calls a (30-day) month at the current intervals (one call per poll)",
+            monthly_calls(per_second),
+        )
+        cumulative, buckets = 0, []
+        for bound, count in interval_bands(intervals):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
+        yield HistogramMetricFamily(
+            "watcher_target_interval_seconds",
+            "Current poll interval of each target of the rules with max_every",
+            buckets=buckets,
+            sum_value=sum(intervals),
+        )

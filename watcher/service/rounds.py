@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -22,11 +24,20 @@ from watcher.alerting.events import StepOutcome
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.alerting.ruleset import Job
+from watcher.cadence import Budget
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
+from watcher.service.budgeting import (
+    ALLOCATE_EVERY,
+    BudgetPlan,
+    job_key,
+    plan_budget,
+    stretch_warning,
+)
+from watcher.service.cadences import CadenceBook, stored_cadence
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
@@ -38,9 +49,16 @@ log = structlog.get_logger("watcher.app")
 
 PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to 32,766 values)
 
-# One observation of a target by the job sweeping its source every ``interval`` s: whether it
-# succeeded (``Daemon.poll_target``).
-Poll = Callable[[Source, str, float], Awaitable[bool]]
+
+class Poll(Protocol):
+    """One observation of a target by the job sweeping its source every ``interval`` s (backing
+    off up to ``max_interval`` s when set): whether it succeeded (``Daemon.poll_target``)."""
+
+    def __call__(
+        self, source: Source, target: str, interval: float, max_interval: float | None = None, /
+    ) -> Awaitable[bool]: ...
+
+
 # The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
@@ -61,6 +79,8 @@ class Sweeper:
         state_health: StateHealth,
         metrics: Metrics,
         poll_faults: PollFaults,
+        cadences: CadenceBook,
+        budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
         last_errors: dict[str, str],
         heartbeat: Heartbeat | None,
         width: int,
@@ -70,6 +90,15 @@ class Sweeper:
         self.poll, self.commit, self.builtins = poll, commit, builtins
         self.store, self.health, self.state_health = store, health, state_health
         self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
+        # The budget in force and the jobs (``rpc.budget``; a reload changes both), and the
+        # last plan of it with when it was made (``watcher.service.budgeting``).
+        self.cadences, self.budget = cadences, budget
+        self.plan: BudgetPlan | None = None
+        self._planned_at: float | None = None
+        self._planned_jobs: Sequence[Job] = ()
+        self._stretch_said: str | None = None
+        # Per adaptive job: the first polls its share of the budget has paid for, and when.
+        self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -81,13 +110,14 @@ class Sweeper:
             return
         source = SOURCES[job.source]
         started = self.clock()
-        targets = self.targets.held(job, self.store.shards_held())
+        held = self.targets.held(job, self.store.shards_held())
+        targets = await self._due(job, held, started) if job.adaptive else held
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             results = await run_bounded(
                 targets,
-                lambda target: self._poll(source, target, job.interval),
+                lambda target: self._poll(source, target, job),
                 width,
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
@@ -110,6 +140,8 @@ class Sweeper:
             "round",
             source=job.source,
             targets=len(results),
+            due=len(targets),
+            skipped=len(held) - len(targets),
             failed=failed,
             disagreed=tally.disagreements,  # answered, not evidence: not failed
             calls=tally.calls,
@@ -119,6 +151,81 @@ class Sweeper:
         )
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
+
+    async def _due(self, job: Job, held: Sequence[str], now: float) -> Sequence[str]:
+        """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target
+        the book does not know yet has its stored cadence read first, once (at start, or when
+        its shard is taken): a restart keeps every backoff (the poll goes on from the stored
+        cadence)."""
+        unknown = self.cadences.unknown(job.source, held)
+        for start in range(0, len(unknown), PREFETCH_CHUNK):
+            chunk = unknown[start : start + PREFETCH_CHUNK]
+            # A failed read leaves the chunk unknown: due, so polled (never later than promised).
+            with self.database_work(f"read {job.source} cadences"):
+                await self.store.prefetch_states(job.source, chunk)
+                for target in chunk:
+                    state = await self.store.load_state(job.source, target)
+                    cadence = stored_cadence(state)
+                    # One whose time passed while no watcher ran is due like a target never
+                    # polled: under a budget, such polls after a restart are paced alike.
+                    fresh = cadence is not None and cadence.next_due > now
+                    self.cadences.learn(job.source, target, cadence if fresh else None)
+        self._plan(now)
+        due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
+        if self.plan is not None:
+            due = self._first_polls_paced(job, held, due, now)
+        return due
+
+    def _first_polls_paced(
+        self, job: Job, held: Sequence[str], due: list[str], now: float
+    ) -> list[str]:
+        """``due`` with as many never-polled targets as the job's share of the budget has paid
+        for since its last sweep (``watcher.service.budgeting``); the first sweep may take
+        one."""
+        assert self.plan is not None
+        rate = self.plan.first_polls_rate(job)
+        if rate is None or not self.cadences.never_polled(job.source, due):
+            return due
+        key = job_key(job)
+        credit, last = self._first_credit.get(key, (1.0, now))
+        # Capped at a sweep's worth: credit left unspent does not pile up into a burst.
+        credit = min(credit + rate * max(0.0, now - last), max(1.0, rate * job.interval))
+        limit = math.floor(credit)
+        spent = min(limit, self.cadences.never_polled(job.source, due))
+        self._first_credit[key] = (credit - spent, now)
+        return self.cadences.first_polls_limited(job.source, due, limit)
+
+    def _plan(self, now: float) -> None:
+        """Plans the budget over every job at the first adaptive sweep, every
+        ``ALLOCATE_EVERY`` seconds after, and at once when a reload changed the budget or the
+        jobs; says once when it stretches intervals."""
+        budget, every_job = self.budget()
+        if budget is None:
+            if self.plan is not None:
+                self.cadences.drop_allocation()
+                self.plan = self._planned_at = None
+            return
+        if (
+            self.plan is not None
+            and self._planned_at is not None
+            and now - self._planned_at < ALLOCATE_EVERY
+            and self.plan.budget == budget
+            and self._planned_jobs is every_job
+        ):
+            return
+        plan = plan_budget(every_job, self.cadences.rate, budget)
+        self._planned_jobs = every_job
+        by_source: dict[str, dict[str, float]] = {}
+        for job in every_job:
+            if job.adaptive:
+                by_target = zip(job.targets, plan.intervals[job_key(job)], strict=True)
+                by_source.setdefault(job.source, {}).update(by_target)
+        self.cadences.allocate(by_source)
+        self.plan, self._planned_at = plan, now
+        warning = stretch_warning(plan)
+        if warning is not None and warning != self._stretch_said:
+            log.warning(warning, stretch=round(plan.stretch_factor, 2))
+        self._stretch_said = warning
 
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
@@ -132,14 +239,14 @@ class Sweeper:
                     "reading a chunk of states failed; each poll reads its own", source=job.source
                 )
 
-    async def _poll(self, source: Source, target: str, interval: float) -> bool | None:
+    async def _poll(self, source: Source, target: str, job: Job) -> bool | None:
         """Whether the poll succeeded; None when the database failed it or the target's shard
         was handed back or lost meanwhile (not this instance's any more: not polled)."""
         if not self.store.holds(source.name, target):
             return None
         with self.database_work(f"poll {source.name}"):
             try:
-                ok = await self.poll(source, target, interval)
+                ok = await self.poll(source, target, job.interval, job.max_interval)
             except StateError:
                 raise  # database_work's
             except Exception as exc:  # a bug or an unreadable state: this target's failure only

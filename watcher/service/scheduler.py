@@ -165,4 +165,6 @@ class Scheduler:
 
 
 def _job_id(job: Job) -> str:
+    if job.max_interval is not None:
+        return f"{job.source}@{job.interval:g}-{job.max_interval:g}"
     return f"{job.source}@{job.interval:g}"

@@ -1,14 +1,22 @@
 """``watcher status``: what is firing now, each source's last round, pending and dead
-deliveries; read from the state database only (no RPC call, no secret needed)."""
+deliveries, and how many targets of rules with ``max_every`` sit at each interval band (with
+what they project a month); read from the state database only (no RPC call, no secret
+needed). The intervals are those stored in the targets' states (``watcher.service.cadences``:
+rewritten when an interval moves by a quarter or more), so they trail the daemon's by less
+than that."""
 
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from watcher.cadence import monthly_calls
 from watcher.core.clock import iso
+from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
 from watcher.state.database import connect_readonly
 from watcher.state.pg_summary import InstanceShards, SharedStatus
@@ -17,6 +25,31 @@ from watcher.state.source_rounds import SourceRound, last_rounds
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0
+# One scan of the states, parsing only those that hold a cadence.
+_INTERVALS = f"""SELECT json_extract(state, '$.{CADENCE_KEY}.interval') FROM targets
+    WHERE instr(state, '"{CADENCE_KEY}"') > 0"""
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """The adaptive targets' current intervals: (band's upper bound, targets) and the calls a
+    second they add up to."""
+
+    bands: list[tuple[float, int]]
+    per_second: float
+
+    @property
+    def targets(self) -> int:
+        return sum(count for _, count in self.bands)
+
+
+def read_intervals(conn: sqlite3.Connection) -> Intervals:
+    intervals = [
+        float(value)
+        for (value,) in conn.execute(_INTERVALS)
+        if isinstance(value, int | float) and value > 0
+    ]
+    return Intervals(interval_bands(intervals), math.fsum(1.0 / value for value in intervals))
 
 
 @dataclass(frozen=True)
@@ -29,6 +62,7 @@ class Status:
     instances: list[InstanceShards] | None = None
     unheld_shards: int = 0
     now: float = 0.0  # when read (the instances' renewals are told relative to it)
+    intervals: Intervals | None = None
 
     def problems(self, now: float) -> list[str]:
         """Why the daemon looks unhealthy from its database (empty: healthy)."""
@@ -64,6 +98,16 @@ class Status:
                         "unheld_shards": self.unheld_shards,
                     }
                 ),
+                "intervals": None
+                if self.intervals is None
+                else {
+                    "bands": [
+                        {"up_to": None if math.isinf(bound) else bound, "targets": count}
+                        for bound, count in self.intervals.bands
+                        if count
+                    ],
+                    "projected_monthly_calls": monthly_calls(self.intervals.per_second),
+                },
             },
             sort_keys=True,
         )
@@ -95,6 +139,19 @@ class Status:
                 f"{max(0.0, self.now - i.renewed_at):.0f}s ago, up since {iso(i.started_at)}"
                 for i in self.instances
             ]
+        if self.intervals is not None and self.intervals.targets:
+            bands = ", ".join(
+                f"{'over' if math.isinf(bound) else 'up to'} {_seconds(bound, previous)}: {count}"
+                for (bound, count), (previous, _) in zip(
+                    self.intervals.bands, [(0.0, 0), *self.intervals.bands], strict=False
+                )
+                if count
+            )
+            calls = monthly_calls(self.intervals.per_second)
+            out.append(
+                f"intervals of {self.intervals.targets} targets with max_every: {bands}; "
+                f"{calls:,.0f} calls a month at these intervals"
+            )
         return out
 
 
@@ -110,7 +167,16 @@ def shared_status(shared: SharedStatus, now: float) -> Status:
     )
 
 
+def _seconds(bound: float, previous: float) -> str:
+    return f"{previous:g}s" if math.isinf(bound) else f"{bound:g}s"
+
+
 def read_status(path: Path) -> Status:
     """Raises ``StateUnusable`` for a missing database or one of another schema."""
     with closing(connect_readonly(path)) as conn:
-        return Status(snapshot.firing(conn), snapshot.outbox(conn), last_rounds(conn))
+        return Status(
+            snapshot.firing(conn),
+            snapshot.outbox(conn),
+            last_rounds(conn),
+            intervals=read_intervals(conn),
+        )

@@ -1,0 +1,227 @@
+"""Each adaptive target's cadence at run time: where it is kept, when it is written, what is due.
+
+A job with ``max_interval`` (rules with ``max_every``) sweeps every ``interval`` but polls only
+the targets whose cadence (``watcher.cadence.Cadence``) says they are due. Three places hold it:
+
+* **The target's state document**, under ``CADENCE_KEY``: it survives a restart and needs no
+  second store. Kinds never read the key; the daemon puts the stored value back on every new
+  state, since some kinds build their state afresh.
+* **Written rarely.** A quiet poll that changes nothing else writes nothing (most polls of a
+  large list): the cadence in the document is replaced only when the poll saw activity (the
+  state is written then anyway), when there is none yet, or when the interval moved by
+  ``REWRITE_RATIO`` or more (the few doubling steps of a backoff, a new allocation that moved
+  it far). So the stored ``next_due`` may be old: a restart polls such a target at once (never
+  later than promised; under a budget, paced like first polls) and goes on from its stored
+  interval and rate.
+* **The in-memory book** (``CadenceBook``), filled as targets are polled, and once at a
+  target's first sweep from its stored state: a sweep asks it what is due without reading any
+  state, so a quiet target costs nothing between its polls.
+
+Pure: values in, values out; the clock and the database are the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from watcher.alerting.events import TargetState
+from watcher.alerting.ruleset import Job
+from watcher.cadence import Cadence, after_poll, rescheduled
+
+CADENCE_KEY: Final = "_cadence"
+# A target never polled is assumed to see an event a day until it shows its own rate: enough
+# to weigh it against proven idle targets in a budget allocation, little enough not to matter
+# once it has been watched for a few hours (the estimate's half-life is an hour).
+PRIOR_RATE: Final = 1.0 / 86400
+REWRITE_RATIO: Final = 1.25
+# Upper bounds (seconds) of the interval bands /metrics and ``watcher status`` count targets in.
+INTERVAL_BANDS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 21600.0, 86400.0)
+
+
+def stored_cadence(state: TargetState | None) -> Cadence | None:
+    """The cadence kept in a state document; None when there is none or it is damaged (the
+    target then starts afresh at ``every``: never later than promised)."""
+    if not state or CADENCE_KEY not in state:
+        return None
+    try:
+        return Cadence.from_json(state[CADENCE_KEY])
+    except ValueError:
+        return None
+
+
+def activity(previous: TargetState | None, new: Mapping[str, object], keys: Iterable[str]) -> int:
+    """1 when the step moved what the source says is activity (``keys`` of its state: the
+    cursor of signatures, a mint's top holders ...), else 0. A first poll is a baseline, not
+    activity."""
+    if previous is None:
+        return 0
+    return int(any(previous.get(key) != new.get(key) for key in keys))
+
+
+def worth_storing(stored: Cadence | None, new: Cadence, events: int) -> bool:
+    """Whether a poll's new cadence replaces the one in the state document."""
+    if stored is None or events > 0:
+        return True
+    ratio = new.interval / stored.interval
+    return ratio >= REWRITE_RATIO or ratio <= 1.0 / REWRITE_RATIO
+
+
+def paced_state(
+    previous: TargetState | None,
+    new_state: TargetState,
+    cadence: Cadence,
+    events: int,
+) -> TargetState:
+    """The step's new state with the cadence to keep: the new one when ``worth_storing``,
+    else the stored one unchanged (so that a quiet poll leaves the document as it was)."""
+    stored = stored_cadence(previous)
+    if worth_storing(stored, cadence, events):
+        return {**new_state, CADENCE_KEY: cadence.to_json()}
+    assert previous is not None  # a stored cadence comes from a previous state
+    return {**new_state, CADENCE_KEY: previous[CADENCE_KEY]}
+
+
+class CadenceBook:
+    """The cadence of each adaptive target this process knows, by source: a sweep's index of
+    what is due. A target absent is unknown (its stored cadence not read yet); ``None`` is
+    known to have none (never polled, or its stored one was damaged): due."""
+
+    def __init__(self) -> None:
+        self._by_source: dict[str, dict[str, Cadence | None]] = {}
+        # Intervals of the last budget allocation, by source and target (None: no budget).
+        self._allocated: dict[str, dict[str, float]] = {}
+
+    def get(self, source: str, target: str) -> Cadence | None:
+        return self._by_source.get(source, {}).get(target)
+
+    def unknown(self, source: str, targets: Sequence[str]) -> list[str]:
+        """The targets whose cadence has not been read or set yet."""
+        known = self._by_source.get(source, {})
+        return [target for target in targets if target not in known]
+
+    def learn(self, source: str, target: str, cadence: Cadence | None) -> None:
+        self._by_source.setdefault(source, {})[target] = cadence
+
+    def due(self, source: str, targets: Sequence[str], now: float, slack: float = 0.0) -> list[str]:
+        """The targets to poll at ``now``, in their order: never polled, or their time come or
+        within ``slack`` of it. Sweeps run at fixed ticks and a poll's due time counts from its
+        answer, a little after its sweep's tick: without a slack (half the sweeps' interval) a
+        target due "every second" would wait for every other tick."""
+        known = self._by_source.get(source, {})
+        due = []
+        until = now + slack
+        for target in targets:
+            cadence = known.get(target)
+            if cadence is None or until >= cadence.next_due:
+                due.append(target)
+        return due
+
+    def after_poll(
+        self,
+        source: str,
+        target: str,
+        stored: Cadence | None,
+        *,
+        now: float,
+        events: int,
+        every: float,
+        max_every: float,
+    ) -> Cadence:
+        """The target's cadence after a poll, kept in the book. It goes on from the book's
+        (the latest, a reschedule included), else from the one stored in its state."""
+        # ``allocated_interval`` of ``after_poll`` is not used: it would send a target that just
+        # moved back to its allocated interval on its first quiet poll.
+        known = self._by_source.setdefault(source, {})
+        previous = known.get(target) or stored
+        allocated = self._allocated.get(source, {}).get(target)
+        # Under a budget the allocated interval is the ceiling the backoff climbs to: a target
+        # that moved is polled at every, then backs off toward it by doubling (not straight
+        # back to it on the next quiet poll), until the next plan weighs its raised rate.
+        cadence = after_poll(
+            previous,
+            now=now,
+            events=events,
+            every=every,
+            max_every=max_every if allocated is None else max(allocated, every),
+            prior_rate=PRIOR_RATE,
+        )
+        if previous is None and allocated is not None:
+            # Under a budget a baseline is no activity: the target takes its allocation.
+            cadence = rescheduled(cadence, allocated)
+        known[target] = cadence
+        return cadence
+
+    def cadences(self, source: str) -> Mapping[str, Cadence | None]:
+        return self._by_source.get(source, {})
+
+    def allocate(self, intervals: Mapping[str, Mapping[str, float]]) -> None:
+        """A budget allocation's intervals, by source and target: a known cadence moves its
+        next poll at once (``rescheduled``); later quiet polls take the allocated interval."""
+        self._allocated = {source: dict(by_target) for source, by_target in intervals.items()}
+        for source, by_target in intervals.items():
+            known = self._by_source.get(source, {})
+            for target, interval in by_target.items():
+                cadence = known.get(target)
+                if cadence is not None and not math.isclose(cadence.interval, interval):
+                    known[target] = rescheduled(cadence, interval)
+
+    def rate(self, source: str, target: str, prior: float = PRIOR_RATE) -> float:
+        """The target's estimated events per second; ``prior`` for one never polled."""
+        cadence = self.get(source, target)
+        return prior if cadence is None else cadence.rate
+
+    def never_polled(self, source: str, targets: Sequence[str]) -> int:
+        known = self._by_source.get(source, {})
+        return sum(known.get(target) is None for target in targets)
+
+    def first_polls_limited(self, source: str, due: Sequence[str], limit: int) -> list[str]:
+        """``due`` with at most ``limit`` of its never-polled targets (the first ones)."""
+        known = self._by_source.get(source, {})
+        kept, firsts = [], 0
+        for target in due:
+            if known.get(target) is None:
+                if firsts >= limit:
+                    continue
+                firsts += 1
+            kept.append(target)
+        return kept
+
+    def drop_allocation(self) -> None:
+        """No budget any more (a reload): quiet polls back off by doubling again."""
+        self._allocated.clear()
+
+    def intervals(self) -> list[float]:
+        """The current interval of every target with a cadence (for /metrics)."""
+        return [
+            cadence.interval
+            for known in self._by_source.values()
+            for cadence in known.values()
+            if cadence is not None
+        ]
+
+
+def projected_per_second(jobs: Sequence[Job], book: CadenceBook) -> float:
+    """Calls a second at the current cadences: a fixed job's targets at its interval, an
+    adaptive target at its current interval (one not polled yet at ``every``)."""
+    total = 0.0
+    for job in jobs:
+        if job.max_interval is None:
+            total += len(job.targets) / job.interval
+            continue
+        known = book.cadences(job.source)
+        for target in job.targets:
+            cadence = known.get(target)
+            total += 1.0 / (job.interval if cadence is None else cadence.interval)
+    return total
+
+
+def interval_bands(intervals: Iterable[float]) -> list[tuple[float, int]]:
+    """How many intervals fall in each band: (upper bound, count), ``inf`` last; each interval
+    counts in the first band whose bound it does not exceed."""
+    bounds = (*INTERVAL_BANDS, math.inf)
+    counts = [0] * len(bounds)
+    for interval in intervals:
+        counts[next(i for i, bound in enumerate(bounds) if interval <= bound)] += 1
+    return list(zip(bounds, counts, strict=True))
