@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random as random_module
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -76,6 +77,7 @@ class Sender:
         on_dead: Callable[[DeliveryRow, str], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         on_result: Callable[[str, str], None] | None = None,  # (channel, "sent" | "failed")
+        on_claim: Callable[[float], None] | None = None,  # seconds a claim took
         state_health: StateHealth | None = None,
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
@@ -88,6 +90,7 @@ class Sender:
         self._clock = clock
         self._batch = batch
         self._on_idle = on_idle
+        self._on_claim = on_claim
         self.state_health = state_health or StateHealth()
         self._stopping = False
         self._workers: dict[str, asyncio.Task[int]] = {}
@@ -149,9 +152,12 @@ class Sender:
             if requeued:
                 log.warning("requeued deliveries interrupted by the last stop", count=requeued)
         busy = [url_id for url_id, task in self._workers.items() if not task.done()]
+        claiming = time.monotonic()
         rows = await self._store.claim_due(
             self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS, skip_urls=busy
         )
+        if self._on_claim is not None:
+            self._on_claim(time.monotonic() - claiming)
         if rows:
             self.state_health.succeeded(self._clock())
         by_url: dict[str, list[list[DeliveryRow]]] = {}
@@ -213,6 +219,7 @@ def delivery_sender(
         fallback_channels=settings.fallback_channels,
         on_idle=wake,
         on_result=metrics.delivered,
+        on_claim=metrics.claimed,
         on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
         state_health=state_health,
     )

@@ -116,6 +116,12 @@ class Metrics:
             ["move"],
             registry=r,
         )
+        self.claims = Histogram(
+            "watcher_delivery_claim_seconds",
+            "Duration of one claim of due deliveries (a shared outbox: waits on other "
+            "instances' claims show here)",
+            registry=r,
+        )
         self.live_instances = Gauge(
             "watcher_live_instances", "Instances sharing the database, alive", registry=r
         )
@@ -169,6 +175,9 @@ class Metrics:
 
     def delivered(self, channel: str, outcome: str) -> None:
         self.notifications.labels(channel, outcome).inc()
+
+    def claimed(self, seconds: float) -> None:
+        self.claims.observe(seconds)
 
     def lease_round(self, done: LeaseRound) -> None:
         self.shards_held.set(done.held)
