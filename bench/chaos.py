@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psycopg
 import yaml
 from common import API_KEY, DaemonProcess, Receiver, Table, rss_kb, sigkill, wait_for, write_config
-from stream import COVERS, TITLE, _Stream, tally
+from stream import COVERS, TITLE, _Stream, baseline_taken, tally
 
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
@@ -680,20 +680,6 @@ class Chaos:
 
 def _fenced(text: str) -> bool:
     return any(mark in text for mark in FENCED_OUT)
-
-
-def baseline_taken(server: SimulatorServer, addresses: list[str]) -> bool:
-    """Every address was polled with ``until``: its baseline cursor is committed."""
-    polled = {
-        r.params[0]
-        for r in server.requests
-        if r.method == "getSignaturesForAddress"
-        and isinstance(r.params, list)
-        and len(r.params) > 1
-        and isinstance(r.params[1], dict)
-        and "until" in r.params[1]
-    }
-    return set(addresses) <= polled
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -182,7 +182,7 @@ class _RandomFaults(threading.Thread):
             seen_calls, seen_posts = calls, posts
 
 
-def _baseline_taken(server: SimulatorServer, addresses: list[str]) -> bool:
+def baseline_taken(server: SimulatorServer, addresses: list[str]) -> bool:
     """Every address was polled with ``until``: its baseline cursor is committed."""
     polled = {
         r.params[0]
@@ -225,7 +225,7 @@ def run(
         daemon = DaemonProcess(config)
         started = time.monotonic()
         daemon.start()
-        if not wait_for(lambda: _baseline_taken(server, addresses), 60):
+        if not wait_for(lambda: baseline_taken(server, addresses), 60):
             daemon.kill()
             table.add("baseline taken", "no (timed out after 60 s)", fail=True)
             table.note(daemon.output()[-3000:])
