@@ -1,0 +1,77 @@
+"""``watcher`` run with a stack sampler beside it: how much of the event loop's busy time is
+the PostgreSQL store's (bench/scale.py).
+
+    python bench/sampler.py OUT.jsonl run --config watcher.yaml
+
+A thread looks at the main thread's Python stack every ``PERIOD`` seconds. A sample is idle when
+the top frame is the event loop waiting in ``selectors`` (no work to do), store when any frame
+on the stack belongs to the PostgreSQL store (``watcher/state/pg_*.py``) or its driver
+(psycopg, psycopg_pool: encoding rows, parsing results), and other work otherwise (the RPC
+client, parsing answers, stepping rules, the sweep itself). Every second the cumulative counts,
+the process's CPU time and the sampler thread's own go to OUT as one JSON line, so that a run
+can take the figures of any window (a sweep's) by difference.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+PERIOD = 0.002
+STORE_MARKS = ("/watcher/state/pg_", "/psycopg/", "/psycopg_pool/", "/psycopg_c/")
+
+
+def classify(frame: FrameType | None) -> str:
+    if frame is None:
+        return "idle"
+    top = frame.f_code
+    if top.co_filename.endswith("selectors.py") and top.co_name == "select":
+        return "idle"
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if any(mark in name for mark in STORE_MARKS):
+            return "store"
+        frame = frame.f_back
+    return "other"
+
+
+def sample_forever(out: Path, main_id: int) -> None:
+    counts = {"idle": 0, "store": 0, "other": 0}
+    next_line = time.monotonic() + 1.0
+    with out.open("a") as file:
+        while True:
+            time.sleep(PERIOD)
+            frame = sys._current_frames().get(main_id)
+            counts[classify(frame)] += 1
+            del frame
+            now = time.monotonic()
+            if now >= next_line:
+                next_line = now + 1.0
+                line = {
+                    "t": time.time(),
+                    "cpu": time.process_time(),
+                    "sampler_cpu": time.thread_time(),
+                    **counts,
+                }
+                file.write(json.dumps(line) + "\n")
+                file.flush()
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    main_id = threading.main_thread().ident
+    assert main_id is not None
+    thread = threading.Thread(target=sample_forever, args=(out, main_id), daemon=True)
+    thread.start()
+    sys.argv = ["watcher", *sys.argv[2:]]
+    from watcher.cli import main as watcher_main
+
+    watcher_main()
+
+
+if __name__ == "__main__":
+    main()
