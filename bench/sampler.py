@@ -18,6 +18,7 @@ import json
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 
@@ -25,29 +26,39 @@ PERIOD = 0.002
 STORE_MARKS = ("/watcher/state/pg_", "/psycopg/", "/psycopg_pool/", "/psycopg_c/")
 
 
-def classify(frame: FrameType | None) -> str:
+def classify(frame: FrameType | None) -> tuple[str, str | None]:
+    """idle, store or other; for store, where it was entered: the outermost store function on
+    the stack (the store's method the daemon called), else the driver's innermost module."""
     if frame is None:
-        return "idle"
+        return "idle", None
     top = frame.f_code
     if top.co_filename.endswith("selectors.py") and top.co_name == "select":
-        return "idle"
+        return "idle", None
+    entry = None
     while frame is not None:
-        name = frame.f_code.co_filename
-        if any(mark in name for mark in STORE_MARKS):
-            return "store"
+        code = frame.f_code
+        name = code.co_filename
+        if "/watcher/state/pg_" in name:
+            entry = f"{Path(name).stem}.{code.co_qualname}"
+        elif entry is None and any(mark in name for mark in STORE_MARKS):
+            entry = f"driver: {Path(name).parent.name}/{Path(name).stem}"
         frame = frame.f_back
-    return "other"
+    return ("other", None) if entry is None else ("store", entry)
 
 
 def sample_forever(out: Path, main_id: int) -> None:
     counts = {"idle": 0, "store": 0, "other": 0}
+    entries: Counter[str] = Counter()
     next_line = time.monotonic() + 1.0
     with out.open("a") as file:
         while True:
             time.sleep(PERIOD)
             frame = sys._current_frames().get(main_id)
-            counts[classify(frame)] += 1
+            kind, entry = classify(frame)
             del frame
+            counts[kind] += 1
+            if entry is not None:
+                entries[entry] += 1
             now = time.monotonic()
             if now >= next_line:
                 next_line = now + 1.0
@@ -56,6 +67,7 @@ def sample_forever(out: Path, main_id: int) -> None:
                     "cpu": time.process_time(),
                     "sampler_cpu": time.thread_time(),
                     **counts,
+                    "entries": dict(entries),
                 }
                 file.write(json.dumps(line) + "\n")
                 file.flush()

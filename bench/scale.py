@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class Figures:
     cpu_s: float | None = None  # the process's CPU over the sweep (less the sampler's)
     store: int = 0  # samples in the store over the sweep
     busy: int = 0  # samples not idle over the sweep
+    entries: dict[str, int] = field(default_factory=dict)  # store samples by where entered
 
     def store_share(self) -> float | None:
         return self.store / self.busy if self.busy else None
@@ -167,6 +169,10 @@ class Instance:
         figures.cpu_s = (b["cpu"] - a["cpu"]) - (b["sampler_cpu"] - a["sampler_cpu"])
         figures.store = b["store"] - a["store"]
         figures.busy = figures.store + b["other"] - a["other"]
+        old = a.get("entries", {})
+        figures.entries = {
+            k: v - old.get(k, 0) for k, v in b.get("entries", {}).items() if v > old.get(k, 0)
+        }
         return figures
 
 
@@ -387,6 +393,12 @@ def run(args: argparse.Namespace) -> Table:
                 f"{100 * share:.1f}% ({f.store}/{f.busy})" if share is not None else "-",
                 fail=share is None or share > STORE_BAR,
             )
+        entries: Counter[str] = Counter()
+        for f in figures:
+            entries.update(f.entries)
+        busy = sum(f.busy for f in figures)
+        for entry, n in entries.most_common(6):
+            table.add(f"  store samples in {entry}", f"{n} ({100 * n / max(1, busy):.1f}% of busy)")
         polled = sum(f.calls for f in figures)
         # Not a target: a shard that changes hands after its new owner's sweep began waits for
         # that owner's next sweep (the job's interval), so these may fall short of every address.
