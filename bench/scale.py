@@ -208,13 +208,18 @@ def write_warmup(rules: Path, address: str) -> None:
     (rules / "rules.yaml").write_text(yaml.safe_dump({"rules": [rule]}))
 
 
-def write_instance(home: Path, name: str, rules: Path, rpc_url: str, state_url: str) -> None:
+def write_instance(home: Path, name: str, rules: Path, rpc_url: str, state_url: str | None) -> None:
+    """An instance's settings; without ``state_url``, one process on its own SQLite file."""
     home.mkdir(parents=True)
+    state: dict[str, str] = (
+        {"state_url": state_url, "instance": name}
+        if state_url
+        else {"state_path": "state/watcher.db"}
+    )
     settings = {
         "rpc_url": rpc_url,
         "rules": [str(rules)],
-        "state_url": state_url,
-        "instance": name,
+        **state,
         "channels": {"hooks": ["json://127.0.0.1:9/"]},  # nothing is sent: no history
         "rpc": {"batch_size": 10, "max_concurrency": 8},
         "log_format": "json",
@@ -335,7 +340,6 @@ def run(args: argparse.Namespace) -> Table:
             started = time.monotonic()
             for instance in instances:
                 instance.reload()
-        del addresses
 
         def swept() -> bool:
             if not all(i.alive() for i in instances):
@@ -397,8 +401,8 @@ def run(args: argparse.Namespace) -> Table:
         for f in figures:
             entries.update(f.entries)
         busy = sum(f.busy for f in figures)
-        for entry, n in entries.most_common(6):
-            table.add(f"  store samples in {entry}", f"{n} ({100 * n / max(1, busy):.1f}% of busy)")
+        for entry, n in entries.most_common(8):
+            table.add(f"  store samples: {entry}", f"{n} ({100 * n / max(1, busy):.1f}% of busy)")
         polled = sum(f.calls for f in figures)
         # Not a target: a shard that changes hands after its new owner's sweep began waits for
         # that owner's next sweep (the job's interval), so these may fall short of every address.
@@ -409,8 +413,41 @@ def run(args: argparse.Namespace) -> Table:
             ", ".join(str(c) for c in exits.values()),
             fail=any(c != 0 for c in exits.values()),
         )
+        if args.reference:
+            reference(table, folder, addresses[: args.addresses // len(names)], args, simulator)
         table.add("run (s)", f"{time.monotonic() - began:.0f}")
     return table
+
+
+def reference(
+    table: Table, folder: Path, share: list[str], args: argparse.Namespace, simulator: Simulator
+) -> None:
+    """The same first sweep of one instance's share, by one process on SQLite alone on the box:
+    its CPU per 1,000 polls and its store's share, beside the instances' on PostgreSQL."""
+    rules = folder / "reference-rules"
+    rules.mkdir()
+    write_rules(rules, share, args.every)
+    write_instance(folder / "sqlite", "sqlite", rules, simulator.url, None)
+    instance = Instance(folder / "sqlite", "sqlite")
+    instance.start()
+    try:
+        wait_for(lambda: not instance.alive() or instance.first_sweep() is not None, 900, 2.0)
+        f = instance.figures()
+    finally:
+        code = instance.stop()
+    share_ = f.store_share()
+    per_1000 = 1000 * f.cpu_s / f.calls if f.cpu_s is not None and f.calls else 0.0
+    table.add(
+        f"reference, SQLite alone, {len(share):,} addresses: sweep s, CPU s (per 1,000)",
+        f"{f.sweep_s or 0:.1f}, {f.cpu_s or 0:.1f} ({per_1000:.2f})",
+        fail=f.sweep_s is None or code != 0,
+    )
+    table.add(
+        "reference   store share of the busy loop (samples)",
+        f"{100 * share_:.1f}% ({f.store}/{f.busy})" if share_ is not None else "-",
+    )
+    for entry, n in Counter(f.entries).most_common(3):
+        table.add(f"    store samples: {entry}", f"{n} ({100 * n / max(1, f.busy):.1f}%)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -423,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.03, help="simulator's, seconds")
     parser.add_argument("--settle", type=float, default=60.0, help="after the sweeps (s)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="for the first sweeps")
+    parser.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="skip the SQLite reference (one process, one instance's share, alone)",
+    )
     parser.add_argument(
         "--cold",
         action="store_true",
