@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick chaos clean check-packaging check-install lock
+.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick chaos chaos-scale clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ soak-quick: $(STAMP)
 chaos: $(STAMP)
 	deploy/ensure-postgresql  # the throwaway server's binaries (installs them as root)
 	$(BIN)/python bench/chaos.py
+
+chaos-scale: $(STAMP)
+	deploy/ensure-postgresql  # the throwaway server's binaries (installs them as root)
+	$(BIN)/python bench/chaos.py --scale
 
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher tests bench

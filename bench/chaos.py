@@ -2,6 +2,7 @@
 
     python bench/chaos.py                 # 4 minutes, 3 instances, 2000 addresses
     python bench/chaos.py --quick         # about 90 s
+    python bench/chaos.py --scale         # 1,000,000 addresses, 4 instances (bench/scale.py)
 
 Three ``watcher run`` processes share one throwaway PostgreSQL (``state_url``, a short
 ``lease_ttl``) and the simulator; a steady stream of transactions lands on random watched
@@ -692,7 +693,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pace", type=float, default=0.1, help="seconds between transactions")
     parser.add_argument("--drain", type=float, default=120.0, help="deadline of the drain (s)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the scale run instead (bench/scale.py): 4 instances, no chaos",
+    )
+    parser.add_argument(
+        "--scale-addresses", type=int, default=1_000_000, help="of the scale run (1,000,000)"
+    )
     args = parser.parse_args(argv)
+    if args.scale:
+        import scale
+
+        return scale.main(["--addresses", str(args.scale_addresses)])
     started = time.monotonic()
     table = Chaos(args).run()
     print(table.render())
