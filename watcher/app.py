@@ -143,7 +143,10 @@ class Daemon:
         )
         rpc = self.rpc
         self.scheduler = Scheduler(
-            self.sweeper.sweep, clock=clock, stretch=lambda job: sweeps.stretch_for(rpc, job)
+            self.sweeper.sweep,
+            catch_up=self.sweeper.catch_up,
+            clock=clock,
+            stretch=lambda job: sweeps.stretch_for(rpc, job),
         )
         self.pruner = Pruner(
             self.store, lambda: (self.ruleset, self.settings.retention), self.stopping, clock
@@ -382,6 +385,8 @@ class Daemon:
         self.metrics.lease_round(done)
         if isinstance(self.rpc, RpcClient):
             self.rpc.share_rate(max(done.held, 1) / SHARDS)
+        if done.taken or done.released or done.lost:
+            self.scheduler.catch_up()  # the shards taken are swept now, not at the next interval
 
     # -- delivery ----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import yaml
 
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.state.shards import shard_of
 
 from support.daemon import DaemonProcess, write_config
 from support.postgres import Postgres
@@ -54,7 +55,7 @@ def held(daemon: DaemonProcess) -> int:
 
 @pytest.fixture
 def shared(
-    tmp_path: Path, postgres: Postgres
+    request: pytest.FixtureRequest, tmp_path: Path, postgres: Postgres
 ) -> Iterator[tuple[Ledger, JsonReceiver, list[DaemonProcess]]]:
     ledger = Ledger(seed=11)
     for address in ADDRESSES:
@@ -76,7 +77,7 @@ def shared(
                         "name": "deposits",
                         "kind": "new_transactions",
                         "addresses": ADDRESSES,
-                        "every": "300ms",
+                        "every": getattr(request, "param", "300ms"),
                         "notify": ["hooks"],
                     }
                 ],
@@ -151,3 +152,33 @@ def test_two_instances_share_the_targets_and_one_takes_over_when_the_other_dies(
     wait_announced(receiver, third, [a], timeout=20)
     assert set(announced(receiver, third).values()) == {1}
     assert a.stop() == 0
+
+
+@pytest.mark.parametrize("shared", ["1h"], indirect=True)
+def test_with_a_slow_interval_a_takeover_polls_the_dead_instances_targets_at_once(
+    shared: tuple[Ledger, JsonReceiver, list[DaemonProcess]],
+) -> None:
+    """Shards taken are swept when taken, not at the job's next interval (an hour here)."""
+    ledger, receiver, (a, b) = shared
+    a.start()
+    wait_until(lambda: held(a) == 1024, 20, "box-a holding every shard\n" + a.output()[-2000:])
+    b.start()
+    wait_until(lambda: held(a) == 512 and held(b) == 512, 20, "the two settling")
+    wait_until(lambda: rounds_over(b) >= 1, 20, "box-b sweeping the shards it took\n" + b.output())
+    a.kill()
+    # While box-a is dead: a transaction on every address. box-b's next round is an hour away,
+    # but it sweeps box-a's shards as it takes them: each is announced, once.
+    # box-a kept the lower half of the shards (a surplus goes back highest-numbered first).
+    of_a = [address for address in ADDRESSES if shard_of("signatures", address) < 512]
+    assert of_a
+    added = [sig for address in of_a for sig in ledger.add_transactions(address, 1)]
+    wait_until(lambda: held(b) == 1024, 20, "box-b taking every shard over\n" + b.output()[-2000:])
+    wait_announced(receiver, added, [b], timeout=20)
+    assert set(announced(receiver, added).values()) == {1}
+
+
+def rounds_over(daemon: DaemonProcess) -> int:
+    """Rounds of the daemon's last run that polled at least one target."""
+    run = daemon.output().rsplit("--- run", 1)[-1]
+    lines = [json.loads(line) for line in run.splitlines() if line.startswith("{")]
+    return sum(1 for line in lines if line.get("event") == "round" and line.get("targets"))

@@ -102,15 +102,27 @@ class Sweeper:
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
+        # Per job (source, interval, max_interval): the shards its rounds covered since they
+        # were taken (several instances; ``catch_up``).
+        self._covered: dict[tuple[str, float, float | None], frozenset[int]] = {}
 
-    async def sweep(self, job: Job) -> None:
+    async def sweep(self, job: Job, only: frozenset[int] | None = None) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
-        (``watcher.service.sweeps``); the RPC client paces and batches their calls."""
+        (``watcher.service.sweeps``); the RPC client paces and batches their calls. ``only``:
+        a catch-up round of just those shards (``catch_up``)."""
         if self.stopping.is_set():
             return
         source = SOURCES[job.source]
         started = self.clock()
-        held = self.targets.held(job, self.store.shards_held())
+        shards = self.store.shards_held()
+        if shards is not None:
+            key = (job.source, job.interval, job.max_interval)
+            if only is None:
+                self._covered[key] = shards
+            else:
+                shards = shards & only
+                self._covered[key] = self._covered.get(key, frozenset()) | shards
+        held = self.targets.held(job, shards)
         targets = await self._due(job, held, started) if job.adaptive else held
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target
         with tallying() as tally:
@@ -151,6 +163,21 @@ class Sweeper:
         )
         if self.heartbeat is not None:
             self.heartbeat.round_done(all(results) and self.state_health.healthy)
+
+    async def catch_up(self, job: Job) -> None:
+        """Several instances: the shards this instance took since ``job``'s last round are
+        swept now rather than at its next interval (a takeover of a dead instance's targets, an
+        instance that held nothing when its first round began); shards it no longer holds are
+        forgotten, so one taken back later is swept again at once too."""
+        held = self.store.shards_held()
+        if held is None:
+            return
+        key = (job.source, job.interval, job.max_interval)
+        covered = self._covered.get(key, frozenset()) & held
+        self._covered[key] = covered
+        taken = held - covered
+        if taken:
+            await self.sweep(job, only=taken)
 
     async def _due(self, job: Job, held: Sequence[str], now: float) -> Sequence[str]:
         """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target

@@ -38,10 +38,13 @@ class Scheduler:
         self,
         sweep: Callable[[Job], Awaitable[None]],
         *,
+        catch_up: Callable[[Job], Awaitable[None]] | None = None,
         clock: Clock = system_clock,
         stretch: Callable[[Job], str | None] = lambda job: None,
     ) -> None:
         self._sweep = sweep
+        self._catch_up = catch_up
+        self._catching_up: set[str] = set()  # job ids with a catch-up round running
         # Why a job's sweep must take longer than its interval (max_rps), said once per schedule.
         self._stretch = stretch
         self._stretched: set[str] = set()  # jobs whose sweeps are known to outlast the interval
@@ -136,6 +139,31 @@ class Scheduler:
         finally:
             self._inflight.discard(task)
             self._finished(_job_id(job))
+
+    def catch_up(self) -> None:
+        """Shards changed hands (several instances): each job sweeps the shards it took since
+        its last round now, one catch-up at a time per job, beside its schedule."""
+        if self._catch_up is None or self._scheduler.state != STATE_RUNNING:
+            return
+        for scheduled in self._scheduler.get_jobs():
+            job: Job = scheduled.args[0]
+            if scheduled.id in self._catching_up:
+                continue
+            self._catching_up.add(scheduled.id)
+            task = asyncio.create_task(self._catch_up_job(scheduled.id, job))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+    async def _catch_up_job(self, job_id: str, job: Job) -> None:
+        assert self._catch_up is not None
+        try:
+            await self._catch_up(job)
+        except asyncio.CancelledError:
+            return  # ``stop`` cancelled it after its grace (said there)
+        except Exception:
+            log.exception("catch-up sweep failed", source=job.source, interval=job.interval)
+        finally:
+            self._catching_up.discard(job_id)
 
     def _run_now(self, job_id: str) -> None:
         if self._scheduler.state != STATE_RUNNING:
