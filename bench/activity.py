@@ -56,7 +56,12 @@ from watcher.alerting.ruleset import Job  # noqa: E402
 from watcher.cadence import Budget  # noqa: E402
 from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
-from watcher.service.cadences import CadenceBook, activity, paced_state  # noqa: E402
+from watcher.service.cadences import (  # noqa: E402
+    CadenceBook,
+    activity,
+    paced_state,
+    stored_cadence,
+)
 from watcher.service.rounds import Sweeper  # noqa: E402
 
 HOUR = 3600.0
@@ -249,8 +254,15 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
             previous = states.get(target)
             new = {"cursor": count}
             events = activity(previous, new, KEYS)
+            # As the daemon's poll does (``Daemon._paced``).
             cadence = book.after_poll(
-                SOURCE, target, None, now=tick, events=events, every=EVERY, max_every=MAX_EVERY
+                SOURCE,
+                target,
+                stored_cadence(previous),
+                now=tick,
+                events=events,
+                every=EVERY,
+                max_every=MAX_EVERY,
             )
             states[target] = paced_state(previous, new, cadence, events)
         cpu += time.process_time() - started
@@ -399,6 +411,10 @@ def _failed(work: Workload, scale: float, problem: str) -> RealRun:
     return RealRun(work.addresses, scale, 0, 0, Delays(), [], 0, 0, 0.0, 0, problem)
 
 
+def _per_day(calls_per_second: float) -> str:
+    return str(Budget(round(calls_per_second * 86400.0), 86400.0))
+
+
 def fmt_delays(values: Sequence[float], digits: int = 0) -> str:
     if not values:
         return "-"
@@ -498,24 +514,26 @@ async def run(
     tenth = base.calls_in_hour * 0.10 / HOUR  # calls per second
     stretched = EVERY / 0.10
     fixed_tenth = fixed(work, stretched, spread=True, name=f"fixed at 10% (every {stretched:g}s)")
-    budget_tenth = await adaptive(work, tenth, f"adaptive, budget 10% ({tenth * 86400:,.0f}/day)")
+    budget_tenth = await adaptive(work, tenth, f"adaptive, budget 10%: {_per_day(tenth)}")
     low = 0.5 * backoff.calls_in_hour / HOUR
     low_interval = work.addresses / low
-    fixed_low = fixed(work, low_interval, spread=True, name=f"fixed at {low_interval:.0f}s")
-    budget_low = await adaptive(
-        work, low, f"adaptive, budget {low * 86400:,.0f}/day (1/2 back-off)"
-    )
+    fixed_low = fixed(work, low_interval, spread=True, name=f"fixed, every {low_interval:.0f}s")
+    budget_low = await adaptive(work, low, f"adaptive, budget {_per_day(low)}")
     outcomes = [base, backoff, fixed_tenth, budget_tenth, fixed_low, budget_low]
     table(outcomes, base.calls_in_hour)
     print(
         "  (calls in the measured hour; idle: an address's first event after quiet, busy: the "
-        "following ones of its burst; max/10min: most calls in any 10 minutes of the run)"
+        "following ones of its burst; max/10min: most calls in any 10 minutes of the run; "
+        f"the last budget is half what back-off alone spent, {_per_day(low)} for "
+        f"{_per_day(base.calls_in_hour / HOUR)} at every)"
     )
     cpu_per_1000 = 1000 * backoff.scheduler_cpu_s / max(1, backoff.polls)
     cpu_budget_per_1000 = 1000 * budget_tenth.scheduler_cpu_s / max(1, budget_tenth.polls)
     print(
         f"  scheduler CPU: {cpu_per_1000 * 1000:.1f} ms per 1,000 polls with back-off "
-        f"({backoff.polls:,} polls), {cpu_budget_per_1000 * 1000:.1f} ms under the budget "
+        f"({backoff.polls:,} polls; the sweeps' due filter "
+        f"{1e6 * backoff.due_cpu_s / max(1, backoff.polls):.1f} ms of it, the cadence "
+        f"updates after each poll the rest), {cpu_budget_per_1000 * 1000:.1f} ms under the budget "
         f"({budget_tenth.polls:,}); replays took {backoff.seconds:.0f}, "
         f"{budget_tenth.seconds:.0f} and {budget_low.seconds:.0f} s"
     )
