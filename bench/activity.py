@@ -3,14 +3,16 @@
 The workload: N addresses watched by one ``new_transactions`` rule (``every: 30s``,
 ``max_every: 15m``); 1% of them move in the measured hour, the others never. An active address
 has a heavy-tailed number of bursts (Pareto, alpha 1.5, at most 20) starting at uniform
-moments of the hour, each burst a heavy-tailed number of events (Pareto, alpha 1.2, at most
-300) one after the other with exponential gaps (mean ``every / 6``). Everything is seeded: the
+moments of the hour, each burst a heavy-tailed number of events (Pareto, alpha 1.1, at most
+300) one after the other with exponential gaps (mean ``every / 3``). Everything is seeded: the
 same events are replayed for every schedule.
 
-An event is **idle** when it is the first of its burst (the first after quiet) and **busy**
-when it follows another of the same burst. Its detection delay is the time from the event to
-the first poll of its address at or after it; an event no poll saw by the end of the run is
-**missed**.
+An event is **idle** when it is the first one a poll sees after a quiet poll of its address
+(the first event after quiet), **busy** when the address's previous poll found activity (the
+address became active); the others (later events of a burst that came before its first was
+seen) wait with the first and count in the mean. Its detection delay is the time from the
+event to the first poll of its address at or after it; an event no poll saw by the end of the
+run is **missed**.
 
 The schedules are replayed on a simulated clock, an hour of quiet first (the daemon has
 watched the list for an hour: baselines done, quiet addresses backed off), then the measured
@@ -24,6 +26,11 @@ schedules need no replay: every address is polled at each tick (``every``), or, 
 schedule spending a budget, once per stretched interval at a phase of its own.
 
 The scheduler's CPU is the process time spent in that scheduling code, per 1,000 polls.
+
+Then the real daemon (``real_run``): `watcher run` over a few thousand addresses with the same
+kind of workload, every time divided by ``SCALE`` (every 0.5 s, max_every 15 s, a one-minute
+hour), against the simulator on loopback; detection from the simulator's request log, missed
+events from the notifications a real receiver accepted.
 
     python bench/activity.py [--quick] [--addresses N] [--seed S]
 """
