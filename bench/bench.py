@@ -162,7 +162,7 @@ def main() -> int:
     # Pay for what moves: fixed and adaptive schedules; the scheduler's CPU is weighed against
     # the daemon's CPU per poll measured above at the most addresses.
     daemon_cpu = rows[0][1] if args.quick else next(d for n, d, _ in rows if d.addresses == 100_000)
-    moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000() / 1000)
+    moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
     return kept or moved
 
 
