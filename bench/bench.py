@@ -9,7 +9,8 @@ getSignaturesForAddress per request. Figures: the first sweep's time (from the d
 line) and the steady one, RPC calls and HTTP requests per sweep (the daemon's /metrics), 429s,
 daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with the state database of
 the first run, `watcher check` time, detection latency (bench/latency.py), and the in-process
-figures of bench/inproc.py, then bench/history.py's (a year of history, then retention). Each
+figures of bench/inproc.py, then bench/history.py's (a year of history, then retention) and
+bench/activity.py's (a fixed and an adaptive schedule over the same activity). Each
 figure is printed beside the peer's and their ratio; every target says PASS or FAIL.
 
     python bench/bench.py --quick          # 1,000 addresses (under a minute)
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 
+import activity  # noqa: E402
 import history  # noqa: E402
 import inproc  # noqa: E402
 from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
@@ -155,7 +157,13 @@ def main() -> int:
     print()
     inproc.main()
     print()
-    return history.main(quick=args.quick)  # the database after a year at this size: retention
+    kept = history.main(quick=args.quick)  # the database after a year at this size: retention
+    print()
+    # Pay for what moves: fixed and adaptive schedules; the scheduler's CPU is weighed against
+    # the daemon's CPU per poll measured above at the most addresses.
+    daemon_cpu = rows[0][1] if args.quick else next(d for n, d, _ in rows if d.addresses == 100_000)
+    moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
+    return kept or moved
 
 
 def report(
