@@ -63,6 +63,15 @@ class Poll(Protocol):
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
 
+CoveredKey = tuple[str, float, float | None]
+
+
+def _covered_key(job: Job) -> CoveredKey:
+    """A job as its rounds' covered shards are kept: its source and bounds (a reload that
+    changes only its targets keeps what its rounds covered)."""
+    return (job.source, job.interval, job.max_interval)
+
+
 class Sweeper:
     """Runs the rounds. ``builtins`` gives the built-in rules in force (a reload swaps them);
     ``last_errors`` (source -> its last failed poll's error) is shared with the poll, which
@@ -104,7 +113,7 @@ class Sweeper:
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
         # Per job (source, interval, max_interval): the shards its rounds covered since they
         # were taken (several instances; ``catch_up``).
-        self._covered: dict[tuple[str, float, float | None], frozenset[int]] = {}
+        self._covered: dict[CoveredKey, frozenset[int]] = {}
 
     async def sweep(self, job: Job, only: frozenset[int] | None = None) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
@@ -116,7 +125,7 @@ class Sweeper:
         started = self.clock()
         shards = self.store.shards_held()
         if shards is not None:
-            key = (job.source, job.interval, job.max_interval)
+            key = _covered_key(job)
             if only is None:
                 self._covered[key] = shards
             else:
@@ -172,7 +181,7 @@ class Sweeper:
         held = self.store.shards_held()
         if held is None:
             return
-        key = (job.source, job.interval, job.max_interval)
+        key = _covered_key(job)
         covered = self._covered.get(key, frozenset()) & held
         self._covered[key] = covered
         taken = held - covered

@@ -84,7 +84,6 @@ class ShardedTargets:
         kept = self._by_job.get(id(job))
         if kept is not None and kept[0] is job:
             return kept[1]
-        self._by_job = {key: value for key, value in self._by_job.items() if value[0] is not job}
         if len(self._by_job) > 64:  # jobs of rules replaced by a reload
             self._by_job.clear()
         partition: dict[int, list[str]] = {}

@@ -70,17 +70,15 @@ async def instances(conn: Connection, ttl: float) -> list[InstanceShards]:
         await conn.execute(
             f"""SELECT i.instance_id, i.host, i.pid, i.started_at, i.renewed_at,
                 (SELECT COUNT(*) FROM shard_leases l
-                 WHERE l.owner = i.instance_id AND l.expires_at > {NOW})
+                 WHERE l.owner = i.instance_id AND l.expires_at > {NOW}),
+                {NOW}
             FROM instances i ORDER BY i.instance_id"""
         )
     ).fetchall()
-    now_row = await (await conn.execute(f"SELECT {NOW}")).fetchone()
-    assert now_row is not None
-    now = float(now_row[0])
     return [
         InstanceShards(str(r[0]), str(r[1]), int(r[2]), float(r[3]), float(r[4]), int(r[5]))
         for r in rows
-        if float(r[4]) > now - ttl or int(r[5]) > 0
+        if float(r[4]) > float(r[6]) - ttl or int(r[5]) > 0
     ]
 
 
