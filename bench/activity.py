@@ -200,6 +200,9 @@ class _Store:
     async def load_state(self, source: str, target: str) -> None:
         return None
 
+    def shards_held(self) -> None:
+        return None  # one instance: every shard
+
 
 async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     """The product's scheduling over ``work``: a quiet hour, the measured hour, a tail."""
@@ -262,16 +265,17 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
             new = {"cursor": count}
             events = activity(previous, new, KEYS)
             # As the daemon's poll does (``Daemon._paced``).
+            stored = stored_cadence(previous)
             cadence = book.after_poll(
                 SOURCE,
                 target,
-                stored_cadence(previous),
+                stored,
                 now=tick,
                 events=events,
                 every=EVERY,
                 max_every=MAX_EVERY,
             )
-            states[target] = paced_state(previous, new, cadence, events)
+            states[target] = paced_state(previous, new, cadence, events, stored)
         cpu += time.process_time() - started
         polls += len(due)
         calls_per_tick.append(len(due))

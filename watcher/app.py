@@ -246,16 +246,17 @@ class Daemon:
         """The step's outcome with the target's cadence after this poll (activity: what the
         source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
         events = activity(state, outcome.state, getattr(source, "activity_keys", ()))
+        stored = stored_cadence(state)
         cadence = self.cadences.after_poll(
             source.name,
             target,
-            stored_cadence(state),
+            stored,
             now=now,
             events=events,
             every=every,
             max_every=max_every,
         )
-        return replace(outcome, state=paced_state(state, outcome.state, cadence, events))
+        return replace(outcome, state=paced_state(state, outcome.state, cadence, events, stored))
 
     async def _observe(
         self, source: Source, target: str, state: TargetState | None

@@ -83,7 +83,7 @@ def test_the_cadence_is_written_only_when_its_interval_moves_or_the_state_does(
 ) -> None:
     assert worth_storing(stored, new, events) is written
     previous = {"v": 1} if stored is None else {"v": 1, CADENCE_KEY: stored.to_json()}
-    state = paced_state(previous, {"v": 1}, new, events)
+    state = paced_state(previous, {"v": 1}, new, events, stored)
     assert state[CADENCE_KEY] == (new if written else stored or new).to_json()
 
 

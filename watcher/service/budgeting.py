@@ -15,11 +15,19 @@ First polls (baselines) spend the budget too. A job's never-polled targets are f
 the job's allocated rate (``first_polls_rate``), one after the other, so a large new list is
 baselined over about one allocated interval, not all in the first sweep; after its first poll
 a target takes its allocated interval, so the first ones come back when the last are done.
+
+The plan is an expectation; the bill is what was spent. Between two plans a burst brings its
+targets back to ``every``, and sweeps tick at fixed moments, so the plan alone can run a few
+percent over. ``SpendWindow`` makes the budget hold over any ``BUDGET_WINDOW`` seconds: the
+adaptive polls of a sweep are cut to what the window has left, the longest overdue first, and
+the others stay due for the next sweep (a later poll pages from the last seen signature:
+nothing is skipped, only seen later).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -28,6 +36,9 @@ from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget, TargetGroup, allocate_groups
 
 ALLOCATE_EVERY: Final = 300.0  # seconds: bursts spend beyond the plan until the next one
+# Seconds over which the budget holds, whatever the plan expected: short enough that a month's
+# bill cannot be spent in a day, long enough that a sweep may spend what quiet ones left.
+BUDGET_WINDOW: Final = 600.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,15 @@ class BudgetPlan:
     @property
     def calls_per_second(self) -> float:
         return self.fixed_per_second + sum(self.job_per_second.values())
+
+    @property
+    def adaptive_per_second(self) -> float | None:
+        """What the budget leaves the adaptive targets; None when the rules without
+        ``max_every`` alone spend it (the adaptive ones then stay at ``max_every``, uncapped:
+        a budget cannot stop a fixed schedule, and the check says so)."""
+        if math.isinf(self.stretch_factor):
+            return None
+        return self.budget.per_second - self.fixed_per_second
 
     def first_polls_rate(self, job: Job) -> float | None:
         """Polls per second ``job``'s never-polled targets may spend on their first polls: the
@@ -124,3 +144,41 @@ def stretch_warning(plan: BudgetPlan) -> str | None:
         f"rpc.budget {plan.budget} is below what max_every for every target costs: intervals "
         f"stretch {plan.stretch_factor:.2f}x beyond max_every"
     )
+
+
+class SpendWindow:
+    """The adaptive polls of the last ``window`` seconds, to keep them within the budget, and
+    a pace: a sweep may spend what the budget earned since the last one, up to ``burst``
+    seconds of it. The window alone would let a long overrun spend ten minutes' calls in a few
+    sweeps and then poll nothing at all until they leave it; the pace spreads what is left."""
+
+    def __init__(self, window: float = BUDGET_WINDOW) -> None:
+        self.window = window
+        self._spent: deque[tuple[float, int]] = deque()
+        self._total = 0
+        self._credit: float | None = None  # polls earned and not spent, at ``_at``
+        self._at = 0.0
+
+    def room(self, now: float, per_second: float, burst: float) -> int:
+        """How many polls may start at ``now``: neither the last ``window`` seconds spending
+        more than ``per_second`` a second, nor more than was earned at that rate since the
+        last sweep, with at most ``burst`` seconds' worth saved."""
+        spent = self._spent
+        while spent and (spent[0][0] <= now - self.window or spent[0][0] > now):
+            # Out of the window (or ahead of a clock stepped back: counted as gone).
+            self._total -= spent.popleft()[1]
+        cap = per_second * burst
+        if self._credit is None:
+            credit = cap
+        else:
+            credit = min(self._credit + per_second * max(0.0, now - self._at), cap)
+        self._credit, self._at = credit, now
+        in_window = math.floor(per_second * self.window + 1e-9) - self._total
+        return max(0, min(in_window, math.floor(credit + 1e-9)))
+
+    def spend(self, now: float, polls: int) -> None:
+        if polls:
+            self._spent.append((now, polls))
+            self._total += polls
+            if self._credit is not None:
+                self._credit -= polls

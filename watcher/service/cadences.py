@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from watcher.alerting.events import TargetState
@@ -57,7 +58,10 @@ def activity(previous: TargetState | None, new: Mapping[str, object], keys: Iter
     activity."""
     if previous is None:
         return 0
-    return int(any(previous.get(key) != new.get(key) for key in keys))
+    for key in keys:  # a loop, not any(): this runs after every poll
+        if previous.get(key) != new.get(key):
+            return 1
+    return 0
 
 
 def worth_storing(stored: Cadence | None, new: Cadence, events: int) -> bool:
@@ -73,49 +77,160 @@ def paced_state(
     new_state: TargetState,
     cadence: Cadence,
     events: int,
+    stored: Cadence | None,
 ) -> TargetState:
     """The step's new state with the cadence to keep: the new one when ``worth_storing``,
-    else the stored one unchanged (so that a quiet poll leaves the document as it was)."""
-    stored = stored_cadence(previous)
+    else the stored one unchanged (so that a quiet poll leaves the document as it was).
+    ``stored``: ``stored_cadence(previous)``, which the caller has read already."""
     if worth_storing(stored, cadence, events):
         return {**new_state, CADENCE_KEY: cadence.to_json()}
     assert previous is not None  # a stored cadence comes from a previous state
     return {**new_state, CADENCE_KEY: previous[CADENCE_KEY]}
 
 
+@dataclass
+class _SourceIndex:
+    """One source's cadences, and what makes ``due`` cost what is due rather than every target:
+    a timing wheel of next due times (whole seconds: ``wheel[second][target] = next_due``) read
+    up to each sweep's moment, the targets whose time came (taken off the wheel, not polled
+    since), and those known to have no cadence."""
+
+    known: dict[str, Cadence | None] = field(default_factory=dict)
+    wheel: dict[int, dict[str, float]] = field(default_factory=dict)
+    read_to: int | None = None  # the wheel's slots below this one are empty
+    came: dict[str, float] = field(default_factory=dict)  # target -> its next_due, passed
+    never: dict[str, None] = field(default_factory=dict)  # an ordered set
+
+    def place(self, target: str, cadence: Cadence | None) -> None:
+        """``target``'s cadence, off the wheel (or ``came``) at its old time, on at its new."""
+        old = self.known.get(target)
+        self.known[target] = cadence
+        if old is not None and self.came.pop(target, None) is None:
+            slot = self.wheel.get(math.floor(old.next_due))
+            if slot is not None:
+                slot.pop(target, None)
+        if cadence is None:
+            self.never[target] = None
+            return
+        if old is None:
+            self.never.pop(target, None)
+        second = math.floor(cadence.next_due)
+        if self.read_to is not None and second < self.read_to:
+            self.came[target] = cadence.next_due  # a slot already read: its time has come
+            return
+        slot = self.wheel.get(second)
+        if slot is None:
+            slot = self.wheel[second] = {}
+        slot[target] = cadence.next_due
+
+    def read_until(self, until: float) -> None:
+        """Moves every target due at or before ``until`` from the wheel to ``came``."""
+        last = math.floor(until)
+        start = self.read_to
+        if start is None or last - start > len(self.wheel):
+            seconds = sorted(second for second in self.wheel if second <= last)
+        else:
+            seconds = [second for second in range(start, last + 1) if second in self.wheel]
+        came = self.came
+        for second in seconds:
+            slot = self.wheel[second]
+            if second < last:
+                came.update(slot)
+                del self.wheel[second]
+                continue
+            # The slot of ``until`` itself: only what is due by then; the rest stays.
+            passed = [target for target, at in slot.items() if at <= until]
+            for target in passed:
+                came[target] = slot.pop(target)
+        if start is None or last > start:
+            self.read_to = last
+
+
+@dataclass
+class _View:
+    """A sequence of targets a sweep asks about, indexed once: each target's position, and
+    those the book did not know when it was first asked (fewer as they are learned)."""
+
+    targets: Sequence[str]
+    position: dict[str, int]
+    unknown: list[str]
+
+
 class CadenceBook:
     """The cadence of each adaptive target this process knows, by source: a sweep's index of
     what is due. A target absent is unknown (its stored cadence not read yet); ``None`` is
-    known to have none (never polled, or its stored one was damaged): due."""
+    known to have none (never polled, or its stored one was damaged): due.
+
+    ``due`` costs what is due, not the number of targets (the scheduler's CPU at 100,000
+    targets is measured in ``bench/activity.py``): the book keeps a timing wheel of next due
+    times per source, and indexes each sequence of targets it is asked about once. A tuple
+    is indexed for as long as it is asked about (a sweep's targets are the job's tuple, or the
+    held shards' tuple, ``ShardedTargets``); any other sequence at each call (it may change).
+    """
 
     def __init__(self) -> None:
-        self._by_source: dict[str, dict[str, Cadence | None]] = {}
+        self._by_source: dict[str, _SourceIndex] = {}
+        self._views: dict[tuple[str, int], _View] = {}
         # Intervals of the last budget allocation, by source and target (None: no budget).
         self._allocated: dict[str, dict[str, float]] = {}
 
+    def _index(self, source: str) -> _SourceIndex:
+        index = self._by_source.get(source)
+        if index is None:
+            index = self._by_source[source] = _SourceIndex()
+        return index
+
+    def _set(self, source: str, target: str, cadence: Cadence | None) -> None:
+        (self._by_source.get(source) or self._index(source)).place(target, cadence)
+
+    def _view(self, source: str, targets: Sequence[str]) -> _View:
+        key = (source, id(targets))
+        view = self._views.get(key)
+        if view is not None and view.targets is targets:
+            return view
+        known = self._index(source).known
+        view = _View(
+            targets,
+            {target: position for position, target in enumerate(targets)},
+            [target for target in targets if target not in known],
+        )
+        if type(targets) is tuple:
+            if len(self._views) > 64:  # jobs and shard sets of the past
+                self._views.clear()
+            self._views[key] = view
+        return view
+
     def get(self, source: str, target: str) -> Cadence | None:
-        return self._by_source.get(source, {}).get(target)
+        index = self._by_source.get(source)
+        return None if index is None else index.known.get(target)
 
     def unknown(self, source: str, targets: Sequence[str]) -> list[str]:
-        """The targets whose cadence has not been read or set yet."""
-        known = self._by_source.get(source, {})
-        return [target for target in targets if target not in known]
+        """The targets whose cadence has not been read or set yet, in their order."""
+        view = self._view(source, targets)
+        if view.unknown:
+            known = self._index(source).known
+            view.unknown = [target for target in view.unknown if target not in known]
+        return list(view.unknown)
 
     def learn(self, source: str, target: str, cadence: Cadence | None) -> None:
-        self._by_source.setdefault(source, {})[target] = cadence
+        self._set(source, target, cadence)
 
     def due(self, source: str, targets: Sequence[str], now: float, slack: float = 0.0) -> list[str]:
         """The targets to poll at ``now``, in their order: never polled, or their time come or
         within ``slack`` of it. Sweeps run at fixed ticks and a poll's due time counts from its
         answer, a little after its sweep's tick: without a slack (half the sweeps' interval) a
         target due "every second" would wait for every other tick."""
-        known = self._by_source.get(source, {})
-        due = []
+        index = self._index(source)
+        view = self._view(source, targets)
         until = now + slack
-        for target in targets:
-            cadence = known.get(target)
-            if cadence is None or until >= cadence.next_due:
-                due.append(target)
+        index.read_until(until)
+        came, position = index.came, view.position
+        # A target popped by another job's sweep (a longer slack) is not due here before its
+        # own time: ``came`` keeps each one's due time.
+        due = [target for target, at in came.items() if at <= until and target in position]
+        due += [target for target in index.never if target in position]
+        due += self.unknown(source, targets)
+        due.sort(key=position.__getitem__)
         return due
 
     def after_poll(
@@ -133,9 +248,10 @@ class CadenceBook:
         (the latest, a reschedule included), else from the one stored in its state."""
         # ``allocated_interval`` of ``after_poll`` is not used: it would send a target that just
         # moved back to its allocated interval on its first quiet poll.
-        known = self._by_source.setdefault(source, {})
-        previous = known.get(target) or stored
-        allocated = self._allocated.get(source, {}).get(target)
+        index = self._by_source.get(source)
+        previous = (None if index is None else index.known.get(target)) or stored
+        by_target = self._allocated.get(source) if self._allocated else None
+        allocated = None if by_target is None else by_target.get(target)
         # Under a budget the allocated interval is the ceiling the backoff climbs to: a target
         # that moved is polled at every, then backs off toward it by doubling (not straight
         # back to it on the next quiet poll), until the next plan weighs its raised rate.
@@ -150,22 +266,23 @@ class CadenceBook:
         if previous is None and allocated is not None:
             # Under a budget a baseline is no activity: the target takes its allocation.
             cadence = rescheduled(cadence, allocated)
-        known[target] = cadence
+        self._set(source, target, cadence)
         return cadence
 
     def cadences(self, source: str) -> Mapping[str, Cadence | None]:
-        return self._by_source.get(source, {})
+        index = self._by_source.get(source)
+        return {} if index is None else index.known
 
     def allocate(self, intervals: Mapping[str, Mapping[str, float]]) -> None:
         """A budget allocation's intervals, by source and target: a known cadence moves its
         next poll at once (``rescheduled``); later quiet polls take the allocated interval."""
         self._allocated = {source: dict(by_target) for source, by_target in intervals.items()}
         for source, by_target in intervals.items():
-            known = self._by_source.get(source, {})
+            known = self.cadences(source)
             for target, interval in by_target.items():
                 cadence = known.get(target)
                 if cadence is not None and not math.isclose(cadence.interval, interval):
-                    known[target] = rescheduled(cadence, interval)
+                    self._set(source, target, rescheduled(cadence, interval))
 
     def rate(self, source: str, target: str, prior: float = PRIOR_RATE) -> float:
         """The target's estimated events per second; ``prior`` for one never polled."""
@@ -173,12 +290,12 @@ class CadenceBook:
         return prior if cadence is None else cadence.rate
 
     def never_polled(self, source: str, targets: Sequence[str]) -> int:
-        known = self._by_source.get(source, {})
+        known = self.cadences(source)
         return sum(known.get(target) is None for target in targets)
 
     def first_polls_limited(self, source: str, due: Sequence[str], limit: int) -> list[str]:
         """``due`` with at most ``limit`` of its never-polled targets (the first ones)."""
-        known = self._by_source.get(source, {})
+        known = self.cadences(source)
         kept, firsts = [], 0
         for target in due:
             if known.get(target) is None:
@@ -196,8 +313,8 @@ class CadenceBook:
         """The current interval of every target with a cadence (for /metrics)."""
         return [
             cadence.interval
-            for known in self._by_source.values()
-            for cadence in known.values()
+            for index in self._by_source.values()
+            for cadence in index.known.values()
             if cadence is not None
         ]
 

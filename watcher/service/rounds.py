@@ -33,6 +33,7 @@ from watcher.kinds.base import Source
 from watcher.service.budgeting import (
     ALLOCATE_EVERY,
     BudgetPlan,
+    SpendWindow,
     job_key,
     plan_budget,
     stretch_warning,
@@ -43,6 +44,7 @@ from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import ShardedTargets, run_bounded
 from watcher.state.interface import Store
+from watcher.state.shards import SHARDS
 from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger("watcher.app")
@@ -108,6 +110,7 @@ class Sweeper:
         self._stretch_said: str | None = None
         # Per adaptive job: the first polls its share of the budget has paid for, and when.
         self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
+        self._spending = SpendWindow()  # the adaptive polls of the budget's window
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -210,6 +213,45 @@ class Sweeper:
         due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
         if self.plan is not None:
             due = self._first_polls_paced(job, held, due, now)
+            due = self._within_budget(job, due, now)
+        return due
+
+    def _share(self) -> float:
+        """This instance's part of the budget's calls: its share of the shards (several
+        instances on one database; each polls only its shards' targets, so the plan's
+        intervals, made over all of them, hold as they are)."""
+        held = self.store.shards_held()
+        return 1.0 if held is None else max(len(held), 1) / SHARDS
+
+    def _within_budget(self, job: Job, due: list[str], now: float) -> list[str]:
+        """``due`` cut to what the budget allows now (``SpendWindow``); the others stay due.
+        Kept first: first polls (paid for already), then targets that waited twice their
+        interval (so a quiet one is never starved by busy ones), then those with the most
+        events expected since their last poll (estimated rate times the time since): a
+        deferred poll delays those events."""
+        assert self.plan is not None
+        per_second = self.plan.adaptive_per_second
+        if per_second is None:
+            return due
+        # A sweep may spend two of its intervals' worth (a minute at least) that quiet sweeps
+        # saved; beyond the plan, polls are spread rather than spent in a few sweeps.
+        burst = max(60.0, 2 * job.interval)
+        room = self._spending.room(now, per_second * self._share(), burst)
+        if len(due) > room:
+            known = self.cadences.cadences(job.source)
+
+            def priority(target: str) -> tuple[int, float]:
+                cadence = known.get(target)
+                if cadence is None:
+                    return (2, 0.0)  # a first poll: its credit is paid already
+                late = now - cadence.next_due
+                if late >= cadence.interval:
+                    return (1, late / cadence.interval)  # waited twice its interval
+                return (0, cadence.rate * (now - cadence.seen_at))
+
+            log.debug("budget window full", source=job.source, due=len(due), room=room)
+            due = sorted(due, key=priority, reverse=True)[:room]
+        self._spending.spend(now, len(due))
         return due
 
     def _first_polls_paced(
@@ -222,6 +264,7 @@ class Sweeper:
         rate = self.plan.first_polls_rate(job)
         if rate is None or not self.cadences.never_polled(job.source, due):
             return due
+        rate *= self._share()
         key = job_key(job)
         credit, last = self._first_credit.get(key, (1.0, now))
         # Capped at a sweep's worth: credit left unspent does not pile up into a burst.

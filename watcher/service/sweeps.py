@@ -71,14 +71,23 @@ class ShardedTargets:
 
     def __init__(self) -> None:
         self._by_job: dict[int, tuple[Job, dict[int, list[str]]]] = {}
+        # Per job, the last shards asked about and their targets: the same tuple while the
+        # shards held stay the same (the cadence book indexes a tuple once).
+        self._held: dict[int, tuple[Job, frozenset[int], tuple[str, ...]]] = {}
 
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
         """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
         if shards is None:
             return job.targets
-        return [
-            target for shard in sorted(shards) for target in self._partition(job).get(shard, ())
-        ]
+        kept = self._held.get(id(job))
+        if kept is not None and kept[0] is job and kept[1] == shards:
+            return kept[2]
+        partition = self._partition(job)
+        targets = tuple(target for shard in sorted(shards) for target in partition.get(shard, ()))
+        if len(self._held) > 64:  # jobs of rules replaced by a reload
+            self._held.clear()
+        self._held[id(job)] = (job, shards, targets)
+        return targets
 
     def _partition(self, job: Job) -> dict[int, list[str]]:
         kept = self._by_job.get(id(job))

@@ -1,0 +1,136 @@
+"""The budget holds over any ten minutes, whatever the plan expected: a sweep's adaptive polls
+are cut to what the window has left, the most expected events first; with several instances
+each spends its share of the shards."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from typing import Any, cast
+
+import pytest
+
+from watcher.alerting.ruleset import Job
+from watcher.cadence import Budget
+from watcher.service.budgeting import BUDGET_WINDOW, SpendWindow
+from watcher.service.cadences import CadenceBook
+from watcher.service.rounds import Sweeper
+from watcher.state.shards import SHARDS
+
+
+def test_the_pace_spends_what_was_earned_since_the_last_sweep_up_to_a_burst() -> None:
+    window = SpendWindow()
+    assert window.room(0.0, per_second=2.0, burst=30.0) == 60  # a first sweep: a burst's worth
+    window.spend(0.0, 60)
+    assert window.room(10.0, per_second=2.0, burst=30.0) == 20  # earned in 10 s
+    window.spend(10.0, 5)
+    assert window.room(100.0, per_second=2.0, burst=30.0) == 60  # saved: at most the burst
+
+
+@pytest.mark.parametrize(
+    ("spent", "now", "room"),
+    [
+        pytest.param([], 0.0, 600, id="nothing-spent"),
+        pytest.param([(0.0, 100), (300.0, 200)], 500.0, 300, id="both-in-the-window"),
+        pytest.param([(0.0, 100), (300.0, 200)], 600.0, 400, id="the-first-left-it"),
+        pytest.param([(0.0, 700)], 10.0, 0, id="over-is-no-room"),
+        pytest.param([(100.0, 500)], 50.0, 600, id="clock-stepped-back"),
+    ],
+)
+def test_the_window_has_room_for_what_its_last_ten_minutes_did_not_spend(
+    spent: list[tuple[float, int]], now: float, room: int
+) -> None:
+    window = SpendWindow()
+    for moment, polls in spent:
+        window.spend(moment, polls)
+    assert window.room(now, per_second=1.0, burst=BUDGET_WINDOW) == room
+
+
+class HeldShards:
+    """What the sweeper's due filter reads of a store: no state stored, these shards held."""
+
+    commits = 0
+
+    def __init__(self, shards: frozenset[int] | None) -> None:
+        self.shards = shards
+
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        return None
+
+    async def load_state(self, source: str, target: str) -> None:
+        return None
+
+    def shards_held(self) -> frozenset[int] | None:
+        return self.shards
+
+
+BUSY = tuple(f"busy{i}" for i in range(5))
+QUIET = tuple(f"quiet{i}" for i in range(95))
+
+
+def replay(shards: frozenset[int] | None, seconds: int) -> list[list[str]]:
+    """A sweep a second of 100 targets (every 1 s, max_every 8 s) under 5 calls a second, the
+    five busy ones moving at each poll; the targets polled at each sweep."""
+    job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
+    budget, jobs = Budget(5.0 * 86400, 86400.0), (job,)
+    book = CadenceBook()
+    unused = cast(Any, None)
+    sweeper = Sweeper(
+        poll=unused,
+        commit=unused,
+        builtins=unused,
+        store=cast(Any, HeldShards(shards)),
+        health=unused,
+        state_health=unused,
+        metrics=unused,
+        poll_faults=unused,
+        cadences=book,
+        budget=lambda: (budget, jobs),
+        last_errors={},
+        heartbeat=None,
+        width=8,
+        stopping=asyncio.Event(),
+        clock=lambda: 0.0,
+    )
+
+    async def run() -> list[list[str]]:
+        polled = []
+        for now in range(seconds):
+            due = await sweeper._due(job, job.targets, float(now))
+            for target in due:
+                moved = int(target in BUSY)
+                book.after_poll(
+                    "signatures", target, None, now=now, events=moved, every=1.0, max_every=8.0
+                )
+            polled.append(list(due))
+        return polled
+
+    return asyncio.run(run())
+
+
+def most_in_a_window(polled: list[list[str]]) -> int:
+    calls = [len(due) for due in polled]
+    span = int(BUDGET_WINDOW)
+    return max(sum(calls[start : start + span]) for start in range(len(calls) - span + 1))
+
+
+def test_busy_targets_beyond_the_plan_never_spend_more_than_the_budget_in_ten_minutes() -> None:
+    polled = replay(None, 1500)
+    assert most_in_a_window(polled) <= 5 * BUDGET_WINDOW
+    # The budget is spent, not starved: the last ten minutes used nearly all of it.
+    assert sum(map(len, polled[-600:])) >= 0.95 * 5 * BUDGET_WINDOW
+    # The busy targets (most events expected) take much of it, yet no quiet one is starved:
+    # each is polled at least every two minutes (its plan says 20 s, which the busy ones,
+    # back at every, leave no room for).
+    assert sum(target in BUSY for due in polled[-600:] for target in due) >= 0.5 * 5 * 600
+    for target in QUIET:
+        polls = [now for now in range(900, 1500) if target in polled[now]]
+        assert max(later - earlier for earlier, later in itertools.pairwise(polls)) <= 120
+
+
+def test_an_instance_holding_half_the_shards_spends_half_the_budget() -> None:
+    half = frozenset(range(SHARDS // 2))
+    polled = replay(half, 1500)
+    assert most_in_a_window(polled) <= 2.5 * BUDGET_WINDOW
+    assert sum(map(len, polled[-600:])) >= 0.95 * 2.5 * BUDGET_WINDOW
