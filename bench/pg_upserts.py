@@ -1,10 +1,13 @@
-"""1,000 target states upserted on PostgreSQL: ``executemany`` or one ``unnest`` statement?
+"""1,000 target states upserted on PostgreSQL: ``executemany``, one ``unnest`` statement, or
+one statement over a JSON array of the rows?
 
 What ``watcher.state.pg_rows.upsert_states`` (the staged quiet steps' flush) is built on. Each
 form runs in one transaction on a throwaway local server (``support.postgres``: a unix socket,
 fsync off), first inserting 1,000 new rows, then updating the same 1,000; the median of
-``--rounds`` runs of each. ``unnest`` twice: its arrays sent as text, then in binary (what
-``pg_rows`` does). A remote server adds a round trip per pipeline sync to both, so the
+``--rounds`` runs of each. ``unnest`` twice: its arrays sent as text, then in binary
+(what ``pg_rows`` did first); then the JSON array (``json_array_elements``: what
+``pg_rows.upsert_states`` does). Besides the wall time, the client's CPU: what the sweep's event
+loop pays. A remote server adds a round trip per pipeline sync to both, so the
 gap measured here is the smallest it gets.
 
     python bench/pg_upserts.py [--rows 1000] [--rounds 20]
@@ -59,6 +62,20 @@ async def with_unnest_text(conn: Connection, rows: Rows) -> None:
 
 
 async def with_unnest_binary(conn: Connection, rows: Rows) -> None:
+    """The statement ``pg_rows.upsert_states`` used before its JSON form."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[3] = [float(at) for at in columns[3]]
+    async with conn.transaction():
+        await conn.execute(
+            """INSERT INTO targets (source, target, state, updated_at)
+            SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::double precision[])
+            ON CONFLICT (source, target)
+            DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
+            columns,
+        )
+
+
+async def with_json(conn: Connection, rows: Rows) -> None:
     await pg_rows.upsert_states(conn, rows)
 
 
@@ -71,18 +88,21 @@ def states(n: int, at: float) -> list[pg_rows.StateRow]:
 
 async def timed(
     conn: Connection, upsert: Callable[[Connection, Rows], Awaitable[None]], n: int, rounds: int
-) -> tuple[float, float]:
-    """Median seconds to insert ``n`` new rows, and to update them."""
+) -> tuple[float, float, float]:
+    """Median seconds to insert ``n`` new rows, and to update them; and the median of this
+    process's CPU seconds for one of them (the client's: what a sweep's event loop pays)."""
     inserts: list[float] = []
     updates: list[float] = []
+    cpu: list[float] = []
     for round_ in range(rounds):
         await conn.execute("TRUNCATE targets")
         for times, at in ((inserts, float(round_)), (updates, round_ + 0.5)):
             rows = states(n, at)
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             await upsert(conn, rows)
             times.append(time.perf_counter() - started)
-    return statistics.median(inserts), statistics.median(updates)
+            cpu.append(time.process_time() - started_cpu)
+    return statistics.median(inserts), statistics.median(updates), statistics.median(cpu)
 
 
 async def measure(conninfo: str, n: int, rounds: int) -> None:
@@ -92,11 +112,15 @@ async def measure(conninfo: str, n: int, rounds: int) -> None:
             ("executemany", with_executemany),
             ("unnest text", with_unnest_text),
             ("unnest binary", with_unnest_binary),
+            ("json array", with_json),
         )
         for name, upsert in forms:
-            insert, update = await timed(conn, upsert, n, rounds)
-            insert_ms, update_ms = insert * 1000, update * 1000
-            print(f"{name:13} {n} rows: insert {insert_ms:7.2f} ms, update {update_ms:7.2f} ms")
+            insert, update, cpu = await timed(conn, upsert, n, rounds)
+            insert_ms, update_ms, cpu_ms = insert * 1000, update * 1000, cpu * 1000
+            print(
+                f"{name:13} {n} rows: insert {insert_ms:7.2f} ms, update {update_ms:7.2f} ms, "
+                f"client CPU {cpu_ms:7.2f} ms"
+            )
 
 
 def main() -> None:

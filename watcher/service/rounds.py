@@ -126,7 +126,7 @@ class Sweeper:
             return
         source = SOURCES[job.source]
         started = self.clock()
-        shards = self.store.shards_held()
+        shards = held_at_start = self.store.shards_held()
         if shards is not None:
             key = _covered_key(job)
             if only is None:
@@ -141,7 +141,7 @@ class Sweeper:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             results = await run_bounded(
                 targets,
-                lambda target: self._poll(source, target, job),
+                lambda target: self._poll(source, target, job, held_at_start),
                 width,
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
@@ -318,10 +318,15 @@ class Sweeper:
                     "reading a chunk of states failed; each poll reads its own", source=job.source
                 )
 
-    async def _poll(self, source: Source, target: str, job: Job) -> bool | None:
+    async def _poll(
+        self, source: Source, target: str, job: Job, held_at_start: frozenset[int] | None
+    ) -> bool | None:
         """Whether the poll succeeded; None when the database failed it or the target's shard
-        was handed back or lost meanwhile (not this instance's any more: not polled)."""
-        if not self.store.holds(source.name, target):
+        was handed back or lost meanwhile (not this instance's any more: not polled). While the
+        store holds the very shards the sweep started with, every target of the sweep is still
+        held: no need to hash each one to its shard (``holds``)."""
+        unchanged = held_at_start is not None and self.store.shards_held() is held_at_start
+        if not unchanged and not self.store.holds(source.name, target):
             return None
         with self.database_work(f"poll {source.name}"):
             try:

@@ -3,7 +3,6 @@ alerts, dead-letter reports), and the small SQL helpers of the store."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from watcher.alerting.events import AlertMessage
+from watcher.core.fastjson import encode_stored
 from watcher.delivery.outbox import Destination
 
 # An alert's status follows from its deliveries (see ``watcher.delivery.outbox.ALERT_STATUSES``).
@@ -106,8 +106,8 @@ def marks(items: Sequence[Any] | dict[Any, Any]) -> str:
 
 
 def to_json(value: Any) -> str:
-    # Compact and key-sorted: the same state always serialises to the same bytes.
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    # Compact and key-sorted: the same state always serialises to the same text.
+    return encode_stored(value)
 
 
 def same_state(new: Any, stored: Any) -> bool:

@@ -140,7 +140,9 @@ class Store(Protocol):
 
     def shards_held(self) -> frozenset[int] | None:
         """The shards (``watcher.state.shards``) whose targets this instance polls now; None:
-        every target (one instance owns the whole state)."""
+        every target (one instance owns the whole state). The same object for as long as they
+        do not change: a sweep that sees the set it started with need not ask ``holds`` of each
+        target."""
 
     def holds(self, source: str, target: str) -> bool:
         """Whether this instance may poll and write ``target`` of ``source`` now."""

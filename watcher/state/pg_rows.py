@@ -31,6 +31,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.alerting.silences import Silence
+from watcher.core.fastjson import encode_json
 from watcher.delivery.outbox import AlertRecord, DeliveryStatus
 from watcher.state.history import HISTORY_ALERT_COLUMNS, HISTORY_DELIVERY_COLUMNS, history_record
 from watcher.state.retention import (
@@ -65,7 +66,9 @@ async def load_states(
         return found
     rows = await (
         await conn.execute(
-            "SELECT target, state FROM targets WHERE source = %s AND target = ANY(%s)",
+            # The list in binary (``%b``): as text, psycopg quotes each item with a regular
+            # expression, most of a prefetch's CPU.
+            "SELECT target, state FROM targets WHERE source = %s AND target = ANY(%b::text[])",
             [source, list(found)],
         )
     ).fetchall()
@@ -86,26 +89,26 @@ async def load_state_text(conn: Connection, source: str, target: str) -> str | N
 async def upsert_states(conn: Connection, rows: Sequence[StateRow]) -> int:
     """Writes states in one transaction (the staged quiet steps' flush); how many rows.
 
-    One ``unnest`` statement over arrays sent in binary (``%b``): for 1,000 rows, about twice
-    as fast as a pipelined ``executemany`` on a local server (``bench/pg_upserts.py``: 10-13 ms
-    against 19-24 ms; the same arrays sent as text are no faster than ``executemany``: quoting
-        the JSON costs what the single statement saves). A (source, target) given twice keeps its
-    last row, as a sequence of upserts would (one statement may not update a row twice)."""
-    # float(): an array is dumped by its first item's type, and a time may come as an int.
-    latest = {(source, target): (state, float(at)) for source, target, state, at in rows}
-    if not latest:
+    One statement over one JSON array of the rows (``json_array_elements``): orjson writes the
+    rows as they are, in C, where psycopg would dump arrays item by item in Python. For 1,000
+    rows on a local server the client's CPU is about two thirds that of an ``unnest`` of binary
+    arrays and a tenth of a pipelined ``executemany``, in about the same time
+    (``bench/pg_upserts.py``). A (source, target) given twice keeps its last row, as a sequence
+    of upserts would (one statement may not update a row twice): the server keeps each key's
+    last element, so the client loops over nothing."""
+    if not rows:
         return 0
-    sources, targets = zip(*latest, strict=True)
-    states, times = zip(*latest.values(), strict=True)
     async with conn.transaction():
-        await conn.execute(
+        cursor = await conn.execute(
             """INSERT INTO targets (source, target, state, updated_at)
-            SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::double precision[])
+            SELECT DISTINCT ON (r->>0, r->>1) r->>0, r->>1, r->>2, (r->>3)::double precision
+            FROM json_array_elements(%s::json) WITH ORDINALITY AS e(r, n)
+            ORDER BY r->>0, r->>1, n DESC
             ON CONFLICT (source, target)
             DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
-            [list(sources), list(targets), list(states), list(times)],
+            [encode_json(rows).decode()],
         )
-    return len(latest)
+    return cursor.rowcount
 
 
 async def upsert_state_in(

@@ -36,7 +36,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -71,6 +71,15 @@ R = TypeVar("R")
 
 # Instances whose heartbeat is older than this many lease times are deleted (status stays short).
 DEAD_INSTANCE_TTLS = 20
+_NONE_HELD: frozenset[int] = frozenset()
+# Quiet states staged before a flush writes them: a flush costs the same few statements however
+# many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
+PG_STAGED_LIMIT = 4 * STAGED_LIMIT
+
+
+def _int_array(values: Iterable[int]) -> str:
+    """A PostgreSQL array literal of integers: ``{1,2,3}``."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,7 @@ class PostgresStore:
         self._flush_idle.set()
         self._prefetched: dict[str, dict[str, str | None]] = {}
         self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
+        self._held_view: frozenset[int] | None = None  # ``shards_held``; None: changed since
         self._held_until = 0.0  # monotonic: the leases may have lapsed after this
         self._claimed: set[int] = set()  # deliveries claimed under self.token, not yet marked
         self._started = False
@@ -206,6 +216,7 @@ class PostgresStore:
             except (StateError, psycopg.Error) as exc:  # the leases lapse by themselves
                 log.warning("could not hand the shards back", error=str(exc))
         self._held.clear()
+        self._held_view = None
         await self._pool.close()
 
     # -- leases -------------------------------------------------------------------------------
@@ -213,8 +224,10 @@ class PostgresStore:
     def shards_held(self) -> frozenset[int] | None:
         """The shards this instance may poll now; empty once its leases may have lapsed."""
         if self._monotonic() >= self._held_until:
-            return frozenset()
-        return frozenset(self._held)
+            return _NONE_HELD
+        if self._held_view is None:
+            self._held_view = frozenset(self._held)
+        return self._held_view
 
     def holds(self, source: str, target: str) -> bool:
         return shard_of(source, target) in self._held and self._monotonic() < self._held_until
@@ -235,6 +248,7 @@ class PostgresStore:
             lost = set(self._held) - kept
             for shard in lost:
                 del self._held[shard]
+                self._held_view = None
             # The renewal started before its statement ran: the leases last at least that long.
             self._held_until = started + self.lease_ttl
             live = [i.instance_id for i in await pg_leases.live_instances(conn, self.lease_ttl)]
@@ -247,13 +261,16 @@ class PostgresStore:
                 released = await pg_leases.release(conn, self.instance, surplus)
                 for shard in released:
                     self._held.pop(shard, None)
+                    self._held_view = None
             elif len(self._held) < share:
                 takeable = await pg_leases.takeable_shards(conn)
                 wanted = plan(set(self._held), takeable, share).take
                 taken = await pg_leases.acquire(
                     conn, self.instance, len(wanted), self.lease_ttl, among=wanted
                 )
-                self._held.update(taken)
+                if taken:
+                    self._held.update(taken)
+                    self._held_view = None
             if self._claimed:
                 lapsed = await pg_deliveries.extend_claim(
                     conn, sorted(self._claimed), self.token, self.claim_ttl
@@ -278,7 +295,8 @@ class PostgresStore:
         return epoch
 
     def _drop(self, shard: int) -> None:
-        self._held.pop(shard, None)
+        if self._held.pop(shard, None) is not None:
+            self._held_view = None
 
     # -- target state -------------------------------------------------------------------------
 
@@ -290,7 +308,7 @@ class PostgresStore:
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
         self._staged[source, target] = (to_json(state), now)
         self._prefetched.get(source, {}).pop(target, None)
-        return len(self._staged) >= STAGED_LIMIT
+        return len(self._staged) >= PG_STAGED_LIMIT
 
     @_mapped("flush states")
     async def flush_states(self) -> int:
@@ -322,7 +340,8 @@ class PostgresStore:
                         ON h.shard = l.shard AND h.epoch = l.epoch
                     WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
                     ORDER BY l.shard FOR SHARE OF l""",
-                    [list(claimed), list(claimed.values()), self.instance],
+                    # Array literals made here: psycopg dumps a list item by item in Python.
+                    [_int_array(claimed), _int_array(claimed.values()), self.instance],
                 )
                 fenced = {int(row[0]) for row in await cursor.fetchall()}
                 rows = [row for shard in fenced for row in by_shard[shard]]
