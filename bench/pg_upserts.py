@@ -48,31 +48,29 @@ async def with_executemany(conn: Connection, rows: Rows) -> None:
         await cursor.executemany(_UPSERT, rows)
 
 
-async def with_unnest_text(conn: Connection, rows: Rows) -> None:
-    """The same statement as ``pg_rows``', its arrays sent as text."""
+async def with_unnest(conn: Connection, rows: Rows, placeholder: str) -> None:
+    """The statement ``pg_rows.upsert_states`` used before its JSON form, its arrays sent as
+    text (``%s``) or in binary (``%b``, what it did)."""
     columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[3] = [float(at) for at in columns[3]]
+    types = ("text", "text", "text", "double precision")
+    arrays = ", ".join(f"{placeholder}::{name}[]" for name in types)
     async with conn.transaction():
         await conn.execute(
-            """INSERT INTO targets (source, target, state, updated_at)
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::double precision[])
+            f"""INSERT INTO targets (source, target, state, updated_at)
+            SELECT * FROM unnest({arrays})
             ON CONFLICT (source, target)
             DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
             columns,
         )
+
+
+async def with_unnest_text(conn: Connection, rows: Rows) -> None:
+    await with_unnest(conn, rows, "%s")
 
 
 async def with_unnest_binary(conn: Connection, rows: Rows) -> None:
-    """The statement ``pg_rows.upsert_states`` used before its JSON form."""
-    columns = [list(column) for column in zip(*rows, strict=True)]
-    columns[3] = [float(at) for at in columns[3]]
-    async with conn.transaction():
-        await conn.execute(
-            """INSERT INTO targets (source, target, state, updated_at)
-            SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::double precision[])
-            ON CONFLICT (source, target)
-            DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
-            columns,
-        )
+    await with_unnest(conn, rows, "%b")
 
 
 async def with_json(conn: Connection, rows: Rows) -> None:

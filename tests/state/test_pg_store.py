@@ -89,6 +89,27 @@ async def test_three_instances_settle_on_balanced_shares_with_no_shard_held_twic
     assert sum(len(h) for h in held) == SHARDS
 
 
+async def test_the_shards_held_are_the_same_set_until_they_move(
+    instances: Callable[[str], PostgresStore], database: str
+) -> None:
+    """A sweep compares the set it started with to the store's (``Sweeper._poll``): the same
+    object means nothing moved, so the set must be a new one whenever a shard comes or goes."""
+    a, b = instances("a"), instances("b")
+    await a.start()
+    await a.maintain_leases()
+    alone = a.shards_held()
+    await a.maintain_leases()  # renewed, nothing moved
+    assert a.shards_held() is alone and alone == frozenset(range(SHARDS))
+    await b.start()
+    await settle(a, b)
+    halved = a.shards_held()
+    assert halved is not alone and len(halved or ()) == SHARDS // 2
+    await expire_all(database, "a")  # paused past its leases: b takes them at its next round
+    await settle(b, rounds=1)
+    await a.maintain_leases()  # renews nothing: every shard of a is lost
+    assert a.shards_held() is not halved and a.shards_held() == frozenset()
+
+
 async def test_a_graceful_stop_hands_every_shard_over_at_the_next_round(
     instances: Callable[[str], PostgresStore],
 ) -> None:
