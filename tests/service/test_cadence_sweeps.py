@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from watcher.alerting.ruleset import Job
@@ -65,6 +67,49 @@ def test_a_sweep_polls_the_targets_whose_time_has_come(
     for target, value in known.items():
         book.learn("signatures", target, value)
     assert book.due("signatures", [A, B, C], now, slack=0.5) == expected
+
+
+TARGETS = tuple(f"t{i}" for i in range(6))
+# Whole and half seconds: a due time often falls exactly on a sweep's moment, or on a second.
+MOMENTS = st.integers(0, 40).map(lambda x: x / 2)
+SLACKS = st.sampled_from([0.0, 0.5])
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("learn"), st.sampled_from(TARGETS), st.none() | MOMENTS, MOMENTS),
+        st.tuples(st.just("poll"), st.sampled_from(TARGETS), st.integers(0, 1), MOMENTS),
+        st.tuples(st.just("allocate"), st.sampled_from(TARGETS), MOMENTS, MOMENTS),
+        st.tuples(st.just("due"), st.sampled_from([TARGETS, TARGETS[:3]]), MOMENTS, SLACKS),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=2000)  # a slot left behind the wheel's reading needs many to show
+@given(OPERATIONS)
+def test_the_due_index_says_what_looking_at_every_target_would(operations: list[Any]) -> None:
+    """Whatever the order of learning, polling, allocating and asking (times going back too,
+    several sweeps with their own slack), ``due`` lists exactly the targets a scan of every
+    cadence would: unknown, without a cadence, or next due by ``now + slack``."""
+    book = CadenceBook()
+    for operation, first, second, third in operations:
+        if operation == "learn":
+            known = None if second is None else cadence(max(0.1, third), second)
+            book.learn("signatures", first, known)
+        elif operation == "poll":
+            book.after_poll(
+                "signatures", first, None, now=third, events=second, every=1.0, max_every=8.0
+            )
+        elif operation == "allocate":
+            book.allocate({"signatures": {first: max(0.1, second)}})
+        else:
+            now, slack = second, third
+            expected = [
+                target
+                for target in first
+                if (known := book.get("signatures", target)) is None
+                or now + slack >= known.next_due
+            ]
+            assert book.due("signatures", first, now, slack) == expected
 
 
 @pytest.mark.parametrize(
