@@ -69,6 +69,7 @@ from watcher.service.cadences import (  # noqa: E402
     paced_state,
     stored_cadence,
 )
+from watcher.service.metrics import Metrics  # noqa: E402
 from watcher.service.rounds import Sweeper  # noqa: E402
 
 HOUR = 3600.0
@@ -220,7 +221,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
         store=cast(Any, _Store()),
         health=unused,
         state_health=unused,
-        metrics=unused,
+        metrics=Metrics(Path("unused.db"), time.monotonic),
         poll_faults=unused,
         cadences=book,
         budget=lambda: (plan_budget, jobs),

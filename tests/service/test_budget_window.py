@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -15,6 +16,7 @@ from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
 from watcher.service.budgeting import BUDGET_WINDOW, SpendWindow
 from watcher.service.cadences import CadenceBook
+from watcher.service.metrics import Metrics
 from watcher.service.rounds import Sweeper
 from watcher.state.shards import SHARDS
 
@@ -69,7 +71,9 @@ BUSY = tuple(f"busy{i}" for i in range(5))
 QUIET = tuple(f"quiet{i}" for i in range(95))
 
 
-def replay(shards: frozenset[int] | None, seconds: int) -> list[list[str]]:
+def replay(
+    shards: frozenset[int] | None, seconds: int, metrics: Metrics | None = None
+) -> list[list[str]]:
     """A sweep a second of 100 targets (every 1 s, max_every 8 s) under 5 calls a second, the
     five busy ones moving at each poll; the targets polled at each sweep."""
     job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
@@ -83,7 +87,7 @@ def replay(shards: frozenset[int] | None, seconds: int) -> list[list[str]]:
         store=cast(Any, HeldShards(shards)),
         health=unused,
         state_health=unused,
-        metrics=unused,
+        metrics=metrics or Metrics(Path("unused.db"), lambda: 0.0),
         poll_faults=unused,
         cadences=book,
         budget=lambda: (budget, jobs),
@@ -116,7 +120,8 @@ def most_in_a_window(polled: list[list[str]]) -> int:
 
 
 def test_busy_targets_beyond_the_plan_never_spend_more_than_the_budget_in_ten_minutes() -> None:
-    polled = replay(None, 1500)
+    metrics = Metrics(Path("unused.db"), lambda: 0.0)
+    polled = replay(None, 1500, metrics)
     assert most_in_a_window(polled) <= 5 * BUDGET_WINDOW
     # The budget is spent, not starved: the last ten minutes used nearly all of it.
     assert sum(map(len, polled[-600:])) >= 0.95 * 5 * BUDGET_WINDOW
@@ -127,6 +132,11 @@ def test_busy_targets_beyond_the_plan_never_spend_more_than_the_budget_in_ten_mi
     for target in QUIET:
         polls = [now for now in range(900, 1500) if target in polled[now]]
         assert max(later - earlier for earlier, later in itertools.pairwise(polls)) <= 120
+    # /metrics says how many due polls the limit put off.
+    deferred = metrics.registry.get_sample_value(
+        "watcher_budget_deferred_polls_total", {"source": "signatures"}
+    )
+    assert deferred is not None and deferred > 1000
 
 
 def test_an_instance_holding_half_the_shards_spends_half_the_budget() -> None:

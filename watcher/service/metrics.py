@@ -133,6 +133,13 @@ class Metrics:
             registry=r,
         )
         self._rule_children: dict[str, Counter] = {}
+        self.budget_deferred = Counter(
+            "watcher_budget_deferred_polls",
+            "Polls of due targets put off to a later sweep because rpc.budget's limit over 10 "
+            "minutes (or its pace) had no room for them, by source",
+            ["source"],
+            registry=r,
+        )
         # Read when scraped (the daemon sets it): calls a second at the current cadences, and
         # the current interval of every adaptive target (watcher.service.cadences).
         self.cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None
@@ -164,6 +171,10 @@ class Metrics:
             if child is None:
                 child = self._rule_children[rule] = self.rule_polls.labels(rule)
             child.inc()
+
+    def budget_deferred_polls(self, source: str, polls: int) -> None:
+        """Due polls put off by the budget's hard limit (``watcher.service.budgeting``)."""
+        self.budget_deferred.labels(source).inc(polls)
 
     def poll_raised(self, source: str) -> None:
         """A poll that raised (``watcher.service.poll_faults``): counted as a failed poll too."""

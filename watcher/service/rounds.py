@@ -250,6 +250,7 @@ class Sweeper:
                 return (0, cadence.rate * (now - cadence.seen_at))
 
             log.debug("budget window full", source=job.source, due=len(due), room=room)
+            self.metrics.budget_deferred_polls(job.source, len(due) - room)
             due = sorted(due, key=priority, reverse=True)[:room]
         self._spending.spend(now, len(due))
         return due
