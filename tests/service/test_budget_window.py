@@ -144,3 +144,35 @@ def test_an_instance_holding_half_the_shards_spends_half_the_budget() -> None:
     polled = replay(half, 1500)
     assert most_in_a_window(polled) <= 2.5 * BUDGET_WINDOW
     assert sum(map(len, polled[-600:])) >= 0.95 * 2.5 * BUDGET_WINDOW
+
+
+async def test_a_job_not_swept_yet_catches_nothing_up_its_first_round_polls_it_all() -> None:
+    """Shards that move before a new job's first round (a reload's, run at once) are that
+    round's to poll: a catch-up round beside it would poll every target twice at once."""
+    job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
+    unused = cast(Any, None)
+    sweeper = Sweeper(
+        poll=unused,
+        commit=unused,
+        builtins=unused,
+        store=cast(Any, HeldShards(frozenset(range(SHARDS)))),
+        health=unused,
+        state_health=unused,
+        metrics=unused,
+        poll_faults=unused,
+        cadences=CadenceBook(),
+        budget=lambda: (None, (job,)),
+        last_errors={},
+        heartbeat=None,
+        width=8,
+        stopping=asyncio.Event(),
+        clock=lambda: 0.0,
+    )
+    rounds: list[frozenset[int] | None] = []
+
+    async def sweep(job: Job, only: frozenset[int] | None = None) -> None:
+        rounds.append(only)
+
+    sweeper.sweep = sweep  # type: ignore[method-assign]
+    await sweeper.catch_up(job)
+    assert rounds == []

@@ -180,12 +180,14 @@ class Sweeper:
         """Several instances: the shards this instance took since ``job``'s last round are
         swept now rather than at its next interval (a takeover of a dead instance's targets, an
         instance that held nothing when its first round began); shards it no longer holds are
-        forgotten, so one taken back later is swept again at once too."""
+        forgotten, so one taken back later is swept again at once too. A job whose first round
+        has not begun (a reload's new job, run at once) has nothing to catch up: that round
+        polls every shard held when it begins, and a catch-up beside it would poll them twice."""
         held = self.store.shards_held()
-        if held is None:
-            return
         key = _covered_key(job)
-        covered = self._covered.get(key, frozenset()) & held
+        if held is None or key not in self._covered:
+            return
+        covered = self._covered[key] & held
         self._covered[key] = covered
         taken = held - covered
         if taken:
