@@ -414,6 +414,15 @@ def run(args: argparse.Namespace) -> Table:
         # Not a target: a shard that changes hands after its new owner's sweep began waits for
         # that owner's next sweep (the job's interval), so these may fall short of every address.
         table.add("addresses polled by the first sweeps", f"{polled:,} of {args.addresses:,}")
+        if polled < args.addresses:
+            # What moved, to tell a catch-up round's line from a first sweep's.
+            for instance in instances:
+                moved = [
+                    {key: r.get(key) for key in ("timestamp", "held", "taken", "released", "lost")}
+                    for r in instance.lines()
+                    if r.get("event") in ("shards", "shards lost")
+                ]
+                table.note(f"{instance.name}: shards moved since the reload: {moved[:12]}")
         exits = {i.name: i.stop() for i in instances}
         table.add(
             "graceful stop: exit codes",

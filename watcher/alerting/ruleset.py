@@ -65,6 +65,7 @@ class RuleSet:
             self._by_name[rule.name] = rule
         # (source, target) -> the rules watching it, in rule order; insertion order of the
         # keys is the order targets were first named, which jobs() keeps.
+        self._jobs: list[Job] | None = None  # ``jobs()``, made once
         self._watchers: dict[tuple[str, str], list[RuleBase]] = {}
         for rule in self.rules:
             source = kinds[rule.kind].source.name  # once a rule, not once per target (100,000)
@@ -97,7 +98,14 @@ class RuleSet:
 
     def jobs(self) -> list[Job]:
         """One job per source, interval and max_interval, sorted by them (a fixed job before
-        an adaptive one); targets keep the order the rules name them."""
+        an adaptive one); targets keep the order the rules name them. Made once (the same
+        list every call: do not change it): a million targets take seconds, which a reload
+        spends in its loading thread (``Reloader.reload``), not on the event loop."""
+        if self._jobs is None:
+            self._jobs = self._grouped_jobs()
+        return self._jobs
+
+    def _grouped_jobs(self) -> list[Job]:
         grouped: dict[tuple[str, float, float | None], list[str]] = {}
         for source, target in self._watchers:
             bounds = (self.interval(source, target), self.max_interval(source, target))

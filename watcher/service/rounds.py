@@ -134,6 +134,8 @@ class Sweeper:
             else:
                 shards = shards & only
                 self._covered[key] = self._covered.get(key, frozenset()) | shards
+        if shards is not None:
+            await self.targets.prepare(job)
         held = self.targets.held(job, shards)
         targets = await self._due(job, held, started) if job.adaptive else held
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target

@@ -75,6 +75,13 @@ class ShardedTargets:
         # shards held stay the same (the cadence book indexes a tuple once).
         self._held: dict[int, tuple[Job, frozenset[int], tuple[str, ...]]] = {}
 
+    async def prepare(self, job: Job) -> None:
+        """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
+        second or more, which on the event loop would hold up the lease renewals."""
+        kept = self._by_job.get(id(job))
+        if kept is None or kept[0] is not job:
+            await asyncio.to_thread(self._partition, job)
+
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
         """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
         if shards is None:
