@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -67,6 +67,37 @@ class HeldShards:
         return self.shards
 
 
+def time() -> float:
+    return 0.0
+
+
+def scheduling_sweeper(
+    store: HeldShards,
+    book: CadenceBook,
+    budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
+    metrics: Metrics,
+) -> Sweeper:
+    """A sweeper for its scheduling only (what is due, the budget, catch-ups): nothing polls."""
+    unused = cast(Any, None)
+    return Sweeper(
+        poll=unused,
+        commit=unused,
+        builtins=unused,
+        store=cast(Any, store),
+        health=unused,
+        state_health=unused,
+        metrics=metrics,
+        poll_faults=unused,
+        cadences=book,
+        budget=budget,
+        last_errors={},
+        heartbeat=None,
+        width=8,
+        stopping=asyncio.Event(),
+        clock=time,
+    )
+
+
 BUSY = tuple(f"busy{i}" for i in range(5))
 QUIET = tuple(f"quiet{i}" for i in range(95))
 
@@ -79,23 +110,11 @@ def replay(
     job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
     budget, jobs = Budget(5.0 * 86400, 86400.0), (job,)
     book = CadenceBook()
-    unused = cast(Any, None)
-    sweeper = Sweeper(
-        poll=unused,
-        commit=unused,
-        builtins=unused,
-        store=cast(Any, HeldShards(shards)),
-        health=unused,
-        state_health=unused,
-        metrics=metrics or Metrics(Path("unused.db"), lambda: 0.0),
-        poll_faults=unused,
-        cadences=book,
-        budget=lambda: (budget, jobs),
-        last_errors={},
-        heartbeat=None,
-        width=8,
-        stopping=asyncio.Event(),
-        clock=lambda: 0.0,
+    sweeper = scheduling_sweeper(
+        HeldShards(shards),
+        book,
+        lambda: (budget, jobs),
+        metrics or Metrics(Path("unused.db"), time),
     )
 
     async def run() -> list[list[str]]:
@@ -120,7 +139,7 @@ def most_in_a_window(polled: list[list[str]]) -> int:
 
 
 def test_busy_targets_beyond_the_plan_never_spend_more_than_the_budget_in_ten_minutes() -> None:
-    metrics = Metrics(Path("unused.db"), lambda: 0.0)
+    metrics = Metrics(Path("unused.db"), time)
     polled = replay(None, 1500, metrics)
     assert most_in_a_window(polled) <= 5 * BUDGET_WINDOW
     # The budget is spent, not starved: the last ten minutes used nearly all of it.
@@ -150,23 +169,9 @@ async def test_a_job_not_swept_yet_catches_nothing_up_its_first_round_polls_it_a
     """Shards that move before a new job's first round (a reload's, run at once) are that
     round's to poll: a catch-up round beside it would poll every target twice at once."""
     job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
-    unused = cast(Any, None)
-    sweeper = Sweeper(
-        poll=unused,
-        commit=unused,
-        builtins=unused,
-        store=cast(Any, HeldShards(frozenset(range(SHARDS)))),
-        health=unused,
-        state_health=unused,
-        metrics=unused,
-        poll_faults=unused,
-        cadences=CadenceBook(),
-        budget=lambda: (None, (job,)),
-        last_errors={},
-        heartbeat=None,
-        width=8,
-        stopping=asyncio.Event(),
-        clock=lambda: 0.0,
+    no_metrics = cast(Any, None)  # a catch-up decided, nothing polled: nothing to count
+    sweeper = scheduling_sweeper(
+        HeldShards(frozenset(range(SHARDS))), CadenceBook(), lambda: (None, (job,)), no_metrics
     )
     rounds: list[frozenset[int] | None] = []
 
