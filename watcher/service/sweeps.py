@@ -78,8 +78,7 @@ class ShardedTargets:
     async def prepare(self, job: Job) -> None:
         """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
         second or more, which on the event loop would hold up the lease renewals."""
-        kept = self._by_job.get(id(job))
-        if kept is None or kept[0] is not job:
+        if self._kept(job) is None:
             await asyncio.to_thread(self._partition, job)
 
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
@@ -96,10 +95,15 @@ class ShardedTargets:
         self._held[id(job)] = (job, shards, targets)
         return targets
 
-    def _partition(self, job: Job) -> dict[int, list[str]]:
+    def _kept(self, job: Job) -> dict[int, list[str]] | None:
+        """``job``'s partition when it is made already."""
         kept = self._by_job.get(id(job))
-        if kept is not None and kept[0] is job:
-            return kept[1]
+        return kept[1] if kept is not None and kept[0] is job else None
+
+    def _partition(self, job: Job) -> dict[int, list[str]]:
+        kept = self._kept(job)
+        if kept is not None:
+            return kept
         if len(self._by_job) > 64:  # jobs of rules replaced by a reload
             self._by_job.clear()
         partition: dict[int, list[str]] = {}

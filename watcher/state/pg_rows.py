@@ -40,6 +40,7 @@ from watcher.state.retention import (
     Pruned,
     TargetKey,
     WatchedTarget,
+    batch_bounds,
     sort_targets,
 )
 from watcher.state.silence_rows import SILENCE_COLUMNS
@@ -268,15 +269,9 @@ async def _prune_alerts(
     if not batch:
         return Pruned(), None
     last = (float(batch[-1][0]), int(batch[-1][1]))
-    bounds = {
-        "cutoff": cutoff,
-        "after_at": after[0],
-        "after_id": after[1],
-        "last_at": last[0],
-        "last_id": last[1],
-    }
     async with conn.transaction():
-        ids = [row[0] for row in await (await conn.execute(_ALERTS_TO_DELETE, bounds)).fetchall()]
+        selected = await conn.execute(_ALERTS_TO_DELETE, batch_bounds(cutoff, after, last))
+        ids = [row[0] for row in await selected.fetchall()]
         # Deliveries first (not by the cascade): their count is part of what a pass reports.
         deliveries = await conn.execute("DELETE FROM deliveries WHERE alert_id = ANY(%s)", [ids])
         alerts = await conn.execute("DELETE FROM alerts WHERE id = ANY(%s)", [ids])

@@ -69,6 +69,20 @@ WHERE a.created_at < :cutoff
 """
 
 
+def batch_bounds(
+    cutoff: float, after: tuple[float, int], last: tuple[float, int]
+) -> dict[str, float]:
+    """The named parameters of ``ALERTS_TO_DELETE`` for the batch after ``after`` up to
+    ``last`` (both engines' ``prune_alerts``)."""
+    return {
+        "cutoff": cutoff,
+        "after_at": after[0],
+        "after_id": after[1],
+        "last_at": last[0],
+        "last_id": last[1],
+    }
+
+
 TargetKey = tuple[str, str]  # (source, target)
 
 
@@ -113,15 +127,9 @@ class Retention:
         if not batch:
             return Pruned(), None
         last = (float(batch[-1][0]), int(batch[-1][1]))
-        bounds = {
-            "cutoff": cutoff,
-            "after_at": after[0],
-            "after_id": after[1],
-            "last_at": last[0],
-            "last_id": last[1],
-        }
         with transaction(self._db):
-            ids = [(row[0],) for row in conn.execute(ALERTS_TO_DELETE, bounds)]
+            rows = conn.execute(ALERTS_TO_DELETE, batch_bounds(cutoff, after, last))
+            ids = [(row[0],) for row in rows]
             deliveries = conn.executemany("DELETE FROM deliveries WHERE alert_id = ?", ids)
             delivered = deliveries.rowcount
             alerts = conn.executemany("DELETE FROM alerts WHERE id = ?", ids).rowcount
