@@ -18,22 +18,30 @@ a target takes its allocated interval, so the first ones come back when the last
 
 The plan is an expectation; the bill is what was spent. Between two plans a burst brings its
 targets back to ``every``, and sweeps tick at fixed moments, so the plan alone can run a few
-percent over. ``SpendWindow`` makes the budget hold over any ``BUDGET_WINDOW`` seconds: the
-adaptive polls of a sweep are cut to what the window has left, the longest overdue first, and
-the others stay due for the next sweep (a later poll pages from the last seen signature:
+percent over. ``SpendWindow`` makes each job's share hold over any ``BUDGET_WINDOW`` seconds:
+the adaptive polls of a sweep are cut to what the window has left (``admitted`` says which),
+and the others stay due for the next sweep (a later poll pages from the last seen signature:
 nothing is skipped, only seen later).
+
+Which polls a full window admits is what keeps the promise to quiet targets. The plan's polls
+(a target whose planned interval has passed) add up to the job's share, so they always fit;
+a poll that activity asked for sooner (``every``) is an extra, paid only from what the plan's
+polls left. Among the plan's polls the earliest deadline (twice the planned interval after the
+last poll) goes first, and one whose deadline would pass before the next sweep goes before
+anything else: no target waits more than twice its planned interval, however busy the others
+are (``tests/service/test_budget_fairness.py`` checks it under any activity and budget).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from watcher.alerting.ruleset import Job
-from watcher.cadence import Budget, TargetGroup, allocate_groups
+from watcher.cadence import Budget, Cadence, TargetGroup, allocate_groups
 
 ALLOCATE_EVERY: Final = 300.0  # seconds: bursts spend beyond the plan until the next one
 # Seconds over which the budget holds, whatever the plan expected: short enough that a month's
@@ -167,7 +175,7 @@ class SpendWindow:
         while spent and (spent[0][0] <= now - self.window or spent[0][0] > now):
             # Out of the window (or ahead of a clock stepped back: counted as gone).
             self._total -= spent.popleft()[1]
-        cap = per_second * burst
+        cap = max(per_second * burst, 1.0)  # a slow budget saves up for one poll at least
         if self._credit is None:
             credit = cap
         else:
@@ -182,3 +190,48 @@ class SpendWindow:
             self._total += polls
             if self._credit is not None:
                 self._credit -= polls
+
+
+def admitted(
+    due: Sequence[str],
+    cadences: Mapping[str, Cadence | None],
+    planned: Callable[[str], float | None],
+    *,
+    now: float,
+    slack: float,
+    horizon: float,
+    room: int,
+) -> list[str]:
+    """The polls of ``due`` that a sweep at ``now`` with ``room`` for that many polls makes,
+    the rest staying due. In this order:
+
+    1. a target whose gap would pass twice its planned interval before the next sweep (at
+       ``now + horizon``): the fairness bound, earliest deadline first;
+    2. first polls (``None`` cadence): their pace has paid for them already;
+    3. the plan's polls: the planned interval since the last poll has passed (within
+       ``slack``), earliest deadline first;
+    4. extras: activity brought the target back under its planned interval; the most events
+       expected since its last poll (estimated rate times the time since) first.
+
+    ``planned(target)``: the target's interval in the budget's plan (None: not planned yet;
+    its cadence's interval stands in)."""
+    if len(due) <= room:
+        return list(due)
+    if room <= 0:
+        return []
+    urgent_by, owed_by = now + horizon, now + slack
+
+    def rank(target: str) -> tuple[int, float]:
+        cadence = cadences.get(target)
+        if cadence is None:
+            return (1, 0.0)
+        interval = planned(target) or cadence.interval
+        deadline = cadence.seen_at + 2.0 * interval
+        if deadline <= urgent_by:
+            return (0, deadline)
+        if cadence.seen_at + interval <= owed_by:
+            return (2, deadline)
+        return (3, -cadence.rate * (now - cadence.seen_at))
+
+    ranked = sorted(due, key=rank)  # stable: ties keep the job's order
+    return ranked[:room]

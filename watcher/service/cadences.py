@@ -284,6 +284,11 @@ class CadenceBook:
                 if cadence is not None and not math.isclose(cadence.interval, interval):
                     self._set(source, target, rescheduled(cadence, interval))
 
+    def planned(self, source: str) -> Mapping[str, float]:
+        """The intervals of the last budget allocation for ``source``'s targets, by target
+        (empty without a budget)."""
+        return self._allocated.get(source) or {}
+
     def rate(self, source: str, target: str, prior: float = PRIOR_RATE) -> float:
         """The target's estimated events per second; ``prior`` for one never polled."""
         cadence = self.get(source, target)

@@ -34,6 +34,7 @@ from watcher.service.budgeting import (
     ALLOCATE_EVERY,
     BudgetPlan,
     SpendWindow,
+    admitted,
     job_key,
     plan_budget,
     stretch_warning,
@@ -110,7 +111,9 @@ class Sweeper:
         self._stretch_said: str | None = None
         # Per adaptive job: the first polls its share of the budget has paid for, and when.
         self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
-        self._spending = SpendWindow()  # the adaptive polls of the budget's window
+        # Per adaptive job: its polls in the budget's window (each job spends its share, so
+        # that one job's extras never take what another's plan needs).
+        self._spending: dict[tuple[str, float, float], SpendWindow] = {}
         self.heartbeat, self.width = heartbeat, width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -137,7 +140,7 @@ class Sweeper:
         if shards is not None:
             await self.targets.prepare(job)
         held = self.targets.held(job, shards)
-        targets = await self._due(job, held, started) if job.adaptive else held
+        targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
@@ -166,8 +169,9 @@ class Sweeper:
             "round",
             source=job.source,
             targets=len(results),
-            due=len(targets),
-            skipped=len(held) - len(targets),
+            due=len(targets) + deferred,
+            deferred=deferred,  # due, but the budget's limit had no room: the next sweep's
+            skipped=len(held) - len(targets) - deferred,
             failed=failed,
             disagreed=tally.disagreements,  # answered, not evidence: not failed
             calls=tally.calls,
@@ -195,7 +199,14 @@ class Sweeper:
         if taken:
             await self.sweep(job, only=taken)
 
-    async def _due(self, job: Job, held: Sequence[str], now: float) -> Sequence[str]:
+    async def to_poll(self, job: Job, held: Sequence[str], now: float) -> tuple[list[str], int]:
+        """The targets of an adaptive job that a sweep at ``now`` polls, and how many more were
+        due but put off by the budget's limit."""
+        due = await self._due(job, held, now)
+        polled = self._within_budget(job, due, now)
+        return polled, len(due) - len(polled)
+
+    async def _due(self, job: Job, held: Sequence[str], now: float) -> list[str]:
         """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target
         the book does not know yet has its stored cadence read first, once (at start, or when
         its shard is taken): a restart keeps every backoff (the poll goes on from the stored
@@ -217,7 +228,6 @@ class Sweeper:
         due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
         if self.plan is not None:
             due = self._first_polls_paced(job, held, due, now)
-            due = self._within_budget(job, due, now)
         return due
 
     def _share(self) -> float:
@@ -228,35 +238,35 @@ class Sweeper:
         return 1.0 if held is None else max(len(held), 1) / SHARDS
 
     def _within_budget(self, job: Job, due: list[str], now: float) -> list[str]:
-        """``due`` cut to what the budget allows now (``SpendWindow``); the others stay due.
-        Kept first: first polls (paid for already), then targets that waited twice their
-        interval (so a quiet one is never starved by busy ones), then those with the most
-        events expected since their last poll (estimated rate times the time since): a
-        deferred poll delays those events."""
-        assert self.plan is not None
-        per_second = self.plan.adaptive_per_second
-        if per_second is None:
+        """``due`` cut to what the job's share of the budget allows now (``SpendWindow``),
+        chosen by ``admitted`` (the fairness bound first, then first polls, the plan's polls,
+        and extras last); the others stay due."""
+        if self.plan is None:
             return due
+        per_second = self.plan.adaptive_per_second
+        share = self.plan.job_per_second.get(job_key(job))
+        if per_second is None or share is None:
+            return due  # the fixed rules alone spend the budget, or a job newer than the plan
         # A sweep may spend two of its intervals' worth (a minute at least) that quiet sweeps
         # saved; beyond the plan, polls are spread rather than spent in a few sweeps.
-        burst = max(60.0, 2 * job.interval)
-        room = self._spending.room(now, per_second * self._share(), burst)
+        burst = 2 * job.interval
+        window = self._spending.get(job_key(job))
+        if window is None:
+            window = self._spending[job_key(job)] = SpendWindow()
+        room = window.room(now, share * self._share(), burst)
         if len(due) > room:
-            known = self.cadences.cadences(job.source)
-
-            def priority(target: str) -> tuple[int, float]:
-                cadence = known.get(target)
-                if cadence is None:
-                    return (2, 0.0)  # a first poll: its credit is paid already
-                late = now - cadence.next_due
-                if late >= cadence.interval:
-                    return (1, late / cadence.interval)  # waited twice its interval
-                return (0, cadence.rate * (now - cadence.seen_at))
-
             log.debug("budget window full", source=job.source, due=len(due), room=room)
             self.metrics.budget_deferred_polls(job.source, len(due) - room)
-            due = sorted(due, key=priority, reverse=True)[:room]
-        self._spending.spend(now, len(due))
+            due = admitted(
+                due,
+                self.cadences.cadences(job.source),
+                self.cadences.planned(job.source).get,
+                now=now,
+                slack=job.interval / 2,
+                horizon=1.5 * job.interval,
+                room=room,
+            )
+        window.spend(now, len(due))
         return due
 
     def _first_polls_paced(
