@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
 from watcher.kinds.metric_samples import METRICS, SAMPLERS, Sample, Sampler
@@ -75,7 +75,8 @@ class ObservedValues:
 
 
 class ObservedCollector(Collector):
-    """Renders the observed values: one gauge family per metric that has samples."""
+    """Renders the observed values: one family (a gauge, as a rule) per metric that has
+    samples."""
 
     def __init__(self, values: ObservedValues) -> None:
         self._values = values
@@ -87,7 +88,9 @@ class ObservedCollector(Collector):
                 by_metric.setdefault(sample.name, {}).setdefault(sample.labels, sample.value)
         for name, series in sorted(by_metric.items()):
             spec = METRICS[name]
-            family = GaugeMetricFamily(name, spec.help, labels=spec.labels)
+            family = (UnknownMetricFamily if spec.untyped else GaugeMetricFamily)(
+                name, spec.help, labels=spec.labels
+            )
             for labels, value in series.items():
                 family.add_metric(labels, value)
             yield family
