@@ -112,7 +112,7 @@ async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: 
 
     daemon = Daemon(settings, ruleset)
     runner = asyncio.create_task(daemon.run(stop))
-    await _baseline_taken(daemon, ruleset)
+    await _baseline_taken(daemon, ruleset, runner)
     thread = run_scenario(ledger, scenario, stop=scenario_stop, on_step=show_step)
     try:
         await loop.run_in_executor(None, thread.join)
@@ -123,11 +123,15 @@ async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: 
         await runner
 
 
-async def _baseline_taken(daemon: Daemon, ruleset: RuleSet) -> None:
-    """The scenario starts once every target has been observed: its history is the baseline."""
+async def _baseline_taken(daemon: Daemon, ruleset: RuleSet, runner: asyncio.Task[None]) -> None:
+    """The scenario starts once every target has been observed: its history is the baseline.
+    A daemon that could not start (``--listen``'s port taken) says why at once."""
     targets = [(job.source, target) for job in ruleset.jobs() for target in job.targets]
     deadline = asyncio.get_running_loop().time() + BASELINE_TIMEOUT_SECONDS
     while [pair for pair in targets if await daemon.store.load_state(*pair) is None]:
+        if runner.done():
+            await runner  # raises what ended it
+            raise RuntimeError("the daemon stopped before it observed every target")
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError("the daemon did not observe every target in time")
         await asyncio.sleep(0.05)
