@@ -111,12 +111,20 @@ class Daemon:
             projected_per_second(self.jobs, self.cadences),
             self.cadences.intervals(),
         )
+        self.metrics.kind_of = self._kind_of
         self.use(settings, ruleset)
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         beat = settings.heartbeat
         self.heartbeat = (
-            None if beat is None else Heartbeat(beat.url.get_secret_value(), beat.every, clock)
+            None
+            if beat is None
+            else Heartbeat(
+                beat.url.get_secret_value(),
+                beat.every,
+                clock,
+                on_accepted=self.metrics.heartbeat_accepted,
+            )
         )
         http = settings.http
         self.http = (
@@ -182,6 +190,7 @@ class Daemon:
             sender=self.sender,
             scheduler=self.scheduler,
             notifier=self.notifier,
+            observed=self.metrics.observed,
         )
 
     # -- one observation ---------------------------------------------------------------------
@@ -228,6 +237,9 @@ class Daemon:
         if max_interval is not None:
             outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
         await self.commit(source.name, target, outcome, rules, now, previous=state)
+        # Evidence now: what it shows on /metrics, by the rules in force (a reload may have
+        # come while it was polled).
+        self.metrics.observed.accepted(source.name, target, observation, self.ruleset.rules_for)
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
@@ -388,6 +400,14 @@ class Daemon:
             self.rpc.share_rate(max(done.held, 1) / SHARDS)
         if done.taken or done.released or done.lost:
             self.scheduler.catch_up()  # the shards taken are swept now, not at the next interval
+
+    def _kind_of(self, rule: str) -> str:
+        """The kind of the rule called ``rule``: a built-in's is its name; "" for a rule no
+        longer in force (its alert still fires until it is resolved or pruned)."""
+        try:
+            return self.ruleset.rule(rule).kind
+        except KeyError:
+            return next((b.kind for b in self.builtins.rules() if b.name == rule), "")
 
     # -- delivery ----------------------------------------------------------------------------
 

@@ -204,11 +204,14 @@ def demo(
     rules: Annotated[Path, typer.Option(help="Rule files or folder to demonstrate.")] = Path(
         "rules"
     ),
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT where /metrics and /healthz are served meanwhile.")
+    ] = "127.0.0.1:9108",
 ) -> None:
     """Offline demo: simulator + daemon + example rules; prints every notification; exits 0."""
     from watcher.demo import run_demo
 
-    raise typer.Exit(code=run_demo(rules))
+    raise typer.Exit(code=run_demo(rules, listen=listen))
 
 
 @app.command("test")

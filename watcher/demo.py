@@ -3,6 +3,8 @@
 The daemon is the real one (same Daemon, same RPC client over real HTTP on loopback, same SQLite
 outbox and Apprise sender); only the channels are replaced by ``console://`` so notifications
 print here, and every rule polls each second so the scripted scenario shows in well under 30 s.
+Meanwhile ``/metrics`` and ``/healthz`` are served on ``--listen`` (127.0.0.1:9108, the port a
+Prometheus scrape config for watcher names), so that the values it observes can be looked at.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from watcher.app import Daemon
 from watcher.config.rules import load_rules
 from watcher.config.settings import Settings
 from watcher.core import logs
-from watcher.core.errors import ConfigError
+from watcher.core.errors import ConfigError, DaemonFailed
 from watcher.kinds import KINDS
 from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
 from watcher.ledger.simulator.scenarios import Step
@@ -29,6 +31,7 @@ DEMO_GROUP_WAIT_SECONDS = 0.5
 # After the scenario's last step: time for the last change to be polled and delivered.
 SETTLE_SECONDS = 3.0
 BASELINE_TIMEOUT_SECONDS = 15.0
+DEMO_LISTEN = "127.0.0.1:9108"
 # What the demo must show: every kind fires, and the state kinds resolve too.
 EXPECTED = {
     "new_transactions": {"event"},
@@ -41,7 +44,7 @@ EXPECTED = {
 }
 
 
-def run_demo(rules_path: Path) -> int:
+def run_demo(rules_path: Path, *, listen: str = DEMO_LISTEN) -> int:
     logs.configure("warning", "console")
     try:
         rules = load_rules([rules_path], channels=None, kinds=KINDS)
@@ -57,9 +60,19 @@ def run_demo(rules_path: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="watcher-demo-") as folder:
         ledger = scenario.new_ledger()
         with SimulatorServer(ledger) as server:
-            settings = _demo_settings(Path(folder), server.url, rules_path, rules)
+            try:
+                settings = _demo_settings(Path(folder), server.url, rules_path, rules, listen)
+            except ConfigError as exc:
+                for problem in exc.problems:
+                    print(problem)
+                return 2
+            print(f"metrics: http://{listen}/metrics  health: http://{listen}/healthz", flush=True)
             fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
-            asyncio.run(_play(settings, RuleSet(fast_rules, KINDS), ledger, scenario))
+            try:
+                asyncio.run(_play(settings, RuleSet(fast_rules, KINDS), ledger, scenario))
+            except DaemonFailed as exc:  # e.g. the port is taken: say so, in one line
+                print(f"watcher demo: {exc} (--listen HOST:PORT serves elsewhere)")
+                return 1
         with SqliteStore(settings.state_path) as store:
             history = store.history(limit=1000)
     return _report(rules, [(record.alert.rule, record.alert.reason) for record in history])
@@ -75,7 +88,7 @@ def _demo_pace(rule: object) -> dict[str, float]:
 
 
 def _demo_settings(
-    folder: Path, rpc_url: str, rules_path: Path, rules: Sequence[object]
+    folder: Path, rpc_url: str, rules_path: Path, rules: Sequence[object], listen: str
 ) -> Settings:
     channel_names = {name for rule in rules for name in (getattr(rule, "notify", None) or ())}
     return Settings.build(
@@ -85,6 +98,7 @@ def _demo_settings(
         channels={name: ["console://"] for name in sorted(channel_names)},
         default_channels=sorted(channel_names)[:1],
         delivery={"first_retry": "500ms"},
+        http={"listen": listen},
     )
 
 
@@ -98,7 +112,7 @@ async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: 
 
     daemon = Daemon(settings, ruleset)
     runner = asyncio.create_task(daemon.run(stop))
-    await _baseline_taken(daemon, ruleset)
+    await _baseline_taken(daemon, ruleset, runner)
     thread = run_scenario(ledger, scenario, stop=scenario_stop, on_step=show_step)
     try:
         await loop.run_in_executor(None, thread.join)
@@ -109,11 +123,15 @@ async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: 
         await runner
 
 
-async def _baseline_taken(daemon: Daemon, ruleset: RuleSet) -> None:
-    """The scenario starts once every target has been observed: its history is the baseline."""
+async def _baseline_taken(daemon: Daemon, ruleset: RuleSet, runner: asyncio.Task[None]) -> None:
+    """The scenario starts once every target has been observed: its history is the baseline.
+    A daemon that could not start (``--listen``'s port taken) says why at once."""
     targets = [(job.source, target) for job in ruleset.jobs() for target in job.targets]
     deadline = asyncio.get_running_loop().time() + BASELINE_TIMEOUT_SECONDS
     while [pair for pair in targets if await daemon.store.load_state(*pair) is None]:
+        if runner.done():
+            await runner  # raises what ended it
+            raise RuntimeError("the daemon stopped before it observed every target")
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError("the daemon did not observe every target in time")
         await asyncio.sleep(0.05)

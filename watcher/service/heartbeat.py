@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import apprise
 import httpx
@@ -21,8 +22,17 @@ PING_TIMEOUT_SECONDS = 10.0
 
 
 class Heartbeat:
-    def __init__(self, url: str, every: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        url: str,
+        every: float,
+        clock: Clock,
+        *,
+        on_accepted: Callable[[float], None] = lambda at: None,
+    ) -> None:
         REDACTOR.add(*secret_fragments(url))
+        # Told when a ping was accepted (/metrics: a Prometheus rule can say "heartbeat stale").
+        self._on_accepted = on_accepted
         self._url = url
         self._every = every
         self._clock = clock
@@ -50,6 +60,7 @@ class Heartbeat:
                 sender.add(self._url)
                 if not await asyncio.to_thread(sender.notify, "watcher is polling", "heartbeat"):
                     raise RuntimeError("apprise refused the heartbeat")
+            self._on_accepted(self._clock())
         except Exception as exc:
             log.warning(
                 "heartbeat ping failed", error=REDACTOR.redact(f"{type(exc).__name__}: {exc}")

@@ -1,6 +1,7 @@
 """``http.listen``: GET /metrics (Prometheus text format) and GET /healthz (200 "ok", or 503 and
-the reason), served by an asyncio server on the daemon's own event loop (no thread touches the
-state database)."""
+the reason), served by an asyncio server on the daemon's own event loop. The state database is
+read on the loop before answering (no thread touches it); /metrics is then rendered in a thread
+from memory, so that a large scrape (every watched balance) does not hold up the polls."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class HttpEndpoint:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_SECONDS)
             method, path = _request_line(head)
             await self._metrics.refresh()  # a shared database: read before answering
-            status, content_type, body = self.answer(method, path)
+            status, content_type, body = await self.respond(method, path)
             writer.write(
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("ascii")
@@ -60,6 +61,12 @@ class HttpEndpoint:
             pass  # a client that went away or never finished its request
         finally:
             writer.close()
+
+    async def respond(self, method: str, path: str) -> tuple[int, str, bytes]:
+        """``answer``, with /metrics rendered in a thread."""
+        if method in ("GET", "HEAD") and path.split("?", 1)[0] == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, await asyncio.to_thread(self._metrics.exposition)
+        return self.answer(method, path)
 
     def answer(self, method: str, path: str) -> tuple[int, str, bytes]:
         if method not in ("GET", "HEAD"):

@@ -2,18 +2,28 @@
 
 One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
 Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
-outcome); the RPC client's retry counters, the outbox and the firing alerts are read when
-scraped, on the event loop, from the client's stats and a read-only connection to the state
-database."""
+outcome); the values the rules observe are kept in memory as accepted answers come
+(``watcher.service.observed_values``). The outbox and the firing alerts are read before each
+scrape on the event loop (``refresh``: a read-only connection to the state database, or the
+shared store), so that the scrape itself renders in a thread from memory only."""
 
 from __future__ import annotations
 
+import platform
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -22,11 +32,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from watcher import __version__
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.cadence import monthly_calls
 from watcher.core.errors import StateError
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
+from watcher.service.observed_values import ObservedCollector, ObservedValues
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 
@@ -55,6 +67,8 @@ class Metrics:
         # awaits it before each scrape and ``state`` answers from that reading.
         self._read_state = read_state
         self._read: StateSummary | None = None
+        # What the last ``refresh`` read, for the scrape (rendered in a thread: no database).
+        self._scraped: StateSummary | None = None
         self._state_path = state_path
         self._clock = clock
         self._conn: sqlite3.Connection | None = None
@@ -143,6 +157,27 @@ class Metrics:
         # Read when scraped (the daemon sets it): calls a second at the current cadences, and
         # the current interval of every adaptive target (watcher.service.cadences).
         self.cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None
+        self.build_info = Gauge(
+            "watcher_build_info",
+            "1, labelled with the watcher's version and Python's",
+            ["version", "python_version"],
+            registry=r,
+        )
+        self.build_info.labels(__version__, platform.python_version()).set(1)
+        # The process's CPU, memory and file descriptors, and the platform, as every exporter.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.heartbeat_success = Gauge(
+            "watcher_heartbeat_last_success_timestamp_seconds",
+            "When the heartbeat's ping was last accepted (Unix time; 0: not yet)",
+            registry=r,
+        )
+        # Read when scraped (the daemon sets it): the kind of a rule by its name ("" for one
+        # no longer in force), for watcher_alert_firing.
+        self.kind_of: Callable[[str], str] = lambda rule: ""
+        # The values the rules observe (accepted answers only), rendered as they are.
+        self.observed = ObservedValues()
+        r.register(ObservedCollector(self.observed))
         r.register(_ScrapeTime(self, rpc_stats))
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
@@ -205,20 +240,30 @@ class Metrics:
     def disagreed(self, source: str) -> None:
         self.disagreements.labels(source).inc()
 
+    def heartbeat_accepted(self, at: float) -> None:
+        self.heartbeat_success.set(at)
+
     # -- reading --------------------------------------------------------------------------------
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
     async def refresh(self) -> None:
-        """Reads the firing alerts and the outbox through the store (a shared database), for
-        the next ``state``; a failure leaves None (unreadable)."""
+        """Reads the firing alerts and the outbox, for the next scrape and (a shared database,
+        read through the store) ``state``; a failure leaves None (unreadable). The SQLite file is
+        read here, on the event loop, where its connection lives."""
         if self._read_state is None:
+            self._scraped = self.state()
             return
         try:
             self._read = await self._read_state()
         except StateError:
             self._read = None
+        self._scraped = self._read
+
+    def scraped(self) -> StateSummary | None:
+        """What the last ``refresh`` read (None: not read, or unreadable)."""
+        return self._scraped
 
     def state(self) -> StateSummary | None:
         """The firing alerts and the outbox, or None while the database cannot be read."""
@@ -281,7 +326,7 @@ class _ScrapeTime(Collector):
                 stats.errors[RATE_LIMITED],
             )
         yield from self._cadences()
-        state = self._metrics.state()
+        state = self._metrics.scraped()
         if state is None:
             return
         firing, outbox = state
@@ -293,6 +338,23 @@ class _ScrapeTime(Collector):
         )
         yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
         yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))
+        yield self._alerts(firing)
+
+    def _alerts(self, firing: Iterable[snapshot.Firing]) -> Metric:
+        """One series per state alert firing now, as Prometheus's ALERTS."""
+        family = GaugeMetricFamily(
+            "watcher_alert_firing",
+            "1 for each state alert firing now",
+            labels=("rule", "kind", "severity", "subject"),
+        )
+        seen: set[tuple[str, str]] = set()
+        for alert in firing:
+            if (alert.rule, alert.subject) in seen:
+                continue
+            seen.add((alert.rule, alert.subject))
+            kind = self._metrics.kind_of(alert.rule)
+            family.add_metric((alert.rule, kind, alert.severity, alert.subject), 1)
+        return family
 
     def _cadences(self) -> Iterator[Metric]:
         view = self._metrics.cadences()

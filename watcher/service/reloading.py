@@ -18,6 +18,7 @@ from watcher.alerting.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
 from watcher.delivery.outbox_sender import Sender
+from watcher.service.observed_values import ObservedValues
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import describe_jobs
@@ -53,9 +54,11 @@ class Reloader:
         sender: Sender,
         scheduler: Scheduler,
         notifier: SystemdNotifier,
+        observed: ObservedValues | None = None,
     ) -> None:
         self.settings, self.use = settings, use
         self.sender, self.scheduler, self.notifier = sender, scheduler, notifier
+        self.observed = observed
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """Whether the new settings and rules are in force."""
@@ -79,6 +82,10 @@ class Reloader:
         self.use(settings, ruleset)
         jobs = ruleset.jobs()
         self.scheduler.replace(jobs)
+        if self.observed is not None:
+            # /metrics stops showing what no rule watches any more (in a thread: a million
+            # targets take a while).
+            await asyncio.to_thread(self.observed.retain, ruleset.rules_for)
         log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
         self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
         return True
