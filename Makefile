@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(BIN)/mypy watcher tests bench
 	$(BIN)/watcher check --config examples/watcher.yaml
 	deploy/ensure-postgresql  # the PostgreSQL tests' server binaries (installs them as root)
+	deploy/ensure-monitoring  # Prometheus, promtool, Alertmanager for the deploy/ tests (installs them as root)
 	$(BIN)/pytest -n 4 --dist worksteal --durations=15  # mostly waiting on subprocesses: 4 workers on 2 cores; idle ones steal queued tests
 
 lint: $(STAMP)
