@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.prometheus import Prometheus
+from support.prometheus import Prometheus, QueryError
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "watcher-rules.yml"
@@ -66,3 +66,5 @@ def test_a_real_prometheus_loads_the_rules() -> None:
         # With nothing scraped, the watcher's job is absent: WatcherDown is pending at once.
         pending = prom.wait('ALERTS{alertname="WatcherDown"}')
         assert pending[0]["metric"]["alertstate"] == "pending"
+        with pytest.raises(QueryError, match="bad_data"):
+            prom.query("sum(")

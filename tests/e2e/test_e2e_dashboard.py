@@ -3,8 +3,9 @@
 scraped every second by a real Prometheus, and every query of
 deploy/grafana/watcher-dashboard.json (its variables substituted as Grafana does) and of
 solana-exporter's panels about validators, the cluster and balances
-(tests/fixtures/solana_exporter_queries.yaml) succeeds and returns data. Grafana itself is not
-run: it sends these queries to Prometheus's /api/v1/query as they are here."""
+(tests/fixtures/solana_exporter_queries.yaml) succeeds and returns data; the same Prometheus
+evaluates deploy/prometheus/watcher-rules.yml without error, and none of them fires. Grafana
+itself is not run: it sends these queries to Prometheus's /api/v1/query as they are here."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "watcher-dashboard.json"
 EXPORTER = REPO / "tests" / "fixtures" / "solana_exporter_queries.yaml"
+RULES = REPO / "deploy" / "prometheus" / "watcher-rules.yml"
 JOB = "watcher"  # the job name deploy/prometheus/watcher-rules.yml and the docs expect
 ACCOUNT = derived_pubkey("e2e dashboard account")
 SOL = 1_000_000_000
@@ -115,7 +117,8 @@ def scraped(tmp_path: Path) -> Iterator[Scraped]:
             world.daemon.start()
             # The labels solana-exporter's scrape config adds, which its dashboard reads.
             labels = yaml.safe_load(EXPORTER.read_text())["scrape_labels"]
-            with Prometheus.start([Scrape(JOB, [listen], labels)]) as prom:
+            scrape = Scrape(JOB, [listen], labels)
+            with Prometheus.start([scrape], rule_files=[RULES]) as prom:
                 yield Scraped(world, prom)
             assert world.daemon.stop() == 0
     finally:
@@ -213,3 +216,11 @@ def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
     ]
     sent = prom.query(f'watcher_notifications_total{{{selector}, outcome="sent"}}')
     assert sent and float(sent[0]["value"][1]) >= 1
+
+    # The shipped alerting rules run on this data without error, and a healthy watcher trips
+    # none (WatcherDown, pending on absent() before the first scrape, has cleared).
+    rules = [rule for group in prom.api("rules")["groups"] for rule in group["rules"]]
+    assert [(r["name"], r["health"], r.get("lastError", "")) for r in rules] == [
+        (r["name"], "ok", "") for r in rules
+    ]
+    prom.wait('ALERTS{alertname=~"Watcher.*"}', lambda result: not result, timeout=5)
