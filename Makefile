@@ -16,15 +16,16 @@ demo: $(STAMP)
 	$(BIN)/watcher demo
 
 test: $(STAMP)
-	$(BIN)/ruff format --check watcher tests bench
-	$(BIN)/ruff check watcher tests bench
-	$(BIN)/mypy watcher tests bench
+	$(BIN)/ruff format --check watcher tests bench deploy/grafana
+	$(BIN)/ruff check watcher tests bench deploy/grafana
+	$(BIN)/mypy watcher tests bench deploy/grafana/dashboard.py
 	$(BIN)/watcher check --config examples/watcher.yaml
 	deploy/ensure-postgresql  # the PostgreSQL tests' server binaries (installs them as root)
+	deploy/ensure-monitoring  # Prometheus, promtool, Alertmanager for the deploy/ tests (installs them as root)
 	$(BIN)/pytest -n 4 --dist worksteal --durations=15  # mostly waiting on subprocesses: 4 workers on 2 cores; idle ones steal queued tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check watcher tests bench
+	$(BIN)/ruff check watcher tests bench deploy/grafana
 
 # The long randomized runs (bench/README.md); not part of `make test`.
 soak: $(STAMP)
@@ -49,7 +50,7 @@ chaos-scale: $(STAMP)
 	$(BIN)/python bench/chaos.py --scale
 
 typecheck: $(STAMP)
-	$(BIN)/mypy watcher tests bench
+	$(BIN)/mypy watcher tests bench deploy/grafana/dashboard.py
 
 # The deployment files: systemd unit (verify, security score), Dockerfile (hadolint), and no
 # binary file in the tree but the simulator's recorded answers (deploy/check-binaries).
