@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -18,7 +18,7 @@ import apprise.decorators
 from watcher.core.redact import REDACTOR
 from watcher.delivery import apprise_send, markup, outbox
 from watcher.delivery.apprise_send import with_id_header
-from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
 
 REJECTED_URL = "Apprise does not accept this URL"
 
@@ -145,7 +145,15 @@ class AppriseNotifier:
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
 
-    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
         client = self._client(url, notification)
         if client is None:
             return refused(REJECTED_URL, final=True)
