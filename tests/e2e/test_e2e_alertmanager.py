@@ -23,6 +23,7 @@ pytestmark = [
     pytest.mark.skipif(binary() is None, reason="prometheus-alertmanager is not installed"),
 ]
 
+PASSWORD = "hunter2-s3cret-pw"
 LABELS = {
     "alertname": "my-validator",
     "kind": "delinquent_validators",
@@ -45,7 +46,9 @@ def rule() -> dict[str, Any]:
 
 @contextmanager
 def world_with(tmp_path: Path, am: Alertmanager) -> Iterator[World]:
-    yield from make_world(tmp_path, small_cluster(), rules=[rule()], channels={"am": [am.url]})
+    # Credentials Alertmanager ignores (it asks for none), that must never be shown.
+    url = am.url.replace("://", f"://watcher:{PASSWORD}@")
+    yield from make_world(tmp_path, small_cluster(), rules=[rule()], channels={"am": [url]})
 
 
 def webhook_alerts(hook: JsonReceiver, status: str) -> list[dict[str, Any]]:
@@ -96,3 +99,5 @@ def test_firing_restart_and_resolution_reach_alertmanager(tmp_path: Path) -> Non
         )
         assert resolved["labels"] == LABELS
         assert world.daemon.stop() == 0
+        assert PASSWORD not in world.daemon.output()
+        assert PASSWORD.encode() not in (tmp_path / "state" / "watcher.db").read_bytes()
