@@ -243,11 +243,11 @@ class AlertmanagerNotifier:
     ) -> Outcome:
         now = self._clock()
         if not alerts:
-            alerts = [test_alert(title, body, now)]
+            alerts = [probe_alert(title, body, now)]
         return post(url, alerts, now, timeout=self._timeout)
 
 
-def test_alert(title: str, body: str, now: float) -> StoredAlert:
+def probe_alert(title: str, body: str, now: float) -> StoredAlert:
     """A message that is no alert (``watcher notify-test``), as a short info alert."""
     message = AlertMessage(
         rule="watcher_test",
