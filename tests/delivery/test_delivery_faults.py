@@ -18,7 +18,7 @@ from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.core.errors import PermanentStateError, TransientStateError, state_error
 from watcher.delivery.apprise_notifier import AppriseNotifier
-from watcher.delivery.notifier import Outcome, Tone
+from watcher.delivery.notifier import Outcome, StoredAlert, Tone
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
 from watcher.state.store import AsyncSqliteStore, Store
@@ -240,12 +240,20 @@ class RowDeletingNotifier:
         self.delete: int | None = None  # the delivery id to delete, once
         self.inner = AppriseNotifier()
 
-    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
         if self.delete is not None:
             with closing(sqlite3.connect(self.path)) as db, db:
                 db.execute("DELETE FROM deliveries WHERE id = ?", [self.delete])
             self.delete = None
-        return self.inner.send(url, title, body, tone, notification)
+        return self.inner.send(url, title, body, tone, notification, alerts)
 
 
 @pytest.mark.parametrize(

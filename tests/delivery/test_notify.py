@@ -15,7 +15,7 @@ import structlog.testing
 
 from watcher.alerting.events import AlertMessage
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
-from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
 from watcher.delivery.outbox import DeliveryRow, Destination, url_id
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
@@ -373,7 +373,15 @@ class ScriptedNotifier:
         self.outcomes = list(outcomes)
         self.sent: list[tuple[str, str, str, str]] = []
 
-    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
         self.sent.append((url, title, tone, notification))
         return self.outcomes.pop(0)
 

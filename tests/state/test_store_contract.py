@@ -211,3 +211,28 @@ async def test_retention_deletes_old_finished_alerts_and_unwatched_targets(store
     assert [r.alert.dedup_key for r in await store.history()] == ["a2"]
     assert await store.load_state("s", "old") is None
     assert await store.load_state("s", "kept") == {"x": 1}
+
+
+async def test_standing_alerts_are_what_fires_and_the_recent_resolutions(store: Store) -> None:
+    def state(key: str, subject: str, reason: str) -> AlertMessage:
+        return alert(key, subject=subject, reason=reason)
+
+    await store.commit_step("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+    await store.commit_step("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 100.0)
+    await store.commit_step("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 200.0)
+    await store.commit_step("s", "t", {}, [state("c1", "C", "firing")], to(OPS), 100.0)
+    await store.commit_step("s", "t", {}, [state("c2", "C", "resolved")], to(OPS), 150.0)
+    await store.commit_step("s", "t", {}, [alert("e1")], to(OPS), 200.0)
+    rows = await store.standing_alerts([OPS.url_id], 160.0)
+    assert [(r.alert.dedup_key, r.url_id, r.created_at) for r in rows] == [
+        ("a1", OPS.url_id, 100.0),
+        ("b2", OPS.url_id, 200.0),
+    ]
+    both = await store.standing_alerts([OPS.url_id, MAIL.url_id], 0.0)
+    assert [(r.alert.dedup_key, r.channel) for r in both] == [
+        ("a1", "ops"),
+        ("a1", "mail"),
+        ("b2", "ops"),
+        ("c2", "ops"),
+    ]
+    assert await store.standing_alerts([], 0.0) == []

@@ -369,6 +369,9 @@ def make_alert(
         "subject": subject,
         "reason": reason,
     }
+    kind = getattr(rule, "kind", None)
+    if kind:  # what Alertmanager labels it with (``watcher.delivery.alertmanager``)
+        full_facts["kind"] = str(kind)
     for key in ("summary", "runbook"):  # every message of the rule shows them (``framed``)
         value = getattr(rule, key, None)
         if value:

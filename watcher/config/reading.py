@@ -122,11 +122,17 @@ def read_settings(
         if state_problem is not None:
             message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
             problems.append(_locate(("state_path",), message, document, from_env, environ))
+        from watcher.delivery.alertmanager import is_alertmanager
         from watcher.delivery.notify_check import unreadable_urls
 
         for name, index in unreadable_urls(settings.channels):
             loc: Loc = ("channels", name, index)
-            why = "Apprise cannot read this URL (not shown: it may hold secrets)"
+            reader = (
+                "not a readable alertmanager://host:port[/prefix] URL"
+                if is_alertmanager(settings.channels[name][index])
+                else "Apprise cannot read this URL"
+            )
+            why = f"{reader} (not shown: it may hold secrets)"
             message = f"{format_loc(loc)}: {why}"
             problems.append(_locate(loc, message, document, from_env, environ))
     return SettingsReading(settings, _ordered(problems, document), existing, set(settings.channels))

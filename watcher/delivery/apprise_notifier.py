@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -16,9 +16,9 @@ import apprise
 import apprise.decorators
 
 from watcher.core.redact import REDACTOR
-from watcher.delivery import apprise_send, markup, outbox
-from watcher.delivery.apprise_send import with_id_header
-from watcher.delivery.notifier import ACCEPTED, Outcome, Tone, refused
+from watcher.delivery import apprise_send, markup, outbox, paging
+from watcher.delivery.apprise_send import new_client, with_id_header
+from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
 
 REJECTED_URL = "Apprise does not accept this URL"
 
@@ -140,13 +140,25 @@ def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
 
 class AppriseNotifier:
     """Sends through Apprise; one Apprise object per URL, kept (the webhook schemes get one per
-    message, carrying its id as ``X-Watcher-Id``)."""
+    message, carrying its id as ``X-Watcher-Id``; PagerDuty and Opsgenie one per message of a
+    state alert, carrying its episode's key: ``watcher.delivery.paging``)."""
 
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
 
-    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
-        client = self._client(url, notification)
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
+        if paging.closes_itself(url, alerts):  # Opsgenie: closed by its alias, here
+            return paging.close_opsgenie(url, alerts, body)
+        keyed = paging.keyed_url(url, alerts)  # PagerDuty, Opsgenie: one key per episode
+        client = self._client(url, notification) if keyed is None else new_client(keyed)
         if client is None:
             return refused(REJECTED_URL, final=True)
         body_format = apprise.NotifyFormat.TEXT

@@ -2,20 +2,35 @@
 
 The sender (``watcher.delivery.outbox_sender``) decides what to send, when, and what an
 outcome means for the outbox; a notifier only sends one message to one URL and says how it went.
-The daemon's notifier is Apprise (``watcher.delivery.apprise_notifier``); tests can pass their
+The daemon's notifier sends ``alertmanager://`` URLs itself (``watcher.delivery.alertmanager``)
+and every other URL through Apprise (``watcher.delivery.apprise_notifier``); tests can pass their
 own, as httpx's transports are passed to a client.
+
+A message is its words (title, body, tone) and the alerts it tells of, as stored: a channel that
+speaks in alerts rather than in words (Alertmanager), or that must tie a resolution to the
+firing it ends (PagerDuty's dedup key, Opsgenie's alias), reads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from watcher.alerting.events import Severity
+from watcher.alerting.events import AlertMessage, Severity
 
 # How a message looks in a channel (Apprise's notify type: its colour and icon): its severity,
 # or "resolved" for the end of an episode (Apprise's success type), whatever its severity.
 Tone = Severity | Literal["resolved"]
+
+
+@dataclass(frozen=True)
+class StoredAlert:
+    """One alert a message tells of, as the outbox keeps it: its values and when it was
+    queued (the moment the step that produced it committed)."""
+
+    alert: AlertMessage
+    created_at: float
 
 
 @dataclass(frozen=True)
@@ -39,8 +54,17 @@ def refused(reason: str, *, final: bool = False) -> Outcome:
 
 
 class Notifier(Protocol):
-    def send(self, url: str, title: str, body: str, tone: Tone, notification: str) -> Outcome:
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
         """Send one message to ``url`` and wait for its answer (called in a thread of its own;
         the caller bounds the wait). ``notification``: the message's id, the same on every
-        attempt, for a receiver to deduplicate on."""
+        attempt, for a receiver to deduplicate on. ``alerts``: what the message tells of, in
+        order (empty for a message that is no alert, such as ``watcher notify-test``'s)."""
         ...

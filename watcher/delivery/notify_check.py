@@ -1,9 +1,10 @@
 """``watcher notify-test``: send a test notification to every URL of one channel, right now.
 
-Straight through Apprise, one Apprise object per URL (as the sender does), not through the
-outbox: nothing is recorded and nothing is retried; the operator sees each URL's outcome at
-once. URLs carry tokens, so a URL is only ever shown as its scheme and a host that is a DNS
-name or an IP (else ``***``), plus its ``url_id``.
+Straight through Apprise, one Apprise object per URL (as the sender does; an
+``alertmanager://`` URL gets one short info alert, ``watcher.delivery.alertmanager``), not
+through the outbox: nothing is recorded and nothing is retried; the operator sees each URL's
+outcome at once. URLs carry tokens, so a URL is only ever shown as its scheme and a host that
+is a DNS name or an IP (else ``***``), plus its ``url_id``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import apprise
 
 from watcher.core.redact import MASK, REDACTOR
+from watcher.delivery import alertmanager
 from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
 from watcher.delivery.apprise_send import send_through
 from watcher.delivery.outbox import url_id
@@ -51,7 +53,10 @@ def unreadable_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[tuple[str
     """(channel, index) of each URL Apprise cannot read (``watcher check``)."""
     for name, urls in channels.items():
         for index, url in enumerate(urls):
-            if not apprise.Apprise().add(url):
+            if alertmanager.is_alertmanager(url):
+                if alertmanager.endpoint(url) is None:
+                    yield name, index
+            elif not apprise.Apprise().add(url):
                 yield name, index
 
 
@@ -70,6 +75,10 @@ async def send_test(channel: str, urls: Sequence[str]) -> list[UrlOutcome]:
     title, body = probe_message(channel, socket.gethostname())
 
     async def one(url: str) -> UrlOutcome:
+        if alertmanager.is_alertmanager(url):
+            notifier = alertmanager.AlertmanagerNotifier(timeout=SEND_TIMEOUT_SECONDS)
+            outcome = await asyncio.to_thread(notifier.send, url, title, body, "info", "")
+            return UrlOutcome(public_form(url), outcome.refused)
         client = apprise.Apprise()
         if not client.add(url):
             return UrlOutcome(public_form(url), REJECTED_URL)

@@ -29,6 +29,7 @@ from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import PLAIN, Presentation
 from watcher.core.clock import Clock
 from watcher.delivery import digest, outbox
+from watcher.delivery.alertmanager import REPOST_SECONDS, AlertmanagerOrApprise, Reposter
 from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.outbox import DeliveryRow, Destination
@@ -82,6 +83,7 @@ class Sender:
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
         presentation: Presentation = PLAIN,
+        repost_every: float = REPOST_SECONDS,
     ) -> None:
         self._store = store
         # How digests show keys: labels and explorer links (the settings'; replaced on reload).
@@ -98,7 +100,10 @@ class Sender:
         self.failure: BaseException | None = None
         self._url_worker = UrlWorker(
             db=StoreCalls(store, self.state_health, clock, db_retry),
-            sends=BoundedSends(AppriseNotifier() if notifier is None else notifier, send_timeout),
+            sends=BoundedSends(
+                AlertmanagerOrApprise(AppriseNotifier()) if notifier is None else notifier,
+                send_timeout,
+            ),
             policy=RetryPolicy(first_retry, max_backoff, deadline, random),
             urls=lambda: self._urls,
             destinations=self.destinations,
@@ -109,6 +114,14 @@ class Sender:
             on_result=on_result,
         )
         self._requeued = False  # the previous process's interrupted sends: before the first claim
+        # Alertmanager forgets what it is not told again: the standing alerts, re-posted.
+        self.reposter = Reposter(
+            store.standing_alerts,
+            store.holds,
+            lambda: self._urls,
+            clock,
+            every=repost_every,
+        )
 
     def configure_channels(
         self, channels: Mapping[str, Sequence[str]], fallback_channels: Sequence[str] = ()
@@ -145,6 +158,7 @@ class Sender:
         what the previous process left mid-send."""
         if self._stopping:
             return []
+        self.reposter.maybe_start()
         if not self._requeued:
             # The previous process may have stopped mid-send: those rows go out again.
             requeued = await self._store.requeue_interrupted()
@@ -189,6 +203,7 @@ class Sender:
         timeout stays claimed and is requeued by the next start (at-least-once).
         """
         self._stopping = True
+        self.reposter.cancel()
         tasks = [t for t in self._workers.values() if not t.done()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=timeout)

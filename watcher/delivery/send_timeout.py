@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 from functools import partial
 
 import structlog
 
 from watcher.delivery import apprise_send
-from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, StoredAlert, Tone, refused
 
 log = structlog.get_logger("watcher.delivery.outbox_sender")
 
@@ -28,7 +29,14 @@ class BoundedSends:
         self._running: dict[str, tuple[str, concurrent.futures.Future[Outcome]]] = {}
 
     async def send(
-        self, url_id: str, notification: str, url: str, title: str, body: str, tone: Tone
+        self,
+        url_id: str,
+        notification: str,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        alerts: Sequence[StoredAlert] = (),
     ) -> Outcome:
         """One attempt, bounded by ``send_timeout``. A send that timed out may still be
         running in its thread: until it ends, its URL gets no other send (no pile of hung
@@ -45,7 +53,7 @@ class BoundedSends:
                 log.info("a timed-out send was accepted after all", url_id=url_id)
                 return ACCEPTED
         running = apprise_send.start_thread(
-            partial(self.notifier.send, url, title, body, tone, notification)
+            partial(self.notifier.send, url, title, body, tone, notification, alerts)
         )
         try:
             return await asyncio.wait_for(

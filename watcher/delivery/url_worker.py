@@ -30,6 +30,7 @@ from watcher.core.errors import StateError
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
+from watcher.delivery.notifier import StoredAlert
 from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.state.interface import Store
@@ -169,7 +170,8 @@ class UrlWorker:
         notification = notification_id(rows)
         title, body = digest.message_text(rows, notes, self.presentation())
         tone = digest.tone_of(rows)
-        outcome = await self.sends.send(first.url_id, notification, url, title, body, tone)
+        told = [StoredAlert(row.alert, row.created_at) for row in rows]
+        outcome = await self.sends.send(first.url_id, notification, url, title, body, tone, told)
         if outcome.final:
             await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None

@@ -45,8 +45,8 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``record_round``: one source's last round, upserted in its own transaction.
 - ``prune_batches``: an asynchronous iterator; each step is one bounded transaction (other
   work may run between two steps), a pass stopped half-way leaves consistent rows.
-- Reads (``load_state``, ``group_sends``, ``pending_count``, ``history``, ``list_silences``,
-  ``active_silences``) see the committed rows.
+- Reads (``load_state``, ``group_sends``, ``pending_count``, ``standing_alerts``, ``history``,
+  ``list_silences``, ``active_silences``) see the committed rows.
 
 ``commits`` counts the steps and flushes committed: a caller tells from it whether its work
 wrote anything (the health signal "the database works again").
@@ -206,6 +206,13 @@ class Store(Protocol):
     ) -> list[int]: ...
 
     async def pending_count(self) -> int: ...
+
+    async def standing_alerts(
+        self, url_ids: Sequence[str], resolved_since: float
+    ) -> list[DeliveryRow]:
+        """The alerts firing now (``firing_alerts``) and the resolutions queued since
+        ``resolved_since``, one row per delivery of each to one of ``url_ids``, whatever its
+        status (the Alertmanager channel posts them again: ``watcher.delivery.alertmanager``)."""
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         """Calls ``wake`` whenever another process queued deliveries, until cancelled; returns

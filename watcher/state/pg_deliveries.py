@@ -66,6 +66,7 @@ from watcher.state.deliveries import (
     CLAIM_CEILING,
     DELIVERY_COLUMNS,
     GROUP_SENDS_KEPT_SECONDS,
+    STANDING_SQL,
     delivery_row,
 )
 
@@ -556,3 +557,15 @@ async def listen_outbox(conn: Connection, poll_timeout: float) -> AsyncGenerator
         async for _ in conn.notifies(timeout=poll_timeout, stop_after=1):
             notified = True
         yield notified
+
+
+async def standing_alerts(
+    conn: Connection, url_ids: Sequence[str], resolved_since: float
+) -> list[DeliveryRow]:
+    """The alerts firing now and the recent resolutions, with their deliveries to ``url_ids``
+    (``Store.standing_alerts``)."""
+    if not url_ids:
+        return []
+    query = STANDING_SQL.format(since="%s", url_ids="= ANY(%s)")
+    rows = await (await conn.execute(query, [resolved_since, list(url_ids)])).fetchall()
+    return [delivery_row(row) for row in rows]

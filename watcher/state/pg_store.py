@@ -499,6 +499,13 @@ class PostgresStore:
         else:
             self._claimed.difference_update(delivery_ids)
 
+    @_mapped("read the standing alerts")
+    async def standing_alerts(
+        self, url_ids: Sequence[str], resolved_since: float
+    ) -> list[DeliveryRow]:
+        async with self._pool.connection() as conn:
+            return await pg_deliveries.standing_alerts(conn, url_ids, resolved_since)
+
     @_mapped("count pending deliveries")
     async def pending_count(self) -> int:
         async with self._pool.connection() as conn:

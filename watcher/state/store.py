@@ -259,6 +259,11 @@ class AsyncSqliteStore:
     async def pending_count(self) -> int:
         return self.sqlite.pending_count()
 
+    async def standing_alerts(
+        self, url_ids: Sequence[str], resolved_since: float
+    ) -> list[DeliveryRow]:
+        return self.sqlite.standing_alerts(url_ids, resolved_since)
+
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         return None  # one process: its own commits wake its sender
 

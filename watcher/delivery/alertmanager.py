@@ -1,0 +1,372 @@
+"""The ``alertmanager://`` channel: alerts posted to Prometheus Alertmanager's ``/api/v2/alerts``.
+
+``alertmanager://host:port[/prefix]`` (``alertmanagers://`` for HTTPS, ``user:password@`` for
+basic auth; a path prefix is kept) posts to ``{prefix}/api/v2/alerts``. Apprise has no such
+plugin and hands a plugin only a title, a body and a type, so this channel is sent here, beside
+Apprise (``AlertmanagerOrApprise`` picks by scheme), from the alerts themselves.
+
+Each alert is one Alertmanager alert: labels ``alertname`` (the rule's name), ``kind``,
+``severity``, ``subject`` (its identity: what Alertmanager groups, silences and deduplicates
+on), annotations ``summary`` (the title), ``description`` (the body) and ``runbook_url`` (when
+the rule has a runbook). As Prometheus sends:
+
+- a firing state alert has ``startsAt`` = when it fired and ``endsAt`` = now + ``FIRING_TTL``
+  (4 minutes), and is posted again every ``REPOST_SECONDS`` (a minute) while it fires: an
+  Alertmanager that restarted (it keeps alerts in memory) has it back within a minute, and a
+  watcher that died lets it expire instead of firing forever;
+- a resolution has ``endsAt`` = the moment it resolved (and ``startsAt`` its firing's start),
+  posted again for ``RESOLVED_KEPT_SECONDS`` (15 minutes);
+- an event (event kinds never resolve) is a short alert that ends by itself, ``EVENT_TTL``
+  after it is posted.
+
+Why the first post is an outbox delivery and the re-posts a small task (``Reposter``)
+-------------------------------------------------------------------------------------
+The first post of every alert goes through the outbox like any other channel: committed with
+the step, claimed (one instance at a time on PostgreSQL), retried on a refusal (a connection
+error, a 5xx), given up past ``delivery.deadline``; a 4xx is final. The re-posts are not
+deliveries: a delivery is "sent" once, and a row that stayed pending while an alert fires would
+count as backlog in ``/metrics`` and in the outbox's health. What the re-posts need is already
+in the store: the alerts firing now (``firing_alerts``) and the resolutions of the last 15
+minutes, each with its deliveries' URLs. So the ``Reposter`` asks the store for them
+(``Store.standing_alerts``) every minute and posts each to the Alertmanager URLs it went to.
+Nothing of it lives in memory: a restarted watcher re-posts the same set. With several
+instances on one PostgreSQL, each re-posts only the alerts whose shard it holds (the alert's
+rule and subject hashed into the shards the instances lease, under the pseudo-source
+``REPOST_SOURCE``): each alert is re-posted by one instance at a time, and by another one
+within a lease's time to live when its instance dies. A re-post that fails is not retried
+before the next round: the next one comes within a minute, and a repeat is harmless
+(Alertmanager merges alerts with the same labels).
+
+Secrets: the URL's password and the URL never appear in an error text or a log line (the URL
+is posted to without its credentials, which go in the ``Authorization`` header, and errors are
+worded here, never from the HTTP library's texts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import calendar
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httpx
+import structlog
+
+from watcher.alerting.events import AlertMessage
+from watcher.core.clock import Clock
+from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, StoredAlert, Tone, refused
+from watcher.delivery.outbox import DeliveryRow
+
+log = structlog.get_logger(__name__)
+
+SCHEMES = frozenset({"alertmanager", "alertmanagers"})
+API_PATH = "/api/v2/alerts"
+FIRING_TTL = 240.0  # endsAt of a firing alert: now + 4 minutes (4 x the re-post interval)
+EVENT_TTL = 300.0  # an event's alert ends by itself, 5 minutes after its post
+REPOST_SECONDS = 60.0  # a standing alert is posted again every minute
+RESOLVED_KEPT_SECONDS = 900.0  # a resolution is posted again for 15 minutes
+POST_TIMEOUT = 10.0
+REPOST_SOURCE = "alertmanager-repost"  # the shards' pseudo-source of the re-posts
+BUILTIN_KIND = "builtin"  # the kind label of the watcher's own alerts (RPC down...)
+
+
+def is_alertmanager(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SCHEMES
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an ``alertmanager://`` URL posts: the API's URL (no credentials in it) and the
+    basic-auth credentials, kept out of ``repr``."""
+
+    api_url: str
+    auth: tuple[str, str] | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        if self.auth is None:
+            return {}
+        token = base64.b64encode(f"{self.auth[0]}:{self.auth[1]}".encode()).decode("ascii")
+        return {"Authorization": f"Basic {token}"}
+
+
+def endpoint(url: str) -> Endpoint | None:
+    """The endpoint of an ``alertmanager://`` URL, or None when it is not one (or unreadable)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES or not parts.hostname or parts.query or parts.fragment:
+        return None
+    host = parts.hostname
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    where = host if port is None else f"{host}:{port}"
+    prefix = parts.path.rstrip("/")
+    http = "https" if scheme == "alertmanagers" else "http"
+    auth = None
+    if parts.username is not None:
+        auth = (unquote(parts.username), unquote(parts.password or ""))
+    return Endpoint(f"{http}://{where}{prefix}{API_PATH}", auth)
+
+
+# -- the payload (pure) -----------------------------------------------------------------------
+
+
+def rfc3339(ts: float) -> str:
+    """Unix seconds -> ``2026-11-21T12:00:00.250Z`` (what Alertmanager reads)."""
+    whole = int(ts // 1)
+    millis = round((ts - whole) * 1000)
+    if millis == 1000:
+        whole, millis = whole + 1, 0
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+
+
+def _from_iso(text: Any) -> float | None:
+    """``2026-11-21T12:00:00Z`` (``watcher.core.clock.iso``) -> Unix seconds; None if not."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def labels(stored: StoredAlert) -> dict[str, str]:
+    """An alert's identity in Alertmanager: the same for its firing, repeats and resolution."""
+    alert = stored.alert
+    kind = alert.facts.get("kind") or (alert.grouping.kind if alert.grouping else BUILTIN_KIND)
+    return {
+        "alertname": alert.rule,
+        "kind": str(kind),
+        "severity": alert.severity,
+        "subject": alert.subject,
+    }
+
+
+def started_at(stored: StoredAlert) -> float:
+    """When the episode fired (its firing's time, as the facts say it), else when queued."""
+    fired = _from_iso(stored.alert.facts.get("firing_since"))
+    return stored.created_at if fired is None else min(fired, stored.created_at)
+
+
+def payload(stored: StoredAlert, now: float) -> dict[str, Any]:
+    """One alert of ``POST /api/v2/alerts`` as posted at ``now``."""
+    alert = stored.alert
+    annotations = {"summary": alert.title, "description": alert.body}
+    runbook = alert.facts.get("runbook")
+    if runbook:
+        annotations["runbook_url"] = str(runbook)
+    if alert.reason == "event":
+        starts, ends = stored.created_at, max(stored.created_at, now) + EVENT_TTL
+    elif alert.reason == "resolved":
+        starts, ends = started_at(stored), stored.created_at
+    else:  # firing, repeat
+        starts, ends = started_at(stored), max(stored.created_at, now) + FIRING_TTL
+    return {
+        "labels": labels(stored),
+        "annotations": annotations,
+        "startsAt": rfc3339(starts),
+        "endsAt": rfc3339(ends),
+    }
+
+
+def standing(rows: Iterable[DeliveryRow]) -> list[DeliveryRow]:
+    """What to re-post, of the store's firing alerts and recent resolutions: per URL and
+    (rule, subject), the newest alert only. A resolution followed by a new firing is not posted
+    again: its labels are the new firing's, and posting it would end the new episode."""
+    newest: dict[tuple[str, str, str], DeliveryRow] = {}
+    for row in rows:
+        key = (row.url_id, row.alert.rule, row.alert.subject)
+        kept = newest.get(key)
+        if kept is None or row.alert_id > kept.alert_id:
+            newest[key] = row
+    return sorted(newest.values(), key=lambda row: row.alert_id)
+
+
+# -- posting ------------------------------------------------------------------------------------
+
+
+def post(
+    url: str,
+    alerts: Sequence[StoredAlert],
+    now: float,
+    client: httpx.Client | None = None,
+    timeout: float = POST_TIMEOUT,
+) -> Outcome:
+    """Post ``alerts`` to the Alertmanager of ``url``: accepted on 2xx; a 4xx is final (the
+    payload or the credentials are wrong, retrying cannot help); a connection error, a timeout
+    or a 5xx is retried. The error texts name no URL and no credential."""
+    where = endpoint(url)
+    if where is None:
+        return refused("not a readable alertmanager:// URL", final=True)
+    body = [payload(alert, now) for alert in alerts]
+    try:
+        if client is None:
+            with httpx.Client(timeout=timeout) as own:
+                answer = own.post(where.api_url, json=body, headers=where.headers())
+        else:
+            answer = client.post(where.api_url, json=body, headers=where.headers())
+    except httpx.TimeoutException:
+        return refused("Alertmanager did not answer in time")
+    except httpx.HTTPError as exc:
+        return refused(f"Alertmanager unreachable ({type(exc).__name__})")
+    if answer.is_success:
+        return ACCEPTED
+    status = answer.status_code
+    if 400 <= status < 500 and status not in (408, 429):
+        return refused(f"Alertmanager refused the alerts: HTTP {status}", final=True)
+    return refused(f"Alertmanager answered HTTP {status}")
+
+
+class AlertmanagerNotifier:
+    """Sends a message's alerts to an ``alertmanager://`` URL (a message with no alert, such
+    as ``watcher notify-test``'s, is posted as one short info alert)."""
+
+    def __init__(self, clock: Clock = time.time, timeout: float = POST_TIMEOUT) -> None:
+        self._clock = clock
+        self._timeout = timeout
+
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
+        now = self._clock()
+        if not alerts:
+            alerts = [probe_alert(title, body, now)]
+        return post(url, alerts, now, timeout=self._timeout)
+
+
+def probe_alert(title: str, body: str, now: float) -> StoredAlert:
+    """A message that is no alert (``watcher notify-test``), as a short info alert."""
+    message = AlertMessage(
+        rule="watcher_test",
+        severity="info",
+        subject="notify-test",
+        reason="event",
+        dedup_key=f"watcher_test|{now}",
+        title=title,
+        body=body,
+        channels=(),
+        facts={"kind": "test"},
+    )
+    return StoredAlert(message, now)
+
+
+class AlertmanagerOrApprise:
+    """The daemon's notifier: ``alertmanager://`` URLs here, every other through ``other``."""
+
+    def __init__(self, other: Notifier, alertmanager: Notifier | None = None) -> None:
+        self.other = other
+        self.alertmanager = alertmanager or AlertmanagerNotifier()
+
+    def send(
+        self,
+        url: str,
+        title: str,
+        body: str,
+        tone: Tone,
+        notification: str,
+        alerts: Sequence[StoredAlert] = (),
+    ) -> Outcome:
+        notifier = self.alertmanager if is_alertmanager(url) else self.other
+        return notifier.send(url, title, body, tone, notification, alerts)
+
+
+# -- the re-posts -------------------------------------------------------------------------------
+
+
+class Reposter:
+    """Posts again, every ``every`` seconds, the firing alerts and the recent resolutions the
+    store keeps, to the Alertmanager URLs they went to (see the module's docstring)."""
+
+    def __init__(
+        self,
+        standing_alerts: Callable[[Sequence[str], float], Awaitable[list[DeliveryRow]]],
+        holds: Callable[[str, str], bool],
+        urls: Callable[[], Mapping[str, str]],
+        clock: Clock,
+        *,
+        every: float = REPOST_SECONDS,
+        post_in_thread: Callable[[str, Sequence[StoredAlert], float], Awaitable[Outcome]]
+        | None = None,
+    ) -> None:
+        self._standing_alerts = standing_alerts
+        self._holds = holds
+        self._urls = urls
+        self._clock = clock
+        self.every = every
+        self._post = post_in_thread or _post_in_thread
+        self._last: float | None = None
+        self._task: asyncio.Task[int] | None = None
+
+    def due(self, now: float) -> bool:
+        """Whether a round is due: the first comes a full interval after the start (the
+        first posts are the outbox's), and one round runs at a time."""
+        if self._task is not None and not self._task.done():
+            return False
+        if self._last is None:
+            self._last = now
+            return False
+        return now - self._last >= self.every
+
+    def maybe_start(self) -> asyncio.Task[int] | None:
+        """Start a round when one is due and an Alertmanager URL is configured."""
+        now = self._clock()
+        if not self.due(now):
+            return None
+        self._last = now
+        if not any(is_alertmanager(url) for url in self._urls().values()):
+            return None
+        self._task = asyncio.create_task(self.round(), name="alertmanager re-posts")
+        self._task.add_done_callback(_log_failure)
+        return self._task
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def round(self) -> int:
+        """One round: read the standing alerts, post each URL's (those of shards held here);
+        how many alerts were posted and accepted."""
+        urls = {uid: url for uid, url in self._urls().items() if is_alertmanager(url)}
+        if not urls:
+            return 0
+        now = self._clock()
+        rows = await self._standing_alerts(list(urls), now - RESOLVED_KEPT_SECONDS)
+        by_url: dict[str, list[StoredAlert]] = {}
+        for row in standing(rows):
+            if self._holds(REPOST_SOURCE, f"{row.alert.rule}|{row.alert.subject}"):
+                by_url.setdefault(row.url_id, []).append(StoredAlert(row.alert, row.created_at))
+        posted = 0
+        for url_id, alerts in by_url.items():
+            outcome = await self._post(urls[url_id], alerts, now)
+            if outcome.accepted:
+                posted += len(alerts)
+            else:
+                log.warning(
+                    "alertmanager re-post failed; the next round tries again",
+                    url_id=url_id,
+                    alerts=len(alerts),
+                    error=outcome.refused,
+                )
+        return posted
+
+
+async def _post_in_thread(url: str, alerts: Sequence[StoredAlert], now: float) -> Outcome:
+    return await asyncio.to_thread(post, url, alerts, now)
+
+
+def _log_failure(task: asyncio.Task[int]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("alertmanager re-posts failed", error=repr(task.exception()))

@@ -1,0 +1,135 @@
+"""PagerDuty and Opsgenie: a resolution closes the incident its firing opened.
+
+Apprise's PagerDuty plugin ties events together by ``dedup_key``: without ``dedup=`` it is a
+hash of the message's first line, and watcher's firing (``[CRITICAL] ...``) and resolution
+(``[RESOLVED] ...``) titles differ, so a resolution never met its incident. Apprise's Opsgenie
+plugin closes only alerts it created in the same process (their ids kept in Apprise's store, in
+memory by default), found by alias or title: after a restart, or from another instance, a
+close finds nothing and says nothing.
+
+So every episode of a state rule (one rule, one subject, one episode number: what the outbox's
+``dedup_key`` holds before its last part) gets one key, ``episode_key``: a hash, the same for
+the firing, the reminders and the resolution of that episode, on every run and every instance
+(the episode's number is in the stored state, never reused), and a new one for the next
+episode.
+
+- ``pagerduty://``: the message goes through Apprise with ``dedup=<key>`` and ``action=map``
+  (unless the URL sets ``action`` itself): a firing or a reminder triggers (PagerDuty folds it
+  into the open incident with that key), a resolution (Apprise's success type) resolves it.
+- ``opsgenie://``: a firing or a reminder goes through Apprise with ``alias=<key>`` (Opsgenie
+  folds alerts with one open alias into one). A resolution is not Apprise's to send (it would
+  open a new "[RESOLVED]" alert, or close nothing after a restart): watcher closes the alert by
+  its alias itself, ``POST /v2/alerts/<key>/close?identifierType=alias`` on the URL's region
+  with its API key, which works whatever process opened it. A URL that sets ``alias`` keeps it
+  (then every alert of the URL is one Opsgenie alert, as the user asked).
+
+Events (they never resolve) keep Apprise's behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import apprise
+import requests
+
+from watcher.alerting.events import AlertMessage
+from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, refused
+
+CLOSE_TIMEOUT = 15.0
+# Opsgenie's alert API, by region (what Apprise's plugin posts to).
+OPSGENIE_API = {
+    "us": "https://api.opsgenie.com/v2/alerts",
+    "eu": "https://api.eu.opsgenie.com/v2/alerts",
+}
+
+
+def scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower()
+
+
+def episode_key(alert: AlertMessage) -> str | None:
+    """One key per episode of a state rule and subject (None for an event): a hash of the
+    rule, the subject and the episode's number, from the stored alert."""
+    if alert.reason == "event":
+        return None
+    episode = alert.dedup_key.rsplit("|", 1)[0]  # rule|subject|episode (the reason cut off)
+    return "watcher-" + hashlib.sha256(episode.encode("utf-8")).hexdigest()[:32]
+
+
+def message_key(alerts: Sequence[StoredAlert]) -> str | None:
+    """The episode key of a message that tells of one state alert; None otherwise."""
+    if len(alerts) != 1:
+        return None
+    return episode_key(alerts[0].alert)
+
+
+def _query(url: str) -> dict[str, str]:
+    try:
+        return {k.lower(): v for k, v in parse_qsl(urlsplit(url).query)}
+    except ValueError:
+        return {}
+
+
+def _with_params(url: str, params: dict[str, str]) -> str:
+    base, hash_mark, fragment = url.partition("#")
+    joiner = "&" if "?" in base else "?"
+    extra = "&".join(f"{name}={quote(value, safe='')}" for name, value in params.items())
+    return f"{base}{joiner}{extra}{hash_mark}{fragment}"
+
+
+def keyed_url(url: str, alerts: Sequence[StoredAlert]) -> str | None:
+    """The URL carrying the message's episode key (PagerDuty: ``dedup`` and ``action=map``,
+    Opsgenie: ``alias``); None when the URL or the message needs none."""
+    kind = scheme(url)
+    if kind not in ("pagerduty", "opsgenie"):
+        return None
+    key = message_key(alerts)
+    if key is None:
+        return None
+    set_already = _query(url)
+    params: dict[str, str] = {}
+    if kind == "pagerduty":
+        if "dedup" not in set_already:
+            params["dedup"] = key
+        if "action" not in set_already:
+            params["action"] = "map"
+    elif "alias" not in set_already:
+        params["alias"] = key
+    return _with_params(url, params) if params else None
+
+
+def closes_itself(url: str, alerts: Sequence[StoredAlert]) -> bool:
+    """Whether this message is an Opsgenie resolution watcher closes by alias itself."""
+    if scheme(url) != "opsgenie" or "alias" in _query(url):
+        return False
+    return len(alerts) == 1 and alerts[0].alert.reason == "resolved"
+
+
+def close_opsgenie(url: str, alerts: Sequence[StoredAlert], note: str) -> Outcome:
+    """Close the Opsgenie alert of the resolved episode by its alias (see the module's
+    docstring). Error texts name no key and no URL."""
+    key = message_key(alerts)
+    plugin: Any = apprise.Apprise.instantiate(url)
+    if key is None or plugin is None or not getattr(plugin, "apikey", None):
+        return refused("Apprise does not accept this URL", final=True)
+    api = OPSGENIE_API.get(str(getattr(plugin, "region_name", "us")).lower(), OPSGENIE_API["us"])
+    try:
+        answer = requests.post(
+            f"{api}/{quote(key, safe='')}/close",
+            params={"identifierType": "alias"},
+            json={"source": "watcher", "user": "watcher", "note": note[:25000]},
+            headers={"Authorization": f"GenieKey {plugin.apikey}"},
+            timeout=CLOSE_TIMEOUT,
+        )
+    except requests.RequestException as exc:
+        return refused(f"Opsgenie unreachable ({type(exc).__name__})")
+    if answer.status_code in (200, 202):
+        return ACCEPTED
+    status = answer.status_code
+    if 400 <= status < 500 and status not in (408, 429):
+        return refused(f"Opsgenie refused the close: HTTP {status}", final=True)
+    return refused(f"Opsgenie answered HTTP {status}")
