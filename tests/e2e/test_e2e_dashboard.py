@@ -13,7 +13,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -224,3 +224,27 @@ def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
         (r["name"], "ok", "") for r in rules
     ]
     prom.wait('ALERTS{alertname=~"Watcher.*"}', lambda result: not result, timeout=5)
+
+
+def test_a_delinquent_validator_reads_1_in_prometheus_within_two_polls_and_a_scrape_then_0(
+    scraped: Scraped,
+) -> None:
+    """The issue's target as an operator sees it in Prometheus: polls every 200 ms, scrapes
+    every second; a loaded machine gets two seconds more."""
+    world, prom = scraped.world, scraped.prom
+    prom.wait_scraped(JOB)
+    expr = f'solana_validator_delinquent{{job="{JOB}", votekey="{OUR_VOTE}"}}'
+    within = 2 * 0.2 + 1.0 + 2.0
+
+    def reads(value: float) -> Callable[[list[Sample]], bool]:
+        return lambda result: [float(s["value"][1]) for s in result] == [value]
+
+    prom.wait(expr, reads(0.0))
+    world.ledger.mark_delinquent(OUR_VOTE)
+    started = time.monotonic()
+    prom.wait(expr, reads(1.0), timeout=within)
+    assert time.monotonic() - started <= within
+    world.ledger.mark_current(OUR_VOTE)
+    started = time.monotonic()
+    prom.wait(expr, reads(0.0), timeout=within)
+    assert time.monotonic() - started <= within
