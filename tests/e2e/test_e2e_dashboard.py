@@ -25,7 +25,8 @@ import yaml
 from watcher.ledger.simulator import Ledger
 from watcher.ledger.simulator.keys import derived_pubkey
 
-from support.prometheus import Prometheus, QueryError, Sample, Scrape, free_port
+from support.net import free_port
+from support.prometheus import Prometheus, QueryError, Sample, Scrape
 from support.world import (
     BIG_VOTE,
     DRIFT_NODE,

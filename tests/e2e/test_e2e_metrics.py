@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.net import free_port, get
 from support.receivers import wait_until
 from support.world import (
     HOLDERS,
@@ -36,22 +34,6 @@ pytestmark = pytest.mark.e2e
 POLL_SECONDS = 1.0
 OUR_SERIES = f'{{nodekey="{OUR_NODE}",votekey="{OUR_VOTE}"}}'
 BALANCE = f'solana_account_balance{{address="{TREASURY}"}}'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""  # not listening (yet)
 
 
 def watched(every: float = POLL_SECONDS, *, balance: bool = True) -> list[dict[str, Any]]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,26 +18,11 @@ import pytest
 import yaml
 
 from support.daemon import tx_rule
+from support.net import free_port, get
 from support.receivers import wait_until
 from support.world import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""  # not listening (yet)
 
 
 def metric(text: str, name: str) -> float:

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +22,7 @@ import yaml
 from watcher.ledger.simulator import SimulatorServer
 
 from support.daemon import DaemonProcess, write_config
+from support.net import free_port, get
 from support.receivers import JsonReceiver, wait_until
 from support.world import OUR_VOTE, rules, small_cluster
 
@@ -32,22 +30,6 @@ pytestmark = pytest.mark.e2e
 
 KEY_A, KEY_B = "e2eQu0rumAK3yTh4tMustN3v3rL3ak", "e2eQu0rumBK3yTh4tMustN3v3rL3ak"
 DISAGREEMENTS = 'watcher_rpc_disagreements_total{source="votes"}'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""  # not listening (yet)
 
 
 def metric(text: str, name: str) -> float:

@@ -4,7 +4,6 @@ still fires stays, and /metrics counts it."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from watcher.alerting.events import AlertMessage, Reason
 from watcher.delivery.outbox import Destination
 from watcher.state.store import Store
 
+from support.net import free_port
 from support.receivers import wait_until
 from support.world import make_world, small_cluster
 
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.e2e
 
 DAY = 86400.0
 OPS = Destination("ops", "json://127.0.0.1:9/")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def pruned_lines(output: str) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import urllib.error
@@ -23,6 +22,7 @@ from typing import Any, Self
 
 import yaml
 
+from support.net import free_port
 from support.receivers import wait_until
 
 BINARY = "prometheus-alertmanager"
@@ -36,12 +36,6 @@ def binary() -> str | None:
         if Path("/usr/bin/prometheus-alertmanager").exists()
         else None
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def config(webhook_url: str) -> dict[str, Any]:

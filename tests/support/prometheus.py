@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from support.net import free_port
 
 START_SECONDS = 30
 STOP_SECONDS = 10
@@ -62,12 +63,6 @@ def find_binary() -> str:
             "(apt-get install prometheus), as `make test` does"
         )
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def config(scrapes: Sequence[Scrape], interval: str, rule_files: Sequence[Path] = ()) -> str:
