@@ -59,8 +59,8 @@ from common import API_KEY, DaemonProcess, Receiver, wait_for, write_config  # n
 from daemon_run import cpu_seconds  # noqa: E402
 from stream import COVERS, tally  # noqa: E402
 
-from watcher.alerting.ruleset import Job  # noqa: E402
 from watcher.cadence import Budget  # noqa: E402
+from watcher.config.ruleset import Job  # noqa: E402
 from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
 from watcher.service.budgeting import ALLOCATE_EVERY  # noqa: E402

@@ -20,8 +20,8 @@ from watcher import (
     load_config,
     load_rules,
 )
-from watcher.alerting.ruleset import RuleSet as RuleSetItself
 from watcher.app import Daemon as DaemonItself
+from watcher.config.ruleset import RuleSet as RuleSetItself
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.state.store import Store
 

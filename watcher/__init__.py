@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from watcher.alerting.ruleset import RuleSet
     from watcher.app import Daemon
     from watcher.config.check import load_config
     from watcher.config.reading import load_settings
     from watcher.config.rules import load_rules
+    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
     from watcher.core.errors import (
         ConfigError,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "KINDS": "watcher.kinds",
     "Daemon": "watcher.app",
-    "RuleSet": "watcher.alerting.ruleset",
+    "RuleSet": "watcher.config.ruleset",
     "Settings": "watcher.config.settings",
     "load_settings": "watcher.config.reading",
     "load_config": "watcher.config.check",

@@ -22,24 +22,23 @@ from typing import Any
 import structlog
 
 from watcher.alerting import builtin, pipeline, silences
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.alerting.messages import Presentation, PresentedRule
 from watcher.alerting.routing import Routes
-from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import StateRule
+from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.outbox_rows import Destination
 from watcher.core.tally import count_alerts, count_disagreement
-from watcher.delivery.outbox import Destination
-from watcher.delivery.outbox_sender import delivery_sender
 from watcher.kinds import word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Quorum, observe_from
-from watcher.ledger.rpc import RpcClient, rpc_client
+from watcher.ledger.rpc import RpcClient
 from watcher.service import sweeps
 from watcher.service.cadences import (
     CadenceBook,
@@ -60,9 +59,9 @@ from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
 from watcher.state.alerts import same_state
-from watcher.state.engines import open_store
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.shards import SHARDS
+from watcher.wiring import delivery_sender, open_store, rpc_client
 
 log = structlog.get_logger(__name__)
 

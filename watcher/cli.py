@@ -25,7 +25,7 @@ from watcher.silence_cli import silence_app
 from watcher.simulate import simulate_app
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
-    from watcher.alerting.ruleset import RuleSet
+    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
 
 app = typer.Typer(
@@ -193,7 +193,7 @@ def status(
 
 
 def _silence_note(facts: dict[str, object]) -> str:
-    from watcher.alerting.silences import SILENCE_FACT
+    from watcher.core.events import SILENCE_FACT
 
     silence = facts.get(SILENCE_FACT)
     return f"  (silence {silence['id']})" if isinstance(silence, dict) else ""

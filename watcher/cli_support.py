@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
-    from watcher.alerting.ruleset import RuleSet
+    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
     from watcher.state.commands import CommandStore
 
@@ -34,8 +34,8 @@ def fail_with_problems(problems: list[object]) -> None:
 
 
 def load(config: Path) -> tuple[Settings, RuleSet]:
-    from watcher.alerting.ruleset import RuleSet
     from watcher.config.check import load_config
+    from watcher.config.ruleset import RuleSet
     from watcher.kinds import KINDS
 
     settings, rules = load_config(config, kinds=KINDS)

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.rules import load_rules
+from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError, DaemonFailed

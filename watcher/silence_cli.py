@@ -19,7 +19,7 @@ from watcher.cli_support import (
 )
 
 if TYPE_CHECKING:
-    from watcher.alerting.ruleset import RuleSet
+    from watcher.config.ruleset import RuleSet
 
 silence_app = typer.Typer(
     help="Mute a rule's notifications for a while; muted alerts stay in the history.",

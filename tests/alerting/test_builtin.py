@@ -21,12 +21,12 @@ from watcher.alerting.builtin import (
     rpc_condition,
     step_rpc_health,
 )
-from watcher.alerting.events import AlertMessage, TargetState
 from watcher.alerting.health import RoundHealth, RoundVerdict
 from watcher.config.reading import load_settings
 from watcher.config.rule_models import CLUSTER_DELINQUENT_STAKE, RPC_DISAGREEMENT, RPC_UNHEALTHY
 from watcher.config.rules import load_rules
 from watcher.core.errors import ConfigError, ServerError
+from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts

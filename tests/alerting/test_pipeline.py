@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from watcher.alerting import pipeline
-from watcher.alerting.events import AlertMessage, Severity
 from watcher.alerting.messages import PLAIN, Presentation
 from watcher.alerting.routing import Routes
-from watcher.alerting.silences import Silence, is_silenced
+from watcher.alerting.silences import is_silenced
+from watcher.core.events import AlertMessage, Severity, Silence
 
 
 @dataclass(frozen=True)

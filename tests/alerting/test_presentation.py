@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import PLAIN, Presentation, shorten
 from watcher.config.rule_models import RuleBase
+from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.alerting.ruleset import Job, RuleSet
 from watcher.config.rule_models import RuleBase
+from watcher.config.ruleset import Job, RuleSet
 from watcher.kinds import KINDS, RULE_MODELS, AnyRule
 
 

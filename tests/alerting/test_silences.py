@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from watcher.alerting.events import AlertMessage
-from watcher.alerting.silences import SILENCE_FACT, Silence, mark_silenced, silenced_by
+from watcher.alerting.silences import mark_silenced, silenced_by
 from watcher.cli import app
+from watcher.core.events import SILENCE_FACT, AlertMessage, Silence
+from watcher.core.outbox_rows import url_id
 from watcher.delivery.notify_check import public_form
-from watcher.delivery.outbox import url_id
 from watcher.state.store import Store
 
 from support.daemon import write_config

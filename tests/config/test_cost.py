@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
 from watcher.cli import app
 from watcher.config.cost import budget_fit, cost_lines, method_costs
+from watcher.config.ruleset import Job
 
 from support.values import key
 

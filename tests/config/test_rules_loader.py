@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.alerting.events import Severity
 from watcher.config.rules import load_rules, read_rules
 from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
 from watcher.core.errors import ConfigError
+from watcher.core.events import Severity
 from watcher.kinds import KINDS, AnyRule, kinds_taking, source_of
 from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.drift import VersionDriftRule

@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.alerting.events import AlertMessage, Grouping, Reason
+from watcher.core.events import AlertMessage, Grouping, Reason
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery import alertmanager
 from watcher.delivery.alertmanager import Endpoint, Reposter, endpoint, payload, post, standing
 from watcher.delivery.notifier import Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
-from watcher.delivery.outbox import DeliveryRow
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.core.errors import PermanentStateError, TransientStateError, state_error
+from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, StoredAlert, Tone
 from watcher.delivery.outbox_sender import Sender
@@ -358,9 +358,9 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
 ) -> None:
     """A bug that kills the sender task must not leave the daemon polling with nobody
     delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
-    from watcher.alerting.ruleset import RuleSet
     from watcher.app import Daemon
     from watcher.config.check import load_config
+    from watcher.config.ruleset import RuleSet
     from watcher.core.errors import DaemonFailed
     from watcher.ledger.simulator import Ledger, SimulatorServer
 

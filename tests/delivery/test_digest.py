@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.events import AlertMessage, Grouping
 from watcher.alerting.messages import Presentation, make_alert, word_alert
+from watcher.core.events import AlertMessage, Grouping
+from watcher.core.outbox_rows import DeliveryRow, url_id
 from watcher.delivery.digest import (
     DEAD_LETTER_GROUPING,
     batches,
@@ -23,7 +24,6 @@ from watcher.delivery.digest import (
     pacing_notes,
     release_at,
 )
-from watcher.delivery.outbox import DeliveryRow, url_id
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import word
 from watcher.kinds.delinquency import DelinquentValidatorsRule

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import Presentation
 from watcher.config.rule_models import EventRule
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.digest import DIGEST_ITEMS, digest_text, words_of
 from watcher.delivery.markup import to_markdown
-from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import KINDS, RULE_MODELS, word
 from watcher.kinds.samples import sample_key
 from watcher.state.store import Store

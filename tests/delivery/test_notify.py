@@ -13,10 +13,10 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.alerting.events import AlertMessage
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow, Destination, url_id
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
 from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
-from watcher.delivery.outbox import DeliveryRow, Destination, url_id
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
 from watcher.state.store import Store

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.delivery.outbox import Destination, is_dead, next_attempt, url_id
+from watcher.core.outbox_rows import Destination, url_id
+from watcher.delivery.outbox import is_dead, next_attempt
 
 
 @pytest.mark.parametrize(

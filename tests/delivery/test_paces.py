@@ -10,7 +10,7 @@ import apprise
 import pytest
 from apprise.plugins.email import NotifyEmail
 
-from watcher.alerting.events import AlertMessage
+from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_send import new_client
 from watcher.delivery.paces import pace_of
 from watcher.state.store import Store

@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 import requests
 
-from watcher.alerting.events import AlertMessage, Reason
+from watcher.core.events import AlertMessage, Reason
 from watcher.delivery import paging
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import StoredAlert, Tone

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.alerting.events import AlertMessage, Reason
-from watcher.delivery.outbox import Destination
+from watcher.core.events import AlertMessage, Reason
+from watcher.core.outbox_rows import Destination
 from watcher.state.store import Store
 
 from support.net import free_port

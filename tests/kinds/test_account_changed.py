@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from watcher.alerting.events import TargetState
+from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.account_changed import AccountChangedRule, account_changes, step_accounts
 from watcher.kinds.account_source import SOURCE, AccountObservation

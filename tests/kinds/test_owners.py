@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from watcher.alerting.events import TargetState
 from watcher.alerting.messages import Presentation
+from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.holders import SOURCE, HolderChangesRule
 from watcher.kinds.owners import kept_owners, missing_owners

@@ -12,10 +12,10 @@ from typing import Any, cast
 import pytest
 from pydantic import TypeAdapter
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
-from watcher.alerting.ruleset import RuleSet
 from watcher.config.rule_models import RuleBase
+from watcher.config.ruleset import RuleSet
 from watcher.core.errors import BadResponse, RpcTimeout
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import (
     KINDS,
     RULE_MODELS,

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from watcher.alerting.events import TargetState
 from watcher.core.errors import RpcError
+from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.supply import SOURCE, SupplyChangedRule, SupplyObservation, qualifies
 from watcher.ledger.rpc import RpcClient

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.simulator import Ledger

@@ -16,10 +16,10 @@ import pytest
 import structlog
 import yaml
 
-from watcher.alerting.events import AlertMessage, StepOutcome
-from watcher.alerting.ruleset import Job, RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
+from watcher.config.ruleset import Job, RuleSet
+from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import agree, differences
 from watcher.ledger.simulator import Ledger, SimulatorServer

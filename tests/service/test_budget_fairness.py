@@ -18,8 +18,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
+from watcher.config.ruleset import Job
 from watcher.service.budgeting import BUDGET_WINDOW, admitted
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
@@ -109,7 +109,7 @@ def replay(scenario: Scenario) -> Run:
     return run
 
 
-@settings(max_examples=60)
+@settings(max_examples=300)
 @given(scenarios())
 def test_no_target_waits_more_than_twice_its_planned_interval(scenario: Scenario) -> None:
     run = replay(scenario)

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import pytest
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
+from watcher.config.ruleset import Job
 from watcher.service.budgeting import BUDGET_WINDOW, SpendWindow
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
@@ -23,11 +23,22 @@ from support.scheduling import HeldShards, scheduling_sweeper, time
 
 def test_the_pace_spends_what_was_earned_since_the_last_sweep_up_to_a_burst() -> None:
     window = SpendWindow()
-    assert window.room(0.0, per_second=2.0, burst=30.0) == 60  # a first sweep: a burst's worth
+    # A first sweep: a burst's worth, and the one poll more that the pace may save up.
+    assert window.room(0.0, per_second=2.0, burst=30.0) == 61
     window.spend(0.0, 60)
-    assert window.room(10.0, per_second=2.0, burst=30.0) == 20  # earned in 10 s
+    assert window.room(10.0, per_second=2.0, burst=30.0) == 21  # earned in 10 s, and the one
     window.spend(10.0, 5)
-    assert window.room(100.0, per_second=2.0, burst=30.0) == 60  # saved: at most the burst
+    assert window.room(100.0, per_second=2.0, burst=30.0) == 61  # saved: at most the burst
+
+
+def test_a_budget_slower_than_a_poll_a_sweep_loses_nothing_it_earned() -> None:
+    """0.08 polls a second, a sweep every 5 s: a poll every 12.5 s, not every third sweep."""
+    window, polls = SpendWindow(), []
+    for now in range(0, 1000, 5):
+        room = window.room(float(now), per_second=0.08, burst=10.0)
+        polls.append(min(room, 1))
+        window.spend(float(now), polls[-1])
+    assert sum(polls) == 80 + 1  # what 1,000 s earn, and what a first sweep may spend
 
 
 @pytest.mark.parametrize(

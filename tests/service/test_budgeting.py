@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget, parse_budget
+from watcher.config.ruleset import Job
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.service.budgeting import job_key, plan_budget, stretch_warning
 

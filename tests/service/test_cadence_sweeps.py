@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Cadence
+from watcher.config.ruleset import Job
 from watcher.service.cadences import (
     CADENCE_KEY,
     CadenceBook,

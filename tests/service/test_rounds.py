@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.alerting.ruleset import Job
+from watcher.config.ruleset import Job
 from watcher.ledger.simulator.keys import derived_pubkey
 
 from support.seeded import MINT, TREASURY, World, daemon_worlds

@@ -6,7 +6,7 @@ import asyncio
 
 import structlog
 
-from watcher.alerting.ruleset import Job
+from watcher.config.ruleset import Job
 from watcher.ledger.rpc import RpcClient
 from watcher.service.scheduler import Scheduler
 from watcher.service.sweeps import run_bounded, stretch_for, stretch_warning, sweep_width

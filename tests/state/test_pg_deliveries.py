@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from watcher.alerting.events import AlertMessage, Grouping
-from watcher.delivery.outbox import Destination
+from watcher.core.events import AlertMessage, Grouping
+from watcher.core.outbox_rows import Destination
 from watcher.state import pg_deliveries as outbox
 from watcher.state.postgresql_schema import migrate
 from watcher.state.store import SqliteStore

@@ -15,10 +15,9 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from watcher.alerting.events import AlertMessage, Grouping, Reason, TargetState
-from watcher.alerting.silences import Silence
+from watcher.core.events import AlertMessage, Grouping, Reason, Silence, TargetState
 from watcher.core.fastjson import decode_json
-from watcher.delivery.outbox import AlertRecord, DeliveryStatus, Destination
+from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
 from watcher.state import pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
 from watcher.state.postgresql_schema import migrate

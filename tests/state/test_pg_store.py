@@ -13,9 +13,9 @@ from contextlib import AsyncExitStack
 import psycopg
 import pytest
 
-from watcher.alerting.events import AlertMessage
 from watcher.core.errors import LeaseLost, TransientStateError
-from watcher.delivery.outbox import Destination
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import Destination
 from watcher.state.pg_leases import NOW
 from watcher.state.pg_store import PoolLimits, PostgresStore
 from watcher.state.shards import SHARDS, shard_of

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.alerting.events import AlertMessage, Grouping, Reason
-from watcher.alerting.ruleset import Job, RuleSet
-from watcher.delivery.outbox import Destination
+from watcher.config.ruleset import Job, RuleSet
+from watcher.core.events import AlertMessage, Grouping, Reason
+from watcher.core.outbox_rows import Destination
 from watcher.kinds import KINDS
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database

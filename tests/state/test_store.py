@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlite_utils import Database
 
-from watcher.alerting.events import AlertMessage
 from watcher.core.errors import PermanentStateError
-from watcher.delivery.outbox import Destination
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import Destination
 from watcher.state.database import (
     MIGRATIONS,
     SchemaTooNewError,

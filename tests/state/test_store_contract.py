@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.events import AlertMessage, Grouping
-from watcher.alerting.silences import Silence
-from watcher.delivery.outbox import Destination
+from watcher.core.events import AlertMessage, Grouping, Silence
+from watcher.core.outbox_rows import Destination
 from watcher.state.interface import Store
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
+from watcher.config.ruleset import Job
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import Sweeper

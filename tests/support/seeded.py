@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watcher.alerting.events import AlertMessage
-from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.check import load_config
+from watcher.config.ruleset import RuleSet
+from watcher.core.events import AlertMessage
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.transactions import Cursor
 from watcher.ledger.simulator import Ledger, SimulatorServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from watcher.delivery.outbox import AlertRecord
+from watcher.core.outbox_rows import AlertRecord
 from watcher.delivery.outbox_sender import Sender
 from watcher.state.store import AsyncSqliteStore, Store
 

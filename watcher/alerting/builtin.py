@@ -36,7 +36,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.alerting.events import Severity, StepOutcome, TargetState
 from watcher.alerting.health import RoundVerdict
 from watcher.alerting.lifecycle import Episode, step_episodes
 from watcher.config.rule_models import (
@@ -48,6 +47,7 @@ from watcher.config.rule_models import (
 from watcher.config.rules import channels_of
 from watcher.config.settings import Settings
 from watcher.core.clock import human_duration, iso
+from watcher.core.events import Severity, StepOutcome, TargetState
 from watcher.ledger.quorum import Disagreement
 
 SOURCE = "builtin"  # the store's source of the built-in episodes

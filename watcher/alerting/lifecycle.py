@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from watcher.alerting.events import AlertMessage, Reason, StepOutcome, TargetState
 from watcher.alerting.messages import RuleView, episode_facts, make_alert
+from watcher.core.events import AlertMessage, Reason, StepOutcome, TargetState
 
 Status = Literal["inactive", "pending", "firing"]
 Transition = Literal["firing", "resolved", "repeat"]

@@ -37,9 +37,9 @@ from jinja2 import StrictUndefined, Template, TemplateError, pass_context
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
-from watcher.alerting.events import AlertMessage, Grouping, Reason, Severity
 from watcher.alerting.framing import framed
 from watcher.core.clock import human_duration, iso
+from watcher.core.events import AlertMessage, Grouping, Reason, Severity
 
 Facts = Mapping[str, Any]
 

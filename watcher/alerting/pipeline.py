@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from watcher.alerting import silences
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import Presentation, PresentedRule
 from watcher.alerting.routing import Routes
-from watcher.alerting.silences import Silence
+from watcher.core.events import AlertMessage, Silence
 
 log = structlog.get_logger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from watcher.alerting.events import AlertMessage
 from watcher.config.rules import RoutedRule, Routing, channels_of
+from watcher.core.events import AlertMessage
 
 
 class Routes:

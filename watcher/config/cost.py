@@ -8,7 +8,7 @@ target quiet), their shares of the budget, and whether the floor fits it, or by 
 intervals will stretch beyond ``max_every`` (as the daemon's plan will,
 ``watcher.service.budgeting``).
 
-Pure: jobs in (one per source and interval, ``watcher.alerting.ruleset.Job``), lines out. The
+Pure: jobs in (one per source and interval, ``watcher.config.ruleset.Job``), lines out. The
 figures are the quiet minimum: one call per target per poll (a busy address pages further, a
 large token-account listing takes more pages); the ``accounts`` source asks for up to 100 keys
 per call.
@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget, budget_share, cadence_cost
 from watcher.config.rule_models import RuleBase, max_every_of
+from watcher.config.ruleset import Job
 
 MONTH_SECONDS: Final = 30 * 86400
 # The method(s) one poll of a target of each source calls, once each.

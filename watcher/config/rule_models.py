@@ -34,9 +34,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from watcher.alerting.events import Severity
 from watcher.core.base58check import is_base58_of
 from watcher.core.durations import format_duration, parse_duration
+from watcher.core.events import Severity
 
 CLUSTER = "cluster"  # the one target of the votes and nodes sources
 

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from watcher.alerting.events import Severity
 from watcher.config.address_files import KEY, with_address_file
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import (
@@ -31,6 +30,7 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
+from watcher.core.events import Severity
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _FILE_KEYS = ("rules",)

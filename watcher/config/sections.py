@@ -16,9 +16,9 @@ from pydantic import (
     field_validator,
 )
 
-from watcher.alerting.events import Severity
 from watcher.cadence import Budget, parse_budget
 from watcher.config.rule_models import PositiveDuration
+from watcher.core.events import Severity
 
 _LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})$")
 

@@ -56,7 +56,6 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from watcher.alerting.events import Severity
 from watcher.config.endpoints import RpcEndpoint, RpcEndpoints, http_url, redacted
 from watcher.config.rule_models import NAME_PATTERN, Duration, Pubkey
 from watcher.config.sections import (
@@ -73,6 +72,7 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
+from watcher.core.events import Severity
 from watcher.state.shards import LEASE_TTL_SECONDS
 
 ENV_PREFIX = "WATCHER_"

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import Wording, word_alert
 from watcher.config.rules import RuleKind
 from watcher.core.errors import Problem
+from watcher.core.events import AlertMessage
 
 
 class SampledKind(RuleKind, Protocol):

@@ -56,10 +56,10 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import structlog
 
-from watcher.alerting.events import AlertMessage
 from watcher.core.clock import Clock
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, StoredAlert, Tone, refused
-from watcher.delivery.outbox import DeliveryRow
 
 log = structlog.get_logger(__name__)
 

@@ -15,8 +15,9 @@ from urllib.parse import parse_qsl, urlsplit
 import apprise
 import apprise.decorators
 
+from watcher.core import outbox_rows
 from watcher.core.redact import REDACTOR
-from watcher.delivery import apprise_send, markup, outbox, paging
+from watcher.delivery import apprise_send, markup, paging
 from watcher.delivery.apprise_send import new_client, with_id_header
 from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
 
@@ -174,7 +175,7 @@ class AppriseNotifier:
             client = apprise_send.new_client(tagged)
             if client is not None:
                 return client
-        url_id = outbox.url_id(url)
+        url_id = outbox_rows.url_id(url)
         client = self._clients.get(url_id)
         if client is None:
             client = apprise_send.new_client(url)

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import apprise
 
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.core.redact import REDACTOR
-from watcher.delivery.outbox import DeliveryRow
 from watcher.delivery.paces import paced
 
 T = TypeVar("T")

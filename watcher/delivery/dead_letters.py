@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from watcher.alerting.events import AlertMessage
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow, Destination
 from watcher.delivery import digest
-from watcher.delivery.outbox import DeliveryRow, Destination
 
 log = structlog.get_logger("watcher.delivery.outbox_sender")
 

@@ -32,12 +32,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from watcher.alerting.events import AlertMessage, Grouping, Severity
 from watcher.alerting.framing import framed, with_notes
 from watcher.alerting.messages import PLAIN, Presentation, lines, rule_head
 from watcher.core.clock import iso
+from watcher.core.events import AlertMessage, Grouping, Severity
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.notifier import Tone
-from watcher.delivery.outbox import DeliveryRow
 from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords, Named
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from watcher.alerting.events import AlertMessage, Severity
+from watcher.core.events import AlertMessage, Severity
 
 # How a message looks in a channel (Apprise's notify type: its colour and icon): its severity,
 # or "resolved" for the end of an episode (Apprise's success type), whatever its severity.

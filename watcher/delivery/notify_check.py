@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import apprise
 
+from watcher.core.outbox_rows import url_id
 from watcher.core.redact import MASK, REDACTOR
 from watcher.delivery import alertmanager
 from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
 from watcher.delivery.apprise_send import send_through
-from watcher.delivery.outbox import url_id
 
 SEND_TIMEOUT_SECONDS = 30.0
 

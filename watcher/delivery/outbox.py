@@ -1,37 +1,11 @@
 """The outbox's pure parts: where a delivery goes (as an id, never the URL) and when to retry it.
 
 No clock, no database, no network: the caller passes ``now`` and the random ``jitter``. The
-outbox's rows as values (``DeliveryRow``, ``AlertRecord``) live here too: the store fills them,
-pure code (digests, rule tests) reads them.
+outbox's rows as values (``Destination``, ``DeliveryRow``, ``AlertRecord``) are in
+``watcher.core.outbox_rows``: the store fills them, pure code (digests, rule tests) reads them.
 """
 
 from __future__ import annotations
-
-import hashlib
-from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from watcher.alerting.events import AlertMessage
-
-
-def url_id(url: str) -> str:
-    """A stable, non-reversible name for an Apprise URL: first 16 hex digits of its sha256.
-
-    Apprise URLs carry tokens and passwords, so only this id is stored or logged.
-    """
-    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Destination:
-    """One Apprise URL of one channel. ``repr`` leaves the URL out so it cannot leak into logs."""
-
-    channel: str
-    url: str = field(repr=False)
-
-    @property
-    def url_id(self) -> str:
-        return url_id(self.url)
 
 
 def next_attempt(
@@ -70,77 +44,3 @@ def next_attempt(
 def is_dead(created_at: float, now: float, deadline: float = 86400.0) -> bool:
     """A delivery still failing ``deadline`` seconds after it was queued is given up."""
     return now - created_at >= deadline
-
-
-# Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),
-# sent, dead (given up). Alert statuses are derived from its deliveries: queued (nothing
-# sent yet), partial (some sent, others waiting or dead), sent, dead (none sent, all given
-# up), silenced (no destination at all).
-DELIVERY_STATUSES = ("pending", "sending", "sent", "dead")
-ALERT_STATUSES = ("queued", "partial", "sent", "dead", "silenced")
-
-
-@dataclass(frozen=True)
-class DeliveryRow:
-    """A delivery due (or claimed) for sending, with what to send."""
-
-    id: int
-    alert_id: int
-    channel: str
-    url_id: str
-    status: str
-    attempts: int
-    next_attempt_at: float
-    created_at: float
-    alert: AlertMessage  # what to send, as stored (worded once, before it was stored)
-    # Rows with the same group_key and url_id go out together as one digest
-    # (watcher.delivery.digest).
-    group_key: str | None = None
-
-
-@dataclass(frozen=True)
-class GroupSends:
-    """What decides when a digest group may send: its other rows already scheduled and its
-    recent messages."""
-
-    scheduled_at: float | None  # earliest next attempt of its pending rows not claimed now
-    sent: tuple[float, ...]  # when its recent messages went out, oldest first
-
-
-@dataclass(frozen=True)
-class DeliveryStatus:
-    channel: str
-    url_id: str
-    status: str
-    attempts: int
-    last_error: str | None
-    sent_at: float | None
-
-
-@dataclass(frozen=True)
-class AlertRecord:
-    """One line of the alert history, with the fate of each of its deliveries."""
-
-    id: int
-    created_at: float
-    alert: AlertMessage  # as stored
-    status: str
-    deliveries: tuple[DeliveryStatus, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form (``watcher alerts --json``), one level deep."""
-        alert = self.alert
-        return {
-            "id": self.id,
-            "created_at": self.created_at,
-            "rule": alert.rule,
-            "severity": alert.severity,
-            "subject": alert.subject,
-            "reason": alert.reason,
-            "dedup_key": alert.dedup_key,
-            "title": alert.title,
-            "body": alert.body,
-            "facts": alert.facts,
-            "status": self.status,
-            "deliveries": [asdict(delivery) for delivery in self.deliveries],
-        }

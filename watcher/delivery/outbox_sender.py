@@ -20,19 +20,19 @@ import asyncio
 import random as random_module
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import structlog
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import PLAIN, Presentation
+from watcher.core import outbox_rows
 from watcher.core.clock import Clock
-from watcher.delivery import digest, outbox
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow, Destination
+from watcher.delivery import digest
 from watcher.delivery.alertmanager import REPOST_SECONDS, AlertmanagerOrApprise, Reposter
 from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.notifier import Notifier
-from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.delivery.url_worker import (
     DB_RETRY_FIRST,
@@ -42,10 +42,6 @@ from watcher.delivery.url_worker import (
     UrlWorker,
 )
 from watcher.state.interface import Store
-
-if TYPE_CHECKING:
-    from watcher.config.settings import Settings
-    from watcher.service.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +126,9 @@ class Sender:
         is gone are given up with NOT_CONFIGURED when their turn comes."""
         self._fallback_channels = tuple(fallback_channels)
         self._channels = {name: tuple(urls) for name, urls in channels.items()}
-        self._urls = {outbox.url_id(url): url for urls in self._channels.values() for url in urls}
+        self._urls = {
+            outbox_rows.url_id(url): url for urls in self._channels.values() for url in urls
+        }
         protect_delivery_logs(self._urls.values())
 
     def destinations(self, alert: AlertMessage) -> list[Destination]:
@@ -211,30 +209,3 @@ class Sender:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=1.0)
-
-
-def delivery_sender(
-    settings: Settings,
-    store: Store,
-    clock: Clock,
-    state_health: StateHealth,
-    metrics: Metrics,
-    wake: Callable[[], None],
-) -> Sender:
-    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
-    called when a worker finishes (its URL may have more due)."""
-    return Sender(
-        store,
-        settings.channels,
-        clock=clock,
-        first_retry=settings.delivery.first_retry,
-        max_backoff=settings.delivery.max_backoff,
-        deadline=settings.delivery.deadline,
-        send_timeout=settings.delivery.send_timeout,
-        fallback_channels=settings.fallback_channels,
-        on_idle=wake,
-        on_result=metrics.delivered,
-        on_claim=metrics.claimed,
-        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
-        state_health=state_health,
-    )

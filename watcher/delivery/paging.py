@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import apprise
 import requests
 
-from watcher.alerting.events import AlertMessage
+from watcher.core.events import AlertMessage
 from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, refused
 
 CLOSE_TIMEOUT = 15.0

@@ -22,16 +22,16 @@ from typing import TypeVar
 
 import structlog
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import Presentation
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow, Destination
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.notifier import StoredAlert
-from watcher.delivery.outbox import DeliveryRow, Destination
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.state.interface import Store
 

@@ -29,7 +29,6 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from watcher.alerting.events import AlertMessage
 from watcher.alerting.messages import (
     PLAIN,
     Presentation,
@@ -46,6 +45,7 @@ from watcher.config.rule_models import (
     RuleBase,
 )
 from watcher.config.yamlpos import keys_at
+from watcher.core.events import AlertMessage
 from watcher.kinds import (
     account_changed,
     asset_changed,

@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -30,6 +29,7 @@ from watcher.alerting.messages import (
     sol,
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import SOURCE, AccountObservation
 from watcher.kinds.base import DigestWords, Kind, baselines, baselines_state
 from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key

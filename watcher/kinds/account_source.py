@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import ContextSlotted, LedgerReader
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account

@@ -21,7 +21,6 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -33,6 +32,7 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import (
     DigestWords,
     Kind,

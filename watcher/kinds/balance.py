@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
@@ -28,6 +27,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import SOURCE, AccountObservation, address_of, token_target
 from watcher.kinds.base import Kind
 from watcher.kinds.samples import episode_samples, sample_account

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,

@@ -3,9 +3,9 @@ getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pu
 
 from __future__ import annotations
 
-from watcher.alerting.events import TargetState
 from watcher.alerting.messages import Facts, Presentation, rule_head
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
+from watcher.core.events import TargetState
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, picture_of
 

@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 
-from watcher.alerting.events import StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_title
 from watcher.kinds.vote_samples import sample_vote_alerts

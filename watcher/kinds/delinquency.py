@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, cast
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
@@ -38,6 +37,7 @@ from watcher.config.rule_models import (
     PositiveDuration,
     Pubkeys,
 )
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
 from watcher.kinds.samples import episode_samples, sample_key

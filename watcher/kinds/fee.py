@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import ContextSlotted, Kind, LedgerReader
 from watcher.kinds.samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of

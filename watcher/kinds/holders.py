@@ -27,7 +27,6 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -40,6 +39,7 @@ from watcher.alerting.messages import (
     ui_amount,
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key

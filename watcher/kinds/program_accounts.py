@@ -23,7 +23,6 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -36,6 +35,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of

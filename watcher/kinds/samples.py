@@ -14,7 +14,7 @@ from typing import Any
 
 import base58
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.ledger.models_accounts import Account
 
 SAMPLE_TIME = 1_790_000_000.0

@@ -21,7 +21,6 @@ from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -33,6 +32,7 @@ from watcher.alerting.messages import (
     ui_amount,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
 from watcher.kinds.samples import SAMPLE_TIME
 

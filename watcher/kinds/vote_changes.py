@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
 from watcher.alerting.messages import Facts, Presentation, Wording, lines, make_alert, rule_line
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, Named
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import find_account

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 
-from watcher.alerting.events import StepOutcome, TargetState
 from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
@@ -26,6 +25,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from watcher.alerting.events import AlertMessage, TargetState
+from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccount, VoteAccounts

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.alerting.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import LedgerReader
 from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.alerting.events import TargetState
+from watcher.core.events import TargetState
 
 CONFIRM_POLLS = 3  # the same doubtful picture this many polls in a row is accepted
 DOUBT_KEY = "doubt"

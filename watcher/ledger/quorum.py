@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 import structlog
 
-from watcher.alerting.events import StepOutcome
 from watcher.core.errors import RpcError
+from watcher.core.events import StepOutcome
 
 R = TypeVar("R")
 T = TypeVar("T")

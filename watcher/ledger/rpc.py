@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import structlog
@@ -67,9 +67,6 @@ from watcher.ledger.wire import (
     unwrap,
     validate,
 )
-
-if TYPE_CHECKING:
-    from watcher.config.settings import Settings
 
 __all__ = [
     "COMMITMENTS",
@@ -260,17 +257,3 @@ class RpcClient(BatchCalls, LedgerMethods):
         except ValueError:
             extract = snippet(response.text)
             raise BadResponse(f"answer is not JSON: {extract!r}", method=method) from None
-
-
-def rpc_client(settings: Settings) -> RpcClient:
-    """The client the settings describe: every endpoint, each with its ``max_rps``."""
-    endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
-    return RpcClient(
-        endpoints,
-        commitment=settings.commitment,
-        timeout=settings.rpc.timeout,
-        max_attempts=settings.rpc.max_attempts,
-        max_concurrency=settings.rpc.max_concurrency,
-        max_rps=settings.rpc.max_rps,
-        batch_size=settings.rpc.batch_size,
-    )

@@ -43,7 +43,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from watcher.alerting.events import Reason
 from watcher.config.rule_models import Duration, Pubkey
 from watcher.config.yamlpos import (
     YamlDocument,
@@ -57,7 +56,8 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
-from watcher.delivery.outbox import AlertRecord
+from watcher.core.events import Reason
+from watcher.core.outbox_rows import AlertRecord
 from watcher.ruletest.das_format import (
     AssetSeed,
     EditionsSeed,

@@ -24,14 +24,14 @@ from typing import Any, TextIO, TypeVar
 
 from pydantic import TypeAdapter
 
-from watcher.alerting.ruleset import RuleSet
 from watcher.app import Daemon
 from watcher.config.rule_models import RuleBase
 from watcher.config.rules import read_rules
+from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
-from watcher.delivery.outbox import AlertRecord
+from watcher.core.outbox_rows import AlertRecord
 from watcher.kinds import KINDS
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import LedgerMethods

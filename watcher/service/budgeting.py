@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget, Cadence, TargetGroup, allocate_groups
+from watcher.config.ruleset import Job
 
 ALLOCATE_EVERY: Final = 300.0  # seconds: bursts spend beyond the plan until the next one
 # Seconds over which the budget holds, whatever the plan expected: short enough that a month's
@@ -72,7 +72,7 @@ class BudgetPlan:
         a budget cannot stop a fixed schedule, and the check says so)."""
         if math.isinf(self.stretch_factor):
             return None
-        return self.budget.per_second - self.fixed_per_second
+        return spendable(self.budget) - self.fixed_per_second
 
     def first_polls_rate(self, job: Job) -> float | None:
         """Polls per second ``job``'s never-polled targets may spend on their first polls: the
@@ -82,6 +82,14 @@ class BudgetPlan:
         if job.max_interval is None:
             return None
         return self.job_per_second.get(job_key(job))
+
+
+def spendable(budget: Budget) -> float:
+    """Calls a second the plan may count on: the budget, less the fraction of a call that no
+    ``BUDGET_WINDOW`` can spend (a window holds whole polls: 3.2 calls in ten minutes is 3, and
+    a plan of 3.2 would leave one target unpolled for good). Nothing for a budget of a call a
+    second or more; everything for a tiny one."""
+    return math.floor(budget.per_second * BUDGET_WINDOW + 1e-9) / BUDGET_WINDOW
 
 
 def job_key(job: Job) -> tuple[str, float, float]:
@@ -96,7 +104,7 @@ def plan_budget(
     estimated events per second (a prior for a target never polled)."""
     fixed = math.fsum(len(job.targets) / job.interval for job in jobs if job.max_interval is None)
     adaptive = [job for job in jobs if job.max_interval is not None]
-    left = budget.per_second - fixed
+    left = spendable(budget) - fixed
     if not adaptive:
         return BudgetPlan(budget, fixed, {}, {}, stretched=False, stretch_factor=1.0)
     if left <= 0:
@@ -175,7 +183,10 @@ class SpendWindow:
         while spent and (spent[0][0] <= now - self.window or spent[0][0] > now):
             # Out of the window (or ahead of a clock stepped back: counted as gone).
             self._total -= spent.popleft()[1]
-        cap = max(per_second * burst, 1.0)  # a slow budget saves up for one poll at least
+        # One poll more than the burst: a budget slower than a poll a sweep saves across sweeps
+        # up to a whole poll without losing the fraction it earned beyond (a cap of exactly one
+        # poll would drop it, and such a budget would spend less than it allows).
+        cap = per_second * burst + 1.0
         if self._credit is None:
             credit = cap
         else:
@@ -205,8 +216,9 @@ def admitted(
     """The polls of ``due`` that a sweep at ``now`` with ``room`` for that many polls makes,
     the rest staying due. In this order:
 
-    1. a target whose gap would pass twice its planned interval before the next sweep (at
-       ``now + horizon``): the fairness bound, earliest deadline first;
+    1. a target whose gap would pass twice its planned interval before ``now + horizon`` (the
+       next sweep, and the time the budget takes to earn a poll): the fairness bound, earliest
+       deadline first;
     2. first polls (``None`` cadence): their pace has paid for them already;
     3. the plan's polls: the planned interval since the last poll has passed (within
        ``slack``), earliest deadline first;

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from watcher.alerting.events import TargetState
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Cadence, after_poll, rescheduled
+from watcher.config.ruleset import Job
+from watcher.core.events import TargetState
 
 CADENCE_KEY: Final = "_cadence"
 # A target never polled is assumed to see an event a day until it shows its own rate: enough

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import structlog
 
 from watcher.alerting import builtin
-from watcher.alerting.ruleset import RuleSet
+from watcher.config.ruleset import RuleSet
 from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import StateError

@@ -14,7 +14,7 @@ from typing import Final
 
 import structlog
 
-from watcher.alerting.ruleset import RuleSet
+from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
 from watcher.delivery.outbox_sender import Sender

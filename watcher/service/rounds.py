@@ -20,13 +20,13 @@ from typing import Protocol
 import structlog
 
 from watcher.alerting import builtin
-from watcher.alerting.events import StepOutcome
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
-from watcher.alerting.ruleset import Job
 from watcher.cadence import Budget
+from watcher.config.ruleset import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
+from watcher.core.events import StepOutcome
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
@@ -253,7 +253,8 @@ class Sweeper:
         window = self._spending.get(job_key(job))
         if window is None:
             window = self._spending[job_key(job)] = SpendWindow()
-        room = window.room(now, share * self._share(), burst)
+        rate = share * self._share()
+        room = window.room(now, rate, burst)
         if len(due) > room:
             log.debug("budget window full", source=job.source, due=len(due), room=room)
             self.metrics.budget_deferred_polls(job.source, len(due) - room)
@@ -263,7 +264,9 @@ class Sweeper:
                 self.cadences.planned(job.source).get,
                 now=now,
                 slack=job.interval / 2,
-                horizon=1.5 * job.interval,
+                # Urgent early enough that an extra cannot spend the poll it needs: within the
+                # next sweep and the time the budget takes to earn one poll.
+                horizon=1.5 * job.interval + 1.0 / max(rate, 1e-9),
                 room=room,
             )
         window.spend(now, len(due))

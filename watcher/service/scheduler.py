@@ -21,7 +21,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.base import STATE_RUNNING
 
-from watcher.alerting.ruleset import Job
+from watcher.config.ruleset import Job
 from watcher.core.clock import Clock, system_clock
 
 log = structlog.get_logger(__name__)

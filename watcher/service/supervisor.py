@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from watcher.alerting.health import StateHealth
-from watcher.alerting.ruleset import Job, RuleSet
+from watcher.config.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
 from watcher.core.errors import DaemonFailed, StateError
 from watcher.delivery.outbox_sender import Sender

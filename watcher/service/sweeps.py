@@ -18,7 +18,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from watcher.alerting.ruleset import Job
+from watcher.config.ruleset import Job
 from watcher.state.shards import shard_of
 
 T = TypeVar("T")

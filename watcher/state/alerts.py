@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.alerting.events import AlertMessage
+from watcher.core.events import AlertMessage
 from watcher.core.fastjson import encode_stored
-from watcher.delivery.outbox import Destination
+from watcher.core.outbox_rows import Destination
 
 # An alert's status follows from its deliveries (see ``watcher.delivery.outbox.ALERT_STATUSES``).
 REFRESH_ALERT_STATUS = """

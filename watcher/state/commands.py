@@ -13,8 +13,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-from watcher.alerting.silences import Silence
-from watcher.delivery.outbox import AlertRecord
+from watcher.core.events import Silence
+from watcher.core.outbox_rows import AlertRecord
 from watcher.state.pg_store import PostgresStore
 from watcher.state.pg_summary import SharedStatus
 from watcher.state.store import SqliteStore

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from watcher.alerting.events import AlertMessage, Grouping
-from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
+from watcher.core.events import AlertMessage, Grouping
+from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
 from watcher.state.database import transaction
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.alerting.events import AlertMessage
-from watcher.delivery.outbox import AlertRecord, DeliveryStatus
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
 from watcher.state.alerts import marks
 
 # What both engines read for the history: an alert's row (``history_record``'s order) and each

@@ -4,7 +4,7 @@ The daemon (``watcher.app``, ``watcher.service``), the sender (``watcher.deliver
 runs a daemon in process (``watcher.demo``, ``watcher.ruletest``) are typed against this
 protocol, never against an engine: the SQLite one (``watcher.state.store.AsyncSqliteStore``, one
 process owning a file) or the PostgreSQL one (``watcher.state.pg_store.PostgresStore``, several
-instances sharing one database); ``watcher.state.engines.open_store`` picks it from the settings.
+instances sharing one database); ``watcher.wiring.open_store`` picks it from the settings.
 Nothing outside ``watcher.state`` reaches past it to a connection or SQL. The one-shot commands
 outside the event loop use ``watcher.state.commands`` (the synchronous ``SqliteStore``, or the
 PostgreSQL engine in command mode), and ``watcher status`` on SQLite reads the file with
@@ -93,9 +93,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
-from watcher.alerting.events import AlertMessage, TargetState
-from watcher.alerting.silences import Silence
-from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.events import AlertMessage, Silence, TargetState
+from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.source_rounds import SourceRound
 

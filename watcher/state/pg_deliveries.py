@@ -59,8 +59,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from watcher.alerting.events import AlertMessage
-from watcher.delivery.outbox import DeliveryRow, Destination, GroupSends
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import alert_values
 from watcher.state.deliveries import (
     CLAIM_CEILING,

@@ -30,9 +30,9 @@ from collections.abc import AsyncIterator, Sequence
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from watcher.alerting.silences import Silence
+from watcher.core.events import Silence
 from watcher.core.fastjson import encode_json
-from watcher.delivery.outbox import AlertRecord, DeliveryStatus
+from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
 from watcher.state.history import HISTORY_ALERT_COLUMNS, HISTORY_DELIVERY_COLUMNS, history_record
 from watcher.state.retention import (
     ALERTS_TO_DELETE,

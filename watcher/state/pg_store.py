@@ -46,11 +46,10 @@ import structlog
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from watcher.alerting.events import AlertMessage, TargetState
-from watcher.alerting.silences import Silence
 from watcher.core.errors import LeaseLost, StateError, StateUnusable
+from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.fastjson import decode_json
-from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound

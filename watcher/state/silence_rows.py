@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
-from watcher.alerting.silences import Silence
+from watcher.core.events import Silence
 from watcher.state.database import transaction
 
 SILENCE_COLUMNS = (

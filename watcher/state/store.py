@@ -34,10 +34,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.alerting.events import AlertMessage, TargetState
-from watcher.alerting.silences import Silence
 from watcher.core.errors import StateError, state_error
-from watcher.delivery.outbox import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.events import AlertMessage, Silence, TargetState
+from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.database import (
     StateUnusable,
     migrate,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from watcher.alerting.events import AlertMessage, TargetState
+from watcher.core.events import AlertMessage, TargetState
 from watcher.core.fastjson import decode_json
-from watcher.delivery.outbox import Destination
+from watcher.core.outbox_rows import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
 

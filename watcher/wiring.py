@@ -1,0 +1,70 @@
+"""The factories that turn settings into the daemon's parts: the state store, the RPC client,
+the delivery sender. Beside the composition root (``watcher.app``), the one place that knows
+both the settings and every part, so that the parts themselves never import what wires them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from watcher.alerting.health import StateHealth
+from watcher.config.settings import Settings
+from watcher.core.clock import Clock
+from watcher.delivery.outbox_sender import Sender
+from watcher.ledger.rpc import EndpointSpec, RpcClient
+from watcher.service.metrics import Metrics
+from watcher.state.interface import Store
+from watcher.state.pg_store import PostgresStore
+from watcher.state.store import AsyncSqliteStore
+
+
+def open_store(settings: Settings) -> Store:
+    """The engine the settings name, built without I/O on PostgreSQL (``Store.start`` connects);
+    the SQLite file is opened (created or upgraded) at once."""
+    if settings.state_url is not None:
+        return PostgresStore(
+            settings.state_url.get_secret_value(),
+            instance=settings.instance_name,
+            lease_ttl=settings.lease_ttl,
+        )
+    return AsyncSqliteStore.open(settings.state_path)
+
+
+def rpc_client(settings: Settings) -> RpcClient:
+    """The client the settings describe: every endpoint, each with its ``max_rps``."""
+    endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
+    return RpcClient(
+        endpoints,
+        commitment=settings.commitment,
+        timeout=settings.rpc.timeout,
+        max_attempts=settings.rpc.max_attempts,
+        max_concurrency=settings.rpc.max_concurrency,
+        max_rps=settings.rpc.max_rps,
+        batch_size=settings.rpc.batch_size,
+    )
+
+
+def delivery_sender(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    state_health: StateHealth,
+    metrics: Metrics,
+    wake: Callable[[], None],
+) -> Sender:
+    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
+    called when a worker finishes (its URL may have more due)."""
+    return Sender(
+        store,
+        settings.channels,
+        clock=clock,
+        first_retry=settings.delivery.first_retry,
+        max_backoff=settings.delivery.max_backoff,
+        deadline=settings.delivery.deadline,
+        send_timeout=settings.delivery.send_timeout,
+        fallback_channels=settings.fallback_channels,
+        on_idle=wake,
+        on_result=metrics.delivered,
+        on_claim=metrics.claimed,
+        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
+        state_health=state_health,
+    )
