@@ -573,7 +573,7 @@ class PostgresStore:
     @_mapped("record the round")
     async def record_round(self, round_: SourceRound) -> None:
         async with self._pool.connection() as conn:
-            await pg_rows.record_round(conn, round_)
+            await pg_rows.record_round(conn, round_, self.instance)
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
