@@ -7,6 +7,7 @@ import importlib.metadata
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import watcher
 from watcher import (
@@ -23,8 +24,11 @@ from watcher import (
 )
 from watcher.alerting.ruleset import RuleSet as RuleSetItself
 from watcher.app import Daemon as DaemonItself
+from watcher.cli import app
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.state.store import Store
+
+from support.imports import imported_modules
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 
@@ -36,6 +40,18 @@ def test_the_package_exports_what_an_embedding_program_needs() -> None:
     assert watcher.__version__ == importlib.metadata.version("watcher")  # the package's own
     with pytest.raises(AttributeError):
         _ = watcher.NoSuchName
+
+
+def test_the_version_is_the_installed_packages_everywhere() -> None:
+    installed = importlib.metadata.version("watcher")
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"watcher {installed}\n")
+    # The root re-exports names for embedding programs: the package's own modules import each
+    # name where it lives (the version from watcher.core.version), never from the root.
+    package = Path(watcher.__file__).parent
+    modules = sorted(set(package.rglob("*.py")) - {package / "__init__.py"})
+    imports = imported_modules(modules)
+    assert [str(p.relative_to(package)) for p in modules if "watcher" in imports[p]] == []
 
 
 def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from watcher import __version__
 from watcher.cli_support import (
     ConfigOption,
     command_store,
@@ -39,6 +38,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from watcher.core.version import __version__
+
         typer.echo(f"watcher {__version__}")
         raise typer.Exit()
 
