@@ -229,8 +229,8 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
     """p50 and p99 (ms) of GET /metrics from the daemon's HTTP endpoint, and the firing gauge."""
     metrics = Metrics(path, lambda: NOW)
     endpoint = HttpEndpoint("127.0.0.1", 0, metrics, lambda: HealthVerdict(True, "ok"))
-    server = await asyncio.start_server(endpoint._serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+    await endpoint.start()
+    port = endpoint.port
     times: list[float] = []
     body = b""
     for _ in range(count):
@@ -240,8 +240,7 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
         body = await reader.read()
         writer.close()
         times.append(1000 * (time.perf_counter() - started))
-    server.close()
-    await server.wait_closed()
+    await endpoint.close()
     metrics.close()
     firing = next(
         (

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import watcher
 from watcher import (
@@ -21,9 +23,12 @@ from watcher import (
     load_rules,
 )
 from watcher.app import Daemon as DaemonItself
+from watcher.cli import app
 from watcher.config.ruleset import RuleSet as RuleSetItself
 from watcher.ledger.simulator import Ledger, SimulatorServer
 from watcher.state.store import Store
+
+from support.imports import imported_modules
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 
@@ -31,9 +36,22 @@ TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 def test_the_package_exports_what_an_embedding_program_needs() -> None:
     assert (Daemon, RuleSet) == (DaemonItself, RuleSetItself)
     assert all(issubclass(error, WatcherError) for error in (ConfigError, RpcError, StateError))
-    assert callable(load_config) and watcher.__version__ == "0.1.0"
+    assert callable(load_config)
+    assert watcher.__version__ == importlib.metadata.version("watcher")  # the package's own
     with pytest.raises(AttributeError):
         _ = watcher.NoSuchName
+
+
+def test_the_version_is_the_installed_packages_everywhere() -> None:
+    installed = importlib.metadata.version("watcher")
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"watcher {installed}\n")
+    # The root re-exports names for embedding programs: the package's own modules import each
+    # name where it lives (the version from watcher.core.version), never from the root.
+    package = Path(watcher.__file__).parent
+    modules = sorted(set(package.rglob("*.py")) - {package / "__init__.py"})
+    imports = imported_modules(modules)
+    assert [str(p.relative_to(package)) for p in modules if "watcher" in imports[p]] == []
 
 
 def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 if TYPE_CHECKING:
     from watcher.app import Daemon
     from watcher.config.check import load_config
@@ -36,6 +34,7 @@ if TYPE_CHECKING:
         StateError,
         WatcherError,
     )
+    from watcher.core.version import __version__
     from watcher.kinds import KINDS
 
 _WHERE = {
@@ -51,6 +50,7 @@ _WHERE = {
     "RpcError": "watcher.core.errors",
     "StateError": "watcher.core.errors",
     "DaemonFailed": "watcher.core.errors",
+    "__version__": "watcher.core.version",
 }
 
 __all__ = [

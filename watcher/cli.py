@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from watcher import __version__
 from watcher.cli_support import (
     ConfigOption,
     command_store,
@@ -39,6 +38,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from watcher.core.version import __version__
+
         typer.echo(f"watcher {__version__}")
         raise typer.Exit()
 
@@ -80,6 +81,9 @@ def check(config: ConfigOption) -> None:
 @app.command()
 def run(config: ConfigOption) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT; exit 0 after a clean stop."""
+    # First: a stop asked for while the daemon starts (reading its rules, opening its database)
+    # is a clean stop too, not death by the signal.
+    early = _StopRequests()
     from watcher.core import logs
     from watcher.core.errors import ConfigError
 
@@ -110,19 +114,41 @@ def run(config: ConfigOption) -> None:
             raise typer.Exit(code=1) from None
     try:
         with lock:
-            asyncio.run(_run_until_signalled(settings, ruleset, config))
+            asyncio.run(_run_until_signalled(settings, ruleset, config, early))
     except DaemonFailed as exc:
         typer.echo(f"watcher: stopped with an error: {exc}", err=True)
         raise typer.Exit(code=1) from None
 
 
-async def _run_until_signalled(settings: Settings, ruleset: RuleSet, config: Path) -> None:
+class _StopRequests:
+    """SIGTERM and SIGINT from the first line of ``watcher run`` until the event loop takes them
+    over: noted, so that the start-up ends in a clean stop (exit 0)."""
+
+    def __init__(self) -> None:
+        self.caught: signal.Signals | None = None
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._note)
+
+    def _note(self, signum: int, _frame: object) -> None:
+        self.caught = signal.Signals(signum)
+
+
+async def _run_until_signalled(
+    settings: Settings, ruleset: RuleSet, config: Path, early: _StopRequests
+) -> None:
+    import structlog
+
     from watcher.app import Daemon
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if early.caught is not None:  # nothing started yet: nothing to stop
+        structlog.get_logger(__name__).info(
+            "watcher stopped while starting", signal=early.caught.name
+        )
+        return
     daemon = Daemon(settings, ruleset)
     reloads: set[asyncio.Task[bool]] = set()
 

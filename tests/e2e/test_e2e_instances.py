@@ -137,6 +137,12 @@ def test_two_instances_share_the_targets_and_one_takes_over_when_the_other_dies(
     status = status_of(a)
     assert "instances: 2, holding 1024 of 1024 shards\n" in status, status
     assert " box-a " in status and " box-b " in status and ": 512 shards, renewed" in status
+    # Each sweeps its own shards: each has its own last round of the source.
+    wait_until(
+        lambda: all(f" on {box}: " in status_of(a) for box in ("box-a", "box-b")),
+        20,
+        "a round of each instance in `watcher status`",
+    )
     first = [sig for address in ADDRESSES for sig in ledger.add_transactions(address, 1)]
     wait_announced(receiver, first, [a, b], timeout=20)
     assert set(announced(receiver, first).values()) == {1}  # each once, by one of them

@@ -1,5 +1,6 @@
-"""End to end as a service: systemd's notify protocol on a real datagram socket, and SIGHUP
-reloads (a broken file keeps the old rules; a good one adds targets and keeps all state)."""
+"""End to end as a service: systemd's notify protocol on a real datagram socket, a SIGTERM
+while starting, and SIGHUP reloads (a broken file keeps the old rules; a good one adds targets
+and keeps all state)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,21 @@ def test_systemd_is_told_ready_watchdog_reloading_and_stopping(world: World) -> 
         assert notify.messages[-1] == "STOPPING=1"
     finally:
         notify.close()
+
+
+def test_a_sigterm_while_starting_is_a_clean_stop(world: World) -> None:
+    # `watcher run` takes SIGTERM as a stop from its first line (systemctl stop while the unit
+    # is still activating): one that comes while it reads its rules ends it with exit 0 and one
+    # line, before anything started.
+    world.daemon.start()
+    wait_until(lambda: world.daemon.catches(signal.SIGTERM), 10, "a handler of SIGTERM")
+    assert world.daemon.stop() == 0, world.daemon.output()
+    output = world.daemon.output()
+    assert '"event": "watcher stopped while starting"' in output, output
+    assert '"signal": "SIGTERM"' in output
+    assert "watcher started" not in output
+    assert "Traceback" not in output
+    assert world.polls("getSignaturesForAddress") == 0
 
 
 def rewrite_rules(world: World, text: str) -> None:

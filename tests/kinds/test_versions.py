@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from watcher.kinds.drift import (
+from watcher.kinds.versions import (
     AGAVE,
     FRANKENDANCER,
     ClusterIndex,

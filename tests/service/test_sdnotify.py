@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from watcher.service.sdnotify import SystemdNotifier
 
@@ -68,14 +69,41 @@ def test_a_watchdog_meant_for_another_process_is_ignored(tmp_path: Path) -> None
     assert SystemdNotifier(env).watchdog_interval is None
 
 
-def test_outside_systemd_nothing_is_sent_and_nothing_fails() -> None:
-    notifier = SystemdNotifier({})
+async def test_outside_systemd_nothing_is_sent_and_nothing_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_socket(*_args: object) -> socket.socket:
+        raise AssertionError("a socket was opened outside systemd")
+
+    monkeypatch.setattr(socket, "socket", no_socket)
+    notifier = SystemdNotifier({"WATCHDOG_USEC": "100000"})
     assert not notifier.enabled
-    notifier.ready()
-    notifier.stopping()
+    with structlog.testing.capture_logs() as logged:
+        notifier.ready("3 rules, 2 jobs")
+        notifier.stopping()
+        # The watchdog loop ends at once: no socket to ping.
+        await asyncio.wait_for(notifier.watchdog_forever(), timeout=5)
+    assert logged == []
 
 
-def test_a_vanished_socket_is_logged_not_raised(tmp_path: Path) -> None:
-    notifier = SystemdNotifier({"NOTIFY_SOCKET": str(tmp_path / "gone")})
-    notifier.ready()  # no listener: must not raise
-    notifier.stopping()
+def test_a_vanished_socket_is_logged_once_and_sending_resumes_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "notify"
+    notifier = SystemdNotifier({"NOTIFY_SOCKET": str(path)})
+    with structlog.testing.capture_logs() as logged:
+        notifier.ready()  # no listener: logged, not raised
+        notifier.stopping()  # not logged again
+    assert [(line["log_level"], line["event"]) for line in logged] == [
+        ("warning", "cannot reach systemd's notify socket")
+    ]
+    assert "No such file or directory" in logged[0]["error"]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.settimeout(5)
+    try:
+        notifier.status("back")
+        assert sock.recv(4096) == b"STATUS=back"
+    finally:
+        sock.close()
+        notifier.close()

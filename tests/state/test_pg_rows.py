@@ -228,7 +228,7 @@ class OnPostgres:
         return await pg_rows.history(self.conn, limit, rule)
 
     async def record_round(self, round_: SourceRound) -> None:
-        await pg_rows.record_round(self.conn, round_)
+        await pg_rows.record_round(self.conn, round_, "")  # SQLite's one instance
 
     async def last_rounds(self) -> list[SourceRound]:
         return await pg_rows.last_rounds(self.conn)

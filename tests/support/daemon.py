@@ -77,6 +77,17 @@ class DaemonProcess:
             message = f"daemon did not stop within {timeout}s:\n{self.output()}"
             raise AssertionError(message) from None
 
+    def catches(self, signum: signal.Signals) -> bool:
+        """Whether the process has a handler of its own for ``signum`` (Linux: ``SigCgt`` in
+        /proc/PID/status): from then on that signal no longer kills it."""
+        assert self.proc is not None
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except FileNotFoundError:  # already gone
+            return False
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        return bool(int(caught.split()[1], 16) & (1 << (signum - 1)))
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()

@@ -14,7 +14,6 @@ its message was in flight is logged (a warning with its id) and skipped.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +27,7 @@ from watcher.core.clock import Clock
 from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination
+from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
@@ -70,7 +70,7 @@ class StoreCalls:
     ) -> T:
         """Run a store call; a transient database error (rolled back) is recorded and retried
         with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
-        delay, longest = self.delays
+        pauses = RetryPauses(*self.delays)
         while True:
             try:
                 result = await call()
@@ -79,8 +79,7 @@ class StoreCalls:
                 self.state_health.failed(error, self.clock())
                 if not error.transient:
                     raise error from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, longest)
+                await pauses.sleep()
                 continue
             if writes:
                 self.state_health.succeeded(self.clock())

@@ -19,10 +19,11 @@ from typing import Any, NamedTuple
 from watcher.kinds import account_source, drift, fee, holders, supply, votes_source
 from watcher.kinds.account_source import AccountObservation
 from watcher.kinds.credits import current_epoch, earned, find_account
-from watcher.kinds.drift import ClusterObservation, assess_node, index_cluster
+from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.fee import FeeObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.supply import SupplyObservation
+from watcher.kinds.versions import assess_node, index_cluster
 from watcher.ledger.models import VoteAccounts
 
 LAMPORTS_PER_SOL = 10**9

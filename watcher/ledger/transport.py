@@ -14,8 +14,8 @@ from typing import Any, Final
 
 import httpx
 
-from watcher import __version__
 from watcher.core.redact import REDACTOR, split_rpc_url
+from watcher.core.version import __version__
 from watcher.ledger.aio import AiohttpPoster, scrubbed
 from watcher.ledger.pacing import Pacer
 from watcher.ledger.wire import HttpAnswer

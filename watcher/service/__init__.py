@@ -1,2 +1,2 @@
-"""Running as a service: the scheduler of sweeps, systemd's notify protocol (coming: /metrics,
-/healthz)."""
+"""Running as a service: the scheduler and its sweeps, the supervisor, systemd's notify
+protocol, /metrics and /healthz, the heartbeat, the leases and ``watcher status``."""

@@ -32,10 +32,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from watcher import __version__
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.cadence import monthly_calls
 from watcher.core.errors import StateError
+from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
 from watcher.service.observed_values import ObservedCollector, ObservedValues

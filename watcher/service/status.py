@@ -56,7 +56,7 @@ def read_intervals(conn: sqlite3.Connection) -> Intervals:
 class Status:
     firing: list[snapshot.Firing]
     outbox: snapshot.Outbox
-    sources: list[SourceRound]
+    sources: list[SourceRound]  # each source's last round of each instance
     # Several instances on one database (state_url): each live one with its shards, and the
     # shards nobody holds (their targets wait for an instance to take them). None: SQLite.
     instances: list[InstanceShards] | None = None
@@ -68,7 +68,8 @@ class Status:
         """Why the daemon looks unhealthy from its database (empty: healthy)."""
         found = [
             f"{s.source}: every poll of its last round failed ({iso(s.finished_at)})"
-            for s in self.sources
+            + (f" on {s.instance}" if s.instance else "")
+            for s in self.live_rounds()
             if s.targets and s.failed == s.targets
         ]
         if self.instances is not None and not self.instances:
@@ -79,6 +80,13 @@ class Status:
         if oldest is not None and now - oldest > STUCK_SECONDS:
             found.append(f"outbox not draining: oldest pending delivery {now - oldest:.0f}s old")
         return found
+
+    def live_rounds(self) -> list[SourceRound]:
+        """The last rounds of the instances running now (all of them on SQLite)."""
+        if self.instances is None:
+            return self.sources
+        live = {i.instance_id for i in self.instances}
+        return [s for s in self.sources if s.instance in live]
 
     def as_json(self) -> str:
         return json.dumps(
@@ -118,11 +126,13 @@ class Status:
             f"  {f.severity.upper():8} {f.rule} {f.subject} since {iso(f.since)}: {f.title}"
             for f in self.firing
         ]
-        out.append(f"sources: {len(self.sources)}" if self.sources else "sources: none polled yet")
+        polled = len({s.source for s in self.sources})
+        out.append(f"sources: {polled}" if polled else "sources: none polled yet")
         for s in self.sources:
             success = "never" if s.last_success_at is None else iso(s.last_success_at)
+            on = f" on {s.instance}" if s.instance else ""
             out.append(
-                f"  {s.source:10} last round {iso(s.finished_at)}: {s.targets} targets, "
+                f"  {s.source:10} last round {iso(s.finished_at)}{on}: {s.targets} targets, "
                 f"{s.failed} failed, {s.duration:.2f}s; last success {success}"
             )
         oldest = self.outbox.oldest_pending_at

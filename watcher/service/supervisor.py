@@ -19,6 +19,7 @@ from watcher.alerting.health import StateHealth
 from watcher.config.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
 from watcher.core.errors import DaemonFailed, StateError
+from watcher.core.retry import RetryPauses
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat
@@ -167,16 +168,15 @@ class Runtime:
         """Start a worker for each URL with due deliveries (``Sender.dispatch``), whenever
         there is new work, a worker finished, or every half second. A failed claim (database
         locked, disk full) is retried with backoff: the sender never stops on its own."""
-        failures = 0
+        # Not retried at once, whatever wakes the sender meanwhile.
+        pauses = RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
         while not self.stopping.is_set():
             try:
                 await self.sender.dispatch()
-                failures = 0
+                pauses.reset()
             except StateError as exc:
-                failures += 1
                 self.state_health.failed(exc.during("claim deliveries"), self.clock())
-                # Not retried at once, whatever wakes the sender meanwhile.
-                await asyncio.sleep(min(SENDER_IDLE_SECONDS * 2**failures, DB_RETRY_MAX))
+                await pauses.sleep()
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.outbox_has_work.wait(), SENDER_IDLE_SECONDS)

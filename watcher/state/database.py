@@ -256,6 +256,27 @@ def _migration_7_delivery_claims(db: Database) -> None:
     db.execute("CREATE INDEX deliveries_claims ON deliveries (status, claim_expires_at)")
 
 
+def _migration_8_sources_by_instance(db: Database) -> None:
+    # Each instance's last round of each source (its 0004_sources_by_instance.sql): instances
+    # sharing a PostgreSQL database each sweep their own shards. The SQLite engine is one
+    # instance, "". A table of a new key: made anew.
+    db.execute(
+        """CREATE TABLE sources_by_instance (
+            source TEXT NOT NULL,
+            finished_at REAL NOT NULL,
+            targets INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            duration REAL NOT NULL,
+            last_success_at REAL,
+            instance TEXT NOT NULL,
+            PRIMARY KEY (source, instance)
+        ) STRICT"""
+    )
+    db.execute("INSERT INTO sources_by_instance SELECT *, '' FROM sources")
+    db.execute("DROP TABLE sources")
+    db.execute("ALTER TABLE sources_by_instance RENAME TO sources")
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _migration_1_initial,
@@ -265,6 +286,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migration_5_retention,
     _migration_6_shard_leases,
     _migration_7_delivery_claims,
+    _migration_8_sources_by_instance,
 )
 
 

@@ -42,7 +42,7 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``watch_outbox(wake)``: wakes the sender when another process queued deliveries (PostgreSQL's
   NOTIFY); returns at once when no other process shares the outbox.
 - ``add_silence`` / ``expire_silence``: one transaction each.
-- ``record_round``: one source's last round, upserted in its own transaction.
+- ``record_round``: this instance's last round of one source, upserted in its own transaction.
 - ``prune_batches``: an asynchronous iterator; each step is one bounded transaction (other
   work may run between two steps), a pass stopped half-way leaves consistent rows.
 - Reads (``load_state``, ``group_sends``, ``pending_count``, ``standing_alerts``, ``history``,

@@ -141,10 +141,14 @@ async def live_instances(conn: Connection, ttl: float) -> list[Instance]:
 
 
 async def prune_instances(conn: Connection, dead_for: float) -> int:
-    """Delete the heartbeats not renewed for ``dead_for`` seconds; how many."""
+    """Delete the heartbeats not renewed for ``dead_for`` seconds, and the last rounds of the
+    instances without one (gone, or stopped); how many heartbeats."""
     async with _transaction(conn):
         cursor = await conn.execute(
             f"DELETE FROM instances WHERE renewed_at <= {NOW} - %s", [dead_for]
+        )
+        await conn.execute(
+            "DELETE FROM sources WHERE instance NOT IN (SELECT instance_id FROM instances)"
         )
         return cursor.rowcount
 

@@ -220,12 +220,13 @@ async def pending_count(conn: Connection) -> int:
     return int(row[0])
 
 
-async def record_round(conn: Connection, round_: SourceRound) -> None:
-    """A source's last round, upserted; a round that all failed keeps the last success."""
+async def record_round(conn: Connection, round_: SourceRound, instance: str) -> None:
+    """``instance``'s last round of a source, upserted; a round that all failed keeps that
+    instance's last success."""
     async with conn.transaction():
         await conn.execute(
-            f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)
-            ON CONFLICT (source) DO UPDATE SET finished_at = excluded.finished_at,
+            f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (source, instance) DO UPDATE SET finished_at = excluded.finished_at,
                 targets = excluded.targets, failed = excluded.failed,
                 duration = excluded.duration,
                 last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
@@ -236,14 +237,15 @@ async def record_round(conn: Connection, round_: SourceRound) -> None:
                 round_.failed,
                 round_.duration,
                 round_.last_success_at,
+                instance,
             ],
         )
 
 
 async def last_rounds(conn: Connection) -> list[SourceRound]:
-    """Each source's last round, by source."""
+    """Each source's last round of each instance, by source and instance."""
     rows = await (
-        await conn.execute(f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source")
+        await conn.execute(f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source, instance")
     ).fetchall()
     return [SourceRound(*row) for row in rows]
 

@@ -50,6 +50,7 @@ from watcher.core.errors import LeaseLost, StateError, StateUnusable
 from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.retry import RetryPauses
 from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
@@ -477,20 +478,19 @@ class PostgresStore:
         """Listens on a connection of its own (``pg_deliveries.listen_outbox``): a commit that
         queued deliveries, in any instance, wakes this one's sender at once. A lost connection
         is opened again after a pause; meanwhile the sender's own polling takes over."""
-        pause = 1.0
+        pauses = RetryPauses(1.0, 30.0)
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self._url, autocommit=True, connect_timeout=5
                 ) as conn:
-                    pause = 1.0
+                    pauses.reset()
                     async for notified in pg_deliveries.listen_outbox(conn, poll_timeout=30.0):
                         if notified:
                             wake()
             except psycopg.Error as exc:
                 log.info("outbox notifications interrupted; listening again", error=str(exc))
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 30.0)
+            await pauses.sleep()
 
     def _unclaim(self, delivery_ids: int | Sequence[int]) -> None:
         if isinstance(delivery_ids, int):
@@ -572,7 +572,7 @@ class PostgresStore:
     @_mapped("record the round")
     async def record_round(self, round_: SourceRound) -> None:
         async with self._pool.connection() as conn:
-            await pg_rows.record_round(conn, round_)
+            await pg_rows.record_round(conn, round_, self.instance)
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS

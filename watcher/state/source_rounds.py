@@ -1,5 +1,7 @@
-"""Each source's last round (``watcher status``): one row per source, written at the end of
-each sweep in its own short transaction, read by the read-only commands."""
+"""Each source's last round (``watcher status``): one row per source and instance, written at
+the end of each sweep in its own short transaction, read by the read-only commands. Instances
+sharing a PostgreSQL database each sweep their own shards: each has its own last round of a
+source. The SQLite engine is one instance, named ``""``."""
 
 from __future__ import annotations
 
@@ -19,17 +21,19 @@ class SourceRound:
     failed: int  # polls of the round that failed (not evidence)
     duration: float
     last_success_at: float | None  # None: kept from the row before (this round all failed)
+    # The instance that ran it: the store that records a round writes its own ("" on SQLite).
+    instance: str = ""
 
 
 # The columns of a ``SourceRound``, in its fields' order (both engines read them so).
-ROUND_COLUMNS = "source, finished_at, targets, failed, duration, last_success_at"
+ROUND_COLUMNS = "source, finished_at, targets, failed, duration, last_success_at, instance"
 
 
 def record_round(db: Database, round_: SourceRound) -> None:
     with transaction(db):
         db.execute(
-            """INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT (source) DO UPDATE SET finished_at = excluded.finished_at,
+            f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, '')
+            ON CONFLICT (source, instance) DO UPDATE SET finished_at = excluded.finished_at,
                 targets = excluded.targets, failed = excluded.failed,
                 duration = excluded.duration,
                 last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
@@ -47,7 +51,9 @@ def record_round(db: Database, round_: SourceRound) -> None:
 def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:
     """Each source's last round (none before the daemon has upgraded the database)."""
     try:
-        rows = conn.execute(f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source").fetchall()
+        rows = conn.execute(
+            f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source, instance"
+        ).fetchall()
     except sqlite3.OperationalError:  # no such table: written by an older watcher
         return []
     return [SourceRound(*row) for row in rows]

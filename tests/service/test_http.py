@@ -1,0 +1,157 @@
+"""``http.listen`` over a real socket, as Prometheus and a load balancer see it: GET and HEAD
+/metrics (the state read on the loop first, the text rendered in a thread), /healthz 200 or 503
+with the reason, 404 and 405, the port taken, a clean close, and no line logged per request."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from watcher.core.errors import DaemonFailed
+from watcher.service.http import HttpEndpoint
+from watcher.service.metrics import HealthVerdict, Metrics, StateSummary
+from watcher.state.snapshot import Outbox
+
+TEXT = "text/plain; charset=utf-8"
+
+
+class Answer:
+    def __init__(self, raw: bytes) -> None:
+        head, _, self.body = raw.partition(b"\r\n\r\n")
+        status_line, *fields = head.decode("latin-1").split("\r\n")
+        self.status = int(status_line.split()[1])
+        self.headers = {
+            name.lower(): value.strip() for name, value in (field.split(":", 1) for field in fields)
+        }
+
+
+class WatchedMetrics(Metrics):
+    """The real metrics, noting where the state was read and the text rendered."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        # The state comes from read_state (as from a shared database): no file is read.
+        super().__init__(Path("unused.db"), lambda: 0.0, read_state=self._read_state_now)
+
+    async def _read_state_now(self) -> StateSummary:
+        self.events.append(("read state", threading.current_thread().name))
+        return [], Outbox(0, None, 0)
+
+    def exposition(self) -> bytes:
+        self.events.append(("render", threading.current_thread().name))
+        return super().exposition()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def ask(port: int, method: str, path: str) -> Answer:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    await writer.drain()
+    raw = await asyncio.wait_for(reader.read(), 5)  # the endpoint closes after one answer
+    writer.close()
+    return Answer(raw)
+
+
+class Served:
+    def __init__(self, endpoint: HttpEndpoint, metrics: WatchedMetrics) -> None:
+        self.endpoint, self.metrics = endpoint, metrics
+        self.verdict = HealthVerdict(True, "ok")
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    metrics = WatchedMetrics()
+    metrics.polls.labels("votes").inc(3)
+    verdicts: list[Served] = []
+    endpoint = HttpEndpoint("127.0.0.1", free_port(), metrics, lambda: verdicts[0].verdict)
+    verdicts.append(Served(endpoint, metrics))
+    await endpoint.start()
+    try:
+        yield verdicts[0]
+    finally:
+        await endpoint.close()
+
+
+async def test_metrics_read_the_state_on_the_loop_then_render_in_a_thread(served: Served) -> None:
+    answer = await ask(served.endpoint.port, "GET", "/metrics")
+    assert answer.status == 200
+    assert answer.headers["content-type"] == CONTENT_TYPE_LATEST
+    assert answer.headers["connection"] == "close"
+    assert 'watcher_polls_total{source="votes"} 3.0' in answer.body.decode()
+    assert int(answer.headers["content-length"]) == len(answer.body)
+    (read, read_on), (render, render_on) = served.metrics.events
+    assert (read, render) == ("read state", "render")
+    assert read_on == threading.main_thread().name != render_on
+
+
+async def test_a_query_string_is_ignored_and_head_has_no_body(served: Served) -> None:
+    assert (await ask(served.endpoint.port, "GET", "/metrics?name=x")).status == 200
+    head = await ask(served.endpoint.port, "HEAD", "/metrics")
+    assert (head.status, head.body) == (200, b"")
+    assert head.headers["content-type"] == CONTENT_TYPE_LATEST
+    assert int(head.headers["content-length"]) > 0
+
+
+async def test_healthz_says_ok_or_503_with_the_reason(served: Served) -> None:
+    ok = await ask(served.endpoint.port, "GET", "/healthz")
+    assert (ok.status, ok.headers["content-type"], ok.body) == (200, TEXT, b"ok\n")
+    served.verdict = HealthVerdict(False, "database down for 120s")
+    down = await ask(served.endpoint.port, "GET", "/healthz")
+    assert (down.status, down.body) == (503, b"database down for 120s\n")
+    head = await ask(served.endpoint.port, "HEAD", "/healthz")
+    assert (head.status, head.body) == (503, b"")
+
+
+async def test_other_paths_are_404_and_other_methods_405(served: Served) -> None:
+    missing = await ask(served.endpoint.port, "GET", "/")
+    assert (missing.status, missing.headers["content-type"]) == (404, TEXT)
+    assert missing.body == b"not found: try /metrics or /healthz\n"
+    for method, path in [("POST", "/metrics"), ("PUT", "/healthz"), ("DELETE", "/elsewhere")]:
+        refused = await ask(served.endpoint.port, method, path)
+        assert (refused.status, refused.body) == (405, b"only GET\n"), (method, path)
+
+
+async def test_no_line_is_logged_per_request(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as logged:
+        for path in ("/metrics?token=s3cr3t", "/healthz?token=s3cr3t", "/x?token=s3cr3t"):
+            await ask(served.endpoint.port, "GET", path)
+    assert logged == []
+    assert [r.getMessage() for r in caplog.records if "s3cr3t" in r.getMessage()] == []
+    assert [r.name for r in caplog.records if r.name == "aiohttp.access"] == []
+
+
+async def test_a_port_in_use_stops_the_start_with_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        endpoint = HttpEndpoint(
+            "127.0.0.1", port, WatchedMetrics(), lambda: HealthVerdict(True, "")
+        )
+        with pytest.raises(DaemonFailed) as failed:
+            await endpoint.start()
+    line = str(failed.value)
+    assert line.startswith(f"http.listen 127.0.0.1:{port}: ") and "\n" not in line
+    assert "address already in use" in line.lower()
+
+
+async def test_after_close_nothing_listens(served: Served) -> None:
+    await served.endpoint.close()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection("127.0.0.1", served.endpoint.port)
