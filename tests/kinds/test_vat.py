@@ -25,6 +25,9 @@ from watcher.kinds.vat import (
     standing,
 )
 from watcher.ledger.models import VoteAccount, VoteAccounts
+from watcher.ledger.models_accounts import MultipleAccounts
+from watcher.ledger.simulator import Ledger
+from watcher.ledger.simulator.methods import RpcMethods
 
 from support.values import key
 
@@ -217,3 +220,24 @@ def test_the_state_keeps_what_the_doubt_compares() -> None:
     assert outcome.state["slot"] == 77 and outcome.state["accounts"] == 2
     stale = observed(votes(SOL, SOL), ENOUGH, slot=70)
     assert VAT.doubt(outcome.state, stale, 2.0) is not None
+
+
+def test_the_simulator_shows_vote_accounts_and_drains_them() -> None:
+    ledger = Ledger(seed=1)
+    ledger.set_validator(MINE, MINE_NODE, stake=SOL)
+    methods = RpcMethods(ledger)
+
+    def read() -> Any:
+        params = [[MINE, MINE_NODE], {"encoding": "base64"}]
+        return MultipleAccounts.model_validate(
+            json.loads(methods.answer("getMultipleAccounts", params))
+        )
+
+    mine, identity = read().value
+    assert identity is None
+    assert mine is not None and mine.owner == VOTE_PROGRAM and mine.space == 3762
+    assert mine.lamports == VOTE_RENT_EXEMPT_LAMPORTS + 5 * SOL
+    ledger.update_validator(MINE_NODE, balance=SOL)
+    assert read().value[0].lamports == SOL
+    with pytest.raises(ValueError, match="balance must not be negative"):
+        ledger.update_validator(MINE, balance=-1)
