@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from watcher.alerting.events import AlertMessage, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
+from watcher.kinds.metric_samples import METRICS, SAMPLERS, Sample, vat_samples
 from watcher.kinds.samples import sample_account
 from watcher.kinds.vat import (
     VOTE_PROGRAM,
@@ -241,3 +242,59 @@ def test_the_simulator_shows_vote_accounts_and_drains_them() -> None:
     assert read().value[0].lamports == SOL
     with pytest.raises(ValueError, match="balance must not be negative"):
         ledger.update_validator(MINE, balance=-1)
+
+
+# -- /metrics ---------------------------------------------------------------------------------
+
+KEYS = (MINE, MINE_NODE)
+
+
+@pytest.mark.parametrize(
+    ("answer", "balance", "max_ranks", "expected"),
+    [
+        (  # third of three with a cut at two: 20 SOL and a lamport short
+            votes(10 * SOL, 50 * SOL, 30 * SOL),
+            2 * SOL,
+            [2],
+            [("vat_rank", 3), ("vat_stake_gap", 20.000000001), ("vote_account_balance", 2.0)],
+        ),
+        (  # the strictest rule's cut counts
+            votes(10 * SOL, 50 * SOL, 30 * SOL),
+            2 * SOL,
+            [3, 2],
+            [("vat_rank", 3), ("vat_stake_gap", 20.000000001), ("vote_account_balance", 2.0)],
+        ),
+        (  # passing: a gap of 0
+            votes(40 * SOL, 50 * SOL, 30 * SOL),
+            2 * SOL,
+            [2],
+            [("vat_rank", 2), ("vat_stake_gap", 0.0), ("vote_account_balance", 2.0)],
+        ),
+        (  # fewer staked than places: no cut, no gap
+            votes(10 * SOL, 50 * SOL),
+            2 * SOL,
+            [2000],
+            [("vat_rank", 2), ("vote_account_balance", 2.0)],
+        ),
+        (  # no stake: no rank; a vote account that does not exist holds 0
+            votes(0, 50 * SOL, delinquent=True),
+            None,
+            [2000],
+            [("vote_account_balance", 0.0)],
+        ),
+    ],
+)
+def test_vat_samples(
+    answer: VoteAccounts,
+    balance: int | None,
+    max_ranks: list[int],
+    expected: list[tuple[str, float]],
+) -> None:
+    rules = [rule(name=f"r{n}", max_rank=max_rank) for n, max_rank in enumerate(max_ranks)]
+    samples = vat_samples(rules, MINE, observed(answer, balance))
+    assert samples == tuple(
+        Sample(f"solana_validator_{name}", KEYS, value, MINE) for name, value in expected
+    )
+    for sample in samples:
+        assert len(sample.labels) == len(METRICS[sample.name].labels)
+    assert SAMPLERS["vat"] is vat_samples
