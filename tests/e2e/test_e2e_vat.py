@@ -5,17 +5,28 @@ through a 5 s outage of the ledger nothing fires or resolves."""
 
 from __future__ import annotations
 
+import re
+import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from watcher.kinds.vat import VOTE_RENT_EXEMPT_LAMPORTS
 
 from support.receivers import wait_until
-from support.world import DRIFT_VOTE, OUR_VOTE, World, make_world, small_cluster
+from support.world import (
+    DRIFT_NODE,
+    DRIFT_VOTE,
+    OUR_VOTE,
+    World,
+    make_world,
+    small_cluster,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -35,9 +46,26 @@ def vat_rule() -> dict[str, Any]:
     }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    yield from make_world(tmp_path, small_cluster(), rules=[vat_rule()])
+    http = {"listen": f"127.0.0.1:{free_port()}"}
+    yield from make_world(tmp_path, small_cluster(), rules=[vat_rule()], http=http)
+
+
+def metric(world: World, name: str) -> float | None:
+    """The drift validator's series of ``name`` on /metrics (None: not shown)."""
+    listen = yaml.safe_load(world.config.read_text())["http"]["listen"]
+    with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    series = f'{name}{{nodekey="{DRIFT_NODE}",votekey="{DRIFT_VOTE}"}}'
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
 
 
 def vat_titles(world: World, since: int = 0) -> list[str]:
@@ -61,6 +89,11 @@ def test_the_ticket_fires_and_resolves_and_an_outage_changes_nothing(world: Worl
     past = note(world, "would miss the VAT", "rank 3 past 2")
     assert "it needs 10,000.000000001 SOL more to pass the 50,000 SOL at place 2" in past["message"]
     assert "Next epoch boundary: epoch" in past["message"]
+    wait_until(
+        lambda: metric(world, "solana_validator_vat_rank") == 3.0, 15.0, "the rank on /metrics"
+    )
+    assert metric(world, "solana_validator_vat_stake_gap") == 10_000.000000001
+    assert metric(world, "solana_validator_vote_account_balance") == 5.0270744
 
     world.ledger.update_validator(OUR_VOTE, balance=VOTE_RENT_EXEMPT_LAMPORTS + SOL)
     drained = note(world, "would miss the VAT", "vote account 0.6 SOL short")
