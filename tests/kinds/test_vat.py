@@ -204,7 +204,7 @@ def test_near_the_cut_warns_and_falls_quiet_away_from_it() -> None:
     )
     assert said[0] == []
     (warned,) = said[1]
-    assert "is 1 places above the VAT cut (rank 2)" in warned.title
+    assert "near the VAT cut: rank 2 of 3" in warned.title
     assert play(rule(max_rank=3), [observed(near, ENOUGH)]) == [[]]
 
 

@@ -382,9 +382,8 @@ def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
             "out the epoch after it."
         )
     else:
-        places = int(facts["max_rank"]) - int(facts["rank"])
         title = validator_title(
-            facts, shown, f"is {places:,} places above the VAT cut (rank {facts['rank']:,})"
+            facts, shown, f"near the VAT cut: rank {facts['rank']:,} of {facts['max_rank']:,}"
         )
         summary = (
             f"Inside the warning margin of {facts['warn_rank_margin']:,} places: a little "
