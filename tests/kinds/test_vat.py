@@ -208,6 +208,21 @@ def test_near_the_cut_warns_and_falls_quiet_away_from_it() -> None:
     assert play(rule(max_rank=3), [observed(near, ENOUGH)]) == [[]]
 
 
+def test_falling_past_the_cut_after_the_warning_is_said_once() -> None:
+    near = votes(40 * SOL, 50 * SOL, 30 * SOL, 20 * SOL)  # rank 2 of a cut at 3
+    past = votes(10 * SOL, 50 * SOL, 30 * SOL, 20 * SOL)  # rank 4
+    said = play(
+        rule(max_rank=3, warn_rank_margin=2),
+        [observed(near, ENOUGH), observed(past, ENOUGH), observed(past, ENOUGH)],
+    )
+    (warned,), (escalated,), quiet = said
+    assert warned.reason == "firing" and "near the VAT cut" in warned.title
+    assert escalated.reason == "repeat"
+    assert "now would miss the VAT: rank 4 past 3" in escalated.title
+    assert "It was near the cut when this alert fired" in escalated.body
+    assert quiet == []
+
+
 def test_an_identity_key_is_ranked_by_its_vote_account() -> None:
     the_rule = rule(validators=[MINE_NODE], max_rank=1)
     obs = observed(votes(SOL, 50 * SOL), ENOUGH)

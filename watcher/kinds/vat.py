@@ -35,7 +35,9 @@ from watcher.alerting.messages import (
     PLAIN,
     Facts,
     Presentation,
+    episode_facts,
     lines,
+    make_alert,
     rule_line,
     since_text,
     sol,
@@ -278,7 +280,45 @@ class VatSource:
         new_state.update(vote_account_counts(observation.votes))
         if observation.slot is not None:
             new_state["slot"] = observation.slot
-        return StepOutcome(new_state, outcome.alerts)
+        escalations = escalate(mine, target, state, outcome, now)
+        if escalations:
+            told = dict(new_state.get("escalated", {}))
+            told.update({alert.rule: alert.facts["episode"] for alert in escalations})
+            new_state["escalated"] = told
+        return StepOutcome(new_state, outcome.alerts + escalations)
+
+
+def escalate(
+    rules: Sequence[VatEligibilityRule],
+    target: str,
+    state: TargetState | None,
+    outcome: StepOutcome,
+    now: float,
+) -> tuple[AlertMessage, ...]:
+    """A validator that fired near the cut (``warn_rank_margin``) and now would fail the
+    ticket, while the same episode fires: said once per episode (a reminder, ``escalated``),
+    not left to the next ``repeat``. Pure."""
+    before = (state or {}).get("episodes", {})
+    told = (state or {}).get("escalated", {})
+    said = {(alert.rule, alert.subject) for alert in outcome.alerts}
+    out: list[AlertMessage] = []
+    for rule in rules:
+        was = before.get(rule.name, {}).get(target) or {}
+        now_ep = outcome.state["episodes"].get(rule.name, {}).get(target) or {}
+        details: dict[str, Any] = now_ep.get("details") or {}
+        if (
+            was.get("status") == now_ep.get("status") == "firing"
+            and (rule.name, target) not in said
+            and not (was.get("details") or {}).get("failing")
+            and details.get("failing")
+            and told.get(rule.name) != now_ep.get("number")
+        ):
+            facts = episode_facts(details, {}, now_ep, "repeat", now) | {"escalated": True}
+            key = f"{rule.name}|{target}|{now_ep.get('number')}|escalated"
+            out.append(
+                make_alert(rule, subject=target, reason="repeat", dedup_key=key, facts=facts)
+            )
+    return tuple(out)
 
 
 SOURCE = VatSource()
@@ -371,6 +411,12 @@ def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     if facts["reason"] == "resolved":
         title = validator_title(facts, shown, "passes the VAT again")
         summary = f"Resolved after {facts['duration']}: every condition of the ticket passes."
+    elif facts.get("escalated"):
+        title = validator_title(facts, shown, f"now would miss the VAT: {_short(facts)}")
+        summary = (
+            "It was near the cut when this alert fired; now it would fail the validator "
+            "admission ticket at the next epoch boundary and sit out the epoch after it."
+        )
     elif facts["reason"] == "repeat":
         what = "would still miss the VAT" if failing else "is still near the VAT cut"
         title = validator_title(facts, shown, f"{what} ({facts['duration']})")
