@@ -37,7 +37,7 @@ from watcher.kinds import word
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
-from watcher.ledger.quorum import Quorum, observe_from
+from watcher.ledger.quorum import Quorum, agree, majority, observe_from
 from watcher.ledger.rpc import RpcClient
 from watcher.service import sweeps
 from watcher.service.cadences import (
@@ -227,12 +227,13 @@ class Daemon:
         self.health.succeeded(source.name, target, interval=interval)
         self.metrics.polled(source.name, ok=True)
         outcome = source.step(rules, target, state, observation, now)
-        if answers[1:] and not await self._agreed(
-            source, target, rules, state, answers, outcome, now
-        ):
-            # Answered, so not a failed poll (the round, the heartbeat and /healthz go on), but
-            # not evidence either: nothing of the target is committed, its cursor stays put.
-            return True
+        if answers[1:]:
+            decided = await self._agreed(source, target, rules, state, answers, outcome, now)
+            if decided is None:
+                # Answered, so not a failed poll (the round, the heartbeat and /healthz go on),
+                # but not evidence either: nothing of the target is committed, its cursor stays.
+                return True
+            outcome, observation = decided
         if max_interval is not None:
             outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
         await self.commit(source.name, target, outcome, rules, now, previous=state)
@@ -297,13 +298,22 @@ class Daemon:
         answers: Sequence[tuple[str, Any]],
         outcome: StepOutcome,
         now: float,
-    ) -> bool:
-        """Under quorum: whether every endpoint's step agrees with ``outcome`` (the first's).
-        A disagreement is counted (metric, round tally) and kept by the built-in
-        rpc_disagreement, whose episode for this target an agreement resolves."""
-        others = [source.step(rules, target, state, other, now) for _, other in answers[1:]]
+    ) -> tuple[StepOutcome, Any] | None:
+        """Under quorum: the step to commit and its observation, when ``quorum`` endpoints
+        agree: every one asked (``outcome``, the first's), or, when they do not and more
+        endpoints are configured, a majority once one more is asked (``watcher.ledger.quorum``);
+        None: no agreement, not evidence. A disagreement is counted (metric, round tally) and
+        kept by the built-in rpc_disagreement (naming the endpoints outvoted), whose episode for
+        this target an agreement resolves."""
+        answers = list(answers)
+        outcomes = [outcome]
+        outcomes += [source.step(rules, target, state, other, now) for _, other in answers[1:]]
+        if not agree(outcomes):
+            for endpoint, extra in await self._observe_more(source, target, state, answers):
+                answers.append((endpoint, extra))
+                outcomes.append(source.step(rules, target, state, extra, now))
         endpoints = [endpoint for endpoint, _ in answers]
-        found = self.quorum.compare(source.name, target, endpoints, [outcome, *others])
+        found = self.quorum.compare(source.name, target, endpoints, outcomes)
         if not self._disagreements_read:
             self._disagreements = await self.store.load_state(
                 builtin.SOURCE, builtin.DISAGREEMENT_TARGET
@@ -314,11 +324,37 @@ class Daemon:
             disagreement = [self.builtins.rpc_disagreement]
             await self.commit(builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now)
             self._disagreements = step.state  # once committed (or staged): a failed write raises
-        if found is None:
-            return True
-        self.metrics.disagreed(source.name)
-        count_disagreement()
-        return False
+        decided = (0,) if found is None else majority(outcomes, self.quorum.needed)
+        if found is not None:
+            self.metrics.disagreed(source.name)
+            count_disagreement()
+        if decided is None:
+            return None
+        first = decided[0]
+        return outcomes[first], answers[first][1]
+
+    async def _observe_more(
+        self,
+        source: Source,
+        target: str,
+        state: TargetState | None,
+        answers: Sequence[tuple[str, Any]],
+    ) -> list[tuple[str, Any]]:
+        """One more observation, from an endpoint not asked yet (the next healthiest that
+        answers), for a majority; none when every endpoint was asked or none of the rest
+        answers (then the endpoints asked disagree, as with two)."""
+        if not isinstance(self.rpc, RpcClient):
+            return []
+        asked = {endpoint for endpoint, _ in answers}
+        rest = [reader for reader in self.rpc.readers() if reader.public_url not in asked]
+        if not rest:
+            return []
+        observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
+        try:
+            more = await observe_from(rest, 1, observe)
+        except RpcError:
+            return []
+        return [(reader.public_url, answer) for reader, answer in more]
 
     async def _confirmed(
         self,

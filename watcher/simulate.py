@@ -123,6 +123,26 @@ def current(
     _send(port, {"mark_current": validator})
 
 
+@simulate_app.command("vote-balance")
+def vote_balance(
+    validator: Annotated[str, typer.Argument(help="Vote or identity pubkey.")],
+    lamports: Annotated[int, typer.Argument(min=0, help="Its vote account's new balance.")],
+    port: PortOption = 8899,
+) -> None:
+    """Drain or top up a validator's vote account (update_validator balance)."""
+    _send(port, {"update_validator": {"validator": validator, "balance": lamports}})
+
+
+@simulate_app.command("stake")
+def stake(
+    validator: Annotated[str, typer.Argument(help="Vote or identity pubkey.")],
+    lamports: Annotated[int, typer.Argument(min=0, help="Its new activated stake (0: none).")],
+    port: PortOption = 8899,
+) -> None:
+    """Set a validator's activated stake: past the cut, or none at all (update_validator)."""
+    _send(port, {"update_validator": {"validator": validator, "stake": lamports}})
+
+
 @simulate_app.command("version")
 def version(
     node: Annotated[str, typer.Argument(help="The node's identity pubkey.")],

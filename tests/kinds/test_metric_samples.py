@@ -264,4 +264,4 @@ def test_every_sample_names_a_known_metric_with_its_labels() -> None:
     )
     for sample in samples:
         assert len(sample.labels) == len(METRICS[sample.name].labels), sample
-    assert set(SAMPLERS) == {"votes", "nodes", "accounts", "supply", "holders", "fees"}
+    assert set(SAMPLERS) == {"votes", "nodes", "accounts", "supply", "holders", "fees", "vat"}

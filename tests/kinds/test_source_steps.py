@@ -513,6 +513,7 @@ def test_registry() -> None:
         "asset",
         "fees",
         "editions",
+        "vat",
     }
     for name, source in SOURCES.items():
         assert source.name == name
@@ -540,6 +541,8 @@ REQUIRED |= {"fee_above": {"message": "AQAA", "max_lamports": 1}}
 WATCHES |= {"account_changed": "accounts"}
 WATCHED |= {"account_changed": ADDRESS}
 REQUIRED |= {"new_editions": {"mints": [MINT]}}
+WATCHES |= {"vat_eligibility": "validators"}
+WATCHED |= {"vat_eligibility": VOTE}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -562,6 +565,7 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "fee_above",
         "account_changed",
         "new_editions",
+        "vat_eligibility",
     ]
     union: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
     for name, kind in KINDS.items():

@@ -17,8 +17,9 @@ once, and a firing episode survives a restart without being announced again.
   ``quorum`` above 1): the endpoints asked for one poll of a target answered, but their steps
   disagreed (``watcher.ledger.quorum``), on every poll for ``health.disagreement_for`` (its
   ``for``); names the endpoints (keys masked), the source and target and what each endpoint's
-  step decided. Resolves on the first poll of that target on which they agree. A poll of
-  another target, or a failed poll, changes nothing. Its episodes, one per target, are stored
+  step decided, and, when a majority of three or more decided, the endpoints it outvoted.
+  Resolves on the first poll of that target on which they agree. A poll of another target, or
+  a failed poll, changes nothing. Its episodes, one per target, are stored
   as the state of target ``(builtin, disagreement)``.
 - ``cluster_delinquent_stake`` (subject ``cluster``): evaluated by the ``votes`` source, which
   sees the whole vote-account set (so only while some ``delinquent_validators`` rule exists);
@@ -217,6 +218,7 @@ def step_disagreement(
     if found is not None:
         facts |= {
             "endpoints": list(found.endpoints),
+            "outvoted": list(found.outvoted),
             "differences": found.differences,
             "disagreement_for": human_duration(rule.for_),
         }

@@ -242,15 +242,25 @@ def disagreement_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     else:
         was = facts
         still = f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
+        outvoted: list[str] = facts.get("outvoted") or []
         title = f"{rule_head(facts)} the RPC endpoints disagree on {on}{still}"
         summary = (
             f"The endpoints answer, but their answers lead to different alerts on every poll "
             f"since {facts.get('since', 'unknown')} ({facts['disagreement_for']} or more). Until "
             f"they agree, nothing is concluded about {on}: no rule fires or resolves on it."
         )
+        if outvoted:
+            title += f": {', '.join(outvoted)} outvoted"
+            summary = (
+                f"The endpoints answer, but not alike, on every poll since "
+                f"{facts.get('since', 'unknown')} ({facts['disagreement_for']} or more): the "
+                f"majority decides {on}, and {', '.join(outvoted)} is outvoted (its answers "
+                "are not taken)."
+            )
     body = lines(
         rule_line(facts),
         f"Endpoints: {', '.join(was.get('endpoints', [])) or 'unknown'}",
+        f"Outvoted: {', '.join(was['outvoted'])}" if was.get("outvoted") else None,
         f"Source: {facts['source']}, target: {facts['target']}",
         summary,
         f"{'They disagreed on' if was is not facts else 'Differences'}: "

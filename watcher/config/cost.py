@@ -40,6 +40,7 @@ SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "asset": ("getAssets",),
     "fees": ("getFeeForMessage",),
     "editions": ("getNftEditions",),
+    "vat": ("getVoteAccounts", "getMultipleAccounts"),  # one validator: its vote account
 }
 KEYS_PER_CALL: Final = {"accounts": 100}  # targets one call serves
 

@@ -64,6 +64,7 @@ from watcher.kinds import (
     supply,
     token_accounts,
     transactions,
+    vat,
     vote_lag,
 )
 from watcher.kinds.base import DigestWords, Kind, Source
@@ -89,6 +90,7 @@ KINDS: Mapping[str, Kind] = {
         fee.KIND,
         account_changed.KIND,
         editions.KIND,
+        vat.KIND,
     )
 }
 

@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from watcher.kinds import account_source, drift, fee, holders, supply, votes_source
+from watcher.kinds import account_source, drift, fee, holders, supply, vat, votes_source
 from watcher.kinds.account_source import AccountObservation
 from watcher.kinds.credits import current_epoch, earned, find_account
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.fee import FeeObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.supply import SupplyObservation
+from watcher.kinds.vat import VatObservation, ticket_of
 from watcher.kinds.versions import assess_node, index_cluster
 from watcher.ledger.models import VoteAccounts
 
@@ -72,6 +73,21 @@ METRICS: Mapping[str, MetricSpec] = {
         "1 while the watched node is behind its client's reference version or missing from "
         "gossip, else 0",
         ("nodekey",),
+    ),
+    "solana_validator_vat_rank": MetricSpec(
+        "Rank of the validator's activated stake among the staked vote accounts (ties count "
+        "against it): the admission ticket takes ranks up to its cut (2,000)",
+        VALIDATOR,
+    ),
+    "solana_validator_vat_stake_gap": MetricSpec(
+        "SOL of activated stake the validator lacks to pass the admission ticket's cut (0: it "
+        "passes; absent while fewer vote accounts are staked than the cut admits)",
+        VALIDATOR,
+    ),
+    "solana_validator_vote_account_balance": MetricSpec(
+        "Balance of the validator's vote account, in SOL (the ticket needs 1.6 SOL above its "
+        "rent-exempt minimum)",
+        VALIDATOR,
     ),
     "solana_account_balance": MetricSpec("Balance of the watched account, in SOL", ("address",)),
     "solana_token_supply": MetricSpec(
@@ -224,6 +240,30 @@ def fee_samples(
     return tuple(Sample("solana_fee_lamports", (name,), observation.fee, name) for name in names)
 
 
+def vat_samples(
+    rules: Sequence[Any], target: str, observation: VatObservation
+) -> tuple[Sample, ...]:
+    """Source ``vat`` (one watched validator): its rank by activated stake, the stake it lacks
+    to reach the cut (of the strictest ``max_rank`` watching it) and its vote account's
+    balance. No stake: no rank nor gap; no vote account to read: no balance."""
+    max_rank = min((rule.max_rank for rule in rules if hasattr(rule, "max_rank")), default=None)
+    if max_rank is None:
+        return ()
+    ticket = ticket_of(target, observation, max_rank)
+    vote = ticket.vote.vote_pubkey if ticket.vote is not None else observation.vote_pubkey
+    keys = (vote or target, ticket.vote.node_pubkey if ticket.vote is not None else "")
+    samples: list[Sample] = []
+    if ticket.standing is not None:
+        samples.append(Sample("solana_validator_vat_rank", keys, ticket.standing.rank, target))
+        if ticket.standing.cut_stake is not None:
+            gap = sol(ticket.standing.gap)
+            samples.append(Sample("solana_validator_vat_stake_gap", keys, gap, target))
+    if ticket.balance is not None:
+        balance = sol(ticket.balance)
+        samples.append(Sample("solana_validator_vote_account_balance", keys, balance, target))
+    return tuple(samples)
+
+
 def unique(samples: Iterable[Sample]) -> tuple[Sample, ...]:
     """Each series once (a validator watched by its vote and its identity pubkey shows once)."""
     seen: dict[tuple[str, tuple[str, ...]], Sample] = {}
@@ -239,4 +279,5 @@ SAMPLERS: Mapping[str, Sampler] = {
     supply.SOURCE.name: supply_samples,
     holders.SOURCE.name: holder_samples,
     fee.SOURCE.name: fee_samples,
+    vat.SOURCE.name: vat_samples,
 }

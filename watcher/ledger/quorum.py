@@ -16,6 +16,12 @@ agave-watchtower's answer to false alarms from one lagging or broken node, made 
   times of every episode; the facts an episode keeps, such as a vote's slot, may differ between
   nodes and are left out). Then the step of the first (healthiest) endpoint is committed, with
   its facts in the messages.
+- **A majority of three.** With three endpoints or more, two that disagree are not the end of
+  it: one more endpoint is asked (the next healthiest that answers), and when ``quorum`` of the
+  steps agree, they decide: the step of the first of them is committed, as if they had agreed
+  at once. The endpoints outvoted are named (``Disagreement.outvoted``) by ``rpc_disagreement``,
+  and counted as a disagreement. With two endpoints, or when no ``quorum`` of the three agree,
+  it is a disagreement as below.
 - **Disagreeing.** The poll is not evidence: nothing is committed, the state stays as it was,
   so a pending ``for`` does not advance either. But the endpoints did answer: the poll counts as
   answered (the round succeeds, the heartbeat goes on, ``/healthz`` stays healthy, nothing counts
@@ -105,6 +111,24 @@ class Disagreement:
     target: str
     endpoints: tuple[str, ...]  # public URLs (keys masked), in the order asked
     differences: str  # short: per differing (rule, subject), what each endpoint's step decided
+    # The endpoints a majority outvoted (their steps lost; the majority's was taken); empty:
+    # no majority, nothing was decided.
+    outvoted: tuple[str, ...] = ()
+
+
+def majority(outcomes: Sequence[StepOutcome], needed: int) -> tuple[int, ...] | None:
+    """The indices of the outcomes that decide: the largest group whose steps agree (the first
+    such group asked, on a tie), if it has at least ``needed`` members; None: no majority."""
+    groups: list[tuple[Any, list[int]]] = []
+    for index, outcome in enumerate(outcomes):
+        decided = transitions(outcome)
+        same = next((members for seen, members in groups if seen == decided), None)
+        if same is None:
+            groups.append((decided, [index]))
+        else:
+            same.append(index)
+    largest = max((members for _, members in groups), key=len, default=[])
+    return tuple(largest) if needed <= len(largest) else None
 
 
 def _decisions(outcome: StepOutcome) -> dict[tuple[str, str], str]:
@@ -161,15 +185,25 @@ class Quorum:
                 self._disagreeing.discard(key)
                 log.info("rpc endpoints agree again", source=source, target=target)
             return None
-        found = Disagreement(source, target, tuple(endpoints), differences(endpoints, outcomes))
+        decided = majority(outcomes, self.needed) or ()
+        outvoted = tuple(e for i, e in enumerate(endpoints) if decided and i not in decided)
+        found = Disagreement(
+            source, target, tuple(endpoints), differences(endpoints, outcomes), outvoted
+        )
         if key not in self._disagreeing:
             self._disagreeing.add(key)
+            event = (
+                "rpc endpoints disagree; the majority decides"
+                if outvoted
+                else "rpc endpoints disagree; not evidence until they agree"
+            )
             log.warning(
-                "rpc endpoints disagree; not evidence until they agree",
+                event,
                 source=source,
                 target=target,
                 quorum=self.needed,
                 endpoints=", ".join(found.endpoints),
+                outvoted=", ".join(outvoted),
                 differences=found.differences,
             )
         return found

@@ -117,6 +117,7 @@ def _change(ledger: Ledger, action: Action) -> None:
             credits=update.credits,
             commission=update.commission,
             stake=update.stake,
+            balance=update.balance,
         )
     elif action.halt_cluster is not None:
         ledger.halt(action.halt_cluster)

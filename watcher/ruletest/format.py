@@ -135,6 +135,7 @@ class ValidatorUpdate(_Strict):
     credits: Amount | None = None  # credits earned so far in the current epoch
     commission: Annotated[int, Field(ge=0, le=100)] | None = None
     stake: Amount | None = None  # activated stake, lamports
+    balance: Amount | None = None  # its vote account's lamports
 
 
 class PlainAccount(_Strict):

@@ -107,6 +107,8 @@ class _BookKeeper(Protocol):
     @property
     def accounts(self) -> AccountBook: ...
 
+    def vote_account(self, vote_pubkey: str) -> PlainAccount | None: ...
+
 
 class MethodsContext(Protocol):
     """What the two methods ask of ``watcher.ledger.simulator.methods.RpcMethods``."""
@@ -140,7 +142,7 @@ def get_multiple_accounts(methods: MethodsContext, params: list[Any]) -> Any:
     book = methods.ledger.accounts
     value = []
     for key in keys:
-        plain = book.account(key)
+        plain = book.account(key) or methods.ledger.vote_account(key)
         if plain is None:
             value.append(methods.account_json(key, encoding))
         else:  # no parser for a plain account's data: base64, as a node does

@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from watcher.ledger.simulator import recorded
+from watcher.ledger.simulator.accounts import PlainAccount
 
 # A validator is delinquent when its last vote is this many slots or more behind (agave
 # DELINQUENT_VALIDATOR_SLOT_DISTANCE); mark_delinquent() freezes its vote further back than that.
 DELINQUENT_SLOT_DISTANCE: Final = 128
 _DELINQUENT_FREEZE_BEHIND: Final = 150
 _ROOT_BEHIND_LAST_VOTE: Final = 31  # how far rootSlot usually trails lastVote (recording)
+VOTE_PROGRAM: Final = "Vote111111111111111111111111111111111111111"
+VOTE_ACCOUNT_SIZE: Final = 3762  # a VoteStateV4
+# A vote account's balance unless a test sets it: its rent-exempt minimum and 5 SOL.
+DEFAULT_VOTE_BALANCE: Final = 27_074_400 + 5_000_000_000
 
 
 class _Keep:
@@ -42,6 +47,7 @@ class _Validator:
     lag: int  # slots its last vote trails the tip while it votes
     frozen_last_vote: int | None  # set while it does not vote (delinquent)
     root_behind: int = _ROOT_BEHIND_LAST_VOTE  # slots rootSlot trails lastVote
+    balance: int = DEFAULT_VOTE_BALANCE  # the vote account's lamports (getMultipleAccounts)
 
 
 def _node_address(pubkey: str, port: int) -> str:
@@ -138,6 +144,15 @@ class ValidatorControls:
         if not found:
             raise KeyError(f"no vote account with vote or node pubkey {pubkey}")
         return found
+
+    def vote_account(self, vote_pubkey: str) -> PlainAccount | None:
+        """The vote account as getMultipleAccounts shows it (owned by the vote program, its
+        data zeros of a VoteStateV4's size); None: no such vote account."""
+        with self._lock:
+            validator = self._validators.get(vote_pubkey)
+            if validator is None:
+                return None
+            return PlainAccount(validator.balance, VOTE_PROGRAM, bytes(VOTE_ACCOUNT_SIZE))
 
     def vote_accounts(
         self,

@@ -35,11 +35,14 @@ class VoteControls:
         credits: int | None = None,
         commission: int | None = None,
         stake: int | None = None,
+        balance: int | None = None,
     ) -> None:
         """Changes the vote account(s) of ``pubkey`` (vote or node pubkey); None keeps a value.
         ``behind``: it votes that many slots behind the tip (128 or more: delinquent);
-        ``credits``: what it earned so far in the current epoch."""
-        for name, value in (("behind", behind), ("credits", credits), ("stake", stake)):
+        ``credits``: what it earned so far in the current epoch; ``balance``: its vote account's
+        lamports (drained under the ticket's minimum, or topped up)."""
+        checked = (("behind", behind), ("credits", credits), ("stake", stake), ("balance", balance))
+        for name, value in checked:
             if value is not None and value < 0:
                 raise ValueError(f"{name} must not be negative")
         if commission is not None and not 0 <= commission <= 100:
@@ -56,6 +59,8 @@ class VoteControls:
                     validator.commission = commission
                 if stake is not None:
                     validator.stake = stake
+                if balance is not None:
+                    validator.balance = balance
             self._changed()
 
 

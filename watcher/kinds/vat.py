@@ -1,0 +1,533 @@
+"""Kind ``vat_eligibility``: would a watched validator fail the validator admission ticket (VAT,
+SIMD-0357) at the next epoch boundary? (source ``vat``, one target per watched validator).
+
+At an epoch boundary the cluster picks the vote accounts that take part in the epoch after the
+next one: a vote account with activated stake above zero, at least the rent-exempt minimum of a
+vote account plus 1.6 SOL in its balance (agave: ``minimum_vote_account_balance_for_vat``), and a
+place among the 2,000 such accounts with the most stake, where stake tied with the first one
+left out is left out too (agave: ``clone_and_filter_for_vat``). Its rank here counts the vote
+accounts whose stake is at least its own (ties against it): it passes the cut exactly when that
+rank is at most ``max_rank`` (``standing``). Ranked among every staked vote account of
+getVoteAccounts: the balances and BLS keys of the others cannot be seen, so the rank shown is
+the worst it can be (docs/rules.md says what else cannot be seen).
+
+Observation (``VatObservation``): the getVoteAccounts answer (one call shared by the polls of a
+round, ``SharedVoteAccounts``) and the watched vote account itself, read with
+getMultipleAccounts through the ``accounts`` source's batcher (the calls of ``balance_below``);
+its context slot says where the epoch stands. State: ``{"v": 1, "slot": ..., "accounts": ...,
+"current": ..., "episodes": ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import Field
+
+from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.messages import (
+    PLAIN,
+    Facts,
+    Presentation,
+    episode_facts,
+    lines,
+    make_alert,
+    rule_line,
+    since_text,
+    sol,
+)
+from watcher.config import rule_models
+from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.core.clock import human_duration
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds import account_source
+from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.cluster import (
+    validator_lines,
+    validator_title,
+    vote_account_counts,
+    vote_accounts_doubt,
+)
+from watcher.kinds.delinquency import classify_validators
+from watcher.kinds.samples import episode_samples, sample_account, sample_key
+from watcher.ledger.models import VoteAccount, VoteAccounts
+from watcher.ledger.models_accounts import Account
+from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
+
+KIND_NAME = "vat_eligibility"
+STATE_VERSION = 1
+LAMPORTS_PER_SOL = 10**9
+VOTE_PROGRAM = "Vote111111111111111111111111111111111111111"
+
+# Mainnet's epoch schedule (no warm-up): what the rule's keys default to.
+MAINNET_SLOTS_PER_EPOCH = 432_000
+MAINNET_SLOT_SECONDS = 0.4
+MAX_RANK = 2000  # SIMD-0357: the 2,000 vote accounts with the most stake
+VAT_SOL = 1.6  # burnt from each admitted vote account at the boundary
+
+# The rent-exempt minimum of a vote account as agave counts it for the ticket: that of a
+# VoteStateV4 (3,762 bytes) at mainnet's rent, (128 + 3,762) bytes x 3,480 lamports per
+# byte-year x 2 years. The service has no getMinimumBalanceForRentExemption.
+VOTE_STATE_V4_SIZE = 3762
+ACCOUNT_STORAGE_OVERHEAD = 128
+LAMPORTS_PER_BYTE_YEAR = 3480
+EXEMPTION_YEARS = 2
+VOTE_RENT_EXEMPT_LAMPORTS = (
+    (ACCOUNT_STORAGE_OVERHEAD + VOTE_STATE_V4_SIZE) * LAMPORTS_PER_BYTE_YEAR * EXEMPTION_YEARS
+)
+
+Condition = Literal["no_stake", "balance", "rank"]
+
+
+class VatEligibilityRule(rule_models.StateRule):
+    kind: Literal["vat_eligibility"] = "vat_eligibility"
+    validators: Pubkeys  # vote account or identity pubkeys
+    min_vote_balance_sol: Annotated[float, Field(ge=0, allow_inf_nan=False)] = VAT_SOL
+    max_rank: Annotated[int, Field(strict=True, ge=1)] = MAX_RANK
+    # Warn while the rank is within this many places of the cut (0: only when past it).
+    warn_rank_margin: Annotated[int, Field(strict=True, ge=0)] = 0
+    # The cluster's epoch schedule (mainnet's by default); first_normal_slot: where the
+    # schedule's full-length epochs start (524,256 on a cluster with warm-up epochs).
+    slots_per_epoch: Annotated[int, Field(strict=True, ge=1)] = MAINNET_SLOTS_PER_EPOCH
+    first_normal_slot: Annotated[int, Field(strict=True, ge=0)] = 0
+    slot_time: PositiveDuration = MAINNET_SLOT_SECONDS
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.validators
+
+    @property
+    def min_balance(self) -> int:
+        """Lamports the vote account needs: the rent-exempt minimum plus the minimum above it."""
+        above = int(Decimal(str(self.min_vote_balance_sol)) * LAMPORTS_PER_SOL)
+        return VOTE_RENT_EXEMPT_LAMPORTS + above
+
+
+# -- the ranking and the boundary (pure) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a stake stands against the cut. ``rank``: 1 + the vote accounts of the others with
+    at least as much stake (ties count against it); ``cut_stake``: the others' stake at the cut
+    (the ``max_rank``-th largest of theirs; None: fewer others than places, no cut); ``gap``:
+    lamports it lacks to pass the cut (0: it passes)."""
+
+    rank: int
+    cut_stake: int | None
+    gap: int
+
+    def passes(self, max_rank: int) -> bool:
+        return self.rank <= max_rank
+
+
+def standing(stake: int, others: Iterable[int], max_rank: int) -> Standing:
+    """The rank of ``stake`` among the staked vote accounts ``others`` (itself left out) and what
+    it lacks to pass a cut of ``max_rank``. agave keeps the ``max_rank`` largest and drops every
+    account whose stake is at most the first one left out, so ``stake`` passes exactly when at
+    most ``max_rank - 1`` others have as much or more: when it is above the ``max_rank``-th
+    largest of the others."""
+    staked = [other for other in others if other > 0]
+    rank = 1 + sum(1 for other in staked if other >= stake)
+    if len(staked) < max_rank:
+        return Standing(rank, None, 0)
+    cut = heapq.nlargest(max_rank, staked)[-1]
+    return Standing(rank, cut, max(0, cut + 1 - stake))
+
+
+def admitted(stakes: Mapping[str, int], max_rank: int) -> set[str]:
+    """agave's cut of SIMD-0357, as written there (for the tests: ``standing`` must agree):
+    the staked accounts; past ``max_rank`` of them, those above the stake of the first one out."""
+    staked = {key: stake for key, stake in stakes.items() if stake > 0}
+    if len(staked) <= max_rank:
+        return set(staked)
+    floor = sorted(staked.values(), reverse=True)[max_rank]
+    return {key for key, stake in staked.items() if stake > floor}
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The next epoch boundary seen from ``slot``."""
+
+    epoch: int  # the epoch ``slot`` is in
+    next_slot: int  # the first slot of the next epoch
+    slots_left: int
+
+
+def next_boundary(slot: int, slots_per_epoch: int, first_normal_slot: int = 0) -> Boundary | None:
+    """Where the next epoch starts (None inside the warm-up, before ``first_normal_slot``: its
+    short epochs are long past on every running cluster)."""
+    if slot < first_normal_slot:
+        return None
+    into = slot - first_normal_slot
+    number, offset = divmod(into, slots_per_epoch)
+    first_normal_epoch = _warmup_epochs(first_normal_slot)
+    next_slot = first_normal_slot + (number + 1) * slots_per_epoch
+    return Boundary(first_normal_epoch + number, next_slot, slots_per_epoch - offset)
+
+
+def _warmup_epochs(first_normal_slot: int) -> int:
+    """Epochs of the warm-up (32, 64, 128 ... slots) before ``first_normal_slot``."""
+    epochs, length, slot = 0, 32, 0
+    while slot < first_normal_slot:
+        slot, length, epochs = slot + length, length * 2, epochs + 1
+    return epochs
+
+
+# -- the source ------------------------------------------------------------------------------
+
+
+class SharedVoteAccounts:
+    """The polls of one round (concurrent) share one getVoteAccounts call per reader (endpoint);
+    a later round calls again."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, asyncio.Task[VoteAccounts]] = {}
+
+    async def read(self, ledger: LedgerReader) -> VoteAccounts:
+        task = self._pending.get(id(ledger))
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._call(ledger))
+            self._pending[id(ledger)] = task
+        return await asyncio.shield(task)
+
+    async def _call(self, ledger: LedgerReader) -> VoteAccounts:
+        try:
+            return await ledger.get_vote_accounts()
+        finally:
+            self._pending.pop(id(ledger), None)
+
+
+@dataclass(frozen=True)
+class VatObservation:
+    """getVoteAccounts, and the watched validator's vote account (``vote_pubkey``; ``account``
+    None: no such account) read at ``slot``; ``vote_pubkey`` None: no vote account to read."""
+
+    votes: VoteAccounts
+    vote_pubkey: str | None
+    account: Account | None
+    slot: int | None
+
+
+def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
+    """The vote account of a watched vote or identity pubkey (an identity's most staked one);
+    None: in neither list."""
+    return classify_validators([watched], votes)[watched].vote_pubkey
+
+
+class VatSource:
+    name = "vat"
+    rule_kinds: tuple[str, ...] = (KIND_NAME,)
+
+    def __init__(self) -> None:
+        self.votes = SharedVoteAccounts()
+
+    async def observe(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> VatObservation:
+        votes = await self.votes.read(ledger)
+        # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
+        vote = vote_pubkey_of(target, votes) or target
+        read = await account_source.SOURCE.batcher.read(ledger, vote)
+        account = read.account
+        if account is not None and account.owner != VOTE_PROGRAM:
+            return VatObservation(votes, None, None, read.slot)
+        return VatObservation(votes, vote, account, read.slot)
+
+    def tip(self, observation: VatObservation) -> int | None:
+        return observation.slot
+
+    def doubt(
+        self,
+        state: TargetState | None,
+        observation: VatObservation,
+        now: float,
+        tip: SlotTip | None = None,
+    ) -> Doubt | None:
+        return vote_accounts_doubt(state, observation.votes) or older_slot(
+            (state or {}).get("slot"), observation.slot
+        )
+
+    def step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: VatObservation,
+        now: float,
+    ) -> StepOutcome:
+        mine = [
+            cast(VatEligibilityRule, rule)
+            for rule in rules
+            if rule.kind == KIND_NAME and target in rule.validators
+        ]
+
+        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
+            return {target: vat_assessment(cast(VatEligibilityRule, rule), target, observation)}
+
+        outcome = step_episodes(mine, state, now, assess)
+        new_state = {**(state or {}), **outcome.state, "v": STATE_VERSION}
+        new_state.update(vote_account_counts(observation.votes))
+        if observation.slot is not None:
+            new_state["slot"] = observation.slot
+        escalations = escalate(mine, target, state, outcome, now)
+        if escalations:
+            told = dict(new_state.get("escalated", {}))
+            told.update({alert.rule: alert.facts["episode"] for alert in escalations})
+            new_state["escalated"] = told
+        return StepOutcome(new_state, outcome.alerts + escalations)
+
+
+def escalate(
+    rules: Sequence[VatEligibilityRule],
+    target: str,
+    state: TargetState | None,
+    outcome: StepOutcome,
+    now: float,
+) -> tuple[AlertMessage, ...]:
+    """A validator that fired near the cut (``warn_rank_margin``) and now would fail the
+    ticket, while the same episode fires: said once per episode (a reminder, ``escalated``),
+    not left to the next ``repeat``. Pure."""
+    before = (state or {}).get("episodes", {})
+    told = (state or {}).get("escalated", {})
+    said = {(alert.rule, alert.subject) for alert in outcome.alerts}
+    out: list[AlertMessage] = []
+    for rule in rules:
+        was = before.get(rule.name, {}).get(target) or {}
+        now_ep = outcome.state["episodes"].get(rule.name, {}).get(target) or {}
+        details: dict[str, Any] = now_ep.get("details") or {}
+        if (
+            was.get("status") == now_ep.get("status") == "firing"
+            and (rule.name, target) not in said
+            and not (was.get("details") or {}).get("failing")
+            and details.get("failing")
+            and told.get(rule.name) != now_ep.get("number")
+        ):
+            facts = episode_facts(details, {}, now_ep, "repeat", now) | {"escalated": True}
+            key = f"{rule.name}|{target}|{now_ep.get('number')}|escalated"
+            out.append(
+                make_alert(rule, subject=target, reason="repeat", dedup_key=key, facts=facts)
+            )
+    return tuple(out)
+
+
+SOURCE = VatSource()
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A validator against the ticket: what each condition shows (pure values)."""
+
+    vote: VoteAccount | None  # its entry in getVoteAccounts; None: in neither list
+    balance: int | None  # its vote account's lamports; None: not seen
+    standing: Standing | None  # None: no stake to rank
+    staked: int  # vote accounts with stake
+
+
+def ticket_of(watched: str, observation: VatObservation, max_rank: int) -> Ticket:
+    accounts = (*observation.votes.current, *observation.votes.delinquent)
+    vote = next((a for a in accounts if a.vote_pubkey == observation.vote_pubkey), None)
+    if vote is None and observation.vote_pubkey is None:
+        found = [a for a in accounts if watched in (a.vote_pubkey, a.node_pubkey)]
+        vote = max(found, key=lambda a: a.activated_stake, default=None)
+    balance: int | None = None
+    if observation.vote_pubkey is not None:
+        balance = observation.account.lamports if observation.account is not None else 0
+    staked = [a.activated_stake for a in accounts if a.activated_stake > 0]
+    place = None
+    if vote is not None and vote.activated_stake > 0:
+        others = [a.activated_stake for a in accounts if a is not vote]
+        place = standing(vote.activated_stake, others, max_rank)
+    return Ticket(vote, balance, place, len(staked))
+
+
+def vat_assessment(rule: VatEligibilityRule, watched: str, obs: VatObservation) -> Assessment:
+    """Would the validator fail the ticket at the next boundary (or, with ``warn_rank_margin``,
+    is it that close to the cut), and the facts that tell each condition."""
+    ticket = ticket_of(watched, obs, rule.max_rank)
+    failing: list[Condition] = []
+    stake = ticket.vote.activated_stake if ticket.vote is not None else 0
+    if stake == 0:
+        failing.append("no_stake")
+    minimum = rule.min_balance
+    if ticket.balance is not None and ticket.balance < minimum:
+        failing.append("balance")
+    place = ticket.standing
+    if place is not None and not place.passes(rule.max_rank):
+        failing.append("rank")
+    near = (
+        not failing
+        and place is not None
+        and rule.warn_rank_margin > 0
+        and place.rank > rule.max_rank - rule.warn_rank_margin
+    )
+    boundary = (
+        None
+        if obs.slot is None
+        else next_boundary(obs.slot, rule.slots_per_epoch, rule.first_normal_slot)
+    )
+    facts: dict[str, Any] = {
+        "vote_pubkey": obs.vote_pubkey or (ticket.vote.vote_pubkey if ticket.vote else None),
+        "node_pubkey": ticket.vote.node_pubkey if ticket.vote is not None else None,
+        "activated_stake": stake,
+        "failing": failing,
+        "near_cut": near,
+        "balance": ticket.balance,
+        "min_balance": minimum,
+        "rent_exempt": VOTE_RENT_EXEMPT_LAMPORTS,
+        "balance_short": None if ticket.balance is None else max(0, minimum - ticket.balance),
+        "rank": place.rank if place is not None else None,
+        "max_rank": rule.max_rank,
+        "warn_rank_margin": rule.warn_rank_margin,
+        "staked_accounts": ticket.staked,
+        "cut_stake": place.cut_stake if place is not None else None,
+        "stake_gap": place.gap if place is not None else None,
+        "slot": obs.slot,
+        "epoch": boundary.epoch if boundary is not None else None,
+        "boundary_slot": boundary.next_slot if boundary is not None else None,
+        "slots_left": boundary.slots_left if boundary is not None else None,
+        "seconds_left": (
+            None if boundary is None else round(boundary.slots_left * rule.slot_time, 1)
+        ),
+    }
+    return bool(failing) or near, facts
+
+
+# -- wording ---------------------------------------------------------------------------------
+
+
+def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    failing: Sequence[str] = facts.get("failing") or ()
+    if facts["reason"] == "resolved":
+        title = validator_title(facts, shown, "passes the VAT again")
+        summary = f"Resolved after {facts['duration']}: every condition of the ticket passes."
+    elif facts.get("escalated"):
+        title = validator_title(facts, shown, f"now would miss the VAT: {_short(facts)}")
+        summary = (
+            "It was near the cut when this alert fired; now it would fail the validator "
+            "admission ticket at the next epoch boundary and sit out the epoch after it."
+        )
+    elif facts["reason"] == "repeat":
+        what = "would still miss the VAT" if failing else "is still near the VAT cut"
+        title = validator_title(facts, shown, f"{what} ({facts['duration']})")
+        summary = f"Still so for {facts['duration']}, {since_text(facts)}."
+    elif failing:
+        title = validator_title(facts, shown, f"would miss the VAT: {_short(facts)}")
+        summary = (
+            "It would fail the validator admission ticket at the next epoch boundary and sit "
+            "out the epoch after it."
+        )
+    else:
+        title = validator_title(
+            facts, shown, f"near the VAT cut: rank {facts['rank']:,} of {facts['max_rank']:,}"
+        )
+        summary = (
+            f"Inside the warning margin of {facts['warn_rank_margin']:,} places: a little "
+            "less stake, or a little more for others, and it falls out."
+        )
+    body = lines(
+        rule_line(facts),
+        *validator_lines(facts, shown, summary),
+        *_condition_lines(facts),
+        _boundary_line(facts),
+    )
+    return title, body
+
+
+def _short(facts: Facts) -> str:
+    parts = []
+    for condition in facts.get("failing") or ():
+        if condition == "no_stake":
+            parts.append("no activated stake")
+        elif condition == "balance":
+            parts.append(f"vote account {sol(facts['balance_short'])} short")
+        else:
+            parts.append(f"rank {facts['rank']:,} past {facts['max_rank']:,}")
+    left = facts.get("seconds_left")
+    tail = f" (boundary in {human_duration(float(left))})" if left is not None else ""
+    return ", ".join(parts) + tail
+
+
+def _condition_lines(facts: Facts) -> list[str | None]:
+    failing = set(facts.get("failing") or ())
+    stake = int(facts.get("activated_stake") or 0)
+    out: list[str | None] = []
+    if "no_stake" in failing:
+        out.append("No activated stake: the ticket takes only vote accounts with stake.")
+    else:
+        out.append(f"Activated stake: {sol(stake)}")
+    balance = facts.get("balance")
+    if balance is not None:
+        need = (
+            f"{sol(facts['min_balance'])} (the rent-exempt {sol(facts['rent_exempt'])} plus "
+            f"{sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
+        )
+        if "balance" in failing:
+            out.append(
+                f"Vote account balance: {sol(balance)}, {sol(facts['balance_short'])} short of "
+                f"{need}"
+            )
+        else:
+            out.append(f"Vote account balance: {sol(balance)} (needs {need})")
+    rank = facts.get("rank")
+    if rank is not None:
+        among = f"among {facts['staked_accounts']:,} staked vote accounts"
+        where = f"Rank by activated stake: {rank:,} {among}, cut at {facts['max_rank']:,}"
+        if "rank" in failing:
+            where += (
+                f": it needs {sol(facts['stake_gap'])} more to pass the "
+                f"{sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
+            )
+        out.append(where)
+    return out
+
+
+def _boundary_line(facts: Facts) -> str | None:
+    left = facts.get("seconds_left")
+    if left is None:
+        return None
+    return (
+        f"Next epoch boundary: epoch {int(facts['epoch']) + 1:,} starts at slot "
+        f"{facts['boundary_slot']:,}, {facts['slots_left']:,} slots away (about "
+        f"{human_duration(float(left))})"
+    )
+
+
+def samples(rule: VatEligibilityRule) -> list[AlertMessage]:
+    """The rule's first validator's vote account drained under the minimum, then topped up."""
+    watched = rule.validators[0]
+    others = [
+        VoteAccount(
+            vote_pubkey=sample_key(f"vote {n}"),
+            node_pubkey=sample_key(f"node {n}"),
+            activated_stake=10**15,
+            last_vote=5000,
+        )
+        for n in range(3)
+    ]
+    mine = VoteAccount(
+        vote_pubkey=watched, node_pubkey=sample_key("node"), activated_stake=10**14, last_vote=5000
+    )
+    votes = VoteAccounts(current=[*others, mine], delinquent=[])
+
+    def answer(bad: bool) -> VatObservation:
+        lamports = rule.min_balance - (10**8 if bad else -(10**9))
+        account = sample_account(lamports, owner=VOTE_PROGRAM)
+        return VatObservation(votes, watched, account, 300_000_123)
+
+    return episode_samples(
+        rule, lambda state, bad, now: SOURCE.step([rule], watched, state, answer(bad), now)
+    )
+
+
+KIND = Kind(model=VatEligibilityRule, source=SOURCE, wording=vat_text, samples=samples)
