@@ -106,6 +106,9 @@ def test_every_kind_has_a_source() -> None:
         "version_drift": "nodes",
         "cluster_stalled": "votes",  # one getVoteAccounts call serves every votes kind
         "vote_lag": "votes",
+        # Its own target per validator: one getVoteAccounts a round and the vote account's
+        # balance through the accounts source's batched read.
+        "vat_eligibility": "vat",
         "balance_below": "accounts",
         "supply_changed": "supply",
         "token_accounts": "token_accounts",

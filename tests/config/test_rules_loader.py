@@ -653,6 +653,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "new_transactions",
             "holder_changes",
             "delinquent_validators",
+            "vat_eligibility",
             "version_drift",
             "balance_below",
             "balance_below",
@@ -682,6 +683,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         "treasury.yaml",
         "validator_health.yaml",
         "validators.yaml",
+        "vat.yaml",
         "whales.yaml",
     ]
 
