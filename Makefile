@@ -19,6 +19,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check watcher tests bench deploy/grafana
 	$(BIN)/ruff check watcher tests bench deploy/grafana
 	$(BIN)/mypy watcher tests bench deploy/grafana/dashboard.py
+	$(BIN)/lint-imports  # the layers and the pure steps' contracts (pyproject.toml)
 	$(BIN)/watcher check --config examples/watcher.yaml
 	deploy/ensure-postgresql  # the PostgreSQL tests' server binaries (installs them as root)
 	deploy/ensure-monitoring  # Prometheus, promtool, Alertmanager for the deploy/ tests (installs them as root)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from watcher.app import Daemon  # noqa: E402
-from watcher.config.check import load_config  # noqa: E402
+from watcher.checks import load_config  # noqa: E402
 from watcher.config.ruleset import RuleSet  # noqa: E402
 from watcher.kinds import KINDS, SOURCES  # noqa: E402
 from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402

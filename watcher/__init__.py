@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from watcher.app import Daemon
-    from watcher.config.check import load_config
+    from watcher.checks import load_config
     from watcher.config.reading import load_settings
     from watcher.config.rules import load_rules
     from watcher.config.ruleset import RuleSet
@@ -43,7 +43,7 @@ _WHERE = {
     "RuleSet": "watcher.config.ruleset",
     "Settings": "watcher.config.settings",
     "load_settings": "watcher.config.reading",
-    "load_config": "watcher.config.check",
+    "load_config": "watcher.checks",
     "load_rules": "watcher.config.rules",
     "WatcherError": "watcher.core.errors",
     "ConfigError": "watcher.core.errors",

@@ -34,7 +34,7 @@ def fail_with_problems(problems: list[object]) -> None:
 
 
 def load(config: Path) -> tuple[Settings, RuleSet]:
-    from watcher.config.check import load_config
+    from watcher.checks import load_config
     from watcher.config.ruleset import RuleSet
     from watcher.kinds import KINDS
 

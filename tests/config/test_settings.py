@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.config.check import check_config, load_config
+from watcher.checks import check_config, load_config
 from watcher.config.reading import load_settings
 from watcher.config.rules import load_rules
 from watcher.config.settings import Settings

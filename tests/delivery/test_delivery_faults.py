@@ -359,7 +359,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
     """A bug that kills the sender task must not leave the daemon polling with nobody
     delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
     from watcher.app import Daemon
-    from watcher.config.check import load_config
+    from watcher.checks import load_config
     from watcher.config.ruleset import RuleSet
     from watcher.core.errors import DaemonFailed
     from watcher.ledger.simulator import Ledger, SimulatorServer

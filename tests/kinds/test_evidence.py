@@ -19,7 +19,7 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.config.check import check_config
+from watcher.checks import check_config
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
 from watcher.ledger.models import TokenAmount

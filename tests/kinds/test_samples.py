@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from watcher.checks.templates import sample_alerts, template_problems
 from watcher.config.rules import load_rules
-from watcher.config.template_check import sample_alerts, template_problems
 from watcher.kinds import KINDS, RULE_MODELS
 from watcher.ledger.simulator.accounts import sample_message
 

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_vote_kinds import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
 
+from watcher.checks.templates import sample_alerts, template_problems
 from watcher.config.ruleset import RuleSet
-from watcher.config.template_check import sample_alerts, template_problems
 from watcher.kinds import KINDS, digest_words
 
 STAKE = rule("stake_changed", name="stake", validators=[MINE], min_change_pct=10)

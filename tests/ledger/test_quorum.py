@@ -17,7 +17,7 @@ import structlog
 import yaml
 
 from watcher.app import Daemon
-from watcher.config.check import load_config
+from watcher.checks import load_config
 from watcher.config.ruleset import Job, RuleSet
 from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES

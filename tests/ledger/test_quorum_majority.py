@@ -18,7 +18,7 @@ from watcher.alerting.builtin import DISAGREEMENT_TARGET
 from watcher.alerting.builtin import SOURCE as BUILTIN
 from watcher.alerting.messages import disagreement_text
 from watcher.app import Daemon
-from watcher.config.check import load_config
+from watcher.checks import load_config
 from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES

@@ -23,8 +23,6 @@ from watcher.state.database import (
 )
 from watcher.state.store import Store
 
-from support.imports import imported_modules
-
 OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
 MAIL = Destination("ops", "mailto://127.0.0.1:9?from=w@example.com&to=SECRETBOX99@example.com")
 
@@ -353,28 +351,6 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
     as_dict = treasury.as_dict()
     assert as_dict["deliveries"][0]["status"] == "sent"
     assert as_dict["facts"] == {"n": 1}
-
-
-# -- pure code keeps away from the state ------------------------------------------------------
-
-PACKAGE = Path(__file__).resolve().parents[2] / "watcher"
-PURE = [
-    *sorted((PACKAGE / "kinds").glob("*.py")),
-    *sorted((PACKAGE / "alerting").glob("*.py")),
-    PACKAGE / "delivery" / "digest.py",
-    PACKAGE / "delivery" / "outbox.py",
-    PACKAGE / "ruletest" / "format.py",
-]
-
-
-def test_pure_code_imports_nothing_from_the_state() -> None:
-    imports = imported_modules(PURE)
-    from_state = {
-        f"{path.parent.name}/{path.name}": sorted(n for n in names if n.startswith("watcher.state"))
-        for path, names in imports.items()
-    }
-    assert len(from_state) == len(PURE) > 20
-    assert {module: names for module, names in from_state.items() if names} == {}
 
 
 def test_the_store_is_a_context_manager_that_closes_the_file(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watcher.app import Daemon
-from watcher.config.check import load_config
+from watcher.checks import load_config
 from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from watcher.config.check import check_config
+from watcher.checks import check_config
 from watcher.config.reading import load_settings
 from watcher.config.settings import Settings
 from watcher.kinds import KINDS

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,13 +64,17 @@ def load_settings(path: Path | str, env: Mapping[str, str] | None = None) -> Set
     return reading.settings
 
 
+# What valid settings point at, checked by a caller that knows the parts (``watcher.checks``):
+# each problem as the location of the key it is about and why.
+DeepCheck = Callable[[Settings], Iterable[tuple[Loc, str]]]
+
+
 def read_settings(
-    path: Path | str, env: Mapping[str, str] | None = None, *, deep: bool = False
+    path: Path | str, env: Mapping[str, str] | None = None, *, deep: DeepCheck | None = None
 ) -> SettingsReading:
-    """Like ``load_settings``, but returns the problems instead of raising. ``deep``: also check
-    what the settings point at (as ``watcher check`` and ``run`` do): that ``state_path`` (when
-    no ``state_url`` is given) can be the state database (opened read-only if it exists; nothing
-    is created) and that Apprise can read every channel URL."""
+    """Like ``load_settings``, but returns the problems instead of raising. ``deep``: also
+    check what valid settings point at (``watcher check`` and ``run`` do: the state database,
+    the channel URLs), each problem placed at its key's line."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config_path = normalized(Path(path), Path.cwd())
     try:
@@ -113,26 +117,8 @@ def read_settings(
         return SettingsReading(None, _ordered(problems, document), existing, channels)
 
     settings = settings._resolved(base, config_path)
-    if deep:
-        from watcher.state.database import state_path_problem
-
-        # With state_url the SQLite file is not used; the database is checked by connecting
-        # (watcher.state.pg_connect), which `check` and `run` do, not every reading.
-        state_problem = None if settings.state_url else state_path_problem(settings.state_path)
-        if state_problem is not None:
-            message = f"state_path: {display_path(settings.state_path)}: {state_problem}"
-            problems.append(_locate(("state_path",), message, document, from_env, environ))
-        from watcher.delivery.alertmanager import is_alertmanager
-        from watcher.delivery.notify_check import unreadable_urls
-
-        for name, index in unreadable_urls(settings.channels):
-            loc: Loc = ("channels", name, index)
-            reader = (
-                "not a readable alertmanager://host:port[/prefix] URL"
-                if is_alertmanager(settings.channels[name][index])
-                else "Apprise cannot read this URL"
-            )
-            why = f"{reader} (not shown: it may hold secrets)"
+    if deep is not None:
+        for loc, why in deep(settings):
             message = f"{format_loc(loc)}: {why}"
             problems.append(_locate(loc, message, document, from_env, environ))
     return SettingsReading(settings, _ordered(problems, document), existing, set(settings.channels))

@@ -73,8 +73,11 @@ from watcher.config.yamlpos import (
 )
 from watcher.core.errors import ConfigError, Problem
 from watcher.core.events import Severity
-from watcher.state.shards import LEASE_TTL_SECONDS
 
+# ``lease_ttl``'s default: a lease's time to live, by the database's clock. The lease loop
+# renews three times per time to live, so two renewals may fail before a lease lapses; a
+# delivery's claim lives as long and is extended at each renewal.
+LEASE_TTL_SECONDS = 15.0
 ENV_PREFIX = "WATCHER_"
 ENV_NESTED_DELIMITER = "__"
 # Keys whose values are secrets: never quoted in a problem.

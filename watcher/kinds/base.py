@@ -216,7 +216,7 @@ class Kind:
     wording: Wording
     digest: DigestWords | None = None
     # Alerts of every transition of the kind for a rule, as facts: ``watcher check`` renders
-    # the rule's templates against them (``watcher.config.template_check``).
+    # the rule's templates against them (``watcher.checks.templates``).
     samples: Callable[[Any], list[AlertMessage]] | None = None
 
     @property

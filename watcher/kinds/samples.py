@@ -1,7 +1,7 @@
 """What a kind's ``samples`` (``watcher.kinds.base.Kind``) are made of: made-up keys, a fixed
 time, a plain account, and the walk of a state kind through every transition (firing, repeat,
 resolved). ``watcher check`` renders a rule's templates against its kind's samples
-(``watcher.config.template_check``), so a template that fails on a fact is found before an
+(``watcher.checks.templates``), so a template that fails on a fact is found before an
 alert needs it. Samples come from the kind's own step (or alert builder), so their facts are
 exactly what real alerts carry."""
 

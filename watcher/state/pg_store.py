@@ -46,6 +46,7 @@ import structlog
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from watcher.config.settings import LEASE_TTL_SECONDS
 from watcher.core.errors import LeaseLost, StateError, StateUnusable
 from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.fastjson import decode_json
@@ -58,7 +59,7 @@ from watcher.state.pg_errors import pg_state_error
 from watcher.state.pg_summary import SharedStatus
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-from watcher.state.shards import LEASE_TTL_SECONDS, balanced_share, plan, rank_of, shard_of
+from watcher.state.shards import balanced_share, plan, rank_of, shard_of
 from watcher.state.snapshot import Firing, Outbox
 from watcher.state.source_rounds import SourceRound
 from watcher.state.targets import STAGED_LIMIT

@@ -32,10 +32,6 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 SHARDS = 1024
-# A lease's time to live, by the database's clock. The lease loop renews three times per time
-# to live, so two renewals may fail before a lease lapses; a delivery's claim lives as long and
-# is extended at each renewal.
-LEASE_TTL_SECONDS = 15.0
 
 
 def shard_of(source: str, target: str) -> int:
