@@ -34,6 +34,7 @@ FIELDS: dict[str, Any] = {
     "token_accounts": lambda key: {"owners": [key]},
     "new_assets": lambda key: {"collection": key},
     "program_accounts": lambda key: {"program": key},
+    "nonce_accounts": lambda key: {"authorities": [key]},
     "asset_changed": lambda key: {"assets": [key]},
     "stake_changed": lambda key: {"validators": [key]},
     "commission_changed": lambda key: {"validators": [key]},

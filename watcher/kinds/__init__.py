@@ -59,6 +59,7 @@ from watcher.kinds import (
     editions,
     fee,
     holders,
+    nonce_accounts,
     program_accounts,
     stake,
     supply,
@@ -89,6 +90,7 @@ KINDS: Mapping[str, Kind] = {
         fee.KIND,
         account_changed.KIND,
         editions.KIND,
+        nonce_accounts.KIND,
     )
 }
 

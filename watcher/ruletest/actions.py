@@ -7,6 +7,7 @@ from __future__ import annotations
 from watcher.config.yamlpos import Loc, YamlDocument, format_loc
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import KEEP, Ledger
+from watcher.ruletest.authority_format import authority_change, seed_nonce_account
 from watcher.ruletest.das_format import (
     das_change,
     seed_asset,
@@ -51,6 +52,8 @@ def seed_ledger(setup: LedgerSetup, ledger: Ledger, document: YamlDocument) -> N
         seed_program_account(ledger, program_account)
     for editions in setup.editions:
         seed_editions(ledger, editions)
+    for nonce in setup.nonce_accounts:
+        seed_nonce_account(ledger, nonce)
 
 
 def apply_to(ledger: Ledger, action: Action) -> None:
@@ -58,6 +61,7 @@ def apply_to(ledger: Ledger, action: Action) -> None:
     ``LookupError``/``ValueError`` when the ledger refuses it."""
     _change(ledger, action)
     das_change(ledger, action)
+    authority_change(ledger, action)
 
 
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:
