@@ -235,3 +235,32 @@ async def test_a_transient_failure_fails_the_poll(server: SimulatorServer) -> No
     async with RpcClient(server.url, max_attempts=1) as client:
         with pytest.raises(TransientRpcError):
             await SOURCE.observe(client, TARGET, None)
+
+
+def test_watcher_simulate_creates_moves_advances_and_closes_a_nonce_account() -> None:
+    from typer.testing import CliRunner
+
+    from watcher.cli import app
+    from watcher.ruletest.control import apply_control
+
+    ledger = Ledger(seed=4)
+    programs = das_of(ledger).programs
+    with SimulatorServer(ledger, control=lambda body: apply_control(ledger, body)) as served:
+
+        def simulate(*args: str) -> tuple[int, str]:
+            result = CliRunner().invoke(
+                app, ["simulate", "nonce", *args, "--port", str(served.port)]
+            )
+            return result.exit_code, result.stdout + result.stderr
+
+        code, said = simulate(ACCOUNT)
+        assert code == 1 and "name its authority to create it" in said
+        assert simulate(ACCOUNT, "--authority", SIGNER)[0] == 0
+        first = decode_nonce_of(served, ACCOUNT)
+        assert first.authority == SIGNER
+        assert simulate(ACCOUNT, "--advance")[0] == 0
+        assert decode_nonce_of(served, ACCOUNT).nonce != first.nonce
+        assert simulate(ACCOUNT, "--authority", STRANGER)[0] == 0
+        assert decode_nonce_of(served, ACCOUNT).authority == STRANGER
+        assert simulate(ACCOUNT, "--close")[0] == 0
+        assert programs.data_of(SYSTEM_PROGRAM, ACCOUNT) is None
