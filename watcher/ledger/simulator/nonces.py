@@ -72,3 +72,21 @@ def set_nonce_account(
 
 def close_nonce_account(ledger: Ledger, account: str) -> None:
     das_of(ledger).programs.close_program_account(SYSTEM_PROGRAM, account)
+
+
+# -- the demo (``watcher demo``): what rules/nonces.yaml watches -------------------------------
+
+COUNCIL_SIGNER_1: Final = "8jvsG4nh6MUfw9GLFWXVhC6ZKPor7WnsvZ3wz3aeTNNN"
+COUNCIL_SIGNER_2: Final = "GJYDZgtruvFsKFpu5APHPVW7aR4bn7YbzmH19SNd1nfr"
+DEMO_EXISTING_NONCE: Final = "6p58abEkRfZpd64X1hoCg8dRBT2e4sxUQjkUdjx6uKuK"
+DEMO_STAGED_NONCE: Final = "66Pua1zfapUjH6KW4fr8hnCbzmvtXNHLk7SBvTeM9Dxs"
+
+
+def nonce_demo_setup(ledger: Ledger) -> None:
+    """The council's first signer already holds a durable nonce account (the inventory)."""
+    set_nonce_account(ledger, DEMO_EXISTING_NONCE, authority=COUNCIL_SIGNER_1)
+
+
+def nonce_demo_stage(ledger: Ledger) -> None:
+    """A durable nonce account appears on the second signer's key."""
+    set_nonce_account(ledger, DEMO_STAGED_NONCE, authority=COUNCIL_SIGNER_2)
