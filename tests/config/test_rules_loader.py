@@ -668,6 +668,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "new_assets",
             "program_accounts",
             "nonce_accounts",
+            "token_authorities",
             "asset_changed",
             "fee_above",
             "account_changed",
@@ -675,6 +676,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         ]
     )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
+        "authorities.yaml",
         "balances.yaml",
         "drift.yaml",
         "nft.yaml",

@@ -35,6 +35,7 @@ FIELDS: dict[str, Any] = {
     "new_assets": lambda key: {"collection": key},
     "program_accounts": lambda key: {"program": key},
     "nonce_accounts": lambda key: {"authorities": [key]},
+    "token_authorities": lambda key: {"mints": [key]},
     "asset_changed": lambda key: {"assets": [key]},
     "stake_changed": lambda key: {"validators": [key]},
     "commission_changed": lambda key: {"validators": [key]},

@@ -44,8 +44,11 @@ SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "fees": ("getFeeForMessage",),
     "editions": ("getNftEditions",),
     "nonces": (NONCE_METHOD,),
+    "mint_powers": ("getMultipleAccounts",),
 }
-KEYS_PER_CALL: Final = {"accounts": 100}  # targets one call serves
+KEYS_PER_CALL: Final = {"accounts": 100, "mint_powers": 100}  # keys one call serves
+# Sources whose target is a rule's keys, comma-separated (one inventory per rule).
+JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers"})
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def method_costs(jobs: Iterable[Job]) -> list[MethodCost]:
 
 def _keys(job: Job) -> int:
     """What a job's polls ask for: its targets, or the keys they hold (``nonces``)."""
-    if job.source == "nonces":
+    if job.source in JOINED_SOURCES:
         return sum(target.count(",") + 1 for target in job.targets)
     return len(job.targets)
 

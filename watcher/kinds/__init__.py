@@ -64,6 +64,7 @@ from watcher.kinds import (
     stake,
     supply,
     token_accounts,
+    token_authorities,
     transactions,
     vote_lag,
 )
@@ -91,6 +92,7 @@ KINDS: Mapping[str, Kind] = {
         account_changed.KIND,
         editions.KIND,
         nonce_accounts.KIND,
+        token_authorities.KIND,
     )
 }
 

@@ -59,7 +59,12 @@ from watcher.config.yamlpos import (
 )
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.outbox import AlertRecord
-from watcher.ruletest.authority_format import NonceAccountChange
+from watcher.ruletest.authority_format import (
+    MintChange,
+    MultisigChange,
+    NonceAccountChange,
+    ProgramChange,
+)
 from watcher.ruletest.das_format import (
     AssetSeed,
     EditionsSeed,
@@ -186,6 +191,9 @@ class Action(_Strict):
     close_program_account: ProgramAccountKey | None = None
     set_nonce_account: NonceAccountChange | None = None  # watcher.ruletest.authority_format
     close_nonce_account: Pubkey | None = None
+    set_mint: MintChange | None = None
+    set_upgradeable_program: ProgramChange | None = None
+    set_multisig: MultisigChange | None = None
     print_edition: PrintEdition | None = None
     set_supply: HolderSupply | None = None
 
@@ -210,6 +218,9 @@ class LedgerSetup(_Strict):
     assets: list[AssetSeed] = []
     program_accounts: list[ProgramAccountSeed] = []
     nonce_accounts: list[NonceAccountChange] = []  # watcher.ruletest.authority_format
+    mints: list[MintChange] = []
+    programs: list[ProgramChange] = []
+    multisigs: list[MultisigChange] = []
     editions: list[EditionsSeed] = []
 
 
