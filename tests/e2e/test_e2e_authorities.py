@@ -1,0 +1,85 @@
+"""End to end, the account-decoding kinds of "who can move the funds": a real `watcher run`
+against the simulator, polling every 200 ms. ``token_authorities``: the first poll's inventory,
+a mint authority handed over notified once, a mint no rule watches never; through a 5 s outage
+of the ledger nothing is said, and the freeze authority removed during it is said once after; a
+mint that stops decoding cannot be verified, then resolves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watcher.ledger.simulator import Ledger
+from watcher.ledger.simulator.authorities import TOKEN_PROGRAM, set_mint
+from watcher.ledger.simulator.das import das_of
+from watcher.ledger.simulator.keys import derived_pubkey
+
+from support.world import World, make_world
+
+pytestmark = pytest.mark.e2e
+
+MINT, OTHER_MINT = derived_pubkey("e2e powers mint"), derived_pubkey("e2e unwatched mint")
+COUNCIL, ATTACKER = derived_pubkey("e2e council"), derived_pubkey("e2e attacker")
+
+
+def short(key: str) -> str:
+    return f"{key[:4]}…{key[-4:]}"
+
+
+def power_rules() -> list[dict[str, Any]]:
+    common = {"every": "200ms", "group_wait": "0s", "severity": "critical", "notify": ["hooks"]}
+    return [{"name": "mint-powers", "kind": "token_authorities", "mints": [MINT], **common}]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    ledger = Ledger(seed=13)
+    set_mint(ledger, MINT, mint_authority=COUNCIL, freeze_authority=COUNCIL)
+    set_mint(ledger, OTHER_MINT, mint_authority=COUNCIL)
+    # The outage fails every call for 5 s: rpc_unhealthy (tested on its own) stays out of it.
+    yield from make_world(tmp_path, ledger, rules=power_rules(), health={"unhealthy_after": 10_000})
+
+
+def test_token_authorities_inventory_change_outage_and_unverifiable(world: World) -> None:
+    world.daemon.start()
+    [inventory] = world.wait_notes(1)
+    assert inventory["title"] == "[INFO] mint-powers: 1 watched mint, 1 decoded (inventory)"
+    assert f"{MINT}: mint authority {COUNCIL}, freeze authority {COUNCIL}" in inventory["message"]
+
+    set_mint(world.ledger, OTHER_MINT, mint_authority=ATTACKER)  # no rule watches it
+    set_mint(world.ledger, MINT, mint_authority=ATTACKER)
+    notes = world.wait_notes(2)
+    assert notes[1]["title"] == (
+        f"[CRITICAL] mint-powers: mint {short(MINT)}: mint authority changed: "
+        f"{short(COUNCIL)} -> {short(ATTACKER)}"
+    )
+
+    world.ledger.faults.inject("http_503_html", count=1_000_000)
+    world.wait_polls("getMultipleAccounts", 2)
+    set_mint(world.ledger, MINT, freeze_authority=None)
+    time.sleep(5)
+    assert len(world.notes()) == 2
+    world.ledger.faults.clear()
+    notes = world.wait_notes(3)
+    assert notes[2]["title"] == (
+        f"[CRITICAL] mint-powers: mint {short(MINT)}: freeze authority removed "
+        f"(was {short(COUNCIL)})"
+    )
+    world.wait_polls("getMultipleAccounts", 6)
+    assert len(world.notes()) == 3
+
+    das_of(world.ledger).programs.set_program_account(TOKEN_PROGRAM, MINT, bytes(82))
+    notes = world.wait_notes(4)
+    assert notes[3]["title"] == f"[CRITICAL] mint-powers: mint {short(MINT)} cannot be verified"
+    set_mint(world.ledger, MINT)
+    notes = world.wait_notes(5)
+    assert notes[4]["title"] == (
+        f"[RESOLVED] mint-powers: mint {short(MINT)} can be verified again"
+    )
+    world.wait_polls("getMultipleAccounts", 4)
+    assert len(world.notes()) == 5
+    assert OTHER_MINT not in "".join(note["message"] for note in world.notes())
