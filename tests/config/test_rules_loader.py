@@ -669,6 +669,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "program_accounts",
             "nonce_accounts",
             "token_authorities",
+            "upgrade_authority",
             "asset_changed",
             "fee_above",
             "account_changed",

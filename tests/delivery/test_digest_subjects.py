@@ -36,6 +36,7 @@ FIELDS: dict[str, Any] = {
     "program_accounts": lambda key: {"program": key},
     "nonce_accounts": lambda key: {"authorities": [key]},
     "token_authorities": lambda key: {"mints": [key]},
+    "upgrade_authority": lambda key: {"programs": [key]},
     "asset_changed": lambda key: {"assets": [key]},
     "stake_changed": lambda key: {"validators": [key]},
     "commission_changed": lambda key: {"validators": [key]},

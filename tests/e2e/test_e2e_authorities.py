@@ -2,7 +2,8 @@
 against the simulator, polling every 200 ms. ``token_authorities``: the first poll's inventory,
 a mint authority handed over notified once, a mint no rule watches never; through a 5 s outage
 of the ledger nothing is said, and the freeze authority removed during it is said once after; a
-mint that stops decoding cannot be verified, then resolves."""
+mint that stops decoding cannot be verified, then resolves. ``upgrade_authority``: a redeploy
+during an outage said once after, then the program made immutable."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.authorities import TOKEN_PROGRAM, set_mint
+from watcher.ledger.simulator.authorities import TOKEN_PROGRAM, set_mint, set_upgradeable_program
 from watcher.ledger.simulator.das import das_of
 from watcher.ledger.simulator.keys import derived_pubkey
 
@@ -83,3 +84,42 @@ def test_token_authorities_inventory_change_outage_and_unverifiable(world: World
     world.wait_polls("getMultipleAccounts", 4)
     assert len(world.notes()) == 5
     assert OTHER_MINT not in "".join(note["message"] for note in world.notes())
+
+
+PROGRAM = derived_pubkey("e2e watched program")
+
+
+@pytest.fixture
+def program_world(tmp_path: Path) -> Iterator[World]:
+    ledger = Ledger(seed=14)
+    set_upgradeable_program(ledger, PROGRAM, upgrade_authority=COUNCIL)
+    common = {"every": "200ms", "group_wait": "0s", "notify": ["hooks"]}
+    rules = [{"name": "upgrades", "kind": "upgrade_authority", "programs": [PROGRAM], **common}]
+    yield from make_world(tmp_path, ledger, rules=rules, health={"unhealthy_after": 10_000})
+
+
+def test_upgrade_authority_redeploy_through_an_outage_then_immutable(program_world: World) -> None:
+    world = program_world
+    world.daemon.start()
+    [inventory] = world.wait_notes(1)
+    assert inventory["title"] == "[INFO] upgrades: 1 watched program, 1 decoded (inventory)"
+    assert f"{PROGRAM}: upgrade authority {COUNCIL}, deploy slot " in inventory["message"]
+
+    world.ledger.faults.inject("http_503_html", count=1_000_000)
+    world.wait_polls("getMultipleAccounts", 2)
+    set_upgradeable_program(world.ledger, PROGRAM, redeploy=True)
+    time.sleep(5)
+    assert len(world.notes()) == 1
+    world.ledger.faults.clear()
+    notes = world.wait_notes(2)
+    assert notes[1]["title"].startswith(
+        f"[WARNING] upgrades: program {short(PROGRAM)}: redeployed (deploy slot "
+    )
+    set_upgradeable_program(world.ledger, PROGRAM, upgrade_authority=None)
+    notes = world.wait_notes(3)
+    assert notes[2]["title"] == (
+        f"[WARNING] upgrades: program {short(PROGRAM)}: made immutable: upgrade authority "
+        f"removed (was {short(COUNCIL)})"
+    )
+    world.wait_polls("getMultipleAccounts", 6)
+    assert len(world.notes()) == 3

@@ -45,10 +45,15 @@ SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "editions": ("getNftEditions",),
     "nonces": (NONCE_METHOD,),
     "mint_powers": ("getMultipleAccounts",),
+    "program_powers": ("getMultipleAccounts",),  # the programs, then their program data
 }
-KEYS_PER_CALL: Final = {"accounts": 100, "mint_powers": 100}  # keys one call serves
+KEYS_PER_CALL: Final = {
+    "accounts": 100,
+    "mint_powers": 100,
+    "program_powers": 50,
+}  # keys one call serves
 # Sources whose target is a rule's keys, comma-separated (one inventory per rule).
-JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers"})
+JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers", "program_powers"})
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from watcher.kinds import (
     token_accounts,
     token_authorities,
     transactions,
+    upgrade_authority,
     vote_lag,
 )
 from watcher.kinds.base import DigestWords, Kind, Source
@@ -93,6 +94,7 @@ KINDS: Mapping[str, Kind] = {
         editions.KIND,
         nonce_accounts.KIND,
         token_authorities.KIND,
+        upgrade_authority.KIND,
     )
 }
 

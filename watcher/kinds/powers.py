@@ -296,11 +296,13 @@ class PowersWords:
     labels: Mapping[str, str]
     nobody: str = "none"
     verb: Callable[[Mapping[str, Any], Presentation], str | None] | None = None
-    show: Callable[[str, Any, Presentation], str] | None = None
+    # A field's value in words (None: as a key or a number).
+    show: Callable[[str, Any], str | None] | None = None
 
     def value(self, name: str, value: Any, shown: Presentation, *, short: bool = False) -> str:
-        if self.show is not None:
-            return self.show(name, value, shown)
+        said = None if self.show is None else self.show(name, value)
+        if said is not None:
+            return said
         if value is None:
             return self.nobody
         if isinstance(value, str):
