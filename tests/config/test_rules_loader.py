@@ -670,6 +670,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "nonce_accounts",
             "token_authorities",
             "upgrade_authority",
+            "multisig_changed",
             "asset_changed",
             "fee_above",
             "account_changed",

@@ -37,6 +37,7 @@ FIELDS: dict[str, Any] = {
     "nonce_accounts": lambda key: {"authorities": [key]},
     "token_authorities": lambda key: {"mints": [key]},
     "upgrade_authority": lambda key: {"programs": [key]},
+    "multisig_changed": lambda key: {"multisigs": [key]},
     "asset_changed": lambda key: {"assets": [key]},
     "stake_changed": lambda key: {"validators": [key]},
     "commission_changed": lambda key: {"validators": [key]},

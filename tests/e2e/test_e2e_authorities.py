@@ -3,7 +3,8 @@ against the simulator, polling every 200 ms. ``token_authorities``: the first po
 a mint authority handed over notified once, a mint no rule watches never; through a 5 s outage
 of the ledger nothing is said, and the freeze authority removed during it is said once after; a
 mint that stops decoding cannot be verified, then resolves. ``upgrade_authority``: a redeploy
-during an outage said once after, then the program made immutable."""
+during an outage said once after, then the program made immutable. ``multisig_changed``: its
+transaction counter moving is no change; a member added during an outage is said once after."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from typing import Any
 import pytest
 
 from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.authorities import TOKEN_PROGRAM, set_mint, set_upgradeable_program
+from watcher.ledger.simulator.authorities import (
+    TOKEN_PROGRAM,
+    set_mint,
+    set_multisig,
+    set_upgradeable_program,
+)
 from watcher.ledger.simulator.das import das_of
 from watcher.ledger.simulator.keys import derived_pubkey
 
@@ -123,3 +129,42 @@ def test_upgrade_authority_redeploy_through_an_outage_then_immutable(program_wor
     )
     world.wait_polls("getMultipleAccounts", 6)
     assert len(world.notes()) == 3
+
+
+MULTISIG = derived_pubkey("e2e watched multisig")
+MEMBER = derived_pubkey("e2e member")
+
+
+@pytest.fixture
+def multisig_world(tmp_path: Path) -> Iterator[World]:
+    ledger = Ledger(seed=15)
+    set_multisig(ledger, MULTISIG, members={COUNCIL: 7, MEMBER: 7}, threshold=2)
+    common = {"every": "200ms", "group_wait": "0s", "notify": ["hooks"]}
+    rules = [{"name": "ms", "kind": "multisig_changed", "multisigs": [MULTISIG], **common}]
+    yield from make_world(tmp_path, ledger, rules=rules, health={"unhealthy_after": 10_000})
+
+
+def test_multisig_changed_counters_are_quiet_a_change_through_an_outage_is_said_once(
+    multisig_world: World,
+) -> None:
+    world = multisig_world
+    world.daemon.start()
+    [inventory] = world.wait_notes(1)
+    assert inventory["title"] == "[INFO] ms: 1 watched multisig, 1 decoded (inventory)"
+    set_multisig(world.ledger, MULTISIG, transaction_index=5)  # no change of its powers
+    world.wait_polls("getMultipleAccounts", 4)
+    assert len(world.notes()) == 1
+
+    world.ledger.faults.inject("http_503_html", count=1_000_000)
+    world.wait_polls("getMultipleAccounts", 2)
+    set_multisig(world.ledger, MULTISIG, members={COUNCIL: 7, MEMBER: 7, ATTACKER: 7})
+    time.sleep(5)
+    assert len(world.notes()) == 1
+    world.ledger.faults.clear()
+    notes = world.wait_notes(2)
+    assert notes[1]["title"] == (
+        f"[WARNING] ms: multisig {short(MULTISIG)}: member added: {short(ATTACKER)} "
+        "(initiate, vote, execute)"
+    )
+    world.wait_polls("getMultipleAccounts", 6)
+    assert len(world.notes()) == 2

@@ -46,14 +46,17 @@ SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "nonces": (NONCE_METHOD,),
     "mint_powers": ("getMultipleAccounts",),
     "program_powers": ("getMultipleAccounts",),  # the programs, then their program data
+    "multisig_powers": ("getMultipleAccounts",),
 }
+# Keys one call serves (``program_powers`` reads twice: the programs, then their program data).
 KEYS_PER_CALL: Final = {
     "accounts": 100,
     "mint_powers": 100,
     "program_powers": 50,
-}  # keys one call serves
+    "multisig_powers": 100,
+}
 # Sources whose target is a rule's keys, comma-separated (one inventory per rule).
-JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers", "program_powers"})
+JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers", "program_powers", "multisig_powers"})
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from watcher.kinds import (
     editions,
     fee,
     holders,
+    multisig_changed,
     nonce_accounts,
     program_accounts,
     stake,
@@ -95,6 +96,7 @@ KINDS: Mapping[str, Kind] = {
         nonce_accounts.KIND,
         token_authorities.KIND,
         upgrade_authority.KIND,
+        multisig_changed.KIND,
     )
 }
 

@@ -294,6 +294,7 @@ class PowersWords:
 
     thing: str
     labels: Mapping[str, str]
+    member: str = "member"  # what one entry of a mapping field is (a multisig's member)
     nobody: str = "none"
     verb: Callable[[Mapping[str, Any], Presentation], str | None] | None = None
     # A field's value in words (None: as a key or a number).
@@ -347,7 +348,7 @@ def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple
     old, new = facts.get("old"), facts.get("new")
     special = words.verb(facts, shown) if words.verb is not None else None
     if facts.get("member"):
-        member = facts["member"]
+        member, label = facts["member"], words.member
         if old is None:
             said = f"{label} added: {shown.short(member)} ({words.value(name, new, shown)})"
         elif new is None:
