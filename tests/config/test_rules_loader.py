@@ -671,6 +671,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "token_authorities",
             "upgrade_authority",
             "multisig_changed",
+            "token_accounts",
             "asset_changed",
             "fee_above",
             "account_changed",
