@@ -513,6 +513,10 @@ def test_registry() -> None:
         "asset",
         "fees",
         "editions",
+        "nonces",
+        "mint_powers",
+        "program_powers",
+        "multisig_powers",
     }
     for name, source in SOURCES.items():
         assert source.name == name
@@ -540,6 +544,10 @@ REQUIRED |= {"fee_above": {"message": "AQAA", "max_lamports": 1}}
 WATCHES |= {"account_changed": "accounts"}
 WATCHED |= {"account_changed": ADDRESS}
 REQUIRED |= {"new_editions": {"mints": [MINT]}}
+WATCHES |= {"nonce_accounts": "authorities", "token_authorities": "mints"}
+WATCHES |= {"upgrade_authority": "programs", "multisig_changed": "multisigs"}
+WATCHED |= dict.fromkeys(("nonce_accounts", "upgrade_authority", "multisig_changed"), ADDRESS)
+WATCHED |= {"token_authorities": MINT}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -562,6 +570,10 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "fee_above",
         "account_changed",
         "new_editions",
+        "nonce_accounts",
+        "token_authorities",
+        "upgrade_authority",
+        "multisig_changed",
     ]
     union: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
     for name, kind in KINDS.items():
@@ -586,6 +598,10 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "commission_changed",
         "account_changed",
         "new_editions",
+        "nonce_accounts",
+        "token_authorities",
+        "upgrade_authority",
+        "multisig_changed",
     ]
 
 
