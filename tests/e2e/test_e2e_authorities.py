@@ -4,7 +4,9 @@ a mint authority handed over notified once, a mint no rule watches never; throug
 of the ledger nothing is said, and the freeze authority removed during it is said once after; a
 mint that stops decoding cannot be verified, then resolves. ``upgrade_authority``: a redeploy
 during an outage said once after, then the program made immutable. ``multisig_changed``: its
-transaction counter moving is no change; a member added during an outage is said once after."""
+transaction counter moving is no change; a member added during an outage is said once after.
+``token_accounts``: a delegate spending part of its allowance is quiet; approved for more, and a
+close authority handed over, are said."""
 
 from __future__ import annotations
 
@@ -168,3 +170,36 @@ def test_multisig_changed_counters_are_quiet_a_change_through_an_outage_is_said_
     )
     world.wait_polls("getMultipleAccounts", 6)
     assert len(world.notes()) == 2
+
+
+TREASURY = derived_pubkey("e2e powers treasury")
+TOKEN_ACCOUNT, DELEGATE = derived_pubkey("e2e treasury usdc"), derived_pubkey("e2e delegate")
+
+
+@pytest.fixture
+def delegates_world(tmp_path: Path) -> Iterator[World]:
+    ledger = Ledger(seed=16)
+    das_of(ledger).set_token_account(
+        TOKEN_ACCOUNT, mint=MINT, owner=TREASURY, amount=5_000_000, delegate=DELEGATE
+    )
+    changes = ["delegated", "undelegated", "allowance_increased", "close_authority_changed"]
+    common = {"every": "200ms", "group_wait": "0s", "notify": ["hooks"], "changes": changes}
+    rules = [{"name": "delegates", "kind": "token_accounts", "owners": [TREASURY], **common}]
+    yield from make_world(tmp_path, ledger, rules=rules, health={"unhealthy_after": 10_000})
+
+
+def test_token_accounts_allowance_spent_is_quiet_increased_is_said(delegates_world: World) -> None:
+    world = delegates_world
+    world.daemon.start()
+    world.wait_polls("getTokenAccounts", 3)  # the quiet baseline
+    das = das_of(world.ledger)
+    das.set_token_account(TOKEN_ACCOUNT, amount=4_000_000, delegated_amount=4_000_000)
+    world.wait_polls("getTokenAccounts", 4)
+    assert world.notes() == []  # the delegate spent part of its allowance
+    das.set_token_account(TOKEN_ACCOUNT, delegated_amount=10**12, close_authority=DELEGATE)
+    [note] = world.wait_notes(1)
+    assert note["title"] == f"[WARNING] delegates: 2 token account changes of {short(TREASURY)}"
+    assert f"allowance 4000000 -> {10**12}, raw" in note["message"]
+    assert f"(close authority none (the owner) -> {DELEGATE})" in note["message"]
+    world.wait_polls("getTokenAccounts", 4)
+    assert len(world.notes()) == 1
