@@ -264,3 +264,20 @@ def test_watcher_simulate_creates_moves_advances_and_closes_a_nonce_account() ->
         assert decode_nonce_of(served, ACCOUNT).authority == STRANGER
         assert simulate(ACCOUNT, "--close")[0] == 0
         assert programs.data_of(SYSTEM_PROGRAM, ACCOUNT) is None
+
+
+def test_program_account_data_is_base64_as_a_pair_or_a_bare_string() -> None:
+    import base64
+
+    from pydantic import TypeAdapter
+
+    from watcher.ledger.models_programs import ProgramAccountsData
+
+    encoded = base64.b64encode(CURRENT).decode()
+    account = {"executable": False, "lamports": 1447680, "owner": SYSTEM_PROGRAM, "space": 80}
+    adapter = TypeAdapter(ProgramAccountsData)
+    for data in ([encoded, "base64"], encoded):
+        [entry] = adapter.validate_python(
+            [{"pubkey": ACCOUNT, "account": {**account, "data": data}}]
+        )
+        assert decode_nonce(entry.account.owner, entry.account.raw_data).authority == VOTE_PROGRAM
