@@ -41,6 +41,8 @@ EXPECTED = {
     # Validator checks beyond delinquency: a delinquent validator's vote lags first.
     "vote_lag": {"firing", "resolved"},
     "commission_changed": {"event"},
+    # Who can move the funds: a durable nonce account staged on a signer's key.
+    "nonce_accounts": {"event"},
 }
 
 

@@ -231,3 +231,24 @@ def asset(
     }
     changes = {key: value for key, value in given.items() if value is not None}
     _send(port, {"set_asset": {"id": asset_id, **changes}})
+
+
+@simulate_app.command("nonce")
+def nonce(
+    account: Annotated[str, typer.Argument(help="The durable nonce account.")],
+    authority: Annotated[
+        str | None, typer.Option(help="Its authority (required to create it; else moves it).")
+    ] = None,
+    advance: Annotated[bool, typer.Option(help="Advance its stored nonce (it was used).")] = False,
+    close: Annotated[bool, typer.Option(help="Close it (its lamports withdrawn).")] = False,
+    port: PortOption = 8899,
+) -> None:
+    """Create a durable nonce account, hand it to another authority, advance or close it
+    (set_nonce_account, close_nonce_account)."""
+    if close:
+        _send(port, {"close_nonce_account": account})
+        return
+    change: dict[str, Any] = {"account": account, "advance": advance}
+    if authority is not None:
+        change["authority"] = authority
+    _send(port, {"set_nonce_account": change})

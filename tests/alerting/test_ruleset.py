@@ -121,6 +121,10 @@ def test_every_kind_has_a_source() -> None:
         "fee_above": "fees",
         "account_changed": "accounts",  # one getMultipleAccounts serves it and balance_below
         "new_editions": "editions",
+        "nonce_accounts": "nonces",
+        "token_authorities": "mint_powers",
+        "upgrade_authority": "program_powers",
+        "multisig_changed": "multisig_powers",
     }
     assert {name: model.kind_name() for name, model in RULE_MODELS.items()} == {
         name: name for name in KINDS

@@ -125,3 +125,12 @@ def test_a_fixed_rule_spends_the_budget_before_the_adaptive_ones() -> None:
     assert (fit.fixed_per_second, fit.floor_per_second, fit.stretch_factor) == (5.0, 1.0, 1.0)
     assert budget_fit(jobs, Budget(5.5 * 86400, 86400.0)).stretch_factor == pytest.approx(2.0)
     assert budget_fit(jobs, Budget(4.0 * 86400, 86400.0)).stretch_factor == math.inf
+
+
+def test_the_nonce_rules_cost_one_heavy_call_per_key_and_interval() -> None:
+    jobs = [Job("nonces", 60.0, (",".join(ADDRESSES[:3]), ADDRESSES[3]))]
+    [cost] = method_costs(jobs)
+    assert (cost.method, cost.targets) == ("getProgramAccounts (nonce accounts)", 4)
+    assert cost.per_second == pytest.approx(4 / 60)
+    lines = cost_lines(jobs, max_rps=None, batch_size=1)
+    assert any("one getProgramAccounts over the System program per key" in x for x in lines)

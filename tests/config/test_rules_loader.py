@@ -668,6 +668,11 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
             "new_assets",
             "new_assets",
             "program_accounts",
+            "nonce_accounts",
+            "token_authorities",
+            "upgrade_authority",
+            "multisig_changed",
+            "token_accounts",
             "asset_changed",
             "fee_above",
             "account_changed",
@@ -675,9 +680,11 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         ]
     )
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
+        "authorities.yaml",
         "balances.yaml",
         "drift.yaml",
         "nft.yaml",
+        "nonces.yaml",
         "programs.yaml",
         "supply.yaml",
         "treasury.yaml",

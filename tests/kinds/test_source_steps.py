@@ -514,6 +514,10 @@ def test_registry() -> None:
         "fees",
         "editions",
         "vat",
+        "nonces",
+        "mint_powers",
+        "program_powers",
+        "multisig_powers",
     }
     for name, source in SOURCES.items():
         assert source.name == name
@@ -543,6 +547,10 @@ WATCHED |= {"account_changed": ADDRESS}
 REQUIRED |= {"new_editions": {"mints": [MINT]}}
 WATCHES |= {"vat_eligibility": "validators"}
 WATCHED |= {"vat_eligibility": VOTE}
+WATCHES |= {"nonce_accounts": "authorities", "token_authorities": "mints"}
+WATCHES |= {"upgrade_authority": "programs", "multisig_changed": "multisigs"}
+WATCHED |= dict.fromkeys(("nonce_accounts", "upgrade_authority", "multisig_changed"), ADDRESS)
+WATCHED |= {"token_authorities": MINT}
 
 
 def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
@@ -566,6 +574,10 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "account_changed",
         "new_editions",
         "vat_eligibility",
+        "nonce_accounts",
+        "token_authorities",
+        "upgrade_authority",
+        "multisig_changed",
     ]
     union: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
     for name, kind in KINDS.items():
@@ -590,6 +602,10 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
         "commission_changed",
         "account_changed",
         "new_editions",
+        "nonce_accounts",
+        "token_authorities",
+        "upgrade_authority",
+        "multisig_changed",
     ]
 
 

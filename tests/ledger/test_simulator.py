@@ -23,7 +23,9 @@ from watcher.ledger.simulator import (
     run_scenario,
     serve,
 )
+from watcher.ledger.simulator.das import das_of
 from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.ledger.simulator.nonces import DEMO_STAGED_NONCE, SYSTEM_PROGRAM
 
 ADDRESS = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
@@ -555,7 +557,9 @@ def test_demo_scenario_plays_every_change_in_order() -> None:
         (1, 25, True, False, grower * 13 // 10, False, "2.3.5", 5),
         (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 5),
         (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 10),
+        (1, 25, True, False, grower * 13 // 10, False, "2.3.6", 10),  # + a nonce account
     ]
+    assert das_of(ledger).programs.data_of(SYSTEM_PROGRAM, DEMO_STAGED_NONCE) is not None
     times = [step.at_seconds for step in scenario.steps]
     assert times[-1] <= 28 and all(b - a >= 3 for a, b in itertools.pairwise(times))
 

@@ -26,6 +26,9 @@ from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.config.ruleset import Job
 
 MONTH_SECONDS: Final = 30 * 86400
+# The nonce rules' call: one filtered getProgramAccounts over the System program per watched key
+# (a target of the ``nonces`` source is a rule's keys, comma-separated).
+NONCE_METHOD: Final = "getProgramAccounts (nonce accounts)"
 # The method(s) one poll of a target of each source calls, once each.
 SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "signatures": ("getSignaturesForAddress",),
@@ -41,8 +44,20 @@ SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
     "fees": ("getFeeForMessage",),
     "editions": ("getNftEditions",),
     "vat": ("getVoteAccounts", "getMultipleAccounts"),  # one validator: its vote account
+    "nonces": (NONCE_METHOD,),
+    "mint_powers": ("getMultipleAccounts",),
+    "program_powers": ("getMultipleAccounts",),  # the programs, then their program data
+    "multisig_powers": ("getMultipleAccounts",),
 }
-KEYS_PER_CALL: Final = {"accounts": 100}  # targets one call serves
+# Keys one call serves (``program_powers`` reads twice: the programs, then their program data).
+KEYS_PER_CALL: Final = {
+    "accounts": 100,
+    "mint_powers": 100,
+    "program_powers": 50,
+    "multisig_powers": 100,
+}
+# Sources whose target is a rule's keys, comma-separated (one inventory per rule).
+JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers", "program_powers", "multisig_powers"})
 
 
 @dataclass(frozen=True)
@@ -62,12 +77,20 @@ def method_costs(jobs: Iterable[Job]) -> list[MethodCost]:
     rates: dict[str, float] = {}
     for job in jobs:
         per_call = KEYS_PER_CALL.get(job.source, 1)
-        calls = math.ceil(len(job.targets) / per_call)
+        keys = _keys(job)
+        calls = math.ceil(keys / per_call)
         for method in SOURCE_CALLS.get(job.source, (job.source,)):
-            targets[method] = targets.get(method, 0) + len(job.targets)
+            targets[method] = targets.get(method, 0) + keys
             rates[method] = rates.get(method, 0.0) + calls / job.interval
     costs = [MethodCost(method, targets[method], rates[method]) for method in rates]
     return sorted(costs, key=lambda cost: (-cost.per_second, cost.method))
+
+
+def _keys(job: Job) -> int:
+    """What a job's polls ask for: its targets, or the keys they hold (``nonces``)."""
+    if job.source in JOINED_SOURCES:
+        return sum(target.count(",") + 1 for target in job.targets)
+    return len(job.targets)
 
 
 def _count(value: float) -> str:
@@ -95,6 +118,13 @@ def cost_lines(jobs: Iterable[Job], max_rps: float | None, batch_size: int) -> l
         f"  {'total':<{width}}  {'':>15}  {total:9.2f}/s  {_count(total * MONTH_SECONDS):>8}"
         " a month"
     )
+    nonces = next((cost for cost in costs if cost.method == NONCE_METHOD), None)
+    if nonces is not None:
+        out.append(
+            f"  the nonce rules: one getProgramAccounts over the System program per key and "
+            f"interval ({nonces.targets} keys), among the heaviest calls a node serves; a "
+            "provider that refuses it makes them say the keys cannot be verified"
+        )
     if max_rps is not None:
         requests = total / max(1, batch_size)
         share = f"{requests / max_rps:.0%}"

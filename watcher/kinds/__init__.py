@@ -59,11 +59,15 @@ from watcher.kinds import (
     editions,
     fee,
     holders,
+    multisig_changed,
+    nonce_accounts,
     program_accounts,
     stake,
     supply,
     token_accounts,
+    token_authorities,
     transactions,
+    upgrade_authority,
     vat,
     vote_lag,
 )
@@ -91,6 +95,10 @@ KINDS: Mapping[str, Kind] = {
         account_changed.KIND,
         editions.KIND,
         vat.KIND,
+        nonce_accounts.KIND,
+        token_authorities.KIND,
+        upgrade_authority.KIND,
+        multisig_changed.KIND,
     )
 }
 

@@ -49,6 +49,7 @@ from watcher.ledger.models_das import (
     ProgramAccount,
     TokenAccountPage,
 )
+from watcher.ledger.models_programs import ProgramAccountData
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 
@@ -94,6 +95,10 @@ class LedgerReader(Protocol):
     async def get_program_accounts(
         self, program: str, filters: Sequence[Mapping[str, Any]] = ()
     ) -> list[ProgramAccount]: ...
+
+    async def get_program_accounts_data(
+        self, program: str, filters: Sequence[Mapping[str, Any]]
+    ) -> list[ProgramAccountData]: ...
 
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]: ...
 

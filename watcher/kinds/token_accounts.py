@@ -1,12 +1,15 @@
 """Kind ``token_accounts``: token accounts of watched owners and/or mints created, closed,
-frozen, thawed, delegated or undelegated (source ``token_accounts``, getTokenAccounts, paged).
+frozen, thawed, delegated or undelegated, their delegate's allowance increased (the same delegate
+approved for more: spending part of it is no change), or their close authority changed (source
+``token_accounts``, getTokenAccounts, paged).
 
 A target is one query: ``owner=OWNER``, ``mint=MINT`` or, for a rule naming both owners and
 mints, ``owner=OWNER,mint=MINT`` (the accounts of that owner in that mint).
 
 State per target (the accounts' flags, not the answers)::
 
-    {"v": 1, "accounts": {token_account: "F" or "-", then the delegate or ""},
+    {"v": 1, "accounts": {token_account: "F" or "-", then the delegate or "", then
+                          "|allowance|close authority" (a snapshot of an earlier version: not)},
      "rules": [rule names that have seen the baseline], "seq": 42}
 
 Doubts: a partial answer (the service's ``errors`` list not empty, or more pages than
@@ -17,7 +20,7 @@ three polls in a row.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field, model_validator
@@ -44,8 +47,26 @@ PAGE_LIMIT = 1000
 MAX_PAGES = 100  # 100,000 accounts: beyond, the answer is not diffed
 LISTED = 20  # changes listed one by one in a notification
 
-Change = Literal["created", "closed", "frozen", "thawed", "delegated", "undelegated"]
-CHANGES: tuple[Change, ...] = ("created", "closed", "frozen", "thawed", "delegated", "undelegated")
+Change = Literal[
+    "created",
+    "closed",
+    "frozen",
+    "thawed",
+    "delegated",
+    "undelegated",
+    "allowance_increased",
+    "close_authority_changed",
+]
+CHANGES: tuple[Change, ...] = (
+    "created",
+    "closed",
+    "frozen",
+    "thawed",
+    "delegated",
+    "undelegated",
+    "allowance_increased",
+    "close_authority_changed",
+)
 Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 
 
@@ -54,17 +75,36 @@ Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_
 
 @dataclass(frozen=True)
 class Flags:
-    """What is watched of one token account."""
+    """What is watched of one token account. ``known``: its allowance (the delegated amount)
+    and close authority were read (a snapshot kept by an earlier version has only the frozen
+    flag and the delegate: the first answer after it is their baseline)."""
 
     frozen: bool = False
     delegate: str | None = None
+    allowance: int | None = None
+    close_authority: str | None = None
+    known: bool = False
 
     def code(self) -> str:
-        return ("F" if self.frozen else "-") + (self.delegate or "")
+        code = ("F" if self.frozen else "-") + (self.delegate or "")
+        if not self.known:
+            return code
+        allowance = "" if self.allowance is None else str(self.allowance)
+        return f"{code}|{allowance}|{self.close_authority or ''}"
 
     @classmethod
     def of_code(cls, code: str) -> Flags:
-        return cls(frozen=code.startswith("F"), delegate=code[1:] or None)
+        head, _, tail = code.partition("|")
+        flags = cls(frozen=head.startswith("F"), delegate=head[1:] or None)
+        if not tail:
+            return flags
+        allowance, _, close = tail.partition("|")
+        return replace(
+            flags,
+            allowance=int(allowance) if allowance else None,
+            close_authority=close or None,
+            known=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -72,6 +112,9 @@ class AccountChange:
     account: str
     change: Change
     delegate: str | None = None  # the new delegate (delegated) or the old one (undelegated)
+    # What it was and became: the allowance (allowance_increased), the close authority.
+    old: str | int | None = None
+    new: str | int | None = None
 
 
 def diff_accounts(old: Mapping[str, Flags], new: Mapping[str, Flags]) -> list[AccountChange]:
@@ -94,6 +137,33 @@ def diff_accounts(old: Mapping[str, Flags], new: Mapping[str, Flags]) -> list[Ac
                 changes.append(AccountChange(account, "undelegated", before.delegate))
             else:
                 changes.append(AccountChange(account, "delegated", after.delegate))
+        if not (before.known and after.known):
+            continue
+        if (
+            after.delegate is not None
+            and after.delegate == before.delegate
+            and before.allowance is not None
+            and after.allowance is not None
+            and after.allowance > before.allowance
+        ):  # the same delegate approved for more (spending part of it lowers it: no change)
+            changes.append(
+                AccountChange(
+                    account,
+                    "allowance_increased",
+                    after.delegate,
+                    before.allowance,
+                    after.allowance,
+                )
+            )
+        if after.close_authority != before.close_authority:
+            changes.append(
+                AccountChange(
+                    account,
+                    "close_authority_changed",
+                    old=before.close_authority,
+                    new=after.close_authority,
+                )
+            )
     return changes
 
 
@@ -194,7 +264,13 @@ class TokenAccountsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         new = {
-            account.address: Flags(account.frozen, account.delegate)
+            account.address: Flags(
+                account.frozen,
+                account.delegate,
+                account.delegated_amount,
+                account.close_authority,
+                known=True,
+            )
             for account in observation.accounts
         }
         owners = {account.address: account.owner for account in observation.accounts}
@@ -241,6 +317,8 @@ def _alert(
                 "account": change.account,
                 "change": change.change,
                 "delegate": change.delegate,
+                "old": change.old,
+                "new": change.new,
                 "owner": owners.get(change.account),
                 "mint": mints.get(change.account),
             }
@@ -256,6 +334,9 @@ def samples(rule: TokenAccountsRule) -> list[AlertMessage]:
     query = query_of(target)
     changes = [AccountChange(sample_key(change), change) for change in CHANGES]
     changes[4] = AccountChange(changes[4].account, "delegated", sample_key("delegate"))
+    changes[6] = AccountChange(changes[6].account, "allowance_increased", sample_key("delegate"))
+    changes[6] = replace(changes[6], old=1_000_000, new=5_000_000)
+    changes[7] = replace(changes[7], old=None, new=sample_key("closer"))
     owners = {c.account: query.get("owner") or sample_key("owner") for c in changes}
     mints = {c.account: query.get("mint") or sample_key("mint") for c in changes}
     return [_alert(rule, target, changes, owners, mints, 1)]
@@ -291,7 +372,17 @@ def token_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str,
 def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     account = shown.name(change["account"])
     line = f"- {change['change']}: {account}"
-    if change.get("delegate"):
+    if change["change"] == "allowance_increased":
+        line += (
+            f" (delegate {shown.name(change.get('delegate') or '')}: allowance "
+            f"{change.get('old')} -> {change.get('new')}, raw)"
+        )
+    elif change["change"] == "close_authority_changed":
+        old, new = change.get("old"), change.get("new")
+        was = shown.name(str(old)) if old else "none (the owner)"
+        now = shown.name(str(new)) if new else "none (the owner)"
+        line += f" (close authority {was} -> {now})"
+    elif change.get("delegate"):
         word = "to" if change["change"] == "delegated" else "was"
         line += f" ({word} {shown.name(change['delegate'])})"
     if change.get("mint"):

@@ -17,10 +17,12 @@ from watcher.ledger.models_das import (
     ProgramAccounts,
     TokenAccountPage,
 )
+from watcher.ledger.models_programs import ProgramAccountData, ProgramAccountsData
 
 T = TypeVar("T")
 
 _PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
+_PROGRAM_ACCOUNTS_DATA = TypeAdapter(ProgramAccountsData)
 _ASSETS = TypeAdapter(list[Asset | None])
 ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
@@ -65,6 +67,14 @@ class DasMethods:
             "filters": list(filters),
         }
         return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
+
+    async def get_program_accounts_data(
+        self, program: str, filters: Sequence[Mapping[str, Any]]
+    ) -> list[ProgramAccountData]:
+        """The accounts of ``program`` matching ``filters``, with their data (base64): for the
+        kinds that decode them (``nonce_accounts``)."""
+        config = {"commitment": self.commitment, "encoding": "base64", "filters": list(filters)}
+        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS_DATA)
 
     async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
         """One Asset per id, in the order asked (None: no such asset)."""

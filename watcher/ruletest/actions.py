@@ -7,6 +7,13 @@ from __future__ import annotations
 from watcher.config.yamlpos import Loc, YamlDocument, format_loc
 from watcher.core.errors import ConfigError
 from watcher.ledger.simulator import KEEP, Ledger
+from watcher.ruletest.authority_format import (
+    authority_change,
+    seed_mint,
+    seed_multisig,
+    seed_nonce_account,
+    seed_program,
+)
 from watcher.ruletest.das_format import (
     das_change,
     seed_asset,
@@ -51,6 +58,14 @@ def seed_ledger(setup: LedgerSetup, ledger: Ledger, document: YamlDocument) -> N
         seed_program_account(ledger, program_account)
     for editions in setup.editions:
         seed_editions(ledger, editions)
+    for nonce in setup.nonce_accounts:
+        seed_nonce_account(ledger, nonce)
+    for mint in setup.mints:
+        seed_mint(ledger, mint)
+    for program in setup.programs:
+        seed_program(ledger, program)
+    for multisig in setup.multisigs:
+        seed_multisig(ledger, multisig)
 
 
 def apply_to(ledger: Ledger, action: Action) -> None:
@@ -58,6 +73,7 @@ def apply_to(ledger: Ledger, action: Action) -> None:
     ``LookupError``/``ValueError`` when the ledger refuses it."""
     _change(ledger, action)
     das_change(ledger, action)
+    authority_change(ledger, action)
 
 
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:

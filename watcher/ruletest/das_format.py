@@ -8,6 +8,7 @@ steps:
   - actions:
       - set_token_account: {address: ACCOUNT, frozen: true}        # or create one (mint, owner)
       - set_token_account: {address: ACCOUNT, delegate: DELEGATE}  # delegate: null undelegates
+      - set_token_account: {address: ACCOUNT, delegated_amount: 500, close_authority: KEY}
       - close_token_account: ACCOUNT
 ```
 
@@ -85,6 +86,8 @@ class TokenAccountChange(_Strict):
     amount: Amount | None = None
     frozen: bool | None = None
     delegate: Pubkey | None = None  # null: no delegate any more; left out: kept
+    delegated_amount: Amount | None = None  # the delegate's allowance (raw)
+    close_authority: Pubkey | None = None  # null: none; left out: kept
 
 
 class Creator(_Strict):
@@ -179,6 +182,10 @@ def das_change(ledger: Ledger, action: Any) -> None:
             amount=change.amount,
             frozen=change.frozen,
             delegate=change.delegate if "delegate" in change.model_fields_set else UNSET,
+            delegated_amount=change.delegated_amount,
+            close_authority=(
+                change.close_authority if "close_authority" in change.model_fields_set else UNSET
+            ),
         )
     if action.close_token_account is not None:
         das.close_token_account(action.close_token_account)

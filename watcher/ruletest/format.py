@@ -32,8 +32,9 @@ its UTF-8 bytes; ``remove_account``; ``set_fee``).
 Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: message``.
 Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
 ``set_asset``, ``set_program_account``, ``close_program_account``, ``print_edition``):
-``watcher.ruletest.das_format``. Every mapping refuses unknown keys; problems are reported
-as ``FILE:LINE: message``.
+``watcher.ruletest.das_format``; nonce accounts (``set_nonce_account``,
+``close_nonce_account``): ``watcher.ruletest.authority_format``. Every mapping refuses
+unknown keys; problems are reported as ``FILE:LINE: message``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ from watcher.config.yamlpos import (
 from watcher.core.errors import ConfigError, Problem
 from watcher.core.events import Reason
 from watcher.core.outbox_rows import AlertRecord
+from watcher.ruletest.authority_format import (
+    MintChange,
+    MultisigChange,
+    NonceAccountChange,
+    ProgramChange,
+)
 from watcher.ruletest.das_format import (
     AssetSeed,
     EditionsSeed,
@@ -183,6 +190,11 @@ class Action(_Strict):
     set_asset: AssetSeed | None = None
     set_program_account: ProgramAccountSeed | None = None
     close_program_account: ProgramAccountKey | None = None
+    set_nonce_account: NonceAccountChange | None = None  # watcher.ruletest.authority_format
+    close_nonce_account: Pubkey | None = None
+    set_mint: MintChange | None = None
+    set_upgradeable_program: ProgramChange | None = None
+    set_multisig: MultisigChange | None = None
     print_edition: PrintEdition | None = None
     set_supply: HolderSupply | None = None
 
@@ -206,6 +218,10 @@ class LedgerSetup(_Strict):
     token_accounts: list[TokenAccountSeed] = []  # watcher.ruletest.das_format
     assets: list[AssetSeed] = []
     program_accounts: list[ProgramAccountSeed] = []
+    nonce_accounts: list[NonceAccountChange] = []  # watcher.ruletest.authority_format
+    mints: list[MintChange] = []
+    programs: list[ProgramChange] = []
+    multisigs: list[MultisigChange] = []
     editions: list[EditionsSeed] = []
 
 

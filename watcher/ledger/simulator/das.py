@@ -84,9 +84,13 @@ class DasLedger:
         amount: int | None = None,
         frozen: bool | None = None,
         delegate: str | type[_Unset] | None = UNSET,
+        delegated_amount: int | None = None,
+        close_authority: str | type[_Unset] | None = UNSET,
     ) -> None:
         """Creates the account (mint and owner required) or changes the given fields of it.
-        ``delegate``: a pubkey, ``None`` (undelegated) or ``UNSET`` (kept)."""
+        ``delegate``: a pubkey, ``None`` (undelegated) or ``UNSET`` (kept); a new delegate's
+        allowance is ``delegated_amount`` (default: the whole amount); ``close_authority``: a
+        pubkey, ``None`` or ``UNSET`` (kept)."""
         with self._lock:
             known = self._token_accounts.get(address)
             if known is None:
@@ -105,6 +109,10 @@ class DasLedger:
             if delegate is not UNSET:
                 changes["delegate"] = delegate
                 changes["delegated_amount"] = 0 if delegate is None else (amount or known.amount)
+            if delegated_amount is not None:
+                changes["delegated_amount"] = delegated_amount
+            if close_authority is not UNSET:
+                changes["close_authority"] = close_authority
             self._token_accounts[address] = replace(known, **changes)
 
     def close_token_account(self, address: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Final
 import base58
 
 from watcher.ledger.simulator import accounts
-from watcher.ledger.simulator.das import das_methods
+from watcher.ledger.simulator.das import das_methods, das_of
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.ledger.simulator.ledger import Ledger
 from watcher.ledger.simulator.params import (
@@ -216,8 +216,8 @@ class RpcMethods:
                 },
                 "type": "account",
             }
-        else:
-            return None
+        else:  # a program's account (getProgramAccounts' own), or none
+            return das_of(self._ledger).programs.account_json(address, encoding)
         return {
             "data": _encoded(raw, parsed, encoding),
             "executable": False,

@@ -45,6 +45,25 @@ class ProgramAccounts:
             if self._accounts.get(program, {}).pop(account, None) is None:
                 raise KeyError(f"no account {account} under program {program}")
 
+    def data_of(self, program: str, account: str) -> bytes | None:
+        with self._lock:
+            return self._accounts.get(program, {}).get(account)
+
+    def account_json(self, account: str, encoding: str) -> dict[str, Any] | None:
+        """A program's account as getMultipleAccounts and getAccountInfo show it (None: no
+        program holds it): a program account is an account like any other."""
+        with self._lock:
+            held = [
+                (program, accounts[account])
+                for program, accounts in self._accounts.items()
+                if account in accounts
+            ]
+        if not held:
+            return None
+        program, data = held[0]
+        shown = "base64" if encoding == "jsonParsed" else encoding
+        return _account(program, data, data, shown)
+
     def get_program_accounts(self, params: list[Any]) -> Any:
         program = _checked_pubkey(_positional(params, 0, required=True))
         config = _config(params, 1)

@@ -16,6 +16,7 @@ from typing import Final
 from watcher.ledger.simulator.das_demo import das_demo_setup
 from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.ledger.simulator.ledger import Ledger
+from watcher.ledger.simulator.nonces import nonce_demo_setup, nonce_demo_stage
 from watcher.ledger.simulator.recorded import top_holders
 
 SLOT_SECONDS: Final = 0.4
@@ -96,6 +97,7 @@ def _demo_setup(ledger: Ledger) -> None:
     ledger.add_transactions(DEMO.hot_wallet, 2)
     ledger.set_holders(DEMO.mint, DEMO.holders, decimals=DEMO.mint_decimals)
     das_demo_setup(ledger)  # what the asset and program example rules watch
+    nonce_demo_setup(ledger)  # rules/nonces.yaml: a signer's nonce account (its inventory)
 
 
 def _grow(ledger: Ledger) -> None:
@@ -106,51 +108,52 @@ def _grow(ledger: Ledger) -> None:
 # Three seconds between steps so that each shows up on its own with 1 s polling.
 _DEMO_STEPS = (
     Step(
-        2,
+        1,
         "one transaction to the treasury",
         lambda ledger: ledger.add_transactions(DEMO.treasury, 1, memo="invoice 1042"),
     ),
     Step(
-        5,
+        4,
         "a burst of 25 transactions from the hot wallet",
         lambda ledger: ledger.add_transactions(DEMO.hot_wallet, 25),
     ),
     Step(
-        8,
+        7,
         "a new token account enters the top 20 and pushes the smallest out",
         lambda ledger: ledger.set_holder_amount(DEMO.mint, DEMO.newcomer, DEMO.holders[0][1] // 2),
     ),
-    Step(11, "a top holder's balance grows by 30 %", _grow),
+    Step(10, "a top holder's balance grows by 30 %", _grow),
     Step(
-        14,
+        13,
         "a validator stops voting (delinquent)",
         lambda ledger: ledger.mark_delinquent(DEMO.delinquent_vote),
     ),
     Step(
-        17,
+        16,
         f"a node falls back to {DEMO.drift_to}",
         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_to),
     ),
-    Step(20, "the validator votes again", lambda ledger: ledger.mark_current(DEMO.delinquent_vote)),
+    Step(19, "the validator votes again", lambda ledger: ledger.mark_current(DEMO.delinquent_vote)),
     Step(
-        23,
+        22,
         f"the node is back on {DEMO.drift_from}",
         lambda ledger: ledger.set_node(DEMO.drift_node, version=DEMO.drift_from),
     ),
     Step(
-        26,
+        25,
         "the validator raises its commission to 10 %",
         lambda ledger: ledger.update_validator(DEMO.delinquent_vote, commission=10),
     ),
+    Step(28, "a durable nonce account appears on a council signer's key", nonce_demo_stage),
 )
 
 SCENARIOS: Final[dict[str, Scenario]] = {
     "demo": Scenario(
         name="demo",
-        summary="every rule kind fires once (and the state kinds resolve) within 29 s",
+        summary="every rule kind fires once (and the state kinds resolve) within 30 s",
         steps=_DEMO_STEPS,
         setup=_demo_setup,
-        duration=26.0,
+        duration=28.0,
     ),
     "quiet": Scenario(
         name="quiet",

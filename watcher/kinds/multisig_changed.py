@@ -1,0 +1,100 @@
+"""Kind ``multisig_changed``: a watched Squads v4 multisig's members added or removed, a
+member's permissions, its threshold, its time lock or its config authority changed (source
+``multisig_powers``: getMultipleAccounts of the rule's multisigs, decoded as Squads v4's
+``Multisig`` account, ``watcher.kinds.layouts.decode_multisig``). Its transaction counters are
+not powers: they move with every transaction and are not compared. The inventory (members and
+threshold), the "cannot be verified" alert and the state: ``watcher.kinds.powers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from watcher.config.rule_models import Pubkeys
+from watcher.core.clock import human_duration
+from watcher.core.events import AlertMessage
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.layouts import decode_multisig
+from watcher.kinds.powers import (
+    PowersObservation,
+    PowersRule,
+    PowersSource,
+    PowersWords,
+    count_of,
+    decoded_each,
+    powers_text,
+    read_accounts,
+    walk_samples,
+)
+from watcher.kinds.samples import sample_key
+
+# Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
+PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))
+
+
+class MultisigChangedRule(PowersRule):
+    kind: Literal["multisig_changed"] = "multisig_changed"
+    multisigs: Pubkeys
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.multisigs
+
+
+async def read_multisigs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+    read, refused = await read_accounts(ledger, keys)
+    return decoded_each(keys, read, refused, decode_multisig, "Squads v4 multisig")
+
+
+SOURCE = PowersSource("multisig_powers", "multisig_changed", read_multisigs)
+
+
+def permissions_text(mask: int) -> str:
+    named = [name for bit, name in PERMISSIONS if mask & bit]
+    return ", ".join(named) if named else "no permissions"
+
+
+def _show(name: str, value: Any) -> str | None:
+    if name == "members":
+        if isinstance(value, dict):
+            listed = (f"{key} ({permissions_text(int(mask))})" for key, mask in value.items())
+            return "; ".join(listed) or "none"
+        return "not a member" if value is None else permissions_text(int(value))
+    if name == "time_lock" and value is not None:
+        return human_duration(float(value)) if value else "none"
+    if name == "config_authority" and value is None:
+        return "none (autonomous: changes go through the members' vote)"
+    return None
+
+
+WORDS = PowersWords(
+    thing="multisig",
+    labels={
+        "threshold": "threshold",
+        "members": "members",
+        "time_lock": "time lock",
+        "config_authority": "config authority",
+    },
+    show=_show,
+)
+
+
+def samples(rule: MultisigChangedRule) -> list[AlertMessage]:
+    """A member added and the threshold raised, the inventory, a multisig that cannot be
+    verified."""
+    members = {sample_key("member 1"): 7, sample_key("member 2"): 7}
+    first = {"threshold": 2, "time_lock": 0, "config_authority": None, "members": members}
+    later = {**first, "members": {**members, sample_key("member 3"): 2}}
+    return walk_samples(SOURCE, rule, first, later)
+
+
+KIND = Kind(
+    model=MultisigChangedRule,
+    source=SOURCE,
+    wording=powers_text(WORDS),
+    samples=samples,
+    digest=DigestWords(
+        ("multisig change", "multisig changes"), ("multisig", "multisigs"), count_of
+    ),
+)

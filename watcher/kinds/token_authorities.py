@@ -1,0 +1,71 @@
+"""Kind ``token_authorities``: who holds a watched mint's powers, each change one event (source
+``mint_powers``: getMultipleAccounts of the rule's mints, decoded as spl-token or Token-2022
+mints, ``watcher.kinds.layouts.decode_mint``): the mint authority and the freeze authority
+changed or removed; for a Token-2022 mint, its permanent delegate (who can move or burn anyone's
+tokens of the mint) and its transfer hook program (run on every transfer) too. The inventory,
+the "cannot be verified" alert and the state: ``watcher.kinds.powers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from watcher.config.rule_models import Pubkeys
+from watcher.core.events import AlertMessage
+from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.layouts import decode_mint
+from watcher.kinds.powers import (
+    PowersObservation,
+    PowersRule,
+    PowersSource,
+    PowersWords,
+    count_of,
+    decoded_each,
+    powers_text,
+    read_accounts,
+    walk_samples,
+)
+from watcher.kinds.samples import sample_key
+
+
+class TokenAuthoritiesRule(PowersRule):
+    kind: Literal["token_authorities"] = "token_authorities"
+    mints: Pubkeys
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.mints
+
+
+async def read_mints(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+    read, refused = await read_accounts(ledger, keys)
+    return decoded_each(keys, read, refused, decode_mint, "token mint")
+
+
+SOURCE = PowersSource("mint_powers", "token_authorities", read_mints)
+WORDS = PowersWords(
+    thing="mint",
+    labels={
+        "mint_authority": "mint authority",
+        "freeze_authority": "freeze authority",
+        "permanent_delegate": "permanent delegate",
+        "transfer_hook_program": "transfer hook program",
+    },
+)
+
+
+def samples(rule: TokenAuthoritiesRule) -> list[AlertMessage]:
+    """The mint authority handed over, the inventory, a mint that cannot be verified."""
+    first = {"mint_authority": sample_key("minter"), "freeze_authority": None}
+    later = {"mint_authority": sample_key("new minter"), "freeze_authority": None}
+    return walk_samples(SOURCE, rule, first, later)
+
+
+KIND = Kind(
+    model=TokenAuthoritiesRule,
+    source=SOURCE,
+    wording=powers_text(WORDS),
+    samples=samples,
+    digest=DigestWords(("mint power change", "mint power changes"), ("mint", "mints"), count_of),
+)
