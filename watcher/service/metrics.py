@@ -38,6 +38,8 @@ from watcher.cadence import monthly_calls
 from watcher.core.errors import StateError
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
+from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
+from watcher.service.loop_lag import TICK_SECONDS
 from watcher.service.observed_values import ObservedCollector, ObservedValues
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
@@ -179,6 +181,14 @@ class Metrics:
         self.observed = ObservedValues()
         r.register(ObservedCollector(self.observed))
         r.register(_ScrapeTime(self, rpc_stats))
+        # Last: a scrape reads it after rendering everything else, so that a scrape's own hold
+        # of the loop (if any) shows in the next one.
+        self.loop_lag = Histogram(
+            "watcher_event_loop_lag_seconds",
+            f"How late a tick every {TICK_SECONDS:g} s woke: how long work held the event loop",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
     # -- hooks ----------------------------------------------------------------------------------
@@ -242,6 +252,10 @@ class Metrics:
 
     def heartbeat_accepted(self, at: float) -> None:
         self.heartbeat_success.set(at)
+
+    def loop_lagged(self, seconds: float) -> None:
+        """A tick of ``watcher.service.loop_lag`` woke ``seconds`` late."""
+        self.loop_lag.observe(seconds)
 
     # -- reading --------------------------------------------------------------------------------
 
