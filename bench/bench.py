@@ -9,7 +9,8 @@ getSignaturesForAddress per request. Figures: the first sweep's time (from the d
 line) and the steady one, RPC calls and HTTP requests per sweep (the daemon's /metrics), 429s,
 daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with the state database of
 the first run, `watcher check` time, detection latency (bench/latency.py), and the in-process
-figures of bench/inproc.py, then bench/history.py's (a year of history, then retention) and
+figures of bench/inproc.py, then bench/history.py's (a year of history, then retention),
+bench/scrape.py's (`/metrics` with 1,000 validators and 10,000 balances while sweeps run) and
 bench/activity.py's (a fixed and an adaptive schedule over the same activity). Each
 figure is printed beside the peer's and their ratio; every target says PASS or FAIL.
 
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import activity  # noqa: E402
 import history  # noqa: E402
 import inproc  # noqa: E402
+import scrape  # noqa: E402
 from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
 from latency import Latency, measure_latency  # noqa: E402
 
@@ -159,11 +161,13 @@ def main() -> int:
     print()
     kept = history.main(quick=args.quick)  # the database after a year at this size: retention
     print()
+    scraped = scrape.main(quick=args.quick)  # /metrics of every watched value, while sweeps run
+    print()
     # Pay for what moves: fixed and adaptive schedules; the scheduler's CPU is weighed against
     # the daemon's CPU per poll measured above at the most addresses.
     daemon_cpu = rows[0][1] if args.quick else next(d for n, d, _ in rows if d.addresses == 100_000)
     moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
-    return kept or moved
+    return kept or scraped or moved
 
 
 def report(

@@ -44,7 +44,8 @@ def peak_rss_mb(pid: int) -> float:
 
 
 class Simulator:
-    """`watcher simulate` in its own process, seeded with one transaction per address."""
+    """`watcher simulate` in its own process, seeded with one transaction per address (or with
+    ``ledger_section``, a rule test's ``ledger:``: validators, accounts ...)."""
 
     def __init__(
         self,
@@ -53,11 +54,15 @@ class Simulator:
         latency: float,
         enforce_rps: float | None = None,
         batches: bool = True,
+        ledger_section: dict[str, Any] | None = None,
     ) -> None:
         self.port = free_port()
         ledger = folder / "ledger.yaml"
-        seeds = "".join(f"    {address}: 1\n" for address in addresses)
-        ledger.write_text("ledger:\n  transactions:\n" + seeds)
+        if ledger_section is None:
+            seeds = "".join(f"    {address}: 1\n" for address in addresses)
+            ledger.write_text("ledger:\n  transactions:\n" + seeds)
+        else:  # a rule test's ``ledger:`` section (JSON is YAML)
+            ledger.write_text(json.dumps({"ledger": ledger_section}))
         args = [
             sys.executable,
             "-m",

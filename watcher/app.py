@@ -182,6 +182,7 @@ class Daemon:
             clock=clock,
             rpc_url=str(getattr(self.rpc, "public_url", "custom")),
             state=settings.state_url_masked or str(settings.state_path),
+            loop_lagged=self.metrics.loop_lagged,
         )
         self.reloader = Reloader(
             settings=lambda: self.settings,

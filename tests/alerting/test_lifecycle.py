@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -162,3 +163,42 @@ def test_without_delays_fires_on_each_rising_edge(actives: list[bool]) -> None:
 def test_no_reminder_while_the_condition_is_not_holding() -> None:
     _, said = run([(0, T), (100, F), (130, T)], keep_firing_for=60, repeat=100)
     assert said == [(0, "firing"), (130, "repeat")]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    st.sampled_from(["inactive", "pending", "firing"]),
+    st.integers(0, 5),
+    st.none() | st.floats(0, 2e9),
+    st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+    st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+)
+def test_an_episodes_json_is_what_asdict_makes_and_shares_nothing_with_it(
+    status: str,
+    number: int,
+    since: float | None,
+    details: dict[str, object],
+    active: dict[str, object],
+) -> None:
+    episode = Episode(
+        status=status,  # type: ignore[arg-type]
+        number=number,
+        firing_since=since,
+        details=details,
+        active_details=active,
+    )
+    made = episode.to_json()
+    assert made == dataclasses.asdict(episode)
+    assert list(made) == [field.name for field in dataclasses.fields(Episode)]
+    assert made["details"] is not details and made["active_details"] is not active
+    assert Episode.from_json(made) == episode

@@ -773,3 +773,10 @@ def test_any_written_duration_parses_to_the_sum_of_its_parts(counts: tuple[int, 
     )
     expected = sum(count * size for count, (_, size) in zip(counts, units, strict=True))
     assert parse_duration(text) == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_rules_target_set_is_its_targets_and_a_copy_makes_its_own() -> None:
+    rule = NewTransactionsRule(name="r", addresses=[TREASURY], notify=["ops"])
+    assert rule.target_set == frozenset(rule.targets) == {TREASURY}
+    moved = rule.model_copy(update={"addresses": (USDC,)})
+    assert moved.target_set == {USDC} and rule.target_set == {TREASURY}

@@ -7,9 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watcher.kinds import RULE_MODELS
 from watcher.kinds.account_source import AccountObservation
+from watcher.kinds.credits import account_finder, find_account
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.fee import FeeObservation
 from watcher.kinds.holders import HoldersObservation
@@ -265,3 +268,27 @@ def test_every_sample_names_a_known_metric_with_its_labels() -> None:
     for sample in samples:
         assert len(sample.labels) == len(METRICS[sample.name].labels), sample
     assert set(SAMPLERS) == {"votes", "nodes", "accounts", "supply", "holders", "fees", "vat"}
+
+
+KEYS = [key(f"finder {i}") for i in range(5)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(KEYS), st.sampled_from(KEYS), st.integers(0, 3), st.booleans()),
+        max_size=5,
+        unique_by=lambda made: made[0],  # a vote account is listed once
+    )
+)
+def test_the_account_finder_finds_what_find_account_finds(
+    made: list[tuple[str, str, int, bool]],
+) -> None:
+    """Indexed once for many pubkeys (vote_samples, credits_low, the vote changes), the same
+    answer as a scan for each: current before delinquent, the most staked, the first of equals."""
+    current = [account(v, n, i, stake=s) for i, (v, n, s, late) in enumerate(made) if not late]
+    late = [account(v, n, i, stake=s) for i, (v, n, s, late) in enumerate(made) if late]
+    answer = VoteAccounts(current=current, delinquent=late)
+    find = account_finder(answer)
+    for pubkey in KEYS:
+        assert find(pubkey) is find_account(pubkey, answer)

@@ -1,17 +1,21 @@
 """The observed values kept for /metrics (``watcher.service.observed_values``): a target's
 samples replaced whole by its next accepted answer, dropped by a reload that stops watching it,
-and rendered by the collector."""
+and rendered as prometheus_client renders them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.registry import Collector
 
-from watcher.kinds.metric_samples import Sample
-from watcher.service.observed_values import ObservedCollector, ObservedValues
+from watcher.kinds.metric_samples import METRICS, Sample
+from watcher.service.observed_values import ObservedValues
 
 
 @dataclass(frozen=True)
@@ -88,15 +92,87 @@ def test_a_reload_leaves_what_a_poll_wrote_meanwhile() -> None:
     assert series(values) == {("accounts", "A"): [("solana_account_balance", 9.0)]}
 
 
-def test_the_collector_renders_each_series_once() -> None:
+def test_the_exposition_renders_each_series_once() -> None:
     values = ObservedValues(SAMPLERS)
     values.accepted("accounts", "A", 1.5, watching_all)
     values.accepted("votes", "cluster", 1, watching_all)
     values.accepted("votes", "other", 1, watching_all)  # the same series again
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ObservedCollector(values))
-    text = generate_latest(registry).decode()
+    text = values.exposition().decode()
     assert 'solana_account_balance{address="A"} 1.5' in text
     assert text.count('solana_validator_delinquent{nodekey="",votekey="A"} 1.0') == 1
     assert text.count("solana_cluster_last_vote 7.0") == 1
     assert "# TYPE solana_token_supply" not in text  # no sample, no family
+
+
+def reference(values: ObservedValues) -> bytes:
+    """What prometheus_client renders of the same values: one family per metric with
+    samples, sorted by name, each series once (the first target's)."""
+    by_metric: dict[str, dict[tuple[str, ...], float]] = {}
+    for samples in values.current().values():
+        for sample in samples:
+            by_metric.setdefault(sample.name, {}).setdefault(sample.labels, sample.value)
+
+    class Families(Collector):
+        def collect(self) -> Iterator[Metric]:
+            for name, series in sorted(by_metric.items()):
+                spec = METRICS[name]
+                family = (UnknownMetricFamily if spec.untyped else GaugeMetricFamily)(
+                    name, spec.help, labels=spec.labels
+                )
+                for labels, value in series.items():
+                    family.add_metric(labels, value)
+                yield family
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Families())
+    return generate_latest(registry)
+
+
+label_text = st.text(alphabet=st.sampled_from('ab1\\"\n {}=,é'), max_size=6)
+number = st.one_of(
+    st.floats(allow_nan=False), st.integers(-(10**20), 10**20), st.sampled_from([0.0, 1e21])
+)
+
+
+@st.composite
+def observed(draw: st.DrawFn) -> list[tuple[str, str, tuple[Sample, ...]]]:
+    answers = []
+    for index in range(draw(st.integers(0, 6))):
+        names = draw(st.lists(st.sampled_from(sorted(METRICS)), min_size=1, max_size=4))
+        samples = tuple(
+            Sample(
+                name,
+                tuple(draw(label_text) for _ in METRICS[name].labels),
+                draw(number),
+            )
+            for name in names
+        )
+        answers.append((draw(st.sampled_from(["votes", "accounts"])), f"t{index % 3}", samples))
+    return answers
+
+
+@settings(max_examples=200, deadline=None)
+@given(observed())
+def test_the_exposition_is_what_prometheus_client_renders(
+    answers: list[tuple[str, str, tuple[Sample, ...]]],
+) -> None:
+    values = ObservedValues({"votes": given_samples, "accounts": given_samples})
+    for source, target, samples in answers:
+        values.accepted(source, target, samples, watching_all)
+        assert values.exposition() == reference(values)  # the second time from what it kept
+
+
+def given_samples(rules: Sequence[Any], target: str, observation: Any) -> tuple[Sample, ...]:
+    return cast(tuple[Sample, ...], observation)
+
+
+def test_an_equal_answer_keeps_the_samples_and_their_lines() -> None:
+    values = ObservedValues(SAMPLERS)
+    values.accepted("accounts", "A", 1.5, watching_all)
+    before = values.current()[("accounts", "A")]
+    first = values.exposition()
+    values.accepted("accounts", "A", 1.5, watching_all)
+    assert values.current()[("accounts", "A")] is before
+    assert values.exposition() == first
+    values.accepted("accounts", "A", 2.5, watching_all)
+    assert b'solana_account_balance{address="A"} 2.5' in values.exposition()

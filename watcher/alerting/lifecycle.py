@@ -56,12 +56,30 @@ class Episode:
     active_details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """``dataclasses.asdict``, made faster for what an episode holds (JSON values): a poll
+        of each of 10,000 balances stores one, and ``asdict`` took a fifth of such a sweep."""
+        return {name: _copied(getattr(self, name)) for name in _EPISODE_FIELDS}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Episode:
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         return cls(**known)
+
+
+_EPISODE_FIELDS = tuple(Episode.__dataclass_fields__)
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: Any) -> Any:
+    """A copy as ``asdict`` makes it: dicts, lists and tuples anew, atoms as they are."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {_copied(key): _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    return asdict(Episode(details={"": value}))["details"][""]  # anything else: as asdict does
 
 
 def advance(

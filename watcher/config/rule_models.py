@@ -17,8 +17,10 @@ lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by 
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Annotated, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
 
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
@@ -182,6 +184,17 @@ class RuleBase(BaseModel):
     def targets(self) -> tuple[str, ...]:
         """What its source polls for it: its addresses or mints, or the one ``cluster``."""
         return self.watched
+
+    @functools.cached_property
+    def target_set(self) -> frozenset[str]:
+        """``targets`` as a set, made once: whether the rule watches a target is asked at every
+        poll of it, and a tuple of 10,000 addresses takes a scan (10,000 polls a sweep)."""
+        return frozenset(self.targets)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("target_set", None)  # made again from the copy's own targets
+        return copy
 
     @classmethod
     def kind_name(cls) -> str:

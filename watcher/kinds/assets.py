@@ -242,7 +242,7 @@ class AssetsSource(Slotless):
         observation: AssetsObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.targets]
+        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
         seen, seq = baselines(state)
         recent: list[str] = list((state or {}).get("recent", ()))
         ids = [asset.id for asset in observation.assets]

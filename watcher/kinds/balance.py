@@ -98,7 +98,7 @@ def step_balances(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [cast(BalanceBelowRule, rule) for rule in rules if target in rule.targets]
+    watching = [cast(BalanceBelowRule, rule) for rule in rules if target in rule.target_set]
     address = address_of(target)
 
     def assess(rule: StateRuleView) -> Mapping[str, Assessment]:

@@ -11,7 +11,7 @@ small and noisy: ``for:`` keeps a short dip from firing. State: the shared ``epi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from statistics import median
 from typing import Annotated, Any, Literal, cast
@@ -73,6 +73,30 @@ def _matching(watched: str, accounts: Iterable[VoteAccount]) -> list[VoteAccount
     return [acc for acc in accounts if watched in (acc.vote_pubkey, acc.node_pubkey)]
 
 
+def account_finder(vote_accounts: VoteAccounts) -> Callable[[str], VoteAccount | None]:
+    """``find_account`` for many pubkeys of one answer: both lists indexed once by vote and
+    identity pubkey (1,000 watched validators would otherwise scan 1,000 accounts each)."""
+    indexes: list[dict[str, VoteAccount]] = []
+    for accounts in (vote_accounts.current, vote_accounts.delinquent):
+        best: dict[str, VoteAccount] = {}
+        for account in accounts:
+            for key in (account.vote_pubkey, account.node_pubkey):
+                held = best.get(key)
+                # The most staked, the first of equals (as ``max``).
+                if held is None or account.activated_stake > held.activated_stake:
+                    best[key] = account
+        indexes.append(best)
+
+    def find(watched: str) -> VoteAccount | None:
+        for best in indexes:
+            account = best.get(watched)
+            if account is not None:
+                return account
+        return None
+
+    return find
+
+
 def credits_assessment(
     account: VoteAccount | None, epoch: int | None, middle: Fraction | None, limit_pct: float
 ) -> Assessment:
@@ -98,7 +122,8 @@ def step_credits_low(
     mine = [cast(CreditsLowRule, rule) for rule in rules if rule.kind == KIND_NAME]
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)
-    accounts = {key: find_account(key, observation) for rule in mine for key in rule.validators}
+    find = account_finder(observation)
+    accounts = {key: find(key) for rule in mine for key in rule.validators}
 
     def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
         limit = cast(CreditsLowRule, rule).below_median_pct

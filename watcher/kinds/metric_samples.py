@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from watcher.kinds import account_source, drift, fee, holders, supply, vat, votes_source
 from watcher.kinds.account_source import AccountObservation
-from watcher.kinds.credits import current_epoch, earned, find_account
+from watcher.kinds.credits import account_finder, current_epoch, earned
 from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.fee import FeeObservation
 from watcher.kinds.holders import HoldersObservation
@@ -146,8 +146,9 @@ def vote_samples(
         samples.append(Sample("solana_cluster_root_slot", (), highest_root))
     epoch = current_epoch(observation)
     current = {account.vote_pubkey for account in observation.current}
+    find_account = account_finder(observation)
     for watched in validators_watched(rules):
-        account = find_account(watched, observation)
+        account = find_account(watched)
         if account is None:
             # In neither list (an unstaked delinquent is left out of both): delinquent, and
             # only the watched pubkey is known.

@@ -149,7 +149,7 @@ class ProgramAccountsSource(Slotless):
         observation: ProgramObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.targets]
+        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
         seen, seq = baselines(state)
         refused = set((state or {}).get("refused", ()))
         foreign = set(observation.foreign)  # another program's: never this one's accounts

@@ -277,7 +277,7 @@ class TokenAccountsSource(Slotless):
         mints = {account.address: account.mint for account in observation.accounts}
         seen, seq = baselines(state)
         alerts: list[AlertMessage] = []
-        watching = [rule for rule in self._rules(rules) if target in rule.targets]
+        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
         if state and "accounts" in state:
             old = {account: Flags.of_code(code) for account, code in state["accounts"].items()}
             found = diff_accounts(old, new)

@@ -24,7 +24,7 @@ from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pub
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, Named
 from watcher.kinds.cluster import validator_lines, validator_title
-from watcher.kinds.credits import find_account
+from watcher.kinds.credits import account_finder
 from watcher.kinds.vote_samples import sample_vote_alerts
 from watcher.kinds.votes_source import SOURCE, PartStep
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -82,11 +82,12 @@ def step_changes(
     }
     seq = int(stored.get("seq", 0)) + 1
     alerts: list[AlertMessage] = []
+    find_account = account_finder(observation)
     for rule in rules:
         baseline = rule.name not in refs
         mine = refs.setdefault(rule.name, {})
         for pubkey in rule.validators:
-            account = find_account(pubkey, observation)
+            account = find_account(pubkey)
             value = None if account is None else value_of(account)
             if account is None or value is None:
                 continue

@@ -38,7 +38,9 @@ from watcher.core.errors import StateError
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
-from watcher.service.observed_values import ObservedCollector, ObservedValues
+from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
+from watcher.service.loop_lag import TICK_SECONDS
+from watcher.service.observed_values import ObservedValues
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 
@@ -175,10 +177,18 @@ class Metrics:
         # Read when scraped (the daemon sets it): the kind of a rule by its name ("" for one
         # no longer in force), for watcher_alert_firing.
         self.kind_of: Callable[[str], str] = lambda rule: ""
-        # The values the rules observe (accepted answers only), rendered as they are.
+        # The values the rules observe (accepted answers only): rendered by ``exposition``
+        # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
-        r.register(ObservedCollector(self.observed))
         r.register(_ScrapeTime(self, rpc_stats))
+        # Last: a scrape reads it after rendering everything else, so that a scrape's own hold
+        # of the loop (if any) shows in the next one.
+        self.loop_lag = Histogram(
+            "watcher_event_loop_lag_seconds",
+            f"How late a tick every {TICK_SECONDS:g} s woke: how long work held the event loop",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self._poll_children: dict[str, tuple[Counter, Gauge, Counter]] = {}
 
     # -- hooks ----------------------------------------------------------------------------------
@@ -243,10 +253,15 @@ class Metrics:
     def heartbeat_accepted(self, at: float) -> None:
         self.heartbeat_success.set(at)
 
+    def loop_lagged(self, seconds: float) -> None:
+        """A tick of ``watcher.service.loop_lag`` woke ``seconds`` late."""
+        self.loop_lag.observe(seconds)
+
     # -- reading --------------------------------------------------------------------------------
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        """Everything ``/metrics`` shows: the observed values, then the registry's."""
+        return self.observed.exposition() + generate_latest(self.registry)
 
     async def refresh(self) -> None:
         """Reads the firing alerts and the outbox, for the next scrape and (a shared database,
