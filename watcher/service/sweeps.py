@@ -29,6 +29,9 @@ SOURCE_METHODS: Final = {"signatures": "getSignaturesForAddress"}
 TARGET_NOUNS: Final = {"signatures": "addresses", "holders": "mints"}
 
 
+YIELD_AFTER = 0.01  # seconds a sweep's worker may hold the event loop before it gives a turn
+
+
 async def run_bounded(
     targets: Sequence[T],
     poll: Callable[[T], Awaitable[R]],
@@ -43,9 +46,18 @@ async def run_bounded(
     results: dict[int, R] = {}
     pending = iter(range(len(targets)))
     prepared: dict[int, asyncio.Future[None]] = {}  # a chunk's first index -> its prepare
+    loop = asyncio.get_running_loop()
+    # A poll answered without waiting (a shared answer: one getVoteAccounts serves a thousand
+    # validators) does not give the loop back; a worker then steps poll after poll and holds
+    # the loop for a quarter of a second (a scrape of /metrics waited that long). Each worker
+    # gives the loop a turn once it has held it this long.
+    turn_ends = [loop.time() + YIELD_AFTER]
 
     async def worker() -> None:
         for index in pending:
+            if loop.time() >= turn_ends[0]:
+                await asyncio.sleep(0)
+                turn_ends[0] = loop.time() + YIELD_AFTER
             if prepare is not None:
                 start = index - index % chunk
                 ready = prepared.get(start)
