@@ -61,8 +61,6 @@ from stream import COVERS, tally  # noqa: E402
 
 from watcher.cadence import Budget  # noqa: E402
 from watcher.config.ruleset import Job  # noqa: E402
-from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
-from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
 from watcher.service.budgeting import ALLOCATE_EVERY  # noqa: E402
 from watcher.service.cadences import (  # noqa: E402
     CadenceBook,
@@ -72,6 +70,8 @@ from watcher.service.cadences import (  # noqa: E402
 )
 from watcher.service.metrics import Metrics  # noqa: E402
 from watcher.service.rounds import Sweeper  # noqa: E402
+from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
+from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 HOUR = 3600.0
 EVERY = 30.0

@@ -44,7 +44,7 @@ import scrape  # noqa: E402
 from daemon_run import DaemonFigures, Simulator, measure_daemon  # noqa: E402
 from latency import Latency, measure_latency  # noqa: E402
 
-from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
+from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 LATENCY = 0.03
 PEER_SAMPLE = 10_000

@@ -46,8 +46,8 @@ import yaml
 from common import API_KEY, DaemonProcess, Receiver, Table, rss_kb, sigkill, wait_for, write_config
 from stream import COVERS, TITLE, _Stream, baseline_taken, tally
 
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 from support.postgres import Postgres
 

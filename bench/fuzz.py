@@ -37,8 +37,8 @@ from common import (
     write_config,
 )
 
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 SIGS, HOLDERS, VOTES, NODES = (
     "getSignaturesForAddress",

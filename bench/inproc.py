@@ -30,8 +30,8 @@ from watcher.app import Daemon  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
 from watcher.config.ruleset import RuleSet  # noqa: E402
 from watcher.kinds import KINDS, SOURCES  # noqa: E402
-from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
-from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
+from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
+from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 KEY = "inpr0cK3y"
 ADDRESS = derived_pubkey("inproc busy address")

@@ -47,7 +47,7 @@ import yaml
 from common import Table, rss_kb, wait_for
 from daemon_run import free_port, peak_rss_mb
 
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 from support.postgres import Postgres
 

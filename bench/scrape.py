@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import DaemonProcess, Receiver, Table, wait_for, write_config  # noqa: E402
 from daemon_run import Simulator, cpu_seconds, free_port  # noqa: E402
 
-from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
+from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 LATENCY = 0.03
 LAG = "watcher_event_loop_lag_seconds"

@@ -33,8 +33,8 @@ from common import (
     write_config,
 )
 
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 COVERS = re.compile(r"soak (\w+) slot=(\d+) count=(\d+)")
 DIGEST = re.compile(r"in \d+ notifications on \d+ address")

@@ -25,7 +25,7 @@ from watcher import (
 from watcher.app import Daemon as DaemonItself
 from watcher.cli import app
 from watcher.config.ruleset import RuleSet as RuleSetItself
-from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, SimulatorServer
 from watcher.state.store import Store
 
 from support.imports import imported_modules

@@ -22,8 +22,8 @@ from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError, DaemonFailed
 from watcher.kinds import KINDS
-from watcher.ledger.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
-from watcher.ledger.simulator.scenarios import Step
+from watcher.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
+from watcher.simulator.scenarios import Step
 from watcher.state.store import SqliteStore
 
 DEMO_POLL_SECONDS = 1.0

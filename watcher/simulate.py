@@ -55,8 +55,8 @@ def simulate(
     if ctx.invoked_subcommand is not None:
         return
     from watcher.core.errors import ConfigError
-    from watcher.ledger.simulator import serve
     from watcher.ruletest.control import apply_control, ledger_from_file
+    from watcher.simulator import serve
 
     seeded = None
     if ledger is not None:

@@ -30,7 +30,7 @@ from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquency import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 from support.values import key
 from support.world import (

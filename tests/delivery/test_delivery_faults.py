@@ -362,7 +362,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
     from watcher.checks import load_config
     from watcher.config.ruleset import RuleSet
     from watcher.core.errors import DaemonFailed
-    from watcher.ledger.simulator import Ledger, SimulatorServer
+    from watcher.simulator import Ledger, SimulatorServer
 
     from support.daemon import write_config
 

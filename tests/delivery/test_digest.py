@@ -28,7 +28,7 @@ from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import word
 from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.transactions import NewTransactionsRule
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import Store
 

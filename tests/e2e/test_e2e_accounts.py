@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.accounts import sample_message
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger
+from watcher.simulator.accounts import sample_message
+from watcher.simulator.keys import derived_pubkey
 
 from support.receivers import wait_until
 from support.world import World, make_world

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.authorities import (
+from watcher.simulator import Ledger
+from watcher.simulator.authorities import (
     TOKEN_PROGRAM,
     set_mint,
     set_multisig,
     set_upgradeable_program,
 )
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 from support.world import World, make_world
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 from support.daemon import DaemonProcess, write_config
 from support.receivers import JsonReceiver, wait_until

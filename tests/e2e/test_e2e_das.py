@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 from support.receivers import wait_until
 from support.world import World, make_world

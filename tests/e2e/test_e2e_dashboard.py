@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger
+from watcher.simulator.keys import derived_pubkey
 
 from support.net import free_port
 from support.prometheus import Prometheus, QueryError, Sample, Scrape

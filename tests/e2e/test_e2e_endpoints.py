@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.ledger.simulator import FaultPlan, SimulatorServer
+from watcher.simulator import FaultPlan, SimulatorServer
 
 from support.daemon import DaemonProcess, write_config
 from support.receivers import JsonReceiver, wait_until

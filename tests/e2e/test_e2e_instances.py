@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 from watcher.state.shards import shard_of
 
 from support.daemon import DaemonProcess, write_config

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.nonces import close_nonce_account, set_nonce_account
+from watcher.simulator import Ledger
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.nonces import close_nonce_account, set_nonce_account
 
 from support.world import API_KEY, World, make_world
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.ledger.simulator import SimulatorServer
+from watcher.simulator import SimulatorServer
 
 from support.daemon import DaemonProcess, write_config
 from support.net import free_port, get

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.ledger.simulator import SimulatorServer
+from watcher.simulator import SimulatorServer
 
 from support.daemon import DaemonProcess, write_config
 from support.receivers import JsonReceiver, wait_until

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 from support.daemon import tx_rule
 from support.receivers import wait_until

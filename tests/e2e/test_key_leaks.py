@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from watcher.ledger.simulator import SimulatorServer
+from watcher.simulator import SimulatorServer
 
 from support.daemon import DaemonProcess, write_config
 from support.receivers import JsonReceiver

@@ -21,9 +21,9 @@ from watcher.kinds.asset_changed import (
 )
 from watcher.ledger.models_das import Asset
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 ASSET = derived_pubkey("asset")
 OWNER, BUYER, DELEGATE = (derived_pubkey(name) for name in ("owner", "buyer", "delegate"))

@@ -24,7 +24,7 @@ from watcher.kinds.balance import BalanceBelowRule, balance_assessment, step_bal
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, SimulatorServer
 
 
 def key(name: str) -> str:

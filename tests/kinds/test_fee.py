@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from watcher.kinds import word
 from watcher.kinds.fee import SOURCE, FeeAboveRule, FeeObservation, fee_assessment
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.accounts import sample_message
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.accounts import sample_message
 
 MESSAGE = sample_message(signers=2)
 

@@ -15,9 +15,9 @@ from watcher.kinds.layouts import SQUADS_V4_PROGRAM, NotDecodable, decode_multis
 from watcher.kinds.multisig_changed import MultisigChangedRule
 from watcher.kinds.powers import PowersObservation
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.authorities import set_multisig
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.authorities import set_multisig
+from watcher.simulator.keys import derived_pubkey
 
 SOURCE = KINDS["multisig_changed"].source
 VOTE = "Vote111111111111111111111111111111111111111"

@@ -18,9 +18,9 @@ from watcher.kinds import KINDS, word
 from watcher.kinds.assets import AssetsObservation, NewAssetsRule, new_since, request_of
 from watcher.ledger.models_das import Asset, AssetPage
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 COLLECTION = derived_pubkey("collection")
 CREATOR = derived_pubkey("creator")

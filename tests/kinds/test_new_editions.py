@@ -16,9 +16,9 @@ from watcher.kinds import KINDS, word
 from watcher.kinds.editions import EditionsObservation, NewEditionsRule, new_editions
 from watcher.ledger.models_das import Edition, EditionList
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 MASTER = derived_pubkey("master")
 PRINTS = [derived_pubkey(f"print-{n}") for n in range(1, 31)]

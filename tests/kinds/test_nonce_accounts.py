@@ -16,10 +16,10 @@ from watcher.kinds import KINDS, word
 from watcher.kinds.layouts import SYSTEM_PROGRAM, NonceState, NotDecodable, decode_nonce
 from watcher.kinds.nonce_accounts import NonceAccountsRule, NonceObservation, diff_nonces
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.nonces import close_nonce_account, set_nonce_account
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.nonces import close_nonce_account, set_nonce_account
 
 SOURCE = KINDS["nonce_accounts"].source
 SIGNER = derived_pubkey("signer")

@@ -16,8 +16,8 @@ from watcher.kinds.holders import SOURCE, HolderChangesRule
 from watcher.kinds.owners import kept_owners, missing_owners
 from watcher.ledger.models_accounts import ParsedTokenAccounts
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 MINT = derived_pubkey("owners mint")
 HOLDERS = [derived_pubkey(f"owners holder {n}") for n in range(3)]

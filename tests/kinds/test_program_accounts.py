@@ -20,9 +20,9 @@ from watcher.kinds.program_accounts import ProgramAccountsRule, ProgramObservati
 from watcher.ledger.models_das import ProgramAccounts
 from watcher.ledger.plausibility import judge
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 PROGRAM = derived_pubkey("program")
 QUOTE = derived_pubkey("quote")

@@ -11,7 +11,7 @@ import pytest
 from watcher.checks.templates import sample_alerts, template_problems
 from watcher.config.rules import load_rules
 from watcher.kinds import KINDS, RULE_MODELS
-from watcher.ledger.simulator.accounts import sample_message
+from watcher.simulator.accounts import sample_message
 
 KEY = "9aB71bqATWmsKrhhTJUM8UHQWyTL8y61nVfZbXLkoGmY"
 RULES: list[tuple[dict[str, Any], list[str]]] = [

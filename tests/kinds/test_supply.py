@@ -16,7 +16,7 @@ from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.supply import SOURCE, SupplyChangedRule, SupplyObservation, qualifies
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, SimulatorServer
 
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 HOLDER = "BGLx2hbcLHk5ajMeLB2SP2zw5ZHqYTCazNJEB9uGcz3q"

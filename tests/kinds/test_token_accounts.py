@@ -26,9 +26,9 @@ from watcher.kinds.token_accounts import (
 )
 from watcher.ledger.models_das import TokenAccount, TokenAccountPage
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
 
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 OWNER = derived_pubkey("owner")

@@ -16,7 +16,7 @@ from watcher.kinds.token_accounts import (
     diff_accounts,
 )
 from watcher.ledger.models_das import TokenAccount
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 A, OWNER, MINT = derived_pubkey("ta a"), derived_pubkey("ta owner"), derived_pubkey("ta mint")
 DELEGATE, CLOSER = derived_pubkey("ta delegate"), derived_pubkey("ta closer")

@@ -21,9 +21,9 @@ from watcher.kinds.layouts import (
 from watcher.kinds.powers import PowersObservation, diff_powers
 from watcher.kinds.token_authorities import TokenAuthoritiesRule
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.authorities import MintPowers, mint_bytes, set_mint
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.authorities import MintPowers, mint_bytes, set_mint
+from watcher.simulator.keys import derived_pubkey
 
 SOURCE = KINDS["token_authorities"].source
 # Two well-known keys in their raw bytes, as authorities: the Vote and Stake programs.

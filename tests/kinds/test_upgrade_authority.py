@@ -19,14 +19,14 @@ from watcher.kinds.layouts import (
 from watcher.kinds.powers import PowersObservation
 from watcher.kinds.upgrade_authority import UpgradeAuthorityRule
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.authorities import (
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.authorities import (
     ProgramPowers,
     program_data_address,
     program_data_bytes,
     set_upgradeable_program,
 )
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 SOURCE = KINDS["upgrade_authority"].source
 VOTE = "Vote111111111111111111111111111111111111111"

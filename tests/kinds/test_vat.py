@@ -27,8 +27,8 @@ from watcher.kinds.vat import (
 )
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.models_accounts import MultipleAccounts
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.methods import RpcMethods
+from watcher.simulator import Ledger
+from watcher.simulator.methods import RpcMethods
 
 from support.values import key
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.ledger.models import VoteAccount, VoteAccounts
-from watcher.ledger.simulator import Ledger
+from watcher.simulator import Ledger
 
 from support.recorded import result_of
 from support.values import key

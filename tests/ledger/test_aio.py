@@ -16,9 +16,9 @@ import pytest
 
 from watcher.core.errors import RpcTimeout
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.ledger.transport import Endpoint, EndpointSpec
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 KEY = "a10K3yTh4tN3v3rL34ks"
 ADDRESS = derived_pubkey("aio address")

@@ -8,7 +8,7 @@ from pathlib import Path
 from watcher.config.rules import load_rules
 from watcher.kinds import KINDS
 from watcher.ledger.rpc import RpcClient
-from watcher.ledger.simulator import SCENARIOS, SimulatorServer
+from watcher.simulator import SCENARIOS, SimulatorServer
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = {"token_accounts", "new_assets", "program_accounts", "asset_changed", "new_editions"}

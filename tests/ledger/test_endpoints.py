@@ -11,8 +11,8 @@ import structlog
 from watcher.core.errors import InvalidRequest, RpcError, RpcTimeout, ServerError
 from watcher.ledger.endpoints import COOLDOWN_FIRST, EndpointPool
 from watcher.ledger.rpc import EndpointSpec, RpcClient
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 VOTE, NODE = derived_pubkey("endpoints vote"), derived_pubkey("endpoints node")
 KEY_A, KEY_B = "3ndp0intAK3yN3v3rSh0wn", "3ndp0intBK3yN3v3rSh0wn"

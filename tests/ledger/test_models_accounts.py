@@ -13,10 +13,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from watcher.ledger.models import FROM_WIRE
 from watcher.ledger.models_accounts import FeeForMessage, MultipleAccounts, TokenAmountAnswer
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.accounts import required_signatures, sample_message
-from watcher.ledger.simulator.methods import RpcMethods
-from watcher.ledger.simulator.params import RpcError
+from watcher.simulator import Ledger
+from watcher.simulator.accounts import required_signatures, sample_message
+from watcher.simulator.methods import RpcMethods
+from watcher.simulator.params import RpcError
 
 SYSTEM = "11111111111111111111111111111111"
 KEY = "9aB71bqATWmsKrhhTJUM8UHQWyTL8y61nVfZbXLkoGmY"

@@ -22,7 +22,7 @@ from watcher.config.ruleset import Job, RuleSet
 from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import agree, differences
-from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
 from support.seeded import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster

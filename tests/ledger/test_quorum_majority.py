@@ -23,7 +23,7 @@ from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import Quorum, majority
-from watcher.ledger.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
 from support.seeded import OUR_VOTE, START, base_rules, small_cluster

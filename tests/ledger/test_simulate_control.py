@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from watcher.cli import app
 from watcher.core.errors import ConfigError
-from watcher.ledger.simulator import Ledger, SimulatorServer, serve
-from watcher.ledger.simulator.das import das_of
 from watcher.ruletest.control import apply_control, ledger_from_file, send_action
+from watcher.simulator import Ledger, SimulatorServer, serve
+from watcher.simulator.das import das_of
 
 from support.receivers import wait_until
 from support.values import key

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.ledger.simulator import (
+from watcher.simulator import (
     DEMO,
     SCENARIOS,
     Ledger,
@@ -23,9 +23,9 @@ from watcher.ledger.simulator import (
     run_scenario,
     serve,
 )
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.nonces import DEMO_STAGED_NONCE, SYSTEM_PROGRAM
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.nonces import DEMO_STAGED_NONCE, SYSTEM_PROGRAM
 
 ADDRESS = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from watcher.cli import app
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.limits import HttpCounts, RateWindow
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.limits import HttpCounts, RateWindow
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"}
 

@@ -13,8 +13,8 @@ from structlog.testing import capture_logs
 
 from watcher.cadence import Budget, parse_budget
 from watcher.config.ruleset import Job
-from watcher.ledger.simulator.keys import derived_pubkey
 from watcher.service.budgeting import job_key, plan_budget, stretch_warning
+from watcher.simulator.keys import derived_pubkey
 
 from support.seeded import World, base_rules, daemon_worlds
 

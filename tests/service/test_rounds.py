@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from watcher.config.ruleset import Job
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator.keys import derived_pubkey
 
 from support.seeded import MINT, TREASURY, World, daemon_worlds
 

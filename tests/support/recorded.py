@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watcher.ledger.models import ClusterNode, VoteAccounts
-from watcher.ledger.simulator import recorded
+from watcher.simulator import recorded
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

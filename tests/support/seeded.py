@@ -15,8 +15,8 @@ from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.transactions import Cursor
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.keys import derived_pubkey
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.keys import derived_pubkey
 
 from support.daemon import write_config
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from watcher.config.yamlpos import Loc, YamlDocument, format_loc
 from watcher.core.errors import ConfigError
-from watcher.ledger.simulator import KEEP, Ledger
 from watcher.ruletest.authority_format import (
     authority_change,
     seed_mint,
@@ -22,6 +21,7 @@ from watcher.ruletest.das_format import (
     seed_token_account,
 )
 from watcher.ruletest.format import Action, LedgerSetup
+from watcher.simulator import KEEP, Ledger
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}

@@ -36,9 +36,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
-from watcher.ledger.simulator import KEEP, Ledger
-from watcher.ledger.simulator.authorities import set_mint, set_multisig, set_upgradeable_program
-from watcher.ledger.simulator.nonces import close_nonce_account, set_nonce_account
+from watcher.simulator import KEEP, Ledger
+from watcher.simulator.authorities import set_mint, set_multisig, set_upgradeable_program
+from watcher.simulator.nonces import close_nonce_account, set_nonce_account
 
 
 class _Strict(BaseModel):

@@ -25,10 +25,10 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.server import CONTROL_PATH
 from watcher.ruletest.actions import apply_to, seed_ledger
 from watcher.ruletest.format import Action, LedgerSetup
+from watcher.simulator import Ledger
+from watcher.simulator.server import CONTROL_PATH
 
 LEDGER_SEED = 7
 

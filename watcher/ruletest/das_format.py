@@ -55,9 +55,9 @@ import base58
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
-from watcher.ledger.simulator import Ledger
-from watcher.ledger.simulator.assets import AssetInterface
-from watcher.ledger.simulator.das import UNSET, das_of
+from watcher.simulator import Ledger
+from watcher.simulator.assets import AssetInterface
+from watcher.simulator.das import UNSET, das_of
 
 Amount = Annotated[int, Field(ge=0, le=2**64 - 1)]
 

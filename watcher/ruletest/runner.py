@@ -35,10 +35,10 @@ from watcher.core.outbox_rows import AlertRecord
 from watcher.kinds import KINDS
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import LedgerMethods
-from watcher.ledger.simulator import Ledger, SimulatorServer
-from watcher.ledger.simulator.scenarios import SLOT_SECONDS
 from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
+from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator.scenarios import SLOT_SECONDS
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0

@@ -216,9 +216,9 @@ def admitted(
     """The polls of ``due`` that a sweep at ``now`` with ``room`` for that many polls makes,
     the rest staying due. In this order:
 
-    1. a target whose gap would pass twice its planned interval before ``now + horizon`` (the
-       next sweep, and the time the budget takes to earn a poll): the fairness bound, earliest
-       deadline first;
+    1. a target owed a poll (below) whose gap would pass twice its planned interval before
+       ``now + horizon`` (the next sweep, and the time the budget takes to earn a poll): the
+       fairness bound, earliest deadline first;
     2. first polls (``None`` cadence): their pace has paid for them already;
     3. the plan's polls: the planned interval since the last poll has passed (within
        ``slack``), earliest deadline first;
@@ -231,19 +231,21 @@ def admitted(
         return list(due)
     if room <= 0:
         return []
-    urgent_by, owed_by = now + horizon, now + slack
+    urgent_by = now + horizon
 
     def rank(target: str) -> tuple[int, float]:
         cadence = cadences.get(target)
         if cadence is None:
             return (1, 0.0)
         interval = planned(target) or cadence.interval
+        # Within the sweeps' slack of its time, but never a quarter of its interval early: a
+        # target planned every 7 s, swept every 5 s, would otherwise be owed at every sweep.
+        if cadence.seen_at + interval > now + min(slack, interval / 4):
+            # Not owed yet: an extra, however near its deadline (a busy target polled early
+            # and often would otherwise always look urgent, and take every poll).
+            return (3, -cadence.rate * (now - cadence.seen_at))
         deadline = cadence.seen_at + 2.0 * interval
-        if deadline <= urgent_by:
-            return (0, deadline)
-        if cadence.seen_at + interval <= owed_by:
-            return (2, deadline)
-        return (3, -cadence.rate * (now - cadence.seen_at))
+        return (0 if deadline <= urgent_by else 2, deadline)
 
     ranked = sorted(due, key=rank)  # stable: ties keep the job's order
     return ranked[:room]

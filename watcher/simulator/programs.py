@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import base58
 
-from watcher.ledger.simulator.params import (
+from watcher.simulator.params import (
     _checked_pubkey,
     _config,
     _positional,

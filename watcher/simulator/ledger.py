@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watcher.core.clock import Clock
-from watcher.ledger.simulator import recorded
-from watcher.ledger.simulator.accounts import AccountBook
-from watcher.ledger.simulator.faults import FaultPlan
-from watcher.ledger.simulator.keys import random_signature
-from watcher.ledger.simulator.tokens import TokenControls, _Mint
-from watcher.ledger.simulator.validators import (
+from watcher.simulator import recorded
+from watcher.simulator.accounts import AccountBook
+from watcher.simulator.faults import FaultPlan
+from watcher.simulator.keys import random_signature
+from watcher.simulator.tokens import TokenControls, _Mint
+from watcher.simulator.validators import (
     DELINQUENT_SLOT_DISTANCE,
     ValidatorControls,
     _Validator,
 )
-from watcher.ledger.simulator.votes import VoteControls
+from watcher.simulator.votes import VoteControls
 
 
 @dataclass(frozen=True)

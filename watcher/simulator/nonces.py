@@ -1,7 +1,7 @@
 """Durable nonce accounts of the simulated ledger: System-owned program accounts of 80 bytes,
 laid out as the System program writes them (bincode: u32 ``Versions`` tag, u32 ``State`` tag,
 authority, durable nonce, lamports per signature; solana-program ``src/nonce/state/mod.rs`` and
-``current.rs``). They live among the program accounts (``watcher.ledger.simulator.programs``),
+``current.rs``). They live among the program accounts (``watcher.simulator.programs``),
 so getProgramAccounts of the System program filters them and getMultipleAccounts reads them.
 This encoder is the simulator's own, apart from the watcher's decoder, so each checks the
 other.
@@ -15,8 +15,8 @@ from typing import Final
 
 import base58
 
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.ledger import Ledger
+from watcher.simulator.das import das_of
+from watcher.simulator.ledger import Ledger
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
 NONCE_SIZE: Final = 80

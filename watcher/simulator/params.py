@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from watcher.ledger.simulator.keys import pubkey_problem, signature_problem
+from watcher.simulator.keys import pubkey_problem, signature_problem
 
 _COMMITMENTS: Final = frozenset({"processed", "confirmed", "finalized"})
 

@@ -11,7 +11,7 @@ Wire behaviour (each choice documented where a real node or provider leaves it o
   than ``batch_limit`` gets HTTP 413 with a -32600 error body; an empty batch a -32600 error.
   Unparseable JSON: -32700 "Parse error" (HTTP 200). A call without ``id`` is a notification and
   gets no answer.
-- Provider limits (``watcher.ledger.simulator.limits``), all off by default: ``latency`` seconds
+- Provider limits (``watcher.simulator.limits``), all off by default: ``latency`` seconds
   added before every answer (in the connection's own thread: other requests go on),
   ``enforce_rps`` requests/s accepted in a sliding one-second window (beyond: HTTP 429 with
   ``Retry-After``, counted), and ``batches=False`` to refuse batch requests as many providers'
@@ -32,12 +32,12 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from watcher.ledger.simulator.faults import Fault, FaultPlan
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.limits import HttpCounters, HttpCounts, RateWindow
-from watcher.ledger.simulator.methods import RpcMethods
-from watcher.ledger.simulator.params import RpcError
-from watcher.ledger.simulator.request_log import RecordedRequest, RequestLog
+from watcher.simulator.faults import Fault, FaultPlan
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.limits import HttpCounters, HttpCounts, RateWindow
+from watcher.simulator.methods import RpcMethods
+from watcher.simulator.params import RpcError
+from watcher.simulator.request_log import RecordedRequest, RequestLog
 
 MAX_BODY_BYTES: Final = 50 * 1024
 CONTROL_PATH: Final = "/control"

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.params import _checked_pubkey, _positional, invalid_params
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.params import _checked_pubkey, _positional, invalid_params
 
 MAX_LIMIT: Final = 1000
 

@@ -18,7 +18,7 @@ API_VERSION = "2.2.7"
 
 @cache
 def _load(name: str) -> Any:
-    raw = resources.files("watcher.ledger.simulator").joinpath("data", name).read_bytes()
+    raw = resources.files("watcher.simulator").joinpath("data", name).read_bytes()
     return json.loads(gzip.decompress(raw))
 
 

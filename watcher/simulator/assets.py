@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, get_args
 
-from watcher.ledger.simulator.params import (
+from watcher.simulator.params import (
     _checked_pubkey,
     _positional,
     invalid_params,

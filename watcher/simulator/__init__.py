@@ -20,10 +20,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, TextIO
 
-from watcher.ledger.simulator.faults import FAULT_KINDS, FaultPlan
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.request_log import RecordedRequest
-from watcher.ledger.simulator.scenarios import (
+from watcher.simulator.faults import FAULT_KINDS, FaultPlan
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.request_log import RecordedRequest
+from watcher.simulator.scenarios import (
     DEMO,
     SCENARIOS,
     DemoCast,
@@ -31,8 +31,8 @@ from watcher.ledger.simulator.scenarios import (
     Step,
     run_scenario,
 )
-from watcher.ledger.simulator.server import SimulatorServer
-from watcher.ledger.simulator.validators import KEEP
+from watcher.simulator.server import SimulatorServer
+from watcher.simulator.validators import KEEP
 
 __all__ = [
     "DEMO",

@@ -3,7 +3,7 @@ write them: spl-token and Token-2022 mints (solana-program-library `token/progra
 `Mint`; Token-2022's extensions after the account type byte at 165, `extension/mod.rs`),
 upgradeable programs and their program data (`UpgradeableLoaderState`, bincode), and Squads v4
 multisigs (`state/multisig.rs`, Anchor: discriminator, then Borsh). They live among the program
-accounts (``watcher.ledger.simulator.programs``): getMultipleAccounts and getProgramAccounts
+accounts (``watcher.simulator.programs``): getMultipleAccounts and getProgramAccounts
 serve them. These encoders are the simulator's own, apart from the watcher's decoders, so each
 checks the other.
 
@@ -21,10 +21,10 @@ from typing import Any, Final
 
 import base58
 
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.validators import KEEP
+from watcher.simulator.das import das_of
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.validators import KEEP
 
 TOKEN_PROGRAM: Final = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
 TOKEN_2022_PROGRAM: Final = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb"

@@ -16,11 +16,11 @@ from typing import Any, Final
 
 import base58
 
-from watcher.ledger.simulator import accounts
-from watcher.ledger.simulator.das import das_methods, das_of
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.params import (
+from watcher.simulator import accounts
+from watcher.simulator.das import das_methods, das_of
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.params import (
     RpcError,
     _checked_pubkey,
     _config,
@@ -29,9 +29,9 @@ from watcher.ledger.simulator.params import (
     _signature,
     invalid_params,
 )
-from watcher.ledger.simulator.recorded import API_VERSION
-from watcher.ledger.simulator.tokens import token_amount
-from watcher.ledger.simulator.validators import DELINQUENT_SLOT_DISTANCE
+from watcher.simulator.recorded import API_VERSION
+from watcher.simulator.tokens import token_amount
+from watcher.simulator.validators import DELINQUENT_SLOT_DISTANCE
 
 MAX_SIGNATURES_LIMIT: Final = 1000
 TOKEN_PROGRAM: Final = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
@@ -173,7 +173,7 @@ class RpcMethods:
         account = self._account(address, encoding)
         return {"context": self._context(), "value": account}
 
-    # For handlers in other modules (watcher.ledger.simulator.accounts).
+    # For handlers in other modules (watcher.simulator.accounts).
     @property
     def ledger(self) -> Ledger:
         return self._ledger

@@ -17,16 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from watcher.ledger.simulator.assets import AssetStore
-from watcher.ledger.simulator.editions import Editions
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.params import (
+from watcher.simulator.assets import AssetStore
+from watcher.simulator.editions import Editions
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.params import (
     _checked_pubkey,
     _positional,
     invalid_params,
 )
-from watcher.ledger.simulator.programs import ProgramAccounts
-from watcher.ledger.simulator.recorded import API_VERSION
+from watcher.simulator.programs import ProgramAccounts
+from watcher.simulator.recorded import API_VERSION
 
 MAX_PAGE_LIMIT: Final = 1000
 

@@ -19,8 +19,8 @@ from typing import Any, Final, Protocol
 
 import base58
 
-from watcher.ledger.simulator.keys import pubkey_problem
-from watcher.ledger.simulator.params import _config, invalid_params
+from watcher.simulator.keys import pubkey_problem
+from watcher.simulator.params import _config, invalid_params
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
 LAMPORTS_PER_SIGNATURE: Final = 5000
@@ -111,7 +111,7 @@ class _BookKeeper(Protocol):
 
 
 class MethodsContext(Protocol):
-    """What the two methods ask of ``watcher.ledger.simulator.methods.RpcMethods``."""
+    """What the two methods ask of ``watcher.simulator.methods.RpcMethods``."""
 
     @property
     def ledger(self) -> _BookKeeper: ...

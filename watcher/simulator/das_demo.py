@@ -7,8 +7,8 @@ changes during the demo: these rules stay quiet in it (their rule tests show the
 
 from __future__ import annotations
 
-from watcher.ledger.simulator.das import das_of
-from watcher.ledger.simulator.ledger import Ledger
+from watcher.simulator.das import das_of
+from watcher.simulator.ledger import Ledger
 
 VAULT_ASSET = "26cUEE3Q6Y1bM2tFEu8vhRnRjKNcjR4bnaVhtXac33F4"  # rules/nft.yaml vault-asset
 VAULT_OWNER = "3r6oQcm8k94yMckhVuvJNhY3YNVb4wWsbx1VuTK9n4wf"

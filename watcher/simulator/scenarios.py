@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from watcher.ledger.simulator.das_demo import das_demo_setup
-from watcher.ledger.simulator.keys import derived_pubkey
-from watcher.ledger.simulator.ledger import Ledger
-from watcher.ledger.simulator.nonces import nonce_demo_setup, nonce_demo_stage
-from watcher.ledger.simulator.recorded import top_holders
+from watcher.simulator.das_demo import das_demo_setup
+from watcher.simulator.keys import derived_pubkey
+from watcher.simulator.ledger import Ledger
+from watcher.simulator.nonces import nonce_demo_setup, nonce_demo_stage
+from watcher.simulator.recorded import top_holders
 
 SLOT_SECONDS: Final = 0.4
 

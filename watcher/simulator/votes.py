@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from watcher.ledger.simulator.validators import _Validator
+    from watcher.simulator.validators import _Validator
 
 MAX_EPOCH_CREDITS = 5  # a node reports the last five epochs
 

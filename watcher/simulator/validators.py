@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from watcher.ledger.simulator import recorded
-from watcher.ledger.simulator.accounts import PlainAccount
+from watcher.simulator import recorded
+from watcher.simulator.accounts import PlainAccount
 
 # A validator is delinquent when its last vote is this many slots or more behind (agave
 # DELINQUENT_VALIDATOR_SLOT_DISTANCE); mark_delinquent() freezes its vote further back than that.
