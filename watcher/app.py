@@ -258,7 +258,7 @@ class Daemon:
     ) -> StepOutcome:
         """The step's outcome with the target's cadence after this poll (activity: what the
         source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
-        events = activity(state, outcome.state, getattr(source, "activity_keys", ()))
+        events = activity(state, outcome.state, source.facts.activity_keys)
         stored = stored_cadence(state)
         cadence = self.cadences.after_poll(
             source.name,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, LedgerReader
+from watcher.kinds.base import ContextSlotted, LedgerReader, SourceFacts
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
@@ -132,9 +132,10 @@ class Part(Protocol):
 
 class AccountsSource(ContextSlotted[AccountObservation]):
     name = "accounts"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # the account itself changed (lamports, owner, data).
-    activity_keys: tuple[str, ...] = ("seen",)
+    # Activity (a quiet target backs off): the account itself changed (lamports, owner, data).
+    facts = SourceFacts(
+        ("getMultipleAccounts",), keys_per_call=MAX_KEYS_PER_CALL, activity_keys=("seen",)
+    )
 
     def __init__(self) -> None:
         self._parts: dict[str, Part] = {}

@@ -26,7 +26,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -71,6 +79,7 @@ class AssetObservation:
 
 class AssetSource(Slotless):
     name = "asset"
+    facts = SourceFacts(("getAssets",))
     rule_kinds: tuple[str, ...] = ("asset_changed",)
 
     async def observe(

@@ -39,6 +39,7 @@ from watcher.kinds.base import (
     LedgerReader,
     Named,
     Slotless,
+    SourceFacts,
     baselines,
     baselines_state,
 )
@@ -202,6 +203,7 @@ class AssetsObservation:
 
 class AssetsSource(Slotless):
     name = "assets"
+    facts = SourceFacts(("getAssetsByGroup/Creator/searchAssets",))
     rule_kinds: tuple[str, ...] = ("new_assets",)
 
     async def observe(

@@ -8,6 +8,8 @@ A *source* is one kind of thing the daemon observes (signatures of an address, t
 a mint, the vote-account set, the gossip node set). Each source module provides:
 
 - ``rule_kinds``: the rule kinds it serves;
+- ``facts`` (``SourceFacts``): what one poll of a target calls and how its targets are counted
+  (``watcher check``'s cost lines, a sweep's rate estimate, the cadence's activity);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
   (a failed observation is never evidence: the caller then skips ``step`` entirely);
 - ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
@@ -108,9 +110,33 @@ class LedgerReader(Protocol):
     ) -> EditionList: ...
 
 
+@dataclass(frozen=True)
+class SourceFacts:
+    """What a source declares of itself, for the parts that count its calls and its targets:
+    ``watcher check``'s cost lines (``watcher.checks.cost``), a sweep's rate estimate
+    (``watcher.service.sweeps``) and the cadence of a quiet target
+    (``watcher.service.cadences``)."""
+
+    # The RPC methods one poll of a target calls, once each (the quiet minimum).
+    methods: tuple[str, ...]
+    # The keys one call serves (getMultipleAccounts: up to 100).
+    keys_per_call: int = 1
+    # A target is a rule's keys, comma-separated (one inventory per rule): its polls ask for
+    # each of them.
+    joined: bool = False
+    # What its targets are, in a sentence ("sweep of 300 addresses needs...").
+    noun: str = "targets"
+    # The method whose batch cap bounds the calls of one request (None: the batch size).
+    batched: str | None = None
+    # The keys of its state whose change is activity (a quiet target backs off:
+    # ``watcher.cadence``), e.g. the cursor of ``signatures``.
+    activity_keys: tuple[str, ...] = ()
+
+
 class Source(Protocol):
     name: str
     rule_kinds: tuple[str, ...]
+    facts: SourceFacts
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None

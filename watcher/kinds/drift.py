@@ -23,7 +23,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.base import Kind, LedgerReader, SourceFacts
 from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
@@ -49,6 +49,7 @@ class ClusterObservation:
 
 class NodesSource:
     name = "nodes"
+    facts = SourceFacts(("getClusterNodes", "getVoteAccounts"))
     rule_kinds: tuple[str, ...] = ("version_drift",)
 
     async def observe(

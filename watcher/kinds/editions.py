@@ -27,7 +27,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -63,6 +71,7 @@ class EditionsObservation:
 
 class EditionsSource(Slotless):
     name = "editions"
+    facts = SourceFacts(("getNftEditions",))
     rule_kinds: tuple[str, ...] = ("new_editions",)
 
     async def observe(

@@ -24,7 +24,7 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_he
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, Kind, LedgerReader, SourceFacts
 from watcher.kinds.samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -75,6 +75,7 @@ def fee_assessment(rule: FeeAboveRule, observation: FeeObservation) -> Assessmen
 
 class FeesSource(ContextSlotted[FeeObservation]):
     name = "fees"
+    facts = SourceFacts(("getFeeForMessage",))
     rule_kinds: tuple[str, ...] = ("fee_above",)
 
     async def observe(

@@ -40,7 +40,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
@@ -133,9 +133,8 @@ class HoldersObservation:
 
 class HoldersSource(ContextSlotted[HoldersObservation]):
     name = "holders"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # a holder in or out of the top, or its amount.
-    activity_keys: tuple[str, ...] = ("top",)
+    # Activity (a quiet target backs off): a holder in or out of the top, or its amount.
+    facts = SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(

@@ -47,7 +47,15 @@ from watcher.core.clock import human_duration, iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -129,8 +137,14 @@ async def _first_signature(ledger: LedgerReader, account: str) -> str | None:
     return page[-1].signature
 
 
+# The nonce rules' call: one filtered getProgramAccounts over the System program per watched key
+# (a target is a rule's keys, comma-separated); ``watcher check`` names it apart among the costs.
+NONCE_METHOD: Final = "getProgramAccounts (nonce accounts)"
+
+
 class NonceAccountsSource(Slotless):
     name = "nonces"
+    facts = SourceFacts((NONCE_METHOD,), joined=True)
     rule_kinds: tuple[str, ...] = ("nonce_accounts",)
 
     async def observe(

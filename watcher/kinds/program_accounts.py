@@ -36,7 +36,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -112,6 +120,7 @@ class ProgramObservation:
 
 class ProgramAccountsSource(Slotless):
     name = "programs"
+    facts = SourceFacts(("getProgramAccounts",))
     rule_kinds: tuple[str, ...] = ("program_accounts",)
 
     async def observe(

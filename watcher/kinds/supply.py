@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
 from watcher.kinds.samples import SAMPLE_TIME
 
 STATE_VERSION = 1
@@ -78,6 +78,7 @@ class SupplyObservation:
 
 class SupplySource(ContextSlotted[SupplyObservation]):
     name = "supply"
+    facts = SourceFacts(("getTokenSupply",))
     rule_kinds: tuple[str, ...] = ("supply_changed",)
 
     async def observe(

@@ -33,7 +33,7 @@ from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pub
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless, SourceFacts
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
 from watcher.ledger.plausibility import (
@@ -190,9 +190,13 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
 
 class SignaturesSource(Slotless):
     name = "signatures"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # new signatures move the cursor.
-    activity_keys: tuple[str, ...] = ("cursor",)
+    # Activity (a quiet target backs off): the cursor moved (a new signature).
+    facts = SourceFacts(
+        ("getSignaturesForAddress",),
+        noun="addresses",
+        batched="getSignaturesForAddress",
+        activity_keys=("cursor",),
+    )
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
     async def observe(

@@ -46,7 +46,7 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import account_source
-from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.base import Kind, LedgerReader, SourceFacts
 from watcher.kinds.cluster import (
     validator_lines,
     validator_title,
@@ -227,6 +227,7 @@ def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
 
 class VatSource:
     name = "vat"
+    facts = SourceFacts(("getVoteAccounts", "getMultipleAccounts"))  # its vote account
     rule_kinds: tuple[str, ...] = (KIND_NAME,)
 
     def __init__(self) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import LedgerReader
+from watcher.kinds.base import LedgerReader, SourceFacts
 from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -38,6 +38,7 @@ class VotePart:
 
 class VotesSource:
     name = "votes"
+    facts = SourceFacts(("getVoteAccounts",))
 
     def __init__(self) -> None:
         self._parts: list[VotePart] = []
