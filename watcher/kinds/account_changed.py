@@ -124,9 +124,6 @@ def _alert(
     return make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
 
 
-SOURCE.serve("account_changed", step_accounts, lambda rule: rule.accounts)
-
-
 # -- wording ---------------------------------------------------------------------------------
 
 
@@ -180,6 +177,7 @@ KIND = Kind(
     model=AccountChangedRule,
     source=SOURCE,
     wording=account_text,
+    part=step_accounts,
     samples=samples,
     digest=DigestWords(("account change", "account changes"), ("account", "accounts"), lambda f: 1),
 )

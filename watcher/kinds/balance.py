@@ -107,9 +107,6 @@ def step_balances(
     return step_episodes(watching, state, now, assess)
 
 
-SOURCE.serve("balance_below", step_balances, lambda rule: rule.targets)
-
-
 # -- wording ---------------------------------------------------------------------------------
 
 
@@ -162,4 +159,10 @@ def samples(rule: BalanceBelowRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=BalanceBelowRule, source=SOURCE, wording=balance_text, samples=samples)
+KIND = Kind(
+    model=BalanceBelowRule,
+    source=SOURCE,
+    wording=balance_text,
+    part=step_balances,
+    samples=samples,
+)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
@@ -158,6 +158,17 @@ class Source(Protocol):
     ) -> StepOutcome: ...
 
 
+@runtime_checkable
+class SharedSource(Protocol):
+    """A source several kinds ride (``votes``, ``accounts``), each handing it its *part* (its
+    pure share of the step: ``Kind.part``). The registry composes it once, when it is built
+    (``watcher.kinds.sources_of``): ``composed`` returns the source serving those parts, by
+    kind name, in the registry's order; the source a kind module names holds none (importing
+    a kind changes nothing)."""
+
+    def composed(self, parts: Mapping[str, Any]) -> Source: ...
+
+
 class Slotless:
     """For a source whose answers carry no slot (the DAS methods, a signature listing): it shows
     no tip (a subclass still says what it doubts)."""
@@ -245,6 +256,9 @@ class Kind:
     model: type[RuleBase]
     source: Source
     wording: Wording
+    # Its share of a shared source's step (``SharedSource``), handed to the source when the
+    # registry is built; None: it rides a source of its own.
+    part: Any = None
     digest: DigestWords | None = None
     # Alerts of every transition of the kind for a rule, as facts: ``watcher check`` renders
     # the rule's templates against them (``watcher.checks.templates``).

@@ -24,8 +24,8 @@ from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "cluster_stalled"
@@ -83,9 +83,6 @@ def step_cluster_stalled(
     return StepOutcome({**outcome.state, "stall": stall}, outcome.alerts)
 
 
-SOURCE.serve(VotePart((KIND_NAME,), step_cluster_stalled))
-
-
 def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     stalled = human_duration(float(facts["stalled_seconds"]))
     if facts["reason"] == "resolved":
@@ -111,5 +108,6 @@ KIND = Kind(
     model=ClusterStalledRule,
     source=SOURCE,
     wording=cluster_stalled_text,
-    samples=sample_vote_alerts,
+    part=step_cluster_stalled,
+    samples=vote_samples(step_cluster_stalled),
 )

@@ -25,8 +25,8 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_title
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 KIND_NAME = "credits_low"
@@ -133,9 +133,6 @@ def step_credits_low(
     return step_episodes(mine, state, now, assess)
 
 
-SOURCE.serve(VotePart((KIND_NAME,), step_credits_low))
-
-
 def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
     below = f"{float(facts['below_pct']):g}%"
@@ -163,5 +160,9 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
 
 
 KIND = Kind(
-    model=CreditsLowRule, source=SOURCE, wording=credits_low_text, samples=sample_vote_alerts
+    model=CreditsLowRule,
+    source=SOURCE,
+    wording=credits_low_text,
+    part=step_credits_low,
+    samples=vote_samples(step_credits_low),
 )

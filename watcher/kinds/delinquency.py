@@ -41,8 +41,7 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
 from watcher.kinds.samples import episode_samples, sample_key
-from watcher.kinds.votes_source import SOURCE, VotePart
-from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
+from watcher.kinds.votes_source import SOURCE, VotesSource
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
@@ -142,9 +141,6 @@ def _assessment(status: ValidatorStatus) -> Assessment:
     facts = asdict(status)
     facts["status"] = facts.pop("state")
     return status.state != "current", facts
-
-
-SOURCE.serve(VotePart((KIND_NAME,), step_delinquency))
 
 
 # -- which validators are delinquent (pure) --------------------------------------------------
@@ -306,9 +302,16 @@ def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
             return VoteAccounts(current=[big], delinquent=[account])
         return VoteAccounts(current=[big, account], delinquent=[])
 
+    source = VotesSource({KIND_NAME: step_delinquency})
     return episode_samples(
-        rule, lambda state, bad, now: SOURCE.step([rule], CLUSTER, state, answer(bad), now)
+        rule, lambda state, bad, now: source.step([rule], CLUSTER, state, answer(bad), now)
     )
 
 
-KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text, samples=samples)
+KIND = Kind(
+    model=DelinquentValidatorsRule,
+    source=SOURCE,
+    wording=validator_text,
+    part=step_delinquency,
+    samples=samples,
+)

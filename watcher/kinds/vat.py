@@ -239,7 +239,7 @@ class VatSource:
         votes = await self.votes.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
         vote = vote_pubkey_of(target, votes) or target
-        read = await account_source.SOURCE.batcher.read(ledger, vote)
+        read = await account_source.BATCHER.read(ledger, vote)
         account = read.account
         if account is not None and account.owner != VOTE_PROGRAM:
             return VatObservation(votes, None, None, read.slot)

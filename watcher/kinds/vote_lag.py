@@ -29,8 +29,8 @@ from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "vote_lag"
@@ -75,9 +75,6 @@ def step_vote_lag(
     return step_episodes(mine, state, now, assess)
 
 
-SOURCE.serve(VotePart((KIND_NAME,), step_vote_lag))
-
-
 def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     behind = plural(int(facts["slots_behind"]), "slot")
     limit = plural(int(facts["max_slots"]), "slot")
@@ -98,4 +95,10 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(model=VoteLagRule, source=SOURCE, wording=vote_lag_text, samples=sample_vote_alerts)
+KIND = Kind(
+    model=VoteLagRule,
+    source=SOURCE,
+    wording=vote_lag_text,
+    part=step_vote_lag,
+    samples=vote_samples(step_vote_lag),
+)
