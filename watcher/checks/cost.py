@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from watcher.cadence import Budget, budget_share, cadence_cost
 from watcher.config.rule_models import RuleBase, max_every_of
@@ -47,7 +47,9 @@ class MethodCost:
         return self.per_second * MONTH_SECONDS
 
 
-def method_costs(jobs: Iterable[Job], sources: Mapping[str, Source] = SOURCES) -> list[MethodCost]:
+def method_costs(
+    jobs: Iterable[Job], sources: Mapping[str, Source[Any]] = SOURCES
+) -> list[MethodCost]:
     """Calls per second of each method, summed over the jobs, most expensive first."""
     targets: dict[str, int] = {}
     rates: dict[str, float] = {}
@@ -62,7 +64,7 @@ def method_costs(jobs: Iterable[Job], sources: Mapping[str, Source] = SOURCES) -
     return sorted(costs, key=lambda cost: (-cost.per_second, cost.method))
 
 
-def _facts(name: str, sources: Mapping[str, Source]) -> SourceFacts:
+def _facts(name: str, sources: Mapping[str, Source[Any]]) -> SourceFacts:
     """The facts of the source ``name`` (one unknown here: one call of a method of its name)."""
     source = sources.get(name)
     return source.facts if source is not None else SourceFacts((name,))
@@ -86,7 +88,7 @@ def cost_lines(
     jobs: Iterable[Job],
     max_rps: float | None,
     batch_size: int,
-    sources: Mapping[str, Source] = SOURCES,
+    sources: Mapping[str, Source[Any]] = SOURCES,
 ) -> list[str]:
     """The lines ``watcher check`` prints: one per method, the total, and the share of
     ``max_rps`` the requests take (calls grouped ``batch_size`` to a request)."""

@@ -112,10 +112,10 @@ AnyRule: Any = Annotated[
 ]
 
 
-def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
+def sources_of(kinds: Iterable[Kind]) -> dict[str, Source[Any]]:
     """The sources to poll, by name: each once, however many kinds ride on it; a shared source
     (``SharedSource``) composed of the parts of the kinds riding it, in their order."""
-    named: dict[str, Source] = {}
+    named: dict[str, Source[Any]] = {}
     parts: dict[str, dict[str, Any]] = {}
     for kind in kinds:
         known = named.setdefault(kind.source.name, kind.source)
@@ -123,7 +123,7 @@ def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
             raise ValueError(f"two sources are named {kind.source.name!r}")
         if kind.part is not None:
             parts.setdefault(kind.source.name, {})[kind.name] = kind.part
-    sources: dict[str, Source] = {}
+    sources: dict[str, Source[Any]] = {}
     for name, source in named.items():
         if name not in parts:
             sources[name] = source
@@ -134,7 +134,7 @@ def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
     return sources
 
 
-SOURCES: Mapping[str, Source] = sources_of(KINDS.values())
+SOURCES: Mapping[str, Source[Any]] = sources_of(KINDS.values())
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, Wording] = {
     RPC_UNHEALTHY: rpc_text,
@@ -143,7 +143,7 @@ BUILTIN_WORDINGS: Mapping[str, Wording] = {
 }
 
 
-def source_of(kind: str) -> Source:
+def source_of(kind: str) -> Source[Any]:
     """The source a rule kind rides on, as polled (``KeyError`` for an unknown kind)."""
     return SOURCES[KINDS[kind].source.name]
 

@@ -14,7 +14,7 @@ The first answer (for each rule) is the baseline.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -91,7 +91,7 @@ def step_accounts(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [cast(AccountChangedRule, r) for r in rules if target in r.accounts]
+    watching = [r for r in rules if isinstance(r, AccountChangedRule) and target in r.accounts]
     known = state is not None and "snapshot" in state
     old: Snapshot = (state or {}).get("snapshot")
     new = snapshot_of(observation)

@@ -133,27 +133,38 @@ class SourceFacts:
     activity_keys: tuple[str, ...] = ()
 
 
-class Source(Protocol):
+# What a source's ``observe`` returns, and its ``doubt``, ``tip`` and ``step`` take.
+Observation = TypeVar("Observation")
+
+
+class Source(Protocol[Observation]):
+    """One source, generic in its observation (``Source[VoteAccounts]``); the registry holds
+    sources of every observation (``Source[Any]``), each consistent with itself."""
+
     name: str
     rule_kinds: tuple[str, ...]
     facts: SourceFacts
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
-    ) -> Any: ...
+    ) -> Observation: ...
 
     def doubt(
-        self, state: TargetState | None, observation: Any, now: float, tip: SlotTip | None = None
+        self,
+        state: TargetState | None,
+        observation: Observation,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None: ...
 
-    def tip(self, observation: Any) -> int | None: ...
+    def tip(self, observation: Observation) -> int | None: ...
 
     def step(
         self,
         rules: Sequence[Any],
         target: str,
         state: TargetState | None,
-        observation: Any,
+        observation: Observation,
         now: float,
     ) -> StepOutcome: ...
 
@@ -166,7 +177,7 @@ class SharedSource(Protocol):
     kind name, in the registry's order; the source a kind module names holds none (importing
     a kind changes nothing)."""
 
-    def composed(self, parts: Mapping[str, Any]) -> Source: ...
+    def composed(self, parts: Mapping[str, Any]) -> Source[Any]: ...
 
 
 class Slotless:
@@ -254,7 +265,7 @@ class Kind:
     title, body) and, for event kinds, the words of its digests."""
 
     model: type[RuleBase]
-    source: Source
+    source: Source[Any]
     wording: Wording
     # Its share of a shared source's step (``SharedSource``), handed to the source when the
     # registry is built; None: it rides a source of its own.

@@ -68,13 +68,13 @@ def step_delinquency(
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
-    mine = [cast(DelinquentValidatorsRule, r) for r in rules if r.kind == KIND_NAME]
+    mine = [r for r in rules if isinstance(r, DelinquentValidatorsRule)]
     shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)
     if shares:
 
-        def assess_share(rule: StateRuleView) -> Mapping[str, Assessment]:
-            threshold = cast(StakeShareRule, rule).threshold
+        def assess_share(rule: StakeShareRule) -> Mapping[str, Assessment]:
+            threshold = rule.threshold
             return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
         cluster = step_episodes(shares, state, now, assess_share)
@@ -83,8 +83,8 @@ def step_delinquency(
         {pubkey for rule in mine for pubkey in rule.validators}, observation
     )
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        watched = cast(DelinquentValidatorsRule, rule).validators
+    def assess(rule: DelinquentValidatorsRule) -> Mapping[str, Assessment]:
+        watched = rule.validators
         if held:
             return {pubkey: (None, {}) for pubkey in watched}
         return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}

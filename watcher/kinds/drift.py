@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -86,8 +86,8 @@ class NodesSource:
     ) -> StepOutcome:
         cluster = index_cluster(observation.nodes, observation.vote_accounts)
 
-        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-            watched = cast(VersionDriftRule, rule).validators
+        def assess(rule: VersionDriftRule) -> Mapping[str, Assessment]:
+            watched = rule.validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
         outcome = step_episodes(self._rules(rules), state, now, assess)
@@ -95,7 +95,7 @@ class NodesSource:
         return StepOutcome({**outcome.state, **counts}, outcome.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[VersionDriftRule]:
-        return [cast(VersionDriftRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, VersionDriftRule)]
 
 
 def _assessment(node: NodeAssessment) -> Assessment:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -225,7 +225,7 @@ class HoldersSource(ContextSlotted[HoldersObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[HolderChangesRule]:
-        return [cast(HolderChangesRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, HolderChangesRule)]
 
 
 def _amounts(stored: Mapping[str, str | int]) -> dict[str, int]:

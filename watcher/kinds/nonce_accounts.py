@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -222,9 +222,7 @@ class NonceAccountsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [
-            cast(NonceAccountsRule, rule)
-            for rule in rules
-            if rule.kind in self.rule_kinds and target in rule.targets
+            rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
         ]
         seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("accounts")

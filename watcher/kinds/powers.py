@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -141,9 +141,11 @@ class PowersSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [
-            cast(PowersRule, rule)
+            rule
             for rule in rules
-            if rule.kind in self.rule_kinds and target in rule.targets
+            if isinstance(rule, PowersRule)
+            and rule.kind in self.rule_kinds
+            and target in rule.targets
         ]
         seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("powers")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Self, cast
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -121,7 +121,7 @@ class SupplySource(ContextSlotted[SupplyObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[SupplyChangedRule]:
-        return [cast(SupplyChangedRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, SupplyChangedRule)]
 
 
 def _alert(

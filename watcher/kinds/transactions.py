@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -332,7 +332,7 @@ class SignaturesSource(Slotless):
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
-        return [cast(NewTransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, NewTransactionsRule)]
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:

@@ -25,11 +25,11 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -268,13 +268,13 @@ class VatSource:
         now: float,
     ) -> StepOutcome:
         mine = [
-            cast(VatEligibilityRule, rule)
+            rule
             for rule in rules
-            if rule.kind == KIND_NAME and target in rule.validators
+            if isinstance(rule, VatEligibilityRule) and target in rule.validators
         ]
 
-        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-            return {target: vat_assessment(cast(VatEligibilityRule, rule), target, observation)}
+        def assess(rule: VatEligibilityRule) -> Mapping[str, Assessment]:
+            return {target: vat_assessment(rule, target, observation)}
 
         outcome = step_episodes(mine, state, now, assess)
         new_state = {**(state or {}), **outcome.state, "v": STATE_VERSION}

@@ -9,11 +9,11 @@ missing. State: the shared ``episodes`` (``watcher.alerting.lifecycle.step_episo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -65,12 +65,11 @@ def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
 def step_vote_lag(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [cast(VoteLagRule, rule) for rule in rules if rule.kind == KIND_NAME]
+    mine = [rule for rule in rules if isinstance(rule, VoteLagRule)]
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        lag = cast(VoteLagRule, rule)
-        return {key: lag_assessment(statuses[key], lag.max_slots) for key in lag.validators}
+    def assess(rule: VoteLagRule) -> Mapping[str, Assessment]:
+        return {key: lag_assessment(statuses[key], rule.max_slots) for key in rule.validators}
 
     return step_episodes(mine, state, now, assess)
 
