@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.builtin import BuiltinRule
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -58,23 +59,18 @@ class DelinquentValidatorsRule(rule_models.StateRule):
         return self.validators
 
 
-class StakeShareRule(StateRuleView, Protocol):
-    @property
-    def threshold(self) -> float: ...  # percent of activated stake
-
-
 def step_delinquency(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
     mine = [r for r in rules if isinstance(r, DelinquentValidatorsRule)]
-    shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
+    shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)
     if shares:
 
-        def assess_share(rule: StakeShareRule) -> Mapping[str, Assessment]:
-            threshold = rule.threshold
+        def assess_share(rule: BuiltinRule) -> Mapping[str, Assessment]:
+            threshold = rule.threshold  # percent of activated stake
             return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
         cluster = step_episodes(shares, state, now, assess_share)
