@@ -197,7 +197,7 @@ class Daemon:
 
     async def poll_target(
         self,
-        source: Source,
+        source: Source[Any],
         target: str,
         interval: float = 0.0,
         max_interval: float | None = None,
@@ -248,7 +248,7 @@ class Daemon:
 
     def _paced(
         self,
-        source: Source,
+        source: Source[Any],
         target: str,
         state: TargetState | None,
         outcome: StepOutcome,
@@ -258,7 +258,7 @@ class Daemon:
     ) -> StepOutcome:
         """The step's outcome with the target's cadence after this poll (activity: what the
         source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
-        events = activity(state, outcome.state, getattr(source, "activity_keys", ()))
+        events = activity(state, outcome.state, source.facts.activity_keys)
         stored = stored_cadence(state)
         cadence = self.cadences.after_poll(
             source.name,
@@ -272,7 +272,7 @@ class Daemon:
         return replace(outcome, state=paced_state(state, outcome.state, cadence, events, stored))
 
     async def _observe(
-        self, source: Source, target: str, state: TargetState | None
+        self, source: Source[Any], target: str, state: TargetState | None
     ) -> list[tuple[str, Any]]:
         """One observation, with the endpoint that gave it (its public URL); a state kind's
         target under quorum: one from each of ``quorum`` endpoints (``watcher.ledger.quorum``)."""
@@ -292,7 +292,7 @@ class Daemon:
 
     async def _agreed(
         self,
-        source: Source,
+        source: Source[Any],
         target: str,
         rules: Sequence[PresentedRule],
         state: TargetState | None,
@@ -336,7 +336,7 @@ class Daemon:
 
     async def _observe_more(
         self,
-        source: Source,
+        source: Source[Any],
         target: str,
         state: TargetState | None,
         answers: Sequence[tuple[str, Any]],
@@ -359,7 +359,7 @@ class Daemon:
 
     async def _confirmed(
         self,
-        source: Source,
+        source: Source[Any],
         target: str,
         state: TargetState | None,
         doubt: Doubt,

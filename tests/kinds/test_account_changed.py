@@ -14,14 +14,16 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from watcher.core.events import TargetState
-from watcher.kinds import word
+from watcher.kinds import SOURCES, word
 from watcher.kinds.account_changed import AccountChangedRule, account_changes, step_accounts
-from watcher.kinds.account_source import SOURCE, AccountObservation
+from watcher.kinds.account_source import AccountObservation
 from watcher.ledger.models_accounts import Account
 
 ACCOUNT = "57bSC4sKRhsLBJtVJwYrmXyacYatj4DU89zSD3GDZ55d"
 SYSTEM = "11111111111111111111111111111111"
 LOADER = "BPFLoaderUpgradeab1e11111111111111111111111"
+
+ACCOUNTS = SOURCES["accounts"]  # composed of its kinds' parts
 
 
 def account(
@@ -48,7 +50,7 @@ def run(
     state: TargetState | None = None
     titles = []
     for slot, found in enumerate(accounts):
-        outcome = SOURCE.step(
+        outcome = ACCOUNTS.step(
             [r], ACCOUNT, state, AccountObservation(ACCOUNT, slot, account=found), 0.0
         )
         state = json.loads(json.dumps(outcome.state))
@@ -133,5 +135,5 @@ def test_a_rule_new_to_an_account_takes_its_baseline_silently() -> None:
     _, state = run(rule(), [account()])
     other = AccountChangedRule.model_validate({"name": "late", "accounts": [ACCOUNT]})
     changed = AccountObservation(ACCOUNT, 5, account=account(b"v9"))
-    outcome = SOURCE.step([rule(), other], ACCOUNT, state, changed, 1.0)
+    outcome = ACCOUNTS.step([rule(), other], ACCOUNT, state, changed, 1.0)
     assert [alert.rule for alert in outcome.alerts] == ["watch"]

@@ -149,7 +149,7 @@ def test_defaults() -> None:
     assert (rule.every, rule.for_, rule.keep_firing_for, rule.repeat) == (60.0, 0.0, 0.0, None)
     assert rule.targets == (IDENTITY,)
     assert token_rule().targets == (f"token:{TOKEN_ACCOUNT}",)
-    assert KINDS["balance_below"].source is SOURCE
+    assert KINDS["balance_below"].source is SOURCE and KINDS["balance_below"].part is not None
 
 
 # -- the source against a real simulator ----------------------------------------------------------

@@ -21,17 +21,20 @@ from watcher.kinds import (
     RULE_MODELS,
     SOURCES,
     AnyRule,
+    account_source,
     digest_words,
     source_of,
     sources_of,
+    votes_source,
     word,
     wording_of,
 )
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.delinquency import DelinquentValidatorsRule, VotesSource
+from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.drift import ClusterObservation, VersionDriftRule
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
+from watcher.kinds.votes_source import VotesSource
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -582,8 +585,10 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
     union: TypeAdapter[RuleBase] = TypeAdapter(AnyRule)
     for name, kind in KINDS.items():
         assert RULE_MODELS[name] is kind.model and kind.model.kind_name() == name
-        assert source_of(name) is kind.source and SOURCES[kind.source.name] is kind.source
-        assert name in kind.source.rule_kinds
+        assert source_of(name) is SOURCES[kind.source.name]
+        assert name in source_of(name).rule_kinds
+        # A shared source is composed when the registry is built; one of its own is kept.
+        assert (source_of(name) is kind.source) == (kind.part is None)
         assert wording_of(name) is kind.wording and digest_words(name) is kind.digest
         fields: dict[str, Any] = {"name": "r", "kind": name}
         fields |= {WATCHES[name]: [WATCHED[name]]} if name in WATCHES else {}  # not cluster-wide
@@ -610,12 +615,29 @@ def test_each_kind_is_one_registry_line_holding_all_of_it() -> None:
 
 
 def test_two_kinds_riding_one_source_poll_it_once() -> None:
-    riding = Kind(model=DelinquentValidatorsRule, source=VOTES, wording=lambda f, s: ("t", "b"))
-    kinds = [KINDS["delinquent_validators"], riding, KINDS["version_drift"]]
-    assert sources_of(kinds) == {"votes": VOTES, "nodes": NODES}
+    riding = Kind(model=DelinquentValidatorsRule, source=NODES, wording=lambda f, s: ("t", "b"))
+    kinds = [KINDS["version_drift"], riding, KINDS["delinquent_validators"]]
+    sources = sources_of(kinds)
+    assert list(sources) == ["nodes", "votes"] and sources["nodes"] is NODES
+    assert sources["votes"].rule_kinds == ("delinquent_validators",)  # composed of its part
     impostor = Kind(model=VersionDriftRule, source=VotesSource(), wording=riding.wording)
     with pytest.raises(ValueError, match="two sources are named 'votes'"):
         sources_of([KINDS["delinquent_validators"], impostor])
+
+
+def test_shared_sources_are_composed_from_the_registry_not_by_imports() -> None:
+    """Importing a kind's module serves nothing: the source a kind names holds no part, and
+    the registry composes the one polled from the parts of the kinds riding it, in order."""
+    assert votes_source.SOURCE.rule_kinds == () and account_source.SOURCE.rule_kinds == ()
+    riders = [name for name, kind in KINDS.items() if kind.source is votes_source.SOURCE]
+    assert SOURCES["votes"].rule_kinds == tuple(riders)
+    assert "stake_changed" in riders and SOURCES["accounts"].rule_kinds == (
+        "balance_below",
+        "account_changed",
+    )
+    lone = Kind(model=VersionDriftRule, source=NODES, wording=lambda f, s: ("t", "b"), part=len)
+    with pytest.raises(ValueError, match="a source that takes none"):
+        sources_of([lone])
 
 
 def test_state_layouts_are_versioned() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from watcher.alerting.messages import RuleView, episode_facts, make_alert
 from watcher.core.events import AlertMessage, Reason, StepOutcome, TargetState
@@ -180,11 +180,15 @@ class StateRuleView(RuleView, Protocol):
 Assessment = tuple[bool | None, dict[str, Any]]
 
 
+# The rules a step assesses: a kind's own model, so that ``assess`` reads its fields typed.
+Watching = TypeVar("Watching", bound=StateRuleView)
+
+
 def step_episodes(
-    rules: Sequence[StateRuleView],
+    rules: Sequence[Watching],
     state: TargetState | None,
     now: float,
-    assess: Callable[[StateRuleView], Mapping[str, Assessment]],
+    assess: Callable[[Watching], Mapping[str, Assessment]],
 ) -> StepOutcome:
     """Advance every (rule, subject) episode and say the transitions (as facts).
 

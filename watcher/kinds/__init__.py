@@ -14,9 +14,11 @@ watching it, and its ``step`` is handed every one of those rules and serves the 
 the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
 number of kinds: the ``votes`` source (``watcher.kinds.votes_source``) serves every kind reading
 getVoteAccounts (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
-``stake_changed``, ``commission_changed``), each handing it its part; ``balance_below`` and
-``account_changed`` share the ``accounts`` source (getMultipleAccounts,
-``watcher.kinds.account_source``); the other kinds ride a source of their own.
+``stake_changed``, ``commission_changed``), each naming its part (``Kind.part``);
+``balance_below`` and ``account_changed`` share the ``accounts`` source (getMultipleAccounts,
+``watcher.kinds.account_source``); the other kinds ride a source of their own. A shared
+source is composed of its riders' parts here, when the registry is built (``sources_of``, in
+``KINDS``' order): importing a kind's module changes no source.
 ``version_drift`` does read getVoteAccounts besides getClusterNodes, but riding the ``votes``
 source would fetch the gossip table (megabytes) at the delinquency rules' pace (seconds); the
 two share only the pure reading of getVoteAccounts (``watcher.kinds.cluster``).
@@ -71,7 +73,7 @@ from watcher.kinds import (
     vat,
     vote_lag,
 )
-from watcher.kinds.base import DigestWords, Kind, Source
+from watcher.kinds.base import DigestWords, Kind, SharedSource, Source
 
 KINDS: Mapping[str, Kind] = {
     kind.name: kind
@@ -110,17 +112,29 @@ AnyRule: Any = Annotated[
 ]
 
 
-def sources_of(kinds: Iterable[Kind]) -> dict[str, Source]:
-    """The sources to poll, by name: each once, however many kinds ride on it."""
-    sources: dict[str, Source] = {}
+def sources_of(kinds: Iterable[Kind]) -> dict[str, Source[Any]]:
+    """The sources to poll, by name: each once, however many kinds ride on it; a shared source
+    (``SharedSource``) composed of the parts of the kinds riding it, in their order."""
+    named: dict[str, Source[Any]] = {}
+    parts: dict[str, dict[str, Any]] = {}
     for kind in kinds:
-        known = sources.setdefault(kind.source.name, kind.source)
+        known = named.setdefault(kind.source.name, kind.source)
         if known is not kind.source:
             raise ValueError(f"two sources are named {kind.source.name!r}")
+        if kind.part is not None:
+            parts.setdefault(kind.source.name, {})[kind.name] = kind.part
+    sources: dict[str, Source[Any]] = {}
+    for name, source in named.items():
+        if name not in parts:
+            sources[name] = source
+        elif isinstance(source, SharedSource):
+            sources[name] = source.composed(parts[name])
+        else:
+            raise ValueError(f"kinds hand parts to {name!r}, a source that takes none")
     return sources
 
 
-SOURCES: Mapping[str, Source] = sources_of(KINDS.values())
+SOURCES: Mapping[str, Source[Any]] = sources_of(KINDS.values())
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, Wording] = {
     RPC_UNHEALTHY: rpc_text,
@@ -129,9 +143,9 @@ BUILTIN_WORDINGS: Mapping[str, Wording] = {
 }
 
 
-def source_of(kind: str) -> Source:
-    """The source a rule kind rides on (``KeyError`` for an unknown kind)."""
-    return KINDS[kind].source
+def source_of(kind: str) -> Source[Any]:
+    """The source a rule kind rides on, as polled (``KeyError`` for an unknown kind)."""
+    return SOURCES[KINDS[kind].source.name]
 
 
 def wording_of(kind: str) -> Wording | None:

@@ -14,7 +14,7 @@ The first answer (for each rule) is the baseline.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -91,7 +91,7 @@ def step_accounts(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [cast(AccountChangedRule, r) for r in rules if target in r.accounts]
+    watching = [r for r in rules if isinstance(r, AccountChangedRule) and target in r.accounts]
     known = state is not None and "snapshot" in state
     old: Snapshot = (state or {}).get("snapshot")
     new = snapshot_of(observation)
@@ -122,9 +122,6 @@ def _alert(
     facts["lamports"] = None if new is None else new.get("lamports")
     key = f"{rule.name}|{account}|answer-{seq}|event"
     return make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
-
-
-SOURCE.serve("account_changed", step_accounts, lambda rule: rule.accounts)
 
 
 # -- wording ---------------------------------------------------------------------------------
@@ -180,6 +177,7 @@ KIND = Kind(
     model=AccountChangedRule,
     source=SOURCE,
     wording=account_text,
+    part=step_accounts,
     samples=samples,
     digest=DigestWords(("account change", "account changes"), ("account", "accounts"), lambda f: 1),
 )

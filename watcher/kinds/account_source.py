@@ -1,11 +1,12 @@
 """Source ``accounts``: one account per target, read with getMultipleAccounts (up to 100 keys
 per call), or a token account's balance with getTokenAccountBalance (target ``token:ADDRESS``).
 
-Kinds riding it (``balance_below``, ``account_changed``) register a *part* (``serve``): the
-part's pure step gets the rules of its kind and its own slice of the target's state
-(``state[kind]``). Polls of one round run concurrently; ``AccountBatcher`` gathers the keys
-asked for by one reader in one round into calls of at most 100 keys (the one place that
-chunks getMultipleAccounts). A failed call fails every target of its chunk: never evidence.
+Kinds riding it (``balance_below``, ``account_changed``) name a *part* (``Kind.part``),
+composed into the source when the registry is built (``composed``): the part's pure step gets
+the rules of its kind and its own slice of the target's state (``state[kind]``). Polls of one
+round run concurrently; ``AccountBatcher`` gathers the keys asked for by one reader in one round
+into calls of at most 100 keys (the one place that chunks getMultipleAccounts). A failed call
+fails every target of its chunk: never evidence.
 
 State: ``{"v": 1, "slot": context slot, "seen": what the account was, KIND: the part's state,
 ...}``. An answer older in slots than the last one taken is stale (not taken). ``seen`` (the
@@ -16,12 +17,12 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, LedgerReader
+from watcher.kinds.base import ContextSlotted, LedgerReader, SourceFacts
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
@@ -132,20 +133,19 @@ class Part(Protocol):
 
 class AccountsSource(ContextSlotted[AccountObservation]):
     name = "accounts"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # the account itself changed (lamports, owner, data).
-    activity_keys: tuple[str, ...] = ("seen",)
+    # Activity (a quiet target backs off): the account itself changed (lamports, owner, data).
+    facts = SourceFacts(
+        ("getMultipleAccounts",), keys_per_call=MAX_KEYS_PER_CALL, activity_keys=("seen",)
+    )
 
-    def __init__(self) -> None:
-        self._parts: dict[str, Part] = {}
-        self._targets: dict[str, Callable[[Any], Sequence[str]]] = {}
-        self.batcher = AccountBatcher()
-        self.rule_kinds: tuple[str, ...] = ()
+    def __init__(self, parts: Mapping[str, Part] | None = None) -> None:
+        self._parts: dict[str, Part] = dict(parts or {})  # by the rule kind each serves
+        self.batcher = BATCHER
+        self.rule_kinds: tuple[str, ...] = tuple(self._parts)
 
-    def serve(self, kind: str, part: Part, targets: Callable[[Any], Sequence[str]]) -> None:
-        self._parts[kind] = part
-        self._targets[kind] = targets
-        self.rule_kinds = tuple(self._parts)
+    def composed(self, parts: Mapping[str, Part]) -> AccountsSource:
+        """The source serving ``parts`` (by kind name; the registry's, when it is built)."""
+        return AccountsSource(parts)
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
@@ -178,4 +178,7 @@ class AccountsSource(ContextSlotted[AccountObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
 
+# One batcher for every reader of single accounts (``vat`` reads its vote accounts through it).
+BATCHER = AccountBatcher()
+# The source as kinds name it: no parts (the registry composes the one it polls).
 SOURCE = AccountsSource()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -26,7 +26,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -71,6 +79,7 @@ class AssetObservation:
 
 class AssetSource(Slotless):
     name = "asset"
+    facts = SourceFacts(("getAssets",))
     rule_kinds: tuple[str, ...] = ("asset_changed",)
 
     async def observe(
@@ -116,7 +125,7 @@ class AssetSource(Slotless):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[AssetChangedRule]:
-        return [cast(AssetChangedRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, AssetChangedRule)]
 
 
 def _alert(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -39,6 +39,7 @@ from watcher.kinds.base import (
     LedgerReader,
     Named,
     Slotless,
+    SourceFacts,
     baselines,
     baselines_state,
 )
@@ -202,6 +203,7 @@ class AssetsObservation:
 
 class AssetsSource(Slotless):
     name = "assets"
+    facts = SourceFacts(("getAssetsByGroup/Creator/searchAssets",))
     rule_kinds: tuple[str, ...] = ("new_assets",)
 
     async def observe(
@@ -259,7 +261,7 @@ class AssetsSource(Slotless):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[NewAssetsRule]:
-        return [cast(NewAssetsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, NewAssetsRule)]
 
 
 def _alert(

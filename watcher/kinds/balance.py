@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Self, cast
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -98,16 +98,15 @@ def step_balances(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [cast(BalanceBelowRule, rule) for rule in rules if target in rule.target_set]
+    watching = [
+        rule for rule in rules if isinstance(rule, BalanceBelowRule) and target in rule.target_set
+    ]
     address = address_of(target)
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        return {address: balance_assessment(cast(BalanceBelowRule, rule), observation)}
+    def assess(rule: BalanceBelowRule) -> Mapping[str, Assessment]:
+        return {address: balance_assessment(rule, observation)}
 
     return step_episodes(watching, state, now, assess)
-
-
-SOURCE.serve("balance_below", step_balances, lambda rule: rule.targets)
 
 
 # -- wording ---------------------------------------------------------------------------------
@@ -162,4 +161,10 @@ def samples(rule: BalanceBelowRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=BalanceBelowRule, source=SOURCE, wording=balance_text, samples=samples)
+KIND = Kind(
+    model=BalanceBelowRule,
+    source=SOURCE,
+    wording=balance_text,
+    part=step_balances,
+    samples=samples,
+)

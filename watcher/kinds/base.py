@@ -8,6 +8,8 @@ A *source* is one kind of thing the daemon observes (signatures of an address, t
 a mint, the vote-account set, the gossip node set). Each source module provides:
 
 - ``rule_kinds``: the rule kinds it serves;
+- ``facts`` (``SourceFacts``): what one poll of a target calls and how its targets are counted
+  (``watcher check``'s cost lines, a sweep's rate estimate, the cadence's activity);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
   (a failed observation is never evidence: the caller then skips ``step`` entirely);
 - ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
@@ -108,28 +110,74 @@ class LedgerReader(Protocol):
     ) -> EditionList: ...
 
 
-class Source(Protocol):
+@dataclass(frozen=True)
+class SourceFacts:
+    """What a source declares of itself, for the parts that count its calls and its targets:
+    ``watcher check``'s cost lines (``watcher.checks.cost``), a sweep's rate estimate
+    (``watcher.service.sweeps``) and the cadence of a quiet target
+    (``watcher.service.cadences``)."""
+
+    # The RPC methods one poll of a target calls, once each (the quiet minimum).
+    methods: tuple[str, ...]
+    # The keys one call serves (getMultipleAccounts: up to 100).
+    keys_per_call: int = 1
+    # A target is a rule's keys, comma-separated (one inventory per rule): its polls ask for
+    # each of them.
+    joined: bool = False
+    # What its targets are, in a sentence ("sweep of 300 addresses needs...").
+    noun: str = "targets"
+    # The method whose batch cap bounds the calls of one request (None: the batch size).
+    batched: str | None = None
+    # The keys of its state whose change is activity (a quiet target backs off:
+    # ``watcher.cadence``), e.g. the cursor of ``signatures``.
+    activity_keys: tuple[str, ...] = ()
+
+
+# What a source's ``observe`` returns, and its ``doubt``, ``tip`` and ``step`` take.
+Observation = TypeVar("Observation")
+
+
+class Source(Protocol[Observation]):
+    """One source, generic in its observation (``Source[VoteAccounts]``); the registry holds
+    sources of every observation (``Source[Any]``), each consistent with itself."""
+
     name: str
     rule_kinds: tuple[str, ...]
+    facts: SourceFacts
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
-    ) -> Any: ...
+    ) -> Observation: ...
 
     def doubt(
-        self, state: TargetState | None, observation: Any, now: float, tip: SlotTip | None = None
+        self,
+        state: TargetState | None,
+        observation: Observation,
+        now: float,
+        tip: SlotTip | None = None,
     ) -> Doubt | None: ...
 
-    def tip(self, observation: Any) -> int | None: ...
+    def tip(self, observation: Observation) -> int | None: ...
 
     def step(
         self,
         rules: Sequence[Any],
         target: str,
         state: TargetState | None,
-        observation: Any,
+        observation: Observation,
         now: float,
     ) -> StepOutcome: ...
+
+
+@runtime_checkable
+class SharedSource(Protocol):
+    """A source several kinds ride (``votes``, ``accounts``), each handing it its *part* (its
+    pure share of the step: ``Kind.part``). The registry composes it once, when it is built
+    (``watcher.kinds.sources_of``): ``composed`` returns the source serving those parts, by
+    kind name, in the registry's order; the source a kind module names holds none (importing
+    a kind changes nothing)."""
+
+    def composed(self, parts: Mapping[str, Any]) -> Source[Any]: ...
 
 
 class Slotless:
@@ -217,8 +265,11 @@ class Kind:
     title, body) and, for event kinds, the words of its digests."""
 
     model: type[RuleBase]
-    source: Source
+    source: Source[Any]
     wording: Wording
+    # Its share of a shared source's step (``SharedSource``), handed to the source when the
+    # registry is built; None: it rides a source of its own.
+    part: Any = None
     digest: DigestWords | None = None
     # Alerts of every transition of the kind for a rule, as facts: ``watcher check`` renders
     # the rule's templates against them (``watcher.checks.templates``).

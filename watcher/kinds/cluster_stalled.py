@@ -14,9 +14,9 @@ State (shared with the other kinds of the source): ``"stall": {"vote": slot, "ro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
@@ -24,8 +24,8 @@ from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "cluster_stalled"
@@ -73,17 +73,14 @@ def stall_assessment(stall: Mapping[str, Any], stalled_for: float, now: float) -
 def step_cluster_stalled(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [cast(ClusterStalledRule, rule) for rule in rules if rule.kind == KIND_NAME]
+    mine = [rule for rule in rules if isinstance(rule, ClusterStalledRule)]
     stall = progress(state.get("stall"), observation, now)
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        return {CLUSTER: stall_assessment(stall, cast(ClusterStalledRule, rule).stalled_for, now)}
+    def assess(rule: ClusterStalledRule) -> Mapping[str, Assessment]:
+        return {CLUSTER: stall_assessment(stall, rule.stalled_for, now)}
 
     outcome = step_episodes(mine, state, now, assess)
     return StepOutcome({**outcome.state, "stall": stall}, outcome.alerts)
-
-
-SOURCE.serve(VotePart((KIND_NAME,), step_cluster_stalled))
 
 
 def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
@@ -111,5 +108,6 @@ KIND = Kind(
     model=ClusterStalledRule,
     source=SOURCE,
     wording=cluster_stalled_text,
-    samples=sample_vote_alerts,
+    part=step_cluster_stalled,
+    samples=vote_samples(step_cluster_stalled),
 )

@@ -7,7 +7,6 @@ from typing import Literal
 
 from watcher.alerting.messages import PLAIN, Facts, Presentation
 from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
-from watcher.kinds.votes_source import SOURCE, VotePart
 
 KIND_NAME = "commission_changed"
 
@@ -19,7 +18,6 @@ class CommissionChangedRule(ChangeRule):
 step_commission_changed = changes_step(
     KIND_NAME, key="commission", value_of=lambda account: account.commission, moved=lambda *_: True
 )
-SOURCE.serve(VotePart((KIND_NAME,), step_commission_changed))
 
 
 def commission_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
@@ -28,5 +26,8 @@ def commission_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
 
 
 KIND = change_kind(
-    CommissionChangedRule, commission_text, ("commission change", "commission changes")
+    CommissionChangedRule,
+    commission_text,
+    ("commission change", "commission changes"),
+    step_commission_changed,
 )

@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from statistics import median
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_title
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 KIND_NAME = "credits_low"
@@ -119,21 +119,19 @@ def credits_assessment(
 def step_credits_low(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [cast(CreditsLowRule, rule) for rule in rules if rule.kind == KIND_NAME]
+    mine = [rule for rule in rules if isinstance(rule, CreditsLowRule)]
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)
     find = account_finder(observation)
     accounts = {key: find(key) for rule in mine for key in rule.validators}
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        limit = cast(CreditsLowRule, rule).below_median_pct
-        watched = cast(CreditsLowRule, rule).validators
-        return {key: credits_assessment(accounts[key], epoch, middle, limit) for key in watched}
+    def assess(rule: CreditsLowRule) -> Mapping[str, Assessment]:
+        limit = rule.below_median_pct
+        return {
+            key: credits_assessment(accounts[key], epoch, middle, limit) for key in rule.validators
+        }
 
     return step_episodes(mine, state, now, assess)
-
-
-SOURCE.serve(VotePart((KIND_NAME,), step_credits_low))
 
 
 def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
@@ -163,5 +161,9 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
 
 
 KIND = Kind(
-    model=CreditsLowRule, source=SOURCE, wording=credits_low_text, samples=sample_vote_alerts
+    model=CreditsLowRule,
+    source=SOURCE,
+    wording=credits_low_text,
+    part=step_credits_low,
+    samples=vote_samples(step_credits_low),
 )

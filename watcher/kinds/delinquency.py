@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.builtin import BuiltinRule
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -41,8 +42,7 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
 from watcher.kinds.samples import episode_samples, sample_key
-from watcher.kinds.votes_source import SOURCE, VotePart
-from watcher.kinds.votes_source import VotesSource as VotesSource  # where it used to live
+from watcher.kinds.votes_source import SOURCE, VotesSource
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
@@ -59,23 +59,18 @@ class DelinquentValidatorsRule(rule_models.StateRule):
         return self.validators
 
 
-class StakeShareRule(StateRuleView, Protocol):
-    @property
-    def threshold(self) -> float: ...  # percent of activated stake
-
-
 def step_delinquency(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
-    mine = [cast(DelinquentValidatorsRule, r) for r in rules if r.kind == KIND_NAME]
-    shares = [cast(StakeShareRule, r) for r in rules if r.kind == CLUSTER_DELINQUENT_STAKE]
+    mine = [r for r in rules if isinstance(r, DelinquentValidatorsRule)]
+    shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)
     if shares:
 
-        def assess_share(rule: StateRuleView) -> Mapping[str, Assessment]:
-            threshold = cast(StakeShareRule, rule).threshold
+        def assess_share(rule: BuiltinRule) -> Mapping[str, Assessment]:
+            threshold = rule.threshold  # percent of activated stake
             return {CLUSTER_SUBJECT: cluster_assessment(observation, threshold)}
 
         cluster = step_episodes(shares, state, now, assess_share)
@@ -84,8 +79,8 @@ def step_delinquency(
         {pubkey for rule in mine for pubkey in rule.validators}, observation
     )
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        watched = cast(DelinquentValidatorsRule, rule).validators
+    def assess(rule: DelinquentValidatorsRule) -> Mapping[str, Assessment]:
+        watched = rule.validators
         if held:
             return {pubkey: (None, {}) for pubkey in watched}
         return {pubkey: _assessment(statuses[pubkey]) for pubkey in watched}
@@ -142,9 +137,6 @@ def _assessment(status: ValidatorStatus) -> Assessment:
     facts = asdict(status)
     facts["status"] = facts.pop("state")
     return status.state != "current", facts
-
-
-SOURCE.serve(VotePart((KIND_NAME,), step_delinquency))
 
 
 # -- which validators are delinquent (pure) --------------------------------------------------
@@ -306,9 +298,16 @@ def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
             return VoteAccounts(current=[big], delinquent=[account])
         return VoteAccounts(current=[big, account], delinquent=[])
 
+    source = VotesSource({KIND_NAME: step_delinquency})
     return episode_samples(
-        rule, lambda state, bad, now: SOURCE.step([rule], CLUSTER, state, answer(bad), now)
+        rule, lambda state, bad, now: source.step([rule], CLUSTER, state, answer(bad), now)
     )
 
 
-KIND = Kind(model=DelinquentValidatorsRule, source=SOURCE, wording=validator_text, samples=samples)
+KIND = Kind(
+    model=DelinquentValidatorsRule,
+    source=SOURCE,
+    wording=validator_text,
+    part=step_delinquency,
+    samples=samples,
+)

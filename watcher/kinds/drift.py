@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.base import Kind, LedgerReader, SourceFacts
 from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
@@ -49,6 +49,7 @@ class ClusterObservation:
 
 class NodesSource:
     name = "nodes"
+    facts = SourceFacts(("getClusterNodes", "getVoteAccounts"))
     rule_kinds: tuple[str, ...] = ("version_drift",)
 
     async def observe(
@@ -85,8 +86,8 @@ class NodesSource:
     ) -> StepOutcome:
         cluster = index_cluster(observation.nodes, observation.vote_accounts)
 
-        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-            watched = cast(VersionDriftRule, rule).validators
+        def assess(rule: VersionDriftRule) -> Mapping[str, Assessment]:
+            watched = rule.validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
         outcome = step_episodes(self._rules(rules), state, now, assess)
@@ -94,7 +95,7 @@ class NodesSource:
         return StepOutcome({**outcome.state, **counts}, outcome.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[VersionDriftRule]:
-        return [cast(VersionDriftRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, VersionDriftRule)]
 
 
 def _assessment(node: NodeAssessment) -> Assessment:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -27,7 +27,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -63,6 +71,7 @@ class EditionsObservation:
 
 class EditionsSource(Slotless):
     name = "editions"
+    facts = SourceFacts(("getNftEditions",))
     rule_kinds: tuple[str, ...] = ("new_editions",)
 
     async def observe(
@@ -116,7 +125,7 @@ class EditionsSource(Slotless):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[NewEditionsRule]:
-        return [cast(NewEditionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, NewEditionsRule)]
 
 
 def _alert(

@@ -15,16 +15,16 @@ import base64
 import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, Kind, LedgerReader, SourceFacts
 from watcher.kinds.samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -75,6 +75,7 @@ def fee_assessment(rule: FeeAboveRule, observation: FeeObservation) -> Assessmen
 
 class FeesSource(ContextSlotted[FeeObservation]):
     name = "fees"
+    facts = SourceFacts(("getFeeForMessage",))
     rule_kinds: tuple[str, ...] = ("fee_above",)
 
     async def observe(
@@ -106,15 +107,15 @@ class FeesSource(ContextSlotted[FeeObservation]):
     ) -> StepOutcome:
         watching = [rule for rule in self._rules(rules) if rule.message == target]
 
-        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-            return {SUBJECT: fee_assessment(cast(FeeAboveRule, rule), observation)}
+        def assess(rule: FeeAboveRule) -> Mapping[str, Assessment]:
+            return {SUBJECT: fee_assessment(rule, observation)}
 
         outcome = step_episodes(watching, state, now, assess)
         slot = observation.slot if observation.slot is not None else (state or {}).get("slot")
         return StepOutcome({**outcome.state, "slot": slot}, outcome.alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[FeeAboveRule]:
-        return [cast(FeeAboveRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, FeeAboveRule)]
 
 
 SOURCE = FeesSource()

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -40,7 +40,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
@@ -133,9 +133,8 @@ class HoldersObservation:
 
 class HoldersSource(ContextSlotted[HoldersObservation]):
     name = "holders"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # a holder in or out of the top, or its amount.
-    activity_keys: tuple[str, ...] = ("top",)
+    # Activity (a quiet target backs off): a holder in or out of the top, or its amount.
+    facts = SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(
@@ -226,7 +225,7 @@ class HoldersSource(ContextSlotted[HoldersObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[HolderChangesRule]:
-        return [cast(HolderChangesRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, HolderChangesRule)]
 
 
 def _amounts(stored: Mapping[str, str | int]) -> dict[str, int]:

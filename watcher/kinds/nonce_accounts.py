@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -47,7 +47,15 @@ from watcher.core.clock import human_duration, iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -129,8 +137,14 @@ async def _first_signature(ledger: LedgerReader, account: str) -> str | None:
     return page[-1].signature
 
 
+# The nonce rules' call: one filtered getProgramAccounts over the System program per watched key
+# (a target is a rule's keys, comma-separated); ``watcher check`` names it apart among the costs.
+NONCE_METHOD: Final = "getProgramAccounts (nonce accounts)"
+
+
 class NonceAccountsSource(Slotless):
     name = "nonces"
+    facts = SourceFacts((NONCE_METHOD,), joined=True)
     rule_kinds: tuple[str, ...] = ("nonce_accounts",)
 
     async def observe(
@@ -208,9 +222,7 @@ class NonceAccountsSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [
-            cast(NonceAccountsRule, rule)
-            for rule in rules
-            if rule.kind in self.rule_kinds and target in rule.targets
+            rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
         ]
         seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("accounts")

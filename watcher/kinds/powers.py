@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -36,7 +36,7 @@ from watcher.core.clock import human_duration, iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import LedgerReader, Slotless, SourceFacts, baselines, baselines_state
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
 from watcher.ledger.models_accounts import Account
@@ -111,8 +111,10 @@ Reader = Callable[[LedgerReader, Sequence[str]], Awaitable[PowersObservation]]
 class PowersSource(Slotless):
     """One powers kind's source: ``read`` turns a rule's accounts into their powers."""
 
-    def __init__(self, name: str, kind: str, read: Reader) -> None:
+    def __init__(self, name: str, kind: str, read: Reader, keys_per_call: int = 100) -> None:
         self.name = name
+        # A target is a rule's accounts, comma-separated, read up to ``keys_per_call`` a call.
+        self.facts = SourceFacts(("getMultipleAccounts",), keys_per_call=keys_per_call, joined=True)
         self.rule_kinds: tuple[str, ...] = (kind,)
         self._read = read
 
@@ -139,9 +141,11 @@ class PowersSource(Slotless):
         now: float,
     ) -> StepOutcome:
         watching = [
-            cast(PowersRule, rule)
+            rule
             for rule in rules
-            if rule.kind in self.rule_kinds and target in rule.targets
+            if isinstance(rule, PowersRule)
+            and rule.kind in self.rule_kinds
+            and target in rule.targets
         ]
         seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("powers")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -36,7 +36,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -112,6 +120,7 @@ class ProgramObservation:
 
 class ProgramAccountsSource(Slotless):
     name = "programs"
+    facts = SourceFacts(("getProgramAccounts",))
     rule_kinds: tuple[str, ...] = ("program_accounts",)
 
     async def observe(
@@ -187,7 +196,7 @@ class ProgramAccountsSource(Slotless):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[ProgramAccountsRule]:
-        return [cast(ProgramAccountsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, ProgramAccountsRule)]
 
 
 def _alert(

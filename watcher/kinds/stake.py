@@ -13,7 +13,6 @@ from pydantic import Field
 
 from watcher.alerting.messages import PLAIN, Facts, Presentation, sol
 from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
-from watcher.kinds.votes_source import SOURCE, VotePart
 
 KIND_NAME = "stake_changed"
 
@@ -34,7 +33,6 @@ def stake_moved(rule: Any, old: int, new: int) -> bool:
 step_stake_changed = changes_step(
     KIND_NAME, key="stake", value_of=lambda account: account.activated_stake, moved=stake_moved
 )
-SOURCE.serve(VotePart((KIND_NAME,), step_stake_changed))
 
 
 def stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
@@ -45,4 +43,6 @@ def stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return change_text(facts, shown, f"stake {moved}", detail)
 
 
-KIND = change_kind(StakeChangedRule, stake_text, ("stake change", "stake changes"))
+KIND = change_kind(
+    StakeChangedRule, stake_text, ("stake change", "stake changes"), step_stake_changed
+)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Self, cast
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -33,7 +33,7 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader
+from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
 from watcher.kinds.samples import SAMPLE_TIME
 
 STATE_VERSION = 1
@@ -78,6 +78,7 @@ class SupplyObservation:
 
 class SupplySource(ContextSlotted[SupplyObservation]):
     name = "supply"
+    facts = SourceFacts(("getTokenSupply",))
     rule_kinds: tuple[str, ...] = ("supply_changed",)
 
     async def observe(
@@ -120,7 +121,7 @@ class SupplySource(ContextSlotted[SupplyObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[SupplyChangedRule]:
-        return [cast(SupplyChangedRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, SupplyChangedRule)]
 
 
 def _alert(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -37,7 +37,15 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, baselines, baselines_state
+from watcher.kinds.base import (
+    DigestWords,
+    Kind,
+    LedgerReader,
+    Slotless,
+    SourceFacts,
+    baselines,
+    baselines_state,
+)
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -209,9 +217,8 @@ class TokenAccountsObservation:
 
 class TokenAccountsSource(Slotless):
     name = "token_accounts"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # an account created, closed or its flags changed.
-    activity_keys: tuple[str, ...] = ("accounts",)
+    # Activity (a quiet target backs off): an account created, closed or its flags changed.
+    facts = SourceFacts(("getTokenAccounts",), activity_keys=("accounts",))
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
     async def observe(
@@ -295,7 +302,7 @@ class TokenAccountsSource(Slotless):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
     def _rules(self, rules: Sequence[Any]) -> list[TokenAccountsRule]:
-        return [cast(TokenAccountsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, TokenAccountsRule)]
 
 
 def _alert(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -33,7 +33,7 @@ from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pub
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless, SourceFacts
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
 from watcher.ledger.plausibility import (
@@ -190,9 +190,13 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
 
 class SignaturesSource(Slotless):
     name = "signatures"
-    # The state keys whose change is activity (a quiet target backs off: watcher.cadence):
-    # new signatures move the cursor.
-    activity_keys: tuple[str, ...] = ("cursor",)
+    # Activity (a quiet target backs off): the cursor moved (a new signature).
+    facts = SourceFacts(
+        ("getSignaturesForAddress",),
+        noun="addresses",
+        batched="getSignaturesForAddress",
+        activity_keys=("cursor",),
+    )
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
     async def observe(
@@ -328,7 +332,7 @@ class SignaturesSource(Slotless):
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
 
     def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
-        return [cast(NewTransactionsRule, rule) for rule in rules if rule.kind in self.rule_kinds]
+        return [rule for rule in rules if isinstance(rule, NewTransactionsRule)]
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:

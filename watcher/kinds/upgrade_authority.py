@@ -70,7 +70,8 @@ async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObse
     return PowersObservation(powers, unverifiable)
 
 
-SOURCE = PowersSource("program_powers", "upgrade_authority", read_programs)
+# The programs, then their program data: 50 programs a call.
+SOURCE = PowersSource("program_powers", "upgrade_authority", read_programs, keys_per_call=50)
 
 
 def _verb(facts: Mapping[str, Any], shown: Presentation) -> str | None:

@@ -25,11 +25,11 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -46,7 +46,7 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import account_source
-from watcher.kinds.base import Kind, LedgerReader
+from watcher.kinds.base import Kind, LedgerReader, SourceFacts
 from watcher.kinds.cluster import (
     validator_lines,
     validator_title,
@@ -227,6 +227,7 @@ def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
 
 class VatSource:
     name = "vat"
+    facts = SourceFacts(("getVoteAccounts", "getMultipleAccounts"))  # its vote account
     rule_kinds: tuple[str, ...] = (KIND_NAME,)
 
     def __init__(self) -> None:
@@ -238,7 +239,7 @@ class VatSource:
         votes = await self.votes.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
         vote = vote_pubkey_of(target, votes) or target
-        read = await account_source.SOURCE.batcher.read(ledger, vote)
+        read = await account_source.BATCHER.read(ledger, vote)
         account = read.account
         if account is not None and account.owner != VOTE_PROGRAM:
             return VatObservation(votes, None, None, read.slot)
@@ -267,13 +268,13 @@ class VatSource:
         now: float,
     ) -> StepOutcome:
         mine = [
-            cast(VatEligibilityRule, rule)
+            rule
             for rule in rules
-            if rule.kind == KIND_NAME and target in rule.validators
+            if isinstance(rule, VatEligibilityRule) and target in rule.validators
         ]
 
-        def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-            return {target: vat_assessment(cast(VatEligibilityRule, rule), target, observation)}
+        def assess(rule: VatEligibilityRule) -> Mapping[str, Assessment]:
+            return {target: vat_assessment(rule, target, observation)}
 
         outcome = step_episodes(mine, state, now, assess)
         new_state = {**(state or {}), **outcome.state, "v": STATE_VERSION}

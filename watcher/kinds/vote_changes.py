@@ -25,7 +25,7 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, Named
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import account_finder
-from watcher.kinds.vote_samples import sample_vote_alerts
+from watcher.kinds.vote_samples import vote_samples
 from watcher.kinds.votes_source import SOURCE, PartStep
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
@@ -137,13 +137,17 @@ def change_text(facts: Facts, shown: Presentation, what: str, detail: str) -> tu
     return title, lines(rule_line(facts), *validator_lines(facts, shown, detail))
 
 
-def change_kind(model: type[RuleBase], wording: Wording, item: tuple[str, str]) -> Kind:
-    """A kind comparing a validator's value with the one last notified: the ``votes`` source,
-    one alert per change, digests counting ``item`` (singular, plural) per validator."""
+def change_kind(
+    model: type[RuleBase], wording: Wording, item: tuple[str, str], part: PartStep
+) -> Kind:
+    """A kind comparing a validator's value with the one last notified: the ``votes`` source
+    (its ``part``: ``changes_step``), one alert per change, digests counting ``item``
+    (singular, plural) per validator."""
     return Kind(
         model=model,
         source=SOURCE,
         wording=wording,
-        samples=sample_vote_alerts,
+        part=part,
+        samples=vote_samples(part),
         digest=DigestWords(item, ("validator", "validators"), one, subject_named=validator_named),
     )

@@ -9,11 +9,11 @@ missing. State: the shared ``episodes`` (``watcher.alerting.lifecycle.step_episo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.lifecycle import Assessment, StateRuleView, step_episodes
+from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.alerting.messages import (
     PLAIN,
     Facts,
@@ -29,8 +29,8 @@ from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
-from watcher.kinds.vote_samples import sample_vote_alerts
-from watcher.kinds.votes_source import SOURCE, VotePart
+from watcher.kinds.vote_samples import vote_samples
+from watcher.kinds.votes_source import SOURCE
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "vote_lag"
@@ -65,17 +65,13 @@ def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
 def step_vote_lag(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [cast(VoteLagRule, rule) for rule in rules if rule.kind == KIND_NAME]
+    mine = [rule for rule in rules if isinstance(rule, VoteLagRule)]
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 
-    def assess(rule: StateRuleView) -> Mapping[str, Assessment]:
-        lag = cast(VoteLagRule, rule)
-        return {key: lag_assessment(statuses[key], lag.max_slots) for key in lag.validators}
+    def assess(rule: VoteLagRule) -> Mapping[str, Assessment]:
+        return {key: lag_assessment(statuses[key], rule.max_slots) for key in rule.validators}
 
     return step_episodes(mine, state, now, assess)
-
-
-SOURCE.serve(VotePart((KIND_NAME,), step_vote_lag))
 
 
 def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
@@ -98,4 +94,10 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(model=VoteLagRule, source=SOURCE, wording=vote_lag_text, samples=sample_vote_alerts)
+KIND = Kind(
+    model=VoteLagRule,
+    source=SOURCE,
+    wording=vote_lag_text,
+    part=step_vote_lag,
+    samples=vote_samples(step_vote_lag),
+)

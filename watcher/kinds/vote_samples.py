@@ -1,16 +1,17 @@
 """The ``samples`` of the kinds riding the ``votes`` source (``Kind.samples``, for ``watcher
-check``'s template check): the source steps over made-up answers where the
+check``'s template check): the source (serving the kind's part) steps over made-up answers where the
 rule's first validator lags, earns few credits, loses stake and changes its commission while the
 cluster stands still, then recovers, so every transition of the rule's kind (an event; firing,
 repeat and resolved) comes out with exactly the facts real alerts carry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.votes_source import SOURCE
+from watcher.kinds.votes_source import PartStep, VotesSource
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 EPOCH = 837
@@ -38,9 +39,16 @@ def _answer(watched: str, bad: bool, tip: int) -> VoteAccounts:
     return VoteAccounts(current=[*peers, mine], delinquent=[])
 
 
-def sample_vote_alerts(rule: Any) -> list[AlertMessage]:
-    """Every transition of ``rule``: baseline, trouble (long enough to fire and repeat), then
-    recovery (long enough to resolve)."""
+def vote_samples(part: PartStep) -> Callable[[Any], list[AlertMessage]]:
+    """The ``samples`` of the kind whose part of the ``votes`` source is ``part``."""
+    return lambda rule: sample_vote_alerts(rule, part)
+
+
+def sample_vote_alerts(rule: Any, part: PartStep) -> list[AlertMessage]:
+    """Every transition of ``rule``, stepped by the ``votes`` source serving ``part`` for its
+    kind: baseline, trouble (long enough to fire and repeat), then recovery (long enough to
+    resolve)."""
+    source = VotesSource({rule.kind: part})
     watched = (getattr(rule, "validators", None) or (sample_key("sample validator"),))[0]
     wait = float(getattr(rule, "for_", 0.0)) + float(getattr(rule, "stalled_for", 0.0)) + 1
     repeat = float(getattr(rule, "repeat", None) or 0.0) + 1
@@ -52,7 +60,7 @@ def sample_vote_alerts(rule: Any) -> list[AlertMessage]:
     for bad, later in plan:
         now += later
         tip += 0 if bad else 10  # standing still while in trouble
-        outcome = SOURCE.step([rule], "cluster", state, _answer(watched, bad, tip), now)
+        outcome = source.step([rule], "cluster", state, _answer(watched, bad, tip), now)
         alerts.extend(outcome.alerts)
         state = outcome.state
     return alerts

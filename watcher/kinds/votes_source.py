@@ -2,8 +2,9 @@
 
 One target, ``"cluster"``. Observation: the ``VoteAccounts`` model itself. The kinds riding it
 (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
-``stake_changed``, ``commission_changed``) each keep their logic in their own module and hand
-this source a pure *part* (``VotePart``): the rule kinds it serves and its step. The source's
+``stake_changed``, ``commission_changed``) each keep their logic in their own module and name
+their pure *part* (``Kind.part``, a ``PartStep``); the registry composes the source from them
+(``composed``, by kind name, in ``KINDS``' order). The source's
 step runs every part that has a rule to serve, one after the other, each on the state the
 previous one left (parts keep to their own keys of the shared state: ``episodes`` of state
 kinds are per rule name, so they add up), then notes the counts its doubt compares with.
@@ -15,12 +16,11 @@ where the last accepted one had some, is taken once seen three polls in a row (t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import LedgerReader
+from watcher.kinds.base import LedgerReader, SourceFacts
 from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -30,25 +30,18 @@ from watcher.ledger.plausibility import Doubt, SlotTip
 PartStep = Callable[[Sequence[Any], TargetState, VoteAccounts, float], StepOutcome]
 
 
-@dataclass(frozen=True)
-class VotePart:
-    kinds: tuple[str, ...]  # the rule kinds it serves: it runs when one of them has a rule
-    step: PartStep
-
-
 class VotesSource:
     name = "votes"
+    facts = SourceFacts(("getVoteAccounts",))
 
-    def __init__(self) -> None:
-        self._parts: list[VotePart] = []
-        self.rule_kinds: tuple[str, ...] = ()
+    def __init__(self, parts: Mapping[str, PartStep] | None = None) -> None:
+        # The parts, by the rule kind each serves: one runs when its kind has a rule.
+        self._parts: dict[str, PartStep] = dict(parts or {})
+        self.rule_kinds: tuple[str, ...] = tuple(self._parts)
 
-    def serve(self, part: VotePart) -> None:
-        """A kind's module hands its part over (once, when it is imported)."""
-        if any(set(part.kinds) & set(known.kinds) for known in self._parts):
-            raise ValueError(f"kinds {part.kinds} are already served by the votes source")
-        self._parts.append(part)
-        self.rule_kinds += part.kinds
+    def composed(self, parts: Mapping[str, PartStep]) -> VotesSource:
+        """The source serving ``parts`` (by kind name; the registry's, when it is built)."""
+        return VotesSource(parts)
 
     async def observe(
         self, ledger: LedgerReader, target: str, state: TargetState | None
@@ -78,13 +71,14 @@ class VotesSource:
         merged: dict[str, Any] = dict(state or {})
         alerts: list[AlertMessage] = []
         kinds = {rule.kind for rule in rules}
-        for part in self._parts:
-            if kinds & set(part.kinds):
-                outcome = part.step(rules, merged, observation, now)
+        for kind, part in self._parts.items():
+            if kind in kinds:
+                outcome = part(rules, merged, observation, now)
                 merged.update(outcome.state)
                 alerts.extend(outcome.alerts)
         merged.update(vote_account_counts(observation))
         return StepOutcome(merged, tuple(alerts))
 
 
+# The source as kinds name it: no parts (the registry composes the one it polls).
 SOURCE = VotesSource()

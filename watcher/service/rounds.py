@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -58,7 +58,12 @@ class Poll(Protocol):
     off up to ``max_interval`` s when set): whether it succeeded (``Daemon.poll_target``)."""
 
     def __call__(
-        self, source: Source, target: str, interval: float, max_interval: float | None = None, /
+        self,
+        source: Source[Any],
+        target: str,
+        interval: float,
+        max_interval: float | None = None,
+        /,
     ) -> Awaitable[bool]: ...
 
 
@@ -337,7 +342,7 @@ class Sweeper:
                 )
 
     async def _poll(
-        self, source: Source, target: str, job: Job, held_at_start: frozenset[int] | None
+        self, source: Source[Any], target: str, job: Job, held_at_start: frozenset[int] | None
     ) -> bool | None:
         """Whether the poll succeeded; None when the database failed it or the target's shard
         was handed back or lost meanwhile (not this instance's any more: not polled). While the

@@ -16,17 +16,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from watcher.config.ruleset import Job
+from watcher.kinds import SOURCES
 from watcher.state.shards import shard_of
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-# What a sweep of each source calls once per target (for the rate estimate), and its targets.
-SOURCE_METHODS: Final = {"signatures": "getSignaturesForAddress"}
-TARGET_NOUNS: Final = {"signatures": "addresses", "holders": "mints"}
 
 
 YIELD_AFTER = 0.01  # seconds a sweep's worker may hold the event loop before it gives a turn
@@ -138,7 +135,8 @@ def stretch_warning(job: Job, *, max_rps: float | None, calls_per_request: int) 
     needed = requests / max_rps
     if needed <= job.interval:
         return None
-    noun = TARGET_NOUNS.get(job.source, "targets")
+    source = SOURCES.get(job.source)  # what its targets are: the source says (``SourceFacts``)
+    noun = source.facts.noun if source is not None else "targets"
     return (
         f"sweep of {len(job.targets)} {noun} needs {_seconds(needed)} s at {max_rps:g} req/s, "
         f"longer than every: {job.interval:g}s"
@@ -156,7 +154,8 @@ def stretch_for(rpc: Any, job: Job) -> str | None:
     if not endpoints:
         return None
     batcher = getattr(rpc, "batcher", None)
-    method = SOURCE_METHODS.get(job.source)
+    source = SOURCES.get(job.source)  # the method it batches, if the source names one
+    method = source.facts.batched if source is not None else None
     per_request = 1
     if batcher is not None:
         per_request = batcher.cap(method) if method else batcher.batch_size

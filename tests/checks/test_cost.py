@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from watcher.cadence import Budget
+from watcher.checks.cost import budget_fit, cost_lines, method_costs
 from watcher.cli import app
-from watcher.config.cost import budget_fit, cost_lines, method_costs
 from watcher.config.ruleset import Job
+from watcher.kinds import SOURCES
 
 from support.values import key
 
@@ -134,3 +135,12 @@ def test_the_nonce_rules_cost_one_heavy_call_per_key_and_interval() -> None:
     assert cost.per_second == pytest.approx(4 / 60)
     lines = cost_lines(jobs, max_rps=None, batch_size=1)
     assert any("one getProgramAccounts over the System program per key" in x for x in lines)
+
+
+def test_each_source_declares_what_one_poll_calls() -> None:
+    """The costs come from the sources' own facts: every registered source names its methods,
+    and a job of it costs each of them."""
+    for name, source in SOURCES.items():
+        assert source.facts.methods, name
+        costs = method_costs([Job(name, 60.0, ("x",))])
+        assert {cost.method for cost in costs} == set(source.facts.methods)

@@ -8,10 +8,15 @@ target quiet), their shares of the budget, and whether the floor fits it, or by 
 intervals will stretch beyond ``max_every`` (as the daemon's plan will,
 ``watcher.service.budgeting``).
 
-Pure: jobs in (one per source and interval, ``watcher.config.ruleset.Job``), lines out. The
-figures are the quiet minimum: one call per target per poll (a busy address pages further, a
-large token-account listing takes more pages); the ``accounts`` source asks for up to 100 keys
-per call.
+Pure: jobs in (one per source and interval, ``watcher.config.ruleset.Job``), lines out. What one
+poll of a target of each source calls is the source's own declaration (``SourceFacts``: its
+methods, the keys one call serves, whether a target is a rule's keys), read from the sources
+handed in (the registry's, ``watcher.kinds.SOURCES``, unless told). The figures are the quiet
+minimum: one call per target per poll (a busy address pages further, a large token-account
+listing takes more pages); the ``accounts`` source asks for up to 100 keys per call.
+
+It sits beside ``watcher check`` rather than among the settings (``watcher.config``) because the
+facts it counts are the kinds' (``watcher.kinds``, above the settings).
 """
 
 from __future__ import annotations
@@ -19,45 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from watcher.cadence import Budget, budget_share, cadence_cost
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.config.ruleset import Job
+from watcher.kinds import SOURCES
+from watcher.kinds.base import Source, SourceFacts
+from watcher.kinds.nonce_accounts import NONCE_METHOD
 
 MONTH_SECONDS: Final = 30 * 86400
-# The nonce rules' call: one filtered getProgramAccounts over the System program per watched key
-# (a target of the ``nonces`` source is a rule's keys, comma-separated).
-NONCE_METHOD: Final = "getProgramAccounts (nonce accounts)"
-# The method(s) one poll of a target of each source calls, once each.
-SOURCE_CALLS: Final[Mapping[str, tuple[str, ...]]] = {
-    "signatures": ("getSignaturesForAddress",),
-    "holders": ("getTokenLargestAccounts",),
-    "votes": ("getVoteAccounts",),
-    "nodes": ("getClusterNodes", "getVoteAccounts"),
-    "accounts": ("getMultipleAccounts",),
-    "supply": ("getTokenSupply",),
-    "token_accounts": ("getTokenAccounts",),
-    "assets": ("getAssetsByGroup/Creator/searchAssets",),
-    "programs": ("getProgramAccounts",),
-    "asset": ("getAssets",),
-    "fees": ("getFeeForMessage",),
-    "editions": ("getNftEditions",),
-    "vat": ("getVoteAccounts", "getMultipleAccounts"),  # one validator: its vote account
-    "nonces": (NONCE_METHOD,),
-    "mint_powers": ("getMultipleAccounts",),
-    "program_powers": ("getMultipleAccounts",),  # the programs, then their program data
-    "multisig_powers": ("getMultipleAccounts",),
-}
-# Keys one call serves (``program_powers`` reads twice: the programs, then their program data).
-KEYS_PER_CALL: Final = {
-    "accounts": 100,
-    "mint_powers": 100,
-    "program_powers": 50,
-    "multisig_powers": 100,
-}
-# Sources whose target is a rule's keys, comma-separated (one inventory per rule).
-JOINED_SOURCES: Final = frozenset({"nonces", "mint_powers", "program_powers", "multisig_powers"})
 
 
 @dataclass(frozen=True)
@@ -71,24 +47,32 @@ class MethodCost:
         return self.per_second * MONTH_SECONDS
 
 
-def method_costs(jobs: Iterable[Job]) -> list[MethodCost]:
+def method_costs(
+    jobs: Iterable[Job], sources: Mapping[str, Source[Any]] = SOURCES
+) -> list[MethodCost]:
     """Calls per second of each method, summed over the jobs, most expensive first."""
     targets: dict[str, int] = {}
     rates: dict[str, float] = {}
     for job in jobs:
-        per_call = KEYS_PER_CALL.get(job.source, 1)
-        keys = _keys(job)
-        calls = math.ceil(keys / per_call)
-        for method in SOURCE_CALLS.get(job.source, (job.source,)):
+        facts = _facts(job.source, sources)
+        keys = _keys(job, facts)
+        calls = math.ceil(keys / facts.keys_per_call)
+        for method in facts.methods:
             targets[method] = targets.get(method, 0) + keys
             rates[method] = rates.get(method, 0.0) + calls / job.interval
     costs = [MethodCost(method, targets[method], rates[method]) for method in rates]
     return sorted(costs, key=lambda cost: (-cost.per_second, cost.method))
 
 
-def _keys(job: Job) -> int:
+def _facts(name: str, sources: Mapping[str, Source[Any]]) -> SourceFacts:
+    """The facts of the source ``name`` (one unknown here: one call of a method of its name)."""
+    source = sources.get(name)
+    return source.facts if source is not None else SourceFacts((name,))
+
+
+def _keys(job: Job, facts: SourceFacts) -> int:
     """What a job's polls ask for: its targets, or the keys they hold (``nonces``)."""
-    if job.source in JOINED_SOURCES:
+    if facts.joined:
         return sum(target.count(",") + 1 for target in job.targets)
     return len(job.targets)
 
@@ -100,10 +84,15 @@ def _count(value: float) -> str:
     return f"{value:.0f}"
 
 
-def cost_lines(jobs: Iterable[Job], max_rps: float | None, batch_size: int) -> list[str]:
+def cost_lines(
+    jobs: Iterable[Job],
+    max_rps: float | None,
+    batch_size: int,
+    sources: Mapping[str, Source[Any]] = SOURCES,
+) -> list[str]:
     """The lines ``watcher check`` prints: one per method, the total, and the share of
     ``max_rps`` the requests take (calls grouped ``batch_size`` to a request)."""
-    costs = method_costs(jobs)
+    costs = method_costs(jobs, sources)
     if not costs:
         return []
     width = max(len(cost.method) for cost in costs)
