@@ -26,7 +26,7 @@ def test_this_tree_holds_no_stray_binary() -> None:
 
 def test_a_committed_wheel_is_refused_by_name(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
-    data = tmp_path / "watcher" / "ledger" / "simulator" / "data"
+    data = tmp_path / "watcher" / "simulator" / "data"
     data.mkdir(parents=True)
     (data / "recorded.json.gz").write_bytes(gzip.compress(b"[]", mtime=0))
     (tmp_path / "tool-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04\x00\x00binary")
