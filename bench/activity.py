@@ -305,7 +305,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
             previous = states.get(target)
             new = {"cursor": count}
             events = activity(previous, new, KEYS)
-            # As the daemon's poll does (``Daemon._paced``).
+            # As the daemon's poll does (``TargetPipeline._paced``).
             stored = stored_cadence(previous)
             cadence = book.after_poll(
                 SOURCE,

@@ -1,9 +1,9 @@
 """A bad or doubtful answer is never evidence, never wedges an address, never mutes alerts.
 
-The daemon's own ``poll_target`` against the real simulator on loopback, whose answers a
-``rewrite`` fault spoils one call at a time; state is a real SQLite file. What the user sees is
-asserted: the alerts recorded for delivery (titles, bodies), and that later good answers are
-still noticed.
+The daemon's own poll (``TargetPipeline.poll``) against the real simulator on loopback, whose
+answers a ``rewrite`` fault spoils one call at a time; state is a real SQLite file. What the
+user sees is asserted: the alerts recorded for delivery (titles, bodies), and that later good
+answers are still noticed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One scheduled round (a sweep) of a source over its targets, and what it tells afterwards.
 
 The targets are polled a bounded number at once (``watcher.service.sweeps``), each through the
-poll it is given (``Daemon.poll_target``); the states that quiet polls changed are written in one
-go at the end; then the round's health (the built-in rpc_unhealthy), its row in
+poll it is given (``watcher.service.target_pipeline``); the states that quiet polls changed are
+written in one go at the end; then the round's health (the built-in rpc_unhealthy), its row in
 ``source_rounds``, its log line and the heartbeat. A database error ends only the work it hit
 (one poll, one of these writes): its transaction rolled back, the next round redoes it. Any other
 error a poll raises is that target's failure (``watcher.service.poll_faults``): the sweep goes
@@ -55,14 +55,15 @@ PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to
 
 class Poll(Protocol):
     """One observation of a target by the job sweeping its source every ``interval`` s (backing
-    off up to ``max_interval`` s when set): whether it succeeded (``Daemon.poll_target``)."""
+    off up to ``max_interval`` s when set): whether it succeeded (``TargetPipeline.poll``)."""
 
     def __call__(
         self, source: Source, target: str, interval: float, max_interval: float | None = None, /
     ) -> Awaitable[bool]: ...
 
 
-# The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
+# The commit path of a (source, target)'s step under these rules at this time
+# (``TargetPipeline.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
 
