@@ -231,6 +231,20 @@ class _Store:
         return None  # one instance: every shard
 
 
+@dataclass(frozen=True)
+class _InForce:
+    """What a sweep reads of the configuration in force: the budget and the jobs."""
+
+    budget: Budget | None
+    jobs: Sequence[Job]
+    builtins: Any = None  # no round ends here: no built-in rule is asked for
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    current: _InForce
+
+
 async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     """The product's scheduling over ``work``: a quiet hour, the measured hour, a tail."""
     wall = time.monotonic()
@@ -243,14 +257,13 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     sweeper = Sweeper(
         poll=unused,
         commit=unused,
-        builtins=unused,
+        config=_Fixed(_InForce(plan_budget, jobs)),
         store=cast(Any, _Store()),
         health=unused,
         state_health=unused,
         metrics=Metrics(Path("unused.db"), time.monotonic),
         poll_faults=unused,
         cadences=book,
-        budget=lambda: (plan_budget, jobs),
         last_errors={},
         heartbeat=None,
         width=8,

@@ -13,11 +13,9 @@ one new snapshot of the configuration (``watcher.service.configuration``) that t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from watcher.alerting import builtin
 from watcher.alerting.health import RoundHealth, StateHealth
-from watcher.alerting.messages import Presentation
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
@@ -79,14 +77,16 @@ class Daemon:
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
         self.cadences = CadenceBook()
-        # The settings and rules in force: one snapshot, swapped whole by ``use``.
-        self.config = Configured(self._configuration(settings, ruleset))
+        # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
+        # The built-in alerts name the RPC client's endpoints.
+        self.endpoint: str | None = getattr(self.rpc, "public_url", None)
+        self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
         self.metrics.cadences = lambda: (
-            projected_per_second(self.jobs, self.cadences),
+            projected_per_second(self.config.current.jobs, self.cadences),
             self.cadences.intervals(),
         )
-        self.metrics.kind_of = self._kind_of
-        self.sender.presentation = self.presentation  # digests name keys the same way
+        self.metrics.kind_of = lambda rule: self.config.current.kind_of(rule)
+        self.sender.presentation = self.config.current.presentation  # digests: keys named alike
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         # One observation of one target, from its answer to its outbox rows.
@@ -120,19 +120,19 @@ class Daemon:
         self.http = (
             None if http is None else HttpEndpoint(http.host, http.port, self.metrics, self.healthz)
         )
-        # The parts, each given what it uses. What a reload changes (what ``use`` puts in force)
-        # they ask for when they need it, so a reload reaches them without their knowing it.
+        # The parts, each given what it uses. What a reload changes they read from the snapshot
+        # in force (``config.current``) when they need it, so a reload reaches them without
+        # their knowing it.
         self.sweeper = Sweeper(
             poll=self.pipeline.poll,
             commit=self.pipeline.commit,
-            builtins=lambda: self.builtins,
+            config=self.config,
             store=self.store,
             health=self.health,
             state_health=self.state_health,
             metrics=self.metrics,
             poll_faults=self.poll_faults,
             cadences=self.cadences,
-            budget=lambda: (self.settings.rpc.budget, self.jobs),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
@@ -146,9 +146,7 @@ class Daemon:
             clock=clock,
             stretch=lambda job: sweeps.stretch_for(rpc, job),
         )
-        self.pruner = Pruner(
-            self.store, lambda: (self.ruleset, self.settings.retention), self.stopping, clock
-        )
+        self.pruner = Pruner(self.store, self.config, self.stopping, clock)
         self.leases = LeaseKeeper(
             self.store,
             self.state_health,
@@ -176,8 +174,8 @@ class Daemon:
             loop_lagged=self.metrics.loop_lagged,
         )
         self.reloader = Reloader(
-            settings=lambda: self.settings,
-            use=self.use,
+            config=self.config,
+            endpoint=self.endpoint,
             sender=self.sender,
             scheduler=self.scheduler,
             notifier=self.notifier,
@@ -198,14 +196,6 @@ class Daemon:
             self.rpc.share_rate(max(done.held, 1) / SHARDS)
         if done.taken or done.released or done.lost:
             self.scheduler.catch_up()  # the shards taken are swept now, not at the next interval
-
-    def _kind_of(self, rule: str) -> str:
-        """The kind of the rule called ``rule``: a built-in's is its name; "" for a rule no
-        longer in force (its alert still fires until it is resolved or pruned)."""
-        try:
-            return self.ruleset.rule(rule).kind
-        except KeyError:
-            return next((b.kind for b in self.builtins.rules() if b.name == rule), "")
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -230,36 +220,17 @@ class Daemon:
     def use(self, settings: Settings, ruleset: RuleSet) -> None:
         """Puts settings and rules in force: one new snapshot of the configuration, which the
         parts read (``watcher.service.configuration``)."""
-        self.config.swap(self._configuration(settings, ruleset))
-        self.sender.presentation = self.presentation  # digests name keys the same way
-
-    def _configuration(self, settings: Settings, ruleset: RuleSet) -> Configuration:
-        """The snapshot of ``settings`` and ``ruleset``; the built-in alerts name the RPC
-        client's endpoints."""
-        endpoint = getattr(self.rpc, "public_url", settings.rpc_url_redacted)
-        return Configuration.of(settings, ruleset, endpoint)
-
-    # What is in force, read from the snapshot.
+        self.reloader.put_in_force(Configuration.of(settings, ruleset, self.endpoint))
 
     @property
     def settings(self) -> Settings:
+        """The settings in force."""
         return self.config.current.settings
 
     @property
     def ruleset(self) -> RuleSet:
+        """The rules in force."""
         return self.config.current.ruleset
-
-    @property
-    def jobs(self) -> Sequence[Job]:
-        return self.config.current.jobs
-
-    @property
-    def builtins(self) -> builtin.Builtins:
-        return self.config.current.builtins
-
-    @property
-    def presentation(self) -> Presentation:
-        return self.config.current.presentation
 
     async def close(self) -> None:
         aclose = getattr(self.rpc, "aclose", None)

@@ -40,6 +40,7 @@ from watcher.service.budgeting import (
     stretch_warning,
 )
 from watcher.service.cadences import CadenceBook, stored_cadence
+from watcher.service.configuration import Current
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
@@ -62,6 +63,19 @@ class Poll(Protocol):
     ) -> Awaitable[bool]: ...
 
 
+class InForce(Protocol):
+    """What a round reads of the configuration in force (``watcher.service.configuration``)."""
+
+    @property
+    def builtins(self) -> builtin.Builtins: ...
+
+    @property
+    def budget(self) -> Budget | None: ...  # rpc.budget
+
+    @property
+    def jobs(self) -> Sequence[Job]: ...
+
+
 # The commit path of a (source, target)'s step under these rules at this time
 # (``TargetPipeline.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
@@ -77,7 +91,8 @@ def _covered_key(job: Job) -> CoveredKey:
 
 
 class Sweeper:
-    """Runs the rounds. ``builtins`` gives the built-in rules in force (a reload swaps them);
+    """Runs the rounds. ``config`` gives the built-in rules, the budget and the jobs in force
+    (a reload swaps them);
     ``last_errors`` (source -> its last failed poll's error) is shared with the poll, which
     writes it too; ``stopping`` set: no new round starts."""
 
@@ -86,26 +101,25 @@ class Sweeper:
         *,
         poll: Poll,
         commit: Commit,
-        builtins: Callable[[], builtin.Builtins],
+        config: Current[InForce],
         store: Store,
         health: RoundHealth,
         state_health: StateHealth,
         metrics: Metrics,
         poll_faults: PollFaults,
         cadences: CadenceBook,
-        budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
         last_errors: dict[str, str],
         heartbeat: Heartbeat | None,
         width: int,
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
-        self.poll, self.commit, self.builtins = poll, commit, builtins
+        self.poll, self.commit, self.config = poll, commit, config
         self.store, self.health, self.state_health = store, health, state_health
         self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
         # The budget in force and the jobs (``rpc.budget``; a reload changes both), and the
         # last plan of it with when it was made (``watcher.service.budgeting``).
-        self.cadences, self.budget = cadences, budget
+        self.cadences = cadences
         self.plan: BudgetPlan | None = None
         self._planned_at: float | None = None
         self._planned_jobs: Sequence[Job] = ()
@@ -297,7 +311,8 @@ class Sweeper:
         """Plans the budget over every job at the first adaptive sweep, every
         ``ALLOCATE_EVERY`` seconds after, and at once when a reload changed the budget or the
         jobs; says once when it stretches intervals."""
-        budget, every_job = self.budget()
+        config = self.config.current
+        budget, every_job = config.budget, config.jobs
         if budget is None:
             if self.plan is not None:
                 self.cadences.drop_allocation()
@@ -381,7 +396,7 @@ class Sweeper:
 
     async def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
-        builtins = self.builtins()
+        builtins = self.config.current.builtins
         state = await self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
         outcome = builtins.rpc_step(state, verdict, now)
         if outcome is not None:
