@@ -63,6 +63,7 @@ from watcher.cadence import Budget  # noqa: E402
 from watcher.config.ruleset import Job  # noqa: E402
 from watcher.ledger.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.ledger.simulator.keys import derived_pubkey  # noqa: E402
+from watcher.service.admission import Admission  # noqa: E402
 from watcher.service.budgeting import ALLOCATE_EVERY  # noqa: E402
 from watcher.service.cadences import (  # noqa: E402
     CadenceBook,
@@ -254,16 +255,19 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     plan_budget = None if budget is None else Budget(budget * 86400.0, 86400.0)
     book = CadenceBook()
     unused = cast(Any, None)
+    config, store = _Fixed(_InForce(plan_budget, jobs)), _Store()
+    metrics = Metrics(Path("unused.db"), time.monotonic)
     sweeper = Sweeper(
         poll=unused,
         commit=unused,
-        config=_Fixed(_InForce(plan_budget, jobs)),
-        store=cast(Any, _Store()),
+        config=config,
+        store=cast(Any, store),
         health=unused,
         state_health=unused,
-        metrics=Metrics(Path("unused.db"), time.monotonic),
+        metrics=metrics,
         poll_faults=unused,
         cadences=book,
+        admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
         last_errors={},
         heartbeat=None,
         width=8,

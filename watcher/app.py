@@ -23,6 +23,7 @@ from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import RpcClient
 from watcher.service import sweeps
+from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook, projected_per_second
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
@@ -133,6 +134,9 @@ class Daemon:
             metrics=self.metrics,
             poll_faults=self.poll_faults,
             cadences=self.cadences,
+            admission=Admission(
+                config=self.config, cadences=self.cadences, shards=self.store, metrics=self.metrics
+            ),
             last_errors=self.last_errors,
             heartbeat=self.heartbeat,
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from watcher.cadence import Budget
 from watcher.config.ruleset import Job
+from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import Sweeper
@@ -75,6 +76,9 @@ def scheduling_sweeper(
         metrics=metrics,
         poll_faults=unused,
         cadences=book,
+        admission=Admission(
+            config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics
+        ),
         last_errors={},
         heartbeat=None,
         width=8,
