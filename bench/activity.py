@@ -72,7 +72,7 @@ from watcher.service.cadences import (  # noqa: E402
     stored_cadence,
 )
 from watcher.service.metrics import Metrics  # noqa: E402
-from watcher.service.rounds import Sweeper  # noqa: E402
+from watcher.service.rounds import RoundReports, Sweeper  # noqa: E402
 
 HOUR = 3600.0
 EVERY = 30.0
@@ -262,14 +262,9 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
         commit=unused,
         config=config,
         store=cast(Any, store),
-        health=unused,
-        state_health=unused,
-        metrics=metrics,
-        poll_faults=unused,
         cadences=book,
         admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
-        last_errors={},
-        heartbeat=None,
+        reports=RoundReports(unused, unused, metrics, unused, {}, None),
         width=8,
         stopping=asyncio.Event(),
         clock=time.monotonic,

@@ -33,7 +33,7 @@ from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
-from watcher.service.rounds import Sweeper
+from watcher.service.rounds import RoundReports, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Runtime
@@ -129,16 +129,18 @@ class Daemon:
             commit=self.pipeline.commit,
             config=self.config,
             store=self.store,
-            health=self.health,
-            state_health=self.state_health,
-            metrics=self.metrics,
-            poll_faults=self.poll_faults,
             cadences=self.cadences,
             admission=Admission(
                 config=self.config, cadences=self.cadences, shards=self.store, metrics=self.metrics
             ),
-            last_errors=self.last_errors,
-            heartbeat=self.heartbeat,
+            reports=RoundReports(
+                health=self.health,
+                state_health=self.state_health,
+                metrics=self.metrics,
+                poll_faults=self.poll_faults,
+                last_errors=self.last_errors,
+                heartbeat=self.heartbeat,
+            ),
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
             stopping=self.stopping,
             clock=clock,

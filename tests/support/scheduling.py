@@ -12,7 +12,7 @@ from watcher.config.ruleset import Job
 from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
-from watcher.service.rounds import Sweeper
+from watcher.service.rounds import RoundReports, Sweeper
 
 
 class HeldShards:
@@ -71,16 +71,11 @@ def scheduling_sweeper(
         commit=unused,
         config=in_force(budget, jobs),
         store=cast(Any, store),
-        health=unused,
-        state_health=unused,
-        metrics=metrics,
-        poll_faults=unused,
         cadences=book,
         admission=Admission(
             config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics
         ),
-        last_errors={},
-        heartbeat=None,
+        reports=RoundReports(unused, unused, metrics, unused, {}, None),
         width=8,
         stopping=asyncio.Event(),
         clock=time,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -64,6 +65,19 @@ class InForce(Protocol):
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class RoundReports:
+    """Where a round and its polls tell how they went."""
+
+    health: RoundHealth  # each poll's success or failure; the round's verdict (rpc_unhealthy)
+    state_health: StateHealth  # whether the database works (a write shows it does again)
+    metrics: Metrics  # polls that raised
+    poll_faults: PollFaults  # targets whose polls raise
+    # Source -> its last failed poll's error, for the round's log line; the poll writes it too.
+    last_errors: dict[str, str]
+    heartbeat: Heartbeat | None  # told each round's outcome
+
+
 CoveredKey = tuple[str, float, float | None]
 
 
@@ -76,8 +90,8 @@ def _covered_key(job: Job) -> CoveredKey:
 class Sweeper:
     """Runs the rounds. ``config`` gives the built-in rules in force (a reload swaps them);
     ``admission`` says which of an adaptive job's due targets the budget lets a sweep poll;
-    ``last_errors`` (source -> its last failed poll's error) is shared with the poll, which
-    writes it too; ``stopping`` set: no new round starts."""
+    ``reports`` hear how each round went; ``width``: polls under way at once; ``stopping``
+    set: no new round starts."""
 
     def __init__(
         self,
@@ -86,23 +100,19 @@ class Sweeper:
         commit: Commit,
         config: Current[InForce],
         store: Store,
-        health: RoundHealth,
-        state_health: StateHealth,
-        metrics: Metrics,
-        poll_faults: PollFaults,
         cadences: CadenceBook,
         admission: Admission,
-        last_errors: dict[str, str],
-        heartbeat: Heartbeat | None,
+        reports: RoundReports,
         width: int,
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
         self.poll, self.commit, self.config = poll, commit, config
-        self.store, self.health, self.state_health = store, health, state_health
-        self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
-        self.cadences, self.admission = cadences, admission
-        self.heartbeat, self.width = heartbeat, width
+        self.store, self.cadences, self.admission = store, cadences, admission
+        self.health, self.state_health = reports.health, reports.state_health
+        self.metrics, self.poll_faults = reports.metrics, reports.poll_faults
+        self.last_errors, self.heartbeat = reports.last_errors, reports.heartbeat
+        self.width = width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
         # Per job (source, interval, max_interval): the shards its rounds covered since they
