@@ -36,7 +36,7 @@ from watcher.service.reloading import Reloader
 from watcher.service.rounds import RoundReports, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.service.supervisor import Runtime
+from watcher.service.supervisor import Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.shards import SHARDS
@@ -162,13 +162,15 @@ class Daemon:
             on_round=self.lease_round,
         )
         self.runtime = Runtime(
-            scheduler=self.scheduler,
-            sender=self.sender,
-            pruner=self.pruner,
-            notifier=self.notifier,
-            http=self.http,
-            heartbeat=self.heartbeat,
-            leases=self.leases,
+            parts=Parts(
+                scheduler=self.scheduler,
+                sender=self.sender,
+                pruner=self.pruner,
+                leases=self.leases,
+                notifier=self.notifier,
+                http=self.http,
+                heartbeat=self.heartbeat,
+            ),
             store=self.store,
             state_health=self.state_health,
             outbox_has_work=self.outbox_has_work,
