@@ -24,7 +24,9 @@ from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import RpcClient
 from watcher.service import sweeps
 from watcher.service.admission import Admission
+from watcher.service.agreement import Agreement
 from watcher.service.cadences import CadenceBook, projected_per_second
+from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
@@ -91,19 +93,30 @@ class Daemon:
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         # One observation of one target, from its answer to its outbox rows.
+        self.committer = Committer(
+            store=self.store,
+            config=self.config,
+            sender=self.sender,
+            wake_sender=self.outbox_has_work.set,
+        )
         self.pipeline = TargetPipeline(
             store=self.store,
             ledger=self.rpc,
             endpoint=str(getattr(self.rpc, "public_url", "")),
-            endpoints=self.rpc.readers if isinstance(self.rpc, RpcClient) else None,
-            quorum=self.quorum,
+            agreement=Agreement(
+                quorum=self.quorum,
+                endpoints=self.rpc.readers if isinstance(self.rpc, RpcClient) else None,
+                store=self.store,
+                committer=self.committer,
+                config=self.config,
+                metrics=self.metrics,
+            ),
             cadences=self.cadences,
+            committer=self.committer,
             config=self.config,
             health=self.health,
             last_errors=self.last_errors,
             metrics=self.metrics,
-            sender=self.sender,
-            wake_sender=self.outbox_has_work.set,
             clock=clock,
         )
         beat = settings.heartbeat
@@ -126,7 +139,7 @@ class Daemon:
         # their knowing it.
         self.sweeper = Sweeper(
             poll=self.pipeline.poll,
-            commit=self.pipeline.commit,
+            commit=self.committer.commit,
             config=self.config,
             store=self.store,
             cadences=self.cadences,

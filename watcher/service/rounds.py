@@ -61,7 +61,7 @@ class InForce(Protocol):
 
 
 # The commit path of a (source, target)'s step under these rules at this time
-# (``TargetPipeline.commit``).
+# (``Committer.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
 
 
