@@ -6,8 +6,8 @@ notify) is ``watcher.service.target_pipeline``: read it first. The scheduler run
 (source, interval) over that source's targets (``watcher.service.rounds.Sweeper``, the
 pipeline's ``poll`` for each); the runtime (``watcher.service.supervisor.Runtime``) runs the
 tasks and their life, the sender among them so that a slow channel never delays polling; the
-reloader (``watcher.service.reloading.Reloader``) swaps in what SIGHUP read, through ``use``:
-one new snapshot of the configuration (``watcher.service.configuration``) that the parts read.
+reloader (``watcher.service.reloading.Reloader``) puts what SIGHUP read in force as one new
+snapshot of the configuration (``watcher.service.configuration``), which the parts read.
 """
 
 from __future__ import annotations
