@@ -61,6 +61,7 @@ from stream import COVERS, tally  # noqa: E402
 
 from watcher.cadence import Budget  # noqa: E402
 from watcher.config.ruleset import Job  # noqa: E402
+from watcher.service.admission import Admission  # noqa: E402
 from watcher.service.budgeting import ALLOCATE_EVERY  # noqa: E402
 from watcher.service.cadences import (  # noqa: E402
     CadenceBook,
@@ -69,7 +70,7 @@ from watcher.service.cadences import (  # noqa: E402
     stored_cadence,
 )
 from watcher.service.metrics import Metrics  # noqa: E402
-from watcher.service.rounds import Sweeper  # noqa: E402
+from watcher.service.rounds import RoundReports, Sweeper  # noqa: E402
 from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
@@ -231,6 +232,20 @@ class _Store:
         return None  # one instance: every shard
 
 
+@dataclass(frozen=True)
+class _InForce:
+    """What a sweep reads of the configuration in force: the budget and the jobs."""
+
+    budget: Budget | None
+    jobs: Sequence[Job]
+    builtins: Any = None  # no round ends here: no built-in rule is asked for
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    current: _InForce
+
+
 async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     """The product's scheduling over ``work``: a quiet hour, the measured hour, a tail."""
     wall = time.monotonic()
@@ -240,19 +255,16 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     plan_budget = None if budget is None else Budget(budget * 86400.0, 86400.0)
     book = CadenceBook()
     unused = cast(Any, None)
+    config, store = _Fixed(_InForce(plan_budget, jobs)), _Store()
+    metrics = Metrics(Path("unused.db"), time.monotonic)
     sweeper = Sweeper(
         poll=unused,
         commit=unused,
-        builtins=unused,
-        store=cast(Any, _Store()),
-        health=unused,
-        state_health=unused,
-        metrics=Metrics(Path("unused.db"), time.monotonic),
-        poll_faults=unused,
+        config=config,
+        store=cast(Any, store),
         cadences=book,
-        budget=lambda: (plan_budget, jobs),
-        last_errors={},
-        heartbeat=None,
+        admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
+        reports=RoundReports(unused, unused, metrics, unused, {}, None),
         width=8,
         stopping=asyncio.Event(),
         clock=time.monotonic,
@@ -305,7 +317,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
             previous = states.get(target)
             new = {"cursor": count}
             events = activity(previous, new, KEYS)
-            # As the daemon's poll does (``Daemon._paced``).
+            # As the daemon's poll does (``TargetPipeline._paced``).
             stored = stored_cadence(previous)
             cadence = book.after_poll(
                 SOURCE,

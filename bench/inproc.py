@@ -1,4 +1,4 @@
-"""Figures measured inside one process, on the daemon's own poll path (`Daemon.poll_target`)
+"""Figures measured inside one process, on the daemon's own poll path (`TargetPipeline.poll`)
 against the simulator as a real HTTP server on loopback (no added latency):
 
 1. A poll that finds 10,000 new transactions on one address: from the poll's start to its alert
@@ -71,10 +71,10 @@ async def busy_address(folder: Path) -> bool:
         )
         source = SOURCES["signatures"]
         try:
-            await daemon.poll_target(source, ADDRESS)  # the baseline
+            await daemon.pipeline.poll(source, ADDRESS)  # the baseline
             signatures = ledger.add_transactions(ADDRESS, 10_000)
             wall, cpu = time.perf_counter(), time.thread_time()
-            await daemon.poll_target(source, ADDRESS)
+            await daemon.pipeline.poll(source, ADDRESS)
             wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
         finally:
             await daemon.close()
@@ -116,11 +116,11 @@ async def recorded_cluster(folder: Path, polls: int = 10) -> bool:
                 ("votes", VOTE, "getVoteAccounts, 420 KB"),
             ):
                 source = SOURCES[source_name]
-                await daemon.poll_target(source, target)  # the first: a baseline
+                await daemon.pipeline.poll(source, target)  # the first: a baseline
                 walls, cpus = [], []
                 for _ in range(polls):
                     wall, cpu = time.perf_counter(), time.thread_time()
-                    assert await daemon.poll_target(source, target)
+                    assert await daemon.pipeline.poll(source, target)
                     walls.append(time.perf_counter() - wall)
                     cpus.append(time.thread_time() - cpu)
                 # The simulator answers from threads of this process: the daemon's own work

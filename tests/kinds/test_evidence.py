@@ -1,9 +1,9 @@
 """A bad or doubtful answer is never evidence, never wedges an address, never mutes alerts.
 
-The daemon's own ``poll_target`` against the real simulator on loopback, whose answers a
-``rewrite`` fault spoils one call at a time; state is a real SQLite file. What the user sees is
-asserted: the alerts recorded for delivery (titles, bodies), and that later good answers are
-still noticed.
+The daemon's own poll (``TargetPipeline.poll``) against the real simulator on loopback, whose
+answers a ``rewrite`` fault spoils one call at a time; state is a real SQLite file. What the
+user sees is asserted: the alerts recorded for delivery (titles, bodies), and that later good
+answers are still noticed.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.checks import check_config
+from watcher.core.events import DOUBT_KEY
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.holders import HoldersObservation
 from watcher.ledger.models import TokenAmount
-from watcher.ledger.plausibility import DOUBT_KEY, SLOT_MARGIN, Doubt, SlotTip, judge
+from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 from watcher.state.store import Store
 

@@ -1,8 +1,8 @@
 """quorum: 2 — a state alert fires or resolves only when two endpoints agree.
 
-The daemon's own ``poll_target`` against two real simulators on loopback, each with its own
-ledger; state is a real SQLite file. What the user would get is asserted: the alerts recorded
-for delivery."""
+The daemon's own poll (``TargetPipeline.poll``) against two real simulators on loopback, each
+with its own ledger; state is a real SQLite file. What the user would get is asserted: the
+alerts recorded for delivery."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class World:
 
     async def poll(self, source: str = "votes") -> None:
         self.now[0] += 1.0
-        await self.daemon.poll_target(SOURCES[source], "cluster")
+        await self.daemon.pipeline.poll(SOURCES[source], "cluster")
 
     async def titles(self) -> list[str]:
         history = await self.daemon.store.history(limit=1000)
@@ -229,10 +229,10 @@ async def test_with_one_endpoint_down_a_state_poll_is_a_failed_poll(world: World
 
 async def test_event_kinds_are_not_put_to_a_vote(world: World) -> None:
     """A new transaction seen by the endpoint asked is notified: failover covers event kinds."""
-    await world.daemon.poll_target(SOURCES["signatures"], TREASURY)  # the quiet baseline
+    await world.daemon.pipeline.poll(SOURCES["signatures"], TREASURY)  # the quiet baseline
     world.a.add_transactions(TREASURY, 2)  # only A (the first endpoint) has them
     world.now[0] += 1
-    await world.daemon.poll_target(SOURCES["signatures"], TREASURY)
+    await world.daemon.pipeline.poll(SOURCES["signatures"], TREASURY)
     assert len(await world.titles()) == 1
 
 

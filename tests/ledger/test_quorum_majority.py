@@ -1,7 +1,7 @@
 """quorum: 2 with three endpoints: a majority of three. Two asked; when they disagree, a third;
 two that agree decide, and the one outvoted is named by rpc_disagreement. Pure tables of
-``majority`` and ``Quorum.compare``, then the daemon's own ``poll_target`` against three real
-simulators on loopback (state in a real SQLite file)."""
+``majority`` and ``Quorum.compare``, then the daemon's own poll (``TargetPipeline.poll``)
+against three real simulators on loopback (state in a real SQLite file)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ class Three:
 
     async def poll(self) -> None:
         self.now[0] += 1.0
-        await self.daemon.poll_target(SOURCES["votes"], "cluster")
+        await self.daemon.pipeline.poll(SOURCES["votes"], "cluster")
 
     async def titles(self) -> list[str]:
         history = await self.daemon.store.history(limit=1000)

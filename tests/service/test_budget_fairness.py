@@ -69,7 +69,7 @@ def replay(scenario: Scenario) -> Run:
     budget, jobs = Budget(per_second * 86400, 86400.0), (job,)
     book = CadenceBook()
     sweeper = scheduling_sweeper(
-        HeldShards(None), book, lambda: (budget, jobs), Metrics(Path("unused.db"), time)
+        HeldShards(None), book, budget, jobs, Metrics(Path("unused.db"), time)
     )
     rng = random.Random(scenario.seed)
     waiting = dict.fromkeys(names, 0)  # events since the target's last poll

@@ -75,7 +75,8 @@ def replay(
     sweeper = scheduling_sweeper(
         HeldShards(shards),
         book,
-        lambda: (budget, jobs),
+        budget,
+        jobs,
         metrics or Metrics(Path("unused.db"), time),
     )
 
@@ -133,7 +134,7 @@ async def test_a_job_not_swept_yet_catches_nothing_up_its_first_round_polls_it_a
     job = Job("signatures", 1.0, BUSY + QUIET, max_interval=8.0)
     no_metrics = cast(Any, None)  # a catch-up decided, nothing polled: nothing to count
     sweeper = scheduling_sweeper(
-        HeldShards(frozenset(range(SHARDS))), CadenceBook(), lambda: (None, (job,)), no_metrics
+        HeldShards(frozenset(range(SHARDS))), CadenceBook(), None, (job,), no_metrics
     )
     rounds: list[frozenset[int] | None] = []
 

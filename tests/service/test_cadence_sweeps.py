@@ -15,8 +15,8 @@ from structlog.testing import capture_logs
 
 from watcher.cadence import Cadence
 from watcher.config.ruleset import Job
+from watcher.core.events import CADENCE_KEY
 from watcher.service.cadences import (
-    CADENCE_KEY,
     CadenceBook,
     activity,
     paced_state,

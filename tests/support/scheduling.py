@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from watcher.cadence import Budget
 from watcher.config.ruleset import Job
+from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
-from watcher.service.rounds import Sweeper
+from watcher.service.rounds import RoundReports, Sweeper
 
 
 class HeldShards:
@@ -35,10 +37,31 @@ def time() -> float:
     return 0.0
 
 
+@dataclass(frozen=True)
+class InForce:
+    """What a sweep reads of the configuration in force: the budget and the jobs."""
+
+    budget: Budget | None
+    jobs: Sequence[Job]
+    builtins: Any = None  # no round ends here: no built-in rule is asked for
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """The configuration in force, never reloaded."""
+
+    current: InForce
+
+
+def in_force(budget: Budget | None, jobs: Sequence[Job]) -> Fixed:
+    return Fixed(InForce(budget, jobs))
+
+
 def scheduling_sweeper(
     store: HeldShards,
     book: CadenceBook,
-    budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
+    budget: Budget | None,
+    jobs: Sequence[Job],
     metrics: Metrics,
 ) -> Sweeper:
     """A sweeper for its scheduling only (what is due, the budget, catch-ups): nothing polls."""
@@ -46,16 +69,13 @@ def scheduling_sweeper(
     return Sweeper(
         poll=unused,
         commit=unused,
-        builtins=unused,
+        config=in_force(budget, jobs),
         store=cast(Any, store),
-        health=unused,
-        state_health=unused,
-        metrics=metrics,
-        poll_faults=unused,
         cadences=book,
-        budget=budget,
-        last_errors={},
-        heartbeat=None,
+        admission=Admission(
+            config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics
+        ),
+        reports=RoundReports(unused, unused, metrics, unused, {}, None),
         width=8,
         stopping=asyncio.Event(),
         clock=time,

@@ -92,7 +92,7 @@ class World:
 
     async def poll(self, source: str, target: str) -> None:
         self.now[0] += 1.0
-        await self.daemon.poll_target(SOURCES[source], target)
+        await self.daemon.pipeline.poll(SOURCES[source], target)
 
     async def alerts(self) -> list[AlertMessage]:
         """The stored alerts, oldest first."""

@@ -6,8 +6,9 @@ like Alertmanager's notify pipeline.
     silence  what an active silence mutes is kept (in the history) and marked: sent nowhere
 
 The daemon stores what comes out with the step's state, in one transaction, then wakes the
-sender (``watcher.app.Daemon.commit``). Each stage is a small function of values; only
-``silence`` reads something (the active silences, through the callable it is given).
+sender (``watcher.service.committing.Committer.commit``). Each stage is a small function of
+values; only ``silence`` reads something (the active silences, through the callable it is
+given).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ tables and properties, and so that what reaches the outbox can be stored as it i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -20,6 +20,24 @@ Reason = Literal["event", "firing", "resolved", "repeat"]
 # per-rule references, episodes). It is stored as one JSON document per (source, target) and
 # committed in the same transaction as the alerts it produced.
 TargetState = dict[str, Any]
+
+# Who writes which key of a target's state document. Every other key is the kind's own: its
+# source's ``step`` writes it (a state kind's ``"v"`` and ``"episodes"`` through
+# ``watcher.alerting.lifecycle``) and only that source reads it.
+#
+#   key          written by                             what it holds
+#   "doubt"      watcher.ledger.plausibility (judge),   the streak of a doubtful picture held
+#                committed by the target pipeline       back; a doubted poll writes only it, the
+#                (watcher.service.target_pipeline)      next accepted step drops it
+#   "set_aside"  the kind's step (transactions,         entries of the ledger's own that a
+#                program_accounts)                      confirmed doubt set aside: taken, and not
+#                                                       doubted again while listed
+#   "_cadence"   watcher.service.cadences (paced_state, a backing-off target's cadence; kinds
+#                through the target pipeline)           never read it, the pipeline puts it back
+#                                                       on every new state
+DOUBT_KEY: Final = "doubt"
+SET_ASIDE_KEY: Final = "set_aside"
+CADENCE_KEY: Final = "_cadence"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from watcher.alerting.messages import (
     snapshot_event,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
-from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import (
     DigestWords,
     Kind,
@@ -109,7 +109,7 @@ def diff_keys(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[s
     return sorted(after - before), sorted(before - after)
 
 
-SET_ASIDE_KEY = "set_aside"  # accounts listed as another program's, taken as such
+# SET_ASIDE_KEY (watcher.core.events): accounts listed as another program's, taken as such
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,12 @@ from watcher.alerting.messages import (
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import DOUBT_KEY, SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless, SourceFacts
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import SignatureEntry, SignaturePage, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,
-    DOUBT_KEY,
     MAX_CLOCK_AHEAD,
     Doubt,
     SlotTip,
@@ -51,9 +50,9 @@ STATE_VERSION = 1
 PAGE_LIMIT = 1000  # the node's maximum
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
-# State key: entries set aside as the ledger's own odd ones (seen 3 polls in a row), not taken
-# and not doubted again while listed: signatures (slot too far ahead), fingerprints (unreadable).
-SET_ASIDE_KEY = "set_aside"
+# SET_ASIDE_KEY (watcher.core.events): entries set aside as the ledger's own odd ones (seen 3
+# polls in a row), not taken and not doubted again while listed: signatures (slot too far
+# ahead), fingerprints (unreadable).
 
 
 # -- the cursor (pure) -----------------------------------------------------------------------

@@ -24,7 +24,8 @@ Three kinds of wrong answer, three treatments (docs/operations.md):
 
 What is not accepted is logged (a warning once per stretch), counted as a failed call for the
 endpoint's health (``rpc_unhealthy``), and the target's state does not advance: only the
-streak of the doubtful picture is kept in it (``"doubt"``), and the next accepted step drops it.
+streak of the doubtful picture is kept in it (under ``DOUBT_KEY``: ``watcher.core.events`` says
+who writes which key), and the next accepted step drops it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.core.events import TargetState
+from watcher.core.events import DOUBT_KEY, TargetState
 
 CONFIRM_POLLS = 3  # the same doubtful picture this many polls in a row is accepted
-DOUBT_KEY = "doubt"
 
 # A slot may be ahead of the last accepted one by this margin plus MAX_SLOTS_PER_SECOND for each
 # second since: four times the 2.5 slots a second of a real cluster (400 ms slots), plus days.

@@ -1,12 +1,12 @@
 """``rpc.budget`` at run time: share the calls among the adaptive targets (pure).
 
-Every ``ALLOCATE_EVERY`` seconds (and at the first sweep) the sweeper plans the budget over
-all jobs: the rules without ``max_every`` spend what they spend (one call per target per
-interval); what is left is allocated among the adaptive targets, one group per job, by their
-estimated event rates (``watcher.cadence.allocate_groups``: rates proportional to the square
-root of each target's event rate, within its bounds). The budget is the bill: when even
-``max_every`` for every target costs more, every interval stretches by one factor, and the
-sweeper says so once.
+Every ``ALLOCATE_EVERY`` seconds (and at the first sweep) the sweeper's admission
+(``watcher.service.admission``) plans the budget over all jobs: the rules without
+``max_every`` spend what they spend (one call per target per interval); what is left is
+allocated among the adaptive targets, one group per job, by their estimated event rates
+(``watcher.cadence.allocate_groups``: rates proportional to the square root of each target's
+event rate, within its bounds). The budget is the bill: when even ``max_every`` for every
+target costs more, every interval stretches by one factor, and admission says so once.
 
 Counted as the cadence package counts: one call per poll of a target (a busy address pages
 further; ``accounts`` reads up to 100 keys a call, so those cost less than counted).

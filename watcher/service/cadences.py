@@ -29,9 +29,9 @@ from typing import Final
 
 from watcher.cadence import Cadence, after_poll, rescheduled
 from watcher.config.ruleset import Job
+from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import TargetState
 
-CADENCE_KEY: Final = "_cadence"
 # A target never polled is assumed to see an event a day until it shows its own rate: enough
 # to weigh it against proven idle targets in a budget allocation, little enough not to matter
 # once it has been watched for a few hours (the estimate's half-life is an hour).

@@ -1,5 +1,5 @@
 """The values the rules observe, kept in memory for ``/metrics``: the latest samples of each
-watched target, taken from accepted answers only (``Daemon.poll_target`` hands each one over
+watched target, taken from accepted answers only (``TargetPipeline.poll`` hands each one over
 once it is evidence; a failed or doubted poll changes nothing, so the last values stay).
 
 The samples of a target are replaced as a whole by its next accepted answer (a holder that left

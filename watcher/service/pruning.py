@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from watcher.alerting import builtin
 from watcher.config.ruleset import RuleSet
+from watcher.config.settings import Settings
 from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import StateError
+from watcher.service.configuration import Current
 from watcher.state.interface import Store
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 
@@ -30,23 +32,30 @@ def watched_by(ruleset: RuleSet) -> WatchedTarget:
     return lambda source, target: source == builtin.SOURCE or (source, target) in named
 
 
+class InForce(Protocol):
+    """What a pass reads of the configuration in force (``watcher.service.configuration``)."""
+
+    @property
+    def settings(self) -> Settings: ...  # retention
+
+    @property
+    def ruleset(self) -> RuleSet: ...  # what is watched still
+
+
 class Pruner:
-    """Deletes the history past retention. ``in_force`` gives the rules and the retention in
+    """Deletes the history past retention. ``config`` gives the rules and the retention in
     force (a reload swaps them); ``stopping`` set: no new pass starts."""
 
     def __init__(
-        self,
-        store: Store,
-        in_force: Callable[[], tuple[RuleSet, float]],
-        stopping: asyncio.Event,
-        clock: Clock,
+        self, store: Store, config: Current[InForce], stopping: asyncio.Event, clock: Clock
     ) -> None:
-        self.store, self.in_force, self.stopping, self.clock = store, in_force, stopping, clock
+        self.store, self.config, self.stopping, self.clock = store, config, stopping, clock
 
     async def prune_once(self, limit: int = BATCH_ROWS) -> Pruned:
         """One pass over the whole history, yielding to the event loop after each batch."""
         total = Pruned()
-        ruleset, retention = self.in_force()
+        config = self.config.current
+        ruleset, retention = config.ruleset, config.settings.retention
         batches = self.store.prune_batches(watched_by(ruleset), self.clock(), retention, limit)
         async for done in batches:
             total.add(done)
@@ -65,7 +74,7 @@ class Pruner:
             else:
                 log.info(
                     "history pruned",
-                    retention=format_duration(self.in_force()[1]),
+                    retention=format_duration(self.config.current.settings.retention),
                     alerts=done.alerts,
                     deliveries=done.deliveries,
                     targets=done.targets,

@@ -18,6 +18,7 @@ from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
 from watcher.delivery.outbox_sender import Sender
+from watcher.service.configuration import Configuration, Configured
 from watcher.service.observed_values import ObservedValues
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
@@ -42,29 +43,35 @@ RESTART_SETTINGS: Final = (
 
 
 class Reloader:
-    """Swaps in what a reload changes: the channels (``sender``), the settings and rules in
-    force (``use``, which gives each part its share), the sweeps (``scheduler``).
-    ``settings`` gives those in force, to tell which changes wait for a restart."""
+    """Swaps in what a reload changes: the channels (``sender``), the configuration in force
+    (one new snapshot in ``config``, which every part reads), the sweeps (``scheduler``).
+    ``endpoint``: the RPC URL the built-in alerts name (None: the settings')."""
 
     def __init__(
         self,
         *,
-        settings: Callable[[], Settings],
-        use: Callable[[Settings, RuleSet], None],
+        config: Configured,
+        endpoint: str | None,
         sender: Sender,
         scheduler: Scheduler,
         notifier: SystemdNotifier,
         observed: ObservedValues | None = None,
     ) -> None:
-        self.settings, self.use = settings, use
+        self.config, self.endpoint = config, endpoint
         self.sender, self.scheduler, self.notifier = sender, scheduler, notifier
         self.observed = observed
+
+    def put_in_force(self, configuration: Configuration) -> None:
+        """``configuration`` in force: the parts read it from ``config``; the sender's digests
+        name keys as the alerts do."""
+        self.config.swap(configuration)
+        self.sender.presentation = configuration.presentation
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """Whether the new settings and rules are in force."""
         self.notifier.reloading()
         try:
-            settings, ruleset = await asyncio.to_thread(_loaded, load)
+            configuration = await asyncio.to_thread(_loaded, load, self.endpoint)
         except ConfigError as exc:
             for problem in exc.problems:
                 log.error("reload refused, the previous rules keep running", problem=str(problem))
@@ -74,13 +81,14 @@ class Reloader:
             log.error("reload failed, the previous rules keep running", error=repr(exc))
             self.notifier.ready("reload failed: see the log")
             return False
-        old = self.settings()
+        settings, ruleset = configuration.settings, configuration.ruleset
+        old = self.config.current.settings
         later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
         if later:
             log.warning("reloaded; these settings apply after a restart", settings=later)
         self.sender.configure_channels(settings.channels, settings.fallback_channels)
-        self.use(settings, ruleset)
-        jobs = ruleset.jobs()
+        self.put_in_force(configuration)
+        jobs = configuration.jobs
         self.scheduler.replace(jobs)
         if self.observed is not None:
             # /metrics stops showing what no rule watches any more (in a thread: a million
@@ -91,10 +99,9 @@ class Reloader:
         return True
 
 
-def _loaded(load: Callable[[], tuple[Settings, RuleSet]]) -> tuple[Settings, RuleSet]:
-    """``load``, and the rule set's jobs made too, in the loading thread: at a million targets
-    they take seconds, and on the event loop they held up the lease renewals long enough for
-    the other instances to count this one dead."""
+def _loaded(load: Callable[[], tuple[Settings, RuleSet]], endpoint: str | None) -> Configuration:
+    """``load``, and the configuration made of it (the rule set's jobs among it), in the
+    loading thread: at a million targets the jobs take seconds, and on the event loop they held
+    up the lease renewals long enough for the other instances to count this one dead."""
     settings, ruleset = load()
-    ruleset.jobs()
-    return settings, ruleset
+    return Configuration.of(settings, ruleset, endpoint)

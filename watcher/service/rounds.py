@@ -1,8 +1,8 @@
 """One scheduled round (a sweep) of a source over its targets, and what it tells afterwards.
 
 The targets are polled a bounded number at once (``watcher.service.sweeps``), each through the
-poll it is given (``Daemon.poll_target``); the states that quiet polls changed are written in one
-go at the end; then the round's health (the built-in rpc_unhealthy), its row in
+poll it is given (``watcher.service.target_pipeline``); the states that quiet polls changed are
+written in one go at the end; then the round's health (the built-in rpc_unhealthy), its row in
 ``source_rounds``, its log line and the heartbeat. A database error ends only the work it hit
 (one poll, one of these writes): its transaction rolled back, the next round redoes it. Any other
 error a poll raises is that target's failure (``watcher.service.poll_faults``): the sweep goes
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -22,7 +22,6 @@ import structlog
 from watcher.alerting import builtin
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
-from watcher.cadence import Budget
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
@@ -30,22 +29,14 @@ from watcher.core.events import StepOutcome
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
-from watcher.service.budgeting import (
-    ALLOCATE_EVERY,
-    BudgetPlan,
-    SpendWindow,
-    admitted,
-    job_key,
-    plan_budget,
-    stretch_warning,
-)
+from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook, stored_cadence
+from watcher.service.configuration import Current
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import ShardedTargets, run_bounded
 from watcher.state.interface import Store
-from watcher.state.shards import SHARDS
 from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger("watcher.app")
@@ -55,7 +46,7 @@ PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to
 
 class Poll(Protocol):
     """One observation of a target by the job sweeping its source every ``interval`` s (backing
-    off up to ``max_interval`` s when set): whether it succeeded (``Daemon.poll_target``)."""
+    off up to ``max_interval`` s when set): whether it succeeded (``TargetPipeline.poll``)."""
 
     def __call__(
         self,
@@ -67,8 +58,29 @@ class Poll(Protocol):
     ) -> Awaitable[bool]: ...
 
 
-# The commit path of a (source, target)'s step under these rules at this time (``Daemon.commit``).
+class InForce(Protocol):
+    """What a round reads of the configuration in force (``watcher.service.configuration``)."""
+
+    @property
+    def builtins(self) -> builtin.Builtins: ...
+
+
+# The commit path of a (source, target)'s step under these rules at this time
+# (``Committer.commit``).
 Commit = Callable[[str, str, StepOutcome, Sequence[PresentedRule], float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RoundReports:
+    """Where a round and its polls tell how they went."""
+
+    health: RoundHealth  # each poll's success or failure; the round's verdict (rpc_unhealthy)
+    state_health: StateHealth  # whether the database works (a write shows it does again)
+    metrics: Metrics  # polls that raised
+    poll_faults: PollFaults  # targets whose polls raise
+    # Source -> its last failed poll's error, for the round's log line; the poll writes it too.
+    last_errors: dict[str, str]
+    heartbeat: Heartbeat | None  # told each round's outcome
 
 
 CoveredKey = tuple[str, float, float | None]
@@ -81,45 +93,31 @@ def _covered_key(job: Job) -> CoveredKey:
 
 
 class Sweeper:
-    """Runs the rounds. ``builtins`` gives the built-in rules in force (a reload swaps them);
-    ``last_errors`` (source -> its last failed poll's error) is shared with the poll, which
-    writes it too; ``stopping`` set: no new round starts."""
+    """Runs the rounds. ``config`` gives the built-in rules in force (a reload swaps them);
+    ``admission`` says which of an adaptive job's due targets the budget lets a sweep poll;
+    ``reports`` hear how each round went; ``width``: polls under way at once; ``stopping``
+    set: no new round starts."""
 
     def __init__(
         self,
         *,
         poll: Poll,
         commit: Commit,
-        builtins: Callable[[], builtin.Builtins],
+        config: Current[InForce],
         store: Store,
-        health: RoundHealth,
-        state_health: StateHealth,
-        metrics: Metrics,
-        poll_faults: PollFaults,
         cadences: CadenceBook,
-        budget: Callable[[], tuple[Budget | None, Sequence[Job]]],
-        last_errors: dict[str, str],
-        heartbeat: Heartbeat | None,
+        admission: Admission,
+        reports: RoundReports,
         width: int,
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
-        self.poll, self.commit, self.builtins = poll, commit, builtins
-        self.store, self.health, self.state_health = store, health, state_health
-        self.metrics, self.poll_faults, self.last_errors = metrics, poll_faults, last_errors
-        # The budget in force and the jobs (``rpc.budget``; a reload changes both), and the
-        # last plan of it with when it was made (``watcher.service.budgeting``).
-        self.cadences, self.budget = cadences, budget
-        self.plan: BudgetPlan | None = None
-        self._planned_at: float | None = None
-        self._planned_jobs: Sequence[Job] = ()
-        self._stretch_said: str | None = None
-        # Per adaptive job: the first polls its share of the budget has paid for, and when.
-        self._first_credit: dict[tuple[str, float, float], tuple[float, float]] = {}
-        # Per adaptive job: its polls in the budget's window (each job spends its share, so
-        # that one job's extras never take what another's plan needs).
-        self._spending: dict[tuple[str, float, float], SpendWindow] = {}
-        self.heartbeat, self.width = heartbeat, width
+        self.poll, self.commit, self.config = poll, commit, config
+        self.store, self.cadences, self.admission = store, cadences, admission
+        self.health, self.state_health = reports.health, reports.state_health
+        self.metrics, self.poll_faults = reports.metrics, reports.poll_faults
+        self.last_errors, self.heartbeat = reports.last_errors, reports.heartbeat
+        self.width = width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
         # Per job (source, interval, max_interval): the shards its rounds covered since they
@@ -208,11 +206,12 @@ class Sweeper:
         """The targets of an adaptive job that a sweep at ``now`` polls, and how many more were
         due but put off by the budget's limit."""
         due = await self._due(job, held, now)
-        polled = self._within_budget(job, due, now)
+        polled = self.admission.admit(job, due, now)
         return polled, len(due) - len(polled)
 
     async def _due(self, job: Job, held: Sequence[str], now: float) -> list[str]:
-        """The targets of an adaptive job to poll now (``watcher.service.cadences``). A target
+        """The targets of an adaptive job to poll now (``watcher.service.cadences``; under a
+        budget, ``watcher.service.admission`` paces the first polls). A target
         the book does not know yet has its stored cadence read first, once (at start, or when
         its shard is taken): a restart keeps every backoff (the poll goes on from the stored
         cadence)."""
@@ -229,105 +228,7 @@ class Sweeper:
                     # polled: under a budget, such polls after a restart are paced alike.
                     fresh = cadence is not None and cadence.next_due > now
                     self.cadences.learn(job.source, target, cadence if fresh else None)
-        self._plan(now)
-        due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
-        if self.plan is not None:
-            due = self._first_polls_paced(job, held, due, now)
-        return due
-
-    def _share(self) -> float:
-        """This instance's part of the budget's calls: its share of the shards (several
-        instances on one database; each polls only its shards' targets, so the plan's
-        intervals, made over all of them, hold as they are)."""
-        held = self.store.shards_held()
-        return 1.0 if held is None else max(len(held), 1) / SHARDS
-
-    def _within_budget(self, job: Job, due: list[str], now: float) -> list[str]:
-        """``due`` cut to what the job's share of the budget allows now (``SpendWindow``),
-        chosen by ``admitted`` (the fairness bound first, then first polls, the plan's polls,
-        and extras last); the others stay due."""
-        if self.plan is None:
-            return due
-        per_second = self.plan.adaptive_per_second
-        share = self.plan.job_per_second.get(job_key(job))
-        if per_second is None or share is None:
-            return due  # the fixed rules alone spend the budget, or a job newer than the plan
-        # A sweep may spend two of its intervals' worth (a minute at least) that quiet sweeps
-        # saved; beyond the plan, polls are spread rather than spent in a few sweeps.
-        burst = 2 * job.interval
-        window = self._spending.get(job_key(job))
-        if window is None:
-            window = self._spending[job_key(job)] = SpendWindow()
-        rate = share * self._share()
-        room = window.room(now, rate, burst)
-        if len(due) > room:
-            log.debug("budget window full", source=job.source, due=len(due), room=room)
-            self.metrics.budget_deferred_polls(job.source, len(due) - room)
-            due = admitted(
-                due,
-                self.cadences.cadences(job.source),
-                self.cadences.planned(job.source).get,
-                now=now,
-                slack=job.interval / 2,
-                # Urgent early enough that an extra cannot spend the poll it needs: within the
-                # next sweep and the time the budget takes to earn one poll.
-                horizon=1.5 * job.interval + 1.0 / max(rate, 1e-9),
-                room=room,
-            )
-        window.spend(now, len(due))
-        return due
-
-    def _first_polls_paced(
-        self, job: Job, held: Sequence[str], due: list[str], now: float
-    ) -> list[str]:
-        """``due`` with as many never-polled targets as the job's share of the budget has paid
-        for since its last sweep (``watcher.service.budgeting``); the first sweep may take
-        one."""
-        assert self.plan is not None
-        rate = self.plan.first_polls_rate(job)
-        if rate is None or not self.cadences.never_polled(job.source, due):
-            return due
-        rate *= self._share()
-        key = job_key(job)
-        credit, last = self._first_credit.get(key, (1.0, now))
-        # Capped at a sweep's worth: credit left unspent does not pile up into a burst.
-        credit = min(credit + rate * max(0.0, now - last), max(1.0, rate * job.interval))
-        limit = math.floor(credit)
-        spent = min(limit, self.cadences.never_polled(job.source, due))
-        self._first_credit[key] = (credit - spent, now)
-        return self.cadences.first_polls_limited(job.source, due, limit)
-
-    def _plan(self, now: float) -> None:
-        """Plans the budget over every job at the first adaptive sweep, every
-        ``ALLOCATE_EVERY`` seconds after, and at once when a reload changed the budget or the
-        jobs; says once when it stretches intervals."""
-        budget, every_job = self.budget()
-        if budget is None:
-            if self.plan is not None:
-                self.cadences.drop_allocation()
-                self.plan = self._planned_at = None
-            return
-        if (
-            self.plan is not None
-            and self._planned_at is not None
-            and now - self._planned_at < ALLOCATE_EVERY
-            and self.plan.budget == budget
-            and self._planned_jobs is every_job
-        ):
-            return
-        plan = plan_budget(every_job, self.cadences.rate, budget)
-        self._planned_jobs = every_job
-        by_source: dict[str, dict[str, float]] = {}
-        for job in every_job:
-            if job.adaptive:
-                by_target = zip(job.targets, plan.intervals[job_key(job)], strict=True)
-                by_source.setdefault(job.source, {}).update(by_target)
-        self.cadences.allocate(by_source)
-        self.plan, self._planned_at = plan, now
-        warning = stretch_warning(plan)
-        if warning is not None and warning != self._stretch_said:
-            log.warning(warning, stretch=round(plan.stretch_factor, 2))
-        self._stretch_said = warning
+        return self.admission.due(job, held, now)
 
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
@@ -385,7 +286,7 @@ class Sweeper:
 
     async def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
         """The built-in rpc_unhealthy: its episode is stored like a target's state."""
-        builtins = self.builtins()
+        builtins = self.config.current.builtins
         state = await self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
         outcome = builtins.rpc_step(state, verdict, now)
         if outcome is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -45,22 +46,30 @@ def describe_jobs(jobs: Sequence[Job]) -> list[str]:
     return [f"{j.source}/{j.interval:g}s x{len(j.targets)}" for j in jobs]
 
 
+@dataclass(frozen=True)
+class Parts:
+    """The parts whose tasks the runtime starts, watches over and stops."""
+
+    scheduler: Scheduler  # the sweeps
+    sender: Sender  # the sender loop and its URLs' workers
+    pruner: Pruner  # the retention passes
+    leases: LeaseKeeper  # the shards held (several instances on one database)
+    notifier: SystemdNotifier  # READY, STOPPING and the watchdog
+    http: HttpEndpoint | None  # /metrics and /healthz
+    heartbeat: Heartbeat | None
+
+
 class Runtime:
     """The daemon's tasks and their life: the scheduler's sweeps, the sender loop, the pruning,
-    the watchdog, the HTTP endpoint and the heartbeat. ``outbox_has_work`` wakes the sender
-    loop; ``stopping`` is set once the run ends (no new round, send or pruning pass); ``close``
-    releases the daemon's connections and database last."""
+    the watchdog, the HTTP endpoint and the heartbeat (``parts``). ``outbox_has_work`` wakes
+    the sender loop; ``stopping`` is set once the run ends (no new round, send or pruning pass);
+    ``close`` releases the daemon's connections and database last; ``rpc_url`` and ``state``
+    (masked) name what it watches with and where it keeps its state in the start-up line."""
 
     def __init__(
         self,
         *,
-        scheduler: Scheduler,
-        sender: Sender,
-        pruner: Pruner,
-        notifier: SystemdNotifier,
-        http: HttpEndpoint | None,
-        heartbeat: Heartbeat | None,
-        leases: LeaseKeeper,
+        parts: Parts,
         store: Store,
         state_health: StateHealth,
         outbox_has_work: asyncio.Event,
@@ -71,9 +80,9 @@ class Runtime:
         state: str,
         loop_lagged: Callable[[float], None] = lambda seconds: None,
     ) -> None:
-        self.scheduler, self.sender, self.pruner = scheduler, sender, pruner
-        self.notifier, self.http, self.heartbeat = notifier, http, heartbeat
-        self.leases = leases
+        self.scheduler, self.sender, self.pruner = parts.scheduler, parts.sender, parts.pruner
+        self.notifier, self.http, self.heartbeat = parts.notifier, parts.http, parts.heartbeat
+        self.leases = parts.leases
         self.store, self.state_health = store, state_health
         self.outbox_has_work, self.stopping = outbox_has_work, stopping
         self.close, self.clock = close, clock

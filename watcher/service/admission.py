@@ -1,0 +1,186 @@
+"""``rpc.budget``'s admission: which of an adaptive job's due targets a sweep may poll.
+
+The sweeper (``watcher.service.rounds``) asks it twice per adaptive sweep: ``due`` (after it
+plans the budget when a plan is due, the cadence book's due targets with the never-polled ones
+paced at the job's first-polls rate) and ``admit`` (those cut to what the job's share of the
+budget's window has left). The plan and the arithmetic are pure, in
+``watcher.service.budgeting``; this class keeps what they need between sweeps: the last plan and
+when it was made, each job's first-polls credit and each job's spending window.
+
+Several instances on one database each spend their share of the shards' part of the budget:
+each polls only its shards' targets, so the plan's intervals, made over all of them, hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import structlog
+
+from watcher.cadence import Budget
+from watcher.config.ruleset import Job
+from watcher.service.budgeting import (
+    ALLOCATE_EVERY,
+    BudgetPlan,
+    SpendWindow,
+    admitted,
+    job_key,
+    plan_budget,
+    stretch_warning,
+)
+from watcher.service.cadences import CadenceBook
+from watcher.service.configuration import Current
+from watcher.state.shards import SHARDS
+
+log = structlog.get_logger("watcher.app")
+
+JobKey = tuple[str, float, float]
+
+
+class BudgetInForce(Protocol):
+    """What admission reads of the configuration in force (``watcher.service.configuration``):
+    ``rpc.budget`` and every job (a reload changes both)."""
+
+    @property
+    def budget(self) -> Budget | None: ...
+
+    @property
+    def jobs(self) -> Sequence[Job]: ...
+
+
+class HeldShards(Protocol):
+    """The shards this instance holds (``Store.shards_held``; None: one instance, all)."""
+
+    def shards_held(self) -> frozenset[int] | None: ...
+
+
+class DeferredPolls(Protocol):
+    """Counts the due polls a full window put off (``Metrics.budget_deferred_polls``)."""
+
+    def budget_deferred_polls(self, source: str, polls: int) -> None: ...
+
+
+class Admission:
+    """The budget's plan in force and what each adaptive job has spent of its share."""
+
+    def __init__(
+        self,
+        *,
+        config: Current[BudgetInForce],
+        cadences: CadenceBook,
+        shards: HeldShards,
+        metrics: DeferredPolls,
+    ) -> None:
+        self.config, self.cadences, self.shards, self.metrics = config, cadences, shards, metrics
+        # The last plan of the budget, with when it was made and over which jobs.
+        self.plan: BudgetPlan | None = None
+        self._planned_at: float | None = None
+        self._planned_jobs: Sequence[Job] = ()
+        self._stretch_said: str | None = None
+        # Per adaptive job: the first polls its share of the budget has paid for, and when.
+        self._first_credit: dict[JobKey, tuple[float, float]] = {}
+        # Per adaptive job: its polls in the budget's window (each job spends its share, so
+        # that one job's extras never take what another's plan needs).
+        self._spending: dict[JobKey, SpendWindow] = {}
+
+    def due(self, job: Job, held: Sequence[str], now: float) -> list[str]:
+        """The targets of an adaptive job due now (the cadence book's), under a budget with as
+        many never-polled ones as the job's share has paid for."""
+        self._replan(now)
+        due = self.cadences.due(job.source, held, now, slack=job.interval / 2)
+        if self.plan is not None:
+            due = self._first_polls_paced(job, due, now)
+        return due
+
+    def admit(self, job: Job, due: list[str], now: float) -> list[str]:
+        """``due`` cut to what the job's share of the budget allows now (``SpendWindow``),
+        chosen by ``admitted`` (the fairness bound first, then first polls, the plan's polls,
+        and extras last); the others stay due."""
+        if self.plan is None:
+            return due
+        per_second = self.plan.adaptive_per_second
+        share = self.plan.job_per_second.get(job_key(job))
+        if per_second is None or share is None:
+            return due  # the fixed rules alone spend the budget, or a job newer than the plan
+        # A sweep may spend two of its intervals' worth (a minute at least) that quiet sweeps
+        # saved; beyond the plan, polls are spread rather than spent in a few sweeps.
+        burst = 2 * job.interval
+        window = self._spending.get(job_key(job))
+        if window is None:
+            window = self._spending[job_key(job)] = SpendWindow()
+        rate = share * self._share()
+        room = window.room(now, rate, burst)
+        if len(due) > room:
+            log.debug("budget window full", source=job.source, due=len(due), room=room)
+            self.metrics.budget_deferred_polls(job.source, len(due) - room)
+            due = admitted(
+                due,
+                self.cadences.cadences(job.source),
+                self.cadences.planned(job.source).get,
+                now=now,
+                slack=job.interval / 2,
+                # Urgent early enough that an extra cannot spend the poll it needs: within the
+                # next sweep and the time the budget takes to earn one poll.
+                horizon=1.5 * job.interval + 1.0 / max(rate, 1e-9),
+                room=room,
+            )
+        window.spend(now, len(due))
+        return due
+
+    def _share(self) -> float:
+        """This instance's part of the budget's calls: its share of the shards."""
+        held = self.shards.shards_held()
+        return 1.0 if held is None else max(len(held), 1) / SHARDS
+
+    def _first_polls_paced(self, job: Job, due: list[str], now: float) -> list[str]:
+        """``due`` with as many never-polled targets as the job's share of the budget has paid
+        for since its last sweep (``watcher.service.budgeting``); the first sweep may take
+        one."""
+        assert self.plan is not None
+        rate = self.plan.first_polls_rate(job)
+        if rate is None or not self.cadences.never_polled(job.source, due):
+            return due
+        rate *= self._share()
+        key = job_key(job)
+        credit, last = self._first_credit.get(key, (1.0, now))
+        # Capped at a sweep's worth: credit left unspent does not pile up into a burst.
+        credit = min(credit + rate * max(0.0, now - last), max(1.0, rate * job.interval))
+        limit = math.floor(credit)
+        spent = min(limit, self.cadences.never_polled(job.source, due))
+        self._first_credit[key] = (credit - spent, now)
+        return self.cadences.first_polls_limited(job.source, due, limit)
+
+    def _replan(self, now: float) -> None:
+        """Plans the budget over every job at the first adaptive sweep, every
+        ``ALLOCATE_EVERY`` seconds after, and at once when a reload changed the budget or the
+        jobs; says once when it stretches intervals."""
+        config = self.config.current
+        budget, every_job = config.budget, config.jobs
+        if budget is None:
+            if self.plan is not None:
+                self.cadences.drop_allocation()
+                self.plan = self._planned_at = None
+            return
+        if (
+            self.plan is not None
+            and self._planned_at is not None
+            and now - self._planned_at < ALLOCATE_EVERY
+            and self.plan.budget == budget
+            and self._planned_jobs is every_job
+        ):
+            return
+        plan = plan_budget(every_job, self.cadences.rate, budget)
+        self._planned_jobs = every_job
+        by_source: dict[str, dict[str, float]] = {}
+        for job in every_job:
+            if job.adaptive:
+                by_target = zip(job.targets, plan.intervals[job_key(job)], strict=True)
+                by_source.setdefault(job.source, {}).update(by_target)
+        self.cadences.allocate(by_source)
+        self.plan, self._planned_at = plan, now
+        warning = stretch_warning(plan)
+        if warning is not None and warning != self._stretch_said:
+            log.warning(warning, stretch=round(plan.stretch_factor, 2))
+        self._stretch_said = warning

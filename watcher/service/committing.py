@@ -1,0 +1,90 @@
+"""The commit path of a step: its alerts worded, routed and silenced, then stored with its state
+in one transaction, and the sender woken.
+
+The stages are ``watcher.alerting.pipeline``'s (word -> route -> silence); the transaction is
+the store's (``Store.commit_step``: the state, the alerts and one outbox row per destination
+URL); the sender (``watcher.delivery.outbox_sender``) then sends what the outbox holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from watcher.alerting import pipeline, silences
+from watcher.alerting.messages import PresentedRule
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.outbox_rows import Destination
+from watcher.core.tally import count_alerts
+from watcher.kinds import word
+from watcher.service.configuration import Configured
+from watcher.state.alerts import same_state
+from watcher.state.interface import Store
+
+
+class Destinations(Protocol):
+    """Where an alert goes: every URL of its channels (``watcher.delivery.outbox_sender``)."""
+
+    def destinations(self, alert: AlertMessage) -> Sequence[Destination]: ...
+
+
+class Committer:
+    """Commits steps: ``config`` gives the routes and the wording in force; ``wake_sender``
+    says there is work in the outbox."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        config: Configured,
+        sender: Destinations,
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self.store, self.config, self.sender, self.wake_sender = store, config, sender, wake_sender
+
+    async def commit(
+        self,
+        source: str,
+        target: str,
+        outcome: StepOutcome,
+        rules: Sequence[PresentedRule],
+        now: float,
+        *,
+        previous: TargetState | None = None,
+    ) -> None:
+        """The commit path (``watcher.alerting.pipeline``): word -> route -> silence the step's
+        alerts, then store them with its state in one transaction and wake the sender.
+        A quiet step that left the state as it was (``previous``) writes nothing: most polls of
+        a large address list see nothing new, and a sweep then costs no write at all. One that
+        changed it is staged and written with the others (``Store.flush_states``)."""
+        if not outcome.alerts:
+            if previous is not None and same_state(outcome.state, previous):
+                return
+            if self.store.stage_state(source, target, outcome.state, now):
+                await self.store.flush_states()
+            return
+        # Read now, after the observation: a silence added before the change it mutes is seen.
+        active = await self.store.active_silences(now)
+        config = self.config.current
+        stages = (
+            pipeline.word(word, rules, config.presentation),
+            pipeline.route(config.routes),
+            pipeline.silence(lambda: active, now),
+        )
+        alerts = pipeline.run(outcome.alerts, stages)
+        await self.store.commit_step(source, target, outcome.state, alerts, self.destinations, now)
+        if alerts:
+            count_alerts(len(alerts))
+            self.wake_sender()
+
+    async def commit_state(self, source: str, target: str, state: TargetState, now: float) -> None:
+        """``state`` alone, in its own transaction (a doubted poll's streak: nothing else of
+        the target moves)."""
+        await self.store.commit_step(source, target, state, [], self.destinations, now)
+
+    def destinations(self, alert: AlertMessage) -> Sequence[Destination]:
+        """Every URL the alert goes to; none for a silenced one (recorded in the history as
+        "silenced", sent nowhere)."""
+        if silences.is_silenced(alert):
+            return []
+        return self.sender.destinations(alert)

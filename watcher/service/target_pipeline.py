@@ -1,0 +1,224 @@
+"""The path of one observation of one target: the page to read first.
+
+A sweep (``watcher.service.rounds``) hands each target it polls to ``TargetPipeline.poll``,
+which takes it down this path, each line a call into one module:
+
+    observe   source.observe through the RPC client      watcher.kinds.<kind>, watcher.ledger.rpc
+              (a state kind under quorum: one answer per  watcher.service.agreement
+              endpoint asked)
+    judge     source.doubt, then plausibility.judge:      watcher.ledger.plausibility
+              a doubtful answer is held back until the
+              same picture comes back (a failed call is
+              never evidence: no step, no commit)
+    step      source.step: pure, values in, values out    watcher.kinds.<kind>,
+              (new state, episodes, alerts as facts)      watcher.alerting.lifecycle
+    agree     under quorum, the endpoints' steps compared watcher.service.agreement,
+              (a disagreement is the built-in              watcher.ledger.quorum
+              rpc_disagreement's, and not evidence)
+    pace      a backing-off target's next cadence, kept   watcher.service.cadences
+              in its new state under ``_cadence``
+    commit    word -> route -> silence the alerts, then   watcher.service.committing,
+              state + alerts + outbox in one transaction  watcher.alerting.pipeline,
+                                                          watcher.state (Store.commit_step)
+    notify    wake the sender                             watcher.delivery.outbox_sender
+
+Which layer writes which key of a target's state document is said beside ``TargetState``
+(``watcher.core.events``).
+
+The pipeline is given everything it uses when it is made (``watcher.app.Daemon`` wires it):
+the store, the RPC reader, the quorum's part (``Agreement``), the cadence book, the commit path
+(``Committer``), the configuration in force (one reference, swapped whole by a reload:
+``watcher.service.configuration``), the round health and the few metric hooks, and the clock.
+It keeps one thing of its own: the highest slot accepted answers have shown, which bounds any
+other answer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Protocol
+
+import structlog
+
+from watcher.alerting.health import RoundHealth
+from watcher.alerting.messages import PresentedRule
+from watcher.core.clock import Clock
+from watcher.core.errors import DoubtfulAnswer, RpcError
+from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds.base import LedgerReader, Source
+from watcher.ledger import plausibility
+from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.service.agreement import Agreement, Answers
+from watcher.service.cadences import CadenceBook, activity, paced_state, stored_cadence
+from watcher.service.committing import Committer
+from watcher.service.configuration import Configured
+from watcher.service.observed_values import ObservedValues
+from watcher.state.interface import Store
+
+log = structlog.get_logger("watcher.app")
+
+
+class PollMetrics(Protocol):
+    """The metric hooks a poll feeds (``watcher.service.metrics.Metrics``)."""
+
+    @property
+    def observed(self) -> ObservedValues: ...
+
+    def polled(self, source: str, ok: bool) -> None: ...
+
+    def polled_for(self, rules: Iterable[str]) -> None: ...
+
+
+class TargetPipeline:
+    """One observation of a target, from its answer to its outbox rows."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        ledger: LedgerReader,
+        endpoint: str,
+        agreement: Agreement,
+        cadences: CadenceBook,
+        committer: Committer,
+        config: Configured,
+        health: RoundHealth,
+        last_errors: dict[str, str],
+        metrics: PollMetrics,
+        clock: Clock,
+    ) -> None:
+        """``endpoint``: the RPC URL answers are said to come from (its key masked);
+        ``last_errors``: source -> its last failed poll's error (the round's log line says
+        it)."""
+        self.store, self.ledger, self.endpoint = store, ledger, endpoint
+        self.agreement, self.cadences, self.committer = agreement, cadences, committer
+        self.config, self.health, self.last_errors = config, health, last_errors
+        self.metrics, self.clock = metrics, clock
+        # The highest slot accepted answers have shown: bounds the slots of any other answer.
+        self.tip: SlotTip | None = None
+
+    async def poll(
+        self,
+        source: Source[Any],
+        target: str,
+        interval: float = 0.0,
+        max_interval: float | None = None,
+    ) -> bool:
+        """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s;
+        whether it succeeded (an answer taken as evidence). With ``max_interval`` the target
+        backs off while quiet: its cadence after this poll goes with its new state."""
+        config = self.config.current
+        watching = config.ruleset.rules_for(source.name, target)
+        rules: list[PresentedRule] = [*watching, *config.builtins.rules_for(source.name)]
+        state = await self.store.load_state(source.name, target)
+        self.metrics.polled_for(rule.name for rule in watching)
+        try:
+            answers = await self._observe(source, target, state)
+        except RpcError as exc:
+            # A failed call is never evidence: no step, no commit, the cursor stays put.
+            # Logged once per round (the round's summary and RoundHealth), not per poll.
+            self.health.failed(source.name, target, exc, interval=interval, quiet=True)
+            self.last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
+            self.metrics.polled(source.name, ok=False)
+            return False
+        observation, now = answers[0][1], self.clock()
+        doubt = source.doubt(state, observation, now, self.tip)
+        if doubt is not None and not await self._confirmed(
+            source, target, state, doubt, now, interval
+        ):
+            return False
+        self.health.succeeded(source.name, target, interval=interval)
+        self.metrics.polled(source.name, ok=True)
+        outcome = source.step(rules, target, state, observation, now)
+        if answers[1:]:
+            agreement = self.agreement
+            decided = await agreement.agreed(source, target, rules, state, answers, outcome, now)
+            if decided is None:
+                # Answered, so not a failed poll (the round, the heartbeat and /healthz go on),
+                # but not evidence either: nothing of the target is committed, its cursor stays.
+                return True
+            outcome, observation = decided
+        if max_interval is not None:
+            outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
+        await self.committer.commit(source.name, target, outcome, rules, now, previous=state)
+        # Evidence now: what it shows on /metrics, by the rules in force (a reload may have
+        # come while it was polled).
+        self.metrics.observed.accepted(
+            source.name, target, observation, self.config.current.ruleset.rules_for
+        )
+        slot = source.tip(observation)
+        if slot is not None:
+            self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
+        return True
+
+    # -- observe -------------------------------------------------------------------------------
+
+    async def _observe(
+        self, source: Source[Any], target: str, state: TargetState | None
+    ) -> Answers:
+        """One observation, with the endpoint that gave it; a state kind's target under quorum:
+        one from each of ``quorum`` endpoints (``watcher.service.agreement``)."""
+        if self.agreement.applies(source, target):
+            return await self.agreement.observe(source, target, state)
+        return [(self.endpoint, await source.observe(self.ledger, target, state))]
+
+    # -- judge ---------------------------------------------------------------------------------
+
+    async def _confirmed(
+        self,
+        source: Source[Any],
+        target: str,
+        state: TargetState | None,
+        doubt: Doubt,
+        now: float,
+        interval: float,
+    ) -> bool:
+        """A doubtful answer (``watcher.ledger.plausibility``): taken once the same picture has
+        been seen ``CONFIRM_POLLS`` polls in a row; until then a failed call that advances
+        nothing but the streak (warned once per stretch)."""
+        verdict = plausibility.judge(state, doubt)
+        if verdict.accept:
+            log.warning(
+                "doubtful answer confirmed; taken as evidence",
+                source=source.name,
+                target=target,
+                reason=doubt.reason,
+                polls=verdict.seen,
+            )
+            return True
+        error = DoubtfulAnswer(f"not evidence: {doubt.reason}", method=source.name)
+        self.health.failed(
+            source.name, target, error, interval=interval, quiet=not verdict.new_stretch
+        )
+        self.metrics.polled(source.name, ok=False)
+        self.last_errors[source.name] = f"{type(error).__name__}: {error}"
+        await self.committer.commit_state(source.name, target, verdict.state, now)
+        return False
+
+    # -- pace ----------------------------------------------------------------------------------
+
+    def _paced(
+        self,
+        source: Source[Any],
+        target: str,
+        state: TargetState | None,
+        outcome: StepOutcome,
+        now: float,
+        every: float,
+        max_every: float,
+    ) -> StepOutcome:
+        """The step's outcome with the target's cadence after this poll (activity: what the
+        source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
+        events = activity(state, outcome.state, source.facts.activity_keys)
+        stored = stored_cadence(state)
+        cadence = self.cadences.after_poll(
+            source.name,
+            target,
+            stored,
+            now=now,
+            events=events,
+            every=every,
+            max_every=max_every,
+        )
+        return replace(outcome, state=paced_state(state, outcome.state, cadence, events, stored))
