@@ -247,7 +247,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
         store=cast(Any, _Store()),
         health=unused,
         state_health=unused,
-        metrics=Metrics(Path("unused.db"), time.monotonic),
+        metrics=Metrics(time.monotonic),
         poll_faults=unused,
         cadences=book,
         budget=lambda: (plan_budget, jobs),

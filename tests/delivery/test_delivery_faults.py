@@ -15,12 +15,13 @@ import pytest
 import structlog.testing
 
 from watcher.alerting.health import StateHealth
-from watcher.core.errors import PermanentStateError, TransientStateError, state_error
+from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, StoredAlert, Tone
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
+from watcher.state.sqlite_errors import state_error
 from watcher.state.store import AsyncSqliteStore, Store
 
 from support.receivers import JsonReceiver, TrickleReceiver

@@ -16,6 +16,7 @@ import pytest
 from watcher.core.errors import LeaseLost, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
+from watcher.service.cadences import CADENCE_KEY
 from watcher.state.pg_leases import NOW
 from watcher.state.pg_store import PoolLimits, PostgresStore
 from watcher.state.shards import SHARDS, shard_of
@@ -134,13 +135,15 @@ async def test_each_instance_has_its_own_last_round_of_a_source_until_it_is_gone
     await a.record_round(SourceRound("votes", 10.0, 4, 0, 0.5, 10.0))
     await b.record_round(SourceRound("votes", 11.0, 3, 3, 0.7, None))  # b's round all failed
     await a.record_round(SourceRound("votes", 12.0, 4, 4, 0.6, None))  # and then a's
-    assert (await a.status()).rounds == [
+    assert (await a.status(CADENCE_KEY)).rounds == [
         SourceRound("votes", 12.0, 4, 4, 0.6, 10.0, instance="a"),
         SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b"),
     ]
     await a.close()  # a graceful stop: its round goes at the others' next lease round
     await b.maintain_leases()
-    assert (await b.status()).rounds == [SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b")]
+    assert (await b.status(CADENCE_KEY)).rounds == [
+        SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b")
+    ]
 
 
 async def test_a_stale_owner_writes_nothing_and_drops_the_shard(

@@ -56,11 +56,10 @@ from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
 from watcher.state.pg_errors import pg_state_error
-from watcher.state.pg_summary import SharedStatus
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.shards import balanced_share, plan, rank_of, shard_of
-from watcher.state.snapshot import Firing, Outbox
+from watcher.state.snapshot import StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
 from watcher.state.targets import STAGED_LIMIT
 
@@ -545,17 +544,17 @@ class PostgresStore:
             return await pg_rows.expire_silence(conn, silence_id, now)
 
     @_mapped("read the firing alerts and the outbox")
-    async def summary(self) -> tuple[list[Firing], Outbox]:
+    async def summary(self) -> StateSummary:
         """What ``/metrics`` and ``/healthz`` show of the shared state."""
         async with self._pool.connection() as conn:
             return await pg_summary.firing(conn), await pg_summary.outbox(conn)
 
     @_mapped("read the status")
-    async def status(self) -> SharedStatus:
+    async def status(self, cadence_key: str) -> StoreStatus:
         """``watcher status`` of the shared state: what fires, the outbox, each source's last
-        round (the last instance's to finish one), the instances and the shards each holds."""
+        round of each instance, the instances and the shards each holds (not the intervals)."""
         async with self._pool.connection() as conn:
-            return SharedStatus(
+            return StoreStatus(
                 await pg_summary.firing(conn),
                 await pg_summary.outbox(conn),
                 await pg_rows.last_rounds(conn),

@@ -13,8 +13,8 @@ asynchronous ``Store`` protocol (``watcher.state.interface``: what the daemon is
 each of its coroutines one inline call of a ``SqliteStore``. Each concern is a repository of its
 own module: target state (``watcher.state.targets``), the delivery outbox
 (``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
-(``watcher.state.history``), its retention (``watcher.state.retention``) and the sources' last
-rounds (``watcher.state.source_rounds``).
+(``watcher.state.history``), its retention (``watcher.state.retention``), the sources' last
+rounds (``watcher.state.source_rounds``) and what is true now (``watcher.state.snapshot``).
 The values they read and write are pure code's (``watcher.delivery.outbox``,
 ``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end, as
 ``async with AsyncSqliteStore.open(path) as store:`` does.
@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.core.errors import StateError, state_error
+from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.database import (
@@ -53,11 +53,13 @@ from watcher.state.interface import LeaseRound
 from watcher.state.interface import Store as StoreProtocol
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
+from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound, record_round
+from watcher.state.sqlite_errors import state_error
 from watcher.state.targets import TargetStates
 
 
-class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
+class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
@@ -288,6 +290,14 @@ class AsyncSqliteStore:
 
     async def expire_silence(self, silence_id: int, now: float) -> bool:
         return self.sqlite.expire_silence(silence_id, now)
+
+    # -- what is true now ---------------------------------------------------------------------
+
+    async def summary(self) -> StateSummary:
+        return self.sqlite.summary()
+
+    async def status(self, cadence_key: str) -> StoreStatus:
+        return self.sqlite.status(cadence_key)
 
     # -- history, rounds, retention -----------------------------------------------------------
 
