@@ -120,8 +120,21 @@ def test_a_pass_deletes_exactly_the_finished_history_older_than_retention(
     assert history.prune(watched_none, NOW, RETENTION).alerts == 0  # nothing more to do
 
 
+# What fires, from the history alone: the latest state transition of each (rule, subject) that
+# is not a resolution (what ``firing_alerts`` must always agree with).
+FIRING_FROM_HISTORY = """
+SELECT a.rule, a.subject, a.severity, a.title, a.created_at
+FROM alerts a JOIN (
+    SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
+    GROUP BY rule, subject
+) latest ON latest.id = a.id
+WHERE a.reason != 'resolved'
+ORDER BY a.created_at DESC
+"""
+
+
 def from_history(conn: sqlite3.Connection) -> list[snapshot.Firing]:
-    return [snapshot.Firing(*row) for row in conn.execute(snapshot._FIRING_FROM_HISTORY)]
+    return [snapshot.Firing(*row) for row in conn.execute(FIRING_FROM_HISTORY)]
 
 
 def test_what_fires_is_kept_with_each_alert_as_the_history_says(history: SqliteStore) -> None:
@@ -302,9 +315,9 @@ def full_scans(found: dict[str, list[str]]) -> list[tuple[str, str]]:
 
 
 def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_path: Path) -> None:
-    conn = snapshot.connect_readonly(history.path)
-    scrape = traced(conn, lambda: (snapshot.firing(conn), snapshot.outbox(conn)))
     store = history
+    conn = store.db.conn
+    scrape = traced(conn, store.summary)
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
     store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
 
@@ -321,7 +334,6 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_
     round_ = traced(store.db.conn, a_round)
     assert any("a.group_key = " in sql for sql in round_)  # a digest group was completed
     found = plans(conn, scrape) | plans(store.db.conn, round_)
-    conn.close()
     assert len(found) >= 10
     assert full_scans(found) == []
     assert found[snapshot._FIRING][0] == "SCAN f"  # the firing alerts only

@@ -1,8 +1,9 @@
 """Leased shards and fenced writes on PostgreSQL, for several instances sharing one database:
 the operations on the ``shard_leases`` and ``instances`` tables
-(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3. A building block: the daemon
-does not call it yet. ``watcher.state.shards`` says which shard a target falls in and plans
-what to take and hand back.
+(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3, called by the PostgreSQL engine
+(``PostgresStore``: its lease rounds, its fenced writes, its start and close).
+``watcher.state.shards`` says which shard a target falls in and plans what to take and hand
+back.
 
 Time is the database's: every expiry and heartbeat is ``extract(epoch from clock_timestamp())``
 on the server, evaluated where the row is checked; a caller passes durations (``ttl``), never
@@ -11,8 +12,8 @@ instants, so instances whose clocks disagree still agree on who holds what.
 Each operation is ONE short transaction of its own, committed when it returns (rolled back when
 it raises): the connection must not be in a transaction already (``RuntimeError``; autocommit
 connections, as a pool hands out, are the intended kind). Driver errors (``psycopg.Error``)
-pass through as they are: mapping them to the store's transient and permanent errors is the
-PostgreSQL engine's boundary, to come with it.
+pass through as they are: ``PostgresStore`` maps them to the store's transient and permanent
+errors at its boundary (``watcher.state.pg_errors``).
 
 The lease rows' guarantees:
 

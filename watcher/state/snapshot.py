@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlite_utils import Database
 
@@ -22,17 +21,6 @@ SELECT a.rule, a.subject, a.severity, a.title, a.created_at
 FROM firing_alerts f JOIN alerts a ON a.id = f.alert_id
 ORDER BY a.created_at DESC
 """
-# The same from the history, for a database the daemon has not upgraded yet.
-_FIRING_FROM_HISTORY = """
-SELECT a.rule, a.subject, a.severity, a.title, a.created_at
-FROM alerts a JOIN (
-    SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
-    GROUP BY rule, subject
-) latest ON latest.id = a.id
-WHERE a.reason != 'resolved'
-ORDER BY a.created_at DESC
-"""
-
 _PENDING = "SELECT COUNT(*), MIN(created_at) FROM deliveries WHERE status IN ('pending', 'sending')"
 _DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
 # One scan of the states, parsing only those that hold a cadence (the key as a parameter:
@@ -108,17 +96,8 @@ def intervals(conn: sqlite3.Connection, cadence_key: str) -> list[float]:
     return [float(value) for (value,) in found if isinstance(value, int | float) and value > 0]
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection that never creates nor migrates the database."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
 def firing(conn: sqlite3.Connection) -> list[Firing]:
-    try:
-        rows = conn.execute(_FIRING).fetchall()
-    except sqlite3.OperationalError:  # no such table: written by an older watcher
-        rows = conn.execute(_FIRING_FROM_HISTORY).fetchall()
-    return [Firing(*row) for row in rows]
+    return [Firing(*row) for row in conn.execute(_FIRING).fetchall()]
 
 
 def outbox(conn: sqlite3.Connection) -> Outbox:
