@@ -61,6 +61,7 @@ from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.shards import balanced_share, plan, rank_of, shard_of
 from watcher.state.snapshot import StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
+from watcher.state.staging import MISS, HeldStates, StagedRow
 from watcher.state.targets import STAGED_LIMIT
 
 log = structlog.get_logger(__name__)
@@ -157,11 +158,9 @@ class PostgresStore:
             name="watcher-state",
         )
         self.commits = 0
-        self._staged: dict[tuple[str, str], tuple[str, float]] = {}
-        self._flushing: dict[tuple[str, str], tuple[str, float]] = {}  # being written now
-        self._flush_idle = asyncio.Event()
+        self._states = HeldStates(PG_STAGED_LIMIT)  # staged and prefetched (watcher.state.staging)
+        self._flush_idle = asyncio.Event()  # set: no flush under way
         self._flush_idle.set()
-        self._prefetched: dict[str, dict[str, str | None]] = {}
         self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
         self._held_view: frozenset[int] | None = None  # ``shards_held``; None: changed since
         self._held_until = 0.0  # monotonic: the leases may have lapsed after this
@@ -303,35 +302,29 @@ class PostgresStore:
     @_mapped("read target states")
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
         async with self._pool.connection() as conn:
-            self._prefetched[source] = await pg_rows.load_states(conn, source, targets)
+            self._states.prefetched(source, await pg_rows.load_states(conn, source, targets))
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
-        self._staged[source, target] = (to_json(state), now)
-        self._prefetched.get(source, {}).pop(target, None)
-        return len(self._staged) >= PG_STAGED_LIMIT
+        return self._states.stage(source, target, state, now)
 
     @_mapped("flush states")
     async def flush_states(self) -> int:
         """Writes the staged states of the shards still held, in one fenced transaction; the
         others' are dropped (their new owner polls them again)."""
-        if not self._staged:
+        if not self._states.staged:
             return 0
         async with self._pool.connection() as conn:
             return await self._flush(conn)
 
     async def _flush(self, conn: Connection) -> int:
-        # Taken out first: polls go on staging meanwhile (they are flushed next time), and
-        # read what is being written from ``_flushing``. A failed flush puts them back, behind
-        # any newer state staged meanwhile.
-        staged, self._staged = self._staged, {}
-        self._flushing = staged
+        # Taken out first: polls go on staging meanwhile (they are flushed next time) and load
+        # what is being written (``HeldStates``); a failed flush stages them again.
+        staged = self._states.take()
         self._flush_idle.clear()
         try:
-            by_shard: dict[int, list[tuple[str, str, str, float]]] = {}
-            for (source, target), (state, now) in staged.items():
-                by_shard.setdefault(shard_of(source, target), []).append(
-                    (source, target, state, now)
-                )
+            by_shard: dict[int, list[StagedRow]] = {}
+            for row in staged:
+                by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
             claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
             async with conn.transaction():
                 cursor = await conn.execute(
@@ -348,11 +341,11 @@ class PostgresStore:
                 if rows:
                     await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
         except BaseException:
-            self._staged = {**staged, **self._staged}
-            raise
-        finally:
-            self._flushing = {}
+            self._states.failed()
             self._flush_idle.set()
+            raise
+        self._states.flushed()
+        self._flush_idle.set()
         dropped = set(by_shard) - fenced
         for shard in dropped:
             self._drop(shard)
@@ -363,16 +356,11 @@ class PostgresStore:
 
     @_mapped("read a target state")
     async def load_state(self, source: str, target: str) -> TargetState | None:
-        staged = self._staged.get((source, target)) or self._flushing.get((source, target))
-        if staged is not None:
-            held: TargetState = decode_json(staged[0])
+        held = self._states.load(source, target)
+        if held is not MISS:
             return held
-        prefetched = self._prefetched.get(source)
-        if prefetched is not None and target in prefetched:
-            text = prefetched.pop(target)
-        else:
-            async with self._pool.connection() as conn:
-                text = await pg_rows.load_state_text(conn, source, target)
+        async with self._pool.connection() as conn:
+            text = await pg_rows.load_state_text(conn, source, target)
         state: TargetState | None = None if text is None else decode_json(text)
         return state
 
@@ -386,7 +374,7 @@ class PostgresStore:
         destinations: Callable[[AlertMessage], Sequence[Destination]],
         now: float,
     ) -> list[int]:
-        if (source, target) in self._flushing:
+        if self._states.flushing(source, target):
             await self._flush_idle.wait()  # else the flush could write its older state last
         shard = shard_of(source, target)
         epoch = self._epoch(shard)
@@ -400,8 +388,7 @@ class PostgresStore:
         except LeaseLost:
             self._drop(shard)
             raise
-        self._staged.pop((source, target), None)
-        self._prefetched.get(source, {}).pop(target, None)
+        self._states.written(source, target)
         self.commits += 1
         return new_ids
 

@@ -55,7 +55,8 @@ from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.sqlite_errors import state_error
-from watcher.state.targets import TargetStates
+from watcher.state.staging import HeldStates
+from watcher.state.targets import STAGED_LIMIT, TargetStates
 
 
 class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots):
@@ -82,8 +83,7 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapsh
                     self._db.close()
                     raise
         self.commits = 0
-        self._staged = {}
-        self._prefetched = {}
+        self._states = HeldStates(STAGED_LIMIT)
 
     def __enter__(self) -> SqliteStore:
         return self
