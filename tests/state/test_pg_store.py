@@ -182,8 +182,8 @@ async def test_an_instance_whose_renewals_fail_stops_offering_its_shards() -> No
         limits=PoolLimits(wait_timeout=0.5, connect_timeout=1.0),
         monotonic=lambda: clock[0],
     )
-    store._held = {1: 1, 2: 1}  # as if its last round (at 0) had kept them
-    store._held_until = 15.0
+    store._shards.taken({1: 1, 2: 1})  # as if its last round (at 0) had kept them
+    store._shards.renewed({1, 2}, 0.0, 15.0)
     assert store.shards_held() == frozenset({1, 2})
     clock[0] = 15.0  # no renewal since: the leases may have lapsed
     assert store.shards_held() == frozenset()

@@ -8,7 +8,8 @@ and ``LeaseLost``.
 
 What differs from the SQLite engine, one process owning everything:
 
-- Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``):
+- Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``; the
+  shards held and their epochs in ``watcher.state.leased_shards``):
   ``maintain_leases`` (every few seconds, from the daemon's lease loop) renews what this
   instance holds, takes free or lapsed shards up to its balanced share of the live instances,
   and hands back its surplus. ``shards_held`` is what a sweep polls; it is empty once the
@@ -18,7 +19,8 @@ What differs from the SQLite engine, one process owning everything:
   transaction, that this instance still holds the shard at the epoch it took it with
   (``FOR SHARE`` on the lease row); a stale owner's write rolls back (``LeaseLost``) and the
   shard is dropped. ``flush_states`` writes the staged states of the shards still held and drops
-  the others' (a new owner polls them again).
+  the others' (a new owner polls them again). The staged and prefetched states are held as on
+  SQLite (``watcher.state.staging``), flushed in larger batches.
 - Deliveries are claimed under this process's token (``watcher.state.pg_deliveries``), never
   requeued at start-up (``requeue_interrupted`` does nothing): a claim whose sender died expires
   and is taken by any instance. The claims this process holds are extended with each lease
@@ -55,6 +57,7 @@ from watcher.core.retry import RetryPauses
 from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
+from watcher.state.leased_shards import LeasedShards
 from watcher.state.pg_errors import pg_state_error
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
@@ -72,7 +75,6 @@ R = TypeVar("R")
 
 # Instances whose heartbeat is older than this many lease times are deleted (status stays short).
 DEAD_INSTANCE_TTLS = 20
-_NONE_HELD: frozenset[int] = frozenset()
 # Quiet states staged before a flush writes them: a flush costs the same few statements however
 # many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
 PG_STAGED_LIMIT = 4 * STAGED_LIMIT
@@ -161,9 +163,7 @@ class PostgresStore:
         self._states = HeldStates(PG_STAGED_LIMIT)  # staged and prefetched (watcher.state.staging)
         self._flush_idle = asyncio.Event()  # set: no flush under way
         self._flush_idle.set()
-        self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
-        self._held_view: frozenset[int] | None = None  # ``shards_held``; None: changed since
-        self._held_until = 0.0  # monotonic: the leases may have lapsed after this
+        self._shards = LeasedShards(instance)  # held, their epochs (watcher.state.leased_shards)
         self._claimed: set[int] = set()  # deliveries claimed under self.token, not yet marked
         self._started = False
         self._command = command
@@ -214,22 +214,17 @@ class PostgresStore:
                 log.info("shards handed back", instance=self.instance, shards=len(released))
             except (StateError, psycopg.Error) as exc:  # the leases lapse by themselves
                 log.warning("could not hand the shards back", error=str(exc))
-        self._held.clear()
-        self._held_view = None
+        self._shards.clear()
         await self._pool.close()
 
     # -- leases -------------------------------------------------------------------------------
 
     def shards_held(self) -> frozenset[int] | None:
         """The shards this instance may poll now; empty once its leases may have lapsed."""
-        if self._monotonic() >= self._held_until:
-            return _NONE_HELD
-        if self._held_view is None:
-            self._held_view = frozenset(self._held)
-        return self._held_view
+        return self._shards.view(self._monotonic())
 
     def holds(self, source: str, target: str) -> bool:
-        return shard_of(source, target) in self._held and self._monotonic() < self._held_until
+        return self._shards.holds(shard_of(source, target), self._monotonic())
 
     @_mapped("renew the leases")
     async def maintain_leases(self) -> LeaseRound:
@@ -243,33 +238,26 @@ class PostgresStore:
                 await pg_leases.register_instance(
                     conn, self.instance, host=socket.gethostname(), pid=os.getpid()
                 )
-            kept = await pg_leases.renew(conn, self.instance, set(self._held), self.lease_ttl)
-            lost = set(self._held) - kept
-            for shard in lost:
-                del self._held[shard]
-                self._held_view = None
-            # The renewal started before its statement ran: the leases last at least that long.
-            self._held_until = started + self.lease_ttl
+            held = self._shards.shards
+            kept = await pg_leases.renew(conn, self.instance, held, self.lease_ttl)
+            lost = self._shards.renewed(kept, started, self.lease_ttl)
             live = [i.instance_id for i in await pg_leases.live_instances(conn, self.lease_ttl)]
             count = len(set(live) | {self.instance})
             share = balanced_share(count, rank_of(self.instance, live))
-            if len(self._held) > share:
+            if len(self._shards) > share:
                 # What this instance learnt of those targets is written before they go.
                 await self._flush(conn)
-                surplus = plan(set(self._held), [], share).release
+                surplus = plan(self._shards.shards, [], share).release
                 released = await pg_leases.release(conn, self.instance, surplus)
                 for shard in released:
-                    self._held.pop(shard, None)
-                    self._held_view = None
-            elif len(self._held) < share:
+                    self._shards.drop(shard)
+            elif len(self._shards) < share:
                 takeable = await pg_leases.takeable_shards(conn)
-                wanted = plan(set(self._held), takeable, share).take
+                wanted = plan(self._shards.shards, takeable, share).take
                 taken = await pg_leases.acquire(
                     conn, self.instance, len(wanted), self.lease_ttl, among=wanted
                 )
-                if taken:
-                    self._held.update(taken)
-                    self._held_view = None
+                self._shards.taken(taken)
             if self._claimed:
                 lapsed = await pg_deliveries.extend_claim(
                     conn, sorted(self._claimed), self.token, self.claim_ttl
@@ -279,23 +267,13 @@ class PostgresStore:
         if lost:
             log.warning("shards lost", instance=self.instance, shards=len(lost))
         return LeaseRound(
-            held=len(self._held),
+            held=len(self._shards),
             taken=len(taken),
             released=len(released),
             lost=len(lost),
             live_instances=count,
             seconds=self._monotonic() - started,
         )
-
-    def _epoch(self, shard: int) -> int:
-        epoch = self._held.get(shard)
-        if epoch is None or self._monotonic() >= self._held_until:
-            raise LeaseLost(shard=shard, owner=self.instance, epoch=-1 if epoch is None else epoch)
-        return epoch
-
-    def _drop(self, shard: int) -> None:
-        if self._held.pop(shard, None) is not None:
-            self._held_view = None
 
     # -- target state -------------------------------------------------------------------------
 
@@ -325,7 +303,7 @@ class PostgresStore:
             by_shard: dict[int, list[StagedRow]] = {}
             for row in staged:
                 by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
-            claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
+            claimed = self._shards.epochs(by_shard)
             async with conn.transaction():
                 cursor = await conn.execute(
                     f"""SELECT l.shard FROM shard_leases l
@@ -348,7 +326,7 @@ class PostgresStore:
         self._flush_idle.set()
         dropped = set(by_shard) - fenced
         for shard in dropped:
-            self._drop(shard)
+            self._shards.drop(shard)
         if dropped:
             log.info("staged states of lost shards dropped", shards=len(dropped))
         self.commits += 1
@@ -377,7 +355,7 @@ class PostgresStore:
         if self._states.flushing(source, target):
             await self._flush_idle.wait()  # else the flush could write its older state last
         shard = shard_of(source, target)
-        epoch = self._epoch(shard)
+        epoch = self._shards.epoch(shard, self._monotonic())
         try:
             async with (
                 self._pool.connection() as conn,
@@ -386,7 +364,7 @@ class PostgresStore:
                 await pg_rows.upsert_state_in(conn, source, target, to_json(state), now)
                 new_ids = await pg_deliveries.insert_alerts(conn, alerts, destinations, now)
         except LeaseLost:
-            self._drop(shard)
+            self._shards.drop(shard)
             raise
         self._states.written(source, target)
         self.commits += 1
