@@ -38,7 +38,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -78,11 +78,6 @@ DEAD_INSTANCE_TTLS = 20
 # Quiet states staged before a flush writes them: a flush costs the same few statements however
 # many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
 PG_STAGED_LIMIT = 4 * STAGED_LIMIT
-
-
-def _int_array(values: Iterable[int]) -> str:
-    """A PostgreSQL array literal of integers: ``{1,2,3}``."""
-    return "{" + ",".join(map(str, values)) + "}"
 
 
 @dataclass(frozen=True)
@@ -305,16 +300,7 @@ class PostgresStore:
                 by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
             claimed = self._shards.epochs(by_shard)
             async with conn.transaction():
-                cursor = await conn.execute(
-                    f"""SELECT l.shard FROM shard_leases l
-                    JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
-                        ON h.shard = l.shard AND h.epoch = l.epoch
-                    WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
-                    ORDER BY l.shard FOR SHARE OF l""",
-                    # Array literals made here: psycopg dumps a list item by item in Python.
-                    [_int_array(claimed), _int_array(claimed.values()), self.instance],
-                )
-                fenced = {int(row[0]) for row in await cursor.fetchall()}
+                fenced = await pg_leases.fence_in(conn, self.instance, claimed)
                 rows = [row for shard in fenced for row in by_shard[shard]]
                 if rows:
                     await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
