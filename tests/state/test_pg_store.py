@@ -18,7 +18,8 @@ from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
 from watcher.service.cadences import CADENCE_KEY
 from watcher.state.pg_leases import NOW
-from watcher.state.pg_store import PoolLimits, PostgresStore
+from watcher.state.pg_pool import PoolLimits
+from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS, shard_of
 from watcher.state.source_rounds import SourceRound
 

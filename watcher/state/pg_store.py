@@ -1,10 +1,10 @@
 """The PostgreSQL engine of the ``Store`` protocol: several instances sharing one database.
 
-Each call borrows a connection of an async pool (``psycopg_pool.AsyncConnectionPool``, a few
-per instance, autocommit, with statement and idle-in-transaction timeouts) for one short
-transaction: none is ever held across an RPC call or a send. Driver errors are mapped at this
-boundary (``watcher.state.pg_errors``): callers see the store's transient and permanent errors,
-and ``LeaseLost``.
+Each call borrows a connection of an async pool (``watcher.state.pg_pool``: a few per instance,
+autocommit, with statement and idle-in-transaction timeouts) for one short transaction: none is
+ever held across an RPC call or a send. Driver errors are mapped at this boundary (each call
+``@mapped``, ``watcher.state.pg_errors``): callers see the store's transient and permanent
+errors, and ``LeaseLost``.
 
 What differs from the SQLite engine, one process owning everything:
 
@@ -33,20 +33,15 @@ What differs from the SQLite engine, one process owning everything:
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 import structlog
-from psycopg.rows import TupleRow
-from psycopg_pool import AsyncConnectionPool
 
 from watcher.config.settings import LEASE_TTL_SECONDS
 from watcher.core.errors import LeaseLost, StateError, StateUnusable
@@ -58,7 +53,8 @@ from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
 from watcher.state.leased_shards import LeasedShards
-from watcher.state.pg_errors import pg_state_error
+from watcher.state.pg_errors import mapped, pg_state_error
+from watcher.state.pg_pool import DEFAULT_LIMITS, Connection, PoolLimits, open_pool
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.shards import balanced_share, plan, rank_of, shard_of
@@ -69,45 +65,11 @@ from watcher.state.targets import STAGED_LIMIT
 
 log = structlog.get_logger(__name__)
 
-Connection = psycopg.AsyncConnection[TupleRow]
-P = ParamSpec("P")
-R = TypeVar("R")
-
 # Instances whose heartbeat is older than this many lease times are deleted (status stays short).
 DEAD_INSTANCE_TTLS = 20
 # Quiet states staged before a flush writes them: a flush costs the same few statements however
 # many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
 PG_STAGED_LIMIT = 4 * STAGED_LIMIT
-
-
-@dataclass(frozen=True)
-class PoolLimits:
-    """The pool and its connections' server-side limits."""
-
-    min_size: int = 1
-    max_size: int = 4
-    connect_timeout: float = 5.0  # one connection attempt
-    wait_timeout: float = 10.0  # waiting for a free connection of the pool
-    statement_timeout: float = 15.0
-    idle_in_transaction_timeout: float = 15.0
-
-
-def _mapped(
-    operation: str,
-) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
-    """The coroutine raising the store's errors where psycopg raised its own."""
-
-    def wrap(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        @functools.wraps(method)
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return await method(*args, **kwargs)
-            except psycopg.Error as exc:
-                raise pg_state_error(exc, operation) from exc
-
-        return call
-
-    return wrap
 
 
 class PostgresStore:
@@ -120,7 +82,7 @@ class PostgresStore:
         *,
         instance: str,
         lease_ttl: float = LEASE_TTL_SECONDS,
-        limits: PoolLimits = PoolLimits(),
+        limits: PoolLimits = DEFAULT_LIMITS,
         monotonic: Callable[[], float] = time.monotonic,
         command: bool = False,
     ) -> None:
@@ -136,24 +98,7 @@ class PostgresStore:
         # One token per process: a restarted instance's old claims expire like a dead one's.
         self.token = f"{instance}/{uuid.uuid4().hex[:12]}"
         self._monotonic = monotonic
-        options = (
-            f"-c statement_timeout={int(limits.statement_timeout * 1000)} "
-            f"-c idle_in_transaction_session_timeout="
-            f"{int(limits.idle_in_transaction_timeout * 1000)}"
-        )
-        self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-            url,
-            min_size=limits.min_size,
-            max_size=limits.max_size,
-            timeout=limits.wait_timeout,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, int(limits.connect_timeout)),
-                "options": options,
-            },
-            open=False,
-            name="watcher-state",
-        )
+        self._pool = open_pool(url, limits)
         self.commits = 0
         self._states = HeldStates(PG_STAGED_LIMIT)  # staged and prefetched (watcher.state.staging)
         self._flush_idle = asyncio.Event()  # set: no flush under way
@@ -165,7 +110,7 @@ class PostgresStore:
 
     # -- life ---------------------------------------------------------------------------------
 
-    @_mapped("open the state database")
+    @mapped("open the state database")
     async def start(self) -> None:
         if self._started:
             return
@@ -221,7 +166,7 @@ class PostgresStore:
     def holds(self, source: str, target: str) -> bool:
         return self._shards.holds(shard_of(source, target), self._monotonic())
 
-    @_mapped("renew the leases")
+    @mapped("renew the leases")
     async def maintain_leases(self) -> LeaseRound:
         """One round of the lease loop: heartbeat, renew, then take up to or hand back down to
         this instance's balanced share of the live instances; the claims held are extended."""
@@ -272,7 +217,7 @@ class PostgresStore:
 
     # -- target state -------------------------------------------------------------------------
 
-    @_mapped("read target states")
+    @mapped("read target states")
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
         async with self._pool.connection() as conn:
             self._states.prefetched(source, await pg_rows.load_states(conn, source, targets))
@@ -280,7 +225,7 @@ class PostgresStore:
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
         return self._states.stage(source, target, state, now)
 
-    @_mapped("flush states")
+    @mapped("flush states")
     async def flush_states(self) -> int:
         """Writes the staged states of the shards still held, in one fenced transaction; the
         others' are dropped (their new owner polls them again)."""
@@ -318,7 +263,7 @@ class PostgresStore:
         self.commits += 1
         return len(rows)
 
-    @_mapped("read a target state")
+    @mapped("read a target state")
     async def load_state(self, source: str, target: str) -> TargetState | None:
         held = self._states.load(source, target)
         if held is not MISS:
@@ -328,7 +273,7 @@ class PostgresStore:
         state: TargetState | None = None if text is None else decode_json(text)
         return state
 
-    @_mapped("commit a step")
+    @mapped("commit a step")
     async def commit_step(
         self,
         source: str,
@@ -358,7 +303,7 @@ class PostgresStore:
 
     # -- the delivery outbox ------------------------------------------------------------------
 
-    @_mapped("claim deliveries")
+    @mapped("claim deliveries")
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:
@@ -375,12 +320,12 @@ class PostgresStore:
         self._claimed.update(row.id for row in rows)
         return rows
 
-    @_mapped("read a digest group")
+    @mapped("read a digest group")
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         async with self._pool.connection() as conn:
             return await pg_deliveries.group_sends(conn, group_key, url_id)
 
-    @_mapped("release deliveries")
+    @mapped("release deliveries")
     async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
         async with self._pool.connection() as conn:
             await pg_deliveries.release(conn, delivery_ids, self.token, not_before)
@@ -389,7 +334,7 @@ class PostgresStore:
     async def requeue_interrupted(self) -> int:
         return 0  # shared outbox: an interrupted send's claim expires and is taken again
 
-    @_mapped("mark deliveries sent")
+    @mapped("mark deliveries sent")
     async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]:
@@ -398,7 +343,7 @@ class PostgresStore:
         self._unclaim(delivery_ids)
         return unchanged
 
-    @_mapped("reschedule deliveries")
+    @mapped("reschedule deliveries")
     async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]:
@@ -409,7 +354,7 @@ class PostgresStore:
         self._unclaim(delivery_ids)
         return unchanged
 
-    @_mapped("give deliveries up")
+    @mapped("give deliveries up")
     async def mark_dead(
         self,
         delivery_ids: int | Sequence[int],
@@ -449,21 +394,21 @@ class PostgresStore:
         else:
             self._claimed.difference_update(delivery_ids)
 
-    @_mapped("read the standing alerts")
+    @mapped("read the standing alerts")
     async def standing_alerts(
         self, url_ids: Sequence[str], resolved_since: float
     ) -> list[DeliveryRow]:
         async with self._pool.connection() as conn:
             return await pg_deliveries.standing_alerts(conn, url_ids, resolved_since)
 
-    @_mapped("count pending deliveries")
+    @mapped("count pending deliveries")
     async def pending_count(self) -> int:
         async with self._pool.connection() as conn:
             return await pg_rows.pending_count(conn)
 
     # -- silences -----------------------------------------------------------------------------
 
-    @_mapped("add a silence")
+    @mapped("add a silence")
     async def add_silence(
         self,
         rule: str,
@@ -479,28 +424,28 @@ class PostgresStore:
                 conn, rule, subject, starts_at, ends_at, comment, created_by, now
             )
 
-    @_mapped("list silences")
+    @mapped("list silences")
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         async with self._pool.connection() as conn:
             return await pg_rows.list_silences(conn, now, include_expired)
 
-    @_mapped("read silences")
+    @mapped("read silences")
     async def active_silences(self, now: float) -> list[Silence]:
         async with self._pool.connection() as conn:
             return await pg_rows.active_silences(conn, now)
 
-    @_mapped("expire a silence")
+    @mapped("expire a silence")
     async def expire_silence(self, silence_id: int, now: float) -> bool:
         async with self._pool.connection() as conn:
             return await pg_rows.expire_silence(conn, silence_id, now)
 
-    @_mapped("read the firing alerts and the outbox")
+    @mapped("read the firing alerts and the outbox")
     async def summary(self) -> StateSummary:
         """What ``/metrics`` and ``/healthz`` show of the shared state."""
         async with self._pool.connection() as conn:
             return await pg_summary.firing(conn), await pg_summary.outbox(conn)
 
-    @_mapped("read the status")
+    @mapped("read the status")
     async def status(self, cadence_key: str) -> StoreStatus:
         """``watcher status`` of the shared state: what fires, the outbox, each source's last
         round of each instance, the instances and the shards each holds (not the intervals)."""
@@ -515,12 +460,12 @@ class PostgresStore:
 
     # -- history, rounds, retention -----------------------------------------------------------
 
-    @_mapped("read the history")
+    @mapped("read the history")
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
         async with self._pool.connection() as conn:
             return await pg_rows.history(conn, limit, rule)
 
-    @_mapped("record the round")
+    @mapped("record the round")
     async def record_round(self, round_: SourceRound) -> None:
         async with self._pool.connection() as conn:
             await pg_rows.record_round(conn, round_, self.instance)
