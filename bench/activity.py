@@ -256,7 +256,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     book = CadenceBook()
     unused = cast(Any, None)
     config, store = _Fixed(_InForce(plan_budget, jobs)), _Store()
-    metrics = Metrics(Path("unused.db"), time.monotonic)
+    metrics = Metrics(time.monotonic)
     sweeper = Sweeper(
         poll=unused,
         commit=unused,

@@ -41,7 +41,7 @@ from watcher.service.http import HttpEndpoint  # noqa: E402
 from watcher.service.metrics import HealthVerdict, Metrics  # noqa: E402
 from watcher.state.database import MIGRATIONS, migrate, open_database  # noqa: E402
 from watcher.state.retention import BATCH_ROWS  # noqa: E402
-from watcher.state.store import Store  # noqa: E402
+from watcher.state.store import AsyncSqliteStore, SqliteStore  # noqa: E402
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -118,7 +118,7 @@ def generate(path: Path, addresses: int, per_day: int, days: int) -> dict[str, i
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     began = time.perf_counter()
-    Store(path).close()  # the upgrade to the current schema, as the daemon's start does it
+    SqliteStore(path).close()  # the upgrade to the current schema, as the daemon's start does it
     counts["upgrade_ms"] = round(1000 * (time.perf_counter() - began))
     with sqlite3.connect(path) as conn:
         conn.executemany(
@@ -227,7 +227,8 @@ def chunks(
 
 async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]:
     """p50 and p99 (ms) of GET /metrics from the daemon's HTTP endpoint, and the firing gauge."""
-    metrics = Metrics(path, lambda: NOW)
+    store = AsyncSqliteStore.open(path)  # the daemon's store, as /metrics reads it
+    metrics = Metrics(lambda: NOW, read_state=store.summary)
     endpoint = HttpEndpoint("127.0.0.1", 0, metrics, lambda: HealthVerdict(True, "ok"))
     await endpoint.start()
     port = endpoint.port
@@ -241,7 +242,7 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
         writer.close()
         times.append(1000 * (time.perf_counter() - started))
     await endpoint.close()
-    metrics.close()
+    await store.close()
     firing = next(
         (
             line.split()[-1]
@@ -256,7 +257,7 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
 
 def prune(path: Path, watched: set[str]) -> tuple[dict[str, int], float, float, int]:
     """The daemon's pass: counts, seconds, the longest batch (ms), batches."""
-    store = Store(path)
+    store = SqliteStore(path)
     total: dict[str, int] = {}
     longest = 0.0
     batches = 0

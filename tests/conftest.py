@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.postgres import Postgres
 from support.receivers import JsonReceiver, SmtpReceiver
@@ -34,8 +34,8 @@ def smtp_receiver() -> Iterator[SmtpReceiver]:
 
 
 @pytest.fixture
-def tmp_store(tmp_path: Path) -> Iterator[Store]:
-    store = Store(tmp_path / "state" / "watcher.db")
+def tmp_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    store = SqliteStore(tmp_path / "state" / "watcher.db")
     yield store
     store.close()
 

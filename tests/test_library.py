@@ -26,7 +26,7 @@ from watcher.app import Daemon as DaemonItself
 from watcher.cli import app
 from watcher.config.ruleset import RuleSet as RuleSetItself
 from watcher.simulator import Ledger, SimulatorServer
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.imports import imported_modules
 
@@ -78,7 +78,9 @@ def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:
 
         asyncio.run(one_round())
     assert settings.state_path == tmp_path / "state" / "watcher.db"
-    with Store(settings.state_path) as store:  # the sweep observed the treasury, kept its state
+    with SqliteStore(
+        settings.state_path
+    ) as store:  # the sweep observed the treasury, kept its state
         assert store.load_state("signatures", TREASURY) is not None
 
 

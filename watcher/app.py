@@ -65,10 +65,7 @@ class Daemon:
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
         self.metrics = Metrics(
-            settings.state_path,
-            clock,
-            lambda: getattr(self.rpc, "stats", None),
-            read_state=getattr(self.store, "summary", None),
+            clock, lambda: getattr(self.rpc, "stats", None), read_state=self.store.summary
         )
         self.rpc: LedgerReader = ledger or rpc_client(settings)
         if isinstance(self.rpc, RpcClient):
@@ -257,5 +254,4 @@ class Daemon:
         aclose = getattr(self.rpc, "aclose", None)
         if aclose is not None:
             await aclose()
-        self.metrics.close()
         await self.store.close()

@@ -200,17 +200,11 @@ def status(
     """Firing alerts, each source's last poll, pending and dead deliveries (state database)."""
     import time
 
-    from watcher.service.status import read_status, shared_status
-    from watcher.state.commands import SharedCommandStore
+    from watcher.service.status import read_status
 
     settings = settings_or_exit(config, readonly=True)
-    with state_or_exit():
-        if settings.state_url is None:
-            current = read_status(settings.state_path)
-        else:
-            with command_store(settings, readonly=True) as store:
-                assert isinstance(store, SharedCommandStore)
-                current = shared_status(*store.status())
+    with state_or_exit(), command_store(settings, readonly=True) as store:
+        current = read_status(store, time.time())
     typer.echo(current.as_json() if as_json else "\n".join(current.lines()))
     problems = current.problems(time.time()) if health else []
     for problem in problems:

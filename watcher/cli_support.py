@@ -90,9 +90,10 @@ def database_report_or_exit(settings: Settings, *, prefix: str = "watcher: ") ->
 
 
 def command_store(settings: Settings, *, readonly: bool) -> AbstractContextManager[CommandStore]:
-    """The state a one-shot command reads or writes (``alerts``, ``silence``), on the engine the
-    settings name. A shared database this watcher cannot reach or use is one line and exit 1
-    (``database_report_or_exit``); then ``state_or_exit`` tells any other state error."""
+    """The state a one-shot command reads or writes (``alerts``, ``status``, ``silence``), on
+    the engine the settings name. A shared database this watcher cannot reach or use is one
+    line and exit 1 (``database_report_or_exit``); then ``state_or_exit`` tells any other state
+    error."""
     from watcher.state.commands import SharedCommandStore, sqlite_command_store
 
     if settings.state_url is not None:

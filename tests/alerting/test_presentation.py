@@ -20,7 +20,7 @@ from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
-from watcher.state.store import AsyncSqliteStore, Store
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.receivers import JsonReceiver
 from support.values import entry, key
@@ -193,7 +193,7 @@ def test_the_cluster_alert_names_the_largest_delinquents_with_their_labels() -> 
 
 
 async def test_the_sender_fits_a_message_to_the_service_limit(
-    tmp_store: Store, json_receiver: JsonReceiver, monkeypatch: pytest.MonkeyPatch
+    tmp_store: SqliteStore, json_receiver: JsonReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(MAX_MESSAGE_CHARS, "json", 300)  # as Telegram's 4096, smaller
     sender = Sender(AsyncSqliteStore(tmp_store), {"ops": [json_receiver.url]}, clock=lambda: 1000.0)

@@ -18,7 +18,7 @@ from watcher.cli import app
 from watcher.core.events import SILENCE_FACT, AlertMessage, Silence
 from watcher.core.outbox_rows import url_id
 from watcher.delivery.notify_check import public_form
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.daemon import write_config
 from support.receivers import JsonReceiver, wait_until
@@ -110,7 +110,7 @@ def test_mark_silenced_records_the_silence_in_the_muted_alerts_facts_only() -> N
 # -- the store -----------------------------------------------------------------------------------
 
 
-def test_store_adds_lists_and_expires_silences(tmp_store: Store) -> None:
+def test_store_adds_lists_and_expires_silences(tmp_store: SqliteStore) -> None:
     first = tmp_store.add_silence("treasury", None, T0, T0 + 60, "moving funds", "alice", T0)
     second = tmp_store.add_silence("drift", VALIDATOR, T0, T0 + 600, "upgrade", None, T0)
     assert tmp_store.active_silences(T0 + 1) == [first, second]
@@ -291,7 +291,7 @@ def test_silence_expire_of_an_unknown_id_fails_clearly(config: Path) -> None:
 
 
 def test_the_commands_work_while_the_daemon_holds_the_database_open(config: Path) -> None:
-    store = Store(config.parent / "state" / "watcher.db")  # as the running daemon does (WAL)
+    store = SqliteStore(config.parent / "state" / "watcher.db")  # as the running daemon does (WAL)
     try:
         with store.transaction():  # and it has written something
             store.db.execute("UPDATE silences SET comment = comment")

@@ -15,13 +15,14 @@ import pytest
 import structlog.testing
 
 from watcher.alerting.health import StateHealth
-from watcher.core.errors import PermanentStateError, TransientStateError, state_error
+from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Outcome, StoredAlert, Tone
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
-from watcher.state.store import AsyncSqliteStore, Store
+from watcher.state.sqlite_errors import state_error
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.receivers import JsonReceiver, TrickleReceiver
 
@@ -52,7 +53,7 @@ def alert(key: str) -> AlertMessage:
     )
 
 
-def make_sender(store: Store, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
+def make_sender(store: SqliteStore, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
     return Sender(
         AsyncSqliteStore(store),  # the engine runs the test's store: its failures, mapped
         {"ops": list(urls)},
@@ -64,11 +65,11 @@ def make_sender(store: Store, urls: Sequence[str], clock: FakeClock, **kwargs: A
     )
 
 
-def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
+def enqueue(store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
     store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
 
 
-def statuses(store: Store) -> list[tuple[str, str, int]]:
+def statuses(store: SqliteStore) -> list[tuple[str, str, int]]:
     """(alert title, delivery status, attempts) for every delivery, oldest alert first."""
     return [
         (record.alert.title, d.status, d.attempts)
@@ -92,7 +93,7 @@ async def until(predicate: Callable[[], object], within: float = 10.0) -> None:
 
 
 async def test_a_stalled_send_times_out_is_retried_and_never_repeats_a_message(
-    tmp_store: Store,
+    tmp_store: SqliteStore,
 ) -> None:
     """A receiver trickling its answer. The send gives up after send_timeout (a
     failed attempt, rescheduled); while the stalled send still runs, its URL gets nothing
@@ -126,7 +127,7 @@ async def test_a_stalled_send_times_out_is_retried_and_never_repeats_a_message(
 
 
 async def test_each_webhook_message_carries_a_stable_id_the_same_on_every_retry(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, [json_receiver.url], clock)
@@ -145,7 +146,7 @@ async def test_each_webhook_message_carries_a_stable_id_the_same_on_every_retry(
 # -- a database that fails ----------------------------------------------------------------------
 
 
-class FailingStore(Store):
+class FailingStore(SqliteStore):
     """The real store, except that the named methods first fail with the driver's ``error``
     ``times`` times (after rolling back, as SQLite does), mapped as the store maps it."""
 
@@ -265,7 +266,7 @@ async def test_a_delivery_row_gone_while_in_flight_is_logged_and_the_sender_goes
 ) -> None:
     """Marking a delivery whose row was deleted meanwhile raised KeyError: the worker died,
     and with it the daemon. Now it is a warning naming the delivery, and the next alert goes."""
-    store = Store(tmp_path / "watcher.db")
+    store = SqliteStore(tmp_path / "watcher.db")
     clock = FakeClock()
     notifier = RowDeletingNotifier(store.path)
     sender = make_sender(store, [json_receiver.url], clock, notifier=notifier, deadline=deadline)

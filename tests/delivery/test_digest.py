@@ -30,7 +30,7 @@ from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.transactions import NewTransactionsRule
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.receivers import JsonReceiver, wait_until
 from support.sending import alert_history as history
@@ -108,7 +108,7 @@ class Outbox:
         self.receiver = receiver
         self.clock = FakeClock()
         self.sender_options = sender
-        self.store = Store(path)
+        self.store = SqliteStore(path)
         self.sender = self._sender()
 
     def _sender(self) -> Sender:
@@ -118,7 +118,7 @@ class Outbox:
 
     def restart(self) -> None:
         self.store.close()
-        self.store = Store(self.path)
+        self.store = SqliteStore(self.path)
         self.sender = self._sender()
 
     def queue(self, *alerts: AlertMessage) -> None:
@@ -146,7 +146,7 @@ def counted(title: str) -> int:
     return int(match.group(1))
 
 
-def statuses(store: Store) -> dict[str, int]:
+def statuses(store: SqliteStore) -> dict[str, int]:
     found: dict[str, int] = {}
     for record in history(store):
         for delivery in record.deliveries:

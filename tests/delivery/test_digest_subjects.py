@@ -20,7 +20,7 @@ from watcher.delivery.digest import DIGEST_ITEMS, digest_text, words_of
 from watcher.delivery.markup import to_markdown
 from watcher.kinds import KINDS, RULE_MODELS, word
 from watcher.kinds.samples import sample_key
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.receivers import JsonReceiver, SmtpReceiver
 from support.sending import make_sender
@@ -140,7 +140,7 @@ def test_a_validator_is_labelled_by_its_identity_as_in_its_lone_alert() -> None:
 
 
 async def test_a_digest_names_its_accounts_in_every_channel_format(
-    tmp_store: Store, json_receiver: JsonReceiver, smtp_receiver: SmtpReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver, smtp_receiver: SmtpReceiver
 ) -> None:
     """Through the real sender: a webhook gets the plain text, email the HTML Apprise makes of
     its Markdown, each account linked in full and labelled."""

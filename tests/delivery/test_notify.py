@@ -19,7 +19,7 @@ from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_
 from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.receivers import JsonReceiver, SmtpReceiver
 from support.sending import alert_history as history
@@ -42,11 +42,13 @@ def alert(key: str, *, channels: Sequence[str] = ("ops",), **changes: Any) -> Al
     return AlertMessage(**values)
 
 
-def enqueue(store: Store, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> list[int]:
+def enqueue(
+    store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage
+) -> list[int]:
     return store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
 
 
-def deliveries(store: Store) -> list[tuple[str, str, int]]:
+def deliveries(store: SqliteStore) -> list[tuple[str, str, int]]:
     """(alert title, delivery status, attempts) for every delivery, oldest alert first."""
     return [
         (record.alert.title, d.status, d.attempts)
@@ -59,7 +61,7 @@ def deliveries(store: Store) -> list[tuple[str, str, int]]:
 
 
 async def test_an_alert_is_delivered_once_and_marked_sent(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
@@ -81,7 +83,7 @@ async def test_an_alert_is_delivered_once_and_marked_sent(
 
 
 async def test_a_resolution_goes_out_with_the_success_type_whatever_its_severity(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
@@ -96,7 +98,7 @@ async def test_a_resolution_goes_out_with_the_success_type_whatever_its_severity
 
 
 async def test_a_refused_delivery_is_retried_after_backoff_and_delivered_once(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock, first_retry=2.0)
@@ -125,7 +127,7 @@ async def test_a_refused_delivery_is_retried_after_backoff_and_delivered_once(
 
 
 async def test_deliveries_to_one_url_keep_their_order_across_a_retry(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
@@ -147,7 +149,7 @@ async def test_a_restarted_sender_resumes_pending_rows_and_never_resends_sent_on
     path = tmp_path / "state" / "watcher.db"
     clock = FakeClock()
     channels = {"ops": [json_receiver.url]}
-    store = Store(path)
+    store = SqliteStore(path)
     sender = make_sender(store, channels, clock)
     enqueue(store, sender, clock, alert("k1"))
     assert await sender.send_due() == 1
@@ -160,7 +162,7 @@ async def test_a_restarted_sender_resumes_pending_rows_and_never_resends_sent_on
     store.close()
 
     clock.advance(10)
-    store = Store(path)
+    store = SqliteStore(path)
     restarted = make_sender(store, channels, clock)
     assert await restarted.send_due() == 2
     assert titles(json_receiver.received) == [
@@ -173,7 +175,7 @@ async def test_a_restarted_sender_resumes_pending_rows_and_never_resends_sent_on
 
 
 async def test_of_two_urls_the_one_that_accepted_is_never_sent_again(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     with JsonReceiver() as refusing:
         refusing.refuse_all(True)
@@ -198,7 +200,7 @@ async def test_of_two_urls_the_one_that_accepted_is_never_sent_again(
 
 
 async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     json_receiver.refuse_all(True)
     clock = FakeClock()
@@ -234,7 +236,7 @@ async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
 
 
 async def test_a_dead_letter_reaches_the_fallback_channel_exactly_once(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     with JsonReceiver() as refusing:
         refusing.refuse_all(True)
@@ -269,7 +271,7 @@ async def test_a_dead_letter_reaches_the_fallback_channel_exactly_once(
 
 
 async def test_deliveries_dying_together_make_one_dead_letter_digest(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     with JsonReceiver() as refusing:
         refusing.refuse_all(True)
@@ -295,7 +297,7 @@ async def test_deliveries_dying_together_make_one_dead_letter_digest(
 
 
 async def test_a_dead_letter_that_dies_too_is_not_reported_again(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     json_receiver.refuse_all(True)
     with JsonReceiver() as refusing:
@@ -324,7 +326,7 @@ async def test_a_dead_letter_that_dies_too_is_not_reported_again(
 
 @pytest.mark.parametrize("fallback", [(), ("ops",)])
 async def test_a_death_with_no_other_url_to_report_it_is_logged(
-    tmp_store: Store, json_receiver: JsonReceiver, fallback: tuple[str, ...]
+    tmp_store: SqliteStore, json_receiver: JsonReceiver, fallback: tuple[str, ...]
 ) -> None:
     json_receiver.refuse_all(True)
     clock = FakeClock()
@@ -345,7 +347,7 @@ async def test_a_death_with_no_other_url_to_report_it_is_logged(
 
 
 async def test_a_url_no_longer_configured_is_given_up_without_sending(
-    tmp_store: Store, json_receiver: JsonReceiver
+    tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
     before = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock)
@@ -357,7 +359,7 @@ async def test_a_url_no_longer_configured_is_given_up_without_sending(
     assert (record.status, record.deliveries[0].last_error) == ("dead", NOT_CONFIGURED)
 
 
-async def test_a_url_apprise_cannot_use_is_given_up(tmp_store: Store) -> None:
+async def test_a_url_apprise_cannot_use_is_given_up(tmp_store: SqliteStore) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": ["nosuchscheme://x"]}, clock)
     enqueue(tmp_store, sender, clock, alert("k1"))
@@ -386,7 +388,7 @@ class ScriptedNotifier:
         return self.outcomes.pop(0)
 
 
-async def test_the_sender_goes_through_the_notifier_it_is_given(tmp_store: Store) -> None:
+async def test_the_sender_goes_through_the_notifier_it_is_given(tmp_store: SqliteStore) -> None:
     clock = FakeClock()
     notifier = ScriptedNotifier(refused("HTTP 503"), ACCEPTED, refused("no such URL", final=True))
     sender = make_sender(
@@ -409,7 +411,7 @@ async def test_the_sender_goes_through_the_notifier_it_is_given(tmp_store: Store
 
 
 async def test_email_reaches_a_real_smtp_server_with_title_and_body(
-    tmp_store: Store, smtp_receiver: SmtpReceiver
+    tmp_store: SqliteStore, smtp_receiver: SmtpReceiver
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"ops": [smtp_receiver.url(to="ops@example.com")]}, clock)
@@ -441,7 +443,7 @@ async def test_email_reaches_a_real_smtp_server_with_title_and_body(
 
 
 async def test_console_scheme_prints_title_and_body(
-    tmp_store: Store, capsys: pytest.CaptureFixture[str]
+    tmp_store: SqliteStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = FakeClock()
     sender = make_sender(tmp_store, {"demo": ["console://"]}, clock)
@@ -472,7 +474,7 @@ async def test_no_url_secret_reaches_the_database_or_any_log(
     secrets = ("SECRETPW1", "SECRETTOKEN42")
     url = f"json://watcher:SECRETPW1@127.0.0.1:{json_receiver.port}/?-token=SECRETTOKEN42"
     clock = FakeClock()
-    store = Store(tmp_path / "watcher.db")
+    store = SqliteStore(tmp_path / "watcher.db")
     sender = make_sender(store, {"ops": [url]}, clock)
     # Even with the libraries' debug logging turned on by someone, secrets stay out.
     caplog.set_level(logging.DEBUG)
@@ -536,7 +538,9 @@ async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_drain_finishes_the_send_in_flight_and_starts_no_other(tmp_store: Store) -> None:
+async def test_drain_finishes_the_send_in_flight_and_starts_no_other(
+    tmp_store: SqliteStore,
+) -> None:
     _slow_entered.clear()
     _slow_release.clear()
     _slow_sent.clear()
@@ -564,7 +568,7 @@ async def test_drain_finishes_the_send_in_flight_and_starts_no_other(tmp_store: 
 # -- pieces -----------------------------------------------------------------------------------
 
 
-def test_destinations_are_every_url_of_every_named_channel(tmp_store: Store) -> None:
+def test_destinations_are_every_url_of_every_named_channel(tmp_store: SqliteStore) -> None:
     sender = make_sender(
         tmp_store,
         {"ops": ["json://a.example/", "json://b.example/"], "oncall": ["console://"]},

@@ -13,7 +13,7 @@ from apprise.plugins.email import NotifyEmail
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_send import new_client
 from watcher.delivery.paces import pace_of
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.receivers import SmtpReceiver
 from support.sending import alert_history, make_sender
@@ -84,7 +84,7 @@ def alert(n: int) -> AlertMessage:
 
 
 async def test_ten_alerts_reach_a_real_smtp_server_back_to_back(
-    tmp_store: Store, smtp_receiver: SmtpReceiver
+    tmp_store: SqliteStore, smtp_receiver: SmtpReceiver
 ) -> None:
     """Apprise's 5.5 s between two e-mails to one URL made ten alerts take 50 s; an SMTP
     server needs no pause. Deadline 5 s: with that pause only the first would be in."""

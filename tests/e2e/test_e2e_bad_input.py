@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from watcher.state.database import MIGRATIONS
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 
@@ -97,7 +97,7 @@ def test_a_duration_beyond_the_limit_is_refused(conf: Path, command: str) -> Non
 def a_database(conf: Path) -> Path:
     """A real state database with some history in it, as the daemon leaves it."""
     path = conf / "state" / "watcher.db"
-    store = Store(path)
+    store = SqliteStore(path)
     with store.transaction():
         for number in range(300):
             store.db.execute(

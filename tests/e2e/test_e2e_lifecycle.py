@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.receivers import wait_until
 from support.world import OUR_NODE, OUR_VOTE, World, make_world, small_cluster
@@ -48,7 +48,7 @@ def first_poll_after(world: World, moment: float) -> float:
 def fired_at(world: World) -> float:
     """The daemon's own time of the firing, from its alert history (not the receiver's clock,
     so a slow start or a busy machine cannot move it)."""
-    store = Store(world.config.parent / "state" / "watcher.db")
+    store = SqliteStore(world.config.parent / "state" / "watcher.db")
     try:
         [record] = [r for r in store.history() if r.alert.reason == "firing"]
         return record.created_at

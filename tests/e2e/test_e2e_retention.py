@@ -14,7 +14,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Reason
 from watcher.core.outbox_rows import Destination
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.net import free_port
 from support.receivers import wait_until
@@ -34,7 +34,7 @@ def pruned_lines(output: str) -> list[dict[str, Any]]:
 def seed(path: Path, at: float) -> None:
     """An old event (sent long ago: past retention) and an old alert still firing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         seeded: tuple[tuple[str, Reason], ...] = (("old event", "event"), ("old firing", "firing"))
         for title, reason in seeded:
             alert = AlertMessage(
@@ -69,5 +69,5 @@ def test_the_daemon_deletes_history_past_retention_at_start_and_keeps_what_fires
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert "watcher_firing_alerts 1.0" in metrics
         assert world.daemon.stop() == 0
-    with Store(state) as store:
+    with SqliteStore(state) as store:
         assert [record.alert.title for record in store.history()] == ["old firing"]

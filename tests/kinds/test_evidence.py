@@ -26,7 +26,7 @@ from watcher.kinds.holders import HoldersObservation
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.daemon import write_config
 from support.seeded import (
@@ -427,7 +427,7 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
         if moved and amount != reference:
             expected, reference = expected + 1, amount
     with tempfile.TemporaryDirectory() as folder:
-        store = Store(Path(folder) / "watcher.db")
+        store = SqliteStore(Path(folder) / "watcher.db")
         try:
             for slot, amount in enumerate([10**6, *balances], start=100):
                 state = store.load_state("holders", MINT)

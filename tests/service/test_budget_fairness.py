@@ -14,7 +14,6 @@ import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,9 +67,7 @@ def replay(scenario: Scenario) -> Run:
     per_second = scenario.budget_share * scenario.targets / scenario.max_every
     budget, jobs = Budget(per_second * 86400, 86400.0), (job,)
     book = CadenceBook()
-    sweeper = scheduling_sweeper(
-        HeldShards(None), book, budget, jobs, Metrics(Path("unused.db"), time)
-    )
+    sweeper = scheduling_sweeper(HeldShards(None), book, budget, jobs, Metrics(time))
     rng = random.Random(scenario.seed)
     waiting = dict.fromkeys(names, 0)  # events since the target's last poll
     run = Run({name: [] for name in names}, {}, [], per_second)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -77,7 +76,7 @@ def replay(
         book,
         budget,
         jobs,
-        metrics or Metrics(Path("unused.db"), time),
+        metrics or Metrics(time),
     )
 
     async def run() -> list[list[str]]:
@@ -102,7 +101,7 @@ def most_in_a_window(polled: list[list[str]]) -> int:
 
 
 def test_busy_targets_beyond_the_plan_never_spend_more_than_the_budget_in_ten_minutes() -> None:
-    metrics = Metrics(Path("unused.db"), time)
+    metrics = Metrics(time)
     polled = replay(None, 1500, metrics)
     assert most_in_a_window(polled) <= 5 * BUDGET_WINDOW
     # The budget is spent, not starved: the last ten minutes used nearly all of it.

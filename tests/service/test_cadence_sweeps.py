@@ -24,6 +24,7 @@ from watcher.service.cadences import (
     worth_storing,
 )
 from watcher.service.status import read_status
+from watcher.state.commands import sqlite_command_store
 
 from support.seeded import HOLDERS, MINT, TREASURY, World, base_rules, daemon_worlds
 
@@ -260,7 +261,8 @@ async def test_status_counts_the_targets_at_each_interval_band(
 ) -> None:
     world = make_world(adaptive_rules())
     await sweep_each_second(world, 16)
-    status = read_status(world.daemon.settings.state_path)
+    with sqlite_command_store(world.daemon.settings.state_path, readonly=True) as store:
+        status = read_status(store, 0.0)
     assert status.intervals is not None
     assert [(bound, count) for bound, count in status.intervals.bands if count] == [(15.0, 1)]
     [line] = [line for line in status.lines() if line.startswith("intervals")]

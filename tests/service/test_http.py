@@ -9,7 +9,6 @@ import logging
 import socket
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import structlog
@@ -38,8 +37,8 @@ class WatchedMetrics(Metrics):
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
-        # The state comes from read_state (as from a shared database): no file is read.
-        super().__init__(Path("unused.db"), lambda: 0.0, read_state=self._read_state_now)
+        # The state comes from read_state (the store's summary).
+        super().__init__(lambda: 0.0, read_state=self._read_state_now)
 
     async def _read_state_now(self) -> StateSummary:
         self.events.append(("read state", threading.current_thread().name))

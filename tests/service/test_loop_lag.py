@@ -28,7 +28,7 @@ def test_a_hold_of_the_loop_is_one_late_tick_and_the_others_are_on_time() -> Non
 
 
 def test_the_lag_is_a_histogram_on_metrics(tmp_path: Path) -> None:
-    metrics = Metrics(tmp_path / "state.db", time.time)
+    metrics = Metrics(time.time)
     metrics.loop_lagged(0.0004)
     metrics.loop_lagged(0.03)
     text = metrics.exposition().decode()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from watcher.cli import app
 from watcher.state.database import MIGRATIONS, migrate, open_database
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 from support.daemon import write_config
 
@@ -44,7 +44,7 @@ def config(tmp_path: Path) -> Path:
         channels={"hooks": ["json://127.0.0.1:9/${HOOK_TOKEN}"]},
         rules=[rule],
     )
-    Store(tmp_path / "state" / "watcher.db").close()
+    SqliteStore(tmp_path / "state" / "watcher.db").close()
     return path
 
 
@@ -168,7 +168,7 @@ def test_a_read_only_command_reads_a_closed_database_without_changing_it(config:
     """No daemon: the WAL database was closed cleanly (no -wal, no -shm); reading it read-only
     works and leaves the database file as it was."""
     path = state_file(config)
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         store.add_silence("treasury", None, 1.0, 4e9, "planned", "alice", 1.0)
     assert not path.with_name("watcher.db-wal").exists()
     before = fingerprint(path)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 from watcher.service.status import Status
-from watcher.state.pg_summary import InstanceShards
-from watcher.state.snapshot import Outbox
+from watcher.state.snapshot import InstanceShards, Outbox
 from watcher.state.source_rounds import SourceRound
 
 NOW = 1_800_000_000.0

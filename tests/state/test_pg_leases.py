@@ -369,6 +369,20 @@ async def test_a_stale_fenced_write_raises_lease_lost_and_writes_nothing(
     assert await target_rows(conn) == []
 
 
+async def test_fence_in_keeps_the_shards_still_held_at_their_epochs(connect: Connect) -> None:
+    conn = await connect()
+    epochs = await acquire(conn, "x", 4, TTL)  # shards 0-3, each at epoch 1
+    await expire(conn, 1)
+    await release(conn, "x", {2})
+    with pytest.raises(RuntimeError):  # it fences inside the caller's transaction only
+        await pg_leases.fence_in(conn, "x", epochs)
+    async with conn.transaction():
+        stale = {**epochs, 3: epochs[3] - 1}
+        assert await pg_leases.fence_in(conn, "x", stale) == {0}  # 1 lapsed, 2 released
+        assert await pg_leases.fence_in(conn, "y", epochs) == set()
+        assert await pg_leases.fence_in(conn, "x", {}) == set()
+
+
 async def test_an_error_inside_a_fenced_write_rolls_it_back(connect: Connect) -> None:
     conn = await connect()
     epoch = (await acquire(conn, "x", 1, TTL))[0]

@@ -16,8 +16,10 @@ import pytest
 from watcher.core.errors import LeaseLost, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
+from watcher.service.cadences import CADENCE_KEY
 from watcher.state.pg_leases import NOW
-from watcher.state.pg_store import PoolLimits, PostgresStore
+from watcher.state.pg_pool import PoolLimits
+from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS, shard_of
 from watcher.state.source_rounds import SourceRound
 
@@ -134,13 +136,15 @@ async def test_each_instance_has_its_own_last_round_of_a_source_until_it_is_gone
     await a.record_round(SourceRound("votes", 10.0, 4, 0, 0.5, 10.0))
     await b.record_round(SourceRound("votes", 11.0, 3, 3, 0.7, None))  # b's round all failed
     await a.record_round(SourceRound("votes", 12.0, 4, 4, 0.6, None))  # and then a's
-    assert (await a.status()).rounds == [
+    assert (await a.status(CADENCE_KEY)).rounds == [
         SourceRound("votes", 12.0, 4, 4, 0.6, 10.0, instance="a"),
         SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b"),
     ]
     await a.close()  # a graceful stop: its round goes at the others' next lease round
     await b.maintain_leases()
-    assert (await b.status()).rounds == [SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b")]
+    assert (await b.status(CADENCE_KEY)).rounds == [
+        SourceRound("votes", 11.0, 3, 3, 0.7, None, instance="b")
+    ]
 
 
 async def test_a_stale_owner_writes_nothing_and_drops_the_shard(
@@ -179,8 +183,8 @@ async def test_an_instance_whose_renewals_fail_stops_offering_its_shards() -> No
         limits=PoolLimits(wait_timeout=0.5, connect_timeout=1.0),
         monotonic=lambda: clock[0],
     )
-    store._held = {1: 1, 2: 1}  # as if its last round (at 0) had kept them
-    store._held_until = 15.0
+    store._shards.taken({1: 1, 2: 1})  # as if its last round (at 0) had kept them
+    store._shards.renewed({1, 2}, 0.0, 15.0)
     assert store.shards_held() == frozenset({1, 2})
     clock[0] = 15.0  # no renewal since: the leases may have lapsed
     assert store.shards_held() == frozenset()

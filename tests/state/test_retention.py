@@ -21,7 +21,7 @@ from watcher.kinds import KINDS
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.store import AsyncSqliteStore, Store
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.seeded import TREASURY, World, daemon_worlds
 
@@ -50,7 +50,7 @@ def message(
 
 
 def queue(
-    store: Store,
+    store: SqliteStore,
     at: float,
     title: str,
     reason: Reason = "event",
@@ -73,7 +73,7 @@ def queue(
         store.mark_dead(ids, "refused", dead)
 
 
-def titles(store: Store) -> set[str]:
+def titles(store: SqliteStore) -> set[str]:
     return {row[0] for row in store.db.execute("SELECT title FROM alerts")}
 
 
@@ -82,7 +82,7 @@ def watched_none(_source: str, _target: str) -> bool:
 
 
 @pytest.fixture
-def history(tmp_store: Store) -> Store:
+def history(tmp_store: SqliteStore) -> SqliteStore:
     """Each case's alert titled by what should happen to it."""
     s = tmp_store
     queue(s, OLD, "resolved old: gone", "firing", subject="a", sent=OLD)
@@ -104,7 +104,7 @@ def history(tmp_store: Store) -> Store:
 
 
 def test_a_pass_deletes_exactly_the_finished_history_older_than_retention(
-    history: Store,
+    history: SqliteStore,
 ) -> None:
     before = titles(history)
     firing = snapshot.firing(history.db.conn)
@@ -120,11 +120,24 @@ def test_a_pass_deletes_exactly_the_finished_history_older_than_retention(
     assert history.prune(watched_none, NOW, RETENTION).alerts == 0  # nothing more to do
 
 
+# What fires, from the history alone: the latest state transition of each (rule, subject) that
+# is not a resolution (what ``firing_alerts`` must always agree with).
+FIRING_FROM_HISTORY = """
+SELECT a.rule, a.subject, a.severity, a.title, a.created_at
+FROM alerts a JOIN (
+    SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
+    GROUP BY rule, subject
+) latest ON latest.id = a.id
+WHERE a.reason != 'resolved'
+ORDER BY a.created_at DESC
+"""
+
+
 def from_history(conn: sqlite3.Connection) -> list[snapshot.Firing]:
-    return [snapshot.Firing(*row) for row in conn.execute(snapshot._FIRING_FROM_HISTORY)]
+    return [snapshot.Firing(*row) for row in conn.execute(FIRING_FROM_HISTORY)]
 
 
-def test_what_fires_is_kept_with_each_alert_as_the_history_says(history: Store) -> None:
+def test_what_fires_is_kept_with_each_alert_as_the_history_says(history: SqliteStore) -> None:
     conn = history.db.conn
     assert snapshot.firing(conn) == from_history(conn) != []
     queue(history, NOW, "c resolved", "resolved", subject="c", sent=NOW)
@@ -152,17 +165,17 @@ def test_the_upgrade_finds_what_fires_in_the_history(tmp_path: Path) -> None:
             [id_, OLD + id_, subject, reason, str(id_), f"{subject} {reason}"],
         )
     db.close()
-    with Store(path) as store:
+    with SqliteStore(path) as store:
         assert [f.title for f in snapshot.firing(store.db.conn)] == ["b repeat"]
 
 
-def test_small_batches_delete_the_same_rows(history: Store, tmp_path: Path) -> None:
+def test_small_batches_delete_the_same_rows(history: SqliteStore, tmp_path: Path) -> None:
     kept = {title for title in titles(history) if title.endswith("kept")}
     done = history.prune(watched_none, NOW, RETENTION, limit=2)
     assert (titles(history), done.alerts, done.deliveries) == (kept, 6, 5)
 
 
-def test_digest_sends_and_ended_silences_older_than_retention_go(tmp_store: Store) -> None:
+def test_digest_sends_and_ended_silences_older_than_retention_go(tmp_store: SqliteStore) -> None:
     db = tmp_store.db
     db.execute("INSERT INTO group_sends VALUES ('g', 'u', ?, 1), ('g', 'u', ?, 1)", [OLD, NEW])
     for ends, expired in ((OLD, None), (NOW + DAY, OLD), (NEW, None), (NOW + DAY, None)):
@@ -184,7 +197,7 @@ def test_digest_sends_and_ended_silences_older_than_retention_go(tmp_store: Stor
 
 
 def test_a_target_no_rule_names_goes_once_unwatched_for_longer_than_retention(
-    tmp_store: Store,
+    tmp_store: SqliteStore,
 ) -> None:
     for target in ("kept", "dropped", "back", "builtin-like"):
         tmp_store.commit_step("s", target, {"cursor": target}, [], lambda _: [], OLD)
@@ -301,10 +314,10 @@ def full_scans(found: dict[str, list[str]]) -> list[tuple[str, str]]:
     ]
 
 
-def test_what_a_scrape_and_a_round_read_uses_an_index(history: Store, tmp_path: Path) -> None:
-    conn = snapshot.connect_readonly(history.path)
-    scrape = traced(conn, lambda: (snapshot.firing(conn), snapshot.outbox(conn)))
+def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_path: Path) -> None:
     store = history
+    conn = store.db.conn
+    scrape = traced(conn, store.summary)
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
     store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
 
@@ -321,7 +334,6 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: Store, tmp_path: 
     round_ = traced(store.db.conn, a_round)
     assert any("a.group_key = " in sql for sql in round_)  # a digest group was completed
     found = plans(conn, scrape) | plans(store.db.conn, round_)
-    conn.close()
     assert len(found) >= 10
     assert full_scans(found) == []
     assert found[snapshot._FIRING][0] == "SCAN f"  # the firing alerts only

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from watcher.state.store import AsyncSqliteStore, Store
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.state.targets import STAGED_LIMIT
 
 
@@ -19,7 +19,7 @@ def stored(path: Path) -> dict[str, str]:
 
 
 def test_a_staged_state_is_loaded_before_it_is_written_then_written_in_one_transaction(
-    tmp_store: Store,
+    tmp_store: SqliteStore,
 ) -> None:
     for n in range(5):
         assert tmp_store.stage_state("s", f"t{n}", {"cursor": n}, 1.0) is False
@@ -32,12 +32,12 @@ def test_a_staged_state_is_loaded_before_it_is_written_then_written_in_one_trans
     assert tmp_store.flush_states() == 0  # nothing left staged
 
 
-def test_staging_asks_for_a_flush_at_the_limit(tmp_store: Store) -> None:
+def test_staging_asks_for_a_flush_at_the_limit(tmp_store: SqliteStore) -> None:
     asks = [tmp_store.stage_state("s", f"t{n}", {"n": n}, 1.0) for n in range(STAGED_LIMIT)]
     assert asks == [False] * (STAGED_LIMIT - 1) + [True]
 
 
-def test_a_committed_step_supersedes_the_staged_state(tmp_store: Store) -> None:
+def test_a_committed_step_supersedes_the_staged_state(tmp_store: SqliteStore) -> None:
     tmp_store.stage_state("s", "t", {"cursor": "old"}, 1.0)
     tmp_store.commit_step("s", "t", {"cursor": "new"}, [], lambda alert: [], 2.0)
     tmp_store.flush_states()
@@ -47,14 +47,16 @@ def test_a_committed_step_supersedes_the_staged_state(tmp_store: Store) -> None:
 
 def test_closing_the_store_writes_what_is_staged(tmp_path: Path) -> None:
     path = tmp_path / "watcher.db"
-    store = Store(path)
+    store = SqliteStore(path)
     store.stage_state("s", "t", {"cursor": 1}, 1.0)
     store.close()
-    with Store(path) as reopened:
+    with SqliteStore(path) as reopened:
         assert reopened.load_state("s", "t") == {"cursor": 1}
 
 
-def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(tmp_store: Store) -> None:
+def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(
+    tmp_store: SqliteStore,
+) -> None:
     for n in range(3):
         tmp_store.commit_step("s", f"t{n}", {"cursor": n}, [], lambda alert: [], 1.0)
     queries: list[str] = []
@@ -72,7 +74,7 @@ def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(tmp_stor
     assert len(queries) == 1
 
 
-async def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Store) -> None:
+async def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: SqliteStore) -> None:
     from watcher.service.rounds import PREFETCH_CHUNK
     from watcher.service.sweeps import run_bounded
 

@@ -21,7 +21,7 @@ from watcher.state.database import (
     schema_version,
     transaction,
 )
-from watcher.state.store import Store
+from watcher.state.store import SqliteStore
 
 OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
 MAIL = Destination("ops", "mailto://127.0.0.1:9?from=w@example.com&to=SECRETBOX99@example.com")
@@ -47,7 +47,7 @@ def to(*destinations: Destination) -> Any:
     return lambda _alert: list(destinations)
 
 
-def count(store: Store, table: str) -> int:
+def count(store: SqliteStore, table: str) -> int:
     return int(store.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
@@ -55,7 +55,7 @@ def count(store: Store, table: str) -> int:
 
 
 def test_a_fresh_database_gets_every_table_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
-    store = Store(tmp_path / "new" / "folder" / "watcher.db")
+    store = SqliteStore(tmp_path / "new" / "folder" / "watcher.db")
     try:
         assert (tmp_path / "new" / "folder" / "watcher.db").exists()
         assert {"targets", "alerts", "deliveries", "schema_migrations"} <= set(
@@ -75,14 +75,14 @@ def test_a_fresh_database_gets_every_table_in_wal_mode_with_foreign_keys(tmp_pat
 
 def test_migrate_on_a_migrated_database_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "watcher.db"
-    Store(path).close()
+    SqliteStore(path).close()
     db = open_database(path)
     schema = db.schema
     assert migrate(db) == 0
     assert db.schema == schema
     assert schema_version(db) == len(MIGRATIONS)
     db.close()
-    Store(path).close()  # reopening is fine too
+    SqliteStore(path).close()  # reopening is fine too
 
 
 def _add_note_column(db: Database) -> None:
@@ -121,12 +121,12 @@ def test_a_database_from_a_newer_watcher_is_refused(tmp_path: Path) -> None:
     migrate(db, [*MIGRATIONS, _add_note_column])
     db.close()
     with pytest.raises(SchemaTooNewError, match="newer than this watcher"):
-        Store(tmp_path / "watcher.db")
+        SqliteStore(tmp_path / "watcher.db")
 
 
 def test_transaction_rolls_back_every_write_when_one_fails(tmp_path: Path) -> None:
     path = tmp_path / "watcher.db"
-    store = Store(path)
+    store = SqliteStore(path)
     with pytest.raises(ZeroDivisionError), store.transaction():
         store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
         store.db.table("targets").insert(
@@ -138,18 +138,18 @@ def test_transaction_rolls_back_every_write_when_one_fails(tmp_path: Path) -> No
         store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
         store.db.execute("INSERT INTO targets VALUES ('s', 'b', '{}', 1.0)")
     store.close()
-    reopened = Store(path)
+    reopened = SqliteStore(path)
     assert count(reopened, "targets") == 2
     reopened.close()
 
 
-def test_transactions_do_not_nest(tmp_store: Store) -> None:
+def test_transactions_do_not_nest(tmp_store: SqliteStore) -> None:
     with tmp_store.transaction(), pytest.raises(RuntimeError, match="does not nest"):  # noqa: SIM117
         with transaction(tmp_store.db):
             pass
 
 
-def test_the_store_refuses_use_from_another_thread(tmp_store: Store) -> None:
+def test_the_store_refuses_use_from_another_thread(tmp_store: SqliteStore) -> None:
     errors: list[BaseException] = []
 
     def use() -> None:
@@ -169,7 +169,9 @@ def test_the_store_refuses_use_from_another_thread(tmp_store: Store) -> None:
 # -- commit_step ----------------------------------------------------------------------------
 
 
-def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(tmp_store: Store) -> None:
+def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(
+    tmp_store: SqliteStore,
+) -> None:
     state = {"cursor": "sig9", "seen": [1, 2]}
     ids = tmp_store.commit_step("signatures", "addr1", state, [alert()], to(OPS, MAIL), now=50.0)
     assert len(ids) == 1
@@ -193,14 +195,14 @@ def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(tmp_sto
     assert tmp_store.pending_count() == 2
 
 
-def test_commit_step_updates_the_state_of_a_known_target(tmp_store: Store) -> None:
+def test_commit_step_updates_the_state_of_a_known_target(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
     tmp_store.commit_step("s", "t", {"v": 2}, [], to(), now=2.0)
     assert tmp_store.load_state("s", "t") == {"v": 2}
     assert count(tmp_store, "targets") == 1
 
 
-def test_an_error_in_destinations_rolls_back_the_state_too(tmp_store: Store) -> None:
+def test_an_error_in_destinations_rolls_back_the_state_too(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
 
     def broken(message: AlertMessage) -> Sequence[Destination]:
@@ -213,7 +215,7 @@ def test_an_error_in_destinations_rolls_back_the_state_too(tmp_store: Store) -> 
     assert count(tmp_store, "deliveries") == 0
 
 
-def test_an_insert_failing_midway_rolls_back_the_earlier_inserts(tmp_store: Store) -> None:
+def test_an_insert_failing_midway_rolls_back_the_earlier_inserts(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step("s", "t", {"v": 1}, [], to(), now=1.0)
     good = alert("k1")
     unstorable = alert("k2", facts={"when": object()})
@@ -226,7 +228,7 @@ def test_an_insert_failing_midway_rolls_back_the_earlier_inserts(tmp_store: Stor
     assert tmp_store.commit_step("s", "t", {"v": 3}, [good], to(OPS), now=3.0) != []
 
 
-def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: Store) -> None:
+def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: SqliteStore) -> None:
     first = tmp_store.commit_step("s", "t", {"v": 1}, [alert("k1")], to(OPS), now=1.0)
     again = tmp_store.commit_step("s", "t", {"v": 2}, [alert("k1"), alert("k2")], to(OPS), now=2.0)
     assert len(first) == 1
@@ -236,7 +238,7 @@ def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: Store) -> None
     assert tmp_store.load_state("s", "t") == {"v": 2}
 
 
-def test_one_url_in_two_channels_gets_one_delivery(tmp_store: Store) -> None:
+def test_one_url_in_two_channels_gets_one_delivery(tmp_store: SqliteStore) -> None:
     same_url = Destination("oncall", OPS.url)
     tmp_store.commit_step("s", "t", {}, [alert()], to(OPS, same_url), now=1.0)
     assert [d.channel for d in tmp_store.due_deliveries(now=1.0)] == ["ops"]
@@ -246,7 +248,7 @@ def test_no_url_or_secret_reaches_the_database_files(
     tmp_path: Path, sqlite_file_bytes: Callable[[Path], bytes]
 ) -> None:
     path = tmp_path / "watcher.db"
-    store = Store(path)
+    store = SqliteStore(path)
     store.commit_step("s", "t", {}, [alert()], to(OPS, MAIL), now=1.0)
     [row, _] = store.due_deliveries(now=1.0)
     store.mark_retry(row.id, "error=500", next_attempt_at=5.0)
@@ -261,7 +263,7 @@ def test_no_url_or_secret_reaches_the_database_files(
 
 
 def test_due_deliveries_are_the_pending_ones_whose_time_has_come_oldest_first(
-    tmp_store: Store,
+    tmp_store: SqliteStore,
 ) -> None:
     tmp_store.commit_step("s", "t", {}, [alert("k1")], to(OPS), now=10.0)
     tmp_store.commit_step("s", "u", {}, [alert("k2")], to(OPS), now=20.0)
@@ -273,7 +275,7 @@ def test_due_deliveries_are_the_pending_ones_whose_time_has_come_oldest_first(
     assert tmp_store.due_deliveries(now=30.0, limit=1)[0].attempts == 1
 
 
-def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: Store) -> None:
+def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
     claimed = tmp_store.claim_due(now=1.0)
     assert [d.status for d in claimed] == ["sending", "sending"]
@@ -286,7 +288,7 @@ def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: St
     assert [d.id for d in tmp_store.due_deliveries(now=9.0)] == [d.id for d in claimed]
 
 
-def test_alert_status_follows_its_deliveries(tmp_store: Store) -> None:
+def test_alert_status_follows_its_deliveries(tmp_store: SqliteStore) -> None:
     [both, one] = tmp_store.commit_step(
         "s", "t", {}, [alert("k1"), alert("k2")], to(OPS, MAIL), now=1.0
     )
@@ -306,7 +308,7 @@ def test_alert_status_follows_its_deliveries(tmp_store: Store) -> None:
     assert tmp_store.pending_count() == 0
 
 
-def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: Store) -> None:
+def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: SqliteStore) -> None:
     [gone, kept] = tmp_store.commit_step("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
     rows = {d.alert_id: d.id for d in tmp_store.due_deliveries(now=1.0)}
     with closing(sqlite3.connect(tmp_store.path)) as other, other:  # as by hand
@@ -322,13 +324,13 @@ def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: S
     assert count(tmp_store, "alerts") == 2  # no dead letter for a delivery that is gone
 
 
-def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: Store) -> None:
+def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: SqliteStore) -> None:
     [alert_id] = tmp_store.commit_step("s", "t", {}, [alert(channels=())], to(), now=1.0)
     [record] = tmp_store.history()
     assert (record.id, record.status, record.deliveries) == (alert_id, "silenced", ())
 
 
-def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: Store) -> None:
+def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step("s", "a", {}, [alert("k1", rule="whales")], to(OPS), now=1.0)
     tmp_store.commit_step("s", "b", {}, [alert("k2", rule="treasury")], to(OPS, MAIL), now=2.0)
     tmp_store.commit_step("s", "c", {}, [alert("k3", rule="whales")], to(OPS), now=3.0)
@@ -354,11 +356,11 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
 
 
 def test_the_store_is_a_context_manager_that_closes_the_file(tmp_path: Path) -> None:
-    with Store(tmp_path / "watcher.db") as store:
+    with SqliteStore(tmp_path / "watcher.db") as store:
         store.commit_step("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
         assert store.load_state("votes", "cluster") == {"seen": 1}
     with pytest.raises(PermanentStateError, match="load state: ProgrammingError") as closed:
         store.load_state("votes", "cluster")
     assert isinstance(closed.value.__cause__, sqlite3.ProgrammingError)
-    with Store(tmp_path / "watcher.db") as again:
+    with SqliteStore(tmp_path / "watcher.db") as again:
         assert again.load_state("votes", "cluster") == {"seen": 1}

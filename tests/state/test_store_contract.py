@@ -17,6 +17,8 @@ from watcher.core.outbox_rows import Destination
 from watcher.state.interface import Store
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
+from watcher.state.snapshot import Firing
+from watcher.state.source_rounds import SourceRound
 from watcher.state.store import AsyncSqliteStore
 
 from support.postgres import Postgres
@@ -235,3 +237,27 @@ async def test_standing_alerts_are_what_fires_and_the_recent_resolutions(store: 
         ("c2", "ops"),
     ]
     assert await store.standing_alerts([], 0.0) == []
+
+
+# -- what is true now -----------------------------------------------------------------------------
+
+
+async def test_the_summary_and_the_status_are_what_fires_the_outbox_and_the_rounds(
+    store: Store,
+) -> None:
+    def state(key: str, subject: str, reason: str) -> AlertMessage:
+        return alert(key, subject=subject, reason=reason, severity="critical")
+
+    await store.commit_step("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+    await store.commit_step("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 110.0)
+    await store.commit_step("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
+    [dead, *_] = await store.claim_due(100.0)
+    await store.mark_dead([dead.id], "gone", 130.0)
+    await store.record_round(SourceRound("votes", 140.0, 4, 1, 0.5, 139.0))
+    firing, outbox = await store.summary()
+    assert firing == [Firing("r", "A", "critical", "title a1", 100.0)]
+    assert (outbox.pending, outbox.dead) == (4 - 1, 1)
+    assert outbox.oldest_pending_at == 100.0
+    status = await store.status("_cadence")
+    assert (status.firing, status.outbox) == (firing, outbox)
+    assert [(r.source, r.targets, r.failed) for r in status.rounds] == [("votes", 4, 1)]

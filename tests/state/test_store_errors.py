@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher.core.errors import PermanentStateError, StateError, TransientStateError, state_error
+from watcher.core.errors import PermanentStateError, StateError, TransientStateError
+from watcher.state.sqlite_errors import state_error
 from watcher.state.store import SqliteStore
 
 

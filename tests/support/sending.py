@@ -8,13 +8,13 @@ from typing import Any
 
 from watcher.core.outbox_rows import AlertRecord
 from watcher.delivery.outbox_sender import Sender
-from watcher.state.store import AsyncSqliteStore, Store
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.values import FakeClock
 
 
 def make_sender(
-    store: Store, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
+    store: SqliteStore, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
 ) -> Sender:
     # random=0: backoff without jitter, so the test knows when a retry is due. The test reads
     # and writes ``store`` directly; the sender calls it through the engine, as the daemon does.
@@ -25,5 +25,5 @@ def titles(received: Iterable[dict[str, Any]]) -> list[str]:
     return [post["title"] for post in received]
 
 
-def alert_history(store: Store) -> list[AlertRecord]:
+def alert_history(store: SqliteStore) -> list[AlertRecord]:
     return list(reversed(store.history(limit=1000)))

@@ -36,10 +36,10 @@ WatcherError
                                    any other non-2xx status that is not 5xx; .status
 ```
 
-``StateError`` is what the store raises (``watcher.state.interface``): its engine maps its
-driver's errors at its boundary (SQLite's ``sqlite3.Error`` by ``state_error``), so that callers
-catch ``StateError`` alone, whatever the engine; a caller names what it was doing with
-``StateError.during``. A stretch of transient state errors longer than
+``StateError`` is what the store raises (``watcher.state.interface``): each engine maps its
+driver's errors at its boundary (``watcher.state.sqlite_errors``, ``watcher.state.pg_errors``),
+so that callers catch ``StateError`` alone, whatever the engine; a caller names what it was
+doing with ``StateError.during``. A stretch of transient state errors longer than
 ``health.database_down_for`` is fatal too.
 
 When retries are used up the client raises the last transient error itself (so callers still see
@@ -48,7 +48,6 @@ e.g. ``RateLimited``), with ``.attempts`` telling how many requests were made.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -114,31 +113,6 @@ class PermanentStateError(StateError):
     """Corrupt, read-only, schema or constraint error: trying again gets the same answer."""
 
 
-# Driver messages (sqlite3 gives no error code before Python 3.11's ``sqlite_errorname``) and
-# SQLite result codes that clear by themselves: another process releases its lock, space is
-# freed, a disk or NFS hiccup passes.
-_TRANSIENT_CODES = frozenset(
-    {
-        "SQLITE_BUSY",
-        "SQLITE_LOCKED",
-        "SQLITE_FULL",
-        "SQLITE_IOERR",
-        "SQLITE_NOMEM",
-        "SQLITE_INTERRUPT",
-        "SQLITE_PROTOCOL",
-    }
-)
-_TRANSIENT_TEXTS = (
-    "locked",
-    "busy",
-    "disk is full",
-    "disk i/o error",
-    "out of memory",
-    "interrupted",
-    "unable to open database file",
-)
-
-
 class LeaseLost(StateError):
     """A fenced write (``watcher.state.pg_leases.fenced``) found that ``owner`` no longer holds
     ``shard`` at ``epoch``, unexpired: the lease lapsed or another instance took the shard over.
@@ -154,19 +128,6 @@ class LeaseLost(StateError):
         self.shard = shard
         self.owner = owner
         self.epoch = epoch
-
-
-def state_error(exc: sqlite3.Error, operation: str) -> StateError:
-    """Classify a driver error: transient (retry with backoff) or permanent (stop)."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    text = str(exc).lower()
-    transient = any(name.startswith(code) for code in _TRANSIENT_CODES) or (
-        not name
-        and isinstance(exc, sqlite3.OperationalError)
-        and any(t in text for t in _TRANSIENT_TEXTS)
-    )
-    kind = TransientStateError if transient else PermanentStateError
-    return kind(f"{type(exc).__name__}: {exc}", operation=operation)
 
 
 class RpcError(WatcherError):

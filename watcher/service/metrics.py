@@ -3,17 +3,15 @@
 One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
 Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
 outcome); the values the rules observe are kept in memory as accepted answers come
-(``watcher.service.observed_values``). The outbox and the firing alerts are read before each
-scrape on the event loop (``refresh``: a read-only connection to the state database, or the
-shared store), so that the scrape itself renders in a thread from memory only."""
+(``watcher.service.observed_values``). The outbox and the firing alerts are read from the store
+before each answer on the event loop (``refresh``: ``Store.summary``), so that the scrape itself
+renders in a thread from memory only."""
 
 from __future__ import annotations
 
 import platform
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import (
     CollectorRegistry,
@@ -43,10 +41,11 @@ from watcher.service.loop_lag import TICK_SECONDS
 from watcher.service.observed_values import ObservedValues
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
+from watcher.state.snapshot import StateSummary
 
 RATE_LIMITED = "RateLimited"
 
-StateSummary = tuple[list[snapshot.Firing], snapshot.Outbox]
+__all__ = ["HealthVerdict", "Metrics", "StateSummary", "health_verdict"]
 
 
 @dataclass(frozen=True)
@@ -58,22 +57,18 @@ class HealthVerdict:
 class Metrics:
     def __init__(
         self,
-        state_path: Path,
         clock: Callable[[], float],
         rpc_stats: Callable[[], RpcStats | None] = lambda: None,
         *,
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
     ) -> None:
+        """``read_state``: the store's ``summary`` (None: no state to show, nothing read)."""
         self.registry = CollectorRegistry(auto_describe=False)
-        # A shared database (PostgreSQL) is read by the store, a round trip away: ``refresh``
-        # awaits it before each scrape and ``state`` answers from that reading.
+        # The store (a round trip away on PostgreSQL): ``refresh`` awaits it before each answer,
+        # and ``state`` and the scrape answer from that reading.
         self._read_state = read_state
         self._read: StateSummary | None = None
-        # What the last ``refresh`` read, for the scrape (rendered in a thread: no database).
-        self._scraped: StateSummary | None = None
-        self._state_path = state_path
         self._clock = clock
-        self._conn: sqlite3.Connection | None = None
         r = self.registry
         self.polls = Counter(
             "watcher_polls", "Polls of a target, by source", ["source"], registry=r
@@ -264,37 +259,23 @@ class Metrics:
         return self.observed.exposition() + generate_latest(self.registry)
 
     async def refresh(self) -> None:
-        """Reads the firing alerts and the outbox, for the next scrape and (a shared database,
-        read through the store) ``state``; a failure leaves None (unreadable). The SQLite file is
-        read here, on the event loop, where its connection lives."""
+        """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and
+        ``state``; a failure leaves None (unreadable)."""
         if self._read_state is None:
-            self._scraped = self.state()
             return
         try:
             self._read = await self._read_state()
         except StateError:
             self._read = None
-        self._scraped = self._read
 
     def scraped(self) -> StateSummary | None:
         """What the last ``refresh`` read (None: not read, or unreadable)."""
-        return self._scraped
+        return self._read
 
     def state(self) -> StateSummary | None:
-        """The firing alerts and the outbox, or None while the database cannot be read."""
-        if self._read_state is not None:
-            return self._read
-        try:
-            if self._conn is None:
-                self._conn = snapshot.connect_readonly(self._state_path)
-            return snapshot.firing(self._conn), snapshot.outbox(self._conn)
-        except sqlite3.Error:
-            return None
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """The firing alerts and the outbox as the last ``refresh`` read them, or None while
+        the store cannot be read."""
+        return self._read
 
 
 def health_verdict(

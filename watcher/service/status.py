@@ -1,6 +1,6 @@
 """``watcher status``: what is firing now, each source's last round, pending and dead
 deliveries, and how many targets of rules with ``max_every`` sit at each interval band (with
-what they project a month); read from the state database only (no RPC call, no secret
+what they project a month); read from the store only (``Store.status``: no RPC call, no secret
 needed). The intervals are those stored in the targets' states (``watcher.service.cadences``:
 rewritten when an interval moves by a quarter or more), so they trail the daemon's by less
 than that."""
@@ -9,25 +9,19 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-from contextlib import closing
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from watcher.cadence import monthly_calls
 from watcher.core.clock import iso
 from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
-from watcher.state.database import connect_readonly
-from watcher.state.pg_summary import InstanceShards, SharedStatus
+from watcher.state.commands import CommandStore
 from watcher.state.shards import SHARDS
-from watcher.state.source_rounds import SourceRound, last_rounds
+from watcher.state.snapshot import InstanceShards, StoreStatus
+from watcher.state.source_rounds import SourceRound
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0
-# One scan of the states, parsing only those that hold a cadence.
-_INTERVALS = f"""SELECT json_extract(state, '$.{CADENCE_KEY}.interval') FROM targets
-    WHERE instr(state, '"{CADENCE_KEY}"') > 0"""
 
 
 @dataclass(frozen=True)
@@ -43,12 +37,7 @@ class Intervals:
         return sum(count for _, count in self.bands)
 
 
-def read_intervals(conn: sqlite3.Connection) -> Intervals:
-    intervals = [
-        float(value)
-        for (value,) in conn.execute(_INTERVALS)
-        if isinstance(value, int | float) and value > 0
-    ]
+def intervals_of(intervals: list[float]) -> Intervals:
     return Intervals(interval_bands(intervals), math.fsum(1.0 / value for value in intervals))
 
 
@@ -165,28 +154,23 @@ class Status:
         return out
 
 
-def shared_status(shared: SharedStatus, now: float) -> Status:
-    """The status of a shared database (several instances, ``state_url``)."""
+def status_of(found: StoreStatus, now: float) -> Status:
+    """The status of what the store read (``Store.status``) at ``now``."""
     return Status(
-        shared.firing,
-        shared.outbox,
-        shared.rounds,
-        instances=shared.instances,
-        unheld_shards=shared.unheld_shards,
+        found.firing,
+        found.outbox,
+        found.rounds,
+        instances=found.instances,
+        unheld_shards=found.unheld_shards,
         now=now,
+        intervals=None if found.intervals is None else intervals_of(found.intervals),
     )
+
+
+def read_status(store: CommandStore, now: float) -> Status:
+    """``watcher status`` of a one-shot command's store (``watcher.state.commands``)."""
+    return status_of(store.status(CADENCE_KEY), now)
 
 
 def _seconds(bound: float, previous: float) -> str:
     return f"{previous:g}s" if math.isinf(bound) else f"{bound:g}s"
-
-
-def read_status(path: Path) -> Status:
-    """Raises ``StateUnusable`` for a missing database or one of another schema."""
-    with closing(connect_readonly(path)) as conn:
-        return Status(
-            snapshot.firing(conn),
-            snapshot.outbox(conn),
-            last_rounds(conn),
-            intervals=read_intervals(conn),
-        )

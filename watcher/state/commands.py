@@ -6,7 +6,6 @@ instance, and holds no shard) driven by an event loop of its own for the command
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Protocol
 from watcher.core.events import Silence
 from watcher.core.outbox_rows import AlertRecord
 from watcher.state.pg_store import PostgresStore
-from watcher.state.pg_summary import SharedStatus
+from watcher.state.snapshot import StoreStatus
 from watcher.state.store import SqliteStore
 
 
@@ -37,6 +36,8 @@ class CommandStore(Protocol):
     def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
 
     def expire_silence(self, silence_id: int, now: float) -> bool: ...
+
+    def status(self, cadence_key: str) -> StoreStatus: ...
 
 
 class SharedCommandStore:
@@ -88,9 +89,8 @@ class SharedCommandStore:
     def expire_silence(self, silence_id: int, now: float) -> bool:
         return self._loop.run(self._store.expire_silence(silence_id, now))
 
-    def status(self) -> tuple[SharedStatus, float]:
-        """The shared status and when it was read."""
-        return self._loop.run(self._store.status()), time.time()
+    def status(self, cadence_key: str) -> StoreStatus:
+        return self._loop.run(self._store.status(cadence_key))
 
 
 @contextmanager

@@ -1,5 +1,7 @@
 """The SQLite file itself: opening it (WAL, foreign keys), real transactions, and the schema
-with its append-only migrations. ``watcher.state.store`` holds the queries on top of it."""
+with its append-only migrations. The repositories of each concern (``targets``, ``deliveries``,
+``silence_rows``, ``history``, ``retention``, ``source_rounds``, ``snapshot``) hold the queries
+on top of it; ``watcher.state.store`` assembles them."""
 
 from __future__ import annotations
 

@@ -5,10 +5,11 @@ runs a daemon in process (``watcher.demo``, ``watcher.ruletest``) are typed agai
 protocol, never against an engine: the SQLite one (``watcher.state.store.AsyncSqliteStore``, one
 process owning a file) or the PostgreSQL one (``watcher.state.pg_store.PostgresStore``, several
 instances sharing one database); ``watcher.wiring.open_store`` picks it from the settings.
-Nothing outside ``watcher.state`` reaches past it to a connection or SQL. The one-shot commands
-outside the event loop use ``watcher.state.commands`` (the synchronous ``SqliteStore``, or the
-PostgreSQL engine in command mode), and ``watcher status`` on SQLite reads the file with
-``watcher.state.snapshot``.
+Nothing outside ``watcher.state`` reaches past it to a connection, SQL or a driver (an import
+contract in ``pyproject.toml`` forbids the drivers elsewhere). The one-shot commands outside the
+event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: the
+synchronous ``SqliteStore`` (read-only for those that only read), or the PostgreSQL engine in
+command mode.
 
 Transactions and what each call guarantees
 ------------------------------------------
@@ -46,13 +47,13 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``prune_batches``: an asynchronous iterator; each step is one bounded transaction (other
   work may run between two steps), a pass stopped half-way leaves consistent rows.
 - Reads (``load_state``, ``group_sends``, ``pending_count``, ``standing_alerts``, ``history``,
-  ``list_silences``, ``active_silences``) see the committed rows.
+  ``list_silences``, ``active_silences``, ``summary``, ``status``) see the committed rows.
 
 ``commits`` counts the steps and flushes committed: a caller tells from it whether its work
 wrote anything (the health signal "the database works again").
 
 Errors: every call raises the store's errors (``watcher.core.errors``), never its driver's: an
-engine maps them at its boundary (the SQLite engine: each ``sqlite3.Error`` by ``state_error``,
+engine maps them at its boundary (``watcher.state.sqlite_errors``, ``watcher.state.pg_errors``;
 the driver's error as ``__cause__``). ``TransientStateError``: locked or busy, disk full, I/O,
 connection lost; the call rolled back, retry it with backoff. ``PermanentStateError``: corrupt,
 read-only, schema or constraint errors, a bug; retrying cannot help. A caller tells what it was
@@ -96,6 +97,7 @@ from typing import Protocol, Self
 from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
+from watcher.state.snapshot import StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
 
 
@@ -235,6 +237,16 @@ class Store(Protocol):
     async def active_silences(self, now: float) -> list[Silence]: ...
 
     async def expire_silence(self, silence_id: int, now: float) -> bool: ...
+
+    # -- what is true now ---------------------------------------------------------------------
+
+    async def summary(self) -> StateSummary:
+        """The firing alerts and the outbox's figures (``/metrics``, ``/healthz``)."""
+
+    async def status(self, cadence_key: str) -> StoreStatus:
+        """What ``watcher status`` shows: the firing alerts, the outbox, each source's last
+        round of each instance, the instances sharing the store and their shards (PostgreSQL),
+        and the intervals stored under ``cadence_key`` in the targets' states (SQLite)."""
 
     # -- history, rounds, retention -----------------------------------------------------------
 

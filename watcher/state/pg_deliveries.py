@@ -1,8 +1,9 @@
 """The delivery outbox on PostgreSQL, shared by several instances: deliveries claimed under a
-token, never requeued. A building block of the PostgreSQL engine, not yet
-wired into the daemon: every function takes a ``psycopg.AsyncConnection`` and runs its own
-short transaction (``conn.transaction()``; pass a connection outside any transaction, e.g. an
-autocommit one or a pool's).
+token, never requeued. The outbox of the PostgreSQL engine (``PostgresStore``'s delivery calls
+and its lease rounds, which extend the claims it holds): every function takes a
+``psycopg.AsyncConnection`` and runs its own short transaction (``conn.transaction()``; pass a
+connection outside any transaction, e.g. an autocommit one or a pool's). Driver errors pass
+through as they are; ``PostgresStore`` maps them (``watcher.state.pg_errors``).
 
 Claims
 ------
@@ -29,7 +30,8 @@ Acks
 ``mark_sent`` / ``mark_retry`` / ``mark_dead`` / ``release`` / ``extend_claim`` change only the
 rows still ``sending`` under ``token`` (an expired claim that nobody took yet still counts: its
 send happened) and return the ids they did NOT change: taken over by another claimer after the
-claim expired, or deleted. The caller logs and skips those, as it does today's missing ids. Each
+claim expired, or deleted. The caller logs and skips those, as it does the ids no longer in the
+table on SQLite. Each
 is one transaction with the alerts' status, so a stale ack changes nothing at all; ``mark_sent``
 records a digest's send (``group_sends``) in it, and only when one of its rows was still this
 claim's; ``mark_dead`` queues its dead letters in it, for the rows it changed only.
@@ -42,13 +44,13 @@ for a rollback) and folds identical ones of one transaction into one. ``listen_o
 a dedicated autocommit connection and wakes at most ``poll_timeout`` later anyway: a lost
 notification (a reconnect) delays a send, never loses it.
 
-What remains for digests across instances: a claim that expires during a send (a stall longer
-than ``claim_ttl``: the sender should ``extend_claim`` around long sends) lets another instance
-send the same rows again (a duplicate, at-least-once) and its digest's message may exceed
-``max_per_hour`` by one; the group's pacing read is not inside the claim's transaction but runs
-under the URL's claim, which is what keeps it consistent. A claim first groups the due rows
-by URL (a scan of every due row: cheap for the outbox's usual backlog, to be measured for a
-large one); a claim racing another may come back short (see ``claim_due``).
+What remains for digests across instances: a claim that expires during a send (no lease round,
+which extends every claim held with ``extend_claim``, for ``claim_ttl``: a stalled instance)
+lets another instance send the same rows again (a duplicate, at-least-once) and its digest's
+message may exceed ``max_per_hour`` by one; the group's pacing read is not inside the claim's
+transaction but runs under the URL's claim, which is what keeps it consistent. A claim first
+groups the due rows by URL (a scan of every due row: cheap for the outbox's usual backlog, to be
+measured for a large one); a claim racing another may come back short (see ``claim_due``).
 """
 
 from __future__ import annotations

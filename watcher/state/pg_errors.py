@@ -1,5 +1,6 @@
 """psycopg's errors mapped to the store's (``watcher.core.errors``): the PostgreSQL engine's
-boundary, as ``state_error`` is SQLite's.
+boundary (``pg_state_error``; ``mapped``, its calls' decorator), as ``watcher.state.sqlite_errors``
+is SQLite's.
 
 Transient (the call rolled back; retry with backoff, the daemon's health tracks the stretch):
 a connection lost, refused or reset, the pool out of connections within its timeout; the server
@@ -20,9 +21,16 @@ secret all the same.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
 import psycopg
 
 from watcher.core.errors import PermanentStateError, StateError, TransientStateError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _TRANSIENT_CLASSES = frozenset({"08", "40", "53", "55", "57", "58"})
 _TRANSIENT_STATES = frozenset({"25006", "25P03"})
@@ -52,3 +60,22 @@ def pg_state_error(exc: psycopg.Error, operation: str) -> StateError:
     kind = TransientStateError if transient(exc) else PermanentStateError
     detail = " ".join(str(exc).split())  # the server's multi-line texts on one line
     return kind(f"{type(exc).__name__}: {detail}", operation=operation)
+
+
+def mapped(
+    operation: str,
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """A coroutine (an engine's call, ``@mapped("claim deliveries")``) raising the store's
+    errors where psycopg raised its own."""
+
+    def wrap(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        @functools.wraps(method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return await method(*args, **kwargs)
+            except psycopg.Error as exc:
+                raise pg_state_error(exc, operation) from exc
+
+        return call
+
+    return wrap

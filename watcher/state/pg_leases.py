@@ -1,8 +1,9 @@
 """Leased shards and fenced writes on PostgreSQL, for several instances sharing one database:
 the operations on the ``shard_leases`` and ``instances`` tables
-(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3. A building block: the daemon
-does not call it yet. ``watcher.state.shards`` says which shard a target falls in and plans
-what to take and hand back.
+(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3, called by the PostgreSQL engine
+(``PostgresStore``: its lease rounds, its fenced writes, its start and close).
+``watcher.state.shards`` says which shard a target falls in and plans what to take and hand
+back.
 
 Time is the database's: every expiry and heartbeat is ``extract(epoch from clock_timestamp())``
 on the server, evaluated where the row is checked; a caller passes durations (``ttl``), never
@@ -11,8 +12,8 @@ instants, so instances whose clocks disagree still agree on who holds what.
 Each operation is ONE short transaction of its own, committed when it returns (rolled back when
 it raises): the connection must not be in a transaction already (``RuntimeError``; autocommit
 connections, as a pool hands out, are the intended kind). Driver errors (``psycopg.Error``)
-pass through as they are: mapping them to the store's transient and permanent errors is the
-PostgreSQL engine's boundary, to come with it.
+pass through as they are: ``PostgresStore`` maps them to the store's transient and permanent
+errors at its boundary (``watcher.state.pg_errors``).
 
 The lease rows' guarantees:
 
@@ -46,7 +47,7 @@ The lease rows' guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -278,3 +279,27 @@ async def fenced(conn: Connection, shard: int, owner: str, epoch: int) -> AsyncI
         if await cursor.fetchone() is None:
             raise LeaseLost(shard=shard, owner=owner, epoch=epoch)
         yield conn
+
+
+async def fence_in(conn: Connection, owner: str, epochs: Mapping[int, int]) -> set[int]:
+    """Of the shards ``epochs`` names (shard -> the epoch ``owner`` took it at), those it still
+    holds at that epoch, unexpired, their lease rows locked ``FOR SHARE`` until the caller's
+    transaction ends (``fenced`` for many shards at once: a flush writes only theirs). Runs in
+    the caller's transaction (it must be in one)."""
+    if conn.info.transaction_status != TransactionStatus.INTRANS:
+        raise RuntimeError("fence_in runs inside the caller's transaction")
+    cursor = await conn.execute(
+        f"""SELECT l.shard FROM shard_leases l
+        JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
+            ON h.shard = l.shard AND h.epoch = l.epoch
+        WHERE l.owner = %s AND l.expires_at > {NOW}
+        ORDER BY l.shard FOR SHARE OF l""",
+        # Array literals made here: psycopg dumps a list item by item in Python.
+        [_int_array(epochs), _int_array(epochs.values()), owner],
+    )
+    return {int(row[0]) for row in await cursor.fetchall()}
+
+
+def _int_array(values: Iterable[int]) -> str:
+    """A PostgreSQL array literal of integers: ``{1,2,3}``."""
+    return "{" + ",".join(map(str, values)) + "}"

@@ -1,14 +1,15 @@
 """The PostgreSQL engine of the ``Store`` protocol: several instances sharing one database.
 
-Each call borrows a connection of an async pool (``psycopg_pool.AsyncConnectionPool``, a few
-per instance, autocommit, with statement and idle-in-transaction timeouts) for one short
-transaction: none is ever held across an RPC call or a send. Driver errors are mapped at this
-boundary (``watcher.state.pg_errors``): callers see the store's transient and permanent errors,
-and ``LeaseLost``.
+Each call borrows a connection of an async pool (``watcher.state.pg_pool``: a few per instance,
+autocommit, with statement and idle-in-transaction timeouts) for one short transaction: none is
+ever held across an RPC call or a send. Driver errors are mapped at this boundary (each call
+``@mapped``, ``watcher.state.pg_errors``): callers see the store's transient and permanent
+errors, and ``LeaseLost``.
 
 What differs from the SQLite engine, one process owning everything:
 
-- Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``):
+- Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``; the
+  shards held and their epochs in ``watcher.state.leased_shards``):
   ``maintain_leases`` (every few seconds, from the daemon's lease loop) renews what this
   instance holds, takes free or lapsed shards up to its balanced share of the live instances,
   and hands back its surplus. ``shards_held`` is what a sweep polls; it is empty once the
@@ -18,7 +19,8 @@ What differs from the SQLite engine, one process owning everything:
   transaction, that this instance still holds the shard at the epoch it took it with
   (``FOR SHARE`` on the lease row); a stale owner's write rolls back (``LeaseLost``) and the
   shard is dropped. ``flush_states`` writes the staged states of the shards still held and drops
-  the others' (a new owner polls them again).
+  the others' (a new owner polls them again). The staged and prefetched states are held as on
+  SQLite (``watcher.state.staging``), flushed in larger batches.
 - Deliveries are claimed under this process's token (``watcher.state.pg_deliveries``), never
   requeued at start-up (``requeue_interrupted`` does nothing): a claim whose sender died expires
   and is taken by any instance. The claims this process holds are extended with each lease
@@ -31,20 +33,15 @@ What differs from the SQLite engine, one process owning everything:
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 import structlog
-from psycopg.rows import TupleRow
-from psycopg_pool import AsyncConnectionPool
 
 from watcher.config.settings import LEASE_TTL_SECONDS
 from watcher.core.errors import LeaseLost, StateError, StateUnusable
@@ -55,62 +52,24 @@ from watcher.core.retry import RetryPauses
 from watcher.state import pg_deliveries, pg_leases, pg_rows, pg_summary
 from watcher.state.alerts import to_json
 from watcher.state.interface import LeaseRound
-from watcher.state.pg_errors import pg_state_error
-from watcher.state.pg_summary import SharedStatus
+from watcher.state.leased_shards import LeasedShards
+from watcher.state.pg_errors import mapped, pg_state_error
+from watcher.state.pg_pool import DEFAULT_LIMITS, Connection, PoolLimits, open_pool
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.shards import balanced_share, plan, rank_of, shard_of
-from watcher.state.snapshot import Firing, Outbox
+from watcher.state.snapshot import StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
+from watcher.state.staging import MISS, HeldStates, StagedRow
 from watcher.state.targets import STAGED_LIMIT
 
 log = structlog.get_logger(__name__)
 
-Connection = psycopg.AsyncConnection[TupleRow]
-P = ParamSpec("P")
-R = TypeVar("R")
-
 # Instances whose heartbeat is older than this many lease times are deleted (status stays short).
 DEAD_INSTANCE_TTLS = 20
-_NONE_HELD: frozenset[int] = frozenset()
 # Quiet states staged before a flush writes them: a flush costs the same few statements however
 # many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
 PG_STAGED_LIMIT = 4 * STAGED_LIMIT
-
-
-def _int_array(values: Iterable[int]) -> str:
-    """A PostgreSQL array literal of integers: ``{1,2,3}``."""
-    return "{" + ",".join(map(str, values)) + "}"
-
-
-@dataclass(frozen=True)
-class PoolLimits:
-    """The pool and its connections' server-side limits."""
-
-    min_size: int = 1
-    max_size: int = 4
-    connect_timeout: float = 5.0  # one connection attempt
-    wait_timeout: float = 10.0  # waiting for a free connection of the pool
-    statement_timeout: float = 15.0
-    idle_in_transaction_timeout: float = 15.0
-
-
-def _mapped(
-    operation: str,
-) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
-    """The coroutine raising the store's errors where psycopg raised its own."""
-
-    def wrap(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        @functools.wraps(method)
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return await method(*args, **kwargs)
-            except psycopg.Error as exc:
-                raise pg_state_error(exc, operation) from exc
-
-        return call
-
-    return wrap
 
 
 class PostgresStore:
@@ -123,7 +82,7 @@ class PostgresStore:
         *,
         instance: str,
         lease_ttl: float = LEASE_TTL_SECONDS,
-        limits: PoolLimits = PoolLimits(),
+        limits: PoolLimits = DEFAULT_LIMITS,
         monotonic: Callable[[], float] = time.monotonic,
         command: bool = False,
     ) -> None:
@@ -139,40 +98,19 @@ class PostgresStore:
         # One token per process: a restarted instance's old claims expire like a dead one's.
         self.token = f"{instance}/{uuid.uuid4().hex[:12]}"
         self._monotonic = monotonic
-        options = (
-            f"-c statement_timeout={int(limits.statement_timeout * 1000)} "
-            f"-c idle_in_transaction_session_timeout="
-            f"{int(limits.idle_in_transaction_timeout * 1000)}"
-        )
-        self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-            url,
-            min_size=limits.min_size,
-            max_size=limits.max_size,
-            timeout=limits.wait_timeout,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, int(limits.connect_timeout)),
-                "options": options,
-            },
-            open=False,
-            name="watcher-state",
-        )
+        self._pool = open_pool(url, limits)
         self.commits = 0
-        self._staged: dict[tuple[str, str], tuple[str, float]] = {}
-        self._flushing: dict[tuple[str, str], tuple[str, float]] = {}  # being written now
-        self._flush_idle = asyncio.Event()
+        self._states = HeldStates(PG_STAGED_LIMIT)  # staged and prefetched (watcher.state.staging)
+        self._flush_idle = asyncio.Event()  # set: no flush under way
         self._flush_idle.set()
-        self._prefetched: dict[str, dict[str, str | None]] = {}
-        self._held: dict[int, int] = {}  # shard -> the epoch this instance took it at
-        self._held_view: frozenset[int] | None = None  # ``shards_held``; None: changed since
-        self._held_until = 0.0  # monotonic: the leases may have lapsed after this
+        self._shards = LeasedShards(instance)  # held, their epochs (watcher.state.leased_shards)
         self._claimed: set[int] = set()  # deliveries claimed under self.token, not yet marked
         self._started = False
         self._command = command
 
     # -- life ---------------------------------------------------------------------------------
 
-    @_mapped("open the state database")
+    @mapped("open the state database")
     async def start(self) -> None:
         if self._started:
             return
@@ -216,24 +154,19 @@ class PostgresStore:
                 log.info("shards handed back", instance=self.instance, shards=len(released))
             except (StateError, psycopg.Error) as exc:  # the leases lapse by themselves
                 log.warning("could not hand the shards back", error=str(exc))
-        self._held.clear()
-        self._held_view = None
+        self._shards.clear()
         await self._pool.close()
 
     # -- leases -------------------------------------------------------------------------------
 
     def shards_held(self) -> frozenset[int] | None:
         """The shards this instance may poll now; empty once its leases may have lapsed."""
-        if self._monotonic() >= self._held_until:
-            return _NONE_HELD
-        if self._held_view is None:
-            self._held_view = frozenset(self._held)
-        return self._held_view
+        return self._shards.view(self._monotonic())
 
     def holds(self, source: str, target: str) -> bool:
-        return shard_of(source, target) in self._held and self._monotonic() < self._held_until
+        return self._shards.holds(shard_of(source, target), self._monotonic())
 
-    @_mapped("renew the leases")
+    @mapped("renew the leases")
     async def maintain_leases(self) -> LeaseRound:
         """One round of the lease loop: heartbeat, renew, then take up to or hand back down to
         this instance's balanced share of the live instances; the claims held are extended."""
@@ -245,33 +178,26 @@ class PostgresStore:
                 await pg_leases.register_instance(
                     conn, self.instance, host=socket.gethostname(), pid=os.getpid()
                 )
-            kept = await pg_leases.renew(conn, self.instance, set(self._held), self.lease_ttl)
-            lost = set(self._held) - kept
-            for shard in lost:
-                del self._held[shard]
-                self._held_view = None
-            # The renewal started before its statement ran: the leases last at least that long.
-            self._held_until = started + self.lease_ttl
+            held = self._shards.shards
+            kept = await pg_leases.renew(conn, self.instance, held, self.lease_ttl)
+            lost = self._shards.renewed(kept, started, self.lease_ttl)
             live = [i.instance_id for i in await pg_leases.live_instances(conn, self.lease_ttl)]
             count = len(set(live) | {self.instance})
             share = balanced_share(count, rank_of(self.instance, live))
-            if len(self._held) > share:
+            if len(self._shards) > share:
                 # What this instance learnt of those targets is written before they go.
                 await self._flush(conn)
-                surplus = plan(set(self._held), [], share).release
+                surplus = plan(self._shards.shards, [], share).release
                 released = await pg_leases.release(conn, self.instance, surplus)
                 for shard in released:
-                    self._held.pop(shard, None)
-                    self._held_view = None
-            elif len(self._held) < share:
+                    self._shards.drop(shard)
+            elif len(self._shards) < share:
                 takeable = await pg_leases.takeable_shards(conn)
-                wanted = plan(set(self._held), takeable, share).take
+                wanted = plan(self._shards.shards, takeable, share).take
                 taken = await pg_leases.acquire(
                     conn, self.instance, len(wanted), self.lease_ttl, among=wanted
                 )
-                if taken:
-                    self._held.update(taken)
-                    self._held_view = None
+                self._shards.taken(taken)
             if self._claimed:
                 lapsed = await pg_deliveries.extend_claim(
                     conn, sorted(self._claimed), self.token, self.claim_ttl
@@ -281,7 +207,7 @@ class PostgresStore:
         if lost:
             log.warning("shards lost", instance=self.instance, shards=len(lost))
         return LeaseRound(
-            held=len(self._held),
+            held=len(self._shards),
             taken=len(taken),
             released=len(released),
             lost=len(lost),
@@ -289,95 +215,65 @@ class PostgresStore:
             seconds=self._monotonic() - started,
         )
 
-    def _epoch(self, shard: int) -> int:
-        epoch = self._held.get(shard)
-        if epoch is None or self._monotonic() >= self._held_until:
-            raise LeaseLost(shard=shard, owner=self.instance, epoch=-1 if epoch is None else epoch)
-        return epoch
-
-    def _drop(self, shard: int) -> None:
-        if self._held.pop(shard, None) is not None:
-            self._held_view = None
-
     # -- target state -------------------------------------------------------------------------
 
-    @_mapped("read target states")
+    @mapped("read target states")
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
         async with self._pool.connection() as conn:
-            self._prefetched[source] = await pg_rows.load_states(conn, source, targets)
+            self._states.prefetched(source, await pg_rows.load_states(conn, source, targets))
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
-        self._staged[source, target] = (to_json(state), now)
-        self._prefetched.get(source, {}).pop(target, None)
-        return len(self._staged) >= PG_STAGED_LIMIT
+        return self._states.stage(source, target, state, now)
 
-    @_mapped("flush states")
+    @mapped("flush states")
     async def flush_states(self) -> int:
         """Writes the staged states of the shards still held, in one fenced transaction; the
         others' are dropped (their new owner polls them again)."""
-        if not self._staged:
+        if not self._states.staged:
             return 0
         async with self._pool.connection() as conn:
             return await self._flush(conn)
 
     async def _flush(self, conn: Connection) -> int:
-        # Taken out first: polls go on staging meanwhile (they are flushed next time), and
-        # read what is being written from ``_flushing``. A failed flush puts them back, behind
-        # any newer state staged meanwhile.
-        staged, self._staged = self._staged, {}
-        self._flushing = staged
+        # Taken out first: polls go on staging meanwhile (they are flushed next time) and load
+        # what is being written (``HeldStates``); a failed flush stages them again.
+        staged = self._states.take()
         self._flush_idle.clear()
         try:
-            by_shard: dict[int, list[tuple[str, str, str, float]]] = {}
-            for (source, target), (state, now) in staged.items():
-                by_shard.setdefault(shard_of(source, target), []).append(
-                    (source, target, state, now)
-                )
-            claimed = {shard: self._held[shard] for shard in by_shard if shard in self._held}
+            by_shard: dict[int, list[StagedRow]] = {}
+            for row in staged:
+                by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
+            claimed = self._shards.epochs(by_shard)
             async with conn.transaction():
-                cursor = await conn.execute(
-                    f"""SELECT l.shard FROM shard_leases l
-                    JOIN unnest(%s::bigint[], %s::bigint[]) AS h(shard, epoch)
-                        ON h.shard = l.shard AND h.epoch = l.epoch
-                    WHERE l.owner = %s AND l.expires_at > {pg_leases.NOW}
-                    ORDER BY l.shard FOR SHARE OF l""",
-                    # Array literals made here: psycopg dumps a list item by item in Python.
-                    [_int_array(claimed), _int_array(claimed.values()), self.instance],
-                )
-                fenced = {int(row[0]) for row in await cursor.fetchall()}
+                fenced = await pg_leases.fence_in(conn, self.instance, claimed)
                 rows = [row for shard in fenced for row in by_shard[shard]]
                 if rows:
                     await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
         except BaseException:
-            self._staged = {**staged, **self._staged}
-            raise
-        finally:
-            self._flushing = {}
+            self._states.failed()
             self._flush_idle.set()
+            raise
+        self._states.flushed()
+        self._flush_idle.set()
         dropped = set(by_shard) - fenced
         for shard in dropped:
-            self._drop(shard)
+            self._shards.drop(shard)
         if dropped:
             log.info("staged states of lost shards dropped", shards=len(dropped))
         self.commits += 1
         return len(rows)
 
-    @_mapped("read a target state")
+    @mapped("read a target state")
     async def load_state(self, source: str, target: str) -> TargetState | None:
-        staged = self._staged.get((source, target)) or self._flushing.get((source, target))
-        if staged is not None:
-            held: TargetState = decode_json(staged[0])
+        held = self._states.load(source, target)
+        if held is not MISS:
             return held
-        prefetched = self._prefetched.get(source)
-        if prefetched is not None and target in prefetched:
-            text = prefetched.pop(target)
-        else:
-            async with self._pool.connection() as conn:
-                text = await pg_rows.load_state_text(conn, source, target)
+        async with self._pool.connection() as conn:
+            text = await pg_rows.load_state_text(conn, source, target)
         state: TargetState | None = None if text is None else decode_json(text)
         return state
 
-    @_mapped("commit a step")
+    @mapped("commit a step")
     async def commit_step(
         self,
         source: str,
@@ -387,10 +283,10 @@ class PostgresStore:
         destinations: Callable[[AlertMessage], Sequence[Destination]],
         now: float,
     ) -> list[int]:
-        if (source, target) in self._flushing:
+        if self._states.flushing(source, target):
             await self._flush_idle.wait()  # else the flush could write its older state last
         shard = shard_of(source, target)
-        epoch = self._epoch(shard)
+        epoch = self._shards.epoch(shard, self._monotonic())
         try:
             async with (
                 self._pool.connection() as conn,
@@ -399,16 +295,15 @@ class PostgresStore:
                 await pg_rows.upsert_state_in(conn, source, target, to_json(state), now)
                 new_ids = await pg_deliveries.insert_alerts(conn, alerts, destinations, now)
         except LeaseLost:
-            self._drop(shard)
+            self._shards.drop(shard)
             raise
-        self._staged.pop((source, target), None)
-        self._prefetched.get(source, {}).pop(target, None)
+        self._states.written(source, target)
         self.commits += 1
         return new_ids
 
     # -- the delivery outbox ------------------------------------------------------------------
 
-    @_mapped("claim deliveries")
+    @mapped("claim deliveries")
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:
@@ -425,12 +320,12 @@ class PostgresStore:
         self._claimed.update(row.id for row in rows)
         return rows
 
-    @_mapped("read a digest group")
+    @mapped("read a digest group")
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         async with self._pool.connection() as conn:
             return await pg_deliveries.group_sends(conn, group_key, url_id)
 
-    @_mapped("release deliveries")
+    @mapped("release deliveries")
     async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
         async with self._pool.connection() as conn:
             await pg_deliveries.release(conn, delivery_ids, self.token, not_before)
@@ -439,7 +334,7 @@ class PostgresStore:
     async def requeue_interrupted(self) -> int:
         return 0  # shared outbox: an interrupted send's claim expires and is taken again
 
-    @_mapped("mark deliveries sent")
+    @mapped("mark deliveries sent")
     async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]:
@@ -448,7 +343,7 @@ class PostgresStore:
         self._unclaim(delivery_ids)
         return unchanged
 
-    @_mapped("reschedule deliveries")
+    @mapped("reschedule deliveries")
     async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]:
@@ -459,7 +354,7 @@ class PostgresStore:
         self._unclaim(delivery_ids)
         return unchanged
 
-    @_mapped("give deliveries up")
+    @mapped("give deliveries up")
     async def mark_dead(
         self,
         delivery_ids: int | Sequence[int],
@@ -499,21 +394,21 @@ class PostgresStore:
         else:
             self._claimed.difference_update(delivery_ids)
 
-    @_mapped("read the standing alerts")
+    @mapped("read the standing alerts")
     async def standing_alerts(
         self, url_ids: Sequence[str], resolved_since: float
     ) -> list[DeliveryRow]:
         async with self._pool.connection() as conn:
             return await pg_deliveries.standing_alerts(conn, url_ids, resolved_since)
 
-    @_mapped("count pending deliveries")
+    @mapped("count pending deliveries")
     async def pending_count(self) -> int:
         async with self._pool.connection() as conn:
             return await pg_rows.pending_count(conn)
 
     # -- silences -----------------------------------------------------------------------------
 
-    @_mapped("add a silence")
+    @mapped("add a silence")
     async def add_silence(
         self,
         rule: str,
@@ -529,33 +424,33 @@ class PostgresStore:
                 conn, rule, subject, starts_at, ends_at, comment, created_by, now
             )
 
-    @_mapped("list silences")
+    @mapped("list silences")
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         async with self._pool.connection() as conn:
             return await pg_rows.list_silences(conn, now, include_expired)
 
-    @_mapped("read silences")
+    @mapped("read silences")
     async def active_silences(self, now: float) -> list[Silence]:
         async with self._pool.connection() as conn:
             return await pg_rows.active_silences(conn, now)
 
-    @_mapped("expire a silence")
+    @mapped("expire a silence")
     async def expire_silence(self, silence_id: int, now: float) -> bool:
         async with self._pool.connection() as conn:
             return await pg_rows.expire_silence(conn, silence_id, now)
 
-    @_mapped("read the firing alerts and the outbox")
-    async def summary(self) -> tuple[list[Firing], Outbox]:
+    @mapped("read the firing alerts and the outbox")
+    async def summary(self) -> StateSummary:
         """What ``/metrics`` and ``/healthz`` show of the shared state."""
         async with self._pool.connection() as conn:
             return await pg_summary.firing(conn), await pg_summary.outbox(conn)
 
-    @_mapped("read the status")
-    async def status(self) -> SharedStatus:
+    @mapped("read the status")
+    async def status(self, cadence_key: str) -> StoreStatus:
         """``watcher status`` of the shared state: what fires, the outbox, each source's last
-        round (the last instance's to finish one), the instances and the shards each holds."""
+        round of each instance, the instances and the shards each holds (not the intervals)."""
         async with self._pool.connection() as conn:
-            return SharedStatus(
+            return StoreStatus(
                 await pg_summary.firing(conn),
                 await pg_summary.outbox(conn),
                 await pg_rows.last_rounds(conn),
@@ -565,12 +460,12 @@ class PostgresStore:
 
     # -- history, rounds, retention -----------------------------------------------------------
 
-    @_mapped("read the history")
+    @mapped("read the history")
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
         async with self._pool.connection() as conn:
             return await pg_rows.history(conn, limit, rule)
 
-    @_mapped("record the round")
+    @mapped("record the round")
     async def record_round(self, round_: SourceRound) -> None:
         async with self._pool.connection() as conn:
             await pg_rows.record_round(conn, round_, self.instance)

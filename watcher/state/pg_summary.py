@@ -1,18 +1,15 @@
 """What the shared PostgreSQL state says right now, for ``/metrics``, ``/healthz`` and
 ``watcher status``: the firing alerts, the outbox, and the instances with the shards each holds.
-The same values as the SQLite engine's read-only queries (``watcher.state.snapshot``); plain
-reads on a given connection, no clock (lease expiry is the database's)."""
+The same values as the SQLite engine's queries (``watcher.state.snapshot``, where the values
+are); plain reads on a given connection, no clock (lease expiry is the database's)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.state.pg_leases import NOW
-from watcher.state.snapshot import Firing, Outbox
-from watcher.state.source_rounds import SourceRound
+from watcher.state.snapshot import Firing, InstanceShards, Outbox
 
 Connection = AsyncConnection[TupleRow]
 
@@ -26,29 +23,6 @@ _OUTBOX = """SELECT
     MIN(created_at) FILTER (WHERE status IN ('pending', 'sending')),
     COUNT(*) FILTER (WHERE status = 'dead')
 FROM deliveries WHERE status IN ('pending', 'sending', 'dead')"""
-
-
-@dataclass(frozen=True)
-class InstanceShards:
-    """One live instance of ``watcher status``: its heartbeat and the shards it holds."""
-
-    instance_id: str
-    host: str
-    pid: int
-    started_at: float
-    renewed_at: float
-    shards: int
-
-
-@dataclass(frozen=True)
-class SharedStatus:
-    """``watcher status`` of a shared database."""
-
-    firing: list[Firing]
-    outbox: Outbox
-    rounds: list[SourceRound]
-    instances: list[InstanceShards]
-    unheld_shards: int
 
 
 async def firing(conn: Connection) -> list[Firing]:

@@ -1,13 +1,18 @@
-"""What the state database says right now, for ``/metrics``, ``/healthz`` and ``watcher status``:
-the firing alerts, the outbox (pending, oldest pending, dead) and each source's last poll. Plain
-read-only queries on a given connection; no clock (callers pass ``now``)."""
+"""What the state says right now, for ``/metrics``, ``/healthz`` and ``watcher status``: the
+firing alerts, the outbox (pending, oldest pending, dead), each source's last round and the
+intervals of the adaptive targets. The values both engines answer (``Store.summary``,
+``Store.status``) and the SQLite engine's reads of them (``Snapshots``, a repository of
+``SqliteStore``: plain queries, no clock); the PostgreSQL engine's are in
+``watcher.state.pg_summary``."""
 
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
+
+from sqlite_utils import Database
+
+from watcher.state.source_rounds import SourceRound, last_rounds
 
 # The latest state transition of each (rule, subject) that is not a resolution, kept as such
 # by the store (``firing_alerts``): read without looking at the rest of the history.
@@ -16,19 +21,11 @@ SELECT a.rule, a.subject, a.severity, a.title, a.created_at
 FROM firing_alerts f JOIN alerts a ON a.id = f.alert_id
 ORDER BY a.created_at DESC
 """
-# The same from the history, for a database the daemon has not upgraded yet.
-_FIRING_FROM_HISTORY = """
-SELECT a.rule, a.subject, a.severity, a.title, a.created_at
-FROM alerts a JOIN (
-    SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
-    GROUP BY rule, subject
-) latest ON latest.id = a.id
-WHERE a.reason != 'resolved'
-ORDER BY a.created_at DESC
-"""
-
 _PENDING = "SELECT COUNT(*), MIN(created_at) FROM deliveries WHERE status IN ('pending', 'sending')"
 _DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
+# One scan of the states, parsing only those that hold a cadence (the key as a parameter:
+# ``$.<key>.interval`` and ``"<key>"``).
+_INTERVALS = "SELECT json_extract(state, ?) FROM targets WHERE instr(state, ?) > 0"
 
 
 @dataclass(frozen=True)
@@ -47,17 +44,60 @@ class Outbox:
     dead: int
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection that never creates nor migrates the database."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+# ``Store.summary``: what ``/metrics`` and ``/healthz`` show.
+StateSummary = tuple[list[Firing], Outbox]
+
+
+@dataclass(frozen=True)
+class InstanceShards:
+    """One live instance of ``watcher status``: its heartbeat and the shards it holds."""
+
+    instance_id: str
+    host: str
+    pid: int
+    started_at: float
+    renewed_at: float
+    shards: int
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """``Store.status``: what ``watcher status`` shows, read in one go."""
+
+    firing: list[Firing]
+    outbox: Outbox
+    rounds: list[SourceRound]  # each source's last round of each instance
+    # Several instances sharing the store (PostgreSQL): each live one with its shards, and how
+    # many shards nobody holds. None: one process owns the store (SQLite).
+    instances: list[InstanceShards] | None = None
+    unheld_shards: int = 0
+    # The current interval of each adaptive target, as stored in its state (None: not read).
+    intervals: list[float] | None = None
+
+
+class Snapshots:
+    """The SQLite engine's ``summary`` and ``status`` (a repository of ``SqliteStore``)."""
+
+    _db: Database
+
+    def summary(self) -> StateSummary:
+        return firing(self._db.conn), outbox(self._db.conn)
+
+    def status(self, cadence_key: str) -> StoreStatus:
+        conn = self._db.conn
+        return StoreStatus(
+            firing(conn), outbox(conn), last_rounds(conn), intervals=intervals(conn, cadence_key)
+        )
+
+
+def intervals(conn: sqlite3.Connection, cadence_key: str) -> list[float]:
+    """The positive intervals stored under ``cadence_key`` in the targets' states."""
+    found = conn.execute(_INTERVALS, [f"$.{cadence_key}.interval", f'"{cadence_key}"'])
+    return [float(value) for (value,) in found if isinstance(value, int | float) and value > 0]
 
 
 def firing(conn: sqlite3.Connection) -> list[Firing]:
-    try:
-        rows = conn.execute(_FIRING).fetchall()
-    except sqlite3.OperationalError:  # no such table: written by an older watcher
-        rows = conn.execute(_FIRING_FROM_HISTORY).fetchall()
-    return [Firing(*row) for row in rows]
+    return [Firing(*row) for row in conn.execute(_FIRING).fetchall()]
 
 
 def outbox(conn: sqlite3.Connection) -> Outbox:
@@ -65,8 +105,3 @@ def outbox(conn: sqlite3.Connection) -> Outbox:
     pending, oldest = conn.execute(_PENDING).fetchone()
     dead = conn.execute(_DEAD).fetchone()[0]
     return Outbox(int(pending or 0), oldest, int(dead or 0))
-
-
-def read(path: Path) -> tuple[list[Firing], Outbox]:
-    with closing(connect_readonly(path)) as conn:
-        return firing(conn), outbox(conn)

@@ -1,5 +1,5 @@
 """Each source's last round (``watcher status``): one row per source and instance, written at
-the end of each sweep in its own short transaction, read by the read-only commands. Instances
+the end of each sweep in its own short transaction, read by ``Store.status``. Instances
 sharing a PostgreSQL database each sweep their own shards: each has its own last round of a
 source. The SQLite engine is one instance, named ``""``."""
 
@@ -49,11 +49,6 @@ def record_round(db: Database, round_: SourceRound) -> None:
 
 
 def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:
-    """Each source's last round (none before the daemon has upgraded the database)."""
-    try:
-        rows = conn.execute(
-            f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source, instance"
-        ).fetchall()
-    except sqlite3.OperationalError:  # no such table: written by an older watcher
-        return []
-    return [SourceRound(*row) for row in rows]
+    """Each source's last round of each instance."""
+    rows = conn.execute(f"SELECT {ROUND_COLUMNS} FROM sources ORDER BY source, instance")
+    return [SourceRound(*row) for row in rows.fetchall()]

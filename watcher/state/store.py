@@ -13,8 +13,8 @@ asynchronous ``Store`` protocol (``watcher.state.interface``: what the daemon is
 each of its coroutines one inline call of a ``SqliteStore``. Each concern is a repository of its
 own module: target state (``watcher.state.targets``), the delivery outbox
 (``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
-(``watcher.state.history``), its retention (``watcher.state.retention``) and the sources' last
-rounds (``watcher.state.source_rounds``).
+(``watcher.state.history``), its retention (``watcher.state.retention``), the sources' last
+rounds (``watcher.state.source_rounds``) and what is true now (``watcher.state.snapshot``).
 The values they read and write are pure code's (``watcher.delivery.outbox``,
 ``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end, as
 ``async with AsyncSqliteStore.open(path) as store:`` does.
@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.core.errors import StateError, state_error
+from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage, Silence, TargetState
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.database import (
@@ -49,15 +49,17 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
-from watcher.state.interface import LeaseRound
-from watcher.state.interface import Store as StoreProtocol
+from watcher.state.interface import LeaseRound, Store
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
+from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.targets import TargetStates
+from watcher.state.sqlite_errors import state_error
+from watcher.state.staging import HeldStates
+from watcher.state.targets import STAGED_LIMIT, TargetStates
 
 
-class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
+class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
@@ -81,8 +83,7 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention):
                     self._db.close()
                     raise
         self.commits = 0
-        self._staged = {}
-        self._prefetched = {}
+        self._states = HeldStates(STAGED_LIMIT)
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -141,7 +142,7 @@ def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 # the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
 # (The async engine's own members, start and the leases, have no synchronous counterpart.)
 _ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases", "watch_outbox"})
-for _name, _member in vars(StoreProtocol).items():
+for _name, _member in vars(Store).items():
     if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
         setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
 
@@ -289,6 +290,14 @@ class AsyncSqliteStore:
     async def expire_silence(self, silence_id: int, now: float) -> bool:
         return self.sqlite.expire_silence(silence_id, now)
 
+    # -- what is true now ---------------------------------------------------------------------
+
+    async def summary(self) -> StateSummary:
+        return self.sqlite.summary()
+
+    async def status(self, cadence_key: str) -> StoreStatus:
+        return self.sqlite.status(cadence_key)
+
     # -- history, rounds, retention -----------------------------------------------------------
 
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
@@ -302,7 +311,3 @@ class AsyncSqliteStore:
     ) -> AsyncIterator[Pruned]:
         for done in self.sqlite.prune_batches(watched, now, retention, limit):
             yield done
-
-
-# The synchronous SQLite store under its first name, for the tests and benchmarks that build one.
-Store = SqliteStore

@@ -9,6 +9,7 @@ from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
+from watcher.state.staging import MISS, HeldStates
 
 # Quiet state changes held before they are written together (see ``stage_state``).
 STAGED_LIMIT = 1000
@@ -27,8 +28,7 @@ class TargetStates(AlertRows):
 
     # Steps committed: a caller sees whether its work wrote anything (a health signal).
     commits: int
-    _staged: dict[tuple[str, str], tuple[str, float]]
-    _prefetched: dict[str, dict[str, str | None]]  # source -> target -> state JSON, a chunk's
+    _states: HeldStates  # the staged and prefetched states (``watcher.state.staging``)
 
     def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
         """Reads the states of ``targets`` in one query, for their ``load_state`` to take: a
@@ -41,37 +41,31 @@ class TargetStates(AlertRows):
         )
         found: dict[str, str | None] = dict.fromkeys(targets)  # None: no state yet
         found.update(rows.fetchall())
-        self._prefetched[source] = found
+        self._states.prefetched(source, found)
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
         """Holds a quiet step's state for ``flush_states``; whether it is time to flush."""
-        self._staged[source, target] = (to_json(state), now)
-        self._prefetched.get(source, {}).pop(target, None)
-        return len(self._staged) >= STAGED_LIMIT
+        return self._states.stage(source, target, state, now)
 
     def flush_states(self) -> int:
         """Writes the staged states in one transaction; how many."""
-        if not self._staged:
+        if not self._states.staged:
             return 0
-        rows = [
-            (source, target, state, now) for (source, target), (state, now) in self._staged.items()
-        ]
-        with transaction(self._db):
-            self._db.conn.executemany(_UPSERT, rows)
-        self._staged.clear()  # only once written: a failed flush is tried again
+        rows = self._states.take()
+        try:
+            with transaction(self._db):
+                self._db.conn.executemany(_UPSERT, rows)
+        except BaseException:
+            self._states.failed()  # staged again: tried at the next flush
+            raise
+        self._states.flushed()
         self.commits += 1
         return len(rows)
 
     def load_state(self, source: str, target: str) -> TargetState | None:
-        staged = self._staged.get((source, target))
-        if staged is not None:
-            held: TargetState = decode_json(staged[0])
+        held = self._states.load(source, target)
+        if held is not MISS:
             return held
-        prefetched = self._prefetched.get(source)
-        if prefetched is not None and target in prefetched:
-            text = prefetched.pop(target)
-            read: TargetState | None = None if text is None else decode_json(text)
-            return read
         row = self._db.conn.execute(
             "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
         ).fetchone()
@@ -98,8 +92,7 @@ class TargetStates(AlertRows):
         with transaction(self._db):
             self._db.execute(_UPSERT, [source, target, to_json(state), now])
             new_ids = self._insert_alerts(alerts, destinations, now)
-        self._staged.pop((source, target), None)  # this write is newer
-        self._prefetched.get(source, {}).pop(target, None)
+        self._states.written(source, target)  # this write is newer
         self.commits += 1
         return new_ids
 
