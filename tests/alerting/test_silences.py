@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from freezegun import freeze_time
 from typer.testing import CliRunner, Result
 
 from watcher.alerting.silences import mark_silenced, silenced_by
@@ -200,6 +201,35 @@ def test_silence_add_list_expire(config: Path) -> None:
         [str(second), "active"],
         [str(first), "expired"],
     ]
+
+
+def test_a_silence_for_1h_is_listed_until_its_end_and_gone_a_second_after(config: Path) -> None:
+    """The commands read the wall clock: frozen, a silence added at 12:00 ``--for 1h`` ends at
+    13:00:00 exactly, as ``add`` says, ``list`` shows it to the last second and not after."""
+    with freeze_time("2026-11-21 12:00:00", real_asyncio=True) as clock:
+        added = cli(
+            config, "silence", "add", "--rule", "treasury", "--for", "1h", "--comment", "upgrade"
+        )
+        new = silence_id(added)
+        assert "silenced until 2026-11-21T13:00:00Z" in added.stdout
+
+        clock.move_to("2026-11-21 12:59:00")
+        [line] = cli(config, "silence", "list").stdout.splitlines()
+        assert line.split()[:3] == [str(new), "active", "treasury"]
+        assert "2026-11-21T12:00:00Z -> 2026-11-21T13:00:00Z" in line
+        clock.tick(59)  # 12:59:59
+        assert cli(config, "silence", "list").stdout.split()[:2] == [str(new), "active"]
+
+        clock.move_to("2026-11-21 13:00:01")
+        assert cli(config, "silence", "list").stdout == "no active silences\n"
+        [ended] = cli(config, "silence", "list", "--all").stdout.splitlines()
+        assert ended.split()[:2] == [str(new), "expired"]
+        assert "-> 2026-11-21T13:00:00Z" in ended
+        late = cli(config, "silence", "expire", str(new))
+        assert (late.exit_code, late.stdout) == (
+            0,
+            f"silence {new} had already ended at 2026-11-21T13:00:00Z\n",
+        )
 
 
 def test_silence_add_refuses_without_a_comment(config: Path) -> None:
