@@ -1,13 +1,26 @@
 """``watcher status`` of a shared database: each instance's last round of a source, and only the
-running instances' rounds count for ``--health``."""
+running instances' rounds count for ``--health``; and the command's ages at frozen wall-clock
+times."""
 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
-from watcher.service.status import Status
+from freezegun import freeze_time
+from typer.testing import CliRunner
+
+from watcher.cli import app
+from watcher.core.clock import iso
+from watcher.core.events import AlertMessage
+from watcher.core.outbox_rows import Destination
+from watcher.service.status import STUCK_SECONDS, Status
 from watcher.state.snapshot import InstanceShards, Outbox
 from watcher.state.source_rounds import SourceRound
+from watcher.state.store import SqliteStore
+
+from support.daemon import write_config
 
 NOW = 1_800_000_000.0
 QUIET = Outbox(0, None, 0)
@@ -52,3 +65,53 @@ def test_one_instance_on_sqlite_reads_as_before() -> None:
     assert status.problems(NOW) == [
         "votes: every poll of its last round failed (2027-01-15T07:59:55Z)"
     ]
+
+
+# -- the command at frozen wall-clock times ------------------------------------------------------
+
+
+def test_status_health_tells_a_pending_delivery_stuck_from_the_second_past_its_limit(
+    tmp_path: Path,
+) -> None:
+    """``watcher status`` reads the wall clock: frozen, a delivery queued at 12:00 and never sent
+    is healthy at 12:05:00 (``STUCK_SECONDS``, 300 s) and ``outbox not draining`` at 12:05:01."""
+    config = write_config(
+        tmp_path,
+        rpc_url="http://127.0.0.1:9/",
+        channels={"ops": ["json://127.0.0.1:9/"]},
+        rules=[],
+    )
+    alert = AlertMessage(
+        rule="treasury",
+        severity="warning",
+        subject="s",
+        reason="event",
+        dedup_key="k",
+        title="moved",
+        body="",
+        channels=("ops",),
+        facts={},
+    )
+    with freeze_time("2026-11-21 12:00:00", real_asyncio=True) as clock:
+        queued = time.time()
+        with SqliteStore(tmp_path / "state" / "watcher.db") as store:
+            ops = [Destination("ops", "json://127.0.0.1:9/")]
+            store.commit_step("s", "t", {}, [alert], lambda _: ops, queued)
+
+        def status(*args: str) -> tuple[int, str, str]:
+            done = CliRunner().invoke(app, ["status", "--config", str(config), *args])
+            return done.exit_code, done.stdout, done.stderr
+
+        clock.move_to("2026-11-21 12:05:00")
+        assert STUCK_SECONDS == 300
+        code, shown, _ = status("--health")
+        assert code == 0
+        assert f"deliveries: 1 pending (oldest since {iso(queued)}), 0 dead" in shown
+        assert "2026-11-21T12:00:00Z" in shown
+
+        clock.tick(1)  # 12:05:01
+        assert status("--health")[::2] == (
+            1,
+            "watcher: unhealthy: outbox not draining: oldest pending delivery 301s old\n",
+        )
+        assert status()[0] == 0  # without --health: shown, not judged
