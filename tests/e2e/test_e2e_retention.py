@@ -4,8 +4,8 @@ still fires stays, and /metrics counts it."""
 from __future__ import annotations
 
 import json
-import time
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,11 @@ def pruned_lines(output: str) -> list[dict[str, Any]]:
     return [line for line in lines if line.get("event") == "history pruned"]
 
 
-def seed(path: Path, at: float) -> None:
-    """An old event (sent long ago: past retention) and an old alert still firing."""
+def seed(path: Path, seeded: list[tuple[str, Reason, float]]) -> None:
+    """Alerts (title, reason, when: queued and sent then) in the state database."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with SqliteStore(path) as store:
-        seeded: tuple[tuple[str, Reason], ...] = (("old event", "event"), ("old firing", "firing"))
-        for title, reason in seeded:
+        for title, reason, at in seeded:
             alert = AlertMessage(
                 rule="r",
                 severity="warning",
@@ -56,18 +55,37 @@ def seed(path: Path, at: float) -> None:
 def test_the_daemon_deletes_history_past_retention_at_start_and_keeps_what_fires(
     tmp_path: Path,
 ) -> None:
+    """`watcher run` started at 12:00 (its wall clock set there) with ``retention: 90d``: an
+    event sent 90 days and a minute ago is deleted, one sent 90 days less 59 minutes ago is kept
+    (a horizon off by an hour either way tells), and an alert firing for 91 days stays."""
     port = free_port()
     state = tmp_path / "state" / "watcher.db"
-    seed(state, time.time() - 31 * DAY)
+    start = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC).timestamp()
+    seed(
+        state,
+        [
+            ("91 days old: gone", "event", start - 91 * DAY),
+            ("90 days 1 minute old: gone", "event", start - 90 * DAY - 60),
+            ("89 days 23 hours 1 minute old: kept", "event", start - 90 * DAY + 59 * 60),
+            ("89 days old: kept", "event", start - 89 * DAY),
+            ("firing for 91 days: kept", "firing", start - 91 * DAY),
+        ],
+    )
     with contextmanager(make_world)(
-        tmp_path, small_cluster(), retention="30d", http={"listen": f"127.0.0.1:{port}"}
+        tmp_path, small_cluster(), retention="90d", http={"listen": f"127.0.0.1:{port}"}
     ) as world:
+        world.daemon.started_at = "2026-11-21 12:00:00"
         world.daemon.start()
         wait_until(lambda: pruned_lines(world.daemon.output()), 20, "a history pruned line")
         [line] = pruned_lines(world.daemon.output())
-        assert (line["alerts"], line["deliveries"], line["retention"]) == (1, 1, "30d"), line
+        assert (line["alerts"], line["deliveries"], line["retention"]) == (2, 2, "90d"), line
+        assert line["timestamp"].startswith("2026-11-21T12:00:"), line
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert "watcher_firing_alerts 1.0" in metrics
         assert world.daemon.stop() == 0
     with SqliteStore(state) as store:
-        assert [record.alert.title for record in store.history()] == ["old firing"]
+        assert sorted(record.alert.title for record in store.history()) == [
+            "89 days 23 hours 1 minute old: kept",
+            "89 days old: kept",
+            "firing for 91 days: kept",
+        ]

@@ -40,11 +40,26 @@ def write_config(
     return path
 
 
+# `watcher run` started with its wall clock set to sys.argv[1] (freezegun, ticking from there);
+# the event loop keeps the real monotonic clock (real_asyncio), so its timers run as usual.
+_FROM_WALL_CLOCK = """
+import sys
+from freezegun import freeze_time
+freeze_time(sys.argv.pop(1), tick=True, real_asyncio=True).start()
+from watcher.cli import main
+main()
+"""
+
+
 class DaemonProcess:
-    """`python -m watcher run --config PATH`, with its output kept in a file for assertions."""
+    """`python -m watcher run --config PATH`, with its output kept in a file for assertions.
+    ``started_at`` (e.g. ``"2026-11-21 12:00:00"``, UTC), set before ``start``: the daemon's
+    wall clock starts there, so that what it decides against "now" (the retention horizon) is
+    exact."""
 
     def __init__(self, config: Path, env: Mapping[str, str] | None = None) -> None:
         self.config = config
+        self.started_at: str | None = None
         self.env = {**os.environ, **(env or {})}
         self.log_path = config.parent / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -56,7 +71,7 @@ class DaemonProcess:
         log.write(f"--- run {self.runs} ---\n".encode())
         log.flush()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watcher", "run", "--config", str(self.config)],
+            [*self._watcher(), "run", "--config", str(self.config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
@@ -64,6 +79,11 @@ class DaemonProcess:
         )
         log.close()
         return self
+
+    def _watcher(self) -> list[str]:
+        if self.started_at is None:
+            return [sys.executable, "-m", "watcher"]
+        return [sys.executable, "-c", _FROM_WALL_CLOCK, self.started_at]
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then wait; returns the exit code (a clean stop exits 0 within 10 s)."""
