@@ -152,55 +152,69 @@ def silence_id(result: Result) -> int:
 
 
 def test_silence_add_list_expire(config: Path) -> None:
-    added = cli(
-        config, "silence", "add", "--rule", "treasury", "--for", "2h", "--comment", "moving funds"
-    )
-    first = silence_id(added)
-    assert "treasury (every subject) silenced until 20" in added.stdout
-    validator = rules()[2]["validators"][0]
-    second = silence_id(
-        cli(
+    with freeze_time("2026-11-21 12:00:00", real_asyncio=True) as clock:
+        added = cli(
             config,
             "silence",
             "add",
             "--rule",
-            "my-validator",
-            "--subject",
-            validator,
+            "treasury",
             "--for",
-            "30m",
+            "2h",
             "--comment",
-            "reboot",
+            "moving funds",
         )
-    )
+        first = silence_id(added)
+        assert "treasury (every subject) silenced until 2026-11-21T14:00:00Z" in added.stdout
+        validator = rules()[2]["validators"][0]
+        clock.tick(60)  # 12:01
+        second = silence_id(
+            cli(
+                config,
+                "silence",
+                "add",
+                "--rule",
+                "my-validator",
+                "--subject",
+                validator,
+                "--for",
+                "30m",
+                "--comment",
+                "reboot",
+            )
+        )
 
-    listed = cli(config, "silence", "list")
-    assert listed.exit_code == 0
-    lines = listed.stdout.splitlines()
-    assert [line.split()[:4] for line in lines] == [
-        [str(second), "active", "my-validator", validator],
-        [str(first), "active", "treasury", "*"],
-    ]
-    assert lines[1].endswith("by alice: moving funds")
+        listed = cli(config, "silence", "list")
+        assert listed.exit_code == 0
+        lines = listed.stdout.splitlines()
+        assert [line.split()[:6] for line in lines] == [
+            [str(second), "active", "my-validator", validator, "2026-11-21T12:01:00Z", "->"],
+            [str(first), "active", "treasury", "*", "2026-11-21T12:00:00Z", "->"],
+        ]
+        assert lines[0].split()[6] == "2026-11-21T12:31:00Z"
+        assert lines[1].split()[6] == "2026-11-21T14:00:00Z"
+        assert lines[1].endswith("by alice: moving funds")
 
-    listed_json = cli(config, "silence", "list", "--json").stdout
-    as_json = [json.loads(line) for line in listed_json.splitlines()]
-    assert [(s["id"], s["rule"], s["created_by"], s["state"]) for s in as_json] == [
-        (second, "my-validator", "alice", "active"),
-        (first, "treasury", "alice", "active"),
-    ]
-    assert as_json[1]["ends_at"] - as_json[1]["starts_at"] == pytest.approx(7200)
+        listed_json = cli(config, "silence", "list", "--json").stdout
+        as_json = [json.loads(line) for line in listed_json.splitlines()]
+        assert [(s["id"], s["rule"], s["created_by"], s["state"]) for s in as_json] == [
+            (second, "my-validator", "alice", "active"),
+            (first, "treasury", "alice", "active"),
+        ]
+        assert as_json[1]["ends_at"] - as_json[1]["starts_at"] == 7200
 
-    expired = cli(config, "silence", "expire", str(first))
-    assert (expired.exit_code, expired.stdout) == (0, f"silence {first} expired\n")
-    assert [line.split()[0] for line in cli(config, "silence", "list").stdout.splitlines()] == [
-        str(second)
-    ]
-    everything = cli(config, "silence", "list", "--all").stdout.splitlines()
-    assert [line.split()[:2] for line in everything] == [
-        [str(second), "active"],
-        [str(first), "expired"],
-    ]
+        clock.move_to("2026-11-21 12:10:00")
+        expired = cli(config, "silence", "expire", str(first))
+        assert (expired.exit_code, expired.stdout) == (0, f"silence {first} expired\n")
+        assert [line.split()[0] for line in cli(config, "silence", "list").stdout.splitlines()] == [
+            str(second)
+        ]
+        everything = cli(config, "silence", "list", "--all").stdout.splitlines()
+        assert [line.split()[:2] for line in everything] == [
+            [str(second), "active"],
+            [str(first), "expired"],
+        ]
+        assert "2026-11-21T12:00:00Z -> 2026-11-21T12:10:00Z" in everything[1]  # ended when expired
 
 
 def test_a_silence_for_1h_is_listed_until_its_end_and_gone_a_second_after(config: Path) -> None:
