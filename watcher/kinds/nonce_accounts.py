@@ -43,7 +43,7 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
-from watcher.core.clock import human_duration, iso
+from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
@@ -65,6 +65,7 @@ from watcher.kinds.layouts import (
     decode_nonce,
 )
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.unverified import unverified_episodes
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 STATE_VERSION: Final = 1
@@ -243,8 +244,19 @@ class NonceAccountsSource(Slotless):
                 for change in found:
                     if change["change"] in rule.changes:
                         alerts.append(_change_alert(rule, change, seq))
-            open_now, said = _unverified(
-                rule, unverified_before.get(rule.name, {}), observation, now, seq
+            # An account listed under a refused authority is not known either way: its
+            # episode stays as it was.
+            open_now, said = unverified_episodes(
+                rule,
+                unverified_before.get(rule.name, {}),
+                {
+                    s: (why, {"under": under})
+                    for s, (why, under) in observation.unverifiable.items()
+                },
+                now=now,
+                seq=seq,
+                facts_of=_unverified_facts,
+                undecided=lambda episode: episode.get("under") in observation.refused,
             )
             if open_now:
                 unverified[rule.name] = open_now
@@ -358,51 +370,13 @@ def _inventory(
     return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
 
 
-def _unverified(
-    rule: NonceAccountsRule,
-    before: Mapping[str, Any],
-    observation: NonceObservation,
-    now: float,
-    seq: int,
-) -> tuple[dict[str, Any], list[AlertMessage]]:
-    """The rule's "cannot be verified" episodes: one per account or authority, firing while it
-    cannot be verified, resolved once it can (an account listed under a refused authority is
-    not known either way: its episode stays as it was)."""
-    open_now: dict[str, Any] = {}
-    alerts: list[AlertMessage] = []
-    for subject, (why, under) in sorted(observation.unverifiable.items()):
-        episode = before.get(subject)
-        if episode is None:
-            episode = {"since": now, "why": why, "n": seq, "under": under}
-            facts = _unverified_facts(subject, episode, under, why)
-            key = f"{rule.name}|{subject}|unverified-{seq}|firing"
-            alerts.append(
-                make_alert(rule, subject=subject, reason="firing", dedup_key=key, facts=facts)
-            )
-        open_now[subject] = {**episode, "why": why}
-    for subject, episode in sorted(before.items()):
-        if subject in open_now:
-            continue
-        if episode.get("under") in observation.refused:
-            open_now[subject] = episode
-            continue
-        facts = _unverified_facts(subject, episode, episode.get("under", ""), episode["why"])
-        facts["duration"] = human_duration(now - float(episode["since"]))
-        key = f"{rule.name}|{subject}|unverified-{episode['n']}|resolved"
-        alerts.append(
-            make_alert(rule, subject=subject, reason="resolved", dedup_key=key, facts=facts)
-        )
-    return open_now, alerts
-
-
-def _unverified_facts(
-    subject: str, episode: Mapping[str, Any], under: str, why: str
-) -> dict[str, Any]:
+def _unverified_facts(subject: str, episode: Mapping[str, Any]) -> dict[str, Any]:
+    under = episode.get("under", "")
     return {
         "what": "unverified",
         "account": subject if under else None,
         "authority": under or subject,
-        "why": why,
+        "why": episode["why"],
         "since": iso(float(episode["since"])),
         "count": 1,
     }

@@ -32,13 +32,14 @@ from watcher.alerting.messages import (
     rule_line,
 )
 from watcher.config.rule_models import EventRule, PositiveDuration
-from watcher.core.clock import human_duration, iso
+from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
 from watcher.kinds.base import LedgerReader, Slotless, SourceFacts, baselines, baselines_state
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
+from watcher.kinds.unverified import unverified_episodes
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
 
@@ -160,8 +161,13 @@ class PowersSource(Slotless):
                     alerts.append(_inventory(rule, target, powers, observation, seq))
             else:
                 alerts += [_change_alert(rule, change, seq) for change in found]
-            open_now, said = _unverified(
-                rule, unverified_before.get(rule.name, {}), observation, now, seq
+            open_now, said = unverified_episodes(
+                rule,
+                unverified_before.get(rule.name, {}),
+                {account: (why, {}) for account, why in observation.unverifiable.items()},
+                now=now,
+                seq=seq,
+                facts_of=_unverified_facts,
             )
             if open_now:
                 unverified[rule.name] = open_now
@@ -246,42 +252,11 @@ def _inventory(
     return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
 
 
-def _unverified(
-    rule: PowersRule,
-    before: Mapping[str, Any],
-    observation: PowersObservation,
-    now: float,
-    seq: int,
-) -> tuple[dict[str, Any], list[AlertMessage]]:
-    open_now: dict[str, Any] = {}
-    alerts: list[AlertMessage] = []
-    for account, why in sorted(observation.unverifiable.items()):
-        episode = before.get(account)
-        if episode is None:
-            episode = {"since": now, "why": why, "n": seq}
-            facts = _unverified_facts(account, episode, why)
-            key = f"{rule.name}|{account}|unverified-{seq}|firing"
-            alerts.append(
-                make_alert(rule, subject=account, reason="firing", dedup_key=key, facts=facts)
-            )
-        open_now[account] = {**episode, "why": why}
-    for account, episode in sorted(before.items()):
-        if account in open_now:
-            continue
-        facts = _unverified_facts(account, episode, episode["why"])
-        facts["duration"] = human_duration(now - float(episode["since"]))
-        key = f"{rule.name}|{account}|unverified-{episode['n']}|resolved"
-        alerts.append(
-            make_alert(rule, subject=account, reason="resolved", dedup_key=key, facts=facts)
-        )
-    return open_now, alerts
-
-
-def _unverified_facts(account: str, episode: Mapping[str, Any], why: str) -> dict[str, Any]:
+def _unverified_facts(account: str, episode: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "what": "unverified",
         "account": account,
-        "why": why,
+        "why": episode["why"],
         "since": iso(float(episode["since"])),
         "count": 1,
     }

@@ -1,0 +1,58 @@
+"""The "cannot be verified" episodes of the kinds that decode accounts themselves (nonce
+accounts, authorities, multisigs): one state alert per subject (an account that does not
+decode as what the rule says it is, or a key whose call the provider refused), firing while it
+cannot be verified and resolved once it can. Never a quiet baseline. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from watcher.alerting.messages import make_alert
+from watcher.config.rule_models import EventRule
+from watcher.core.clock import human_duration
+from watcher.core.events import AlertMessage
+
+# What a new episode keeps besides when and why (the nonce kinds: the authority it was under).
+Failing = Mapping[str, tuple[str, Mapping[str, Any]]]  # subject -> (why, kept)
+FactsOf = Callable[[str, Mapping[str, Any]], dict[str, Any]]  # (subject, episode) -> facts
+
+
+def unverified_episodes(
+    rule: EventRule,
+    before: Mapping[str, Any],
+    failing: Failing,
+    *,
+    now: float,
+    seq: int,
+    facts_of: FactsOf,
+    undecided: Callable[[Mapping[str, Any]], bool] = lambda _episode: False,
+) -> tuple[dict[str, Any], list[AlertMessage]]:
+    """The rule's episodes after a poll, and what to say: one firing for each subject that
+    fails now and did not before, one resolved for each that failed before and does not now,
+    unless its episode is ``undecided`` (not known either way: it stays as it was)."""
+    open_now: dict[str, Any] = {}
+    alerts: list[AlertMessage] = []
+    for subject, (why, kept) in sorted(failing.items()):
+        episode = before.get(subject)
+        if episode is None:
+            episode = {"since": now, "why": why, "n": seq, **kept}
+            key = f"{rule.name}|{subject}|unverified-{seq}|firing"
+            facts = facts_of(subject, episode)
+            alerts.append(
+                make_alert(rule, subject=subject, reason="firing", dedup_key=key, facts=facts)
+            )
+        open_now[subject] = {**episode, "why": why}
+    for subject, episode in sorted(before.items()):
+        if subject in open_now:
+            continue
+        if undecided(episode):
+            open_now[subject] = episode
+            continue
+        facts = facts_of(subject, episode)
+        facts["duration"] = human_duration(now - float(episode["since"]))
+        key = f"{rule.name}|{subject}|unverified-{episode['n']}|resolved"
+        alerts.append(
+            make_alert(rule, subject=subject, reason="resolved", dedup_key=key, facts=facts)
+        )
+    return open_now, alerts
