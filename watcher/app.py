@@ -65,36 +65,43 @@ class Daemon:
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
+        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
+        self.cadences = CadenceBook()
         # The RPC client the settings describe, built here unless the caller brings its own
         # reader (``ledger``, which it owns and closes: a rule test's); the parts read through
         # ``rpc``, the narrow ``LedgerReader``.
         self.client: RpcClient | None = None
+        # What /metrics shows is read when scraped; what the configuration says, from the
+        # snapshot in force (``config``, built below once the client names its endpoints).
         self.metrics = Metrics(
             clock,
             lambda: None if self.client is None else self.client.stats,
             read_state=self.store.summary,
+            cadences=lambda: (
+                projected_per_second(self.config.current.jobs, self.cadences),
+                self.cadences.intervals(),
+            ),
+            kind_of=lambda rule: self.config.current.kind_of(rule),
         )
         if ledger is None:
-            self.client = ledger = rpc_client(settings)
-            self.client.on_request = self.metrics.rpc_request
+            self.client = ledger = rpc_client(settings, on_request=self.metrics.rpc_request)
         self.rpc: LedgerReader = ledger
-        self.sender = delivery_sender(
-            settings, self.store, clock, self.state_health, self.metrics, self.outbox_has_work.set
-        )
-        self.health = RoundHealth()
-        self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
-        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
-        self.cadences = CadenceBook()
         # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
         # The built-in alerts name the RPC client's endpoints.
         self.endpoint = None if self.client is None else self.client.public_url
         self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
-        self.metrics.cadences = lambda: (
-            projected_per_second(self.config.current.jobs, self.cadences),
-            self.cadences.intervals(),
+        self.sender = delivery_sender(
+            settings,
+            self.store,
+            clock,
+            self.state_health,
+            self.metrics,
+            self.outbox_has_work.set,
+            # Its digests name keys as the alerts do: the presentation in force.
+            presentation=lambda: self.config.current.presentation,
         )
-        self.metrics.kind_of = lambda rule: self.config.current.kind_of(rule)
-        self.sender.presentation = self.config.current.presentation  # digests: keys named alike
+        self.health = RoundHealth()
+        self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         # One observation of one target, from its answer to its outbox rows.
