@@ -31,6 +31,7 @@ from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
+from watcher.service.last_errors import LastErrors
 from watcher.service.leasing import LeaseKeeper
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
@@ -102,7 +103,7 @@ class Daemon:
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
-        self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
+        self.last_errors = LastErrors()  # each source's last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         # One observation of one target, from its answer to its outbox rows.
         self.committer = Committer(
