@@ -69,6 +69,7 @@ from watcher.service.cadences import (  # noqa: E402
     paced_state,
     stored_cadence,
 )
+from watcher.service.last_errors import LastErrors  # noqa: E402
 from watcher.service.metrics import Metrics  # noqa: E402
 from watcher.service.rounds import RoundReports, Sweeper  # noqa: E402
 from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
@@ -264,7 +265,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
         store=cast(Any, store),
         cadences=book,
         admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
-        reports=RoundReports(unused, unused, metrics, unused, {}, None),
+        reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
         width=8,
         stopping=asyncio.Event(),
         clock=time.monotonic,

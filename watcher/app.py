@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.config.ruleset import Job, RuleSet
@@ -30,6 +31,7 @@ from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
+from watcher.service.last_errors import LastErrors
 from watcher.service.leasing import LeaseKeeper
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
@@ -64,30 +66,44 @@ class Daemon:
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
+        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
+        self.cadences = CadenceBook()
+        # The RPC client the settings describe, built here unless the caller brings its own
+        # reader (``ledger``, which it owns and closes: a rule test's); the parts read through
+        # ``rpc``, the narrow ``LedgerReader``.
+        self.client: RpcClient | None = None
+        # What /metrics shows is read when scraped; what the configuration says, from the
+        # snapshot in force (``config``, built below once the client names its endpoints).
         self.metrics = Metrics(
-            clock, lambda: getattr(self.rpc, "stats", None), read_state=self.store.summary
+            clock,
+            lambda: None if self.client is None else self.client.stats,
+            read_state=self.store.summary,
+            cadences=lambda: (
+                projected_per_second(self.config.current.jobs, self.cadences),
+                self.cadences.intervals(),
+            ),
+            kind_of=lambda rule: self.config.current.kind_of(rule),
         )
-        self.rpc: LedgerReader = ledger or rpc_client(settings)
-        if isinstance(self.rpc, RpcClient):
-            self.rpc.on_request = self.metrics.rpc_request
+        if ledger is None:
+            self.client = ledger = rpc_client(settings, on_request=self.metrics.rpc_request)
+        self.rpc: LedgerReader = ledger
+        # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
+        # The built-in alerts name the RPC client's endpoints.
+        self.endpoint = None if self.client is None else self.client.public_url
+        self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
         self.sender = delivery_sender(
-            settings, self.store, clock, self.state_health, self.metrics, self.outbox_has_work.set
+            settings,
+            self.store,
+            clock,
+            self.state_health,
+            self.metrics,
+            self.outbox_has_work.set,
+            # Its digests name keys as the alerts do: the presentation in force.
+            presentation=lambda: self.config.current.presentation,
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
-        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
-        self.cadences = CadenceBook()
-        # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
-        # The built-in alerts name the RPC client's endpoints.
-        self.endpoint: str | None = getattr(self.rpc, "public_url", None)
-        self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
-        self.metrics.cadences = lambda: (
-            projected_per_second(self.config.current.jobs, self.cadences),
-            self.cadences.intervals(),
-        )
-        self.metrics.kind_of = lambda rule: self.config.current.kind_of(rule)
-        self.sender.presentation = self.config.current.presentation  # digests: keys named alike
-        self.last_errors: dict[str, str] = {}  # source -> its last failed poll's error
+        self.last_errors = LastErrors()  # each source's last failed poll's error
         self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
         # One observation of one target, from its answer to its outbox rows.
         self.committer = Committer(
@@ -99,10 +115,10 @@ class Daemon:
         self.pipeline = TargetPipeline(
             store=self.store,
             ledger=self.rpc,
-            endpoint=str(getattr(self.rpc, "public_url", "")),
+            endpoint=self.endpoint or "",
             agreement=Agreement(
                 quorum=self.quorum,
-                endpoints=self.rpc.readers if isinstance(self.rpc, RpcClient) else None,
+                endpoints=None if self.client is None else self.client.readers,
                 store=self.store,
                 committer=self.committer,
                 config=self.config,
@@ -155,12 +171,12 @@ class Daemon:
             stopping=self.stopping,
             clock=clock,
         )
-        rpc = self.rpc
+        client = self.client
         self.scheduler = Scheduler(
             self.sweeper.sweep,
             catch_up=self.sweeper.catch_up,
             clock=clock,
-            stretch=lambda job: sweeps.stretch_for(rpc, job),
+            stretch=(lambda job: None) if client is None else partial(sweeps.stretch_for, client),
         )
         self.pruner = Pruner(self.store, self.config, self.stopping, clock)
         self.leases = LeaseKeeper(
@@ -187,7 +203,7 @@ class Daemon:
             stopping=self.stopping,
             close=self.close,
             clock=clock,
-            rpc_url=str(getattr(self.rpc, "public_url", "custom")),
+            rpc_url=self.endpoint or "custom",
             state=settings.state_url_masked or str(settings.state_path),
             loop_lagged=self.metrics.loop_lagged,
         )
@@ -210,8 +226,8 @@ class Daemon:
         """After a lease round: its figures, and this instance's part of the provider's rate
         (``max_rps`` is the key's: each instance spends it by the shards it holds)."""
         self.metrics.lease_round(done)
-        if isinstance(self.rpc, RpcClient):
-            self.rpc.share_rate(max(done.held, 1) / SHARDS)
+        if self.client is not None:
+            self.client.share_rate(max(done.held, 1) / SHARDS)
         if done.taken or done.released or done.lost:
             self.scheduler.catch_up()  # the shards taken are swept now, not at the next interval
 
@@ -251,7 +267,6 @@ class Daemon:
         return self.config.current.ruleset
 
     async def close(self) -> None:
-        aclose = getattr(self.rpc, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if self.client is not None:
+            await self.client.aclose()
         await self.store.close()

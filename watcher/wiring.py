@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from watcher.alerting.health import StateHealth
+from watcher.alerting.messages import Presentation
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock
 from watcher.delivery.outbox_sender import Sender
@@ -29,8 +30,9 @@ def open_store(settings: Settings) -> Store:
     return AsyncSqliteStore.open(settings.state_path)
 
 
-def rpc_client(settings: Settings) -> RpcClient:
-    """The client the settings describe: every endpoint, each with its ``max_rps``."""
+def rpc_client(settings: Settings, on_request: Callable[[str, float], None]) -> RpcClient:
+    """The client the settings describe: every endpoint, each with its ``max_rps``;
+    ``on_request`` is told each HTTP request's method and seconds."""
     endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
     return RpcClient(
         endpoints,
@@ -40,6 +42,7 @@ def rpc_client(settings: Settings) -> RpcClient:
         max_concurrency=settings.rpc.max_concurrency,
         max_rps=settings.rpc.max_rps,
         batch_size=settings.rpc.batch_size,
+        on_request=on_request,
     )
 
 
@@ -50,9 +53,11 @@ def delivery_sender(
     state_health: StateHealth,
     metrics: Metrics,
     wake: Callable[[], None],
+    presentation: Callable[[], Presentation],
 ) -> Sender:
     """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
-    called when a worker finishes (its URL may have more due)."""
+    called when a worker finishes (its URL may have more due); ``presentation``: how its digests
+    show keys, read at each (the one in force, as the alerts name them)."""
     return Sender(
         store,
         settings.channels,
@@ -67,4 +72,5 @@ def delivery_sender(
         on_claim=metrics.claimed,
         on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
         state_health=state_health,
+        presentation=presentation,
     )

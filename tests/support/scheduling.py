@@ -11,6 +11,7 @@ from watcher.cadence import Budget
 from watcher.config.ruleset import Job
 from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook
+from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import RoundReports, Sweeper
 
@@ -75,7 +76,7 @@ def scheduling_sweeper(
         admission=Admission(
             config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics
         ),
-        reports=RoundReports(unused, unused, metrics, unused, {}, None),
+        reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
         width=8,
         stopping=asyncio.Event(),
         clock=time,

@@ -78,12 +78,10 @@ class Sender:
         state_health: StateHealth | None = None,
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
-        presentation: Presentation = PLAIN,
+        presentation: Callable[[], Presentation] = lambda: PLAIN,
         repost_every: float = REPOST_SECONDS,
     ) -> None:
         self._store = store
-        # How digests show keys: labels and explorer links (the settings'; replaced on reload).
-        self.presentation = presentation
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
         self._batch = batch
@@ -104,7 +102,8 @@ class Sender:
             urls=lambda: self._urls,
             destinations=self.destinations,
             fallback_channels=lambda: self._fallback_channels,
-            presentation=lambda: self.presentation,
+            # How digests show keys: labels and explorer links (those in force, read at each).
+            presentation=presentation,
             stopping=lambda: self._stopping,
             on_dead=on_dead,
             on_result=on_result,

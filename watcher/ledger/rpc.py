@@ -110,7 +110,10 @@ class RpcClient(BatchCalls, LedgerMethods):
         clock: Callable[[], float] = time.monotonic,
         max_rps: float | None = None,
         batch_size: int = 1,
+        on_request: Callable[[str, float], None] | None = None,
     ) -> None:
+        """``on_request``: told each HTTP request's method and duration in seconds (the
+        daemon's metrics)."""
         if commitment not in COMMITMENTS:
             raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
         if max_attempts < 1 or max_concurrency < 1:
@@ -143,8 +146,7 @@ class RpcClient(BatchCalls, LedgerMethods):
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._next_id = 0
         self.stats = RpcStats()
-        # Told each HTTP request's method and duration in seconds (the daemon's metrics).
-        self.on_request: Callable[[str, float], None] | None = None
+        self.on_request = on_request
         self.batcher = None if batch_size == 1 else Batcher(self._send_batch, batch_size)
 
     def share_rate(self, fraction: float) -> None:

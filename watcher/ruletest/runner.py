@@ -267,6 +267,7 @@ async def _play(
                 result.steps.append(_verdict(index, step, document, got, reader.failures))
         finally:
             await daemon.close()
+            await reader.aclose()  # brought to the daemon, so closed here
 
 
 async def _one_poll_of_everything(daemon: Daemon, after_id: int) -> list[AlertRecord]:

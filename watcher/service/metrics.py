@@ -61,8 +61,13 @@ class Metrics:
         rpc_stats: Callable[[], RpcStats | None] = lambda: None,
         *,
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
+        cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
+        kind_of: Callable[[str], str] = lambda rule: "",
     ) -> None:
-        """``read_state``: the store's ``summary`` (None: no state to show, nothing read)."""
+        """``read_state``: the store's ``summary`` (None: no state to show, nothing read).
+        Read when scraped: ``cadences``, the calls a second at the current cadences and the
+        current interval of every adaptive target (``watcher.service.cadences``); ``kind_of``, a
+        rule's kind (the rules in force)."""
         self.registry = CollectorRegistry(auto_describe=False)
         # The store (a round trip away on PostgreSQL): ``refresh`` awaits it before each answer,
         # and ``state`` and the scrape answer from that reading.
@@ -151,9 +156,7 @@ class Metrics:
             ["source"],
             registry=r,
         )
-        # Read when scraped (the daemon sets it): calls a second at the current cadences, and
-        # the current interval of every adaptive target (watcher.service.cadences).
-        self.cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None
+        self.cadences = cadences
         self.build_info = Gauge(
             "watcher_build_info",
             "1, labelled with the watcher's version and Python's",
@@ -169,9 +172,8 @@ class Metrics:
             "When the heartbeat's ping was last accepted (Unix time; 0: not yet)",
             registry=r,
         )
-        # Read when scraped (the daemon sets it): the kind of a rule by its name ("" for one
-        # no longer in force), for watcher_alert_firing.
-        self.kind_of: Callable[[str], str] = lambda rule: ""
+        # The kind of a rule by its name ("" for one no longer in force): watcher_alert_firing.
+        self.kind_of = kind_of
         # The values the rules observe (accepted answers only): rendered by ``exposition``
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()

@@ -62,10 +62,9 @@ class Reloader:
         self.observed = observed
 
     def put_in_force(self, configuration: Configuration) -> None:
-        """``configuration`` in force: the parts read it from ``config``; the sender's digests
-        name keys as the alerts do."""
+        """``configuration`` in force: the parts read it from ``config`` (the sender's digests
+        its presentation, so that they name keys as the alerts do)."""
         self.config.swap(configuration)
-        self.sender.presentation = configuration.presentation
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """Whether the new settings and rules are in force."""

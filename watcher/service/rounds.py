@@ -33,6 +33,7 @@ from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook, stored_cadence
 from watcher.service.configuration import Current
 from watcher.service.heartbeat import Heartbeat
+from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import ShardedTargets, run_bounded
@@ -78,8 +79,8 @@ class RoundReports:
     state_health: StateHealth  # whether the database works (a write shows it does again)
     metrics: Metrics  # polls that raised
     poll_faults: PollFaults  # targets whose polls raise
-    # Source -> its last failed poll's error, for the round's log line; the poll writes it too.
-    last_errors: dict[str, str]
+    # Each source's last failed poll's error, for the round's log line; the poll writes it too.
+    last_errors: LastErrors
     heartbeat: Heartbeat | None  # told each round's outcome
 
 
@@ -167,7 +168,7 @@ class Sweeper:
         )
         with self.database_work("record the round"):
             await self.store.record_round(done)
-        problem = {"error": self.last_errors.get(job.source)} if failed else {}
+        problem = {"error": self.last_errors.last(job.source)} if failed else {}
         log.info(
             "round",
             source=job.source,
@@ -259,7 +260,7 @@ class Sweeper:
                 raise  # database_work's
             except Exception as exc:  # a bug or an unreadable state: this target's failure only
                 detail = self.poll_faults.failed(source.name, target, exc)
-                self.last_errors[source.name] = detail
+                self.last_errors.failed(source.name, detail)
                 self.metrics.poll_raised(source.name)
                 return False
             if ok:

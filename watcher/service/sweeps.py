@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from watcher.config.ruleset import Job
 from watcher.kinds import SOURCES
+from watcher.ledger.rpc import RpcClient
 from watcher.state.shards import shard_of
 
 T = TypeVar("T")
@@ -147,13 +148,11 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def stretch_for(rpc: Any, job: Job) -> str | None:
-    """``stretch_warning`` for ``job`` on ``rpc`` (an ``RpcClient``; anything else: None), at
-    the first endpoint's ``max_rps``."""
-    endpoints = getattr(rpc, "endpoints", None)
+def stretch_for(client: RpcClient, job: Job) -> str | None:
+    """``stretch_warning`` for ``job`` on ``client``, at the first endpoint's ``max_rps``."""
+    endpoints, batcher = client.endpoints, client.batcher
     if not endpoints:
         return None
-    batcher = getattr(rpc, "batcher", None)
     source = SOURCES.get(job.source)  # the method it batches, if the source names one
     method = source.facts.batched if source is not None else None
     per_request = 1

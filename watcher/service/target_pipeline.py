@@ -53,6 +53,7 @@ from watcher.service.agreement import Agreement, Answers
 from watcher.service.cadences import CadenceBook, activity, paced_state, stored_cadence
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
+from watcher.service.last_errors import LastErrors
 from watcher.service.observed_values import ObservedValues
 from watcher.state.interface import Store
 
@@ -84,13 +85,12 @@ class TargetPipeline:
         committer: Committer,
         config: Configured,
         health: RoundHealth,
-        last_errors: dict[str, str],
+        last_errors: LastErrors,
         metrics: PollMetrics,
         clock: Clock,
     ) -> None:
         """``endpoint``: the RPC URL answers are said to come from (its key masked);
-        ``last_errors``: source -> its last failed poll's error (the round's log line says
-        it)."""
+        ``last_errors``: where a failed poll's error is noted (the round's log line says it)."""
         self.store, self.ledger, self.endpoint = store, ledger, endpoint
         self.agreement, self.cadences, self.committer = agreement, cadences, committer
         self.config, self.health, self.last_errors = config, health, last_errors
@@ -119,7 +119,7 @@ class TargetPipeline:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
             self.health.failed(source.name, target, exc, interval=interval, quiet=True)
-            self.last_errors[source.name] = f"{type(exc).__name__}: {exc}"  # redacted
+            self.last_errors.failed(source.name, f"{type(exc).__name__}: {exc}")  # redacted
             self.metrics.polled(source.name, ok=False)
             return False
         observation, now = answers[0][1], self.clock()
@@ -192,7 +192,7 @@ class TargetPipeline:
             source.name, target, error, interval=interval, quiet=not verdict.new_stretch
         )
         self.metrics.polled(source.name, ok=False)
-        self.last_errors[source.name] = f"{type(error).__name__}: {error}"
+        self.last_errors.failed(source.name, f"{type(error).__name__}: {error}")
         await self.committer.commit_state(source.name, target, verdict.state, now)
         return False
 
