@@ -19,13 +19,13 @@ import yaml
 from watcher.app import Daemon
 from watcher.checks import load_config
 from watcher.config.ruleset import Job, RuleSet
-from watcher.core.events import AlertMessage, StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import agree, differences
 from watcher.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
 from support.seeded import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
+from support.values import step_outcome
 
 KEY_A, KEY_B = "qu0rumAK3yTh4tMustN3v3rL3ak", "qu0rumBK3yTh4tMustN3v3rL3ak"
 
@@ -237,41 +237,26 @@ async def test_event_kinds_are_not_put_to_a_vote(world: World) -> None:
     assert len(await world.titles()) == 1
 
 
-def outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:
-    alerts = tuple(
-        AlertMessage(
-            rule="r",
-            severity="warning",
-            subject="s",
-            reason="firing",
-            dedup_key=k,
-            title="t",
-            body="b",
-            channels=(),
-        )
-        for k in keys
-    )
-    return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
-
-
 def test_agreement_is_about_transitions_not_facts() -> None:
     firing = {"status": "firing", "number": 1, "details": {"last_vote": 10}}
     other_facts = {"status": "firing", "number": 1, "details": {"last_vote": 12}}
     pending = {"status": "pending", "number": 0, "details": {}}
     assert agree(
         [
-            outcome("k1", episodes={"r": {"s": firing}}),
-            outcome("k1", episodes={"r": {"s": other_facts}}),
+            step_outcome("k1", episodes={"r": {"s": firing}}),
+            step_outcome("k1", episodes={"r": {"s": other_facts}}),
         ]
     )
-    assert not agree([outcome("k1"), outcome()])
-    assert not agree([outcome(episodes={"r": {"s": pending}}), outcome(episodes={"r": {}})])
+    assert not agree([step_outcome("k1"), step_outcome()])
+    assert not agree(
+        [step_outcome(episodes={"r": {"s": pending}}), step_outcome(episodes={"r": {}})]
+    )
 
 
 def test_the_differences_name_a_few_subjects_and_count_the_rest() -> None:
     firing = {"status": "firing", "number": 1}
-    mine = outcome(episodes={"r": {f"s{i}": firing for i in range(5)}})
-    theirs = outcome(episodes={"r": {"s0": firing}})
+    mine = step_outcome(episodes={"r": {f"s{i}": firing for i in range(5)}})
+    theirs = step_outcome(episodes={"r": {"s0": firing}})
     said = differences(["https://a/v3/***", "https://b/v3/***"], [mine, theirs])
     assert said == (
         "r s1: https://a/v3/*** says firing; https://b/v3/*** says inactive | "

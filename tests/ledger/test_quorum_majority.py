@@ -20,38 +20,22 @@ from watcher.alerting.messages import disagreement_text
 from watcher.app import Daemon
 from watcher.checks import load_config
 from watcher.config.ruleset import RuleSet
-from watcher.core.events import AlertMessage, StepOutcome
+from watcher.core.events import StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import Quorum, majority
 from watcher.simulator import Ledger, SimulatorServer
 
 from support.daemon import write_config
 from support.seeded import OUR_VOTE, START, base_rules, small_cluster
+from support.values import step_outcome
 
 FIRING = {"status": "firing", "number": 1}
 
 
-def outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:
-    alerts = tuple(
-        AlertMessage(
-            rule="r",
-            severity="warning",
-            subject="s",
-            reason="firing",
-            dedup_key=k,
-            title="t",
-            body="b",
-            channels=(),
-        )
-        for k in keys
-    )
-    return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
-
-
-QUIET = outcome()
-FIRES = outcome("k1", episodes={"r": {"s": FIRING}})
-FIRES_WITH_OTHER_FACTS = outcome("k1", episodes={"r": {"s": {**FIRING, "details": {"x": 2}}}})
-OTHER = outcome("k2")
+QUIET = step_outcome()
+FIRES = step_outcome("k1", episodes={"r": {"s": FIRING}})
+FIRES_WITH_OTHER_FACTS = step_outcome("k1", episodes={"r": {"s": {**FIRING, "details": {"x": 2}}}})
+OTHER = step_outcome("k2")
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,10 @@ class Alertmanager:
     def __init__(self, webhook_url: str) -> None:
         found = binary()
         if found is None:
-            raise RuntimeError(f"{BINARY} is not installed")
+            raise RuntimeError(
+                f"{BINARY} is not installed: run deploy/ensure-monitoring (apt-get install "
+                "prometheus-alertmanager), as `make test` does"
+            )
         self.binary = found
         self.folder = Path(tempfile.mkdtemp(prefix="watcher-alertmanager-"))
         self.config_path = self.folder / "alertmanager.yml"

@@ -4,9 +4,11 @@ entries and histories, and a clock the test moves by hand."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import base58
 
+from watcher.core.events import AlertMessage, StepOutcome
 from watcher.ledger.models import SignatureEntry
 
 
@@ -43,3 +45,22 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def step_outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutcome:
+    """A step's outcome: one firing alert per dedup key, and the episodes its state keeps (what
+    the quorum compares)."""
+    alerts = tuple(
+        AlertMessage(
+            rule="r",
+            severity="warning",
+            subject="s",
+            reason="firing",
+            dedup_key=k,
+            title="t",
+            body="b",
+            channels=(),
+        )
+        for k in keys
+    )
+    return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
