@@ -65,11 +65,10 @@ from watcher.kinds.layouts import (
     decode_nonce,
 )
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.unverified import unverified_episodes
+from watcher.kinds.unverified import inventory_listing, unverified_episodes, unverified_words
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 STATE_VERSION: Final = 1
-LISTED: Final = 50  # accounts listed one by one in an inventory
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
 SIGNATURES_LIMIT: Final = 1000
 
@@ -500,14 +499,9 @@ def _inventory_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
         f"{rule_head(facts)} {plural(len(accounts), 'durable nonce account')} on "
         f"{plural(len(authorities), 'watched key')} (inventory)"
     )
-    listed: list[str | None] = []
-    for entry in accounts[:LISTED]:
-        listed += [
-            f"- {shown.name(entry['account'])}: authority {shown.name(entry['authority'])}",
-            shown.link("address", entry["account"]),
-        ]
-    if len(accounts) > LISTED:
-        listed.append(f"... and {len(accounts) - LISTED} more")
+    listed = inventory_listing(
+        accounts, lambda entry: f"authority {shown.name(entry['authority'])}", shown
+    )
     not_listed: Sequence[str] = facts.get("not_listed") or ()
     body = lines(
         rule_line(facts),
@@ -528,15 +522,7 @@ def _unverified_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
         if account
         else f"nonce accounts of {shown.short(authority)}"
     )
-    if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} {what} can be verified again"
-        summary = f"It decodes (or answers) again, after {facts.get('duration', 'a while')}."
-    else:
-        title = f"{rule_head(facts)} {what} cannot be verified"
-        summary = (
-            "Until it can, nothing is concluded about it: no change is notified, and what was "
-            "known of it is kept."
-        )
+    title, summary = unverified_words(facts, what, "decodes (or answers) again")
     body = lines(
         rule_line(facts),
         f"Nonce account: {shown.name(account)}" if account else None,

@@ -39,12 +39,11 @@ from watcher.kinds.account_source import chunks
 from watcher.kinds.base import LedgerReader, Slotless, SourceFacts, baselines, baselines_state
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
-from watcher.kinds.unverified import unverified_episodes
+from watcher.kinds.unverified import inventory_listing, unverified_episodes, unverified_words
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 STATE_VERSION: Final = 1
-LISTED: Final = 50  # accounts an inventory lists one by one
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 
@@ -365,14 +364,9 @@ def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tu
         f"{rule_head(facts)} {plural(len(watched), 'watched ' + words.thing)}, "
         f"{len(accounts)} decoded (inventory)"
     )
-    listed: list[str | None] = []
-    for entry in accounts[:LISTED]:
-        listed += [
-            f"- {shown.name(entry['account'])}: {words.powers_line(entry['powers'], shown)}",
-            shown.link("address", entry["account"]),
-        ]
-    if len(accounts) > LISTED:
-        listed.append(f"... and {len(accounts) - LISTED} more")
+    listed = inventory_listing(
+        accounts, lambda entry: words.powers_line(entry["powers"], shown), shown
+    )
     not_listed: Sequence[str] = facts.get("not_listed") or ()
     body = lines(
         rule_line(facts),
@@ -386,15 +380,8 @@ def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tu
 
 def _unverified_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
     account = facts["account"]
-    if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} {words.thing} {shown.short(account)} can be verified again"
-        summary = f"It decodes again, after {facts.get('duration', 'a while')}."
-    else:
-        title = f"{rule_head(facts)} {words.thing} {shown.short(account)} cannot be verified"
-        summary = (
-            "Until it can, nothing is concluded about it: no change is notified, and what was "
-            "known of it is kept."
-        )
+    what = f"{words.thing} {shown.short(account)}"
+    title, summary = unverified_words(facts, what, "decodes again")
     body = lines(
         rule_line(facts),
         f"{words.thing.capitalize()}: {shown.name(account)}",

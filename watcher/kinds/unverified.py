@@ -1,17 +1,24 @@
-"""The "cannot be verified" episodes of the kinds that decode accounts themselves (nonce
-accounts, authorities, multisigs): one state alert per subject (an account that does not
-decode as what the rule says it is, or a key whose call the provider refused), firing while it
-cannot be verified and resolved once it can. Never a quiet baseline. Pure."""
+"""What the kinds that decode accounts themselves (nonce accounts, authorities, multisigs) share:
+their "cannot be verified" episodes (one state alert per subject: an account that does not
+decode as what the rule says it is, or a key whose call the provider refused, firing while it
+cannot be verified and resolved once it can; never a quiet baseline) and the words of those
+alerts and of their first poll's inventory. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
-from watcher.alerting.messages import make_alert
+from watcher.alerting.messages import Presentation, make_alert, rule_head
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
+
+LISTED: Final = 50  # accounts an inventory lists one by one
+UNVERIFIED_MEANS: Final = (
+    "Until it can, nothing is concluded about it: no change is notified, and what was known of "
+    "it is kept."
+)
 
 # What a new episode keeps besides when and why (the nonce kinds: the authority it was under).
 Failing = Mapping[str, tuple[str, Mapping[str, Any]]]  # subject -> (why, kept)
@@ -56,3 +63,30 @@ def unverified_episodes(
             make_alert(rule, subject=subject, reason="resolved", dedup_key=key, facts=facts)
         )
     return open_now, alerts
+
+
+def unverified_words(facts: Mapping[str, Any], what: str, again: str) -> tuple[str, str]:
+    """The title of a "cannot be verified" alert about ``what``, and the sentence that says
+    what it means (``again``: what it does once it can be verified, for a resolution)."""
+    if facts["reason"] == "resolved":
+        title = f"{rule_head(facts)} {what} can be verified again"
+        return title, f"It {again}, after {facts.get('duration', 'a while')}."
+    return f"{rule_head(facts)} {what} cannot be verified", UNVERIFIED_MEANS
+
+
+def inventory_listing(
+    accounts: Sequence[Mapping[str, Any]],
+    describe: Callable[[Mapping[str, Any]], str],
+    shown: Presentation,
+) -> list[str | None]:
+    """An inventory's accounts one by one (``describe``: what follows the account's name), with
+    their links, the first ``LISTED`` of them."""
+    listed: list[str | None] = []
+    for entry in accounts[:LISTED]:
+        listed += [
+            f"- {shown.name(entry['account'])}: {describe(entry)}",
+            shown.link("address", entry["account"]),
+        ]
+    if len(accounts) > LISTED:
+        listed.append(f"... and {len(accounts) - LISTED} more")
+    return listed
