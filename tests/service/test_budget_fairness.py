@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from watcher.cadence import Budget
@@ -109,6 +109,9 @@ def replay(scenario: Scenario) -> Run:
 
 @settings(max_examples=300)
 @given(scenarios())
+# Found: first polls paid for when a full window put them off, in step with the window's own
+# credit, so the last two targets were never polled.
+@example(Scenario(5.0, 150.0, 19, (0.0,) * 19, 0.2, 0))
 def test_no_target_waits_more_than_twice_its_planned_interval(scenario: Scenario) -> None:
     run = replay(scenario)
     for name, polls in run.polls.items():

@@ -103,7 +103,8 @@ class Admission:
         per_second = self.plan.adaptive_per_second
         share = self.plan.job_per_second.get(job_key(job))
         if per_second is None or share is None:
-            return due  # the fixed rules alone spend the budget, or a job newer than the plan
+            # The fixed rules alone spend the budget, or a job newer than the plan.
+            return self._first_polls_made(job, due)
         # A sweep may spend two of its intervals' worth (a minute at least) that quiet sweeps
         # saved; beyond the plan, polls are spread rather than spent in a few sweeps.
         burst = 2 * job.interval
@@ -127,7 +128,18 @@ class Admission:
                 room=room,
             )
         window.spend(now, len(due))
-        return due
+        return self._first_polls_made(job, due)
+
+    def _first_polls_made(self, job: Job, admitted: list[str]) -> list[str]:
+        """``admitted``, its first polls paid from the job's first-poll credit: only those
+        made, not those a full window put off (paying for those as well, a credit earned in
+        step with the window's would always be spent at the sweeps the window had no room)."""
+        key = job_key(job)
+        if key in self._first_credit:
+            firsts = self.cadences.never_polled(job.source, admitted)
+            credit, at = self._first_credit[key]
+            self._first_credit[key] = (credit - firsts, at)
+        return admitted
 
     def _share(self) -> float:
         """This instance's part of the budget's calls: its share of the shards."""
@@ -145,12 +157,11 @@ class Admission:
         rate *= self._share()
         key = job_key(job)
         credit, last = self._first_credit.get(key, (1.0, now))
-        # Capped at a sweep's worth: credit left unspent does not pile up into a burst.
-        credit = min(credit + rate * max(0.0, now - last), max(1.0, rate * job.interval))
-        limit = math.floor(credit)
-        spent = min(limit, self.cadences.never_polled(job.source, due))
-        self._first_credit[key] = (credit - spent, now)
-        return self.cadences.first_polls_limited(job.source, due, limit)
+        # Capped at a sweep's worth and one poll: credit left unspent does not pile up into a
+        # burst, and a rate slower than a poll a sweep keeps the fraction it earned.
+        credit = min(credit + rate * max(0.0, now - last), rate * job.interval + 1.0)
+        self._first_credit[key] = (credit, now)  # spent by ``admit``, as polls are made
+        return self.cadences.first_polls_limited(job.source, due, math.floor(credit))
 
     def _replan(self, now: float) -> None:
         """Plans the budget over every job at the first adaptive sweep, every
