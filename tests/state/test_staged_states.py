@@ -5,9 +5,13 @@ states a chunk at a time (``prefetch_states``), and a write after the read wins.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.state.targets import STAGED_LIMIT
@@ -98,3 +102,25 @@ async def test_a_sweep_reads_its_targets_states_a_chunk_at_a_time(tmp_store: Sql
     assert loaded == [None] * len(targets)
     assert chunks == [PREFETCH_CHUNK, PREFETCH_CHUNK, 1]
     assert len(queries) == 3
+
+
+async def test_a_flush_waiting_on_the_file_leaves_the_event_loop_free(
+    tmp_store: SqliteStore,
+) -> None:
+    """The engine writes on its own thread: while a flush waits for the file (here another
+    writer holds its lock; in a sweep, a long write or a WAL checkpoint), the loop runs on,
+    and what is being flushed is what a load sees."""
+    engine = AsyncSqliteStore(tmp_store)
+    engine.stage_state("s", "t1", {"cursor": 1}, 1.0)
+    with closing(sqlite3.connect(tmp_store.path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock (the store waits up to 2 s)
+        flush = asyncio.create_task(engine.flush_states())
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):  # the loop is free to time it out
+            await asyncio.wait_for(asyncio.shield(flush), 0.05)
+        assert loop.time() - started < 1.0
+        assert await engine.load_state("s", "t1") == {"cursor": 1}
+        other.execute("ROLLBACK")
+    assert await flush == 1
+    assert stored(tmp_store.path) == {"t1": '{"cursor":1}'}

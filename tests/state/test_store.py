@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -147,23 +146,6 @@ def test_transactions_do_not_nest(tmp_store: SqliteStore) -> None:
     with tmp_store.transaction(), pytest.raises(RuntimeError, match="does not nest"):  # noqa: SIM117
         with transaction(tmp_store.db):
             pass
-
-
-def test_the_store_refuses_use_from_another_thread(tmp_store: SqliteStore) -> None:
-    errors: list[BaseException] = []
-
-    def use() -> None:
-        try:
-            tmp_store.pending_count()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=use)
-    thread.start()
-    thread.join()
-    assert len(errors) == 1
-    assert isinstance(errors[0], PermanentStateError)  # the store's error, the driver's cause
-    assert isinstance(errors[0].__cause__, sqlite3.ProgrammingError)
 
 
 # -- commit_step ----------------------------------------------------------------------------

@@ -330,7 +330,9 @@ def open_database(path: Path | str) -> Database:
     """Open (creating its folder) a WAL database with foreign keys enforced."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = Database(path)
+    # Opened by one thread, used by another: the daemon's engine runs its calls on a thread
+    # of its own (``AsyncSqliteStore``), one at a time.
+    db = Database(sqlite3.connect(path, check_same_thread=False))
     db.conn.isolation_level = None
     db.execute("PRAGMA foreign_keys = ON")
     # A reader such as `watcher alerts` may hold the lock for a moment: wait a little rather

@@ -22,15 +22,17 @@ The values they read and write are pure code's (``watcher.delivery.outbox``,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
@@ -55,8 +57,10 @@ from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.sqlite_errors import state_error
-from watcher.state.staging import HeldStates
+from watcher.state.staging import MISS, HeldStates
 from watcher.state.targets import STAGED_LIMIT, TargetStates
+
+_T = TypeVar("_T")
 
 
 class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots):
@@ -113,10 +117,9 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapsh
         record_round(self._db, round_)
 
 
-def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+def _mapped(operation: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """``method`` raising ``StateError`` (``state_error``: transient or permanent) where the
     driver raised ``sqlite3.Error``; the driver's error is its ``__cause__``."""
-    operation = name.replace("_", " ")
     if inspect.isgeneratorfunction(method):  # prune_batches: errors come while iterating
 
         @functools.wraps(method)
@@ -144,17 +147,35 @@ def _mapped(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 _ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases", "watch_outbox"})
 for _name, _member in vars(Store).items():
     if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
-        setattr(SqliteStore, _name, _mapped(_name, getattr(SqliteStore, _name)))
+        setattr(SqliteStore, _name, _mapped(_name.replace("_", " "), getattr(SqliteStore, _name)))
+# What the engine calls on its thread, named as the protocol's calls they serve.
+for _name, _operation in {
+    "read_states": "prefetch states",
+    "read_state": "load state",
+    "write_states": "flush states",
+    "write_step": "commit step",
+}.items():
+    setattr(SqliteStore, _name, _mapped(_operation, getattr(SqliteStore, _name)))
 
 
 class AsyncSqliteStore:
     """The SQLite engine of the ``Store`` protocol: each coroutine runs its ``SqliteStore``
-    call inline, on the event loop, with no thread (a call takes microseconds, and the store
-    is single-threaded by design). ``sqlite`` is that store, for whoever reads it synchronously
-    beside the daemon (tests, benchmarks)."""
+    call on the store's own thread, one at a time in the order called, so that the event loop
+    never waits on the file: a flush of a thousand states or a commit that checkpoints the WAL
+    holds the loop for tens of milliseconds, and a scrape of ``/metrics`` or a sweep's timer
+    would wait as long. The states held in memory (``HeldStates``) are kept by the loop's
+    thread; only the reads and writes of the file run on the store's. ``sqlite`` is that
+    store, for whoever reads it synchronously beside the daemon (tests, benchmarks)."""
 
     def __init__(self, sqlite: SqliteStore) -> None:
         self.sqlite = sqlite
+        # One thread: SQLite has one writer, and calls run in the order they were made (a
+        # step's commit never overtakes the flush that holds its older state).
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._closed = False
+
+    async def _call(self, method: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, method, *args)
 
     @classmethod
     def open(cls, path: Path | str) -> AsyncSqliteStore:
@@ -178,7 +199,11 @@ class AsyncSqliteStore:
         pass  # opened by the constructor: a local file
 
     async def close(self) -> None:
-        self.sqlite.close()
+        if self._closed:
+            return
+        self._closed = True
+        await self._call(self.sqlite.close)
+        self._thread.shutdown()
 
     # -- leased shards: one process owns the file and every target ------------------------------
 
@@ -198,16 +223,30 @@ class AsyncSqliteStore:
     # -- target state -------------------------------------------------------------------------
 
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
-        self.sqlite.prefetch_states(source, targets)
+        found = await self._call(self.sqlite.read_states, source, targets)
+        self.sqlite.held.prefetched(source, found)
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
-        return self.sqlite.stage_state(source, target, state, now)
+        return self.sqlite.held.stage(source, target, state, now)
 
     async def flush_states(self) -> int:
-        return self.sqlite.flush_states()
+        held = self.sqlite.held
+        if not held.staged:
+            return 0
+        rows = held.take()  # loads get them until the write ends; polls go on staging
+        try:
+            await self._call(self.sqlite.write_states, rows)
+        except BaseException:
+            held.failed()  # staged again: tried at the next flush
+            raise
+        held.flushed()
+        return len(rows)
 
     async def load_state(self, source: str, target: str) -> TargetState | None:
-        return self.sqlite.load_state(source, target)
+        copy = self.sqlite.held.load(source, target)
+        if copy is not MISS:
+            return copy
+        return await self._call(self.sqlite.read_state, source, target)
 
     async def commit_step(
         self,
@@ -218,33 +257,37 @@ class AsyncSqliteStore:
         destinations: Callable[[AlertMessage], Sequence[Destination]],
         now: float,
     ) -> list[int]:
-        return self.sqlite.commit_step(source, target, state, alerts, destinations, now)
+        new_ids = await self._call(
+            self.sqlite.write_step, source, target, state, alerts, destinations, now
+        )
+        self.sqlite.held.written(source, target)  # this write is newer
+        return new_ids
 
     # -- the delivery outbox ------------------------------------------------------------------
 
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:
-        return self.sqlite.claim_due(now, limit, group_limit, skip_urls)
+        return await self._call(self.sqlite.claim_due, now, limit, group_limit, skip_urls)
 
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
-        return self.sqlite.group_sends(group_key, url_id)
+        return await self._call(self.sqlite.group_sends, group_key, url_id)
 
     async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
-        self.sqlite.release(delivery_ids, not_before)
+        await self._call(self.sqlite.release, delivery_ids, not_before)
 
     async def requeue_interrupted(self) -> int:
-        return self.sqlite.requeue_interrupted()
+        return await self._call(self.sqlite.requeue_interrupted)
 
     async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]:
-        return self.sqlite.mark_sent(delivery_ids, now, group)
+        return await self._call(self.sqlite.mark_sent, delivery_ids, now, group)
 
     async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]:
-        return self.sqlite.mark_retry(delivery_ids, error, next_attempt_at)
+        return await self._call(self.sqlite.mark_retry, delivery_ids, error, next_attempt_at)
 
     async def mark_dead(
         self,
@@ -254,15 +297,17 @@ class AsyncSqliteStore:
         reports: Mapping[int, AlertMessage] | None = None,
         destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
     ) -> list[int]:
-        return self.sqlite.mark_dead(delivery_ids, error, now, reports, destinations)
+        return await self._call(
+            self.sqlite.mark_dead, delivery_ids, error, now, reports, destinations
+        )
 
     async def pending_count(self) -> int:
-        return self.sqlite.pending_count()
+        return await self._call(self.sqlite.pending_count)
 
     async def standing_alerts(
         self, url_ids: Sequence[str], resolved_since: float
     ) -> list[DeliveryRow]:
-        return self.sqlite.standing_alerts(url_ids, resolved_since)
+        return await self._call(self.sqlite.standing_alerts, url_ids, resolved_since)
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         return None  # one process: its own commits wake its sender
@@ -279,35 +324,38 @@ class AsyncSqliteStore:
         created_by: str | None,
         now: float,
     ) -> Silence:
-        return self.sqlite.add_silence(rule, subject, starts_at, ends_at, comment, created_by, now)
+        return await self._call(
+            self.sqlite.add_silence, rule, subject, starts_at, ends_at, comment, created_by, now
+        )
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
-        return self.sqlite.list_silences(now, include_expired)
+        return await self._call(self.sqlite.list_silences, now, include_expired)
 
     async def active_silences(self, now: float) -> list[Silence]:
-        return self.sqlite.active_silences(now)
+        return await self._call(self.sqlite.active_silences, now)
 
     async def expire_silence(self, silence_id: int, now: float) -> bool:
-        return self.sqlite.expire_silence(silence_id, now)
+        return await self._call(self.sqlite.expire_silence, silence_id, now)
 
     # -- what is true now ---------------------------------------------------------------------
 
     async def summary(self) -> StateSummary:
-        return self.sqlite.summary()
+        return await self._call(self.sqlite.summary)
 
     async def status(self, cadence_key: str) -> StoreStatus:
-        return self.sqlite.status(cadence_key)
+        return await self._call(self.sqlite.status, cadence_key)
 
     # -- history, rounds, retention -----------------------------------------------------------
 
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
-        return self.sqlite.history(limit, rule)
+        return await self._call(self.sqlite.history, limit, rule)
 
     async def record_round(self, round_: SourceRound) -> None:
-        self.sqlite.record_round(round_)
+        await self._call(self.sqlite.record_round, round_)
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
     ) -> AsyncIterator[Pruned]:
-        for done in self.sqlite.prune_batches(watched, now, retention, limit):
+        batches = self.sqlite.prune_batches(watched, now, retention, limit)
+        while (done := await self._call(next, batches, None)) is not None:
             yield done

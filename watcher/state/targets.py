@@ -9,7 +9,7 @@ from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
-from watcher.state.staging import MISS, HeldStates
+from watcher.state.staging import MISS, HeldStates, StagedRow
 
 # Quiet state changes held before they are written together (see ``stage_state``).
 STAGED_LIMIT = 1000
@@ -34,14 +34,24 @@ class TargetStates(AlertRows):
         """Reads the states of ``targets`` in one query, for their ``load_state`` to take: a
         sweep reads a chunk at a time instead of one query per target. Each is taken once;
         a state written meanwhile (``stage_state``, ``commit_step``) drops its copy."""
+        self._states.prefetched(source, self.read_states(source, targets))
+
+    def read_states(self, source: str, targets: Sequence[str]) -> dict[str, str | None]:
+        """The stored JSON of each of ``targets``' states (None: no state yet), in one query."""
         marks = ",".join("?" * len(targets))
         rows = self._db.conn.execute(
             f"SELECT target, state FROM targets WHERE source = ? AND target IN ({marks})",
             [source, *targets],
         )
-        found: dict[str, str | None] = dict.fromkeys(targets)  # None: no state yet
+        found: dict[str, str | None] = dict.fromkeys(targets)
         found.update(rows.fetchall())
-        self._states.prefetched(source, found)
+        return found
+
+    @property
+    def held(self) -> HeldStates:
+        """The states held in memory (an engine that writes off its caller's thread keeps
+        their bookkeeping on the caller's)."""
+        return self._states
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
         """Holds a quiet step's state for ``flush_states``; whether it is time to flush."""
@@ -53,19 +63,27 @@ class TargetStates(AlertRows):
             return 0
         rows = self._states.take()
         try:
-            with transaction(self._db):
-                self._db.conn.executemany(_UPSERT, rows)
+            self.write_states(rows)
         except BaseException:
             self._states.failed()  # staged again: tried at the next flush
             raise
         self._states.flushed()
-        self.commits += 1
         return len(rows)
+
+    def write_states(self, rows: Sequence[StagedRow]) -> None:
+        """Writes a flush's rows in one transaction."""
+        with transaction(self._db):
+            self._db.conn.executemany(_UPSERT, rows)
+        self.commits += 1
 
     def load_state(self, source: str, target: str) -> TargetState | None:
         held = self._states.load(source, target)
         if held is not MISS:
             return held
+        return self.read_state(source, target)
+
+    def read_state(self, source: str, target: str) -> TargetState | None:
+        """The target's state as stored (None: no state yet)."""
         row = self._db.conn.execute(
             "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
         ).fetchone()
@@ -89,10 +107,23 @@ class TargetStates(AlertRows):
         step re-run after a crash repeats nothing). A URL listed twice for one alert (the same
         URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
         """
+        new_ids = self.write_step(source, target, state, alerts, destinations, now)
+        self._states.written(source, target)  # this write is newer
+        return new_ids
+
+    def write_step(
+        self,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        """``commit_step``'s transaction, without its bookkeeping of held states."""
         with transaction(self._db):
             self._db.execute(_UPSERT, [source, target, to_json(state), now])
             new_ids = self._insert_alerts(alerts, destinations, now)
-        self._states.written(source, target)  # this write is newer
         self.commits += 1
         return new_ids
 
