@@ -48,8 +48,7 @@ from stream import COVERS, TITLE, _Stream, baseline_taken, tally
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 INSTANCES = ("i1", "i2", "i3")
 LEASE_TTL = 4.0

@@ -1,9 +1,8 @@
 """What the bench runs share: the real parts (simulator, receiver, daemon), reading the outbox,
 RSS, the figures table.
 
-The suite's own helpers are reused, not copied: ``tests/`` is put on ``sys.path`` and
-``support.daemon`` (the real ``watcher run`` subprocess) and ``support.receivers`` (a real json://
-listener) are imported from there.
+The real parts are the ones the test suite uses, from ``watcher.testing``: ``daemon`` (the real
+``watcher run`` subprocess) and ``receivers`` (a real json:// listener).
 """
 
 from __future__ import annotations
@@ -12,18 +11,14 @@ import contextlib
 import os
 import signal
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support.daemon import DaemonProcess, write_config  # noqa: E402
-from support.receivers import JsonReceiver  # noqa: E402
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.receivers import JsonReceiver
 
 __all__ = [
     "API_KEY",

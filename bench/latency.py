@@ -25,12 +25,10 @@ import httpx
 from daemon_run import Simulator, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from watcher.ruletest.control import send_action  # noqa: E402
-
-from support.receivers import JsonReceiver  # noqa: E402
+from watcher.testing.receivers import JsonReceiver  # noqa: E402
 
 
 @dataclass

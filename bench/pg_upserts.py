@@ -2,8 +2,8 @@
 one statement over a JSON array of the rows?
 
 What ``watcher.state.pg_rows.upsert_states`` (the staged quiet steps' flush) is built on. Each
-form runs in one transaction on a throwaway local server (``support.postgres``: a unix socket,
-fsync off), first inserting 1,000 new rows, then updating the same 1,000; the median of
+form runs in one transaction on a throwaway local server (``watcher.testing.postgres``: a unix
+socket, fsync off), first inserting 1,000 new rows, then updating the same 1,000; the median of
 ``--rounds`` runs of each. ``unnest`` twice: its arrays sent as text, then in binary
 (what ``pg_rows`` did first); then the JSON array (``json_array_elements``: what
 ``pg_rows.upsert_states`` does). Besides the wall time, the client's CPU: what the sweep's event
@@ -28,12 +28,10 @@ from psycopg.rows import TupleRow
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from watcher.state import pg_rows  # noqa: E402
 from watcher.state.postgresql_schema import migrate  # noqa: E402
-
-from support.postgres import Postgres  # noqa: E402
+from watcher.testing.postgres import Postgres  # noqa: E402
 
 Connection = psycopg.AsyncConnection[TupleRow]
 Rows = Sequence[pg_rows.StateRow]

@@ -48,8 +48,7 @@ from common import Table, rss_kb, wait_for
 from daemon_run import free_port, peak_rss_mb
 
 from watcher.simulator.keys import derived_pubkey
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 PER_FILE = 200_000
 SHARDS = 1024

@@ -10,10 +10,9 @@ import pytest
 from hypothesis import settings
 
 from watcher.state.store import SqliteStore
-
-from support.postgres import Postgres
-from support.receivers import JsonReceiver, SmtpReceiver
-from support.receivers import wait_until as _wait_until
+from watcher.testing.postgres import Postgres
+from watcher.testing.receivers import JsonReceiver, SmtpReceiver
+from watcher.testing.receivers import wait_until as _wait_until
 
 # Hypothesis's per-example deadline (200 ms) measures the machine's load as much as the code: a
 # busy CI box made correct properties fail. Speed is measured in bench/, not here.
@@ -42,8 +41,8 @@ def tmp_store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
-    """A throwaway PostgreSQL server (``support.postgres``), one per test process, started by
-    the first test that asks for it; each test makes its own database (``CREATE DATABASE``)."""
+    """A throwaway PostgreSQL server (``watcher.testing.postgres``), one per test process, started
+    by the first test that asks for it; each test makes its own database (``CREATE DATABASE``)."""
     with Postgres.start() as server:
         yield server
 

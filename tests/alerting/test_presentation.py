@@ -21,8 +21,8 @@ from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.store import AsyncSqliteStore, SqliteStore
+from watcher.testing.receivers import JsonReceiver
 
-from support.receivers import JsonReceiver
 from support.values import entry, key
 
 ADDRESS, MINT = key("p-address"), key("p-mint")

@@ -20,9 +20,9 @@ from watcher.core.events import SILENCE_FACT, AlertMessage, Silence
 from watcher.core.outbox_rows import url_id
 from watcher.delivery.notify_check import public_form
 from watcher.state.store import SqliteStore
+from watcher.testing.daemon import write_config
+from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.daemon import write_config
-from support.receivers import JsonReceiver, wait_until
 from support.world import TREASURY, World, all_polled, make_world, rules, small_cluster
 
 VALIDATOR = "Vote111111111111111111111111111111111111111"

@@ -23,8 +23,7 @@ from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
 from watcher.state.sqlite_errors import state_error
 from watcher.state.store import AsyncSqliteStore, SqliteStore
-
-from support.receivers import JsonReceiver, TrickleReceiver
+from watcher.testing.receivers import JsonReceiver, TrickleReceiver
 
 ID_HEADER = "X-Watcher-Id"
 
@@ -364,8 +363,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
     from watcher.config.ruleset import RuleSet
     from watcher.core.errors import DaemonFailed
     from watcher.simulator import Ledger, SimulatorServer
-
-    from support.daemon import write_config
+    from watcher.testing.daemon import write_config
 
     with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
         config = write_config(

@@ -31,8 +31,8 @@ from watcher.kinds.transactions import NewTransactionsRule
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import SqliteStore
+from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.receivers import JsonReceiver, wait_until
 from support.sending import alert_history as history
 from support.sending import make_sender, titles
 from support.values import FakeClock

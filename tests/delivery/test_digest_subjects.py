@@ -21,8 +21,8 @@ from watcher.delivery.markup import to_markdown
 from watcher.kinds import KINDS, RULE_MODELS, word
 from watcher.kinds.samples import sample_key
 from watcher.state.store import SqliteStore
+from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
-from support.receivers import JsonReceiver, SmtpReceiver
 from support.sending import make_sender
 from support.values import FakeClock
 

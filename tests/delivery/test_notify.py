@@ -20,8 +20,8 @@ from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refu
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
 from watcher.state.store import SqliteStore
+from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
-from support.receivers import JsonReceiver, SmtpReceiver
 from support.sending import alert_history as history
 from support.sending import make_sender, titles
 from support.values import FakeClock

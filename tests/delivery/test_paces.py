@@ -14,8 +14,8 @@ from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_send import new_client
 from watcher.delivery.paces import pace_of
 from watcher.state.store import SqliteStore
+from watcher.testing.receivers import SmtpReceiver
 
-from support.receivers import SmtpReceiver
 from support.sending import alert_history, make_sender
 from support.values import FakeClock
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.prometheus import Prometheus, QueryError
+from watcher.testing.prometheus import Prometheus, QueryError
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "watcher-rules.yml"

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from support.daemon import write_config
-from support.receivers import SmtpReceiver, wait_until
+from watcher.testing.daemon import write_config
+from watcher.testing.receivers import SmtpReceiver, wait_until
+
 from support.world import (
     API_KEY,
     DRIFT_NODE,

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from support.alertmanager import Alertmanager
-from support.receivers import JsonReceiver, wait_until
+from watcher.testing.alertmanager import Alertmanager
+from watcher.testing.receivers import JsonReceiver, wait_until
+
 from support.world import OUR_VOTE, World, make_world, small_cluster
 
 # Never skipped: `make test` installs Alertmanager (deploy/ensure-monitoring), and a machine

@@ -13,9 +13,9 @@ import pytest
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.daemon import DaemonProcess, write_config
-from support.receivers import JsonReceiver, wait_until
 from support.world import API_KEY
 
 pytestmark = pytest.mark.e2e

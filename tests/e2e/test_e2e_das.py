@@ -13,8 +13,8 @@ import pytest
 from watcher.simulator import Ledger
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
+from watcher.testing.receivers import wait_until
 
-from support.receivers import wait_until
 from support.world import World, make_world
 
 pytestmark = pytest.mark.e2e

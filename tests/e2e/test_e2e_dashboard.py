@@ -24,9 +24,9 @@ import yaml
 
 from watcher.simulator import Ledger
 from watcher.simulator.keys import derived_pubkey
+from watcher.testing.net import free_port
+from watcher.testing.prometheus import Prometheus, QueryError, Sample, Scrape
 
-from support.net import free_port
-from support.prometheus import Prometheus, QueryError, Sample, Scrape
 from support.world import (
     BIG_VOTE,
     DRIFT_NODE,

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from watcher.simulator import FaultPlan, SimulatorServer
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.daemon import DaemonProcess, write_config
-from support.receivers import JsonReceiver, wait_until
 from support.world import OUR_VOTE, TREASURY, rules, small_cluster
 
 pytestmark = pytest.mark.e2e

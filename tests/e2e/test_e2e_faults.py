@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from support.receivers import TrickleReceiver, wait_until
+from watcher.testing.receivers import TrickleReceiver, wait_until
+
 from support.world import TREASURY, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

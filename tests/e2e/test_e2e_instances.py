@@ -19,10 +19,9 @@ import yaml
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.shards import shard_of
-
-from support.daemon import DaemonProcess, write_config
-from support.postgres import Postgres
-from support.receivers import JsonReceiver, wait_until
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.postgres import Postgres
+from watcher.testing.receivers import JsonReceiver, wait_until
 
 pytestmark = pytest.mark.e2e
 

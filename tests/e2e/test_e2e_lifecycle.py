@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from watcher.state.store import SqliteStore
+from watcher.testing.receivers import wait_until
 
-from support.receivers import wait_until
 from support.world import OUR_NODE, OUR_VOTE, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from support.net import free_port, get
-from support.receivers import wait_until
+from watcher.testing.net import free_port, get
+from watcher.testing.receivers import wait_until
+
 from support.world import (
     HOLDERS,
     MINT,

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from support.daemon import tx_rule
-from support.net import free_port, get
-from support.receivers import wait_until
+from watcher.testing.daemon import tx_rule
+from watcher.testing.net import free_port, get
+from watcher.testing.receivers import wait_until
+
 from support.world import API_KEY, OUR_VOTE, TREASURY, World, make_world, rules, small_cluster
 
 pytestmark = pytest.mark.e2e

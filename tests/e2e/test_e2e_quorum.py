@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from watcher.simulator import SimulatorServer
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.net import free_port, get
+from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.daemon import DaemonProcess, write_config
-from support.net import free_port, get
-from support.receivers import JsonReceiver, wait_until
 from support.world import OUR_VOTE, rules, small_cluster
 
 pytestmark = pytest.mark.e2e

@@ -15,9 +15,9 @@ import pytest
 from watcher.core.events import AlertMessage, Reason
 from watcher.core.outbox_rows import Destination
 from watcher.state.store import SqliteStore
+from watcher.testing.net import free_port
+from watcher.testing.receivers import wait_until
 
-from support.net import free_port
-from support.receivers import wait_until
 from support.world import make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from watcher.simulator.keys import derived_pubkey
+from watcher.testing.daemon import tx_rule
+from watcher.testing.receivers import wait_until
 
-from support.daemon import tx_rule
-from support.receivers import wait_until
 from support.world import TREASURY, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

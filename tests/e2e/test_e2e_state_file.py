@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from watcher.state.database import MIGRATIONS
+from watcher.testing.daemon import DaemonProcess
+from watcher.testing.receivers import TrickleReceiver, wait_until
 
-from support.daemon import DaemonProcess
-from support.receivers import TrickleReceiver, wait_until
 from support.world import TREASURY, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from watcher.kinds.vat import VOTE_RENT_EXEMPT_LAMPORTS
+from watcher.testing.receivers import wait_until
 
-from support.receivers import wait_until
 from support.world import (
     DRIFT_NODE,
     DRIFT_VOTE,

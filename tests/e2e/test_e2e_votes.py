@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from support.receivers import wait_until
+from watcher.testing.receivers import wait_until
+
 from support.world import OUR_VOTE, World, make_world, small_cluster
 
 pytestmark = pytest.mark.e2e

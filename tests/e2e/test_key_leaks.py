@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from watcher.simulator import SimulatorServer
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.receivers import JsonReceiver
 
-from support.daemon import DaemonProcess, write_config
-from support.receivers import JsonReceiver
 from support.world import rules, small_cluster
 
 pytestmark = pytest.mark.e2e

@@ -27,8 +27,8 @@ from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 from watcher.state.store import SqliteStore
+from watcher.testing.daemon import write_config
 
-from support.daemon import write_config
 from support.seeded import (
     FEATURE_SET,
     HOLDERS,

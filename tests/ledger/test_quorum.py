@@ -22,8 +22,8 @@ from watcher.config.ruleset import Job, RuleSet
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import agree, differences
 from watcher.simulator import Ledger, SimulatorServer
+from watcher.testing.daemon import write_config
 
-from support.daemon import write_config
 from support.seeded import OUR_NODE, OUR_VOTE, START, TREASURY, base_rules, small_cluster
 from support.values import step_outcome
 

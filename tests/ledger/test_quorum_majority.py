@@ -24,8 +24,8 @@ from watcher.core.events import StepOutcome
 from watcher.kinds import KINDS, SOURCES
 from watcher.ledger.quorum import Quorum, majority
 from watcher.simulator import Ledger, SimulatorServer
+from watcher.testing.daemon import write_config
 
-from support.daemon import write_config
 from support.seeded import OUR_VOTE, START, base_rules, small_cluster
 from support.values import step_outcome
 

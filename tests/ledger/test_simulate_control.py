@@ -17,8 +17,8 @@ from watcher.core.errors import ConfigError
 from watcher.ruletest.control import apply_control, ledger_from_file, send_action
 from watcher.simulator import Ledger, SimulatorServer, serve
 from watcher.simulator.das import das_of
+from watcher.testing.receivers import wait_until
 
-from support.receivers import wait_until
 from support.values import key
 
 ADDRESS, VOTE, NODE = key("control address"), key("control vote"), key("control node")

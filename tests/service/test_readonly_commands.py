@@ -18,8 +18,7 @@ from typer.testing import CliRunner, Result
 from watcher.cli import app
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import SqliteStore
-
-from support.daemon import write_config
+from watcher.testing.daemon import write_config
 
 runner = CliRunner()
 NO_SECRETS = {"RPC_API_KEY": None, "HOOK_TOKEN": None}

@@ -19,8 +19,7 @@ from watcher.service.status import STUCK_SECONDS, Status
 from watcher.state.snapshot import InstanceShards, Outbox
 from watcher.state.source_rounds import SourceRound
 from watcher.state.store import SqliteStore
-
-from support.daemon import write_config
+from watcher.testing.daemon import write_config
 
 NOW = 1_800_000_000.0
 QUIET = Outbox(0, None, 0)

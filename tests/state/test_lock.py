@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from watcher.state.lock import StateInUse, lock_path, lock_state
-
-from support.daemon import write_config
+from watcher.testing.daemon import write_config
 
 
 def test_the_lock_is_exclusive_names_its_holder_and_is_let_go(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ from watcher.state.pg_connect import (
     connect_problem,
 )
 from watcher.state.postgresql_schema import migrate, migrations
+from watcher.testing.postgres import Postgres
 
-from support.postgres import Postgres
 from support.settings_files import KEY, RULE, settings_file, write
 
 LATEST = len(migrations())

@@ -17,8 +17,7 @@ from watcher.core.outbox_rows import Destination
 from watcher.state import pg_deliveries as outbox
 from watcher.state.postgresql_schema import migrate
 from watcher.state.store import SqliteStore
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 Connection = psycopg.AsyncConnection[TupleRow]
 NOW = 1_000_000.0

@@ -33,8 +33,7 @@ from watcher.state.pg_leases import (
 from watcher.state.postgresql_schema import migrate
 from watcher.state.shards import SHARDS, balanced_share, plan, rank_of
 from watcher.state.store import SqliteStore
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 Connection = psycopg.AsyncConnection[TupleRow]
 Connect = Callable[[], Awaitable[Connection]]

@@ -24,8 +24,7 @@ from watcher.state.postgresql_schema import migrate
 from watcher.state.retention import Pruned
 from watcher.state.source_rounds import SourceRound, last_rounds
 from watcher.state.store import SqliteStore
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 Connection = psycopg.AsyncConnection[TupleRow]
 SOURCE = "ledger"

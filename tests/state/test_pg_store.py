@@ -22,8 +22,7 @@ from watcher.state.pg_pool import PoolLimits
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS, shard_of
 from watcher.state.source_rounds import SourceRound
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 OPS = Destination("ops", "json://127.0.0.1:9/ops")
 

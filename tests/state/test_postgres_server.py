@@ -1,10 +1,10 @@
-"""The tests' throwaway PostgreSQL server (``support.postgres``) is what it says."""
+"""The tests' throwaway PostgreSQL server (``watcher.testing.postgres``) is what it says."""
 
 from __future__ import annotations
 
 import psycopg
 
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 
 def test_the_throwaway_server_answers_on_its_socket_only_with_fsync_off(postgres: Postgres) -> None:

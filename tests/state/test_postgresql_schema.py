@@ -15,8 +15,7 @@ from psycopg.rows import TupleRow
 from watcher.state.database import SchemaTooNewError
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.store import SqliteStore
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 # SQLite's declared types (STRICT tables: exactly these) and what each is on PostgreSQL.
 TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision"}

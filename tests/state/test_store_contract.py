@@ -20,8 +20,7 @@ from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Firing
 from watcher.state.source_rounds import SourceRound
 from watcher.state.store import AsyncSqliteStore
-
-from support.postgres import Postgres
+from watcher.testing.postgres import Postgres
 
 OPS = Destination("ops", "json://127.0.0.1:9/ops")
 MAIL = Destination("mail", "json://127.0.0.1:9/mail")

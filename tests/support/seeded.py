@@ -17,8 +17,7 @@ from watcher.kinds import KINDS, RULE_MODELS, SOURCES
 from watcher.kinds.transactions import Cursor
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
-
-from support.daemon import write_config
+from watcher.testing.daemon import write_config
 
 TREASURY = derived_pubkey("evidence treasury")
 MINT = derived_pubkey("evidence mint")

@@ -10,9 +10,8 @@ from typing import Any
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
-
-from support.daemon import DaemonProcess, write_config
-from support.receivers import JsonReceiver, wait_until
+from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.receivers import JsonReceiver, wait_until
 
 API_KEY = "k3yTH4tMustN3v3rL3ak0ut9f8e7d6c5b4a3"
 TREASURY = derived_pubkey("e2e treasury")

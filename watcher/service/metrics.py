@@ -3,14 +3,15 @@
 One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
 Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
 outcome); the values the rules observe are kept in memory as accepted answers come
-(``watcher.service.observed_values``). The outbox and the firing alerts are read from the store
-before each answer on the event loop (``refresh``: ``Store.summary``), so that the scrape itself
-renders in a thread from memory only."""
+(``watcher.service.observed_values``); what is read when scraped (RPC retries, the cadences, the
+outbox and the firing alerts, read from the store before each answer on the event loop:
+``refresh``) is ``watcher.service.scrape_time``'s, so that the scrape itself renders in a thread
+from memory only."""
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -22,28 +23,17 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
 
 from watcher.alerting.health import RoundHealth, StateHealth
-from watcher.cadence import monthly_calls
-from watcher.core.errors import StateError
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
-from watcher.service.cadences import interval_bands
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
 from watcher.service.loop_lag import TICK_SECONDS
 from watcher.service.observed_values import ObservedValues
+from watcher.service.scrape_time import ScrapeTime
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
 from watcher.state.snapshot import StateSummary
-
-RATE_LIMITED = "RateLimited"
 
 __all__ = ["HealthVerdict", "Metrics", "StateSummary", "health_verdict"]
 
@@ -64,15 +54,9 @@ class Metrics:
         cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
         kind_of: Callable[[str], str] = lambda rule: "",
     ) -> None:
-        """``read_state``: the store's ``summary`` (None: no state to show, nothing read).
-        Read when scraped: ``cadences``, the calls a second at the current cadences and the
-        current interval of every adaptive target (``watcher.service.cadences``); ``kind_of``, a
-        rule's kind (the rules in force)."""
+        """``rpc_stats``, ``read_state``, ``cadences`` and ``kind_of`` are read when scraped
+        (``watcher.service.scrape_time.ScrapeTime``)."""
         self.registry = CollectorRegistry(auto_describe=False)
-        # The store (a round trip away on PostgreSQL): ``refresh`` awaits it before each answer,
-        # and ``state`` and the scrape answer from that reading.
-        self._read_state = read_state
-        self._read: StateSummary | None = None
         self._clock = clock
         r = self.registry
         self.polls = Counter(
@@ -156,7 +140,6 @@ class Metrics:
             ["source"],
             registry=r,
         )
-        self.cadences = cadences
         self.build_info = Gauge(
             "watcher_build_info",
             "1, labelled with the watcher's version and Python's",
@@ -172,12 +155,13 @@ class Metrics:
             "When the heartbeat's ping was last accepted (Unix time; 0: not yet)",
             registry=r,
         )
-        # The kind of a rule by its name ("" for one no longer in force): watcher_alert_firing.
-        self.kind_of = kind_of
         # The values the rules observe (accepted answers only): rendered by ``exposition``
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
-        r.register(_ScrapeTime(self, rpc_stats))
+        self.scrape_time = ScrapeTime(
+            clock, rpc_stats, read_state=read_state, cadences=cadences, kind_of=kind_of
+        )
+        r.register(self.scrape_time)
         # Last: a scrape reads it after rendering everything else, so that a scrape's own hold
         # of the loop (if any) shows in the next one.
         self.loop_lag = Histogram(
@@ -261,23 +245,13 @@ class Metrics:
         return self.observed.exposition() + generate_latest(self.registry)
 
     async def refresh(self) -> None:
-        """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and
-        ``state``; a failure leaves None (unreadable)."""
-        if self._read_state is None:
-            return
-        try:
-            self._read = await self._read_state()
-        except StateError:
-            self._read = None
-
-    def scraped(self) -> StateSummary | None:
-        """What the last ``refresh`` read (None: not read, or unreadable)."""
-        return self._read
+        """Reads the firing alerts and the outbox for the next scrape and ``state``."""
+        await self.scrape_time.refresh()
 
     def state(self) -> StateSummary | None:
         """The firing alerts and the outbox as the last ``refresh`` read them, or None while
         the store cannot be read."""
-        return self._read
+        return self.scrape_time.state()
 
 
 def health_verdict(
@@ -305,72 +279,3 @@ def health_verdict(
             f"outbox not draining: {outbox.pending} deliveries pending, the oldest for {age:.0f}s",
         )
     return HealthVerdict(True, "ok")
-
-
-class _ScrapeTime(Collector):
-    """Values read when scraped: RPC retries and 429s, the outbox, the firing alerts."""
-
-    def __init__(self, metrics: Metrics, rpc_stats: Callable[[], RpcStats | None]) -> None:
-        self._metrics = metrics
-        self._rpc_stats = rpc_stats
-
-    def collect(self) -> Iterator[Metric]:
-        stats = self._rpc_stats()
-        if stats is not None:
-            yield CounterMetricFamily("watcher_rpc_retries", "RPC attempts retried", stats.retries)
-            yield CounterMetricFamily(
-                "watcher_rpc_rate_limited",
-                "RPC attempts answered 429 (rate limited)",
-                stats.errors[RATE_LIMITED],
-            )
-        yield from self._cadences()
-        state = self._metrics.scraped()
-        if state is None:
-            return
-        firing, outbox = state
-        now = self._metrics._clock()
-        oldest = 0.0 if outbox.oldest_pending_at is None else now - outbox.oldest_pending_at
-        yield GaugeMetricFamily("watcher_outbox_depth", "Deliveries pending", outbox.pending)
-        yield GaugeMetricFamily(
-            "watcher_outbox_oldest_pending_seconds", "Age of the oldest pending delivery", oldest
-        )
-        yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
-        yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))
-        yield self._alerts(firing)
-
-    def _alerts(self, firing: Iterable[snapshot.Firing]) -> Metric:
-        """One series per state alert firing now, as Prometheus's ALERTS."""
-        family = GaugeMetricFamily(
-            "watcher_alert_firing",
-            "1 for each state alert firing now",
-            labels=("rule", "kind", "severity", "subject"),
-        )
-        seen: set[tuple[str, str]] = set()
-        for alert in firing:
-            if (alert.rule, alert.subject) in seen:
-                continue
-            seen.add((alert.rule, alert.subject))
-            kind = self._metrics.kind_of(alert.rule)
-            family.add_metric((alert.rule, kind, alert.severity, alert.subject), 1)
-        return family
-
-    def _cadences(self) -> Iterator[Metric]:
-        view = self._metrics.cadences()
-        if view is None:
-            return
-        per_second, intervals = view
-        yield GaugeMetricFamily(
-            "watcher_projected_monthly_calls",
-            "RPC calls a (30-day) month at the current intervals (one call per poll)",
-            monthly_calls(per_second),
-        )
-        cumulative, buckets = 0, []
-        for bound, count in interval_bands(intervals):
-            cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
-        yield HistogramMetricFamily(
-            "watcher_target_interval_seconds",
-            "Current poll interval of each target of the rules with max_every",
-            buckets=buckets,
-            sum_value=sum(intervals),
-        )

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for tests: ``with Postgres.start() as pg: pg.conninfo``.
+"""A throwaway PostgreSQL server for tests and benchmarks: ``with Postgres.start() as pg:``.
 
 The binaries come from ``pg_config --bindir`` (Debian's ``postgresql`` package; else the newest
 ``/usr/lib/postgresql/*/bin``); ``make test`` installs the package when it is missing

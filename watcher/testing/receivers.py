@@ -1,7 +1,7 @@
 """Real local receivers for Apprise deliveries: a JSON webhook listener and an SMTP server.
 
 Both listen on 127.0.0.1 on a free port and record what they receive, so tests assert on what
-a user's endpoint really got. They are used by the notify tests and the end-to-end tests.
+a user's endpoint really got. The notify tests, the end-to-end tests and the benchmarks use them.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from support.net import free_port
+from watcher.testing.net import free_port
 
 START_SECONDS = 30
 STOP_SECONDS = 10

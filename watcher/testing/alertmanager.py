@@ -2,8 +2,8 @@
 
 Debian's ``prometheus-alertmanager`` on loopback, in a temporary folder of its own (its storage
 there), without gossip (``--cluster.listen-address=``), with one receiver: a webhook to a local
-listener of the test (``support.receivers.JsonReceiver``), every alert grouped on its own and
-sent after a short ``group_wait``/``group_interval``, resolutions too. ``restart(empty=True)``
+listener of the test (``watcher.testing.receivers.JsonReceiver``), every alert grouped on its own
+and sent after a short ``group_wait``/``group_interval``, resolutions too. ``restart(empty=True)``
 stops it, deletes its storage and starts it again on the same port: an Alertmanager that
 forgot every alert. Every wait is on a condition (its readiness, an alert), never a fixed sleep.
 """
@@ -22,8 +22,8 @@ from typing import Any, Self
 
 import yaml
 
-from support.net import free_port
-from support.receivers import wait_until
+from watcher.testing.net import free_port
+from watcher.testing.receivers import wait_until
 
 BINARY = "prometheus-alertmanager"
 START_SECONDS = 30.0

@@ -1,0 +1,130 @@
+"""The part of ``/metrics`` read when scraped, not counted as it happens: RPC retries and 429s,
+the calls the current cadences project, the outbox and the firing alerts.
+
+The outbox and the firing alerts come from the store (a round trip away on PostgreSQL):
+``refresh`` reads them on the event loop before each answer, and the scrape renders that
+reading in a thread, from memory only."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from watcher.cadence import monthly_calls
+from watcher.core.errors import StateError
+from watcher.ledger.rpc import RpcStats
+from watcher.service.cadences import interval_bands
+from watcher.state import snapshot
+from watcher.state.snapshot import StateSummary
+
+RATE_LIMITED = "RateLimited"
+
+__all__ = ["ScrapeTime"]
+
+
+class ScrapeTime(Collector):
+    """Values read when scraped: RPC retries and 429s, the cadences, the outbox, the firing
+    alerts."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        rpc_stats: Callable[[], RpcStats | None],
+        *,
+        read_state: Callable[[], Awaitable[StateSummary]] | None,
+        cadences: Callable[[], tuple[float, list[float]] | None],
+        kind_of: Callable[[str], str],
+    ) -> None:
+        """``read_state``: the store's ``summary`` (None: no state to show, nothing read).
+        ``cadences``: the calls a second at the current cadences and the current interval of
+        every adaptive target (``watcher.service.cadences``); ``kind_of``: a rule's kind (the
+        rules in force; "" for one no longer in force)."""
+        self._clock = clock
+        self._rpc_stats = rpc_stats
+        self._read_state = read_state
+        self._read: StateSummary | None = None
+        self._cadences_now = cadences
+        self._kind_of = kind_of
+
+    async def refresh(self) -> None:
+        """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and
+        ``state``; a failure leaves None (unreadable)."""
+        if self._read_state is None:
+            return
+        try:
+            self._read = await self._read_state()
+        except StateError:
+            self._read = None
+
+    def state(self) -> StateSummary | None:
+        """The firing alerts and the outbox as the last ``refresh`` read them (None: not read,
+        or the store cannot be read)."""
+        return self._read
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._rpc_stats()
+        if stats is not None:
+            yield CounterMetricFamily("watcher_rpc_retries", "RPC attempts retried", stats.retries)
+            yield CounterMetricFamily(
+                "watcher_rpc_rate_limited",
+                "RPC attempts answered 429 (rate limited)",
+                stats.errors[RATE_LIMITED],
+            )
+        yield from self._cadences()
+        state = self._read
+        if state is None:
+            return
+        firing, outbox = state
+        now = self._clock()
+        oldest = 0.0 if outbox.oldest_pending_at is None else now - outbox.oldest_pending_at
+        yield GaugeMetricFamily("watcher_outbox_depth", "Deliveries pending", outbox.pending)
+        yield GaugeMetricFamily(
+            "watcher_outbox_oldest_pending_seconds", "Age of the oldest pending delivery", oldest
+        )
+        yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
+        yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))
+        yield self._alerts(firing)
+
+    def _alerts(self, firing: Iterable[snapshot.Firing]) -> Metric:
+        """One series per state alert firing now, as Prometheus's ALERTS."""
+        family = GaugeMetricFamily(
+            "watcher_alert_firing",
+            "1 for each state alert firing now",
+            labels=("rule", "kind", "severity", "subject"),
+        )
+        seen: set[tuple[str, str]] = set()
+        for alert in firing:
+            if (alert.rule, alert.subject) in seen:
+                continue
+            seen.add((alert.rule, alert.subject))
+            kind = self._kind_of(alert.rule)
+            family.add_metric((alert.rule, kind, alert.severity, alert.subject), 1)
+        return family
+
+    def _cadences(self) -> Iterator[Metric]:
+        view = self._cadences_now()
+        if view is None:
+            return
+        per_second, intervals = view
+        yield GaugeMetricFamily(
+            "watcher_projected_monthly_calls",
+            "RPC calls a (30-day) month at the current intervals (one call per poll)",
+            monthly_calls(per_second),
+        )
+        cumulative, buckets = 0, []
+        for bound, count in interval_bands(intervals):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
+        yield HistogramMetricFamily(
+            "watcher_target_interval_seconds",
+            "Current poll interval of each target of the rules with max_every",
+            buckets=buckets,
+            sum_value=sum(intervals),
+        )
