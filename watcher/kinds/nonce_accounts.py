@@ -38,15 +38,7 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-)
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -57,10 +49,9 @@ from watcher.kinds.layouts import (
 )
 from watcher.kinds.nonce_words import nonce_accounts_text
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.unverified import unverified_episodes
+from watcher.kinds.unverified import inventory_alert, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
 
-STATE_VERSION: Final = 1
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
 SIGNATURES_LIMIT: Final = 1000
 
@@ -216,7 +207,6 @@ class NonceAccountsSource(Slotless):
         watching = [
             rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
         ]
-        seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("accounts")
         accounts: dict[str, Any] = dict(previous or {})
         for account in observation.gone:
@@ -224,42 +214,29 @@ class NonceAccountsSource(Slotless):
         for account, decoded in observation.found.items():
             accounts[account] = _entry(decoded)
         found = diff_nonces(previous, observation)
-        alerts: list[AlertMessage] = []
-        unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
-        unverified: dict[str, Any] = {}
-        for rule in watching:
-            if rule.name not in seen:
-                if rule.inventory:
-                    alerts.append(_inventory(rule, target, accounts, observation, seq))
-            else:
-                for change in found:
-                    if change["change"] in rule.changes:
-                        alerts.append(_change_alert(rule, change, seq))
+
+        def inventory(rule: NonceAccountsRule, seq: int) -> AlertMessage | None:
+            return _inventory(rule, target, accounts, observation, seq) if rule.inventory else None
+
+        def changes(rule: NonceAccountsRule, seq: int) -> list[AlertMessage]:
+            return [_change_alert(rule, c, seq) for c in found if c["change"] in rule.changes]
+
+        return snapshot_step(
+            watching,
+            state,
+            ("accounts", accounts),
+            now=now,
+            inventory=inventory,
+            changes=changes,
+            failing={
+                subject: (why, {"under": under})
+                for subject, (why, under) in observation.unverifiable.items()
+            },
+            facts_of=_unverified_facts,
             # An account listed under a refused authority is not known either way: its
             # episode stays as it was.
-            open_now, said = unverified_episodes(
-                rule,
-                unverified_before.get(rule.name, {}),
-                {
-                    s: (why, {"under": under})
-                    for s, (why, under) in observation.unverifiable.items()
-                },
-                now=now,
-                seq=seq,
-                facts_of=_unverified_facts,
-                undecided=lambda episode: episode.get("under") in observation.refused,
-            )
-            if open_now:
-                unverified[rule.name] = open_now
-            alerts += said
-        new_state: TargetState = {
-            "v": STATE_VERSION,
-            "accounts": dict(sorted(accounts.items())),
-            **baselines_state(seen, (rule.name for rule in watching), seq),
-        }
-        if unverified:
-            new_state["unverified"] = unverified
-        return StepOutcome(state=new_state, alerts=tuple(alerts))
+            undecided=lambda episode: episode.get("under") in observation.refused,
+        )
 
 
 def _entry(decoded: NonceState) -> dict[str, Any]:
@@ -356,9 +333,7 @@ def _inventory(
         "count": len(listed),
         "not_listed": sorted(observation.refused),
     }
-    as_info = rule.model_copy(update={"severity": "info"})
-    key = f"{rule.name}|{target}|inventory-{seq}"
-    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
+    return inventory_alert(rule, target, seq, facts)
 
 
 def _unverified_facts(subject: str, episode: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -36,14 +36,17 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import LedgerReader, Slotless, SourceFacts, baselines, baselines_state
+from watcher.kinds.base import LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
-from watcher.kinds.unverified import inventory_listing, unverified_episodes, unverified_words
+from watcher.kinds.unverified import (
+    inventory_alert,
+    inventory_listing,
+    snapshot_step,
+    unverified_words,
+)
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
-
-STATE_VERSION: Final = 1
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 
@@ -147,38 +150,26 @@ class PowersSource(Slotless):
             and rule.kind in self.rule_kinds
             and target in rule.targets
         ]
-        seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("powers")
         powers: dict[str, Any] = {**(previous or {}), **observation.powers}
         found = diff_powers(previous, observation)
-        alerts: list[AlertMessage] = []
-        unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
-        unverified: dict[str, Any] = {}
-        for rule in watching:
-            if rule.name not in seen:
-                if rule.inventory:
-                    alerts.append(_inventory(rule, target, powers, observation, seq))
-            else:
-                alerts += [_change_alert(rule, change, seq) for change in found]
-            open_now, said = unverified_episodes(
-                rule,
-                unverified_before.get(rule.name, {}),
-                {account: (why, {}) for account, why in observation.unverifiable.items()},
-                now=now,
-                seq=seq,
-                facts_of=_unverified_facts,
-            )
-            if open_now:
-                unverified[rule.name] = open_now
-            alerts += said
-        new_state: TargetState = {
-            "v": STATE_VERSION,
-            "powers": dict(sorted(powers.items())),
-            **baselines_state(seen, (rule.name for rule in watching), seq),
-        }
-        if unverified:
-            new_state["unverified"] = unverified
-        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+        def inventory(rule: PowersRule, seq: int) -> AlertMessage | None:
+            return _inventory(rule, target, powers, observation, seq) if rule.inventory else None
+
+        def changes(rule: PowersRule, seq: int) -> list[AlertMessage]:
+            return [_change_alert(rule, change, seq) for change in found]
+
+        return snapshot_step(
+            watching,
+            state,
+            ("powers", powers),
+            now=now,
+            inventory=inventory,
+            changes=changes,
+            failing={account: (why, {}) for account, why in observation.unverifiable.items()},
+            facts_of=_unverified_facts,
+        )
 
 
 # -- the diff (pure) -------------------------------------------------------------------------
@@ -246,9 +237,7 @@ def _inventory(
         "count": len(powers),
         "not_listed": sorted(observation.unverifiable),
     }
-    as_info = rule.model_copy(update={"severity": "info"})
-    key = f"{rule.name}|{target}|inventory-{seq}"
-    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
+    return inventory_alert(rule, target, seq, facts)
 
 
 def _unverified_facts(account: str, episode: Mapping[str, Any]) -> dict[str, Any]:

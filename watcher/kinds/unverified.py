@@ -1,19 +1,22 @@
 """What the kinds that decode accounts themselves (nonce accounts, authorities, multisigs) share:
-their "cannot be verified" episodes (one state alert per subject: an account that does not
-decode as what the rule says it is, or a key whose call the provider refused, firing while it
-cannot be verified and resolved once it can; never a quiet baseline) and the words of those
-alerts and of their first poll's inventory. Pure."""
+their step (a first poll's inventory, then each change, besides the episodes below), their
+"cannot be verified" episodes (one state alert per subject: an account that does not decode as
+what the rule says it is, or a key whose call the provider refused, firing while it cannot be
+verified and resolved once it can; never a quiet baseline) and the words of those alerts and of
+their first poll's inventory. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from watcher.alerting.messages import Presentation, make_alert, rule_head
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
-from watcher.core.events import AlertMessage
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.base import baselines, baselines_state
 
+STATE_VERSION: Final = 1  # of the state ``snapshot_step`` keeps (the kinds' docstrings)
 LISTED: Final = 50  # accounts an inventory lists one by one
 UNVERIFIED_MEANS: Final = (
     "Until it can, nothing is concluded about it: no change is notified, and what was known of "
@@ -23,6 +26,67 @@ UNVERIFIED_MEANS: Final = (
 # What a new episode keeps besides when and why (the nonce kinds: the authority it was under).
 Failing = Mapping[str, tuple[str, Mapping[str, Any]]]  # subject -> (why, kept)
 FactsOf = Callable[[str, Mapping[str, Any]], dict[str, Any]]  # (subject, episode) -> facts
+Rule = TypeVar("Rule", bound=EventRule)
+
+
+def snapshot_step(
+    watching: Sequence[Rule],
+    state: TargetState | None,
+    snapshot: tuple[str, Mapping[str, Any]],
+    *,
+    now: float,
+    inventory: Callable[[Rule, int], AlertMessage | None],
+    changes: Callable[[Rule, int], list[AlertMessage]],
+    failing: Failing,
+    facts_of: FactsOf,
+    undecided: Callable[[Mapping[str, Any]], bool] = lambda _episode: False,
+) -> StepOutcome:
+    """One poll of a kind that keeps a snapshot of decoded accounts, ``snapshot`` (its key in
+    the state, and what it holds now): for each rule, the inventory at its first poll (None:
+    a quiet baseline) or the ``changes`` since the last one, and its "cannot be verified"
+    episodes (``unverified_episodes``). ``inventory`` and ``changes`` are given the number of
+    this snapshot, which names their alerts."""
+    seen, seq = baselines(state)
+    alerts: list[AlertMessage] = []
+    unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
+    unverified: dict[str, Any] = {}
+    for rule in watching:
+        if rule.name not in seen:
+            told = inventory(rule, seq)
+            alerts += [told] if told is not None else []
+        else:
+            alerts += changes(rule, seq)
+        open_now, said = unverified_episodes(
+            rule,
+            unverified_before.get(rule.name, {}),
+            failing,
+            now=now,
+            seq=seq,
+            facts_of=facts_of,
+            undecided=undecided,
+        )
+        if open_now:
+            unverified[rule.name] = open_now
+        alerts += said
+    key, held = snapshot
+    new_state: TargetState = {
+        "v": STATE_VERSION,
+        key: dict(sorted(held.items())),
+        **baselines_state(seen, (rule.name for rule in watching), seq),
+    }
+    if unverified:
+        new_state["unverified"] = unverified
+    return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+
+def inventory_alert(
+    rule: EventRule, target: str, seq: int, facts: Mapping[str, Any]
+) -> AlertMessage:
+    """What exists at a rule's first poll, in one ``info`` notification whatever the rule's
+    severity: a list to read, not a change to act on."""
+    as_info = rule.model_copy(update={"severity": "info"})
+    key = f"{rule.name}|{target}|inventory-{seq}"
+    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
 
 
 def unverified_episodes(
