@@ -111,6 +111,17 @@ def decoded_each(
 Reader = Callable[[LedgerReader, Sequence[str]], Awaitable[PowersObservation]]
 
 
+def decoding_reader(decode: Callable[[str, bytes], Powers], what: str) -> Reader:
+    """The ``Reader`` of a kind whose accounts each decode on their own (a mint, a multisig):
+    the accounts read, then each decoded by ``decode(owner, data)`` as a ``what``."""
+
+    async def read(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+        accounts, refused = await read_accounts(ledger, keys)
+        return decoded_each(keys, accounts, refused, decode, what)
+
+    return read
+
+
 class PowersSource(Slotless):
     """One powers kind's source: ``read`` turns a rule's accounts into their powers."""
 
