@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
@@ -56,7 +56,7 @@ SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one pol
 SIGNATURES_LIMIT: Final = 1000
 
 Change = Literal["created", "closed", "advanced", "authority_changed"]
-CHANGES: tuple[Change, ...] = ("created", "closed", "advanced", "authority_changed")
+CHANGES: tuple[Change, ...] = get_args(Change)
 Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -65,16 +65,7 @@ Change = Literal[
     "allowance_increased",
     "close_authority_changed",
 ]
-CHANGES: tuple[Change, ...] = (
-    "created",
-    "closed",
-    "frozen",
-    "thawed",
-    "delegated",
-    "undelegated",
-    "allowance_increased",
-    "close_authority_changed",
-)
+CHANGES: tuple[Change, ...] = get_args(Change)  # every change, in the order above
 Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 
 
