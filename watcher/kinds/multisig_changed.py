@@ -19,12 +19,12 @@ from watcher.kinds.powers import (
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
     decoding_reader,
     powers_text,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
+from watcher.kinds.unverified import inventory_count
 
 # Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
 PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))
@@ -89,6 +89,6 @@ KIND = Kind(
     wording=powers_text(WORDS),
     samples=samples,
     digest=DigestWords(
-        ("multisig change", "multisig changes"), ("multisig", "multisigs"), count_of
+        ("multisig change", "multisig changes"), ("multisig", "multisigs"), inventory_count
     ),
 )

@@ -49,7 +49,7 @@ from watcher.kinds.layouts import (
 )
 from watcher.kinds.nonce_words import nonce_accounts_text
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.unverified import inventory_alert, snapshot_step
+from watcher.kinds.unverified import inventory_alert, inventory_count, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
@@ -383,10 +383,6 @@ def samples(rule: NonceAccountsRule) -> list[AlertMessage]:
 SOURCE = NonceAccountsSource()
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count") or 1) if facts.get("what") == "inventory" else 1
-
-
 KIND = Kind(
     model=NonceAccountsRule,
     source=SOURCE,
@@ -395,6 +391,6 @@ KIND = Kind(
     digest=DigestWords(
         ("nonce account change", "nonce account changes"),
         ("nonce account", "nonce accounts"),
-        _count,
+        inventory_count,
     ),
 )

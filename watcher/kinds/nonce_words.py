@@ -4,7 +4,7 @@ durable nonce account, the first poll's inventory, or an account that cannot be 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -15,7 +15,7 @@ from watcher.alerting.messages import (
     rule_head,
     rule_line,
 )
-from watcher.kinds.unverified import inventory_listing, unverified_words
+from watcher.kinds.unverified import inventory_body, unverified_body, unverified_words
 
 _TITLES: Final[Mapping[str, str]] = {
     "created": "created",
@@ -92,24 +92,22 @@ def _funding_lines(facts: Facts, shown: Presentation) -> list[str | None]:
 
 
 def _inventory_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
-    accounts: Sequence[Mapping[str, Any]] = facts["accounts"]
     authorities: Sequence[str] = facts["authorities"]
     title = (
-        f"{rule_head(facts)} {plural(len(accounts), 'durable nonce account')} on "
+        f"{rule_head(facts)} {plural(len(facts['accounts']), 'durable nonce account')} on "
         f"{plural(len(authorities), 'watched key')} (inventory)"
     )
-    listed = inventory_listing(
-        accounts, lambda entry: f"authority {shown.name(entry['authority'])}", shown
-    )
-    not_listed: Sequence[str] = facts.get("not_listed") or ()
-    body = lines(
-        rule_line(facts),
-        "What exists at the first poll: each durable nonce account whose authority is a "
-        "watched key. From now on, each change is notified.",
-        "Watched keys: " + ", ".join(shown.name(key) for key in authorities),
-        "",
-        *(listed or ["(none)"]),
-        *(f"Not listed (the provider refused the call): {shown.name(key)}" for key in not_listed),
+    body = inventory_body(
+        facts,
+        shown,
+        lambda entry: f"authority {shown.name(entry['authority'])}",
+        intro=[
+            "What exists at the first poll: each durable nonce account whose authority is a "
+            "watched key. From now on, each change is notified.",
+            "Watched keys: " + ", ".join(shown.name(key) for key in authorities),
+        ],
+        none="(none)",
+        not_listed="Not listed (the provider refused the call)",
     )
     return title, body
 
@@ -122,13 +120,9 @@ def _unverified_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
         else f"nonce accounts of {shown.short(authority)}"
     )
     title, summary = unverified_words(facts, what, "decodes (or answers) again")
-    body = lines(
-        rule_line(facts),
+    about = [
         f"Nonce account: {shown.name(account)}" if account else None,
         shown.link("address", account) if account else None,
         f"Authority: {shown.name(authority)}",
-        f"Why: {facts['why']}",
-        f"Since: {facts['since']}",
-        summary,
-    )
-    return title, body
+    ]
+    return title, unverified_body(facts, about, summary)

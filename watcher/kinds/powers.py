@@ -41,8 +41,9 @@ from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
 from watcher.kinds.unverified import (
     inventory_alert,
-    inventory_listing,
+    inventory_body,
     snapshot_step,
+    unverified_body,
     unverified_words,
 )
 from watcher.ledger.models_accounts import Account
@@ -358,43 +359,29 @@ def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple
 
 
 def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
-    accounts: Sequence[Mapping[str, Any]] = facts["accounts"]
     watched: Sequence[str] = facts["watched"]
     title = (
         f"{rule_head(facts)} {plural(len(watched), 'watched ' + words.thing)}, "
-        f"{len(accounts)} decoded (inventory)"
+        f"{len(facts['accounts'])} decoded (inventory)"
     )
-    listed = inventory_listing(
-        accounts, lambda entry: words.powers_line(entry["powers"], shown), shown
-    )
-    not_listed: Sequence[str] = facts.get("not_listed") or ()
-    body = lines(
-        rule_line(facts),
-        "Who holds each power at the first poll. From now on, each change is notified.",
-        "",
-        *(listed or ["(none decoded)"]),
-        *(f"Cannot be verified (see its alert): {shown.name(key)}" for key in not_listed),
+    body = inventory_body(
+        facts,
+        shown,
+        lambda entry: words.powers_line(entry["powers"], shown),
+        intro=["Who holds each power at the first poll. From now on, each change is notified."],
+        none="(none decoded)",
+        not_listed="Cannot be verified (see its alert)",
     )
     return title, body
 
 
 def _unverified_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
     account = facts["account"]
-    what = f"{words.thing} {shown.short(account)}"
-    title, summary = unverified_words(facts, what, "decodes again")
-    body = lines(
-        rule_line(facts),
-        f"{words.thing.capitalize()}: {shown.name(account)}",
-        shown.link("address", account),
-        f"Why: {facts['why']}",
-        f"Since: {facts['since']}",
-        summary,
+    title, summary = unverified_words(
+        facts, f"{words.thing} {shown.short(account)}", "decodes again"
     )
-    return title, body
-
-
-def count_of(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count") or 1) if facts.get("what") == "inventory" else 1
+    about = [f"{words.thing.capitalize()}: {shown.name(account)}", shown.link("address", account)]
+    return title, unverified_body(facts, about, summary)
 
 
 def walk_samples(

@@ -18,12 +18,12 @@ from watcher.kinds.powers import (
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
     decoding_reader,
     powers_text,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
+from watcher.kinds.unverified import inventory_count
 
 
 class TokenAuthoritiesRule(PowersRule):
@@ -61,5 +61,7 @@ KIND = Kind(
     source=SOURCE,
     wording=powers_text(WORDS),
     samples=samples,
-    digest=DigestWords(("mint power change", "mint power changes"), ("mint", "mints"), count_of),
+    digest=DigestWords(
+        ("mint power change", "mint power changes"), ("mint", "mints"), inventory_count
+    ),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from watcher.alerting.messages import Presentation, make_alert, rule_head
+from watcher.alerting.messages import Presentation, lines, make_alert, rule_head, rule_line
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
@@ -154,3 +154,37 @@ def inventory_listing(
     if len(accounts) > LISTED:
         listed.append(f"... and {len(accounts) - LISTED} more")
     return listed
+
+
+def unverified_body(facts: Mapping[str, Any], about: Sequence[str | None], summary: str) -> str:
+    """The body of a "cannot be verified" alert: the lines ``about`` what it concerns, why it
+    cannot be verified and since when, then ``summary`` (``unverified_words``)."""
+    return lines(
+        rule_line(facts), *about, f"Why: {facts['why']}", f"Since: {facts['since']}", summary
+    )
+
+
+def inventory_body(
+    facts: Mapping[str, Any],
+    shown: Presentation,
+    describe: Callable[[Mapping[str, Any]], str],
+    *,
+    intro: Sequence[str],
+    none: str,
+    not_listed: str,
+) -> str:
+    """The body of an inventory: what it is (``intro``), its accounts (``inventory_listing``;
+    ``none`` when there are none), then each key it could not list, after ``not_listed``."""
+    listed = inventory_listing(facts["accounts"], describe, shown)
+    return lines(
+        rule_line(facts),
+        *intro,
+        "",
+        *(listed or [none]),
+        *(f"{not_listed}: {shown.name(key)}" for key in facts.get("not_listed") or ()),
+    )
+
+
+def inventory_count(facts: Mapping[str, Any]) -> int:
+    """What one alert adds to a digest: an inventory its accounts, anything else one."""
+    return int(facts.get("count") or 1) if facts.get("what") == "inventory" else 1

@@ -21,12 +21,12 @@ from watcher.kinds.powers import (
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
     powers_text,
     read_accounts,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
+from watcher.kinds.unverified import inventory_count
 
 
 class UpgradeAuthorityRule(PowersRule):
@@ -103,5 +103,7 @@ KIND = Kind(
     source=SOURCE,
     wording=powers_text(WORDS),
     samples=samples,
-    digest=DigestWords(("program change", "program changes"), ("program", "programs"), count_of),
+    digest=DigestWords(
+        ("program change", "program changes"), ("program", "programs"), inventory_count
+    ),
 )
