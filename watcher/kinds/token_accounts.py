@@ -45,6 +45,7 @@ from watcher.kinds.base import (
     SourceFacts,
     baselines,
     baselines_state,
+    count_listed,
 )
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
@@ -388,10 +389,6 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return line
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 KIND = Kind(
     model=TokenAccountsRule,
     source=SOURCE,
@@ -400,6 +397,6 @@ KIND = Kind(
     digest=DigestWords(
         ("token account change", "token account changes"),
         ("owner or mint", "owners or mints"),
-        _count,
+        count_listed("changes"),
     ),
 )
