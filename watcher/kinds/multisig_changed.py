@@ -13,18 +13,16 @@ from typing import Any, Literal
 from watcher.config.rule_models import Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import DigestWords, Kind
 from watcher.kinds.layouts import decode_multisig
 from watcher.kinds.powers import (
     PowersRule,
     PowersSource,
     PowersWords,
     decoding_reader,
-    powers_text,
+    powers_kind,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
-from watcher.kinds.unverified import inventory_count
 
 # Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
 PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))
@@ -83,12 +81,11 @@ def samples(rule: MultisigChangedRule) -> list[AlertMessage]:
     return walk_samples(SOURCE, rule, first, later)
 
 
-KIND = Kind(
-    model=MultisigChangedRule,
-    source=SOURCE,
-    wording=powers_text(WORDS),
-    samples=samples,
-    digest=DigestWords(
-        ("multisig change", "multisig changes"), ("multisig", "multisigs"), inventory_count
-    ),
+KIND = powers_kind(
+    MultisigChangedRule,
+    SOURCE,
+    WORDS,
+    samples,
+    ("multisig change", "multisig changes"),
+    ("multisig", "multisigs"),
 )

@@ -36,12 +36,13 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import LedgerReader, Slotless, SourceFacts
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
 from watcher.kinds.unverified import (
     inventory_alert,
     inventory_body,
+    inventory_count,
     snapshot_step,
     unverified_body,
     unverified_words,
@@ -382,6 +383,25 @@ def _unverified_text(words: PowersWords, facts: Facts, shown: Presentation) -> t
     )
     about = [f"{words.thing.capitalize()}: {shown.name(account)}", shown.link("address", account)]
     return title, unverified_body(facts, about, summary)
+
+
+def powers_kind(
+    model: type[PowersRule],
+    source: PowersSource,
+    words: PowersWords,
+    samples: Callable[[Any], list[AlertMessage]],
+    item: tuple[str, str],
+    subject: tuple[str, str],
+) -> Kind:
+    """A powers kind: worded by ``words``; its digests count ``item`` (singular, plural) per
+    ``subject``, an inventory as many as it lists."""
+    return Kind(
+        model=model,
+        source=source,
+        wording=powers_text(words),
+        samples=samples,
+        digest=DigestWords(item, subject, inventory_count),
+    )
 
 
 def walk_samples(

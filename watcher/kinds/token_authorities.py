@@ -12,18 +12,16 @@ from typing import Literal
 
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import DigestWords, Kind
 from watcher.kinds.layouts import decode_mint
 from watcher.kinds.powers import (
     PowersRule,
     PowersSource,
     PowersWords,
     decoding_reader,
-    powers_text,
+    powers_kind,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
-from watcher.kinds.unverified import inventory_count
 
 
 class TokenAuthoritiesRule(PowersRule):
@@ -56,12 +54,11 @@ def samples(rule: TokenAuthoritiesRule) -> list[AlertMessage]:
     return walk_samples(SOURCE, rule, first, later)
 
 
-KIND = Kind(
-    model=TokenAuthoritiesRule,
-    source=SOURCE,
-    wording=powers_text(WORDS),
-    samples=samples,
-    digest=DigestWords(
-        ("mint power change", "mint power changes"), ("mint", "mints"), inventory_count
-    ),
+KIND = powers_kind(
+    TokenAuthoritiesRule,
+    SOURCE,
+    WORDS,
+    samples,
+    ("mint power change", "mint power changes"),
+    ("mint", "mints"),
 )
