@@ -16,7 +16,8 @@ from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import baselines, baselines_state
 
-STATE_VERSION: Final = 1  # of the state ``snapshot_step`` keeps (the kinds' docstrings)
+# The version of the state ``snapshot_step`` keeps (its layout: the nonce and powers kinds).
+STATE_VERSION: Final = 1
 LISTED: Final = 50  # accounts an inventory lists one by one
 UNVERIFIED_MEANS: Final = (
     "Until it can, nothing is concluded about it: no change is notified, and what was known of "
