@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from watcher.kinds.delinquency import classify_validators
 from watcher.kinds.holders import BalanceChange, diff_holders, holder_changes, ranks
-from watcher.kinds.transactions import (
+from watcher.kinds.signature_cursor import (
     EMPTY_HISTORY,
     Cursor,
     baseline_cursor,

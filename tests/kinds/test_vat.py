@@ -15,12 +15,11 @@ from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.metric_samples import METRICS, SAMPLERS, Sample, vat_samples
 from watcher.kinds.samples import sample_account
-from watcher.kinds.vat import (
-    VOTE_PROGRAM,
+from watcher.kinds.vat import VOTE_PROGRAM, VatObservation
+from watcher.kinds.vat_ticket import (
     VOTE_RENT_EXEMPT_LAMPORTS,
     Boundary,
     Standing,
-    VatObservation,
     admitted,
     next_boundary,
     standing,

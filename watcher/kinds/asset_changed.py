@@ -34,6 +34,7 @@ from watcher.kinds.base import (
     SourceFacts,
     baselines,
     baselines_state,
+    count_listed,
 )
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
@@ -192,14 +193,12 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return f"- {change['field']}: {value(change['old'])} -> {value(change['new'])}"
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 KIND = Kind(
     model=AssetChangedRule,
     source=SOURCE,
     wording=asset_changed_text,
     samples=samples,
-    digest=DigestWords(("asset change", "asset changes"), ("asset", "assets"), _count),
+    digest=DigestWords(
+        ("asset change", "asset changes"), ("asset", "assets"), count_listed("changes")
+    ),
 )

@@ -42,6 +42,7 @@ from watcher.kinds.base import (
     SourceFacts,
     baselines,
     baselines_state,
+    count_listed,
 )
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
@@ -352,10 +353,6 @@ def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
     return title, body
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("assets") or ()) or 1
-
-
 def _query_named(facts: Mapping[str, Any]) -> Named:
     """A query in a digest as its lone alert's body says it: its collection or creator, or
     its search criteria (no link)."""
@@ -371,6 +368,9 @@ KIND = Kind(
     wording=new_assets_text,
     samples=samples,
     digest=DigestWords(
-        ("new asset", "new assets"), ("query", "queries"), _count, subject_named=_query_named
+        ("new asset", "new assets"),
+        ("query", "queries"),
+        count_listed("assets"),
+        subject_named=_query_named,
     ),
 )

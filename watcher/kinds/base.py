@@ -259,6 +259,11 @@ class DigestWords:
     subject_named: Callable[[Mapping[str, Any]], Named | None] | None = None
 
 
+def count_listed(key: str) -> Callable[[Mapping[str, Any]], int]:
+    """A ``DigestWords.count``: the items an alert lists under ``key`` (one at least)."""
+    return lambda facts: len(facts.get(key) or ()) or 1
+
+
 @dataclass(frozen=True)
 class Kind:
     """One watch kind: its rule model, the source it rides on, its default wording (facts ->

@@ -22,10 +22,8 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
-from watcher.kinds.base import Kind
 from watcher.kinds.cluster import CLUSTER
-from watcher.kinds.vote_samples import vote_samples
-from watcher.kinds.votes_source import SOURCE
+from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "cluster_stalled"
@@ -104,10 +102,4 @@ def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str
     return title, body
 
 
-KIND = Kind(
-    model=ClusterStalledRule,
-    source=SOURCE,
-    wording=cluster_stalled_text,
-    part=step_cluster_stalled,
-    samples=vote_samples(step_cluster_stalled),
-)
+KIND = vote_kind(ClusterStalledRule, cluster_stalled_text, step_cluster_stalled)

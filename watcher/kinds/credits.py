@@ -23,10 +23,8 @@ from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_li
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
-from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_title
-from watcher.kinds.vote_samples import vote_samples
-from watcher.kinds.votes_source import SOURCE
+from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 KIND_NAME = "credits_low"
@@ -160,10 +158,4 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
     return title, body
 
 
-KIND = Kind(
-    model=CreditsLowRule,
-    source=SOURCE,
-    wording=credits_low_text,
-    part=step_credits_low,
-    samples=vote_samples(step_credits_low),
-)
+KIND = vote_kind(CreditsLowRule, credits_low_text, step_credits_low)

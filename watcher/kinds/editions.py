@@ -35,6 +35,7 @@ from watcher.kinds.base import (
     SourceFacts,
     baselines,
     baselines_state,
+    count_listed,
 )
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
@@ -186,16 +187,14 @@ def new_editions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("editions") or ()) or 1
-
-
 KIND = Kind(
     model=NewEditionsRule,
     source=SOURCE,
     wording=new_editions_text,
     samples=samples,
     digest=DigestWords(
-        ("new edition", "new editions"), ("master edition", "master editions"), _count
+        ("new edition", "new editions"),
+        ("master edition", "master editions"),
+        count_listed("editions"),
     ),
 )

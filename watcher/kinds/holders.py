@@ -40,7 +40,14 @@ from watcher.alerting.messages import (
 )
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
+from watcher.kinds.base import (
+    ContextSlotted,
+    DigestWords,
+    Kind,
+    LedgerReader,
+    SourceFacts,
+    count_listed,
+)
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
@@ -341,10 +348,6 @@ def _holder_change(change: Mapping[str, Any], shown: Presentation) -> str:
     return f"- rank {change['rank']}: {account}  {change['old_ui']} -> {change['new_ui']} ({pct})"
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 def samples(rule: HolderChangesRule) -> list[AlertMessage]:
     """A holder enters the top, one leaves it, one's amount changes."""
     mint = rule.mints[0]
@@ -367,5 +370,7 @@ KIND = Kind(
     source=SOURCE,
     wording=holders_text,
     samples=samples,
-    digest=DigestWords(("top-holder change", "top-holder changes"), ("mint", "mints"), _count),
+    digest=DigestWords(
+        ("top-holder change", "top-holder changes"), ("mint", "mints"), count_listed("changes")
+    ),
 )

@@ -8,23 +8,18 @@ threshold), the "cannot be verified" alert and the state: ``watcher.kinds.powers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from watcher.config.rule_models import Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.kinds.layouts import decode_multisig
 from watcher.kinds.powers import (
-    PowersObservation,
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
-    decoded_each,
-    powers_text,
-    read_accounts,
+    decoding_reader,
+    powers_kind,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
@@ -42,12 +37,9 @@ class MultisigChangedRule(PowersRule):
         return self.multisigs
 
 
-async def read_multisigs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
-    read, refused = await read_accounts(ledger, keys)
-    return decoded_each(keys, read, refused, decode_multisig, "Squads v4 multisig")
-
-
-SOURCE = PowersSource("multisig_powers", "multisig_changed", read_multisigs)
+SOURCE = PowersSource(
+    "multisig_powers", "multisig_changed", decoding_reader(decode_multisig, "Squads v4 multisig")
+)
 
 
 def permissions_text(mask: int) -> str:
@@ -89,12 +81,11 @@ def samples(rule: MultisigChangedRule) -> list[AlertMessage]:
     return walk_samples(SOURCE, rule, first, later)
 
 
-KIND = Kind(
-    model=MultisigChangedRule,
-    source=SOURCE,
-    wording=powers_text(WORDS),
-    samples=samples,
-    digest=DigestWords(
-        ("multisig change", "multisig changes"), ("multisig", "multisigs"), count_of
-    ),
+KIND = powers_kind(
+    MultisigChangedRule,
+    SOURCE,
+    WORDS,
+    samples,
+    ("multisig change", "multisig changes"),
+    ("multisig", "multisigs"),
 )

@@ -28,34 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    plural,
-    rule_head,
-    rule_line,
-)
+from watcher.alerting.messages import make_alert
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-)
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -64,16 +47,16 @@ from watcher.kinds.layouts import (
     NotDecodable,
     decode_nonce,
 )
+from watcher.kinds.nonce_words import nonce_accounts_text
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.unverified import inventory_listing, unverified_episodes, unverified_words
+from watcher.kinds.unverified import inventory_alert, inventory_count, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
 
-STATE_VERSION: Final = 1
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
 SIGNATURES_LIMIT: Final = 1000
 
 Change = Literal["created", "closed", "advanced", "authority_changed"]
-CHANGES: tuple[Change, ...] = ("created", "closed", "advanced", "authority_changed")
+CHANGES: tuple[Change, ...] = get_args(Change)
 Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 
 
@@ -224,7 +207,6 @@ class NonceAccountsSource(Slotless):
         watching = [
             rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
         ]
-        seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("accounts")
         accounts: dict[str, Any] = dict(previous or {})
         for account in observation.gone:
@@ -232,42 +214,29 @@ class NonceAccountsSource(Slotless):
         for account, decoded in observation.found.items():
             accounts[account] = _entry(decoded)
         found = diff_nonces(previous, observation)
-        alerts: list[AlertMessage] = []
-        unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
-        unverified: dict[str, Any] = {}
-        for rule in watching:
-            if rule.name not in seen:
-                if rule.inventory:
-                    alerts.append(_inventory(rule, target, accounts, observation, seq))
-            else:
-                for change in found:
-                    if change["change"] in rule.changes:
-                        alerts.append(_change_alert(rule, change, seq))
+
+        def inventory(rule: NonceAccountsRule, seq: int) -> AlertMessage | None:
+            return _inventory(rule, target, accounts, observation, seq) if rule.inventory else None
+
+        def changes(rule: NonceAccountsRule, seq: int) -> list[AlertMessage]:
+            return [_change_alert(rule, c, seq) for c in found if c["change"] in rule.changes]
+
+        return snapshot_step(
+            watching,
+            state,
+            ("accounts", accounts),
+            now=now,
+            inventory=inventory,
+            changes=changes,
+            failing={
+                subject: (why, {"under": under})
+                for subject, (why, under) in observation.unverifiable.items()
+            },
+            facts_of=_unverified_facts,
             # An account listed under a refused authority is not known either way: its
             # episode stays as it was.
-            open_now, said = unverified_episodes(
-                rule,
-                unverified_before.get(rule.name, {}),
-                {
-                    s: (why, {"under": under})
-                    for s, (why, under) in observation.unverifiable.items()
-                },
-                now=now,
-                seq=seq,
-                facts_of=_unverified_facts,
-                undecided=lambda episode: episode.get("under") in observation.refused,
-            )
-            if open_now:
-                unverified[rule.name] = open_now
-            alerts += said
-        new_state: TargetState = {
-            "v": STATE_VERSION,
-            "accounts": dict(sorted(accounts.items())),
-            **baselines_state(seen, (rule.name for rule in watching), seq),
-        }
-        if unverified:
-            new_state["unverified"] = unverified
-        return StepOutcome(state=new_state, alerts=tuple(alerts))
+            undecided=lambda episode: episode.get("under") in observation.refused,
+        )
 
 
 def _entry(decoded: NonceState) -> dict[str, Any]:
@@ -364,9 +333,7 @@ def _inventory(
         "count": len(listed),
         "not_listed": sorted(observation.refused),
     }
-    as_info = rule.model_copy(update={"severity": "info"})
-    key = f"{rule.name}|{target}|inventory-{seq}"
-    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
+    return inventory_alert(rule, target, seq, facts)
 
 
 def _unverified_facts(subject: str, episode: Mapping[str, Any]) -> dict[str, Any]:
@@ -416,129 +383,6 @@ def samples(rule: NonceAccountsRule) -> list[AlertMessage]:
 SOURCE = NonceAccountsSource()
 
 
-# -- wording ---------------------------------------------------------------------------------
-
-_TITLES: Final[Mapping[str, str]] = {
-    "created": "created",
-    "closed": "closed",
-    "advanced": "advanced",
-    "authority_changed": "authority changed",
-}
-# What a change may mean, after the title's facts.
-_MEANS: Final[Mapping[str, str]] = {
-    "advanced": ": a transaction signed against it may have run",
-}
-
-
-def nonce_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
-    what = facts.get("what")
-    if what == "inventory":
-        return _inventory_text(facts, shown)
-    if what == "unverified":
-        return _unverified_text(facts, shown)
-    return _change_text(facts, shown)
-
-
-def _change_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
-    change, account = facts["change"], facts["account"]
-    old, new = facts.get("old_authority"), facts.get("new_authority")
-    authority = new if change == "created" else old
-    title = f"{rule_head(facts)} durable nonce account {shown.short(account)} {_TITLES[change]}"
-    if change == "authority_changed":
-        title += f": {shown.short(old or '')} -> {shown.short(new or '')}"
-    else:
-        title += f" (authority {shown.short(authority or '')})" + _MEANS.get(change, "")
-    body: list[str | None] = [
-        rule_line(facts),
-        f"Nonce account: {shown.name(account)}",
-        shown.link("address", account),
-    ]
-    if change == "authority_changed":
-        body += [
-            f"Authority was: {shown.name(old or '')}",
-            f"Authority now: {shown.name(new or '')}",
-        ]
-    else:
-        body.append(f"Authority: {shown.name(authority or '')}")
-    if change == "advanced":
-        body += [
-            f"Stored nonce: {facts['old_nonce']} -> {facts['new_nonce']}",
-            "Advancing the nonce is what a transaction signed against it does first: one may "
-            "have run with the authority's signature.",
-        ]
-    elif change == "closed":
-        body.append("The account is gone: its lamports were withdrawn by the authority.")
-    elif change == "created":
-        body.append(f"Stored nonce: {facts['new_nonce']}")
-        body += _funding_lines(facts, shown)
-        body.append(
-            "Transactions signed against a durable nonce never expire: whoever holds them can "
-            "run them while the authority's key signs nothing more."
-        )
-    return title, lines(*body)
-
-
-def _funding_lines(facts: Facts, shown: Presentation) -> list[str | None]:
-    signature = facts.get("first_signature")
-    unseen = (
-        "Funded by: not visible through the service's methods (they have no transaction lookup)"
-    )
-    if not signature:
-        return [unseen + "; its creating transaction was not found either."]
-    return [
-        unseen + "; its creating transaction (the account's oldest signature) names the payer:",
-        f"  {shown.listed('tx', signature)}",
-        shown.link("tx", signature),
-    ]
-
-
-def _inventory_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
-    accounts: Sequence[Mapping[str, Any]] = facts["accounts"]
-    authorities: Sequence[str] = facts["authorities"]
-    title = (
-        f"{rule_head(facts)} {plural(len(accounts), 'durable nonce account')} on "
-        f"{plural(len(authorities), 'watched key')} (inventory)"
-    )
-    listed = inventory_listing(
-        accounts, lambda entry: f"authority {shown.name(entry['authority'])}", shown
-    )
-    not_listed: Sequence[str] = facts.get("not_listed") or ()
-    body = lines(
-        rule_line(facts),
-        "What exists at the first poll: each durable nonce account whose authority is a "
-        "watched key. From now on, each change is notified.",
-        "Watched keys: " + ", ".join(shown.name(key) for key in authorities),
-        "",
-        *(listed or ["(none)"]),
-        *(f"Not listed (the provider refused the call): {shown.name(key)}" for key in not_listed),
-    )
-    return title, body
-
-
-def _unverified_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
-    account, authority = facts.get("account"), facts["authority"]
-    what = (
-        f"nonce account {shown.short(account)}"
-        if account
-        else f"nonce accounts of {shown.short(authority)}"
-    )
-    title, summary = unverified_words(facts, what, "decodes (or answers) again")
-    body = lines(
-        rule_line(facts),
-        f"Nonce account: {shown.name(account)}" if account else None,
-        shown.link("address", account) if account else None,
-        f"Authority: {shown.name(authority)}",
-        f"Why: {facts['why']}",
-        f"Since: {facts['since']}",
-        summary,
-    )
-    return title, body
-
-
-def _count(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count") or 1) if facts.get("what") == "inventory" else 1
-
-
 KIND = Kind(
     model=NonceAccountsRule,
     source=SOURCE,
@@ -547,6 +391,6 @@ KIND = Kind(
     digest=DigestWords(
         ("nonce account change", "nonce account changes"),
         ("nonce account", "nonce accounts"),
-        _count,
+        inventory_count,
     ),
 )

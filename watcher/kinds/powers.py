@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from watcher.alerting.messages import (
     PLAIN,
@@ -36,14 +36,19 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import LedgerReader, Slotless, SourceFacts, baselines, baselines_state
+from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
-from watcher.kinds.unverified import inventory_listing, unverified_episodes, unverified_words
+from watcher.kinds.unverified import (
+    inventory_alert,
+    inventory_body,
+    inventory_count,
+    snapshot_step,
+    unverified_body,
+    unverified_words,
+)
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
-
-STATE_VERSION: Final = 1
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 
@@ -108,6 +113,17 @@ def decoded_each(
 Reader = Callable[[LedgerReader, Sequence[str]], Awaitable[PowersObservation]]
 
 
+def decoding_reader(decode: Callable[[str, bytes], Powers], what: str) -> Reader:
+    """The ``Reader`` of a kind whose accounts each decode on their own (a mint, a multisig):
+    the accounts read, then each decoded by ``decode(owner, data)`` as a ``what``."""
+
+    async def read(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+        accounts, refused = await read_accounts(ledger, keys)
+        return decoded_each(keys, accounts, refused, decode, what)
+
+    return read
+
+
 class PowersSource(Slotless):
     """One powers kind's source: ``read`` turns a rule's accounts into their powers."""
 
@@ -147,38 +163,26 @@ class PowersSource(Slotless):
             and rule.kind in self.rule_kinds
             and target in rule.targets
         ]
-        seen, seq = baselines(state)
         previous: dict[str, Any] | None = (state or {}).get("powers")
         powers: dict[str, Any] = {**(previous or {}), **observation.powers}
         found = diff_powers(previous, observation)
-        alerts: list[AlertMessage] = []
-        unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
-        unverified: dict[str, Any] = {}
-        for rule in watching:
-            if rule.name not in seen:
-                if rule.inventory:
-                    alerts.append(_inventory(rule, target, powers, observation, seq))
-            else:
-                alerts += [_change_alert(rule, change, seq) for change in found]
-            open_now, said = unverified_episodes(
-                rule,
-                unverified_before.get(rule.name, {}),
-                {account: (why, {}) for account, why in observation.unverifiable.items()},
-                now=now,
-                seq=seq,
-                facts_of=_unverified_facts,
-            )
-            if open_now:
-                unverified[rule.name] = open_now
-            alerts += said
-        new_state: TargetState = {
-            "v": STATE_VERSION,
-            "powers": dict(sorted(powers.items())),
-            **baselines_state(seen, (rule.name for rule in watching), seq),
-        }
-        if unverified:
-            new_state["unverified"] = unverified
-        return StepOutcome(state=new_state, alerts=tuple(alerts))
+
+        def inventory(rule: PowersRule, seq: int) -> AlertMessage | None:
+            return _inventory(rule, target, powers, observation, seq) if rule.inventory else None
+
+        def changes(rule: PowersRule, seq: int) -> list[AlertMessage]:
+            return [_change_alert(rule, change, seq) for change in found]
+
+        return snapshot_step(
+            watching,
+            state,
+            ("powers", powers),
+            now=now,
+            inventory=inventory,
+            changes=changes,
+            failing={account: (why, {}) for account, why in observation.unverifiable.items()},
+            facts_of=_unverified_facts,
+        )
 
 
 # -- the diff (pure) -------------------------------------------------------------------------
@@ -246,9 +250,7 @@ def _inventory(
         "count": len(powers),
         "not_listed": sorted(observation.unverifiable),
     }
-    as_info = rule.model_copy(update={"severity": "info"})
-    key = f"{rule.name}|{target}|inventory-{seq}"
-    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
+    return inventory_alert(rule, target, seq, facts)
 
 
 def _unverified_facts(account: str, episode: Mapping[str, Any]) -> dict[str, Any]:
@@ -358,43 +360,48 @@ def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple
 
 
 def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
-    accounts: Sequence[Mapping[str, Any]] = facts["accounts"]
     watched: Sequence[str] = facts["watched"]
     title = (
         f"{rule_head(facts)} {plural(len(watched), 'watched ' + words.thing)}, "
-        f"{len(accounts)} decoded (inventory)"
+        f"{len(facts['accounts'])} decoded (inventory)"
     )
-    listed = inventory_listing(
-        accounts, lambda entry: words.powers_line(entry["powers"], shown), shown
-    )
-    not_listed: Sequence[str] = facts.get("not_listed") or ()
-    body = lines(
-        rule_line(facts),
-        "Who holds each power at the first poll. From now on, each change is notified.",
-        "",
-        *(listed or ["(none decoded)"]),
-        *(f"Cannot be verified (see its alert): {shown.name(key)}" for key in not_listed),
+    body = inventory_body(
+        facts,
+        shown,
+        lambda entry: words.powers_line(entry["powers"], shown),
+        intro=["Who holds each power at the first poll. From now on, each change is notified."],
+        none="(none decoded)",
+        not_listed="Cannot be verified (see its alert)",
     )
     return title, body
 
 
 def _unverified_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
     account = facts["account"]
-    what = f"{words.thing} {shown.short(account)}"
-    title, summary = unverified_words(facts, what, "decodes again")
-    body = lines(
-        rule_line(facts),
-        f"{words.thing.capitalize()}: {shown.name(account)}",
-        shown.link("address", account),
-        f"Why: {facts['why']}",
-        f"Since: {facts['since']}",
-        summary,
+    title, summary = unverified_words(
+        facts, f"{words.thing} {shown.short(account)}", "decodes again"
     )
-    return title, body
+    about = [f"{words.thing.capitalize()}: {shown.name(account)}", shown.link("address", account)]
+    return title, unverified_body(facts, about, summary)
 
 
-def count_of(facts: Mapping[str, Any]) -> int:
-    return int(facts.get("count") or 1) if facts.get("what") == "inventory" else 1
+def powers_kind(
+    model: type[PowersRule],
+    source: PowersSource,
+    words: PowersWords,
+    samples: Callable[[Any], list[AlertMessage]],
+    item: tuple[str, str],
+    subject: tuple[str, str],
+) -> Kind:
+    """A powers kind: worded by ``words``; its digests count ``item`` (singular, plural) per
+    ``subject``, an inventory as many as it lists."""
+    return Kind(
+        model=model,
+        source=source,
+        wording=powers_text(words),
+        samples=samples,
+        digest=DigestWords(item, subject, inventory_count),
+    )
 
 
 def walk_samples(

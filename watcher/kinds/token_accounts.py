@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -45,6 +45,7 @@ from watcher.kinds.base import (
     SourceFacts,
     baselines,
     baselines_state,
+    count_listed,
 )
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
@@ -65,16 +66,7 @@ Change = Literal[
     "allowance_increased",
     "close_authority_changed",
 ]
-CHANGES: tuple[Change, ...] = (
-    "created",
-    "closed",
-    "frozen",
-    "thawed",
-    "delegated",
-    "undelegated",
-    "allowance_increased",
-    "close_authority_changed",
-)
+CHANGES: tuple[Change, ...] = get_args(Change)  # every change, in the order above
 Changes = Annotated[tuple[Change, ...], Field(min_length=1), AfterValidator(_no_duplicates)]
 
 
@@ -397,10 +389,6 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return line
 
 
-def _count(facts: Mapping[str, Any]) -> int:
-    return len(facts.get("changes") or ()) or 1
-
-
 KIND = Kind(
     model=TokenAccountsRule,
     source=SOURCE,
@@ -409,6 +397,6 @@ KIND = Kind(
     digest=DigestWords(
         ("token account change", "token account changes"),
         ("owner or mint", "owners or mints"),
-        _count,
+        count_listed("changes"),
     ),
 )

@@ -8,22 +8,17 @@ the "cannot be verified" alert and the state: ``watcher.kinds.powers``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
 from watcher.kinds.layouts import decode_mint
 from watcher.kinds.powers import (
-    PowersObservation,
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
-    decoded_each,
-    powers_text,
-    read_accounts,
+    decoding_reader,
+    powers_kind,
     walk_samples,
 )
 from watcher.kinds.samples import sample_key
@@ -38,12 +33,9 @@ class TokenAuthoritiesRule(PowersRule):
         return self.mints
 
 
-async def read_mints(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
-    read, refused = await read_accounts(ledger, keys)
-    return decoded_each(keys, read, refused, decode_mint, "token mint")
-
-
-SOURCE = PowersSource("mint_powers", "token_authorities", read_mints)
+SOURCE = PowersSource(
+    "mint_powers", "token_authorities", decoding_reader(decode_mint, "token mint")
+)
 WORDS = PowersWords(
     thing="mint",
     labels={
@@ -62,10 +54,11 @@ def samples(rule: TokenAuthoritiesRule) -> list[AlertMessage]:
     return walk_samples(SOURCE, rule, first, later)
 
 
-KIND = Kind(
-    model=TokenAuthoritiesRule,
-    source=SOURCE,
-    wording=powers_text(WORDS),
-    samples=samples,
-    digest=DigestWords(("mint power change", "mint power changes"), ("mint", "mints"), count_of),
+KIND = powers_kind(
+    TokenAuthoritiesRule,
+    SOURCE,
+    WORDS,
+    samples,
+    ("mint power change", "mint power changes"),
+    ("mint", "mints"),
 )

@@ -14,15 +14,14 @@ from typing import Any, Literal
 from watcher.alerting.messages import Presentation
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import DigestWords, Kind, LedgerReader
+from watcher.kinds.base import LedgerReader
 from watcher.kinds.layouts import NotDecodable, decode_program, decode_program_data
 from watcher.kinds.powers import (
     PowersObservation,
     PowersRule,
     PowersSource,
     PowersWords,
-    count_of,
-    powers_text,
+    powers_kind,
     read_accounts,
     walk_samples,
 )
@@ -98,10 +97,11 @@ def samples(rule: UpgradeAuthorityRule) -> list[AlertMessage]:
     return walk_samples(SOURCE, rule, first, later)
 
 
-KIND = Kind(
-    model=UpgradeAuthorityRule,
-    source=SOURCE,
-    wording=powers_text(WORDS),
-    samples=samples,
-    digest=DigestWords(("program change", "program changes"), ("program", "programs"), count_of),
+KIND = powers_kind(
+    UpgradeAuthorityRule,
+    SOURCE,
+    WORDS,
+    samples,
+    ("program change", "program changes"),
+    ("program", "programs"),
 )

@@ -21,8 +21,7 @@ its context slot says where the epoch stands. State: ``{"v": 1, "slot": ..., "ac
 from __future__ import annotations
 
 import asyncio
-import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -30,31 +29,26 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    episode_facts,
-    lines,
-    make_alert,
-    rule_line,
-    since_text,
-    sol,
-)
+from watcher.alerting.messages import episode_facts, make_alert
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
-from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import account_source
 from watcher.kinds.base import Kind, LedgerReader, SourceFacts
-from watcher.kinds.cluster import (
-    validator_lines,
-    validator_title,
-    vote_account_counts,
-    vote_accounts_doubt,
-)
+from watcher.kinds.cluster import vote_account_counts, vote_accounts_doubt
 from watcher.kinds.delinquency import classify_validators
 from watcher.kinds.samples import episode_samples, sample_account, sample_key
+from watcher.kinds.vat_ticket import (
+    MAINNET_SLOT_SECONDS,
+    MAINNET_SLOTS_PER_EPOCH,
+    MAX_RANK,
+    VAT_SOL,
+    VOTE_RENT_EXEMPT_LAMPORTS,
+    Standing,
+    next_boundary,
+    standing,
+)
+from watcher.kinds.vat_words import vat_text
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
@@ -63,23 +57,6 @@ KIND_NAME = "vat_eligibility"
 STATE_VERSION = 1
 LAMPORTS_PER_SOL = 10**9
 VOTE_PROGRAM = "Vote111111111111111111111111111111111111111"
-
-# Mainnet's epoch schedule (no warm-up): what the rule's keys default to.
-MAINNET_SLOTS_PER_EPOCH = 432_000
-MAINNET_SLOT_SECONDS = 0.4
-MAX_RANK = 2000  # SIMD-0357: the 2,000 vote accounts with the most stake
-VAT_SOL = 1.6  # burnt from each admitted vote account at the boundary
-
-# The rent-exempt minimum of a vote account as agave counts it for the ticket: that of a
-# VoteStateV4 (3,762 bytes) at mainnet's rent, (128 + 3,762) bytes x 3,480 lamports per
-# byte-year x 2 years. The service has no getMinimumBalanceForRentExemption.
-VOTE_STATE_V4_SIZE = 3762
-ACCOUNT_STORAGE_OVERHEAD = 128
-LAMPORTS_PER_BYTE_YEAR = 3480
-EXEMPTION_YEARS = 2
-VOTE_RENT_EXEMPT_LAMPORTS = (
-    (ACCOUNT_STORAGE_OVERHEAD + VOTE_STATE_V4_SIZE) * LAMPORTS_PER_BYTE_YEAR * EXEMPTION_YEARS
-)
 
 Condition = Literal["no_stake", "balance", "rank"]
 
@@ -111,77 +88,6 @@ class VatEligibilityRule(rule_models.StateRule):
         """Lamports the vote account needs: the rent-exempt minimum plus the minimum above it."""
         above = int(Decimal(str(self.min_vote_balance_sol)) * LAMPORTS_PER_SOL)
         return VOTE_RENT_EXEMPT_LAMPORTS + above
-
-
-# -- the ranking and the boundary (pure) -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Standing:
-    """Where a stake stands against the cut. ``rank``: 1 + the vote accounts of the others with
-    at least as much stake (ties count against it); ``cut_stake``: the others' stake at the cut
-    (the ``max_rank``-th largest of theirs; None: fewer others than places, no cut); ``gap``:
-    lamports it lacks to pass the cut (0: it passes)."""
-
-    rank: int
-    cut_stake: int | None
-    gap: int
-
-    def passes(self, max_rank: int) -> bool:
-        return self.rank <= max_rank
-
-
-def standing(stake: int, others: Iterable[int], max_rank: int) -> Standing:
-    """The rank of ``stake`` among the staked vote accounts ``others`` (itself left out) and what
-    it lacks to pass a cut of ``max_rank``. agave keeps the ``max_rank`` largest and drops every
-    account whose stake is at most the first one left out, so ``stake`` passes exactly when at
-    most ``max_rank - 1`` others have as much or more: when it is above the ``max_rank``-th
-    largest of the others."""
-    staked = [other for other in others if other > 0]
-    rank = 1 + sum(1 for other in staked if other >= stake)
-    if len(staked) < max_rank:
-        return Standing(rank, None, 0)
-    cut = heapq.nlargest(max_rank, staked)[-1]
-    return Standing(rank, cut, max(0, cut + 1 - stake))
-
-
-def admitted(stakes: Mapping[str, int], max_rank: int) -> set[str]:
-    """agave's cut of SIMD-0357, as written there (for the tests: ``standing`` must agree):
-    the staked accounts; past ``max_rank`` of them, those above the stake of the first one out."""
-    staked = {key: stake for key, stake in stakes.items() if stake > 0}
-    if len(staked) <= max_rank:
-        return set(staked)
-    floor = sorted(staked.values(), reverse=True)[max_rank]
-    return {key for key, stake in staked.items() if stake > floor}
-
-
-@dataclass(frozen=True)
-class Boundary:
-    """The next epoch boundary seen from ``slot``."""
-
-    epoch: int  # the epoch ``slot`` is in
-    next_slot: int  # the first slot of the next epoch
-    slots_left: int
-
-
-def next_boundary(slot: int, slots_per_epoch: int, first_normal_slot: int = 0) -> Boundary | None:
-    """Where the next epoch starts (None inside the warm-up, before ``first_normal_slot``: its
-    short epochs are long past on every running cluster)."""
-    if slot < first_normal_slot:
-        return None
-    into = slot - first_normal_slot
-    number, offset = divmod(into, slots_per_epoch)
-    first_normal_epoch = _warmup_epochs(first_normal_slot)
-    next_slot = first_normal_slot + (number + 1) * slots_per_epoch
-    return Boundary(first_normal_epoch + number, next_slot, slots_per_epoch - offset)
-
-
-def _warmup_epochs(first_normal_slot: int) -> int:
-    """Epochs of the warm-up (32, 64, 128 ... slots) before ``first_normal_slot``."""
-    epochs, length, slot = 0, 32, 0
-    while slot < first_normal_slot:
-        slot, length, epochs = slot + length, length * 2, epochs + 1
-    return epochs
 
 
 # -- the source ------------------------------------------------------------------------------
@@ -402,106 +308,6 @@ def vat_assessment(rule: VatEligibilityRule, watched: str, obs: VatObservation) 
         ),
     }
     return bool(failing) or near, facts
-
-
-# -- wording ---------------------------------------------------------------------------------
-
-
-def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
-    failing: Sequence[str] = facts.get("failing") or ()
-    if facts["reason"] == "resolved":
-        title = validator_title(facts, shown, "passes the VAT again")
-        summary = f"Resolved after {facts['duration']}: every condition of the ticket passes."
-    elif facts.get("escalated"):
-        title = validator_title(facts, shown, f"now would miss the VAT: {_short(facts)}")
-        summary = (
-            "It was near the cut when this alert fired; now it would fail the validator "
-            "admission ticket at the next epoch boundary and sit out the epoch after it."
-        )
-    elif facts["reason"] == "repeat":
-        what = "would still miss the VAT" if failing else "is still near the VAT cut"
-        title = validator_title(facts, shown, f"{what} ({facts['duration']})")
-        summary = f"Still so for {facts['duration']}, {since_text(facts)}."
-    elif failing:
-        title = validator_title(facts, shown, f"would miss the VAT: {_short(facts)}")
-        summary = (
-            "It would fail the validator admission ticket at the next epoch boundary and sit "
-            "out the epoch after it."
-        )
-    else:
-        title = validator_title(
-            facts, shown, f"near the VAT cut: rank {facts['rank']:,} of {facts['max_rank']:,}"
-        )
-        summary = (
-            f"Inside the warning margin of {facts['warn_rank_margin']:,} places: a little "
-            "less stake, or a little more for others, and it falls out."
-        )
-    body = lines(
-        rule_line(facts),
-        *validator_lines(facts, shown, summary),
-        *_condition_lines(facts),
-        _boundary_line(facts),
-    )
-    return title, body
-
-
-def _short(facts: Facts) -> str:
-    parts = []
-    for condition in facts.get("failing") or ():
-        if condition == "no_stake":
-            parts.append("no activated stake")
-        elif condition == "balance":
-            parts.append(f"vote account {sol(facts['balance_short'])} short")
-        else:
-            parts.append(f"rank {facts['rank']:,} past {facts['max_rank']:,}")
-    left = facts.get("seconds_left")
-    tail = f" (boundary in {human_duration(float(left))})" if left is not None else ""
-    return ", ".join(parts) + tail
-
-
-def _condition_lines(facts: Facts) -> list[str | None]:
-    failing = set(facts.get("failing") or ())
-    stake = int(facts.get("activated_stake") or 0)
-    out: list[str | None] = []
-    if "no_stake" in failing:
-        out.append("No activated stake: the ticket takes only vote accounts with stake.")
-    else:
-        out.append(f"Activated stake: {sol(stake)}")
-    balance = facts.get("balance")
-    if balance is not None:
-        need = (
-            f"{sol(facts['min_balance'])} (the rent-exempt {sol(facts['rent_exempt'])} plus "
-            f"{sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
-        )
-        if "balance" in failing:
-            out.append(
-                f"Vote account balance: {sol(balance)}, {sol(facts['balance_short'])} short of "
-                f"{need}"
-            )
-        else:
-            out.append(f"Vote account balance: {sol(balance)} (needs {need})")
-    rank = facts.get("rank")
-    if rank is not None:
-        among = f"among {facts['staked_accounts']:,} staked vote accounts"
-        where = f"Rank by activated stake: {rank:,} {among}, cut at {facts['max_rank']:,}"
-        if "rank" in failing:
-            where += (
-                f": it needs {sol(facts['stake_gap'])} more to pass the "
-                f"{sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
-            )
-        out.append(where)
-    return out
-
-
-def _boundary_line(facts: Facts) -> str | None:
-    left = facts.get("seconds_left")
-    if left is None:
-        return None
-    return (
-        f"Next epoch boundary: epoch {int(facts['epoch']) + 1:,} starts at slot "
-        f"{facts['boundary_slot']:,}, {facts['slots_left']:,} slots away (about "
-        f"{human_duration(float(left))})"
-    )
 
 
 def samples(rule: VatEligibilityRule) -> list[AlertMessage]:

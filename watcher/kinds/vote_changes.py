@@ -25,8 +25,8 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import DigestWords, Kind, Named
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import account_finder
-from watcher.kinds.vote_samples import vote_samples
-from watcher.kinds.votes_source import SOURCE, PartStep
+from watcher.kinds.vote_samples import vote_kind
+from watcher.kinds.votes_source import PartStep
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 
@@ -143,11 +143,5 @@ def change_kind(
     """A kind comparing a validator's value with the one last notified: the ``votes`` source
     (its ``part``: ``changes_step``), one alert per change, digests counting ``item``
     (singular, plural) per validator."""
-    return Kind(
-        model=model,
-        source=SOURCE,
-        wording=wording,
-        part=part,
-        samples=vote_samples(part),
-        digest=DigestWords(item, ("validator", "validators"), one, subject_named=validator_named),
-    )
+    digest = DigestWords(item, ("validator", "validators"), one, subject_named=validator_named)
+    return vote_kind(model, wording, part, digest)

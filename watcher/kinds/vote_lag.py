@@ -26,11 +26,9 @@ from watcher.alerting.messages import (
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
-from watcher.kinds.base import Kind
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
-from watcher.kinds.vote_samples import vote_samples
-from watcher.kinds.votes_source import SOURCE
+from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "vote_lag"
@@ -94,10 +92,4 @@ def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-KIND = Kind(
-    model=VoteLagRule,
-    source=SOURCE,
-    wording=vote_lag_text,
-    part=step_vote_lag,
-    samples=vote_samples(step_vote_lag),
-)
+KIND = vote_kind(VoteLagRule, vote_lag_text, step_vote_lag)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from watcher.alerting.messages import Wording
+from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, TargetState
+from watcher.kinds.base import DigestWords, Kind
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.votes_source import PartStep, VotesSource
+from watcher.kinds.votes_source import SOURCE, PartStep, VotesSource
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 EPOCH = 837
@@ -37,6 +40,21 @@ def _answer(watched: str, bad: bool, tip: int) -> VoteAccounts:
         else _account(watched, tip, 8000, 10**15, 5)
     )
     return VoteAccounts(current=[*peers, mine], delinquent=[])
+
+
+def vote_kind(
+    model: type[RuleBase], wording: Wording, part: PartStep, digest: DigestWords | None = None
+) -> Kind:
+    """A kind riding the ``votes`` source: its ``part`` of the source's step, and the samples
+    that part steps."""
+    return Kind(
+        model=model,
+        source=SOURCE,
+        wording=wording,
+        part=part,
+        samples=vote_samples(part),
+        digest=digest,
+    )
 
 
 def vote_samples(part: PartStep) -> Callable[[Any], list[AlertMessage]]:

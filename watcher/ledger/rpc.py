@@ -16,9 +16,9 @@ its own httpx transport and its own placeholder, and registers its own secrets w
 redactor. ``readers()`` gives one reader pinned to each endpoint, for observations that must
 come from different endpoints (quorum, ``watcher.ledger.quorum``).
 
-Seams: ``_post`` sends one HTTP request to one endpoint (the place for a per-request hook:
-``endpoint.public_url`` names it). ``call_batch`` sends one JSON-RPC batch; chunking to a
-provider's cap (20 to 100 calls) is the caller's choice.
+Seams: ``_post`` (``watcher.ledger.rpc_post``) sends one HTTP request to one endpoint (the
+place for a per-request hook: ``endpoint.public_url`` names it). ``call_batch`` sends one
+JSON-RPC batch; chunking to a provider's cap (20 to 100 calls) is the caller's choice.
 
 Rate and batching: each endpoint's requests wait for their slot of its pacer
 (``max_rps``, ``watcher.ledger.pacing``) once they hold a place under the concurrency cap. With
@@ -34,8 +34,7 @@ import asyncio
 import logging
 import random as _random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -43,30 +42,15 @@ import httpx
 import structlog
 from pydantic import TypeAdapter
 
-from watcher.core.errors import (
-    BadResponse,
-    RpcTimeout,
-)
 from watcher.core.tally import count_call
-from watcher.ledger.batching import Batcher, BatchesOff
+from watcher.ledger.batching import Batcher
 from watcher.ledger.endpoints import EndpointPool
-from watcher.ledger.pacing import paced
 from watcher.ledger.retrying import RpcStats, Sleep, is_endpoint_failure
 from watcher.ledger.rpc_batch import BatchCalls
 from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
 from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
 from watcher.ledger.unknowns import target_of
-from watcher.ledger.wire import (
-    adapter,
-    decode_json,
-    describe,
-    encode_json,
-    envelope,
-    http_error,
-    snippet,
-    unwrap,
-    validate,
-)
+from watcher.ledger.wire import adapter, envelope, unwrap, validate
 
 __all__ = [
     "COMMITMENTS",
@@ -206,56 +190,3 @@ class RpcClient(BatchCalls, LedgerMethods):
         value = await self._retrying(method, attempt, only)
         self.stats.successes += 1
         return value
-
-    # -- internals --------------------------------------------------------------------------------
-
-    def _new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
-    async def _post(
-        self,
-        endpoint: Endpoint,
-        method: str,
-        payload: Any,
-        on_send: Callable[[], None] | None = None,
-    ) -> tuple[Any, Mapping[str, str]]:
-        """One HTTP request to ``endpoint``; the decoded JSON body of a 2xx answer, or a typed
-        error."""
-        batch = isinstance(payload, list)
-        try:
-            async with self._semaphore:
-                if batch and not endpoint.batches:
-                    raise BatchesOff  # found refusing batches while this one waited: not sent
-                # Paced: the pacer is told when the request leaves, and when it is over.
-                pacing: AbstractAsyncContextManager[dict[str, Any]] = (
-                    nullcontext({})
-                    if endpoint.pacer is None
-                    else paced(endpoint.pacer, self._clock, self._sleep)
-                )
-                async with pacing as extensions:
-                    if batch and not endpoint.batches:
-                        raise BatchesOff
-                    if on_send is not None:
-                        on_send()
-                    self.stats.requests += 1
-                    started = time.monotonic()
-                    response = await endpoint.post_json(encode_json(payload), extensions)
-                    if self.on_request is not None:
-                        self.on_request(method, time.monotonic() - started)
-        except httpx.TransportError as exc:
-            raise RpcTimeout(describe(exc), method=method) from None
-        except httpx.DecodingError as exc:
-            raise BadResponse(describe(exc), method=method) from None
-        status_error = http_error(method, response)
-        if status_error is not None:
-            raise status_error
-        try:
-            return decode_json(response.content), response.headers
-        except RecursionError:
-            # The decoder refuses nesting deeper than the interpreter's recursion limit (about
-            # 1000); no answer of the service comes close (10 levels).
-            raise BadResponse("answer is nested too deeply", method=method) from None
-        except ValueError:
-            extract = snippet(response.text)
-            raise BadResponse(f"answer is not JSON: {extract!r}", method=method) from None

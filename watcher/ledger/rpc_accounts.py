@@ -4,7 +4,6 @@ over ``call``: mixed into ``watcher.ledger.rpc_methods.LedgerMethods``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -17,8 +16,7 @@ from watcher.ledger.models_accounts import (
     ParsedTokenAccounts,
     TokenAmountAnswer,
 )
-
-T = TypeVar("T")
+from watcher.ledger.rpc_call import OverCall
 
 _MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
 _TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
@@ -26,14 +24,7 @@ _FEE = TypeAdapter(FeeForMessage | None)
 _PARSED_TOKEN_ACCOUNTS = TypeAdapter(ParsedTokenAccounts)
 
 
-class AccountMethods:
-    commitment: str
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        raise NotImplementedError
-
+class AccountMethods(OverCall):
     async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
         """One element per key (None: no such account); at most 100 keys per call."""
         if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from watcher.core.errors import BadResponse, RpcError, TransientRpcError
 from watcher.ledger.batching import BatchesOff, refuses_batches
-from watcher.ledger.retrying import RetryRounds
+from watcher.ledger.rpc_post import HttpPost
 from watcher.ledger.transport import Endpoint
 from watcher.ledger.unknowns import target_of
 from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
@@ -24,19 +24,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class BatchCalls(RetryRounds):
-    def _new_id(self) -> int:
-        raise NotImplementedError
-
-    async def _post(
-        self,
-        endpoint: Endpoint,
-        method: str,
-        payload: Any,
-        on_send: Callable[[], None] | None = None,
-    ) -> tuple[Any, Mapping[str, str]]:
-        raise NotImplementedError
-
+class BatchCalls(HttpPost):
     async def call_batch(
         self,
         method: str,

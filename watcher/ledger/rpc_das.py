@@ -4,7 +4,7 @@ program and asset kinds), over ``call``: mixed into ``watcher.ledger.rpc_methods
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -18,8 +18,7 @@ from watcher.ledger.models_das import (
     TokenAccountPage,
 )
 from watcher.ledger.models_programs import ProgramAccountData, ProgramAccountsData
-
-T = TypeVar("T")
+from watcher.ledger.rpc_call import OverCall
 
 _PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
 _PROGRAM_ACCOUNTS_DATA = TypeAdapter(ProgramAccountsData)
@@ -27,14 +26,7 @@ _ASSETS = TypeAdapter(list[Asset | None])
 ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 
-class DasMethods:
-    commitment: str
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        raise NotImplementedError
-
+class DasMethods(OverCall):
     async def get_token_accounts(
         self,
         *,

@@ -38,8 +38,7 @@ _CLUSTER_NODES = TypeAdapter(ClusterNodes)
 class LedgerMethods(AccountMethods, DasMethods):
     """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
 
-    commitment: str
-    _signatures_commitment: str  # ``call`` is declared by the mixins, given by the subclasses
+    _signatures_commitment: str  # ``call`` is given by the subclasses (``rpc_call.OverCall``)
 
     async def get_signatures_for_address(
         self,

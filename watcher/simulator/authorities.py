@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import struct
 import threading
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -23,7 +22,7 @@ import base58
 
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
-from watcher.simulator.ledger import Ledger
+from watcher.simulator.ledger import Ledger, PerLedger
 from watcher.simulator.validators import KEEP
 
 TOKEN_PROGRAM: Final = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
@@ -130,16 +129,11 @@ class PowerBook:
         self.multisigs: dict[str, MultisigPowers] = {}
 
 
-_BOOKS: weakref.WeakKeyDictionary[Ledger, PowerBook] = weakref.WeakKeyDictionary()
-_BOOKS_LOCK = threading.Lock()
+_BOOKS = PerLedger(lambda _ledger: PowerBook())
 
 
 def powers_of(ledger: Ledger) -> PowerBook:
-    with _BOOKS_LOCK:
-        book = _BOOKS.get(ledger)
-        if book is None:
-            book = _BOOKS[ledger] = PowerBook()
-        return book
+    return _BOOKS.of(ledger)
 
 
 def set_mint(ledger: Ledger, mint: str, **changes: Any) -> None:

@@ -12,14 +12,13 @@ mint and owner. Accounts are listed by address. ``page`` counts from 1; ``cursor
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from watcher.simulator.assets import AssetStore
 from watcher.simulator.editions import Editions
-from watcher.simulator.ledger import Ledger
+from watcher.simulator.ledger import Ledger, PerLedger
 from watcher.simulator.params import (
     _checked_pubkey,
     _positional,
@@ -174,17 +173,12 @@ class DasLedger:
         }
 
 
-_LEDGERS: weakref.WeakKeyDictionary[Ledger, DasLedger] = weakref.WeakKeyDictionary()
-_LEDGERS_LOCK = threading.Lock()
+_LEDGERS = PerLedger(DasLedger)
 
 
 def das_of(ledger: Ledger) -> DasLedger:
     """The token accounts, assets and program accounts of ``ledger``."""
-    with _LEDGERS_LOCK:
-        known = _LEDGERS.get(ledger)
-        if known is None:
-            known = _LEDGERS[ledger] = DasLedger(ledger)
-        return known
+    return _LEDGERS.of(ledger)
 
 
 def das_methods(ledger: Ledger) -> dict[str, Callable[[list[Any]], Any]]:

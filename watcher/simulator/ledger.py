@@ -10,9 +10,10 @@ import copy
 import random
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from watcher.core.clock import Clock
 from watcher.simulator import recorded
@@ -209,3 +210,23 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
             if until is not None and until in history.position:
                 start = max(start, history.position[until] + 1)
             return [tx.entry() for tx in reversed(history.transactions[start:end])]
+
+
+Kept = TypeVar("Kept")
+
+
+class PerLedger(Generic[Kept]):
+    """What a simulator module keeps beside each ``Ledger`` (its DAS accounts, its powers):
+    made by ``make`` on first use, gone with the ledger."""
+
+    def __init__(self, make: Callable[[Ledger], Kept]) -> None:
+        self._make = make
+        self._kept: weakref.WeakKeyDictionary[Ledger, Kept] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def of(self, ledger: Ledger) -> Kept:
+        with self._lock:
+            kept = self._kept.get(ledger)
+            if kept is None:
+                kept = self._kept[ledger] = self._make(ledger)
+            return kept

@@ -1,0 +1,112 @@
+"""Where the signatures of one address have been seen up to (``Cursor``), and the paging of
+getSignaturesForAddress against it: which entries of the pages are new, and when to stop paging
+back (kind ``new_transactions``, ``watcher.kinds.transactions``). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watcher.ledger.models import SignatureEntry, SignaturePage
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """How far the signatures of one address have been seen.
+
+    ``sig`` is the newest signature seen (what ``until`` is set to), ``slot`` its slot and
+    ``sigs_at_slot`` every signature seen at that slot: nodes order one slot's entries
+    differently, so "at the cursor's slot" alone cannot tell old from new. ``sig is None``
+    means "baselined on an empty history": everything found later is new. ``slot_closed``
+    marks a baseline learned with ``limit=1``: the other entries of that slot were not listed
+    but predate the first poll, so every entry at ``slot`` counts as seen.
+    """
+
+    sig: str | None
+    slot: int | None
+    sigs_at_slot: frozenset[str] = frozenset()
+    slot_closed: bool = False
+
+    def has_seen(self, entry: SignatureEntry) -> bool:
+        if self.slot is None:
+            return False
+        if entry.slot != self.slot:
+            return entry.slot < self.slot
+        return self.slot_closed or entry.signature in self.sigs_at_slot
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sig": self.sig,
+            "slot": self.slot,
+            "sigs_at_slot": sorted(self.sigs_at_slot),
+            "slot_closed": self.slot_closed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cursor:
+        return cls(
+            sig=data.get("sig"),
+            slot=data.get("slot"),
+            sigs_at_slot=frozenset(data.get("sigs_at_slot") or ()),
+            slot_closed=bool(data.get("slot_closed", False)),
+        )
+
+
+EMPTY_HISTORY = Cursor(sig=None, slot=None)
+
+
+def baseline_cursor(page: Sequence[SignatureEntry]) -> Cursor:
+    """The cursor learned from the first poll (``limit=1``): the newest entry, or empty."""
+    if not page:
+        return EMPTY_HISTORY
+    newest = max(page, key=lambda entry: entry.slot)
+    at_slot = frozenset(entry.signature for entry in page if entry.slot == newest.slot)
+    return Cursor(newest.signature, newest.slot, at_slot, slot_closed=True)
+
+
+def left_out(page: Sequence[SignatureEntry]) -> tuple[Any, ...]:
+    """The entries of ``page`` the node listed with an unreadable identity (``SignaturePage``)."""
+    return page.left_out if isinstance(page, SignaturePage) else ()
+
+
+def listed(page: Sequence[SignatureEntry]) -> int:
+    """How many entries the node listed on ``page``, unreadable ones left out included."""
+    return len(page) + len(left_out(page))
+
+
+def page_is_last(cursor: Cursor | None, page: Sequence[SignatureEntry], limit: int) -> bool:
+    """Stop paging back: the page is short, or it reached what the cursor has seen (its
+    signature, its slot's signatures, or an older slot). The last test is what keeps a node that
+    ignores ``until`` from walking the whole history. Short counts what the node listed: an
+    unreadable entry left out of a full page does not end the paging."""
+    if listed(page) < limit:
+        return True
+    if cursor is None:
+        return False
+    return any(cursor.has_seen(entry) for entry in page)
+
+
+def new_signatures(
+    cursor: Cursor | None, pages: Iterable[Sequence[SignatureEntry]]
+) -> tuple[tuple[SignatureEntry, ...], Cursor]:
+    """Entries of ``pages`` the cursor has not seen, newest first, de-duplicated by signature,
+    and the cursor after them (unchanged when nothing is new)."""
+    known: set[str] = set()
+    fresh: list[SignatureEntry] = []
+    for page in pages:
+        for entry in page:
+            if entry.signature in known:
+                continue
+            known.add(entry.signature)
+            if cursor is None or not cursor.has_seen(entry):
+                fresh.append(entry)
+    # Stable sort: inside one slot the node's own order is kept.
+    fresh.sort(key=lambda entry: entry.slot, reverse=True)
+    if not fresh:
+        return (), cursor if cursor is not None else EMPTY_HISTORY
+    newest = fresh[0]
+    at_slot = {entry.signature for entry in fresh if entry.slot == newest.slot}
+    if cursor is not None and cursor.slot == newest.slot:
+        at_slot |= cursor.sigs_at_slot
+    return tuple(fresh), Cursor(newest.signature, newest.slot, frozenset(at_slot))
