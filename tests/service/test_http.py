@@ -1,6 +1,7 @@
 """``http.listen`` over a real socket, as Prometheus and a load balancer see it: GET and HEAD
-/metrics (the state read on the loop first, the text rendered in a thread), /healthz 200 or 503
-with the reason, 404 and 405, the port taken, a clean close, and no line logged per request."""
+/metrics (the state read on the daemon's loop, the text rendered on the endpoint's own thread,
+an answer even while the daemon's loop is held), /healthz 200 or 503 with the reason, 404 and
+405, the port taken, a clean close, and no line logged per request."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import logging
 import socket
 import threading
+import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
@@ -37,11 +39,13 @@ class WatchedMetrics(Metrics):
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
+        self.state_read = asyncio.Event()
         # The state comes from read_state (the store's summary).
         super().__init__(lambda: 0.0, read_state=self._read_state_now)
 
     async def _read_state_now(self) -> StateSummary:
         self.events.append(("read state", threading.current_thread().name))
+        self.state_read.set()
         return [], Outbox(0, None, 0)
 
     def exposition(self) -> bytes:
@@ -94,6 +98,25 @@ async def test_metrics_read_the_state_on_the_loop_then_render_in_a_thread(served
     (read, read_on), (render, render_on) = served.metrics.events
     assert (read, render) == ("read state", "render")
     assert read_on == threading.main_thread().name != render_on
+
+
+async def test_a_scrape_is_answered_while_the_daemons_loop_is_held(served: Served) -> None:
+    answered = threading.Event()
+    bodies: list[bytes] = []
+
+    def scrape() -> None:  # as Prometheus does, from outside the daemon's loop
+        with urllib.request.urlopen(f"http://127.0.0.1:{served.endpoint.port}/metrics") as got:
+            bodies.append(got.read())
+        answered.set()
+
+    threading.Thread(target=scrape).start()
+    # The daemon's loop is held (a sweep stepping a thousand targets): the scrape is answered
+    # meanwhile, with the store's reading it last had.
+    assert answered.wait(timeout=5)
+    assert b'watcher_polls_total{source="votes"} 3.0' in bodies[0]
+    # The reading asked for lands once the loop is free.
+    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
+    assert ("read state", threading.main_thread().name) in served.metrics.events
 
 
 async def test_a_query_string_is_ignored_and_head_has_no_body(served: Served) -> None:

@@ -172,10 +172,27 @@ class AsyncSqliteStore:
         # One thread: SQLite has one writer, and calls run in the order they were made (a
         # step's commit never overtakes the flush that holds its older state).
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        # What is true now (a scrape's, ``watcher status``'s) is read on a second thread with
+        # a read-only connection of its own: WAL lets it read beside the writer, so a scrape
+        # does not queue behind a sweep's flush.
+        self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-reads")
+        self._reader: SqliteStore | None = None  # opened on that thread, at its first read
         self._closed = False
 
     async def _call(self, method: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, method, *args)
+
+    async def _read(self, method: Callable[[SqliteStore], _T]) -> _T:
+        def read() -> _T:
+            if self._reader is None:
+                self._reader = SqliteStore(self.sqlite.path, readonly=True)
+            return method(self._reader)
+
+        return await asyncio.get_running_loop().run_in_executor(self._reads, read)
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
     @classmethod
     def open(cls, path: Path | str) -> AsyncSqliteStore:
@@ -204,6 +221,8 @@ class AsyncSqliteStore:
         self._closed = True
         await self._call(self.sqlite.close)
         self._thread.shutdown()
+        await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
+        self._reads.shutdown()
 
     # -- leased shards: one process owns the file and every target ------------------------------
 
@@ -340,10 +359,10 @@ class AsyncSqliteStore:
     # -- what is true now ---------------------------------------------------------------------
 
     async def summary(self) -> StateSummary:
-        return await self._call(self.sqlite.summary)
+        return await self._read(SqliteStore.summary)
 
     async def status(self, cadence_key: str) -> StoreStatus:
-        return await self._call(self.sqlite.status, cadence_key)
+        return await self._read(lambda reader: reader.status(cadence_key))
 
     # -- history, rounds, retention -----------------------------------------------------------
 
