@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from watcher.state.interface import Store
+from watcher.state.interface import Store, store_members
 from watcher.state.source_rounds import SourceRound, last_rounds
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
@@ -13,7 +13,7 @@ from watcher.state.store import AsyncSqliteStore, SqliteStore
 def protocol_members() -> set[str]:
     return {
         name
-        for name, value in vars(Store).items()
+        for name, value in store_members().items()
         if (callable(value) or isinstance(value, property))
         and (not name.startswith("_") or name in {"__aenter__", "__aexit__"})
     }

@@ -33,7 +33,7 @@ from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.notifier import StoredAlert
 from watcher.delivery.send_timeout import BoundedSends
-from watcher.state.interface import Store
+from watcher.state.interface import OutboxStore
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +60,7 @@ class StoreCalls:
     full), each failure and recovery recorded in ``state_health``; a permanent error is raised
     as ``PermanentStateError``."""
 
-    store: Store
+    store: OutboxStore
     state_health: StateHealth
     clock: Clock
     delays: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX)
@@ -102,7 +102,7 @@ class UrlWorker:
     on_result: Callable[[str, str], None] | None = None  # (channel, "sent" | "failed")
 
     @property
-    def _store(self) -> Store:
+    def _store(self) -> OutboxStore:
         return self.db.store
 
     def _clock(self) -> float:
