@@ -36,7 +36,7 @@ measured for a large one); a claim racing another may come back short (see ``cla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -255,13 +255,30 @@ async def extend_claim(
     if not ids:
         return []
     async with conn.transaction():
-        rows = await (
-            await conn.execute(
-                f"""UPDATE deliveries SET claim_expires_at = {NOW} + %(ttl)s
-                WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
-                RETURNING id""",
-                {"ids": ids, "token": token, "ttl": claim_ttl},
-            )
-        ).fetchall()
-    changed = {int(row[0]) for row in rows}
+        changed = await update_claimed(
+            conn, ids, token, f"claim_expires_at = {NOW} + %(ttl)s", {"ttl": claim_ttl}
+        )
+    return not_changed(ids, changed)
+
+
+async def update_claimed(
+    conn: Connection, ids: list[int], token: str, assignments: str, params: Mapping[str, Any]
+) -> dict[int, int]:
+    """Sets ``assignments`` (SQL, with ``params``) on those of ``ids`` still claimed under
+    ``token`` (an expired claim that nobody took yet still counts), inside the caller's
+    transaction: what every ack and extension of a claim changes. The rows changed: delivery
+    id -> alert id."""
+    rows = await (
+        await conn.execute(
+            f"""UPDATE deliveries SET {assignments}
+            WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
+            RETURNING id, alert_id""",
+            {**params, "ids": ids, "token": token},
+        )
+    ).fetchall()
+    return {int(row[0]): int(row[1]) for row in rows}
+
+
+def not_changed(ids: Sequence[int], changed: Mapping[int, int]) -> list[int]:
+    """The ids of ``ids`` not changed, sorted (taken over by another claimer, or deleted)."""
     return sorted({id_ for id_ in ids if id_ not in changed})

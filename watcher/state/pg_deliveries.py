@@ -37,7 +37,8 @@ from psycopg.rows import TupleRow
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import alert_values
-from watcher.state.deliveries import GROUP_SENDS_KEPT_SECONDS, STANDING_SQL, delivery_row
+from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
+from watcher.state.pg_claims import not_changed, update_claimed
 
 Connection = AsyncConnection[TupleRow]
 
@@ -61,6 +62,10 @@ WHERE id = ANY(%s)
 """
 
 
+# What ends a claim (an ack, a release): no token, no expiry.
+_UNCLAIMED = "claim_token = NULL, claim_expires_at = NULL"
+
+
 def _ids(delivery_ids: int | Sequence[int]) -> list[int]:
     return [delivery_ids] if isinstance(delivery_ids, int) else list(delivery_ids)
 
@@ -68,19 +73,12 @@ def _ids(delivery_ids: int | Sequence[int]) -> list[int]:
 async def _finish(
     conn: Connection, ids: list[int], token: str, assignments: str, params: Mapping[str, Any]
 ) -> tuple[list[int], list[int]]:
-    """Update the rows still claimed under ``token`` and their alerts' status, inside the
-    caller's transaction; returns (changed, not changed) ids, each sorted."""
-    rows = await (
-        await conn.execute(
-            f"""UPDATE deliveries SET {assignments}, claim_token = NULL, claim_expires_at = NULL
-            WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
-            RETURNING id, alert_id""",
-            {**params, "ids": ids, "token": token},
-        )
-    ).fetchall()
-    await _refresh_alerts(conn, {int(row[1]) for row in rows})
-    changed = {int(row[0]) for row in rows}
-    return sorted(changed), sorted({id_ for id_ in ids if id_ not in changed})
+    """End the claim of the rows still claimed under ``token`` with ``assignments`` and update
+    their alerts' status, inside the caller's transaction; returns (changed, not changed) ids,
+    each sorted."""
+    changed = await update_claimed(conn, ids, token, f"{assignments}, {_UNCLAIMED}", params)
+    await _refresh_alerts(conn, set(changed.values()))
+    return sorted(changed), not_changed(ids, changed)
 
 
 async def _refresh_alerts(conn: Connection, alert_ids: set[int]) -> None:
@@ -187,21 +185,17 @@ async def release(
     if not ids:
         return []
     async with conn.transaction():
-        rows = await (
-            await conn.execute(
-                """UPDATE deliveries SET status = 'pending', claim_token = NULL,
-                    claim_expires_at = NULL,
-                    next_attempt_at = GREATEST(next_attempt_at,
-                        COALESCE(%(not_before)s, next_attempt_at))
-                WHERE id = ANY(%(ids)s) AND status = 'sending' AND claim_token = %(token)s
-                RETURNING id""",
-                {"ids": ids, "token": token, "not_before": not_before},
-            )
-        ).fetchall()
-        if rows and not_before is None:
+        changed = await update_claimed(
+            conn,
+            ids,
+            token,
+            f"""status = 'pending', {_UNCLAIMED}, next_attempt_at = GREATEST(next_attempt_at,
+                COALESCE(%(not_before)s, next_attempt_at))""",
+            {"not_before": not_before},
+        )
+        if changed and not_before is None:
             await notify_outbox(conn)  # due now (a graceful stop): another instance takes them
-    changed = {int(row[0]) for row in rows}
-    return sorted({id_ for id_ in ids if id_ not in changed})
+    return not_changed(ids, changed)
 
 
 async def group_sends(conn: Connection, group_key: str, url_id: str) -> GroupSends:
@@ -316,6 +310,16 @@ async def standing_alerts(
     (``Store.standing_alerts``)."""
     if not url_ids:
         return []
-    query = STANDING_SQL.format(since="%s", url_ids="= ANY(%s)")
-    rows = await (await conn.execute(query, [resolved_since, list(url_ids)])).fetchall()
+    rows = await (
+        await conn.execute(
+            f"""SELECT {DELIVERY_COLUMNS}
+            FROM alerts a JOIN deliveries d ON d.alert_id = a.id
+            WHERE a.id IN (
+                SELECT alert_id FROM firing_alerts
+                UNION ALL SELECT id FROM alerts WHERE created_at >= %s AND reason = 'resolved'
+            ) AND d.url_id = ANY(%s)
+            ORDER BY a.id, d.id""",
+            [resolved_since, list(url_ids)],
+        )
+    ).fetchall()
     return [delivery_row(row) for row in rows]
