@@ -8,8 +8,8 @@ instances sharing one database); ``watcher.wiring.open_store`` picks it from the
 Nothing outside ``watcher.state`` reaches past it to a connection, SQL or a driver (an import
 contract in ``pyproject.toml`` forbids the drivers elsewhere). The one-shot commands outside the
 event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: the
-synchronous ``SqliteStore`` (read-only for those that only read), or the PostgreSQL engine in
-command mode.
+same engines (SQLite's over a file opened read-only for those that only read, PostgreSQL's in
+command mode), each call run to its end on the command's own event loop.
 
 Roles
 -----

@@ -124,6 +124,26 @@ async def mark_sent(
     return unchanged
 
 
+async def _failed(
+    conn: Connection,
+    delivery_ids: int | Sequence[int],
+    token: str,
+    status: str,
+    error: str,
+    at: float,
+) -> tuple[list[int], list[int]]:
+    """An attempt that did not deliver, inside the caller's transaction: ``status`` pending
+    (tried again at ``at``) or dead (given up at ``at``), the error kept; as ``_finish``."""
+    return await _finish(
+        conn,
+        _ids(delivery_ids),
+        token,
+        "status = %(status)s, attempts = attempts + 1, last_error = %(error)s, "
+        "next_attempt_at = %(at)s",
+        {"status": status, "error": error, "at": at},
+    )
+
+
 async def mark_retry(
     conn: Connection,
     delivery_ids: int | Sequence[int],
@@ -133,14 +153,7 @@ async def mark_retry(
 ) -> list[int]:
     """Back to pending until ``next_attempt_at``, one attempt more; the ids not changed."""
     async with conn.transaction():
-        _, unchanged = await _finish(
-            conn,
-            _ids(delivery_ids),
-            token,
-            "status = 'pending', attempts = attempts + 1, last_error = %(error)s, "
-            "next_attempt_at = %(next)s",
-            {"error": error, "next": next_attempt_at},
-        )
+        _, unchanged = await _failed(conn, delivery_ids, token, "pending", error, next_attempt_at)
     return unchanged
 
 
@@ -157,14 +170,7 @@ async def mark_dead(
     the same transaction for the rows changed only, so each is reported once. The ids not
     changed."""
     async with conn.transaction():
-        changed, unchanged = await _finish(
-            conn,
-            _ids(delivery_ids),
-            token,
-            "status = 'dead', attempts = attempts + 1, last_error = %(error)s, "
-            "next_attempt_at = %(at)s",
-            {"error": error, "at": at},
-        )
+        changed, unchanged = await _failed(conn, delivery_ids, token, "dead", error, at)
         done = set(changed)
         letters = [alert for id_, alert in (reports or {}).items() if id_ in done]
         if letters and destinations is not None:
