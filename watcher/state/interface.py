@@ -265,16 +265,6 @@ class RetentionStore(Protocol):
         """One bounded transaction per step (an ``async def`` with ``yield`` in an engine)."""
 
 
-ROLES: tuple[type, ...] = (
-    LeaseStore,
-    TargetStateStore,
-    OutboxStore,
-    SilenceStore,
-    HistoryStore,
-    RetentionStore,
-)
-
-
 class Store(
     LeaseStore,
     TargetStateStore,
@@ -300,6 +290,10 @@ class Store(
 
     async def close(self) -> None:
         """Flushes the staged states if it can (a failure is a poll redone), then closes."""
+
+
+# The roles ``Store`` is the union of.
+ROLES: tuple[type, ...] = tuple(base for base in Store.__bases__ if base is not Protocol)
 
 
 def store_members() -> dict[str, object]:
