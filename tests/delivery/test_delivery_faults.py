@@ -18,7 +18,7 @@ from watcher.alerting.health import StateHealth
 from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import AppriseNotifier
-from watcher.delivery.notifier import Outcome, StoredAlert, Tone
+from watcher.delivery.notifier import Message, Outcome
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
 from watcher.state.sqlite_errors import state_error
@@ -240,20 +240,12 @@ class RowDeletingNotifier:
         self.delete: int | None = None  # the delivery id to delete, once
         self.inner = AppriseNotifier()
 
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
+    def send(self, url: str, message: Message) -> Outcome:
         if self.delete is not None:
             with closing(sqlite3.connect(self.path)) as db, db:
                 db.execute("DELETE FROM deliveries WHERE id = ?", [self.delete])
             self.delete = None
-        return self.inner.send(url, title, body, tone, notification, alerts)
+        return self.inner.send(url, message)
 
 
 @pytest.mark.parametrize(

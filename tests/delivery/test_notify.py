@@ -16,7 +16,7 @@ import structlog.testing
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination, url_id
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
-from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Message, Outcome, refused
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
 from watcher.state.store import SqliteStore
@@ -375,16 +375,8 @@ class ScriptedNotifier:
         self.outcomes = list(outcomes)
         self.sent: list[tuple[str, str, str, str]] = []
 
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
-        self.sent.append((url, title, tone, notification))
+    def send(self, url: str, message: Message) -> Outcome:
+        self.sent.append((url, message.title, message.tone, message.notification))
         return self.outcomes.pop(0)
 
 

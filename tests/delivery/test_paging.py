@@ -19,7 +19,7 @@ import requests
 from watcher.core.events import AlertMessage, Reason
 from watcher.delivery import paging
 from watcher.delivery.apprise_notifier import AppriseNotifier
-from watcher.delivery.notifier import StoredAlert, Tone
+from watcher.delivery.notifier import Message, StoredAlert, Tone
 
 PAGERDUTY = "pagerduty://integr4tionKey0123@ap1Key0123456789"
 OPSGENIE = "opsgenie://0psg3nieApiKey0123456789/@ops-team"
@@ -64,9 +64,8 @@ def posts() -> Iterator[list[dict[str, Any]]]:
 
 def send(url: str, alert: StoredAlert, notifier: AppriseNotifier | None = None) -> None:
     tone: Tone = "resolved" if alert.alert.reason == "resolved" else "critical"
-    outcome = (notifier or AppriseNotifier()).send(
-        url, alert.alert.title, alert.alert.body, tone, "n-1", [alert]
-    )
+    message = Message(alert.alert.title, alert.alert.body, tone, "n-1", [alert])
+    outcome = (notifier or AppriseNotifier()).send(url, message)
     assert outcome.accepted, outcome.refused
 
 

@@ -4,6 +4,7 @@ keeps every backoff."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from watcher.service.cadences import (
     stored_cadence,
     worth_storing,
 )
-from watcher.service.status import read_status
+from watcher.service.status import Status, read_status
 from watcher.state.commands import sqlite_command_store
 
 from support.seeded import HOLDERS, MINT, TREASURY, World, base_rules, daemon_worlds
@@ -261,8 +262,12 @@ async def test_status_counts_the_targets_at_each_interval_band(
 ) -> None:
     world = make_world(adaptive_rules())
     await sweep_each_second(world, 16)
-    with sqlite_command_store(world.daemon.settings.state_path, readonly=True) as store:
-        status = read_status(store, 0.0)
+
+    def command() -> Status:  # as `watcher status` runs: outside any event loop
+        with sqlite_command_store(world.daemon.settings.state_path, readonly=True) as store:
+            return read_status(store, 0.0)
+
+    status = await asyncio.to_thread(command)
     assert status.intervals is not None
     assert [(bound, count) for bound, count in status.intervals.bands if count] == [(15.0, 1)]
     [line] = [line for line in status.lines() if line.startswith("intervals")]

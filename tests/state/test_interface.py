@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from watcher.state.interface import Store
+from watcher.state.interface import ROLES, OutboxStore, RetentionStore, Store, store_members
 from watcher.state.source_rounds import SourceRound, last_rounds
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
@@ -13,7 +13,7 @@ from watcher.state.store import AsyncSqliteStore, SqliteStore
 def protocol_members() -> set[str]:
     return {
         name
-        for name, value in vars(Store).items()
+        for name, value in store_members().items()
         if (callable(value) or isinstance(value, property))
         and (not name.startswith("_") or name in {"__aenter__", "__aexit__"})
     }
@@ -54,3 +54,18 @@ def test_record_round_keeps_the_last_success_when_a_round_fails(tmp_path: Path) 
         store.record_round(SourceRound("vote", 10.0, 5, 0, 0.5, 10.0))
         store.record_round(SourceRound("vote", 20.0, 5, 5, 0.7, None))
         assert last_rounds(store.db.conn) == [SourceRound("vote", 20.0, 5, 5, 0.7, 10.0)]
+
+
+def test_each_member_of_the_store_belongs_to_one_role_but_its_life() -> None:
+    def public(role: type) -> set[str]:
+        return {name for name in vars(role) if not name.startswith("_")}
+
+    roles = [public(role) for role in ROLES]
+    assert sum(len(members) for members in roles) == len(set().union(*roles))  # disjoint
+    life = public(Store)
+    assert life == {"start", "close"}
+    assert set().union(*roles) | life == {
+        name for name in store_members() if not name.startswith("_")
+    }
+    assert {"claim_due", "mark_sent"} <= public(OutboxStore)
+    assert public(RetentionStore) == {"prune_batches"}

@@ -1,6 +1,6 @@
-"""The outbox on a real PostgreSQL, shared by several claimers (watcher.state.pg_deliveries):
-claims never shared, expired claims taken again, stale acks changing nothing, NOTIFY waking a
-listener."""
+"""The outbox on a real PostgreSQL, shared by several claimers (watcher.state.pg_claims and
+pg_deliveries): claims never shared, expired claims taken again, stale acks changing nothing,
+NOTIFY waking a listener."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage, Grouping
 from watcher.core.outbox_rows import Destination
+from watcher.state import pg_claims as claims
 from watcher.state import pg_deliveries as outbox
 from watcher.state.postgresql_schema import migrate
 from watcher.state.store import SqliteStore
@@ -118,7 +119,7 @@ async def test_two_claimers_at_once_never_share_a_delivery_and_together_take_all
         nothing though more is due: a URL the other's claim holds locked that moment is left
         out, even this claimer's own; a sender claims again at its next wake-up."""
         taken: list[tuple[int, str]] = []
-        while rows := await outbox.claim_due(conn, token=token, claim_ttl=TTL, now=NOW, limit=7):
+        while rows := await claims.claim_due(conn, token=token, claim_ttl=TTL, now=NOW, limit=7):
             taken += [(row.id, row.url_id) for row in rows]
         return taken
 
@@ -146,8 +147,8 @@ async def test_claimers_racing_round_after_round_never_share_a_url(
     for round_ in range(15):
         ids = await queue(conns[2], [alert(round_ * 10 + k) for k in range(6)], *urls)
         a, b = await asyncio.gather(
-            outbox.claim_due(conns[0], token=f"a{round_}", claim_ttl=TTL, now=NOW),
-            outbox.claim_due(conns[1], token=f"b{round_}", claim_ttl=TTL, now=NOW),
+            claims.claim_due(conns[0], token=f"a{round_}", claim_ttl=TTL, now=NOW),
+            claims.claim_due(conns[1], token=f"b{round_}", claim_ttl=TTL, now=NOW),
         )
         assert not {r.url_id for r in a} & {r.url_id for r in b}
         assert {r.id for r in a} | {r.id for r in b} == set(ids)
@@ -158,16 +159,16 @@ async def test_claimers_racing_round_after_round_never_share_a_url(
 async def test_a_url_another_claim_is_taking_is_left_out(conns: list[Connection]) -> None:
     [held] = await queue(conns[0], [alert(1)], "json://one")
     [free] = await queue(conns[0], [alert(2)], "json://two")
-    [row] = await outbox.claim_due(conns[2], token="x", claim_ttl=TTL, now=NOW, limit=1)
+    [row] = await claims.claim_due(conns[2], token="x", claim_ttl=TTL, now=NOW, limit=1)
     assert await outbox.release(conns[2], [row.id], "x") == []
     url_one = row.url_id
     async with conns[1].transaction():  # another claimer, mid-claim of json://one
         await conns[1].execute(
-            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [outbox.URL_LOCK_CLASS, url_one]
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [claims.URL_LOCK_CLASS, url_one]
         )
-        rows = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+        rows = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
         assert [r.id for r in rows] == [free]
-    [later] = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    [later] = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     assert later.id == held
 
 
@@ -179,7 +180,7 @@ async def test_a_claim_skips_rows_another_claim_is_taking_without_waiting(
     async with conns[1].transaction():  # another claimer, mid-claim: its rows are locked
         await conns[1].execute("SELECT id FROM deliveries WHERE id = ANY(%s) FOR UPDATE", [held])
         rows = await asyncio.wait_for(
-            outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW), timeout=10
+            claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW), timeout=10
         )
     assert [row.id for row in rows] == ids[2:]
 
@@ -194,7 +195,7 @@ async def test_what_a_claim_returns_is_what_sqlite_claims(
         store.commit_step("s", "t", {}, alerts, to_urls("json://one"), NOW)
         store.commit_step("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100)
         expected = store.claim_due(NOW, group_limit=10)
-    rows = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW, group_limit=10)
+    rows = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW, group_limit=10)
     assert len(rows) == 2 and rows == expected  # ids, values, status 'sending', the alert
 
 
@@ -202,21 +203,21 @@ async def test_a_live_claim_holds_its_url_an_expired_one_is_taken_again_with_a_n
     conns: list[Connection],
 ) -> None:
     [first] = await queue(conns[0], [alert(1)], "json://one")
-    [mine] = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    [mine] = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     [second] = await queue(conns[0], [alert(2)], "json://one")
     # The URL is claim a's while it lives: b takes neither row, not even the new one.
-    assert await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
+    assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     await expire_claims(conns[2])
-    taken = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+    taken = await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
     assert [row.id for row in taken] == [first, second] and mine.id == first
     assert await delivery(conns[2], first) == ("sending", "b", 0)
 
 
 async def test_an_expired_claims_ack_changes_nothing(conns: list[Connection]) -> None:
     [id_] = await queue(conns[0], [alert(1, Grouping("transfer"))], "json://one")
-    [row] = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    [row] = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     await expire_claims(conns[2])
-    [again] = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+    [again] = await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
     assert again.id == id_
     # a comes back from its stall and acks: nothing changes, the row stays b's.
     group = (str(row.group_key), row.url_id)
@@ -224,7 +225,7 @@ async def test_an_expired_claims_ack_changes_nothing(conns: list[Connection]) ->
     assert await outbox.mark_retry(conns[0], [id_], "a", "refused", NOW + 5) == [id_]
     assert await outbox.mark_dead(conns[0], id_, "a", "gone", NOW + 1) == [id_]
     assert await outbox.release(conns[0], [id_], "a") == [id_]
-    assert await outbox.extend_claim(conns[0], [id_], "a", TTL) == [id_]
+    assert await claims.extend_claim(conns[0], [id_], "a", TTL) == [id_]
     assert await delivery(conns[2], id_) == ("sending", "b", 0)
     assert await alert_status(conns[2], id_) == "queued"
     assert (await outbox.group_sends(conns[2], *group)).sent == ()  # no digest send recorded
@@ -241,11 +242,11 @@ async def test_an_ack_racing_a_takeover_lands_on_one_side_only(conns: list[Conne
     ack_won: list[bool] = []
     for n in range(20):
         [id_] = await queue(conns[0], [alert(n)], f"json://one/{n}")
-        await outbox.claim_due(conns[0], token=f"a{n}", claim_ttl=TTL, now=NOW)
+        await claims.claim_due(conns[0], token=f"a{n}", claim_ttl=TTL, now=NOW)
         await expire_claims(conns[2])
         unchanged, taken = await asyncio.gather(
             outbox.mark_sent(conns[0], [id_], f"a{n}", NOW),
-            outbox.claim_due(conns[1], token=f"b{n}", claim_ttl=TTL, now=NOW),
+            claims.claim_due(conns[1], token=f"b{n}", claim_ttl=TTL, now=NOW),
         )
         status = await delivery(conns[2], id_)
         if unchanged == []:
@@ -261,29 +262,29 @@ async def test_an_ack_racing_a_takeover_lands_on_one_side_only(conns: list[Conne
 
 async def test_a_claim_runs_out_by_the_databases_clock(conns: list[Connection]) -> None:
     [id_] = await queue(conns[0], [alert(1)], "json://one")
-    await outbox.claim_due(conns[0], token="a", claim_ttl=0.2, now=NOW)
-    assert await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
-    started = await outbox.db_now(conns[2])
+    await claims.claim_due(conns[0], token="a", claim_ttl=0.2, now=NOW)
+    assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
+    started = await claims.db_now(conns[2])
     taken = []
     for _ in range(500):  # a condition with a deadline (10 s)
-        taken = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+        taken = await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
         if taken:
             break
         await asyncio.sleep(0.02)
     assert [r.id for r in taken] == [id_]
-    assert await outbox.db_now(conns[2]) - started >= 0.15  # not before its time
+    assert await claims.db_now(conns[2]) - started >= 0.15  # not before its time
 
 
 async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None:
     ids = await queue(conns[0], [alert(n) for n in range(3)], "json://one")
-    rows = await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    rows = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     assert [row.id for row in rows] == ids
     assert await outbox.mark_retry(conns[0], [ids[0]], "a", "refused", NOW + 30) == []
     assert await delivery(conns[1], ids[0]) == ("pending", None, 1)
     assert await outbox.release(conns[0], [ids[1]], "a", not_before=NOW + 30) == []
     assert await delivery(conns[1], ids[1]) == ("pending", None, 0)
     # Nothing due now; at NOW + 30 both are, for any claimer.
-    assert await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
+    assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     letter = alert(99)
     gone = await outbox.mark_dead(
         conns[0], [ids[2]], "a", "gone", NOW, {ids[2]: letter}, to_urls("json://fallback")
@@ -291,9 +292,9 @@ async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None
     assert gone == [] and await delivery(conns[1], ids[2]) == ("dead", None, 1)
     assert await alert_status(conns[1], ids[2]) == "dead"
     # The dead letter was queued in the same transaction, to the fallback URL.
-    [report] = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+    [report] = await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
     assert report.alert.dedup_key == letter.dedup_key
-    retried = await outbox.claim_due(conns[1], token="c", claim_ttl=TTL, now=NOW + 30)
+    retried = await claims.claim_due(conns[1], token="c", claim_ttl=TTL, now=NOW + 30)
     assert [row.id for row in retried] == ids[:2]
     # A mark of an id that is not there says so.
     assert await outbox.mark_sent(conns[1], [ids[0], 123456], "c", NOW + 31) == [123456]
@@ -301,17 +302,17 @@ async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None
 
 async def test_extending_a_claim_keeps_it_from_being_taken(conns: list[Connection]) -> None:
     [id_] = await queue(conns[0], [alert(1)], "json://one")
-    await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     await expire_claims(conns[2])
-    assert await outbox.extend_claim(conns[0], [id_], "a", TTL) == []  # before anyone took it
-    assert await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
+    assert await claims.extend_claim(conns[0], [id_], "a", TTL) == []  # before anyone took it
+    assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     assert await outbox.mark_sent(conns[0], id_, "a", NOW) == []
 
 
 async def test_a_claim_completes_its_digest_groups(conns: list[Connection]) -> None:
     grouping = Grouping("transfer", wait=60)
     ids = await queue(conns[0], [alert(n, grouping) for n in range(5)], "json://one")
-    rows = await outbox.claim_due(
+    rows = await claims.claim_due(
         conns[0], token="a", claim_ttl=TTL, now=NOW, limit=1, group_limit=10
     )
     assert [row.id for row in rows] == ids
@@ -325,8 +326,8 @@ async def test_two_deliveries_of_one_alert_marked_at_once_leave_it_sent(
     delivery sent (no 'partial' left behind by two snapshots taken together)."""
     for n in range(10):
         one, two = await queue(conns[0], [alert(n)], f"json://one/{n}", f"json://two/{n}")
-        await outbox.claim_due(conns[0], token=f"a{n}", claim_ttl=TTL, now=NOW, limit=1)
-        await outbox.claim_due(conns[1], token=f"b{n}", claim_ttl=TTL, now=NOW, limit=1)
+        await claims.claim_due(conns[0], token=f"a{n}", claim_ttl=TTL, now=NOW, limit=1)
+        await claims.claim_due(conns[1], token=f"b{n}", claim_ttl=TTL, now=NOW, limit=1)
         unchanged = await asyncio.gather(
             outbox.mark_sent(conns[0], one, f"a{n}", NOW),
             outbox.mark_sent(conns[1], two, f"b{n}", NOW),
@@ -384,7 +385,7 @@ async def _listening(conn: Connection) -> bool:
 
 async def test_a_graceful_release_wakes_a_listener(conninfo: str, conns: list[Connection]) -> None:
     [id_] = await queue(conns[0], [alert(1)], "json://one")
-    await outbox.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
+    await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW)
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listening:
         wakes = outbox.listen_outbox(listening, poll_timeout=60)
         first = asyncio.ensure_future(anext(wakes))
@@ -392,7 +393,7 @@ async def test_a_graceful_release_wakes_a_listener(conninfo: str, conns: list[Co
         assert await outbox.release(conns[0], [id_], "a") == []
         assert await asyncio.wait_for(first, timeout=10) is True
         await wakes.aclose()
-    [row] = await outbox.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
+    [row] = await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW)
     assert row.id == id_
 
 

@@ -6,9 +6,7 @@ never a fixed sleep; a paused (SIGSTOP-like) instance is one that simply does no
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -32,7 +30,6 @@ from watcher.state.pg_leases import (
 )
 from watcher.state.postgresql_schema import migrate
 from watcher.state.shards import SHARDS, balanced_share, plan, rank_of
-from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
 
 Connection = psycopg.AsyncConnection[TupleRow]
@@ -103,18 +100,11 @@ async def write_target(conn: Connection, target: str) -> None:
 # -- schema ---------------------------------------------------------------------------------------
 
 
-async def test_both_engines_start_with_every_shard_free_at_epoch_0(
-    connect: Connect, tmp_path: Path
-) -> None:
+async def test_the_database_starts_with_every_shard_free_at_epoch_0(connect: Connect) -> None:
     conn = await connect()
     query = "SELECT COUNT(*), COUNT(owner), MIN(shard), MAX(shard), SUM(epoch) FROM shard_leases"
     expected = (SHARDS, 0, 0, SHARDS - 1, 0)
     assert await (await conn.execute(query)).fetchone() == expected
-    path = tmp_path / "watcher.db"
-    with SqliteStore(path):
-        pass
-    with sqlite3.connect(path) as db:
-        assert db.execute(query).fetchone() == expected
     assert await takeable_shards(conn) == list(range(SHARDS))
 
 

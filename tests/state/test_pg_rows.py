@@ -18,7 +18,7 @@ from psycopg.rows import TupleRow
 from watcher.core.events import AlertMessage, Grouping, Reason, Silence, TargetState
 from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
-from watcher.state import pg_deliveries, pg_rows
+from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
 from watcher.state.postgresql_schema import migrate
 from watcher.state.retention import Pruned
@@ -188,7 +188,7 @@ class OnPostgres:
         return None if text is None else decode_json(text)
 
     async def claim(self, now: float) -> list[int]:
-        rows = await pg_deliveries.claim_due(self.conn, token=TOKEN, claim_ttl=60.0, now=now)
+        rows = await pg_claims.claim_due(self.conn, token=TOKEN, claim_ttl=60.0, now=now)
         return [row.id for row in rows]
 
     async def mark_sent(

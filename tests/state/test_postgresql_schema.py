@@ -1,5 +1,6 @@
 """The PostgreSQL engine's schema (plain SQL files) on a real server: both engines end with the
-same tables and columns; migrating is once, under a lock, and refuses a newer schema."""
+same tables and columns (but the leases, PostgreSQL's alone); migrating is once, under a lock,
+and refuses a newer schema."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from watcher.state.database import SchemaTooNewError
+from watcher.state.migrations import SchemaTooNewError, SqlFile
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
 
 # SQLite's declared types (STRICT tables: exactly these) and what each is on PostgreSQL.
 TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision"}
+
+# The tables of several instances sharing one database: none on SQLite.
+POSTGRESQL_ONLY = ("instances", "shard_leases")
 
 Column = tuple[str, str, bool, bool]  # name, type (PostgreSQL's name), NOT NULL, in the key
 Tables = dict[str, list[Column]]
@@ -110,7 +114,8 @@ async def test_both_engines_end_with_the_same_tables_columns_and_indexes(
         assert await migrate(conn) == len(migrations())
         pg_tables, pg_indexes = await postgresql_schema(conn)
     sqlite_tables, sqlite_indexes = sqlite_schema(tmp_path / "watcher.db")
-    assert sorted(pg_tables) == sorted(sqlite_tables)
+    # The leases are PostgreSQL's alone: one SQLite instance owns everything.
+    assert sorted(pg_tables) == sorted([*sqlite_tables, *POSTGRESQL_ONLY])
     for table, columns in sqlite_tables.items():
         assert pg_tables[table] == columns, table
     assert pg_indexes == sqlite_indexes
@@ -156,7 +161,7 @@ async def test_a_failing_migration_leaves_the_database_as_it_was(
 ) -> None:
     from watcher.state import postgresql_schema
 
-    broken = (*migrations(), postgresql_schema.Migration(2, "0002_broken.sql", "CREATE TABLE x ("))
+    broken = (*migrations(), SqlFile(2, "0002_broken.sql", "CREATE TABLE x ("))
     monkeypatch.setattr(postgresql_schema, "migrations", lambda: broken)
     conn = await connect(database)
     async with conn:

@@ -123,6 +123,53 @@ def test_a_database_from_a_newer_watcher_is_refused(tmp_path: Path) -> None:
         SqliteStore(tmp_path / "watcher.db")
 
 
+def _old_lease_tables(db: Database) -> None:
+    """What version 6 of the watcher before made in a SQLite file too: the PostgreSQL engine's
+    lease tables, with a row each."""
+    db.execute("CREATE TABLE shard_leases (shard INTEGER PRIMARY KEY, owner TEXT) STRICT")
+    db.execute("INSERT INTO shard_leases (shard) VALUES (0)")
+    db.execute("CREATE TABLE instances (instance_id TEXT PRIMARY KEY) STRICT")
+    db.execute("INSERT INTO instances VALUES ('a')")
+
+
+SQLITE_TABLES = {
+    "targets",
+    "alerts",
+    "deliveries",
+    "silences",
+    "group_sends",
+    "sources",
+    "firing_alerts",
+    "unwatched_targets",
+    "schema_migrations",
+}
+
+
+def test_a_new_database_holds_only_the_sqlite_engines_tables(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "watcher.db") as store:
+        assert set(store.db.table_names()) == SQLITE_TABLES
+
+
+def test_a_database_of_the_watcher_before_upgrades_and_loses_the_lease_tables(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "watcher.db"
+    db = open_database(path)
+    # Versions 1 to 8 as that watcher left them: version 6 had made the lease tables.
+    migrate(db, [*MIGRATIONS[:5], _old_lease_tables, *MIGRATIONS[6:8]])
+    db.execute("INSERT INTO targets VALUES ('s', 't', '{}', 1.0)")
+    assert {"shard_leases", "instances"} <= set(db.table_names())
+    db.close()
+    with SqliteStore(path) as store:
+        assert schema_version(store.db) == len(MIGRATIONS) > 8
+        assert set(store.db.table_names()) == SQLITE_TABLES
+        assert store.load_state("s", "t") == {}
+        fresh = open_database(tmp_path / "fresh.db")
+        migrate(fresh)
+        assert store.db.schema == fresh.schema
+        fresh.close()
+
+
 def test_transaction_rolls_back_every_write_when_one_fails(tmp_path: Path) -> None:
     path = tmp_path / "watcher.db"
     store = SqliteStore(path)

@@ -14,7 +14,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Grouping, Silence
 from watcher.core.outbox_rows import Destination
-from watcher.state.interface import Store
+from watcher.state.interface import Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Firing
@@ -64,7 +64,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def test_the_postgresql_engine_has_every_member_of_the_protocol_with_its_parameters() -> None:
-    for name, wanted in vars(Store).items():
+    for name, wanted in store_members().items():
         if name.startswith("_") and name not in {"__aenter__", "__aexit__"}:
             continue
         if not callable(wanted) or isinstance(wanted, property):

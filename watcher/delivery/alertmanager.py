@@ -59,7 +59,7 @@ import structlog
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow
-from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, StoredAlert, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, StoredAlert, refused
 
 log = structlog.get_logger(__name__)
 
@@ -232,18 +232,9 @@ class AlertmanagerNotifier:
         self._clock = clock
         self._timeout = timeout
 
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
+    def send(self, url: str, message: Message) -> Outcome:
         now = self._clock()
-        if not alerts:
-            alerts = [probe_alert(title, body, now)]
+        alerts = message.alerts or [probe_alert(message.title, message.body, now)]
         return post(url, alerts, now, timeout=self._timeout)
 
 
@@ -270,17 +261,9 @@ class AlertmanagerOrApprise:
         self.other = other
         self.alertmanager = alertmanager or AlertmanagerNotifier()
 
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
+    def send(self, url: str, message: Message) -> Outcome:
         notifier = self.alertmanager if is_alertmanager(url) else self.other
-        return notifier.send(url, title, body, tone, notification, alerts)
+        return notifier.send(url, message)
 
 
 # -- the re-posts -------------------------------------------------------------------------------

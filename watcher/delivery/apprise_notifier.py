@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,7 +19,7 @@ from watcher.core import outbox_rows
 from watcher.core.redact import REDACTOR
 from watcher.delivery import apprise_send, markup, paging
 from watcher.delivery.apprise_send import new_client, with_id_header
-from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Message, Outcome, Tone, refused
 
 REJECTED_URL = "Apprise does not accept this URL"
 
@@ -147,26 +147,20 @@ class AppriseNotifier:
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
 
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
+    def send(self, url: str, message: Message) -> Outcome:
+        alerts, body = message.alerts, message.body
         if paging.closes_itself(url, alerts):  # Opsgenie: closed by its alias, here
             return paging.close_opsgenie(url, alerts, body)
         keyed = paging.keyed_url(url, alerts)  # PagerDuty, Opsgenie: one key per episode
-        client = self._client(url, notification) if keyed is None else new_client(keyed)
+        client = self._client(url, message.notification) if keyed is None else new_client(keyed)
         if client is None:
             return refused(REJECTED_URL, final=True)
         body_format = apprise.NotifyFormat.TEXT
         if markup.renders_markdown(url):  # Slack, Telegram, Discord, email (as HTML)
             body, body_format = markup.to_markdown(body), apprise.NotifyFormat.MARKDOWN
-        title, body = fit_for_url(url, title, body)
-        error = apprise_send.send_blocking(client, title, body, NOTIFY_TYPES.get(tone), body_format)
+        title, body = fit_for_url(url, message.title, body)
+        notify_type = NOTIFY_TYPES.get(message.tone)
+        error = apprise_send.send_blocking(client, title, body, notify_type, body_format)
         return ACCEPTED if error is None else refused(error)
 
     def _client(self, url: str, notification: str) -> apprise.Apprise | None:

@@ -34,6 +34,20 @@ class StoredAlert:
 
 
 @dataclass(frozen=True)
+class Message:
+    """One message to one URL: its words (``title``, ``body``, ``tone``), its id
+    (``notification``: the same on every attempt, for a receiver to deduplicate on) and the
+    alerts it tells of, in order (none for a message that is no alert, such as
+    ``watcher notify-test``'s)."""
+
+    title: str
+    body: str
+    tone: Tone
+    notification: str
+    alerts: Sequence[StoredAlert] = ()
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How one send went: accepted (``refused`` is None), or refused and why (a text with no
     secret in it). ``final``: the URL can never be sent to (retrying is pointless)."""
@@ -54,17 +68,7 @@ def refused(reason: str, *, final: bool = False) -> Outcome:
 
 
 class Notifier(Protocol):
-    def send(
-        self,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        notification: str,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
-        """Send one message to ``url`` and wait for its answer (called in a thread of its own;
-        the caller bounds the wait). ``notification``: the message's id, the same on every
-        attempt, for a receiver to deduplicate on. ``alerts``: what the message tells of, in
-        order (empty for a message that is no alert, such as ``watcher notify-test``'s)."""
+    def send(self, url: str, message: Message) -> Outcome:
+        """Send ``message`` to ``url`` and wait for its answer (called in a thread of its own;
+        the caller bounds the wait)."""
         ...

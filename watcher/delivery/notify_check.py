@@ -21,6 +21,7 @@ from watcher.core.redact import MASK, REDACTOR
 from watcher.delivery import alertmanager
 from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
 from watcher.delivery.apprise_send import send_through
+from watcher.delivery.notifier import Message
 
 SEND_TIMEOUT_SECONDS = 30.0
 
@@ -77,7 +78,8 @@ async def send_test(channel: str, urls: Sequence[str]) -> list[UrlOutcome]:
     async def one(url: str) -> UrlOutcome:
         if alertmanager.is_alertmanager(url):
             notifier = alertmanager.AlertmanagerNotifier(timeout=SEND_TIMEOUT_SECONDS)
-            outcome = await asyncio.to_thread(notifier.send, url, title, body, "info", "")
+            message = Message(title, body, "info", "")
+            outcome = await asyncio.to_thread(notifier.send, url, message)
             return UrlOutcome(public_form(url), outcome.refused)
         client = apprise.Apprise()
         if not client.add(url):

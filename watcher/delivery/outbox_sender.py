@@ -20,6 +20,7 @@ import asyncio
 import random as random_module
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -41,12 +42,17 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
-from watcher.state.interface import Store
+from watcher.state.interface import LeaseStore, OutboxStore
 
 log = structlog.get_logger(__name__)
 
 # One digest gathers at most this many alerts; more go out in the next one.
 MAX_DIGEST_ROWS = 500
+
+
+class SenderStore(OutboxStore, LeaseStore, Protocol):
+    """What the sender asks of the store: the outbox, and which targets this instance holds
+    (the Alertmanager channel re-posts only the alerts of its own shards)."""
 
 
 class Sender:
@@ -60,7 +66,7 @@ class Sender:
 
     def __init__(
         self,
-        store: Store,
+        store: SenderStore,
         channels: Mapping[str, Sequence[str]],
         *,
         clock: Clock,

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Sequence
 from functools import partial
 
 import structlog
 
 from watcher.delivery import apprise_send
-from watcher.delivery.notifier import ACCEPTED, Notifier, Outcome, StoredAlert, Tone, refused
+from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, refused
 
 log = structlog.get_logger("watcher.delivery.outbox_sender")
 
@@ -28,16 +27,7 @@ class BoundedSends:
         # url_id -> (notification id, send) of a send that timed out while still running.
         self._running: dict[str, tuple[str, concurrent.futures.Future[Outcome]]] = {}
 
-    async def send(
-        self,
-        url_id: str,
-        notification: str,
-        url: str,
-        title: str,
-        body: str,
-        tone: Tone,
-        alerts: Sequence[StoredAlert] = (),
-    ) -> Outcome:
+    async def send(self, url_id: str, url: str, message: Message) -> Outcome:
         """One attempt, bounded by ``send_timeout``. A send that timed out may still be
         running in its thread: until it ends, its URL gets no other send (no pile of hung
         threads); if it ends accepted, that counts as this message's delivery."""
@@ -49,21 +39,19 @@ class BoundedSends:
                     f"the previous send, timed out ({self.timeout:g}s), is still running"
                 )
             del self._running[url_id]
-            if previous == notification and _accepted(running):
+            if previous == message.notification and _accepted(running):
                 log.info("a timed-out send was accepted after all", url_id=url_id)
                 return ACCEPTED
-        running = apprise_send.start_thread(
-            partial(self.notifier.send, url, title, body, tone, notification, alerts)
-        )
+        running = apprise_send.start_thread(partial(self.notifier.send, url, message))
         try:
             return await asyncio.wait_for(
                 asyncio.shield(asyncio.wrap_future(running)), self.timeout
             )
         except TimeoutError:
-            self._running[url_id] = (notification, running)
+            self._running[url_id] = (message.notification, running)
             return refused(f"no answer within {self.timeout:g}s (delivery.send_timeout)")
         except asyncio.CancelledError:
-            self._running[url_id] = (notification, running)
+            self._running[url_id] = (message.notification, running)
             raise
 
 

@@ -31,9 +31,9 @@ from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
-from watcher.delivery.notifier import StoredAlert
+from watcher.delivery.notifier import Message, StoredAlert
 from watcher.delivery.send_timeout import BoundedSends
-from watcher.state.interface import Store
+from watcher.state.interface import OutboxStore
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +60,7 @@ class StoreCalls:
     full), each failure and recovery recorded in ``state_health``; a permanent error is raised
     as ``PermanentStateError``."""
 
-    store: Store
+    store: OutboxStore
     state_health: StateHealth
     clock: Clock
     delays: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX)
@@ -102,7 +102,7 @@ class UrlWorker:
     on_result: Callable[[str, str], None] | None = None  # (channel, "sent" | "failed")
 
     @property
-    def _store(self) -> Store:
+    def _store(self) -> OutboxStore:
         return self.db.store
 
     def _clock(self) -> float:
@@ -166,11 +166,15 @@ class UrlWorker:
         if url is None:
             await self._give_up(rows, NOT_CONFIGURED)
             return False, None
-        notification = notification_id(rows)
         title, body = digest.message_text(rows, notes, self.presentation())
-        tone = digest.tone_of(rows)
-        told = [StoredAlert(row.alert, row.created_at) for row in rows]
-        outcome = await self.sends.send(first.url_id, notification, url, title, body, tone, told)
+        message = Message(
+            title,
+            body,
+            digest.tone_of(rows),
+            notification_id(rows),
+            [StoredAlert(row.alert, row.created_at) for row in rows],
+        )
+        outcome = await self.sends.send(first.url_id, url, message)
         if outcome.final:
             await self._give_up(rows, outcome.refused or REJECTED_URL)
             return False, None
@@ -189,9 +193,9 @@ class UrlWorker:
             if self.on_result is not None:
                 self.on_result(first.channel, "sent")
             if len(rows) == 1:
-                log.info("delivered", alert_id=first.alert_id, id=notification, **where)
+                log.info("delivered", alert_id=first.alert_id, id=message.notification, **where)
             else:
-                log.info("delivered a digest", alerts=len(rows), id=notification, **where)
+                log.info("delivered a digest", alerts=len(rows), id=message.notification, **where)
             return True, None
         if self.on_result is not None:
             self.on_result(first.channel, "failed")

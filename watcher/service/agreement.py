@@ -22,7 +22,7 @@ from watcher.ledger.quorum import Quorum, agree, majority, observe_from
 from watcher.ledger.rpc_methods import PinnedReader
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
-from watcher.state.interface import Store
+from watcher.state.interface import TargetStateStore
 
 Answers = list[tuple[str, Any]]  # each answer with the endpoint that gave it (its public URL)
 
@@ -42,7 +42,7 @@ class Agreement:
         *,
         quorum: Quorum,
         endpoints: Callable[[], Sequence[PinnedReader]] | None,
-        store: Store,
+        store: TargetStateStore,
         committer: Committer,
         config: Configured,
         metrics: Disagreements,

@@ -19,7 +19,7 @@ import structlog
 from watcher.alerting.health import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
-from watcher.state.interface import LeaseRound, Store
+from watcher.state.interface import LeaseRound, LeaseStore
 
 log = structlog.get_logger(__name__)
 
@@ -29,7 +29,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        store: Store,
+        store: LeaseStore,
         state_health: StateHealth,
         stopping: asyncio.Event,
         clock: Clock,

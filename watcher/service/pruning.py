@@ -17,7 +17,7 @@ from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import StateError
 from watcher.service.configuration import Current
-from watcher.state.interface import Store
+from watcher.state.interface import RetentionStore
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 
 log = structlog.get_logger(__name__)
@@ -47,7 +47,7 @@ class Pruner:
     force (a reload swaps them); ``stopping`` set: no new pass starts."""
 
     def __init__(
-        self, store: Store, config: Current[InForce], stopping: asyncio.Event, clock: Clock
+        self, store: RetentionStore, config: Current[InForce], stopping: asyncio.Event, clock: Clock
     ) -> None:
         self.store, self.config, self.stopping, self.clock = store, config, stopping, clock
 

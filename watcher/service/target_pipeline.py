@@ -55,7 +55,7 @@ from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
 from watcher.service.last_errors import LastErrors
 from watcher.service.observed_values import ObservedValues
-from watcher.state.interface import Store
+from watcher.state.interface import TargetStateStore
 
 log = structlog.get_logger("watcher.app")
 
@@ -77,7 +77,7 @@ class TargetPipeline:
     def __init__(
         self,
         *,
-        store: Store,
+        store: TargetStateStore,
         ledger: LedgerReader,
         endpoint: str,
         agreement: Agreement,

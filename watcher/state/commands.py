@@ -1,7 +1,9 @@
 """The state as the one-shot commands see it (``alerts``, ``silence``, ``status``): a few
-synchronous calls, on either engine. On SQLite, the file itself (``SqliteStore``); on a shared
+synchronous calls, on the same asynchronous engines as the daemon, each run to its end on an
+event loop of the command's own. On SQLite, the file (``AsyncSqliteStore`` over a
+``SqliteStore`` read-only, or writing beside a running daemon without upgrading it); on a shared
 PostgreSQL, a ``PostgresStore`` in command mode (it neither migrates nor registers as an
-instance, and holds no shard) driven by an event loop of its own for the command's length."""
+instance, and holds no shard)."""
 
 from __future__ import annotations
 
@@ -14,42 +16,30 @@ from typing import Protocol
 
 from watcher.core.events import Silence
 from watcher.core.outbox_rows import AlertRecord
+from watcher.state.interface import HistoryStore, SilenceStore
 from watcher.state.pg_store import PostgresStore
 from watcher.state.snapshot import StoreStatus
-from watcher.state.store import SqliteStore
+from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 
-class CommandStore(Protocol):
-    def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]: ...
+class CommandEngine(SilenceStore, HistoryStore, Protocol):
+    """What a command asks of an engine: silences and the history, opened and closed."""
 
-    def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence: ...
+    async def start(self) -> None: ...
 
-    def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
-
-    def expire_silence(self, silence_id: int, now: float) -> bool: ...
-
-    def status(self, cadence_key: str) -> StoreStatus: ...
+    async def close(self) -> None: ...
 
 
-class SharedCommandStore:
-    """``CommandStore`` on a shared PostgreSQL; ``with`` connects and closes."""
+class CommandStore:
+    """An engine's calls for a command, synchronous; ``with`` starts and closes it."""
 
-    def __init__(self, url: str, *, lease_ttl: float) -> None:
-        self._store = PostgresStore(url, instance="command", lease_ttl=lease_ttl, command=True)
+    def __init__(self, engine: CommandEngine) -> None:
+        self._engine = engine
         self._loop = asyncio.Runner()
 
-    def __enter__(self) -> SharedCommandStore:
+    def __enter__(self) -> CommandStore:
         try:
-            self._loop.run(self._store.start())
+            self._loop.run(self._engine.start())
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -62,12 +52,12 @@ class SharedCommandStore:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            self._loop.run(self._store.close())
+            self._loop.run(self._engine.close())
         finally:
             self._loop.close()
 
     def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
-        return self._loop.run(self._store.history(limit, rule))
+        return self._loop.run(self._engine.history(limit, rule))
 
     def add_silence(
         self,
@@ -80,21 +70,29 @@ class SharedCommandStore:
         now: float,
     ) -> Silence:
         return self._loop.run(
-            self._store.add_silence(rule, subject, starts_at, ends_at, comment, created_by, now)
+            self._engine.add_silence(rule, subject, starts_at, ends_at, comment, created_by, now)
         )
 
     def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
-        return self._loop.run(self._store.list_silences(now, include_expired))
+        return self._loop.run(self._engine.list_silences(now, include_expired))
 
     def expire_silence(self, silence_id: int, now: float) -> bool:
-        return self._loop.run(self._store.expire_silence(silence_id, now))
+        return self._loop.run(self._engine.expire_silence(silence_id, now))
 
     def status(self, cadence_key: str) -> StoreStatus:
-        return self._loop.run(self._store.status(cadence_key))
+        return self._loop.run(self._engine.status(cadence_key))
+
+
+class SharedCommandStore(CommandStore):
+    """``CommandStore`` on a shared PostgreSQL."""
+
+    def __init__(self, url: str, *, lease_ttl: float) -> None:
+        super().__init__(PostgresStore(url, instance="command", lease_ttl=lease_ttl, command=True))
 
 
 @contextmanager
 def sqlite_command_store(path: Path, *, readonly: bool) -> Iterator[CommandStore]:
     """The SQLite file: read-only, or writing beside a running daemon (never upgrading it)."""
-    with SqliteStore(path, readonly=readonly, upgrade=False) as store:
+    engine = AsyncSqliteStore(SqliteStore(path, readonly=readonly, upgrade=False))
+    with CommandStore(engine) as store:
         yield store

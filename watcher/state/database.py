@@ -1,7 +1,8 @@
 """The SQLite file itself: opening it (WAL, foreign keys), real transactions, and the schema
-with its append-only migrations. The repositories of each concern (``targets``, ``deliveries``,
-``silence_rows``, ``history``, ``retention``, ``source_rounds``, ``snapshot``) hold the queries
-on top of it; ``watcher.state.store`` assembles them."""
+with its append-only migrations (the SQL files of ``sql/sqlite/``). The repositories of each
+concern (``targets``, ``deliveries``, ``silence_rows``, ``history``, ``retention``,
+``source_rounds``, ``snapshot``) hold the queries on top of it; ``watcher.state.store``
+assembles them."""
 
 from __future__ import annotations
 
@@ -11,12 +12,20 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from watcher.core.errors import StateUnusable
-from watcher.state.shards import SHARDS
+from watcher.state.migrations import (
+    SchemaTooNewError,
+    SqlFile,
+    pending,
+    sql_files,
+    sqlite_statements,
+    too_new,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -26,10 +35,6 @@ __all__ = [
     "open_database",
     "open_readonly",
 ]
-
-
-class SchemaTooNewError(StateUnusable):
-    """The database was written by a newer watcher: refuse rather than guess."""
 
 
 @contextmanager
@@ -68,7 +73,7 @@ def state_path_problem(path: Path) -> str | None:
     except sqlite3.Error as exc:
         return f"not a usable state database: {exc}"
     if version > len(MIGRATIONS):
-        return _too_new(version, len(MIGRATIONS))
+        return too_new(version, len(MIGRATIONS), "state_path")
     return None
 
 
@@ -83,213 +88,24 @@ def _recorded_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
-def _too_new(version: int, known: int) -> str:
-    return (
-        f"the state database is at schema version {version}, newer than this watcher "
-        f"knows ({known}): upgrade the watcher or use another state_path"
-    )
-
-
 # -- schema -------------------------------------------------------------------------------------
-# Migrations are plain SQL, append-only: never edit one that has shipped, add the next one.
-# Each runs in its own transaction together with the bump of the recorded version.
+# The migrations are the SQL files of ``sql/sqlite/`` (``watcher.state.migrations``): append-only,
+# each run in its own transaction together with the bump of the recorded version.
 
 
-def _migration_1_initial(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE targets (
-            source TEXT NOT NULL,
-            target TEXT NOT NULL,
-            state TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (source, target)
-        ) STRICT"""
-    )
-    db.execute(
-        """CREATE TABLE alerts (
-            id INTEGER PRIMARY KEY,
-            created_at REAL NOT NULL,
-            rule TEXT NOT NULL,
-            severity TEXT NOT NULL,
-            subject TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            dedup_key TEXT NOT NULL UNIQUE,
-            title TEXT NOT NULL,
-            body TEXT NOT NULL,
-            facts TEXT NOT NULL,
-            status TEXT NOT NULL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX alerts_rule_created ON alerts (rule, created_at)")
-    db.execute("CREATE INDEX alerts_created ON alerts (created_at)")
-    db.execute(
-        """CREATE TABLE deliveries (
-            id INTEGER PRIMARY KEY,
-            alert_id INTEGER NOT NULL REFERENCES alerts (id) ON DELETE CASCADE,
-            channel TEXT NOT NULL,
-            url_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_attempt_at REAL NOT NULL,
-            last_error TEXT,
-            sent_at REAL,
-            created_at REAL NOT NULL,
-            UNIQUE (alert_id, url_id)
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)")
+@dataclass(frozen=True)
+class SqliteMigration:
+    """One SQL file of ``sql/sqlite/``, run statement by statement on a database."""
 
+    file: SqlFile
 
-def _migration_2_silences(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE silences (
-            id INTEGER PRIMARY KEY,
-            rule TEXT NOT NULL,
-            subject TEXT,
-            starts_at REAL NOT NULL,
-            ends_at REAL NOT NULL,
-            comment TEXT NOT NULL,
-            created_by TEXT,
-            created_at REAL NOT NULL,
-            expired_at REAL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX silences_ends ON silences (ends_at)")
-
-
-def _migration_3_digests(db: Database) -> None:
-    # Event alerts carry their rule's grouping (NULL: sent alone); group_sends remembers when
-    # each group last sent to each URL, for group_interval and max_per_hour.
-    db.execute("ALTER TABLE alerts ADD COLUMN group_key TEXT")
-    db.execute("ALTER TABLE alerts ADD COLUMN grouping TEXT")
-    db.execute(
-        """CREATE TABLE group_sends (
-            group_key TEXT NOT NULL,
-            url_id TEXT NOT NULL,
-            sent_at REAL NOT NULL,
-            alerts INTEGER NOT NULL
-        ) STRICT"""
-    )
-    db.execute("CREATE INDEX group_sends_latest ON group_sends (group_key, url_id, sent_at)")
-
-
-def _migration_4_sources(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE sources (
-            source TEXT PRIMARY KEY,
-            finished_at REAL NOT NULL,
-            targets INTEGER NOT NULL,
-            failed INTEGER NOT NULL,
-            duration REAL NOT NULL,
-            last_success_at REAL
-        ) STRICT"""
-    )
-
-
-def _migration_5_retention(db: Database) -> None:
-    # What fires now: the latest transition of each rule and subject, when it is not a
-    # resolution; kept with every alert insert (``AlertRows``). /metrics and /healthz read it
-    # at every scrape, and retention keeps these alerts: the cost is the firing alerts', not the
-    # history's.
-    db.execute(
-        """CREATE TABLE firing_alerts (
-            rule TEXT NOT NULL,
-            subject TEXT NOT NULL,
-            alert_id INTEGER NOT NULL,
-            PRIMARY KEY (rule, subject)
-        ) STRICT"""
-    )
-    db.execute(
-        """INSERT INTO firing_alerts (rule, subject, alert_id)
-        SELECT a.rule, a.subject, a.id FROM alerts a JOIN (
-            SELECT MAX(id) AS id FROM alerts WHERE reason IN ('firing', 'repeat', 'resolved')
-            GROUP BY rule, subject
-        ) latest ON latest.id = a.id
-        WHERE a.reason != 'resolved'"""
-    )
-    # The outbox figures of /metrics and /healthz: pending and the oldest of them, dead.
-    db.execute("CREATE INDEX deliveries_status_created ON deliveries (status, created_at)")
-    # The targets the daemon found named by no rule, since when (a table of its own: the
-    # targets table keeps its shape).
-    db.execute(
-        """CREATE TABLE unwatched_targets (
-            source TEXT NOT NULL,
-            target TEXT NOT NULL,
-            since REAL NOT NULL,
-            PRIMARY KEY (source, target)
-        ) STRICT"""
-    )
-
-
-def _migration_6_shard_leases(db: Database) -> None:
-    # Leased shards and instances' heartbeats, for several instances on one PostgreSQL: the
-    # same tables as its 0002_shard_leases.sql. On SQLite one instance owns everything and reads
-    # none of it.
-    db.execute(
-        """CREATE TABLE shard_leases (
-            shard INTEGER PRIMARY KEY,
-            owner TEXT,
-            epoch INTEGER NOT NULL DEFAULT 0,
-            expires_at REAL
-        ) STRICT"""
-    )
-    db.execute(
-        """WITH RECURSIVE n(shard) AS (SELECT 0 UNION ALL SELECT shard + 1 FROM n WHERE shard < ?)
-        INSERT INTO shard_leases (shard) SELECT shard FROM n""",
-        [SHARDS - 1],
-    )
-    db.execute(
-        """CREATE TABLE instances (
-            instance_id TEXT PRIMARY KEY,
-            host TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            started_at REAL NOT NULL,
-            renewed_at REAL NOT NULL
-        ) STRICT"""
-    )
-
-
-def _migration_7_delivery_claims(db: Database) -> None:
-    # Deliveries claimed under a token until an expiry, for several instances sharing a
-    # PostgreSQL database (watcher.state.pg_deliveries). The SQLite engine, one process, leaves
-    # them NULL: the columns exist so that both engines hold the same rows.
-    db.execute("ALTER TABLE deliveries ADD COLUMN claim_token TEXT")
-    db.execute("ALTER TABLE deliveries ADD COLUMN claim_expires_at REAL")
-    db.execute("CREATE INDEX deliveries_claims ON deliveries (status, claim_expires_at)")
-
-
-def _migration_8_sources_by_instance(db: Database) -> None:
-    # Each instance's last round of each source (its 0004_sources_by_instance.sql): instances
-    # sharing a PostgreSQL database each sweep their own shards. The SQLite engine is one
-    # instance, "". A table of a new key: made anew.
-    db.execute(
-        """CREATE TABLE sources_by_instance (
-            source TEXT NOT NULL,
-            finished_at REAL NOT NULL,
-            targets INTEGER NOT NULL,
-            failed INTEGER NOT NULL,
-            duration REAL NOT NULL,
-            last_success_at REAL,
-            instance TEXT NOT NULL,
-            PRIMARY KEY (source, instance)
-        ) STRICT"""
-    )
-    db.execute("INSERT INTO sources_by_instance SELECT *, '' FROM sources")
-    db.execute("DROP TABLE sources")
-    db.execute("ALTER TABLE sources_by_instance RENAME TO sources")
+    def __call__(self, db: Database) -> None:
+        for statement in sqlite_statements(self.file.sql):
+            db.execute(statement)
 
 
 Migration = Callable[[Database], None]
-MIGRATIONS: tuple[Migration, ...] = (
-    _migration_1_initial,
-    _migration_2_silences,
-    _migration_3_digests,
-    _migration_4_sources,
-    _migration_5_retention,
-    _migration_6_shard_leases,
-    _migration_7_delivery_claims,
-    _migration_8_sources_by_instance,
-)
+MIGRATIONS: tuple[Migration, ...] = tuple(SqliteMigration(f) for f in sql_files("sqlite"))
 
 
 @contextmanager
@@ -359,7 +175,9 @@ def connect_readonly(path: Path | str) -> sqlite3.Connection:
     if not path.exists():  # mode=ro never creates it, but would only say "unable to open"
         raise StateUnusable(f"no state database at {path}: start `watcher run` first")
     with state_errors(path):
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
         try:
             # The daemon's write or checkpoint may hold a lock for a moment: wait for it.
             conn.execute("PRAGMA busy_timeout = 2000")
@@ -416,9 +234,7 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> int:
     applied = 0
     while True:
         current = schema_version(db)
-        if current > len(migrations):
-            raise SchemaTooNewError(_too_new(current, len(migrations)))
-        if current == len(migrations):
+        if not pending(current, migrations, "state_path"):
             return applied
         with transaction(db):
             db.execute(

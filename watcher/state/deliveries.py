@@ -20,16 +20,6 @@ DELIVERY_COLUMNS = """
     d.created_at, a.rule, a.severity, a.reason, a.title, a.body, a.subject, a.dedup_key,
     a.facts, a.group_key, a.grouping
 """
-# The alerts that stand in a channel that keeps alerts (Alertmanager): those firing now and the
-# resolutions since a moment, each with its deliveries to the given URLs (both engines: the
-# placeholders of each are put in, ``{since}`` and ``{url_ids}``).
-STANDING_SQL = f"""SELECT {DELIVERY_COLUMNS}
-    FROM alerts a JOIN deliveries d ON d.alert_id = a.id
-    WHERE a.id IN (
-        SELECT alert_id FROM firing_alerts
-        UNION ALL SELECT id FROM alerts WHERE created_at >= {{since}} AND reason = 'resolved'
-    ) AND d.url_id {{url_ids}}
-    ORDER BY a.id, d.id"""
 # max_per_hour looks back one rolling hour (watcher.delivery.digest); the newest send is always
 # kept.
 GROUP_SENDS_KEPT_SECONDS = 3600.0
@@ -248,8 +238,16 @@ class Deliveries(AlertRows):
         per delivery of each to one of ``url_ids`` (whatever its status)."""
         if not url_ids:
             return []
-        query = STANDING_SQL.format(since="?", url_ids=f"IN ({marks(url_ids)})")
-        rows = self._db.execute(query, [resolved_since, *url_ids]).fetchall()
+        rows = self._db.execute(
+            f"""SELECT {DELIVERY_COLUMNS}
+            FROM alerts a JOIN deliveries d ON d.alert_id = a.id
+            WHERE a.id IN (
+                SELECT alert_id FROM firing_alerts
+                UNION ALL SELECT id FROM alerts WHERE created_at >= ? AND reason = 'resolved'
+            ) AND d.url_id IN ({marks(url_ids)})
+            ORDER BY a.id, d.id""",
+            [resolved_since, *url_ids],
+        ).fetchall()
         return [delivery_row(r) for r in rows]
 
     def pending_count(self) -> int:

@@ -8,8 +8,18 @@ instances sharing one database); ``watcher.wiring.open_store`` picks it from the
 Nothing outside ``watcher.state`` reaches past it to a connection, SQL or a driver (an import
 contract in ``pyproject.toml`` forbids the drivers elsewhere). The one-shot commands outside the
 event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: the
-synchronous ``SqliteStore`` (read-only for those that only read), or the PostgreSQL engine in
-command mode.
+same engines (SQLite's over a file opened read-only for those that only read, PostgreSQL's in
+command mode), each call run to its end on the command's own event loop.
+
+Roles
+-----
+``Store`` is the union of its roles, each a protocol of its own, so that a part is typed against
+what it uses: ``LeaseStore`` (the shards this instance holds: the lease loop, the sweeps),
+``TargetStateStore`` (the targets' states and a step's commit: the sweeps, the commit path),
+``OutboxStore`` (the sender), ``SilenceStore``, ``HistoryStore`` (the history, the sources'
+rounds, what ``/metrics`` and ``status`` read) and ``RetentionStore`` (the pruner). Each engine
+is built of parts along the same lines (SQLite: ``watcher.state.store``; PostgreSQL:
+``watcher.state.pg_store``).
 
 Transactions and what each call guarantees
 ------------------------------------------
@@ -113,31 +123,9 @@ class LeaseRound:
     seconds: float  # how long the round took (the renewal's latency)
 
 
-class Store(Protocol):
-    """The watcher's state, whatever the engine (see the module's docstring)."""
-
-    # -- life ---------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
-
-    async def start(self) -> None:
-        """Connects (an engine built without I/O): the daemon calls it before any other call."""
-
-    async def close(self) -> None:
-        """Flushes the staged states if it can (a failure is a poll redone), then closes."""
-
-    @property
-    def commits(self) -> int:
-        """Steps and flushes committed so far (a health signal: did my work write?)."""
-
-    # -- leased shards ------------------------------------------------------------------------
+class LeaseStore(Protocol):
+    """Leased shards: which targets this instance may poll and write (the lease loop,
+    ``watcher.service.leasing``; the sweeps)."""
 
     def shards_held(self) -> frozenset[int] | None:
         """The shards (``watcher.state.shards``) whose targets this instance polls now; None:
@@ -151,7 +139,14 @@ class Store(Protocol):
     async def maintain_leases(self) -> LeaseRound | None:
         """One round of the lease loop (renew, take, hand back); None: no leases to keep."""
 
-    # -- target state -------------------------------------------------------------------------
+
+class TargetStateStore(Protocol):
+    """The targets' state documents: loaded, staged, flushed, committed with a step's alerts
+    (the sweeps and the commit path, ``watcher.service``)."""
+
+    @property
+    def commits(self) -> int:
+        """Steps and flushes committed so far (a health signal: did my work write?)."""
 
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None: ...
 
@@ -175,7 +170,9 @@ class Store(Protocol):
     ) -> list[int]:
         """State, alerts and deliveries in one transaction; the ids of the alerts inserted."""
 
-    # -- the delivery outbox ------------------------------------------------------------------
+
+class OutboxStore(Protocol):
+    """The delivery outbox: claimed, marked, watched (the sender, ``watcher.delivery``)."""
 
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
@@ -219,7 +216,9 @@ class Store(Protocol):
         """Calls ``wake`` whenever another process queued deliveries, until cancelled; returns
         at once when no other process shares the outbox (the sender's own polling suffices)."""
 
-    # -- silences -----------------------------------------------------------------------------
+
+class SilenceStore(Protocol):
+    """Silences: added, listed, read before each commit, expired."""
 
     async def add_silence(
         self,
@@ -238,7 +237,10 @@ class Store(Protocol):
 
     async def expire_silence(self, silence_id: int, now: float) -> bool: ...
 
-    # -- what is true now ---------------------------------------------------------------------
+
+class HistoryStore(Protocol):
+    """The alert history, each source's last round and what is true now (``/metrics``,
+    ``watcher status``, ``watcher alerts``)."""
 
     async def summary(self) -> StateSummary:
         """The firing alerts and the outbox's figures (``/metrics``, ``/healthz``)."""
@@ -248,13 +250,56 @@ class Store(Protocol):
         round of each instance, the instances sharing the store and their shards (PostgreSQL),
         and the intervals stored under ``cadence_key`` in the targets' states (SQLite)."""
 
-    # -- history, rounds, retention -----------------------------------------------------------
-
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]: ...
 
     async def record_round(self, round_: SourceRound) -> None: ...
+
+
+class RetentionStore(Protocol):
+    """Retention: the history older than a cutoff deleted in bounded batches (the pruner,
+    ``watcher.service.pruning``)."""
 
     def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
     ) -> AsyncIterator[Pruned]:
         """One bounded transaction per step (an ``async def`` with ``yield`` in an engine)."""
+
+
+class Store(
+    LeaseStore,
+    TargetStateStore,
+    OutboxStore,
+    SilenceStore,
+    HistoryStore,
+    RetentionStore,
+    Protocol,
+):
+    """The watcher's state, whatever the engine (see the module's docstring)."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+    async def start(self) -> None:
+        """Connects (an engine built without I/O): the daemon calls it before any other call."""
+
+    async def close(self) -> None:
+        """Flushes the staged states if it can (a failure is a poll redone), then closes."""
+
+
+# The roles ``Store`` is the union of.
+ROLES: tuple[type, ...] = tuple(base for base in Store.__bases__ if base is not Protocol)
+
+
+def store_members() -> dict[str, object]:
+    """Every member the ``Store`` protocol declares, its roles' included, by name (what an
+    engine must have)."""
+    members: dict[str, object] = {}
+    for declared in (*ROLES, Store):
+        members.update(vars(declared))
+    return members

@@ -24,7 +24,6 @@ alerts whose deliveries are all finished, which no other writer changes back.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Sequence
 
 from psycopg import AsyncConnection
@@ -35,7 +34,6 @@ from watcher.core.fastjson import encode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
 from watcher.state.history import HISTORY_ALERT_COLUMNS, HISTORY_DELIVERY_COLUMNS, history_record
 from watcher.state.retention import (
-    ALERTS_TO_DELETE,
     BATCH_ROWS,
     Pruned,
     TargetKey,
@@ -252,8 +250,26 @@ async def last_rounds(conn: Connection) -> list[SourceRound]:
 
 # -- retention ----------------------------------------------------------------------------------
 
-# The same selection as SQLite's, in psycopg's named parameters (``:name`` -> ``%(name)s``).
-_ALERTS_TO_DELETE = re.sub(r":(\w+)", r"%(\1)s", ALERTS_TO_DELETE)
+# Alerts of one batch (keyset: created_at, id) that may go: every delivery finished before the
+# cutoff, and not the latest transition of a rule and subject that is firing (SQLite's in
+# ``watcher.state.retention``; the parameters of ``batch_bounds``).
+_ALERTS_TO_DELETE = """
+SELECT a.id FROM alerts a
+WHERE a.created_at < %(cutoff)s
+    AND (a.created_at, a.id) > (%(after_at)s, %(after_id)s)
+    AND (a.created_at, a.id) <= (%(last_at)s, %(last_id)s)
+    AND NOT EXISTS (
+        SELECT 1 FROM deliveries d
+        WHERE d.alert_id = a.id AND NOT (
+            (d.status = 'sent' AND d.sent_at < %(cutoff)s)
+            OR (d.status = 'dead' AND d.next_attempt_at < %(cutoff)s)
+        )
+    )
+    AND NOT EXISTS (
+        SELECT 1 FROM firing_alerts f
+        WHERE f.rule = a.rule AND f.subject = a.subject AND f.alert_id = a.id
+    )
+"""
 
 
 async def _prune_alerts(

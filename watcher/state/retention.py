@@ -49,8 +49,9 @@ class Pruned:
 
 
 # Alerts of one batch (keyset: created_at, id) that may go: every delivery finished before the
-# cutoff, and not the latest transition of a rule and subject that is firing.
-ALERTS_TO_DELETE = """
+# cutoff, and not the latest transition of a rule and subject that is firing (the PostgreSQL
+# engine's: ``watcher.state.pg_rows``).
+_ALERTS_TO_DELETE = """
 SELECT a.id FROM alerts a
 WHERE a.created_at < :cutoff
     AND (a.created_at, a.id) > (:after_at, :after_id)
@@ -72,8 +73,8 @@ WHERE a.created_at < :cutoff
 def batch_bounds(
     cutoff: float, after: tuple[float, int], last: tuple[float, int]
 ) -> dict[str, float]:
-    """The named parameters of ``ALERTS_TO_DELETE`` for the batch after ``after`` up to
-    ``last`` (both engines' ``prune_alerts``)."""
+    """The named parameters of the selection of the alerts that may go, for the batch after
+    ``after`` up to ``last`` (both engines' ``prune_alerts``)."""
     return {
         "cutoff": cutoff,
         "after_at": after[0],
@@ -128,7 +129,7 @@ class Retention:
             return Pruned(), None
         last = (float(batch[-1][0]), int(batch[-1][1]))
         with transaction(self._db):
-            rows = conn.execute(ALERTS_TO_DELETE, batch_bounds(cutoff, after, last))
+            rows = conn.execute(_ALERTS_TO_DELETE, batch_bounds(cutoff, after, last))
             ids = [(row[0],) for row in rows]
             deliveries = conn.executemany("DELETE FROM deliveries WHERE alert_id = ?", ids)
             delivered = deliveries.rowcount

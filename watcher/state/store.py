@@ -51,7 +51,7 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
-from watcher.state.interface import LeaseRound, Store
+from watcher.state.interface import LeaseRound, store_members
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
@@ -145,7 +145,7 @@ def _mapped(operation: str, method: Callable[..., Any]) -> Callable[..., Any]:
 # the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
 # (The async engine's own members, start and the leases, have no synchronous counterpart.)
 _ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases", "watch_outbox"})
-for _name, _member in vars(Store).items():
+for _name, _member in store_members().items():
     if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
         setattr(SqliteStore, _name, _mapped(_name.replace("_", " "), getattr(SqliteStore, _name)))
 # What the engine calls on its thread, named as the protocol's calls they serve.

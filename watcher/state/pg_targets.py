@@ -1,0 +1,132 @@
+"""The target states of the PostgreSQL engine (``PgTargetStates``, a part of ``PostgresStore``):
+loaded, prefetched, staged and flushed as on SQLite (``watcher.state.staging`` holds the copies
+in memory), and every write fenced by the shard's lease (``watcher.state.pg_leases.fenced``).
+
+``commit_step`` writes a step's state with its alerts in one transaction that first checks that
+this instance still holds the shard at the epoch it took it with (``FOR SHARE`` on the lease
+row): a stale owner's write rolls back (``LeaseLost``) and the shard is dropped.
+``flush_states`` writes the staged states of the shards still held, in one fenced transaction,
+and drops the others' (their new owner polls them again)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from watcher.core.errors import LeaseLost
+from watcher.core.events import AlertMessage, TargetState
+from watcher.core.fastjson import decode_json
+from watcher.core.outbox_rows import Destination
+from watcher.state import pg_deliveries, pg_leases, pg_rows
+from watcher.state.alerts import to_json
+from watcher.state.leased_shards import LeasedShards
+from watcher.state.pg_errors import mapped
+from watcher.state.pg_pool import Connection
+from watcher.state.shards import shard_of
+from watcher.state.staging import MISS, HeldStates, StagedRow
+from watcher.state.targets import STAGED_LIMIT
+
+log = structlog.get_logger(__name__)
+
+# Quiet states staged before a flush writes them: a flush costs the same few statements however
+# many rows it carries (SQLite's engine flushes at ``STAGED_LIMIT``).
+PG_STAGED_LIMIT = 4 * STAGED_LIMIT
+
+
+class PgTargetStates:
+    """The ``TargetStateStore`` role on PostgreSQL (see the module)."""
+
+    instance: str
+    commits: int
+    _pool: AsyncConnectionPool[Connection]
+    _monotonic: Callable[[], float]
+    _shards: LeasedShards  # held, their epochs (watcher.state.leased_shards)
+    _states: HeldStates  # staged and prefetched (watcher.state.staging)
+    _flush_idle: asyncio.Event  # set: no flush under way
+
+    @mapped("read target states")
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        async with self._pool.connection() as conn:
+            self._states.prefetched(source, await pg_rows.load_states(conn, source, targets))
+
+    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
+        return self._states.stage(source, target, state, now)
+
+    @mapped("flush states")
+    async def flush_states(self) -> int:
+        """Writes the staged states of the shards still held, in one fenced transaction; the
+        others' are dropped (their new owner polls them again)."""
+        if not self._states.staged:
+            return 0
+        async with self._pool.connection() as conn:
+            return await self._flush(conn)
+
+    async def _flush(self, conn: Connection) -> int:
+        # Taken out first: polls go on staging meanwhile (they are flushed next time) and load
+        # what is being written (``HeldStates``); a failed flush stages them again.
+        staged = self._states.take()
+        self._flush_idle.clear()
+        try:
+            by_shard: dict[int, list[StagedRow]] = {}
+            for row in staged:
+                by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
+            claimed = self._shards.epochs(by_shard)
+            async with conn.transaction():
+                fenced = await pg_leases.fence_in(conn, self.instance, claimed)
+                rows = [row for shard in fenced for row in by_shard[shard]]
+                if rows:
+                    await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
+        except BaseException:
+            self._states.failed()
+            self._flush_idle.set()
+            raise
+        self._states.flushed()
+        self._flush_idle.set()
+        dropped = set(by_shard) - fenced
+        for shard in dropped:
+            self._shards.drop(shard)
+        if dropped:
+            log.info("staged states of lost shards dropped", shards=len(dropped))
+        self.commits += 1
+        return len(rows)
+
+    @mapped("read a target state")
+    async def load_state(self, source: str, target: str) -> TargetState | None:
+        held = self._states.load(source, target)
+        if held is not MISS:
+            return held
+        async with self._pool.connection() as conn:
+            text = await pg_rows.load_state_text(conn, source, target)
+        state: TargetState | None = None if text is None else decode_json(text)
+        return state
+
+    @mapped("commit a step")
+    async def commit_step(
+        self,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> list[int]:
+        if self._states.flushing(source, target):
+            await self._flush_idle.wait()  # else the flush could write its older state last
+        shard = shard_of(source, target)
+        epoch = self._shards.epoch(shard, self._monotonic())
+        try:
+            async with (
+                self._pool.connection() as conn,
+                pg_leases.fenced(conn, shard, self.instance, epoch),
+            ):
+                await pg_rows.upsert_state_in(conn, source, target, to_json(state), now)
+                new_ids = await pg_deliveries.insert_alerts(conn, alerts, destinations, now)
+        except LeaseLost:
+            self._shards.drop(shard)
+            raise
+        self._states.written(source, target)
+        self.commits += 1
+        return new_ids

@@ -1,0 +1,4 @@
+-- Version 6 made the PostgreSQL engine's lease tables (shard_leases, instances) here too, where
+-- one instance owns everything and reads none of them. It makes nothing any more: the version
+-- stays, so that a file at any version upgrades by the same numbers, and 0009 drops the tables
+-- from a file that has them.
