@@ -31,7 +31,7 @@ log = structlog.get_logger(__name__)
 # for the answers under way.
 READ_TIMEOUT_SECONDS = 5.0
 # How long an answer waits for the daemon's loop to read the store.
-REFRESH_WAIT_SECONDS = 0.05
+REFRESH_WAIT_SECONDS = 0.02
 TEXT = "text/plain; charset=utf-8"
 
 
