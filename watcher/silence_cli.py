@@ -80,6 +80,7 @@ def silence_add(
     from watcher.core.clock import iso
     from watcher.core.durations import parse_duration
     from watcher.core.errors import ConfigError
+    from watcher.core.events import NewSilence
 
     if not comment.strip():
         usage_error("--comment must say why the rule is silenced")
@@ -105,9 +106,8 @@ def silence_add(
     now = time.time()
     # Never upgrades an existing database: that is for `watcher run`, which may be running.
     with state_or_exit(), command_store(settings, readonly=False) as store:
-        silence = store.add_silence(
-            rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"), now
-        )
+        new = NewSilence(rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"))
+        silence = store.add_silence(new, now)
     typer.echo(
         f"silence {silence.id}: {rule} ({subject or 'every subject'}) "
         f"silenced until {iso(silence.ends_at)}"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from watcher.alerting.silences import mark_silenced, silenced_by
 from watcher.cli import app
-from watcher.core.events import SILENCE_FACT, AlertMessage, Silence
+from watcher.core.events import SILENCE_FACT, AlertMessage, NewSilence, Silence
 from watcher.core.outbox_rows import url_id
 from watcher.delivery.notify_check import public_form
 from watcher.state.store import SqliteStore
@@ -112,8 +112,12 @@ def test_mark_silenced_records_the_silence_in_the_muted_alerts_facts_only() -> N
 
 
 def test_store_adds_lists_and_expires_silences(tmp_store: SqliteStore) -> None:
-    first = tmp_store.add_silence("treasury", None, T0, T0 + 60, "moving funds", "alice", T0)
-    second = tmp_store.add_silence("drift", VALIDATOR, T0, T0 + 600, "upgrade", None, T0)
+    first = tmp_store.add_silence(
+        NewSilence("treasury", None, T0, T0 + 60, "moving funds", "alice"), T0
+    )
+    second = tmp_store.add_silence(
+        NewSilence("drift", VALIDATOR, T0, T0 + 600, "upgrade", None), T0
+    )
     assert tmp_store.active_silences(T0 + 1) == [first, second]
     assert tmp_store.list_silences(T0 + 1) == [second, first]  # newest first
 

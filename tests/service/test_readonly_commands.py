@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from watcher.cli import app
+from watcher.core.events import NewSilence
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.store import SqliteStore
 from watcher.testing.daemon import write_config
@@ -168,7 +169,7 @@ def test_a_read_only_command_reads_a_closed_database_without_changing_it(config:
     works and leaves the database file as it was."""
     path = state_file(config)
     with SqliteStore(path) as store:
-        store.add_silence("treasury", None, 1.0, 4e9, "planned", "alice", 1.0)
+        store.add_silence(NewSilence("treasury", None, 1.0, 4e9, "planned", "alice"), 1.0)
     assert not path.with_name("watcher.db-wal").exists()
     before = fingerprint(path)
     listed = cli("silence", "list", "--config", str(config))

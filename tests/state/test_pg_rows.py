@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from watcher.core.events import AlertMessage, Grouping, Reason, Silence, TargetState
+from watcher.core.events import AlertMessage, Grouping, NewSilence, Reason, Silence, TargetState
 from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
 from watcher.state import pg_claims, pg_deliveries, pg_rows
@@ -131,7 +131,8 @@ class OnSqlite:
     async def add_silence(
         self, rule: str, subject: str | None, starts_at: float, ends_at: float, now: float
     ) -> Silence:
-        return self.store.add_silence(rule, subject, starts_at, ends_at, "deploy", "ops", now)
+        new = NewSilence(rule, subject, starts_at, ends_at, "deploy", "ops")
+        return self.store.add_silence(new, now)
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         return self.store.list_silences(now, include_expired)
@@ -210,9 +211,8 @@ class OnPostgres:
     async def add_silence(
         self, rule: str, subject: str | None, starts_at: float, ends_at: float, now: float
     ) -> Silence:
-        return await pg_rows.add_silence(
-            self.conn, rule, subject, starts_at, ends_at, "deploy", "ops", now
-        )
+        new = NewSilence(rule, subject, starts_at, ends_at, "deploy", "ops")
+        return await pg_rows.add_silence(self.conn, new, now)
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         return await pg_rows.list_silences(self.conn, now, include_expired)

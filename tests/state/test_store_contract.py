@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from watcher.core.events import AlertMessage, Grouping, Silence
+from watcher.core.events import AlertMessage, Grouping, NewSilence, Silence
 from watcher.core.outbox_rows import Destination
 from watcher.state.interface import Store, store_members
 from watcher.state.pg_store import PostgresStore
@@ -171,8 +171,8 @@ async def test_a_dead_delivery_queues_its_dead_letter_once(store: Store) -> None
 
 
 async def test_silences_are_added_listed_active_and_expired(store: Store) -> None:
-    one = await store.add_silence("r", None, 10.0, 100.0, "maintenance", "ops@x", 5.0)
-    two = await store.add_silence("r", "subj", 50.0, 60.0, "later", None, 5.0)
+    one = await store.add_silence(NewSilence("r", None, 10.0, 100.0, "maintenance", "ops@x"), 5.0)
+    two = await store.add_silence(NewSilence("r", "subj", 50.0, 60.0, "later", None), 5.0)
     assert one == Silence(one.id, "r", None, 10.0, 100.0, "maintenance", "ops@x", 5.0)
     assert [s.id for s in await store.list_silences(20.0)] == [two.id, one.id]
     assert [s.id for s in await store.active_silences(20.0)] == [one.id]

@@ -100,6 +100,33 @@ SILENCE_FACT = "silenced_by"
 
 
 @dataclass(frozen=True)
+class NewSilence:
+    """A silence to add: mutes ``rule`` (for ``subject`` only, or every subject when ``None``)
+    during ``[starts_at, ends_at)``; the store gives it its id and ``created_at``. The fields
+    are in the order of the ``silences`` table's columns (``astuple`` gives the row to insert)."""
+
+    rule: str
+    subject: str | None
+    starts_at: float
+    ends_at: float
+    comment: str
+    created_by: str | None
+
+    def added(self, silence_id: int, created_at: float) -> Silence:
+        """The silence as stored under ``silence_id`` at ``created_at``."""
+        return Silence(
+            silence_id,
+            self.rule,
+            self.subject,
+            self.starts_at,
+            self.ends_at,
+            self.comment,
+            self.created_by,
+            created_at,
+        )
+
+
+@dataclass(frozen=True)
 class Silence:
     """Mutes ``rule`` (for ``subject`` only, or every subject when ``None``) during
     ``[starts_at, ends_at)``, unless expired early (``expired_at``)."""

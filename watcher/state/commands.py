@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-from watcher.core.events import Silence
+from watcher.core.events import NewSilence, Silence
 from watcher.core.outbox_rows import AlertRecord
 from watcher.state.interface import HistoryStore, SilenceStore
 from watcher.state.pg_store import PostgresStore
@@ -59,19 +59,8 @@ class CommandStore:
     def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
         return self._loop.run(self._engine.history(limit, rule))
 
-    def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence:
-        return self._loop.run(
-            self._engine.add_silence(rule, subject, starts_at, ends_at, comment, created_by, now)
-        )
+    def add_silence(self, new: NewSilence, now: float) -> Silence:
+        return self._loop.run(self._engine.add_silence(new, now))
 
     def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         return self._loop.run(self._engine.list_silences(now, include_expired))

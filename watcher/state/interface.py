@@ -104,7 +104,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
-from watcher.core.events import AlertMessage, Silence, TargetState
+from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.snapshot import StateSummary, StoreStatus
@@ -220,16 +220,7 @@ class OutboxStore(Protocol):
 class SilenceStore(Protocol):
     """Silences: added, listed, read before each commit, expired."""
 
-    async def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence: ...
+    async def add_silence(self, new: NewSilence, now: float) -> Silence: ...
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from watcher.core.events import Silence
+from watcher.core.events import NewSilence, Silence
 from watcher.core.outbox_rows import AlertRecord
 from watcher.state import pg_rows, pg_summary
 from watcher.state.pg_errors import mapped, pg_state_error
@@ -26,20 +26,9 @@ class PgSilences:
     _pool: AsyncConnectionPool[Connection]
 
     @mapped("add a silence")
-    async def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence:
+    async def add_silence(self, new: NewSilence, now: float) -> Silence:
         async with self._pool.connection() as conn:
-            return await pg_rows.add_silence(
-                conn, rule, subject, starts_at, ends_at, comment, created_by, now
-            )
+            return await pg_rows.add_silence(conn, new, now)
 
     @mapped("list silences")
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:

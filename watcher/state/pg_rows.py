@@ -25,11 +25,12 @@ alerts whose deliveries are all finished, which no other writer changes back.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import astuple
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from watcher.core.events import Silence
+from watcher.core.events import NewSilence, Silence
 from watcher.core.fastjson import encode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
 from watcher.state.history import HISTORY_ALERT_COLUMNS, HISTORY_DELIVERY_COLUMNS, history_record
@@ -121,27 +122,18 @@ async def upsert_state_in(
 # -- silences -----------------------------------------------------------------------------------
 
 
-async def add_silence(
-    conn: Connection,
-    rule: str,
-    subject: str | None,
-    starts_at: float,
-    ends_at: float,
-    comment: str,
-    created_by: str | None,
-    now: float,
-) -> Silence:
+async def add_silence(conn: Connection, new: NewSilence, now: float) -> Silence:
     async with conn.transaction():
         row = await (
             await conn.execute(
                 """INSERT INTO silences
                 (rule, subject, starts_at, ends_at, comment, created_by, created_at)
                 VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id""",
-                [rule, subject, starts_at, ends_at, comment, created_by, now],
+                [*astuple(new), now],
             )
         ).fetchone()
     assert row is not None  # an INSERT ... RETURNING without conflict returns its row
-    return Silence(int(row[0]), rule, subject, starts_at, ends_at, comment, created_by, now)
+    return new.added(int(row[0]), now)
 
 
 async def list_silences(

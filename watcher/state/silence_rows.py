@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 from sqlite_utils import Database
 
-from watcher.core.events import Silence
+from watcher.core.events import NewSilence, Silence
 from watcher.state.database import transaction
 
 SILENCE_COLUMNS = (
@@ -17,24 +19,15 @@ class Silences:
 
     _db: Database
 
-    def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence:
+    def add_silence(self, new: NewSilence, now: float) -> Silence:
         with transaction(self._db):
             row = self._db.execute(
                 """INSERT INTO silences
                 (rule, subject, starts_at, ends_at, comment, created_by, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id""",
-                [rule, subject, starts_at, ends_at, comment, created_by, now],
+                [*astuple(new), now],
             ).fetchone()
-        return Silence(int(row[0]), rule, subject, starts_at, ends_at, comment, created_by, now)
+        return new.added(int(row[0]), now)
 
     def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         """Silences not ended yet (or every one with ``include_expired``), newest first."""

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from watcher.core.errors import StateError
-from watcher.core.events import AlertMessage, Silence, TargetState
+from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
 from watcher.state.database import (
     StateUnusable,
@@ -333,19 +333,8 @@ class AsyncSqliteStore:
 
     # -- silences -----------------------------------------------------------------------------
 
-    async def add_silence(
-        self,
-        rule: str,
-        subject: str | None,
-        starts_at: float,
-        ends_at: float,
-        comment: str,
-        created_by: str | None,
-        now: float,
-    ) -> Silence:
-        return await self._call(
-            self.sqlite.add_silence, rule, subject, starts_at, ends_at, comment, created_by, now
-        )
+    async def add_silence(self, new: NewSilence, now: float) -> Silence:
+        return await self._call(self.sqlite.add_silence, new, now)
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
         return await self._call(self.sqlite.list_silences, now, include_expired)
