@@ -13,7 +13,7 @@ import pytest
 from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage, Grouping
-from watcher.core.outbox_rows import Destination
+from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state import pg_claims as claims
 from watcher.state import pg_deliveries as outbox
 from watcher.state.postgresql_schema import migrate
@@ -286,9 +286,8 @@ async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None
     # Nothing due now; at NOW + 30 both are, for any claimer.
     assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     letter = alert(99)
-    gone = await outbox.mark_dead(
-        conns[0], [ids[2]], "a", "gone", NOW, {ids[2]: letter}, to_urls("json://fallback")
-    )
+    reports = DeadLetterReports({ids[2]: letter}, to_urls("json://fallback"))
+    gone = await outbox.mark_dead(conns[0], [ids[2]], "a", "gone", NOW, reports)
     assert gone == [] and await delivery(conns[1], ids[2]) == ("dead", None, 1)
     assert await alert_status(conns[1], ids[2]) == "dead"
     # The dead letter was queued in the same transaction, to the fallback URL.

@@ -11,7 +11,7 @@ from sqlite_utils import Database
 
 from watcher.core.errors import PermanentStateError
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import Destination
+from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state.database import (
     MIGRATIONS,
     SchemaTooNewError,
@@ -347,9 +347,8 @@ def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: S
     assert {r.id: r.status for r in tmp_store.history()}[kept] == "sent"
     assert tmp_store.mark_retry(rows[gone], "refused", next_attempt_at=9.0) == [rows[gone]]
     letter = alert("dead|1", channels=("ops",))
-    assert tmp_store.mark_dead(rows[gone], "gone", 2.0, {rows[gone]: letter}, to(OPS)) == [
-        rows[gone]
-    ]
+    reports = DeadLetterReports({rows[gone]: letter}, to(OPS))
+    assert tmp_store.mark_dead(rows[gone], "gone", 2.0, reports) == [rows[gone]]
     assert count(tmp_store, "alerts") == 2  # no dead letter for a delivery that is gone
 
 

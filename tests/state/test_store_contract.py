@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from watcher.core.events import AlertMessage, Grouping, NewSilence, Silence
-from watcher.core.outbox_rows import Destination
+from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state.interface import Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
@@ -161,7 +161,7 @@ async def test_a_dead_delivery_queues_its_dead_letter_once(store: Store) -> None
     await store.commit_step("s", "t1", {}, [alert("a1")], to(OPS), 10.0)
     (row,) = await store.claim_due(10.0)
     letter = alert("dead|a1", rule="watcher_dead_letter")
-    await store.mark_dead([row.id], "refused", 11.0, {row.id: letter}, to(MAIL))
+    await store.mark_dead([row.id], "refused", 11.0, DeadLetterReports({row.id: letter}, to(MAIL)))
     keys = [record.alert.dedup_key for record in await store.history()]
     assert keys == ["dead|a1", "a1"]
     assert [r.url_id for r in await store.claim_due(11.0)] == [MAIL.url_id]

@@ -4,6 +4,7 @@ what became of each. The store fills them; the sender, the digests and the comma
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,20 @@ class Destination:
     @property
     def url_id(self) -> str:
         return url_id(self.url)
+
+
+@dataclass(frozen=True)
+class DeadLetterReports:
+    """The dead letters to queue with deliveries given up, in the same transaction: the alert
+    saying so for each delivery (``by_delivery``, by delivery id), sent to ``destinations``."""
+
+    by_delivery: Mapping[int, AlertMessage]
+    destinations: Callable[[AlertMessage], Sequence[Destination]]
+
+    def letters_except(self, not_given_up: Collection[int]) -> list[AlertMessage]:
+        """The dead letters to queue: none for a delivery not given up (gone, or no longer
+        held), so each dead letter is reported once."""
+        return [alert for id_, alert in self.by_delivery.items() if id_ not in not_given_up]
 
 
 # Delivery statuses: pending (waiting for its next attempt), sending (claimed by the sender),

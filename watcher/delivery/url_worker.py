@@ -26,7 +26,7 @@ from watcher.alerting.messages import Presentation
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeliveryRow, Destination
+from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, Destination
 from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
@@ -242,17 +242,18 @@ class UrlWorker:
         def elsewhere(alert: AlertMessage) -> list[Destination]:
             return [d for d in self.destinations(alert) if d.url_id != failed_url]
 
-        reports = dead_letters.letters(rows, error, self.fallback_channels(), now, elsewhere)
+        letters = dead_letters.letters(rows, error, self.fallback_channels(), now, elsewhere)
+        reports = DeadLetterReports(letters, elsewhere)
         ids = [row.id for row in rows]
         missing = await self.db.run(
             "give up delivery",
-            lambda: self._store.mark_dead(ids, error, now, reports, elsewhere),
+            lambda: self._store.mark_dead(ids, error, now, reports),
         )
         _log_gone(rows, missing, "given up")
         for row in rows:
             if row.id in missing:
                 continue
-            dead_letters.log_given_up(row, error, reported=row.id in reports)
+            dead_letters.log_given_up(row, error, reported=row.id in letters)
             if self.on_dead is not None:
                 self.on_dead(row, error)
 

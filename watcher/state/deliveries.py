@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from watcher.core.events import AlertMessage, Grouping
-from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, GroupSends
 from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
 from watcher.state.database import transaction
 
@@ -200,21 +200,18 @@ class Deliveries(AlertRows):
         delivery_ids: int | Sequence[int],
         error: str,
         now: float,
-        reports: Mapping[int, AlertMessage] | None = None,
-        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+        reports: DeadLetterReports | None = None,
     ) -> list[int]:
-        """Given up; ``reports`` (by delivery id: alerts saying so, to ``destinations``) are
-        queued in the same transaction, so a dead letter is reported exactly once; none for a
-        delivery no longer in the table."""
+        """Given up; the dead letters of ``reports`` are queued in the same transaction, so a
+        dead letter is reported exactly once; none for a delivery no longer in the table."""
         with transaction(self._db):
             missing = self._finish(
                 delivery_ids,
                 "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
                 [error, now],
             )
-            letters = [alert for id_, alert in (reports or {}).items() if id_ not in missing]
-            if letters and destinations is not None:
-                self._insert_alerts(letters, destinations, now)
+            if reports is not None and (letters := reports.letters_except(missing)):
+                self._insert_alerts(letters, reports.destinations, now)
         return missing
 
     def _finish(

@@ -99,13 +99,19 @@ query, which for PostgreSQL is a round trip the loop must not wait on.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
 from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
-from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import (
+    AlertRecord,
+    DeadLetterReports,
+    DeliveryRow,
+    Destination,
+    GroupSends,
+)
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.snapshot import StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
@@ -199,8 +205,7 @@ class OutboxStore(Protocol):
         delivery_ids: int | Sequence[int],
         error: str,
         now: float,
-        reports: Mapping[int, AlertMessage] | None = None,
-        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+        reports: DeadLetterReports | None = None,
     ) -> list[int]: ...
 
     async def pending_count(self) -> int: ...

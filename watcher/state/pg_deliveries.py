@@ -35,7 +35,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import alert_values
 from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
 from watcher.state.pg_claims import not_changed, update_claimed
@@ -163,18 +163,14 @@ async def mark_dead(
     token: str,
     error: str,
     at: float,
-    reports: Mapping[int, AlertMessage] | None = None,
-    destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+    reports: DeadLetterReports | None = None,
 ) -> list[int]:
-    """Given up; ``reports`` (by delivery id: dead letters, to ``destinations``) are queued in
-    the same transaction for the rows changed only, so each is reported once. The ids not
-    changed."""
+    """Given up; the dead letters of ``reports`` are queued in the same transaction for the
+    rows changed only, so each is reported once. The ids not changed."""
     async with conn.transaction():
-        changed, unchanged = await _failed(conn, delivery_ids, token, "dead", error, at)
-        done = set(changed)
-        letters = [alert for id_, alert in (reports or {}).items() if id_ in done]
-        if letters and destinations is not None:
-            await insert_alerts(conn, letters, destinations, at)
+        _, unchanged = await _failed(conn, delivery_ids, token, "dead", error, at)
+        if reports is not None and (letters := reports.letters_except(unchanged)):
+            await insert_alerts(conn, letters, reports.destinations, at)
     return unchanged
 
 

@@ -10,14 +10,13 @@ changed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, GroupSends
 from watcher.core.retry import RetryPauses
 from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.pg_errors import mapped
@@ -92,12 +91,11 @@ class PgOutbox:
         delivery_ids: int | Sequence[int],
         error: str,
         now: float,
-        reports: Mapping[int, AlertMessage] | None = None,
-        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+        reports: DeadLetterReports | None = None,
     ) -> list[int]:
         async with self._pool.connection() as conn:
             unchanged = await pg_deliveries.mark_dead(
-                conn, delivery_ids, self.token, error, now, reports, destinations
+                conn, delivery_ids, self.token, error, now, reports
             )
         self._unclaim(delivery_ids)
         return unchanged

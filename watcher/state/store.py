@@ -27,7 +27,7 @@ import contextlib
 import functools
 import inspect
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -38,7 +38,13 @@ from sqlite_utils import Database
 
 from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
-from watcher.core.outbox_rows import AlertRecord, DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import (
+    AlertRecord,
+    DeadLetterReports,
+    DeliveryRow,
+    Destination,
+    GroupSends,
+)
 from watcher.state.database import (
     StateUnusable,
     migrate,
@@ -313,12 +319,9 @@ class AsyncSqliteStore:
         delivery_ids: int | Sequence[int],
         error: str,
         now: float,
-        reports: Mapping[int, AlertMessage] | None = None,
-        destinations: Callable[[AlertMessage], Sequence[Destination]] | None = None,
+        reports: DeadLetterReports | None = None,
     ) -> list[int]:
-        return await self._call(
-            self.sqlite.mark_dead, delivery_ids, error, now, reports, destinations
-        )
+        return await self._call(self.sqlite.mark_dead, delivery_ids, error, now, reports)
 
     async def pending_count(self) -> int:
         return await self._call(self.sqlite.pending_count)
