@@ -67,24 +67,20 @@ class PgTargetStates:
     async def _flush(self, conn: Connection) -> int:
         # Taken out first: polls go on staging meanwhile (they are flushed next time) and load
         # what is being written (``HeldStates``); a failed flush stages them again.
-        staged = self._states.take()
         self._flush_idle.clear()
         try:
-            by_shard: dict[int, list[StagedRow]] = {}
-            for row in staged:
-                by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
-            claimed = self._shards.epochs(by_shard)
-            async with conn.transaction():
-                fenced = await pg_leases.fence_in(conn, self.instance, claimed)
-                rows = [row for shard in fenced for row in by_shard[shard]]
-                if rows:
-                    await pg_rows.upsert_states(conn, rows)  # a savepoint in this transaction
-        except BaseException:
-            self._states.failed()
+            with self._states.flush() as staged:
+                by_shard: dict[int, list[StagedRow]] = {}
+                for row in staged:
+                    by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
+                claimed = self._shards.epochs(by_shard)
+                async with conn.transaction():
+                    fenced = await pg_leases.fence_in(conn, self.instance, claimed)
+                    rows = [row for shard in fenced for row in by_shard[shard]]
+                    if rows:
+                        await pg_rows.upsert_states(conn, rows)  # a savepoint in it
+        finally:
             self._flush_idle.set()
-            raise
-        self._states.flushed()
-        self._flush_idle.set()
         dropped = set(by_shard) - fenced
         for shard in dropped:
             self._shards.drop(shard)

@@ -19,6 +19,8 @@ meanwhile (``failed``: a newer state is never overwritten by an older one).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 
 from watcher.core.events import TargetState
@@ -89,6 +91,18 @@ class HeldStates:
         return [
             (source, target, text, now) for (source, target), (text, now) in self._flushing.items()
         ]
+
+    @contextmanager
+    def flush(self) -> Iterator[list[StagedRow]]:
+        """A flush of the staged states, yielded: ``take`` them, then ``flushed`` when the block
+        ends or ``failed`` when it raises (each engine writes them in the block)."""
+        rows = self.take()
+        try:
+            yield rows
+        except BaseException:
+            self.failed()
+            raise
+        self.flushed()
 
     def flushing(self, source: str, target: str) -> bool:
         """Whether the target's state is in the flush under way."""

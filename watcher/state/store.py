@@ -258,13 +258,10 @@ class AsyncSqliteStore:
         held = self.sqlite.held
         if not held.staged:
             return 0
-        rows = held.take()  # loads get them until the write ends; polls go on staging
-        try:
+        # Loads get them until the write ends; polls go on staging; a failed write stages them
+        # again.
+        with held.flush() as rows:
             await self._call(self.sqlite.write_states, rows)
-        except BaseException:
-            held.failed()  # staged again: tried at the next flush
-            raise
-        held.flushed()
         return len(rows)
 
     async def load_state(self, source: str, target: str) -> TargetState | None:

@@ -61,13 +61,8 @@ class TargetStates(AlertRows):
         """Writes the staged states in one transaction; how many."""
         if not self._states.staged:
             return 0
-        rows = self._states.take()
-        try:
+        with self._states.flush() as rows:  # staged again if the write fails
             self.write_states(rows)
-        except BaseException:
-            self._states.failed()  # staged again: tried at the next flush
-            raise
-        self._states.flushed()
         return len(rows)
 
     def write_states(self, rows: Sequence[StagedRow]) -> None:
