@@ -20,6 +20,7 @@ from watcher.kinds.drift import ClusterObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.transactions import SignaturesObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
+from watcher.state.interface import StepToCommit
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.testing.receivers import JsonReceiver
 
@@ -207,7 +208,7 @@ async def test_the_sender_fits_a_message_to_the_service_limit(
         body="line\n" * 500,
         channels=("ops",),
     )
-    tmp_store.commit_step("signatures", "s", {}, [long], sender.destinations, 1000.0)
+    tmp_store.commit_step(StepToCommit("signatures", "s", {}, [long], sender.destinations, 1000.0))
     assert await sender.send_due() == 1
     [post] = json_receiver.received
     assert post["title"] == "a long one"

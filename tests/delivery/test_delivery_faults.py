@@ -21,6 +21,7 @@ from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Message, Outcome
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS
+from watcher.state.interface import StepToCommit
 from watcher.state.sqlite_errors import state_error
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.testing.receivers import JsonReceiver, TrickleReceiver
@@ -65,7 +66,7 @@ def make_sender(store: SqliteStore, urls: Sequence[str], clock: FakeClock, **kwa
 
 
 def enqueue(store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
-    store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
+    store.commit_step(StepToCommit("signatures", "addr1", {}, alerts, sender.destinations, clock()))
 
 
 def statuses(store: SqliteStore) -> list[tuple[str, str, int]]:

@@ -30,6 +30,7 @@ from watcher.kinds.delinquency import DelinquentValidatorsRule
 from watcher.kinds.transactions import NewTransactionsRule
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, wait_until
 
@@ -123,7 +124,9 @@ class Outbox:
 
     def queue(self, *alerts: AlertMessage) -> None:
         destinations = self.sender.destinations
-        self.store.commit_step("signatures", "t", {}, alerts, destinations, self.clock())
+        self.store.commit_step(
+            StepToCommit("signatures", "t", {}, alerts, destinations, self.clock())
+        )
 
     async def at(self, seconds: float) -> list[str]:
         """Advance to ``seconds`` after the start, run one pass; the titles received so far."""

@@ -20,6 +20,7 @@ from watcher.delivery.digest import DIGEST_ITEMS, digest_text, words_of
 from watcher.delivery.markup import to_markdown
 from watcher.kinds import KINDS, RULE_MODELS, word
 from watcher.kinds.samples import sample_key
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
@@ -149,7 +150,7 @@ async def test_a_digest_names_its_accounts_in_every_channel_format(
     urls = [json_receiver.url, smtp_receiver.url()]
     sender = make_sender(tmp_store, {"ops": urls}, clock, presentation=lambda: shown)
     alerts = [event_of("account_changed", key, shown) for key in KEYS[:2]]
-    tmp_store.commit_step("accounts", "t", {}, alerts, sender.destinations, clock())
+    tmp_store.commit_step(StepToCommit("accounts", "t", {}, alerts, sender.destinations, clock()))
     clock.advance(2)  # group_wait
     assert await sender.send_due() == 4  # two alerts, two URLs: one message each
 

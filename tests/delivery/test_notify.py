@@ -19,6 +19,7 @@ from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_
 from watcher.delivery.notifier import ACCEPTED, Message, Outcome, refused
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
@@ -45,7 +46,9 @@ def alert(key: str, *, channels: Sequence[str] = ("ops",), **changes: Any) -> Al
 def enqueue(
     store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage
 ) -> list[int]:
-    return store.commit_step("signatures", "addr1", {}, alerts, sender.destinations, clock())
+    return store.commit_step(
+        StepToCommit("signatures", "addr1", {}, alerts, sender.destinations, clock())
+    )
 
 
 def deliveries(store: SqliteStore) -> list[tuple[str, str, int]]:

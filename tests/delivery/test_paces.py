@@ -13,6 +13,7 @@ from apprise.plugins.email import NotifyEmail
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_send import new_client
 from watcher.delivery.paces import pace_of
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import SmtpReceiver
 
@@ -91,7 +92,9 @@ async def test_ten_alerts_reach_a_real_smtp_server_back_to_back(
     clock = FakeClock()
     sender = make_sender(tmp_store, {"mail": [smtp_receiver.url()]}, clock)
     alerts = [alert(n) for n in range(10)]
-    tmp_store.commit_step("votes", "cluster", {}, alerts, sender.destinations, clock())
+    tmp_store.commit_step(
+        StepToCommit("votes", "cluster", {}, alerts, sender.destinations, clock())
+    )
 
     loop = asyncio.get_running_loop()
     started = loop.time()

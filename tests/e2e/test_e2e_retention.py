@@ -14,6 +14,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Reason
 from watcher.core.outbox_rows import Destination
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.net import free_port
 from watcher.testing.receivers import wait_until
@@ -47,7 +48,9 @@ def seed(path: Path, seeded: list[tuple[str, Reason, float]]) -> None:
                 channels=("ops",),
                 facts={},
             )
-            [alert_id] = store.commit_step("s", title, {}, [alert], lambda _: [OPS], at)
+            [alert_id] = store.commit_step(
+                StepToCommit("s", title, {}, [alert], lambda _: [OPS], at)
+            )
             rows = store.db.execute("SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])
             store.mark_sent([row[0] for row in rows], at)
 

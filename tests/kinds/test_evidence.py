@@ -26,6 +26,7 @@ from watcher.kinds.holders import HoldersObservation
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
+from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.daemon import write_config
 
@@ -434,7 +435,9 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
                 if (doubt := source.doubt(state, snapshot(amount, slot), float(slot))) is not None:
                     raise AssertionError(doubt)
                 outcome = source.step([WHALES_RULE], MINT, state, snapshot(amount, slot), slot)
-                store.commit_step("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
+                store.commit_step(
+                    StepToCommit("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
+                )
             assert len(store.history(limit=100)) == expected
         finally:
             store.close()

@@ -16,6 +16,7 @@ from watcher.core.clock import iso
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
 from watcher.service.status import STUCK_SECONDS, Status
+from watcher.state.interface import StepToCommit
 from watcher.state.snapshot import InstanceShards, Outbox
 from watcher.state.source_rounds import SourceRound
 from watcher.state.store import SqliteStore
@@ -95,7 +96,7 @@ def test_status_health_tells_a_pending_delivery_stuck_from_the_second_past_its_l
         queued = time.time()
         with SqliteStore(tmp_path / "state" / "watcher.db") as store:
             ops = [Destination("ops", "json://127.0.0.1:9/")]
-            store.commit_step("s", "t", {}, [alert], lambda _: ops, queued)
+            store.commit_step(StepToCommit("s", "t", {}, [alert], lambda _: ops, queued))
 
         def status(*args: str) -> tuple[int, str, str]:
             done = CliRunner().invoke(app, ["status", "--config", str(config), *args])

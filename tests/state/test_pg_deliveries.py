@@ -16,6 +16,7 @@ from watcher.core.events import AlertMessage, Grouping
 from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state import pg_claims as claims
 from watcher.state import pg_deliveries as outbox
+from watcher.state.interface import StepToCommit
 from watcher.state.postgresql_schema import migrate
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
@@ -192,8 +193,8 @@ async def test_what_a_claim_returns_is_what_sqlite_claims(
     await queue(conns[0], alerts, "json://one")
     await queue(conns[0], [alert(3)], "json://one", now=NOW + 100)  # not yet due
     with SqliteStore(tmp_path / "watcher.db") as store:
-        store.commit_step("s", "t", {}, alerts, to_urls("json://one"), NOW)
-        store.commit_step("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100)
+        store.commit_step(StepToCommit("s", "t", {}, alerts, to_urls("json://one"), NOW))
+        store.commit_step(StepToCommit("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100))
         expected = store.claim_due(NOW, group_limit=10)
     rows = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW, group_limit=10)
     assert len(rows) == 2 and rows == expected  # ids, values, status 'sending', the alert

@@ -20,6 +20,7 @@ from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
 from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
+from watcher.state.interface import StepToCommit
 from watcher.state.postgresql_schema import migrate
 from watcher.state.retention import Pruned
 from watcher.state.source_rounds import SourceRound, last_rounds
@@ -97,7 +98,9 @@ class OnSqlite:
     async def commit_step(
         self, target: str, state: TargetState, alerts: Sequence[AlertMessage], now: float
     ) -> list[int]:
-        return self.store.commit_step(SOURCE, target, state, alerts, destinations, now)
+        return self.store.commit_step(
+            StepToCommit(SOURCE, target, state, alerts, destinations, now)
+        )
 
     async def upsert_states(self, rows: Sequence[tuple[str, TargetState, float]]) -> None:
         for target, state, now in rows:

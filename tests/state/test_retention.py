@@ -20,6 +20,7 @@ from watcher.core.outbox_rows import Destination
 from watcher.kinds import KINDS
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
+from watcher.state.interface import StepToCommit
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
@@ -62,7 +63,9 @@ def queue(
     """One alert queued at ``at`` to one URL; its delivery sent or dead at the time given (else
     left pending)."""
     alert = message(title, reason, subject=subject)
-    [alert_id] = store.commit_step("s", title, {}, [alert], lambda _: [] if silenced else [OPS], at)
+    [alert_id] = store.commit_step(
+        StepToCommit("s", title, {}, [alert], lambda _: [] if silenced else [OPS], at)
+    )
     ids = [
         row[0]
         for row in store.db.execute("SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])
@@ -200,7 +203,7 @@ def test_a_target_no_rule_names_goes_once_unwatched_for_longer_than_retention(
     tmp_store: SqliteStore,
 ) -> None:
     for target in ("kept", "dropped", "back", "builtin-like"):
-        tmp_store.commit_step("s", target, {"cursor": target}, [], lambda _: [], OLD)
+        tmp_store.commit_step(StepToCommit("s", target, {"cursor": target}, [], lambda _: [], OLD))
     named = {"kept"}
     watched = lambda source, target: target in named  # noqa: E731
 
@@ -319,7 +322,9 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_
     conn = store.db.conn
     scrape = traced(conn, store.summary)
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
-    store.commit_step("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
+    store.commit_step(
+        StepToCommit("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
+    )
 
     def a_round() -> None:
         store.prefetch_states("s", ["a", "b"])
@@ -328,7 +333,9 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_
         store.pending_count()
         store.group_sends("g", "u")
         store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u"))
-        store.commit_step("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW)
+        store.commit_step(
+            StepToCommit("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW)
+        )
         record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW))
 
     round_ = traced(store.db.conn, a_round)

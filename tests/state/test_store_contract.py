@@ -14,7 +14,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Grouping, NewSilence, Silence
 from watcher.core.outbox_rows import DeadLetterReports, Destination
-from watcher.state.interface import Store, store_members
+from watcher.state.interface import StepToCommit, Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Firing
@@ -85,14 +85,19 @@ def test_the_postgresql_engine_has_every_member_of_the_protocol_with_its_paramet
 async def test_a_committed_step_is_read_back_with_its_alerts_queued(store: Store) -> None:
     assert await store.load_state("signatures", "addr1") is None
     ids = await store.commit_step(
-        "signatures", "addr1", {"cursor": "sig9", "seen": [1, 2]}, [alert("k1")], to(OPS), 10.0
+        StepToCommit(
+            "signatures", "addr1", {"cursor": "sig9", "seen": [1, 2]}, [alert("k1")], to(OPS), 10.0
+        )
     )
     assert len(ids) == 1
     assert await store.load_state("signatures", "addr1") == {"cursor": "sig9", "seen": [1, 2]}
     assert await store.pending_count() == 1
     # A step redone after a crash repeats nothing.
     assert (
-        await store.commit_step("signatures", "addr1", {"c": 2}, [alert("k1")], to(OPS), 11.0) == []
+        await store.commit_step(
+            StepToCommit("signatures", "addr1", {"c": 2}, [alert("k1")], to(OPS), 11.0)
+        )
+        == []
     )
     assert await store.pending_count() == 1
     assert await store.load_state("signatures", "addr1") == {"c": 2}
@@ -115,7 +120,9 @@ async def test_staged_states_are_read_before_the_flush_and_written_by_it(store: 
 
 
 async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
-    await store.commit_step("s", "t1", {}, [alert("a1"), alert("a2")], to(OPS, MAIL), 10.0)
+    await store.commit_step(
+        StepToCommit("s", "t1", {}, [alert("a1"), alert("a2")], to(OPS, MAIL), 10.0)
+    )
     assert await store.claim_due(5.0) == []  # not due yet
     claimed = await store.claim_due(10.0)
     assert [row.alert.dedup_key for row in claimed] == ["a1", "a1", "a2", "a2"]
@@ -136,7 +143,7 @@ async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
 
 
 async def test_a_release_with_not_before_delays_the_rows(store: Store) -> None:
-    await store.commit_step("s", "t1", {}, [alert("a1")], to(OPS), 10.0)
+    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)
     await store.release([row.id], not_before=30.0)
     assert await store.claim_due(29.0) == []
@@ -145,8 +152,8 @@ async def test_a_release_with_not_before_delays_the_rows(store: Store) -> None:
 
 async def test_claims_skip_busy_urls_and_complete_digest_groups(store: Store) -> None:
     grouped = [alert(f"g{n}", grouping=Grouping("new_transactions")) for n in range(3)]
-    await store.commit_step("s", "t1", {}, grouped, to(OPS), 10.0)
-    await store.commit_step("s", "t2", {}, [alert("m1")], to(MAIL), 10.0)
+    await store.commit_step(StepToCommit("s", "t1", {}, grouped, to(OPS), 10.0))
+    await store.commit_step(StepToCommit("s", "t2", {}, [alert("m1")], to(MAIL), 10.0))
     assert {r.url_id for r in await store.claim_due(10.0, skip_urls=[OPS.url_id])} == {MAIL.url_id}
     rows = await store.claim_due(10.0, limit=1, group_limit=10)
     key = "r|new_transactions"
@@ -158,7 +165,7 @@ async def test_claims_skip_busy_urls_and_complete_digest_groups(store: Store) ->
 
 
 async def test_a_dead_delivery_queues_its_dead_letter_once(store: Store) -> None:
-    await store.commit_step("s", "t1", {}, [alert("a1")], to(OPS), 10.0)
+    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)
     letter = alert("dead|a1", rule="watcher_dead_letter")
     await store.mark_dead([row.id], "refused", 11.0, DeadLetterReports({row.id: letter}, to(MAIL)))
@@ -183,8 +190,8 @@ async def test_silences_are_added_listed_active_and_expired(store: Store) -> Non
 
 
 async def test_history_is_newest_first_and_filtered_by_rule(store: Store) -> None:
-    await store.commit_step("s", "t1", {}, [alert("a1", rule="r1")], to(OPS), 10.0)
-    await store.commit_step("s", "t2", {}, [alert("a2", rule="r2")], to(), 20.0)
+    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1", rule="r1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit("s", "t2", {}, [alert("a2", rule="r2")], to(), 20.0))
     records = await store.history()
     assert [(r.alert.dedup_key, r.status) for r in records] == [
         ("a2", "silenced"),
@@ -196,8 +203,8 @@ async def test_history_is_newest_first_and_filtered_by_rule(store: Store) -> Non
 
 
 async def test_retention_deletes_old_finished_alerts_and_unwatched_targets(store: Store) -> None:
-    await store.commit_step("s", "old", {}, [alert("a1")], to(OPS), 10.0)
-    await store.commit_step("s", "kept", {"x": 1}, [alert("a2")], to(OPS), 10.0)
+    await store.commit_step(StepToCommit("s", "old", {}, [alert("a1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit("s", "kept", {"x": 1}, [alert("a2")], to(OPS), 10.0))
     rows = await store.claim_due(10.0)
     await store.mark_sent([rows[0].id], 11.0)  # a1 sent; a2 still claimed: kept
     watched = lambda source, target: target == "kept"  # noqa: E731
@@ -217,12 +224,22 @@ async def test_standing_alerts_are_what_fires_and_the_recent_resolutions(store: 
     def state(key: str, subject: str, reason: str) -> AlertMessage:
         return alert(key, subject=subject, reason=reason)
 
-    await store.commit_step("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
-    await store.commit_step("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 100.0)
-    await store.commit_step("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 200.0)
-    await store.commit_step("s", "t", {}, [state("c1", "C", "firing")], to(OPS), 100.0)
-    await store.commit_step("s", "t", {}, [state("c2", "C", "resolved")], to(OPS), 150.0)
-    await store.commit_step("s", "t", {}, [alert("e1")], to(OPS), 200.0)
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 100.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 200.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("c1", "C", "firing")], to(OPS), 100.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("c2", "C", "resolved")], to(OPS), 150.0)
+    )
+    await store.commit_step(StepToCommit("s", "t", {}, [alert("e1")], to(OPS), 200.0))
     rows = await store.standing_alerts([OPS.url_id], 160.0)
     assert [(r.alert.dedup_key, r.url_id, r.created_at) for r in rows] == [
         ("a1", OPS.url_id, 100.0),
@@ -247,9 +264,15 @@ async def test_the_summary_and_the_status_are_what_fires_the_outbox_and_the_roun
     def state(key: str, subject: str, reason: str) -> AlertMessage:
         return alert(key, subject=subject, reason=reason, severity="critical")
 
-    await store.commit_step("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
-    await store.commit_step("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 110.0)
-    await store.commit_step("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 110.0)
+    )
+    await store.commit_step(
+        StepToCommit("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
+    )
     [dead, *_] = await store.claim_due(100.0)
     await store.mark_dead([dead.id], "gone", 130.0)
     await store.record_round(SourceRound("votes", 140.0, 4, 1, 0.5, 139.0))

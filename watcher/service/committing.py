@@ -19,7 +19,7 @@ from watcher.core.tally import count_alerts
 from watcher.kinds import word
 from watcher.service.configuration import Configured
 from watcher.state.alerts import same_state
-from watcher.state.interface import Store
+from watcher.state.interface import StepToCommit, Store
 
 
 class Destinations(Protocol):
@@ -72,7 +72,9 @@ class Committer:
             pipeline.silence(lambda: active, now),
         )
         alerts = pipeline.run(outcome.alerts, stages)
-        await self.store.commit_step(source, target, outcome.state, alerts, self.destinations, now)
+        await self.store.commit_step(
+            StepToCommit(source, target, outcome.state, alerts, self.destinations, now)
+        )
         if alerts:
             count_alerts(len(alerts))
             self.wake_sender()
@@ -80,7 +82,9 @@ class Committer:
     async def commit_state(self, source: str, target: str, state: TargetState, now: float) -> None:
         """``state`` alone, in its own transaction (a doubted poll's streak: nothing else of
         the target moves)."""
-        await self.store.commit_step(source, target, state, [], self.destinations, now)
+        await self.store.commit_step(
+            StepToCommit(source, target, state, [], self.destinations, now)
+        )
 
     def destinations(self, alert: AlertMessage) -> Sequence[Destination]:
         """Every URL the alert goes to; none for a silenced one (recorded in the history as

@@ -118,6 +118,20 @@ from watcher.state.source_rounds import SourceRound
 
 
 @dataclass(frozen=True)
+class StepToCommit:
+    """A step to commit (``TargetStateStore.commit_step``): ``target``'s new ``state`` of
+    ``source``, the step's ``alerts`` and where each goes (``destinations``: one outbox row per
+    URL; none, a silenced alert), written together at ``now``."""
+
+    source: str
+    target: str
+    state: TargetState
+    alerts: Sequence[AlertMessage]
+    destinations: Callable[[AlertMessage], Sequence[Destination]]
+    now: float
+
+
+@dataclass(frozen=True)
 class LeaseRound:
     """What one round of the lease loop did (``Store.maintain_leases``)."""
 
@@ -165,15 +179,7 @@ class TargetStateStore(Protocol):
 
     async def load_state(self, source: str, target: str) -> TargetState | None: ...
 
-    async def commit_step(
-        self,
-        source: str,
-        target: str,
-        state: TargetState,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
+    async def commit_step(self, step: StepToCommit) -> list[int]:
         """State, alerts and deliveries in one transaction; the ids of the alerts inserted."""
 
 

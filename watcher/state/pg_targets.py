@@ -17,11 +17,11 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from watcher.core.errors import LeaseLost
-from watcher.core.events import AlertMessage, TargetState
+from watcher.core.events import TargetState
 from watcher.core.fastjson import decode_json
-from watcher.core.outbox_rows import Destination
 from watcher.state import pg_deliveries, pg_leases, pg_rows
 from watcher.state.alerts import to_json
+from watcher.state.interface import StepToCommit
 from watcher.state.leased_shards import LeasedShards
 from watcher.state.pg_errors import mapped
 from watcher.state.pg_pool import Connection
@@ -100,15 +100,8 @@ class PgTargetStates:
         return state
 
     @mapped("commit a step")
-    async def commit_step(
-        self,
-        source: str,
-        target: str,
-        state: TargetState,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
+    async def commit_step(self, step: StepToCommit) -> list[int]:
+        source, target = step.source, step.target
         if self._states.flushing(source, target):
             await self._flush_idle.wait()  # else the flush could write its older state last
         shard = shard_of(source, target)
@@ -118,8 +111,10 @@ class PgTargetStates:
                 self._pool.connection() as conn,
                 pg_leases.fenced(conn, shard, self.instance, epoch),
             ):
-                await pg_rows.upsert_state_in(conn, source, target, to_json(state), now)
-                new_ids = await pg_deliveries.insert_alerts(conn, alerts, destinations, now)
+                await pg_rows.upsert_state_in(conn, source, target, to_json(step.state), step.now)
+                new_ids = await pg_deliveries.insert_alerts(
+                    conn, step.alerts, step.destinations, step.now
+                )
         except LeaseLost:
             self._shards.drop(shard)
             raise

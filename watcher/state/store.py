@@ -37,12 +37,11 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from watcher.core.errors import StateError
-from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
+from watcher.core.events import NewSilence, Silence, TargetState
 from watcher.core.outbox_rows import (
     AlertRecord,
     DeadLetterReports,
     DeliveryRow,
-    Destination,
     GroupSends,
 )
 from watcher.state.database import (
@@ -57,7 +56,7 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
-from watcher.state.interface import LeaseRound, store_members
+from watcher.state.interface import LeaseRound, StepToCommit, store_members
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
@@ -270,19 +269,9 @@ class AsyncSqliteStore:
             return copy
         return await self._call(self.sqlite.read_state, source, target)
 
-    async def commit_step(
-        self,
-        source: str,
-        target: str,
-        state: TargetState,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
-        new_ids = await self._call(
-            self.sqlite.write_step, source, target, state, alerts, destinations, now
-        )
-        self.sqlite.held.written(source, target)  # this write is newer
+    async def commit_step(self, step: StepToCommit) -> list[int]:
+        new_ids = await self._call(self.sqlite.write_step, step)
+        self.sqlite.held.written(step.source, step.target)  # this write is newer
         return new_ids
 
     # -- the delivery outbox ------------------------------------------------------------------

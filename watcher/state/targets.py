@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from watcher.core.events import AlertMessage, TargetState
+from watcher.core.events import TargetState
 from watcher.core.fastjson import decode_json
-from watcher.core.outbox_rows import Destination
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
+from watcher.state.interface import StepToCommit
 from watcher.state.staging import MISS, HeldStates, StagedRow
 
 # Quiet state changes held before they are written together (see ``stage_state``).
@@ -87,38 +87,22 @@ class TargetStates(AlertRows):
         state: TargetState = decode_json(row[0])
         return state
 
-    def commit_step(
-        self,
-        source: str,
-        target: str,
-        state: TargetState,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
+    def commit_step(self, step: StepToCommit) -> list[int]:
         """Save the target's new state, its alerts and their deliveries in ONE transaction.
 
         An alert whose ``dedup_key`` is already recorded is skipped with its deliveries (a
         step re-run after a crash repeats nothing). A URL listed twice for one alert (the same
         URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
         """
-        new_ids = self.write_step(source, target, state, alerts, destinations, now)
-        self._states.written(source, target)  # this write is newer
+        new_ids = self.write_step(step)
+        self._states.written(step.source, step.target)  # this write is newer
         return new_ids
 
-    def write_step(
-        self,
-        source: str,
-        target: str,
-        state: TargetState,
-        alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
-        now: float,
-    ) -> list[int]:
+    def write_step(self, step: StepToCommit) -> list[int]:
         """``commit_step``'s transaction, without its bookkeeping of held states."""
         with transaction(self._db):
-            self._db.execute(_UPSERT, [source, target, to_json(state), now])
-            new_ids = self._insert_alerts(alerts, destinations, now)
+            self._db.execute(_UPSERT, [step.source, step.target, to_json(step.state), step.now])
+            new_ids = self._insert_alerts(step.alerts, step.destinations, step.now)
         self.commits += 1
         return new_ids
 
