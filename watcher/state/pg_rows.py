@@ -43,7 +43,7 @@ from watcher.state.retention import (
     sort_targets,
 )
 from watcher.state.silence_rows import SILENCE_COLUMNS
-from watcher.state.source_rounds import ROUND_COLUMNS, SourceRound
+from watcher.state.source_rounds import ROUND_COLUMNS, SourceRound, round_values, upsert_round
 
 Connection = AsyncConnection[TupleRow]
 
@@ -210,26 +210,14 @@ async def pending_count(conn: Connection) -> int:
     return int(row[0])
 
 
+_UPSERT_ROUND = upsert_round("%s")
+
+
 async def record_round(conn: Connection, round_: SourceRound, instance: str) -> None:
     """``instance``'s last round of a source, upserted; a round that all failed keeps that
     instance's last success."""
     async with conn.transaction():
-        await conn.execute(
-            f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (source, instance) DO UPDATE SET finished_at = excluded.finished_at,
-                targets = excluded.targets, failed = excluded.failed,
-                duration = excluded.duration,
-                last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
-            [
-                round_.source,
-                round_.finished_at,
-                round_.targets,
-                round_.failed,
-                round_.duration,
-                round_.last_success_at,
-                instance,
-            ],
-        )
+        await conn.execute(_UPSERT_ROUND, round_values(round_, instance))
 
 
 async def last_rounds(conn: Connection) -> list[SourceRound]:

@@ -6,7 +6,7 @@ source. The SQLite engine is one instance, named ``""``."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields, replace
 
 from sqlite_utils import Database
 
@@ -29,23 +29,29 @@ class SourceRound:
 ROUND_COLUMNS = "source, finished_at, targets, failed, duration, last_success_at, instance"
 
 
-def record_round(db: Database, round_: SourceRound) -> None:
-    with transaction(db):
-        db.execute(
-            f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, '')
+def upsert_round(mark: str) -> str:
+    """The upsert of a source's last round, one ``mark`` per column (``?``: SQLite, ``%s``:
+    PostgreSQL) and the values of ``round_values``; a round that all failed keeps the
+    instance's last success."""
+    marks = ", ".join([mark] * len(fields(SourceRound)))
+    return f"""INSERT INTO sources ({ROUND_COLUMNS}) VALUES ({marks})
             ON CONFLICT (source, instance) DO UPDATE SET finished_at = excluded.finished_at,
                 targets = excluded.targets, failed = excluded.failed,
                 duration = excluded.duration,
-                last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)""",
-            [
-                round_.source,
-                round_.finished_at,
-                round_.targets,
-                round_.failed,
-                round_.duration,
-                round_.last_success_at,
-            ],
-        )
+                last_success_at = COALESCE(excluded.last_success_at, sources.last_success_at)"""
+
+
+def round_values(round_: SourceRound, instance: str) -> tuple[object, ...]:
+    """``round_``'s values for ``upsert_round``, as run by ``instance``."""
+    return astuple(replace(round_, instance=instance))
+
+
+_UPSERT_ROUND = upsert_round("?")
+
+
+def record_round(db: Database, round_: SourceRound) -> None:
+    with transaction(db):
+        db.execute(_UPSERT_ROUND, round_values(round_, ""))
 
 
 def last_rounds(conn: sqlite3.Connection) -> list[SourceRound]:
