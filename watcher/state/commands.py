@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from watcher.core.events import NewSilence, Silence
 from watcher.core.outbox_rows import AlertRecord
+from watcher.state.closing import Closing
 from watcher.state.interface import HistoryStore, SilenceStore
 from watcher.state.pg_store import PostgresStore
 from watcher.state.snapshot import StoreStatus
@@ -30,27 +30,22 @@ class CommandEngine(SilenceStore, HistoryStore, Protocol):
     async def close(self) -> None: ...
 
 
-class CommandStore:
+class CommandStore(Closing):
     """An engine's calls for a command, synchronous; ``with`` starts and closes it."""
 
     def __init__(self, engine: CommandEngine) -> None:
         self._engine = engine
         self._loop = asyncio.Runner()
 
-    def __enter__(self) -> CommandStore:
+    def __enter__(self) -> Self:
         try:
             self._loop.run(self._engine.start())
         except BaseException:
-            self.__exit__(None, None, None)
+            self.close()
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         try:
             self._loop.run(self._engine.close())
         finally:

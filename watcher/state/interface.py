@@ -101,7 +101,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol, Self
 
 from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
@@ -280,12 +279,8 @@ class Store(
 
     async def __aenter__(self) -> Self: ...
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Closes (``close``), however the block ended."""
 
     async def start(self) -> None:
         """Connects (an engine built without I/O): the daemon calls it before any other call."""

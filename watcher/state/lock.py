@@ -15,9 +15,9 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from types import TracebackType
 
 from watcher.core.errors import StateUnusable
+from watcher.state.closing import Closing
 
 # How long to wait for a holder that has the lock but has not written its PID yet.
 _PID_WAIT_SECONDS = 1.0
@@ -35,28 +35,17 @@ def lock_path(state_path: Path) -> Path:
     return state_path.with_name(f"{state_path.name}.lock")
 
 
-class StateLock:
-    """A held lock; ``release()`` (or the end of the process) lets it go."""
+class StateLock(Closing):
+    """A held lock; ``close()`` (the end of its ``with``, or of the process) lets it go."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
         self._fd: int | None = fd
 
-    def release(self) -> None:
+    def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the only descriptor drops the flock
             self._fd = None
-
-    def __enter__(self) -> StateLock:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 def lock_state(state_path: Path) -> StateLock:

@@ -30,7 +30,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from types import TracebackType
 
 import psycopg
 import structlog
@@ -38,6 +37,7 @@ import structlog
 from watcher.config.settings import LEASE_TTL_SECONDS
 from watcher.core.errors import StateError, StateUnusable
 from watcher.state import pg_leases
+from watcher.state.closing import AsyncClosing
 from watcher.state.leased_shards import LeasedShards
 from watcher.state.pg_errors import mapped
 from watcher.state.pg_lease_rounds import PgLeaseRounds
@@ -51,7 +51,9 @@ from watcher.state.staging import HeldStates
 log = structlog.get_logger(__name__)
 
 
-class PostgresStore(PgTargetStates, PgOutbox, PgLeaseRounds, PgSilences, PgHistory, PgRetention):
+class PostgresStore(
+    PgTargetStates, PgOutbox, PgLeaseRounds, PgSilences, PgHistory, PgRetention, AsyncClosing
+):
     """The ``Store`` on PostgreSQL (see the module's docstring)."""
 
     def __init__(
@@ -103,18 +105,6 @@ class PostgresStore(PgTargetStates, PgOutbox, PgLeaseRounds, PgSilences, PgHisto
                 return
             await migrate(conn)
             await self._register(conn)
-
-    async def __aenter__(self) -> PostgresStore:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Flushes what it can, hands every shard back (takeable at once) and closes."""

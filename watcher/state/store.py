@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from sqlite_utils import Database
@@ -44,6 +43,7 @@ from watcher.core.outbox_rows import (
     DeliveryRow,
     GroupSends,
 )
+from watcher.state.closing import AsyncClosing, Closing
 from watcher.state.database import (
     StateUnusable,
     migrate,
@@ -68,7 +68,7 @@ from watcher.state.targets import STAGED_LIMIT, TargetStates
 _T = TypeVar("_T")
 
 
-class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots):
+class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots, Closing):
     """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
@@ -93,17 +93,6 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapsh
                     raise
         self.commits = 0
         self._states = HeldStates(STAGED_LIMIT)
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def db(self) -> Database:
@@ -163,7 +152,7 @@ for _name, _operation in {
     setattr(SqliteStore, _name, _mapped(_operation, getattr(SqliteStore, _name)))
 
 
-class AsyncSqliteStore:
+class AsyncSqliteStore(AsyncClosing):
     """The SQLite engine of the ``Store`` protocol: each coroutine runs its ``SqliteStore``
     call on the store's own thread, one at a time in the order called, so that the event loop
     never waits on the file: a flush of a thousand states or a commit that checkpoints the WAL
@@ -205,17 +194,6 @@ class AsyncSqliteStore:
         return cls(SqliteStore(path))
 
     # -- life ---------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> AsyncSqliteStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         pass  # opened by the constructor: a local file
