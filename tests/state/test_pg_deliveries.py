@@ -16,7 +16,7 @@ from watcher.core.events import AlertMessage, Grouping
 from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state import pg_claims as claims
 from watcher.state import pg_deliveries as outbox
-from watcher.state.interface import StepToCommit
+from watcher.state.interface import GiveUp, StepToCommit
 from watcher.state.postgresql_schema import migrate
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
@@ -224,7 +224,7 @@ async def test_an_expired_claims_ack_changes_nothing(conns: list[Connection]) ->
     group = (str(row.group_key), row.url_id)
     assert await outbox.mark_sent(conns[0], [id_], "a", NOW + 1, group=group) == [id_]
     assert await outbox.mark_retry(conns[0], [id_], "a", "refused", NOW + 5) == [id_]
-    assert await outbox.mark_dead(conns[0], id_, "a", "gone", NOW + 1) == [id_]
+    assert await outbox.mark_dead(conns[0], GiveUp(id_, "gone", NOW + 1), "a") == [id_]
     assert await outbox.release(conns[0], [id_], "a") == [id_]
     assert await claims.extend_claim(conns[0], [id_], "a", TTL) == [id_]
     assert await delivery(conns[2], id_) == ("sending", "b", 0)
@@ -288,7 +288,7 @@ async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None
     assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     letter = alert(99)
     reports = DeadLetterReports({ids[2]: letter}, to_urls("json://fallback"))
-    gone = await outbox.mark_dead(conns[0], [ids[2]], "a", "gone", NOW, reports)
+    gone = await outbox.mark_dead(conns[0], GiveUp([ids[2]], "gone", NOW, reports), "a")
     assert gone == [] and await delivery(conns[1], ids[2]) == ("dead", None, 1)
     assert await alert_status(conns[1], ids[2]) == "dead"
     # The dead letter was queued in the same transaction, to the fallback URL.

@@ -20,7 +20,7 @@ from watcher.core.fastjson import decode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
 from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
-from watcher.state.interface import StepToCommit
+from watcher.state.interface import GiveUp, StepToCommit
 from watcher.state.postgresql_schema import migrate
 from watcher.state.retention import Pruned
 from watcher.state.source_rounds import SourceRound, last_rounds
@@ -126,7 +126,7 @@ class OnSqlite:
         self.store.mark_retry(ids, "timeout", next_attempt_at)
 
     async def mark_dead(self, ids: Sequence[int], now: float) -> None:
-        self.store.mark_dead(ids, "refused", now)
+        self.store.mark_dead(GiveUp(ids, "refused", now))
 
     async def pending_count(self) -> int:
         return self.store.pending_count()
@@ -206,7 +206,7 @@ class OnPostgres:
         )
 
     async def mark_dead(self, ids: Sequence[int], now: float) -> None:
-        assert await pg_deliveries.mark_dead(self.conn, ids, TOKEN, "refused", now) == []
+        assert await pg_deliveries.mark_dead(self.conn, GiveUp(ids, "refused", now), TOKEN) == []
 
     async def pending_count(self) -> int:
         return await pg_rows.pending_count(self.conn)

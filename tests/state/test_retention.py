@@ -20,7 +20,7 @@ from watcher.core.outbox_rows import Destination
 from watcher.kinds import KINDS
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
-from watcher.state.interface import StepToCommit
+from watcher.state.interface import GiveUp, StepToCommit
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
@@ -73,7 +73,7 @@ def queue(
     if sent is not None:
         store.mark_sent(ids, sent)
     if dead is not None:
-        store.mark_dead(ids, "refused", dead)
+        store.mark_dead(GiveUp(ids, "refused", dead))
 
 
 def titles(store: SqliteStore) -> set[str]:

@@ -20,7 +20,7 @@ from watcher.state.database import (
     schema_version,
     transaction,
 )
-from watcher.state.interface import StepToCommit
+from watcher.state.interface import GiveUp, StepToCommit
 from watcher.state.store import SqliteStore
 
 OPS = Destination("ops", "json://user:SECRETPW1@127.0.0.1:9/?-token=SECRETTOKEN42")
@@ -337,9 +337,9 @@ def test_alert_status_follows_its_deliveries(tmp_store: SqliteStore) -> None:
     assert status(both) == "partial"
     tmp_store.mark_sent(rows[both, MAIL.url_id], now=2.0)
     assert status(both) == "sent"
-    tmp_store.mark_dead(rows[one, OPS.url_id], "gone", now=2.0)
+    tmp_store.mark_dead(GiveUp(rows[one, OPS.url_id], "gone", now=2.0))
     assert status(one) == "queued"
-    tmp_store.mark_dead(rows[one, MAIL.url_id], "gone", now=2.0)
+    tmp_store.mark_dead(GiveUp(rows[one, MAIL.url_id], "gone", now=2.0))
     assert status(one) == "dead"
     assert tmp_store.pending_count() == 0
 
@@ -357,7 +357,7 @@ def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: S
     assert tmp_store.mark_retry(rows[gone], "refused", next_attempt_at=9.0) == [rows[gone]]
     letter = alert("dead|1", channels=("ops",))
     reports = DeadLetterReports({rows[gone]: letter}, to(OPS))
-    assert tmp_store.mark_dead(rows[gone], "gone", 2.0, reports) == [rows[gone]]
+    assert tmp_store.mark_dead(GiveUp(rows[gone], "gone", 2.0, reports)) == [rows[gone]]
     assert count(tmp_store, "alerts") == 2  # no dead letter for a delivery that is gone
 
 

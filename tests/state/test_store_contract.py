@@ -14,7 +14,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Grouping, NewSilence, Silence
 from watcher.core.outbox_rows import DeadLetterReports, Destination
-from watcher.state.interface import StepToCommit, Store, store_members
+from watcher.state.interface import GiveUp, StepToCommit, Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Firing
@@ -131,7 +131,7 @@ async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
     first, second, third, fourth = (row.id for row in claimed)
     assert await store.mark_sent([first], 11.0) == []
     assert await store.mark_retry(second, "HTTP 500", 20.0) == []
-    assert await store.mark_dead([third], "gone", 11.0) == []
+    assert await store.mark_dead(GiveUp([third], "gone", 11.0)) == []
     await store.release([fourth])
     history = {record.alert.dedup_key: record for record in await store.history()}
     assert history["a1"].status == "partial"
@@ -168,7 +168,9 @@ async def test_a_dead_delivery_queues_its_dead_letter_once(store: Store) -> None
     await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)
     letter = alert("dead|a1", rule="watcher_dead_letter")
-    await store.mark_dead([row.id], "refused", 11.0, DeadLetterReports({row.id: letter}, to(MAIL)))
+    await store.mark_dead(
+        GiveUp([row.id], "refused", 11.0, DeadLetterReports({row.id: letter}, to(MAIL)))
+    )
     keys = [record.alert.dedup_key for record in await store.history()]
     assert keys == ["dead|a1", "a1"]
     assert [r.url_id for r in await store.claim_due(11.0)] == [MAIL.url_id]
@@ -274,7 +276,7 @@ async def test_the_summary_and_the_status_are_what_fires_the_outbox_and_the_roun
         StepToCommit("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
     )
     [dead, *_] = await store.claim_due(100.0)
-    await store.mark_dead([dead.id], "gone", 130.0)
+    await store.mark_dead(GiveUp([dead.id], "gone", 130.0))
     await store.record_round(SourceRound("votes", 140.0, 4, 1, 0.5, 139.0))
     firing, outbox = await store.summary()
     assert firing == [Firing("r", "A", "critical", "title a1", 100.0)]

@@ -33,7 +33,7 @@ from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
 from watcher.delivery.notifier import Message, StoredAlert
 from watcher.delivery.send_timeout import BoundedSends
-from watcher.state.interface import OutboxStore
+from watcher.state.interface import GiveUp, OutboxStore
 
 log = structlog.get_logger(__name__)
 
@@ -247,7 +247,7 @@ class UrlWorker:
         ids = [row.id for row in rows]
         missing = await self.db.run(
             "give up delivery",
-            lambda: self._store.mark_dead(ids, error, now, reports),
+            lambda: self._store.mark_dead(GiveUp(ids, error, now, reports)),
         )
         _log_gone(rows, missing, "given up")
         for row in rows:

@@ -9,9 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 from watcher.core.events import AlertMessage, Grouping
-from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, GroupSends
+from watcher.core.outbox_rows import DeliveryRow, GroupSends
 from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
 from watcher.state.database import transaction
+from watcher.state.interface import GiveUp
 
 # What a claim reads, in the order ``delivery_row`` takes it: plain SQL both engines run (the
 # PostgreSQL engine's claim returns it, watcher.state.pg_deliveries).
@@ -195,20 +196,15 @@ class Deliveries(AlertRows):
                 [error, next_attempt_at],
             )
 
-    def mark_dead(
-        self,
-        delivery_ids: int | Sequence[int],
-        error: str,
-        now: float,
-        reports: DeadLetterReports | None = None,
-    ) -> list[int]:
-        """Given up; the dead letters of ``reports`` are queued in the same transaction, so a
-        dead letter is reported exactly once; none for a delivery no longer in the table."""
+    def mark_dead(self, give_up: GiveUp) -> list[int]:
+        """Given up; the dead letters of its ``reports`` are queued in the same transaction, so
+        a dead letter is reported exactly once; none for a delivery no longer in the table."""
+        now, reports = give_up.now, give_up.reports
         with transaction(self._db):
             missing = self._finish(
-                delivery_ids,
+                give_up.delivery_ids,
                 "status = 'dead', attempts = attempts + 1, last_error = ?, next_attempt_at = ?",
-                [error, now],
+                [give_up.error, now],
             )
             if reports is not None and (letters := reports.letters_except(missing)):
                 self._insert_alerts(letters, reports.destinations, now)

@@ -44,7 +44,7 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``mark_sent`` / ``mark_retry`` / ``mark_dead``: the deliveries' fate and their alerts'
   status in one transaction; each returns the ids no longer in the table (the others are
   marked all the same). ``mark_sent`` with ``group`` records the digest send in it;
-  ``mark_dead`` queues its ``reports`` (dead letters) in it, so each is reported once.
+  ``mark_dead`` queues its ``GiveUp``'s ``reports`` (dead letters) in it, so each is reported once.
 - Leased shards: ``maintain_leases`` is one round of the lease loop (renew, take up to this
   instance's share, hand back the surplus); ``shards_held`` and ``holds`` say what this
   instance may poll now (SQLite: everything, ``None``). ``commit_step`` and ``flush_states``
@@ -131,6 +131,17 @@ class StepToCommit:
 
 
 @dataclass(frozen=True)
+class GiveUp:
+    """Deliveries given up (``OutboxStore.mark_dead``): ``delivery_ids`` dead at ``now`` after
+    ``error``, and the dead letters saying so (``reports``), queued in the same transaction."""
+
+    delivery_ids: int | Sequence[int]
+    error: str
+    now: float
+    reports: DeadLetterReports | None = None
+
+
+@dataclass(frozen=True)
 class LeaseRound:
     """What one round of the lease loop did (``Store.maintain_leases``)."""
 
@@ -205,13 +216,7 @@ class OutboxStore(Protocol):
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]: ...
 
-    async def mark_dead(
-        self,
-        delivery_ids: int | Sequence[int],
-        error: str,
-        now: float,
-        reports: DeadLetterReports | None = None,
-    ) -> list[int]: ...
+    async def mark_dead(self, give_up: GiveUp) -> list[int]: ...
 
     async def pending_count(self) -> int: ...
 

@@ -35,9 +35,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
 from watcher.state.alerts import alert_values
 from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
+from watcher.state.interface import GiveUp
 from watcher.state.pg_claims import not_changed, update_claimed
 
 Connection = AsyncConnection[TupleRow]
@@ -157,18 +158,12 @@ async def mark_retry(
     return unchanged
 
 
-async def mark_dead(
-    conn: Connection,
-    delivery_ids: int | Sequence[int],
-    token: str,
-    error: str,
-    at: float,
-    reports: DeadLetterReports | None = None,
-) -> list[int]:
-    """Given up; the dead letters of ``reports`` are queued in the same transaction for the
-    rows changed only, so each is reported once. The ids not changed."""
+async def mark_dead(conn: Connection, give_up: GiveUp, token: str) -> list[int]:
+    """Given up; the dead letters of its ``reports`` are queued in the same transaction for
+    the rows changed only, so each is reported once. The ids not changed."""
+    at, reports = give_up.now, give_up.reports
     async with conn.transaction():
-        _, unchanged = await _failed(conn, delivery_ids, token, "dead", error, at)
+        _, unchanged = await _failed(conn, give_up.delivery_ids, token, "dead", give_up.error, at)
         if reports is not None and (letters := reports.letters_except(unchanged)):
             await insert_alerts(conn, letters, reports.destinations, at)
     return unchanged

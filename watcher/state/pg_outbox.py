@@ -16,9 +16,10 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
-from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, GroupSends
+from watcher.core.outbox_rows import DeliveryRow, GroupSends
 from watcher.core.retry import RetryPauses
 from watcher.state import pg_claims, pg_deliveries, pg_rows
+from watcher.state.interface import GiveUp
 from watcher.state.pg_errors import mapped
 from watcher.state.pg_pool import Connection
 
@@ -86,18 +87,10 @@ class PgOutbox:
         return unchanged
 
     @mapped("give deliveries up")
-    async def mark_dead(
-        self,
-        delivery_ids: int | Sequence[int],
-        error: str,
-        now: float,
-        reports: DeadLetterReports | None = None,
-    ) -> list[int]:
+    async def mark_dead(self, give_up: GiveUp) -> list[int]:
         async with self._pool.connection() as conn:
-            unchanged = await pg_deliveries.mark_dead(
-                conn, delivery_ids, self.token, error, now, reports
-            )
-        self._unclaim(delivery_ids)
+            unchanged = await pg_deliveries.mark_dead(conn, give_up, self.token)
+        self._unclaim(give_up.delivery_ids)
         return unchanged
 
     def _unclaim(self, delivery_ids: int | Sequence[int]) -> None:

@@ -39,7 +39,6 @@ from watcher.core.errors import StateError
 from watcher.core.events import NewSilence, Silence, TargetState
 from watcher.core.outbox_rows import (
     AlertRecord,
-    DeadLetterReports,
     DeliveryRow,
     GroupSends,
 )
@@ -56,7 +55,7 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
-from watcher.state.interface import LeaseRound, StepToCommit, store_members
+from watcher.state.interface import GiveUp, LeaseRound, StepToCommit, store_members
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
@@ -278,14 +277,8 @@ class AsyncSqliteStore(AsyncClosing):
     ) -> list[int]:
         return await self._call(self.sqlite.mark_retry, delivery_ids, error, next_attempt_at)
 
-    async def mark_dead(
-        self,
-        delivery_ids: int | Sequence[int],
-        error: str,
-        now: float,
-        reports: DeadLetterReports | None = None,
-    ) -> list[int]:
-        return await self._call(self.sqlite.mark_dead, delivery_ids, error, now, reports)
+    async def mark_dead(self, give_up: GiveUp) -> list[int]:
+        return await self._call(self.sqlite.mark_dead, give_up)
 
     async def pending_count(self) -> int:
         return await self._call(self.sqlite.pending_count)
