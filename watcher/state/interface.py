@@ -44,7 +44,8 @@ No transaction is ever held across a call: between two calls, the store holds no
 - ``mark_sent`` / ``mark_retry`` / ``mark_dead``: the deliveries' fate and their alerts'
   status in one transaction; each returns the ids no longer in the table (the others are
   marked all the same). ``mark_sent`` with ``group`` records the digest send in it;
-  ``mark_dead`` queues its ``GiveUp``'s ``reports`` (dead letters) in it, so each is reported once.
+  ``mark_dead`` queues the ``reports`` (dead letters) of its ``GiveUp`` in it, so each is
+  reported once.
 - Leased shards: ``maintain_leases`` is one round of the lease loop (renew, take up to this
   instance's share, hand back the surplus); ``shards_held`` and ``holds`` say what this
   instance may poll now (SQLite: everything, ``None``). ``commit_step`` and ``flush_states``
