@@ -56,7 +56,7 @@ def simulate(
         return
     from watcher.core.errors import ConfigError
     from watcher.ruletest.control import apply_control, ledger_from_file
-    from watcher.simulator import serve
+    from watcher.simulator import ProviderLimits, serve
 
     seeded = None
     if ledger is not None:
@@ -66,16 +66,9 @@ def simulate(
             for problem in exc.problems:
                 typer.echo(str(problem), err=True)
             raise typer.Exit(code=2) from None
+    limits = ProviderLimits(latency=latency, enforce_rps=enforce_rps, batches=batches)
     code = serve(
-        port=port,
-        scenario_name=scenario,
-        api_key=api_key,
-        speed=speed,
-        latency=latency,
-        enforce_rps=enforce_rps,
-        batches=batches,
-        ledger=seeded,
-        control=apply_control,
+        port, scenario, api_key, speed=speed, ledger=seeded, control=apply_control, **limits
     )
     raise typer.Exit(code=code)
 

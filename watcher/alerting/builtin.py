@@ -140,7 +140,24 @@ class Builtins:
         found: Disagreement | None,
         now: float,
     ) -> StepOutcome | None:
-        return step_disagreement(self.rpc_disagreement, state, source, target, found, now)
+        """One poll of ``target`` under quorum -> its rpc_disagreement episode after it and what to
+        say, or None when there is nothing to record (the endpoints agree and no episode is open).
+        ``found``: what they disagree on; None: they agree."""
+        rule = self.rpc_disagreement
+        subject = disagreement_subject(source, target)
+        if found is None and _episode(state, rule.name, subject).status == "inactive":
+            return None
+        facts: dict[str, Any] = {"built_in": True, "source": source, "target": target}
+        if found is not None:
+            facts |= {
+                "endpoints": list(found.endpoints),
+                "outvoted": list(found.outvoted),
+                "differences": found.differences,
+                "disagreement_for": human_duration(rule.for_),
+            }
+        return step_episodes(
+            [rule], state, now, lambda _rule: {subject: (found is not None, facts)}
+        )
 
 
 def _union(groups: Iterable[Sequence[str]]) -> tuple[str, ...]:
@@ -193,36 +210,11 @@ def step_rpc_health(
     return step_episodes([rule], state, now, lambda _rule: {RPC_SUBJECT: (active, facts)})
 
 
-# -- rpc_disagreement: pure ----------------------------------------------------------------
+# -- rpc_disagreement: pure (its step: Builtins.disagreement_step) --------------------------
 
 
 def disagreement_subject(source: str, target: str) -> str:
     return f"{source}:{target}"
-
-
-def step_disagreement(
-    rule: BuiltinRule,
-    state: TargetState | None,
-    source: str,
-    target: str,
-    found: Disagreement | None,
-    now: float,
-) -> StepOutcome | None:
-    """One poll of ``target`` under quorum -> its rpc_disagreement episode after it and what to
-    say, or None when there is nothing to record (the endpoints agree and no episode is open).
-    ``found``: what they disagree on; None: they agree."""
-    subject = disagreement_subject(source, target)
-    if found is None and _episode(state, rule.name, subject).status == "inactive":
-        return None
-    facts: dict[str, Any] = {"built_in": True, "source": source, "target": target}
-    if found is not None:
-        facts |= {
-            "endpoints": list(found.endpoints),
-            "outvoted": list(found.outvoted),
-            "differences": found.differences,
-            "disagreement_for": human_duration(rule.for_),
-        }
-    return step_episodes([rule], state, now, lambda _rule: {subject: (found is not None, facts)})
 
 
 def _episode(state: TargetState | None, rule: str, subject: str) -> Episode:

@@ -201,30 +201,38 @@ def since_text(facts: Facts) -> str:
 # -- built-in alerts (watcher.alerting.builtin)
 
 
+def _firing_facts(facts: Facts) -> Facts:
+    """The facts of the episode as it fired: the alert's own, or a resolution's ``was``."""
+    was: Facts = facts.get("was", {}) if facts["reason"] == "resolved" else facts
+    return was
+
+
+def _still(facts: Facts) -> str:
+    """`` for <duration>`` on a repeat (the episode is still firing), else nothing."""
+    return f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
+
+
 def rpc_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     """``rpc_unhealthy``: the endpoint failed every call of ``failed_rounds`` rounds in a row."""
+    was = _firing_facts(facts)
     if facts["reason"] == "resolved":
-        was: Facts = facts.get("was", {})
         title = f"{rule_head(facts)} the RPC endpoint answers again after {facts['down_for']}"
         summary = (
             f"Resolved: the RPC endpoint answers again, after failing for {facts['down_for']} "
             f"(since {was.get('failing_since', 'unknown')})."
         )
-        error = was.get("last_error")
     else:
-        still = f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
-        title = f"{rule_head(facts)} the RPC endpoint is failing{still}"
+        title = f"{rule_head(facts)} the RPC endpoint is failing{_still(facts)}"
         summary = (
             f"Every call failed for {plural(int(facts['failed_rounds']), 'round')} in a row, "
             f"since {facts['failing_since']}. Until it answers, nothing is concluded from the "
             "ledger: no rule fires or resolves on a failed call."
         )
-        error = facts.get("last_error")
     body = lines(
         rule_line(facts),
         f"Endpoint: {facts['endpoint']}",
         summary,
-        f"Last error: {error or 'unknown'}",
+        f"Last error: {was.get('last_error') or 'unknown'}",
     )
     return title, body
 
@@ -232,18 +240,16 @@ def rpc_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
 def disagreement_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     """``rpc_disagreement``: the endpoints of a quorum answer, but decide a target differently."""
     on = f"{facts['source']} {facts['target']}"
+    was = _firing_facts(facts)
     if facts["reason"] == "resolved":
-        was: Facts = facts.get("was", {})
         title = f"{rule_head(facts)} the RPC endpoints agree again on {on}"
         summary = (
             f"Resolved: the endpoints agree again on {on}, after disagreeing for "
             f"{facts.get('duration', 'unknown')} (since {facts.get('since', 'unknown')})."
         )
     else:
-        was = facts
-        still = f" for {facts['duration']}" if facts["reason"] == "repeat" else ""
         outvoted: list[str] = facts.get("outvoted") or []
-        title = f"{rule_head(facts)} the RPC endpoints disagree on {on}{still}"
+        title = f"{rule_head(facts)} the RPC endpoints disagree on {on}{_still(facts)}"
         summary = (
             f"The endpoints answer, but their answers lead to different alerts on every poll "
             f"since {facts.get('since', 'unknown')} ({facts['disagreement_for']} or more). Until "

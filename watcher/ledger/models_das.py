@@ -7,10 +7,11 @@ except a field that only informs (``Unknowable``), which is then unknown.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
+from watcher.core.das_interfaces import Interface
 from watcher.ledger.models import U64, U64_MAX, Lamports, Pubkey, Unknowable, _Answer, _unique
 
 # Page sizes and totals: a count of accounts, never negative, never a float.
@@ -46,22 +47,6 @@ class TokenAccountPage(_Answer):
             raise ValueError(f"{len(self.token_accounts)} accounts on a page of {self.limit}")
         _unique([account.address for account in self.token_accounts], "token account")
         return self
-
-
-Interface = Literal[
-    "V1_NFT",
-    "V1_PRINT",
-    "LEGACY_NFT",
-    "V2_NFT",
-    "FungibleAsset",
-    "FungibleToken",
-    "Custom",
-    "Identity",
-    "Executable",
-    "ProgrammableNFT",
-    "MplCoreAsset",
-    "MplCoreCollection",
-]
 
 
 class AssetMetadata(_Answer):

@@ -5,7 +5,7 @@ over one ``call``: the JSON-RPC client (``watcher.ledger.rpc.RpcClient``) and ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -23,6 +23,7 @@ from watcher.ledger.rpc_accounts import AccountMethods
 from watcher.ledger.rpc_das import DasMethods
 
 if TYPE_CHECKING:
+    from watcher.ledger.rpc import RpcClient  # which imports this module
     from watcher.ledger.transport import Endpoint
 
 T = TypeVar("T")
@@ -77,26 +78,10 @@ class LedgerMethods(AccountMethods, DasMethods):
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
 
 
-class PinnableClient(Protocol):
-    """What ``PinnedReader`` asks of its client (``watcher.ledger.rpc.RpcClient``)."""
-
-    commitment: str
-    _signatures_commitment: str
-
-    async def call(
-        self,
-        method: str,
-        params: list[Any] | None,
-        model: type[T] | TypeAdapter[T],
-        *,
-        only: Endpoint | None = None,
-    ) -> T: ...
-
-
 class PinnedReader(LedgerMethods):
     """A reader whose calls go to one endpoint only (retried there, never failed over)."""
 
-    def __init__(self, client: PinnableClient, endpoint: Endpoint) -> None:
+    def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
         self._client, self.endpoint = client, endpoint
         self.public_url = endpoint.public_url
         self.commitment = client.commitment

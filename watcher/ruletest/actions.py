@@ -4,6 +4,9 @@ written on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
 from watcher.config.yamlpos import Loc, YamlDocument, format_loc
 from watcher.core.errors import ConfigError
 from watcher.ruletest.authority_format import (
@@ -20,8 +23,11 @@ from watcher.ruletest.das_format import (
     seed_program_account,
     seed_token_account,
 )
+from watcher.ruletest.fields import given
 from watcher.ruletest.format import Action, LedgerSetup
-from watcher.simulator import KEEP, Ledger
+from watcher.simulator import Ledger
+
+T = TypeVar("T")
 
 # What a failed transaction reports as its error (a custom program error, as on mainnet).
 FAILED_TRANSACTION_ERROR = {"InstructionError": [0, {"Custom": 1}]}
@@ -50,22 +56,20 @@ def seed_ledger(setup: LedgerSetup, ledger: Ledger, document: YamlDocument) -> N
         apply_action(ledger, Action(set_account=account), document, loc)
     if setup.fee is not None:
         apply_action(ledger, Action(set_fee=setup.fee), document, ("ledger", "fee"))
-    for seed in setup.token_accounts:
-        seed_token_account(ledger, seed)
-    for asset in setup.assets:
-        seed_asset(ledger, asset)
-    for program_account in setup.program_accounts:
-        seed_program_account(ledger, program_account)
-    for editions in setup.editions:
-        seed_editions(ledger, editions)
-    for nonce in setup.nonce_accounts:
-        seed_nonce_account(ledger, nonce)
-    for mint in setup.mints:
-        seed_mint(ledger, mint)
-    for program in setup.programs:
-        seed_program(ledger, program)
-    for multisig in setup.multisigs:
-        seed_multisig(ledger, multisig)
+    _seed_each(ledger, setup.token_accounts, seed_token_account)
+    _seed_each(ledger, setup.assets, seed_asset)
+    _seed_each(ledger, setup.program_accounts, seed_program_account)
+    _seed_each(ledger, setup.editions, seed_editions)
+    _seed_each(ledger, setup.nonce_accounts, seed_nonce_account)
+    _seed_each(ledger, setup.mints, seed_mint)
+    _seed_each(ledger, setup.programs, seed_program)
+    _seed_each(ledger, setup.multisigs, seed_multisig)
+
+
+def _seed_each(ledger: Ledger, seeds: Iterable[T], seed: Callable[[Ledger, T], None]) -> None:
+    """Seeds the ledger with each of one section's ``seeds``, by ``seed``."""
+    for one in seeds:
+        seed(ledger, one)
 
 
 def apply_to(ledger: Ledger, action: Action) -> None:
@@ -108,13 +112,8 @@ def _change(ledger: Ledger, action: Action) -> None:
             commission=validator.commission,
         )
     elif action.set_node is not None:
-        node = action.set_node
-        given = node.model_fields_set
-        ledger.set_node(
-            node.identity,
-            version=node.version if "version" in given else KEEP,
-            feature_set=node.feature_set if "feature_set" in given else KEEP,
-        )
+        node = action.set_node  # what is left out is kept
+        ledger.set_node(node.identity, **given(node, "identity"))
     elif action.remove_node is not None:
         if ledger.node(action.remove_node) is None:
             raise KeyError(f"no gossip node {action.remove_node}")
@@ -127,14 +126,7 @@ def _change(ledger: Ledger, action: Action) -> None:
         ledger.remove_validator(action.remove_validator)
     elif action.update_validator is not None:
         update = action.update_validator
-        ledger.update_validator(
-            update.validator,
-            behind=update.behind,
-            credits=update.credits,
-            commission=update.commission,
-            stake=update.stake,
-            balance=update.balance,
-        )
+        ledger.update_validator(update.validator, **given(update, "validator"))
     elif action.halt_cluster is not None:
         ledger.halt(action.halt_cluster)
     elif action.set_supply is not None:

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
+from watcher.ruletest.fields import given
 from watcher.simulator import KEEP, Ledger
 from watcher.simulator.authorities import set_mint, set_multisig, set_upgradeable_program
 from watcher.simulator.nonces import close_nonce_account, set_nonce_account
@@ -66,10 +67,10 @@ class MintChange(_Strict):
     transfer_hook_program: Pubkey | None = None  # Token-2022 only
 
     def changes(self) -> dict[str, Any]:
-        given = {key: getattr(self, key) for key in self.model_fields_set - {"mint"}}
-        if given.get("token_2022") is None:
-            given.pop("token_2022", None)
-        return given
+        changes = given(self, "mint")
+        if changes.get("token_2022") is None:
+            changes.pop("token_2022", None)
+        return changes
 
 
 class ProgramChange(_Strict):
@@ -91,10 +92,9 @@ class MultisigChange(_Strict):
     transaction_index: Annotated[int, Field(ge=0)] | None = None  # not a power: a counter
 
     def changes(self) -> dict[str, Any]:
-        given = {key: getattr(self, key) for key in self.model_fields_set - {"multisig"}}
         return {
             key: value
-            for key, value in given.items()
+            for key, value in given(self, "multisig").items()
             if value is not None or key == "config_authority"
         }
 

@@ -55,9 +55,10 @@ import base58
 from pydantic import BaseModel, ConfigDict, Field
 
 from watcher.config.rule_models import Pubkey
+from watcher.ruletest.fields import given
 from watcher.simulator import Ledger
 from watcher.simulator.assets import AssetInterface
-from watcher.simulator.das import UNSET, das_of
+from watcher.simulator.das import das_of
 
 Amount = Annotated[int, Field(ge=0, le=2**64 - 1)]
 
@@ -110,10 +111,10 @@ class AssetSeed(_Strict):
     burnt: bool | None = None
 
     def fields(self) -> dict[str, Any]:
-        given = {key: getattr(self, key) for key in self.model_fields_set - {"id"}}
-        if "creators" in given:
-            given["creators"] = tuple((c.address, c.verified) for c in self.creators or ())
-        return given
+        fields = given(self, "id")
+        if "creators" in fields:
+            fields["creators"] = tuple((c.address, c.verified) for c in self.creators or ())
+        return fields
 
 
 def seed_asset(ledger: Ledger, seed: AssetSeed) -> None:
@@ -175,18 +176,8 @@ def das_change(ledger: Ledger, action: Any) -> None:
     das = das_of(ledger)
     change: TokenAccountChange | None = action.set_token_account
     if change is not None:
-        das.set_token_account(
-            change.address,
-            mint=change.mint,
-            owner=change.owner,
-            amount=change.amount,
-            frozen=change.frozen,
-            delegate=change.delegate if "delegate" in change.model_fields_set else UNSET,
-            delegated_amount=change.delegated_amount,
-            close_authority=(
-                change.close_authority if "close_authority" in change.model_fields_set else UNSET
-            ),
-        )
+        # What is left out is kept (a delegate, close authority: UNSET; null is "none").
+        das.set_token_account(change.address, **given(change, "address"))
     if action.close_token_account is not None:
         das.close_token_account(action.close_token_account)
     if action.set_asset is not None:

@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, TextIO, Unpack
 
 from watcher.simulator.faults import FAULT_KINDS, FaultPlan
 from watcher.simulator.ledger import Ledger
+from watcher.simulator.limits import ProviderLimits
 from watcher.simulator.request_log import RecordedRequest
 from watcher.simulator.scenarios import (
     DEMO,
@@ -42,6 +43,7 @@ __all__ = [
     "DemoCast",
     "FaultPlan",
     "Ledger",
+    "ProviderLimits",
     "RecordedRequest",
     "Scenario",
     "SimulatorServer",
@@ -60,11 +62,9 @@ def serve(
     speed: float = 1.0,
     out: TextIO | None = None,
     stop: threading.Event | None = None,
-    latency: float = 0.0,
-    enforce_rps: float | None = None,
-    batches: bool = True,
     ledger: Ledger | None = None,
     control: Callable[[Ledger, Any], str] | None = None,
+    **limits: Unpack[ProviderLimits],
 ) -> int:
     """Serves the scenario's ledger (or ``ledger``, with no scenario played) until Ctrl-C,
     SIGTERM or ``stop``; returns the exit code (0).
@@ -72,7 +72,7 @@ def serve(
     Prints the RPC URL to use, then each scenario step as it happens, and each change made
     through ``control`` (``POST /control``: ``control(ledger, body)`` applies it and says what
     it did). Raises ``ValueError`` for an unknown scenario and ``OSError`` when the port is
-    taken. ``latency``, ``enforce_rps`` and ``batches``: the provider limits of
+    taken. ``limits`` (``latency``, ``enforce_rps``, ``batches``): the provider limits of
     ``SimulatorServer``.
     """
     if scenario_name not in SCENARIOS:
@@ -101,10 +101,8 @@ def serve(
         host=host,
         port=port,
         api_key=api_key,
-        latency=latency,
-        enforce_rps=enforce_rps,
-        batches=batches,
         control=None if control is None else changed,
+        **limits,
     ) as server:
         say(f"ledger simulator serving {server.url}")
         if control is not None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, get_args
 
+from watcher.core.das_interfaces import NonCoreInterface
 from watcher.simulator.params import (
     _checked_pubkey,
     _positional,
@@ -22,18 +23,7 @@ from watcher.simulator.params import (
 
 MAX_LIMIT: Final = 1000
 # The interfaces the simulator knows (a rule test's assets are of these: ``watcher.ruletest``).
-AssetInterface = Literal[
-    "V1_NFT",
-    "V1_PRINT",
-    "LEGACY_NFT",
-    "V2_NFT",
-    "FungibleAsset",
-    "FungibleToken",
-    "Custom",
-    "Identity",
-    "Executable",
-    "ProgrammableNFT",
-]
+AssetInterface = NonCoreInterface
 INTERFACES: Final = frozenset(get_args(AssetInterface))
 # searchAssets' positions (0-based) of the criteria the simulator knows.
 SEARCH_POSITIONS: Final = {

@@ -14,8 +14,18 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 WINDOW_SECONDS = 1.0
+
+
+class ProviderLimits(TypedDict, total=False):
+    """The provider limits ``SimulatorServer`` takes (each as its keyword of that name, off by
+    default), as ``serve`` and ``watcher simulate`` hand them on."""
+
+    latency: float  # seconds added before every answer
+    enforce_rps: float | None  # requests/s accepted (``RateWindow``); None: no limit
+    batches: bool  # False: batch requests refused
 
 
 class RateWindow:

@@ -17,13 +17,12 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import yaml
 
 from watcher.testing.net import free_port
-from watcher.testing.receivers import wait_until
+from watcher.testing.receivers import Running, wait_until
 
 BINARY = "prometheus-alertmanager"
 START_SECONDS = 30.0
@@ -53,7 +52,7 @@ def config(webhook_url: str) -> dict[str, Any]:
     }
 
 
-class Alertmanager:
+class Alertmanager(Running):
     """One Alertmanager process on 127.0.0.1, its config and storage in a temporary folder."""
 
     def __init__(self, webhook_url: str) -> None:
@@ -137,14 +136,7 @@ class Alertmanager:
         except OSError:
             return ""
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Stops it and deletes its folder (config, storage and log)."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

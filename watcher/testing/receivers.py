@@ -58,14 +58,18 @@ def _wait_for_count(items: Callable[[], list[T]], count: int, timeout: float, wh
     return got
 
 
-class _Running:
-    """``with Receiver() as r:`` starts it and always stops it."""
+class Running:
+    """``with Receiver() as r:`` starts it and always closes it (``close``: stops it, and frees
+    what else it holds)."""
 
     def start(self) -> Self:
         raise NotImplementedError
 
     def stop(self) -> None:
         raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop()
 
     def __enter__(self) -> Self:
         self.start()
@@ -77,10 +81,10 @@ class _Running:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        self.close()
 
 
-class JsonReceiver(_Running):
+class JsonReceiver(Running):
     """An HTTP listener for Apprise's ``json://`` scheme; records each JSON body it accepts.
 
     ``refuse(n)`` answers HTTP 500 to the next ``n`` posts, ``refuse_all(True)`` to every post
@@ -253,7 +257,7 @@ class _FreePortController(Controller):
         super()._trigger_server()  # type: ignore[no-untyped-call]
 
 
-class SmtpReceiver(_Running):
+class SmtpReceiver(Running):
     """A plain local SMTP server (no TLS, no auth) that keeps every message it accepts."""
 
     def __init__(self) -> None:
