@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
@@ -132,7 +132,9 @@ def step_credits_low(
     return step_episodes(mine, state, now, assess)
 
 
-def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def credits_low_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
     below = f"{float(facts['below_pct']):g}%"
     if facts["reason"] == "resolved":
@@ -146,8 +148,8 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
         title = validator_title(facts, shown, f"credits {below} under the median")
         limit = f"{float(facts['below_median_pct']):g}%"
         summary = f"It earned more than {limit} fewer vote credits than the median validator."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Validator: {shown.name(facts['subject'], vote, node)}",
         summary,
         f"Epoch {facts['epoch']}: {facts['credits']:,} credits; median of the current staked "

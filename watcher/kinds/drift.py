@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import Kind, LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
@@ -49,11 +49,11 @@ class ClusterObservation:
 
 class NodesSource:
     name = "nodes"
-    facts = SourceFacts(("getClusterNodes", "getVoteAccounts"))
+    facts = base.SourceFacts(("getClusterNodes", "getVoteAccounts"))
     rule_kinds: tuple[str, ...] = ("version_drift",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> ClusterObservation:
         nodes, vote_accounts = await asyncio.gather(
             ledger.get_cluster_nodes(), ledger.get_vote_accounts()
@@ -110,24 +110,27 @@ SOURCE = NodesSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def drift_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def drift_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     reason = facts["reason"]
     node: str = facts.get("node_pubkey") or facts["subject"]
     vote_pubkeys: Sequence[str] = facts.get("vote_pubkeys") or ()
     who = shown.short(facts["subject"], node, *vote_pubkeys)
+    head = messages.rule_head(facts)
     if reason == "resolved":
-        title = f"{rule_head(facts)} node {who} back in line ({_version_of(facts)})"
+        title = f"{head} node {who} back in line ({_version_of(facts)})"
         was = _drift_problem(facts.get("was", {}))
         summary = f"Resolved after {facts['duration']}. Was: {was} Now: {_version_of(facts)}."
     elif reason == "repeat":
-        title = f"{rule_head(facts)} node {who} still {_drift_short(facts)} ({facts['duration']})"
+        title = f"{head} node {who} still {_drift_short(facts)} ({facts['duration']})"
         summary = f"Still drifting, for {facts['duration']}. {_drift_problem(facts)}"
     else:
-        title = f"{rule_head(facts)} node {who} {_drift_short(facts)}"
+        title = f"{head} node {who} {_drift_short(facts)}"
         summary = _drift_problem(facts)
     votes_named = ", ".join(shown.name(vote) for vote in vote_pubkeys)
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Node: {shown.name(node)}",
         shown.link("address", node),
         summary,
@@ -138,16 +141,16 @@ def drift_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
         f"Feature set: {facts.get('feature_set') or 'unknown'}; stake majority: "
         f"{facts.get('reference_feature_set') or 'unknown'}"
         f" ({facts.get('reference_feature_set_stake_pct', '?')}% of stake)",
-        f"Activated stake: {sol(facts.get('stake'))}",
+        f"Activated stake: {messages.sol(facts.get('stake'))}",
     )
     return title, body
 
 
-def _version_of(facts: Facts) -> str:
+def _version_of(facts: messages.Facts) -> str:
     return f"{facts.get('client') or 'unknown client'} {facts.get('version') or 'unknown'}"
 
 
-def _drift_short(facts: Facts) -> str:
+def _drift_short(facts: messages.Facts) -> str:
     status = facts.get("status")
     if status == "missing":
         return "missing from gossip"
@@ -161,7 +164,7 @@ def _drift_short(facts: Facts) -> str:
     )
 
 
-def _drift_problem(facts: Facts) -> str:
+def _drift_problem(facts: messages.Facts) -> str:
     status = facts.get("status")
     if status == "missing":
         return "Missing from gossip (getClusterNodes)."
@@ -179,7 +182,7 @@ def _drift_problem(facts: Facts) -> str:
     return "Drifting."
 
 
-def _reference_line(facts: Facts) -> str | None:
+def _reference_line(facts: messages.Facts) -> str | None:
     if not facts.get("reference_version"):
         return None
     return (
@@ -217,4 +220,4 @@ def samples(rule: VersionDriftRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text, samples=samples)
+KIND = base.Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text, samples=samples)

@@ -27,27 +27,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-    ui_amount,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    ContextSlotted,
-    DigestWords,
-    Kind,
-    LedgerReader,
-    SourceFacts,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.owners import kept_owners, resolve_owners
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import TokenAmount
@@ -138,14 +121,14 @@ class HoldersObservation:
     owners: Mapping[str, str] = field(default_factory=dict)
 
 
-class HoldersSource(ContextSlotted[HoldersObservation]):
+class HoldersSource(base.ContextSlotted[HoldersObservation]):
     name = "holders"
     # Activity (a quiet target backs off): a holder in or out of the top, or its amount.
-    facts = SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
+    facts = base.SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> HoldersObservation:
         answer = await ledger.get_token_largest_accounts_with_context(target)
         cached = (state or {}).get("owners", {})
@@ -262,8 +245,8 @@ def _report(
             "account": account,
             "old": None if old is None else str(old),
             "new": None if new is None else str(new),
-            "old_ui": None if old is None else ui_amount(old, decimals),
-            "new_ui": None if new is None else ui_amount(new, decimals),
+            "old_ui": None if old is None else messages.ui_amount(old, decimals),
+            "new_ui": None if new is None else messages.ui_amount(new, decimals),
             "pct": pct,
             "rank": new_rank.get(account),
             "old_rank": old_rank.get(account),
@@ -302,7 +285,7 @@ def _alert(
         "count": len(report),
         "changes": report,
     }
-    return snapshot_event(rule, subject=mint, target=mint, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=mint, target=mint, seq=seq, facts=facts)
 
 
 SOURCE = HoldersSource()
@@ -311,16 +294,18 @@ SOURCE = HoldersSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def holders_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
-    noun = plural(len(changes), "top-holder change")
+    noun = messages.plural(len(changes), "top-holder change")
     mint = facts["mint"]
-    title = f"{rule_head(facts)} {noun} on {shown.short(mint)}"
+    title = f"{messages.rule_head(facts)} {noun} on {shown.short(mint)}"
     listed: list[str | None] = []
     for change in changes:
         listed += [_holder_line(change, shown), shown.link("address", change["account"])]
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),
         f"{noun}; a balance counts from a {float(facts['min_change_pct']):g}% move since it was "
@@ -331,13 +316,13 @@ def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-def _holder_line(change: Mapping[str, Any], shown: Presentation) -> str:
+def _holder_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     line = _holder_change(change, shown)
     owner = change.get("owner")
     return f"{line}; owner {shown.name(owner)}" if owner else line
 
 
-def _holder_change(change: Mapping[str, Any], shown: Presentation) -> str:
+def _holder_change(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     account = shown.name(change["account"])
     if change["kind"] == "entered":
         return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"
@@ -365,12 +350,12 @@ def samples(rule: HolderChangesRule) -> list[AlertMessage]:
     return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=HolderChangesRule,
     source=SOURCE,
     wording=holders_text,
     samples=samples,
-    digest=DigestWords(
-        ("top-holder change", "top-holder changes"), ("mint", "mints"), count_listed("changes")
+    digest=base.DigestWords(
+        ("top-holder change", "top-holder changes"), ("mint", "mints"), base.count_listed("changes")
     ),
 )

@@ -21,19 +21,10 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    rule_head,
-    rule_line,
-    ui_amount,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.samples import SAMPLE_TIME
 
 STATE_VERSION = 1
@@ -76,13 +67,13 @@ class SupplyObservation:
     slot: int
 
 
-class SupplySource(ContextSlotted[SupplyObservation]):
+class SupplySource(base.ContextSlotted[SupplyObservation]):
     name = "supply"
-    facts = SourceFacts(("getTokenSupply",))
+    facts = base.SourceFacts(("getTokenSupply",))
     rule_kinds: tuple[str, ...] = ("supply_changed",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> SupplyObservation:
         answer = await ledger.get_token_supply(target)
         return SupplyObservation(answer.value.amount, answer.value.decimals, answer.context.slot)
@@ -134,13 +125,13 @@ def _alert(
         "old": str(old),
         "new": str(new),
         "delta": str(delta),
-        "old_ui": ui_amount(old, decimals),
-        "new_ui": ui_amount(new, decimals),
-        "delta_ui": ui_amount(abs(delta), decimals),
+        "old_ui": messages.ui_amount(old, decimals),
+        "new_ui": messages.ui_amount(new, decimals),
+        "delta_ui": messages.ui_amount(abs(delta), decimals),
         "direction": "minted" if delta > 0 else "burnt",
     }
     key = f"{rule.name}|{mint}|supply-{seq}|event"
-    return make_alert(rule, subject=mint, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=mint, reason="event", dedup_key=key, facts=facts)
 
 
 SOURCE = SupplySource()
@@ -149,14 +140,17 @@ SOURCE = SupplySource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def supply_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def supply_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     mint = facts["mint"]
     sign = "+" if facts["direction"] == "minted" else "-"
     title = (
-        f"{rule_head(facts)} {facts['delta_ui']} tokens {facts['direction']} on {shown.short(mint)}"
+        f"{messages.rule_head(facts)} {facts['delta_ui']} tokens {facts['direction']} "
+        f"on {shown.short(mint)}"
     )
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),
         f"Supply: {facts['old_ui']} -> {facts['new_ui']} ({sign}{facts['delta_ui']}, "
@@ -174,10 +168,10 @@ def samples(rule: SupplyChangedRule) -> list[AlertMessage]:
     return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=SupplyChangedRule,
     source=SOURCE,
     wording=supply_text,
     samples=samples,
-    digest=DigestWords(("supply change", "supply changes"), ("mint", "mints"), lambda f: 1),
+    digest=base.DigestWords(("supply change", "supply changes"), ("mint", "mints"), lambda f: 1),
 )

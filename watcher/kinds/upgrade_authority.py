@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from watcher.alerting.messages import Presentation
+from watcher.alerting import messages
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import LedgerReader
+from watcher.kinds import base
 from watcher.kinds.layouts import NotDecodable, decode_program, decode_program_data
 from watcher.kinds.powers import (
     PowersObservation,
@@ -37,7 +37,7 @@ class UpgradeAuthorityRule(PowersRule):
         return self.programs
 
 
-async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+async def read_programs(ledger: base.LedgerReader, keys: Sequence[str]) -> PowersObservation:
     """Each program, then its program data: two reads (100 keys a call)."""
     programs, refused = await read_accounts(ledger, keys)
     if refused is not None:
@@ -73,7 +73,7 @@ async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObse
 SOURCE = PowersSource("program_powers", "upgrade_authority", read_programs, keys_per_call=50)
 
 
-def _verb(facts: Mapping[str, Any], shown: Presentation) -> str | None:
+def _verb(facts: Mapping[str, Any], shown: messages.Presentation) -> str | None:
     if facts["field"] == "deploy_slot":
         return f"redeployed (deploy slot {facts['old']} -> {facts['new']})"
     if facts["field"] == "upgrade_authority" and facts["new"] is None:

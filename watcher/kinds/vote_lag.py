@@ -13,16 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_line,
-    since_text,
-)
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
@@ -72,20 +64,22 @@ def step_vote_lag(
     return step_episodes(mine, state, now, assess)
 
 
-def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
-    behind = plural(int(facts["slots_behind"]), "slot")
-    limit = plural(int(facts["max_slots"]), "slot")
+def vote_lag_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
+    behind = messages.plural(int(facts["slots_behind"]), "slot")
+    limit = messages.plural(int(facts["max_slots"]), "slot")
     if facts["reason"] == "resolved":
         title = validator_title(facts, shown, f"caught up ({behind} behind)")
         summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
     elif facts["reason"] == "repeat":
         title = validator_title(facts, shown, f"still {behind} behind ({facts['duration']})")
-        summary = f"Still lagging: for {facts['duration']}, {since_text(facts)}."
+        summary = f"Still lagging: for {facts['duration']}, {messages.since_text(facts)}."
     else:
         title = validator_title(facts, shown, f"votes {behind} behind")
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         f"Last vote: slot {facts['last_vote']}",
     )
