@@ -249,10 +249,10 @@ class AssetsSource(base.Slotless):
 def _alert(
     rule: NewAssetsRule, target: str, observation: AssetsObservation, seq: int
 ) -> AlertMessage:
-    what = target.partition("=")[0]
+    what, subject = target.partition("=")[0], subject_of(target)
     facts = {
         "query": what,
-        "of": subject_of(target),
+        "of": subject,
         "count": len(observation.assets),
         "complete": observation.complete,
         "assets": [
@@ -266,13 +266,8 @@ def _alert(
             for asset in reversed(observation.assets)  # oldest first, as they were made
         ],
     }
-    return messages.make_alert(
-        rule,
-        subject=subject_of(target),
-        reason="event",
-        dedup_key=f"{rule.name}|{target}|listing-{seq}|event",
-        facts=facts,
-    )
+    key = f"{rule.name}|{target}|listing-{seq}|event"
+    return messages.make_alert(rule, subject=subject, reason="event", dedup_key=key, facts=facts)
 
 
 def samples(rule: NewAssetsRule) -> list[AlertMessage]:

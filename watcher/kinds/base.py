@@ -83,13 +83,8 @@ class LedgerReader(Protocol):
 
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
 
-    async def get_token_accounts(
-        self,
-        *,
-        mint: str | None = None,
-        owner: str | None = None,
-        limit: int = 1000,
-        cursor: str | None = None,
+    async def get_token_accounts(  # a source names all four (the client's defaults are its own)
+        self, *, mint: str | None, owner: str | None, limit: int, cursor: str | None
     ) -> TokenAccountPage: ...
 
     async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage: ...

@@ -118,16 +118,17 @@ def drift_text(
     vote_pubkeys: Sequence[str] = facts.get("vote_pubkeys") or ()
     who = shown.short(facts["subject"], node, *vote_pubkeys)
     head = messages.rule_head(facts)
+    short, problem = _drift_words(facts)
     if reason == "resolved":
         title = f"{head} node {who} back in line ({_version_of(facts)})"
-        was = _drift_problem(facts.get("was", {}))
+        _, was = _drift_words(facts.get("was", {}))
         summary = f"Resolved after {facts['duration']}. Was: {was} Now: {_version_of(facts)}."
     elif reason == "repeat":
-        title = f"{head} node {who} still {_drift_short(facts)} ({facts['duration']})"
-        summary = f"Still drifting, for {facts['duration']}. {_drift_problem(facts)}"
+        title = f"{head} node {who} still {short} ({facts['duration']})"
+        summary = f"Still drifting, for {facts['duration']}. {problem}"
     else:
-        title = f"{head} node {who} {_drift_short(facts)}"
-        summary = _drift_problem(facts)
+        title = f"{head} node {who} {short}"
+        summary = problem
     votes_named = ", ".join(shown.name(vote) for vote in vote_pubkeys)
     body = messages.lines(
         messages.rule_line(facts),
@@ -150,36 +151,24 @@ def _version_of(facts: messages.Facts) -> str:
     return f"{facts.get('client') or 'unknown client'} {facts.get('version') or 'unknown'}"
 
 
-def _drift_short(facts: messages.Facts) -> str:
-    status = facts.get("status")
+def _drift_words(facts: messages.Facts) -> tuple[str, str]:
+    """The drift in a title's few words, and in the summary's sentence."""
+    status, client, version = facts.get("status"), facts.get("client"), facts.get("version")
     if status == "missing":
-        return "missing from gossip"
+        return "missing from gossip", "Missing from gossip (getClusterNodes)."
     if status == "feature_set":
+        ours, majority = facts.get("feature_set"), facts.get("reference_feature_set")
         return (
-            f"on feature set {facts.get('feature_set')}, "
-            f"majority on {facts.get('reference_feature_set')}"
+            f"on feature set {ours}, majority on {majority}",
+            f"Feature set {ours} differs from {majority}, the one holding the most stake.",
         )
-    return (
-        f"behind: {facts.get('client')} {facts.get('version')} < {facts.get('reference_version')}"
+    reference = facts.get("reference_version")
+    short = f"behind: {client} {version} < {reference}"
+    if status != "behind":
+        return short, "Drifting."
+    return short, (
+        f"Runs {client} {version}, behind {reference}, the {client} version holding the most stake."
     )
-
-
-def _drift_problem(facts: messages.Facts) -> str:
-    status = facts.get("status")
-    if status == "missing":
-        return "Missing from gossip (getClusterNodes)."
-    if status == "feature_set":
-        return (
-            f"Feature set {facts.get('feature_set')} differs from "
-            f"{facts.get('reference_feature_set')}, the one holding the most stake."
-        )
-    if status == "behind":
-        return (
-            f"Runs {facts.get('client')} {facts.get('version')}, behind "
-            f"{facts.get('reference_version')}, the {facts.get('client')} version holding the "
-            f"most stake."
-        )
-    return "Drifting."
 
 
 def _reference_line(facts: messages.Facts) -> str | None:

@@ -295,13 +295,8 @@ def _alert(
         "signatures": [_entry_facts(entry) for entry in fresh[:LISTED]],
         "more": max(0, len(fresh) - LISTED),
     }
-    return messages.make_alert(
-        rule,
-        subject=address,
-        reason="event",
-        dedup_key=f"{rule.name}|{address}|{newest.signature}|event",
-        facts=facts,
-    )
+    key = f"{rule.name}|{address}|{newest.signature}|event"
+    return messages.make_alert(rule, subject=address, reason="event", dedup_key=key, facts=facts)
 
 
 def _entry_facts(entry: SignatureEntry) -> dict[str, Any]:

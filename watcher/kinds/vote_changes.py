@@ -110,12 +110,9 @@ def _alert(
         "old": old,
         "new": new,
     }
+    dedup_key = f"{rule.name}|{pubkey}|{key}-{seq}|event"
     return messages.make_alert(
-        rule,
-        subject=pubkey,
-        reason="event",
-        dedup_key=f"{rule.name}|{pubkey}|{key}-{seq}|event",
-        facts=facts,
+        rule, subject=pubkey, reason="event", dedup_key=dedup_key, facts=facts
     )
 
 
