@@ -82,7 +82,7 @@ def step_accounts(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [r for r in rules if isinstance(r, AccountChangedRule) and target in r.accounts]
+    watching = base.watching(rules, AccountChangedRule, target)
     known = state is not None and "snapshot" in state
     old: Snapshot = (state or {}).get("snapshot")
     new = snapshot_of(observation)

@@ -17,9 +17,9 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -120,17 +120,10 @@ class AccountObservation:
         return None
 
 
-class Part(Protocol):
-    """A kind's share of the source's step: pure."""
-
-    def __call__(
-        self,
-        rules: Sequence[Any],
-        target: str,
-        state: TargetState | None,
-        observation: AccountObservation,
-        now: float,
-    ) -> StepOutcome: ...
+# A kind's share of the source's step (pure), as the ``votes`` source's ``PartStep``: its own
+# rules, the target, its part of the state, the answer and the time -> that part's state (kept
+# under its kind's name) and its alerts.
+Part = Callable[[Sequence[Any], str, TargetState | None, AccountObservation, float], StepOutcome]
 
 
 class AccountsSource(base.ContextSlotted[AccountObservation]):

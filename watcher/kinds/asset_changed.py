@@ -92,7 +92,7 @@ class AssetSource(base.Slotless):
     ) -> StepOutcome:
         assert observation.asset is not None  # doubted otherwise
         new = fields_of(observation.asset)
-        watching = [rule for rule in self._rules(rules) if target in rule.assets]
+        watching = base.watching(rules, AssetChangedRule, target)
         seen, seq = base.baselines(state)
         alerts: list[AlertMessage] = []
         if state and "fields" in state:
@@ -106,9 +106,6 @@ class AssetSource(base.Slotless):
             **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[AssetChangedRule]:
-        return [rule for rule in rules if isinstance(rule, AssetChangedRule)]
 
 
 def _alert(

@@ -226,7 +226,7 @@ class AssetsSource(base.Slotless):
         observation: AssetsObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
+        watching = base.watching(rules, NewAssetsRule, target)
         seen, seq = base.baselines(state)
         recent: list[str] = list((state or {}).get("recent", ()))
         ids = [asset.id for asset in observation.assets]
@@ -241,9 +241,6 @@ class AssetsSource(base.Slotless):
             **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewAssetsRule]:
-        return [rule for rule in rules if isinstance(rule, NewAssetsRule)]
 
 
 def _alert(

@@ -90,9 +90,7 @@ def step_balances(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [
-        rule for rule in rules if isinstance(rule, BalanceBelowRule) and target in rule.target_set
-    ]
+    watching = base.watching(rules, BalanceBelowRule, target)
     address = address_of(target)
 
     def assess(rule: BalanceBelowRule) -> Mapping[str, Assessment]:

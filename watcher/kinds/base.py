@@ -209,6 +209,19 @@ class ContextSlotted(Generic[Slotted]):
         return older_slot((state or {}).get("slot"), observation.slot)
 
 
+Model = TypeVar("Model", bound=RuleBase)
+
+
+def rules_of(rules: Iterable[Any], model: type[Model]) -> list[Model]:
+    """The rules of one kind among those a step is handed (every rule of the target)."""
+    return [rule for rule in rules if isinstance(rule, model)]
+
+
+def watching(rules: Iterable[Any], model: type[Model], target: str) -> list[Model]:
+    """The rules of one kind watching ``target`` (among their ``targets``)."""
+    return [rule for rule in rules if isinstance(rule, model) and target in rule.target_set]
+
+
 def baselines(state: TargetState | None) -> tuple[frozenset[str], int]:
     """A snapshot kind's bookkeeping, read from its state: the rules that have seen its baseline
     (``"rules"``: only they are told of changes) and the number of this snapshot (``"seq"``, one

@@ -22,6 +22,7 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import CLUSTER
 from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccounts
@@ -71,7 +72,7 @@ def stall_assessment(stall: Mapping[str, Any], stalled_for: float, now: float) -
 def step_cluster_stalled(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, ClusterStalledRule)]
+    mine = base.rules_of(rules, ClusterStalledRule)
     stall = progress(state.get("stall"), observation, now)
 
     def assess(rule: ClusterStalledRule) -> Mapping[str, Assessment]:

@@ -23,6 +23,7 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import validator_title
 from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -117,7 +118,7 @@ def credits_assessment(
 def step_credits_low(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, CreditsLowRule)]
+    mine = base.rules_of(rules, CreditsLowRule)
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)
     find = account_finder(observation)

@@ -54,7 +54,7 @@ def step_delinquency(
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
-    mine = [r for r in rules if isinstance(r, DelinquentValidatorsRule)]
+    mine = base.rules_of(rules, DelinquentValidatorsRule)
     shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)
     if shares:

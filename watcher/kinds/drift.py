@@ -90,12 +90,9 @@ class NodesSource:
             watched = rule.validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
-        outcome = step_episodes(self._rules(rules), state, now, assess)
+        outcome = step_episodes(base.rules_of(rules, VersionDriftRule), state, now, assess)
         counts = {"nodes": len(observation.nodes), **vote_account_counts(observation.vote_accounts)}
         return StepOutcome({**outcome.state, **counts}, outcome.alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[VersionDriftRule]:
-        return [rule for rule in rules if isinstance(rule, VersionDriftRule)]
 
 
 def _assessment(node: NodeAssessment) -> Assessment:

@@ -88,7 +88,7 @@ class EditionsSource(base.Slotless):
         observation: EditionsObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.mints]
+        watching = base.watching(rules, NewEditionsRule, target)
         rules_seen, seq = base.baselines(state)
         top = max((e.edition for e in observation.editions), default=0)
         alerts: list[AlertMessage] = []
@@ -106,9 +106,6 @@ class EditionsSource(base.Slotless):
             **base.baselines_state(rules_seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewEditionsRule]:
-        return [rule for rule in rules if isinstance(rule, NewEditionsRule)]
 
 
 def _alert(

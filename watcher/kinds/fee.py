@@ -105,7 +105,7 @@ class FeesSource(base.ContextSlotted[FeeObservation]):
         observation: FeeObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if rule.message == target]
+        watching = [rule for rule in base.rules_of(rules, FeeAboveRule) if rule.message == target]
 
         def assess(rule: FeeAboveRule) -> Mapping[str, Assessment]:
             return {SUBJECT: fee_assessment(rule, observation)}
@@ -113,9 +113,6 @@ class FeesSource(base.ContextSlotted[FeeObservation]):
         outcome = step_episodes(watching, state, now, assess)
         slot = observation.slot if observation.slot is not None else (state or {}).get("slot")
         return StepOutcome({**outcome.state, "slot": slot}, outcome.alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[FeeAboveRule]:
-        return [rule for rule in rules if isinstance(rule, FeeAboveRule)]
 
 
 SOURCE = FeesSource()

@@ -186,7 +186,7 @@ class HoldersSource(base.ContextSlotted[HoldersObservation]):
         if state and "top" in state:
             prev_top = _amounts(state["top"])
             entered, left = diff_holders(prev_top, new_top)
-            for rule in self._rules(rules):
+            for rule in base.rules_of(rules, HolderChangesRule):
                 if target not in rule.mints:
                     continue
                 if rule.name not in refs:  # a rule new to this mint baselines silently
@@ -199,7 +199,7 @@ class HoldersSource(base.ContextSlotted[HoldersObservation]):
                 if report:
                     alerts.append(_alert(rule, target, report, seq, decimals))
         else:
-            for rule in self._rules(rules):
+            for rule in base.rules_of(rules, HolderChangesRule):
                 if target in rule.mints:
                     refs[rule.name] = dict(new_top)
         new_state: TargetState = {
@@ -213,9 +213,6 @@ class HoldersSource(base.ContextSlotted[HoldersObservation]):
             "owners": kept_owners(owners, {}, new_top),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[HolderChangesRule]:
-        return [rule for rule in rules if isinstance(rule, HolderChangesRule)]
 
 
 def _amounts(stored: Mapping[str, str | int]) -> dict[str, int]:

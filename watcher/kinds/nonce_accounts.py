@@ -204,9 +204,7 @@ class NonceAccountsSource(base.Slotless):
         observation: NonceObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [
-            rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
-        ]
+        watching = base.watching(rules, NonceAccountsRule, target)
         previous: dict[str, Any] | None = (state or {}).get("accounts")
         accounts: dict[str, Any] = dict(previous or {})
         for account in observation.gone:

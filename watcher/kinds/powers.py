@@ -151,10 +151,8 @@ class PowersSource(base.Slotless):
     ) -> StepOutcome:
         watching = [
             rule
-            for rule in rules
-            if isinstance(rule, PowersRule)
-            and rule.kind in self.rule_kinds
-            and target in rule.targets
+            for rule in base.watching(rules, PowersRule, target)
+            if rule.kind in self.rule_kinds
         ]
         previous: dict[str, Any] | None = (state or {}).get("powers")
         powers: dict[str, Any] = {**(previous or {}), **observation.powers}

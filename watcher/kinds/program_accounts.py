@@ -140,7 +140,7 @@ class ProgramAccountsSource(base.Slotless):
         observation: ProgramObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
+        watching = base.watching(rules, ProgramAccountsRule, target)
         seen, seq = base.baselines(state)
         refused = set((state or {}).get("refused", ()))
         foreign = set(observation.foreign)  # another program's: never this one's accounts
@@ -178,9 +178,6 @@ class ProgramAccountsSource(base.Slotless):
         elif previous is not None:
             new_state["accounts"] = previous
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[ProgramAccountsRule]:
-        return [rule for rule in rules if isinstance(rule, ProgramAccountsRule)]
 
 
 def _alert(

@@ -91,7 +91,7 @@ class SupplySource(base.ContextSlotted[SupplyObservation]):
         stored: Mapping[str, str] = (state or {}).get("refs", {})
         refs = {rule: int(amount) for rule, amount in stored.items()}
         alerts: list[AlertMessage] = []
-        for rule in self._rules(rules):
+        for rule in base.rules_of(rules, SupplyChangedRule):
             if target not in rule.mints:
                 continue
             if rule.name not in refs:  # the baseline (a rule new to this mint too)
@@ -110,9 +110,6 @@ class SupplySource(base.ContextSlotted[SupplyObservation]):
             "seq": seq,
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[SupplyChangedRule]:
-        return [rule for rule in rules if isinstance(rule, SupplyChangedRule)]
 
 
 def _alert(

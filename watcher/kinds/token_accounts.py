@@ -258,7 +258,7 @@ class TokenAccountsSource(base.Slotless):
         mints = {account.address: account.mint for account in observation.accounts}
         seen, seq = base.baselines(state)
         alerts: list[AlertMessage] = []
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
+        watching = base.watching(rules, TokenAccountsRule, target)
         if state and "accounts" in state:
             old = {account: Flags.of_code(code) for account, code in state["accounts"].items()}
             found = diff_accounts(old, new)
@@ -274,9 +274,6 @@ class TokenAccountsSource(base.Slotless):
             **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[TokenAccountsRule]:
-        return [rule for rule in rules if isinstance(rule, TokenAccountsRule)]
 
 
 def _alert(

@@ -221,12 +221,10 @@ class SignaturesSource(base.Slotless):
         if not fresh:
             return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
         alerts = tuple(
-            _alert(rule, target, fresh) for rule in self._rules(rules) if target in rule.addresses
+            _alert(rule, target, fresh)
+            for rule in base.watching(rules, NewTransactionsRule, target)
         )
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
-        return [rule for rule in rules if isinstance(rule, NewTransactionsRule)]
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:

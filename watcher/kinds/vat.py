@@ -172,11 +172,7 @@ class VatSource:
         observation: VatObservation,
         now: float,
     ) -> StepOutcome:
-        mine = [
-            rule
-            for rule in rules
-            if isinstance(rule, VatEligibilityRule) and target in rule.validators
-        ]
+        mine = base.watching(rules, VatEligibilityRule, target)
 
         def assess(rule: VatEligibilityRule) -> Mapping[str, Assessment]:
             return {target: vat_assessment(rule, target, observation)}

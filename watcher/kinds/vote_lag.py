@@ -18,6 +18,7 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
 from watcher.kinds.vote_samples import vote_kind
@@ -55,7 +56,7 @@ def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
 def step_vote_lag(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, VoteLagRule)]
+    mine = base.rules_of(rules, VoteLagRule)
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 
     def assess(rule: VoteLagRule) -> Mapping[str, Assessment]:
