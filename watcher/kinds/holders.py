@@ -32,7 +32,7 @@ from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pub
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.owners import kept_owners, resolve_owners
-from watcher.kinds.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.samples import change_samples, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
@@ -342,9 +342,9 @@ def samples(rule: HolderChangesRule) -> list[AlertMessage]:
         return HoldersObservation(tuple(held), 100)
 
     a, b, c, d = (sample_key(f"holder {n}") for n in range(4))
-    first = SOURCE.step([rule], mint, None, top({a: 5_000_000, b: 3_000_000, c: 1_000}), 0.0)
+    first = top({a: 5_000_000, b: 3_000_000, c: 1_000})
     later = top({a: 5_000_000, b: 1_000_000, d: 2_000_000})
-    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+    return change_samples(SOURCE, rule, mint, first, later)
 
 
 KIND = base.Kind(

@@ -25,7 +25,7 @@ from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.samples import SAMPLE_TIME
+from watcher.kinds.samples import change_samples
 
 STATE_VERSION = 1
 
@@ -159,10 +159,8 @@ def supply_text(
 
 
 def samples(rule: SupplyChangedRule) -> list[AlertMessage]:
-    mint = rule.mints[0]
-    first = SOURCE.step([rule], mint, None, SupplyObservation(10**12, 6, 100), SAMPLE_TIME)
-    later = SupplyObservation(10**13, 6, 101)
-    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+    first, later = SupplyObservation(10**12, 6, 100), SupplyObservation(10**13, 6, 101)
+    return change_samples(SOURCE, rule, rule.mints[0], first, later)
 
 
 KIND = base.Kind(
