@@ -31,15 +31,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Presentation,
-    PresentedRule,
-    Wording,
-    disagreement_text,
-    rpc_text,
-    word_alert,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import (
     CLUSTER_DELINQUENT_STAKE,
     RPC_DISAGREEMENT,
@@ -53,6 +45,7 @@ from watcher.kinds import (
     asset_changed,
     assets,
     balance,
+    base,
     cluster_stalled,
     commission,
     credits,
@@ -73,9 +66,8 @@ from watcher.kinds import (
     vat,
     vote_lag,
 )
-from watcher.kinds.base import DigestWords, Kind, SharedSource, Source
 
-KINDS: Mapping[str, Kind] = {
+KINDS: Mapping[str, base.Kind] = {
     kind.name: kind
     for kind in (
         transactions.KIND,
@@ -112,10 +104,10 @@ AnyRule: Any = Annotated[
 ]
 
 
-def sources_of(kinds: Iterable[Kind]) -> dict[str, Source[Any]]:
+def sources_of(kinds: Iterable[base.Kind]) -> dict[str, base.Source[Any]]:
     """The sources to poll, by name: each once, however many kinds ride on it; a shared source
     (``SharedSource``) composed of the parts of the kinds riding it, in their order."""
-    named: dict[str, Source[Any]] = {}
+    named: dict[str, base.Source[Any]] = {}
     parts: dict[str, dict[str, Any]] = {}
     for kind in kinds:
         known = named.setdefault(kind.source.name, kind.source)
@@ -123,47 +115,49 @@ def sources_of(kinds: Iterable[Kind]) -> dict[str, Source[Any]]:
             raise ValueError(f"two sources are named {kind.source.name!r}")
         if kind.part is not None:
             parts.setdefault(kind.source.name, {})[kind.name] = kind.part
-    sources: dict[str, Source[Any]] = {}
+    sources: dict[str, base.Source[Any]] = {}
     for name, source in named.items():
         if name not in parts:
             sources[name] = source
-        elif isinstance(source, SharedSource):
+        elif isinstance(source, base.SharedSource):
             sources[name] = source.composed(parts[name])
         else:
             raise ValueError(f"kinds hand parts to {name!r}, a source that takes none")
     return sources
 
 
-SOURCES: Mapping[str, Source[Any]] = sources_of(KINDS.values())
+SOURCES: Mapping[str, base.Source[Any]] = sources_of(KINDS.values())
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
-BUILTIN_WORDINGS: Mapping[str, Wording] = {
-    RPC_UNHEALTHY: rpc_text,
-    RPC_DISAGREEMENT: disagreement_text,
+BUILTIN_WORDINGS: Mapping[str, messages.Wording] = {
+    RPC_UNHEALTHY: messages.rpc_text,
+    RPC_DISAGREEMENT: messages.disagreement_text,
     CLUSTER_DELINQUENT_STAKE: delinquency.cluster_stake_text,
 }
 
 
-def source_of(kind: str) -> Source[Any]:
+def source_of(kind: str) -> base.Source[Any]:
     """The source a rule kind rides on, as polled (``KeyError`` for an unknown kind)."""
     return SOURCES[KINDS[kind].source.name]
 
 
-def wording_of(kind: str) -> Wording | None:
+def wording_of(kind: str) -> messages.Wording | None:
     """The default wording of a rule kind's (or a built-in alert's) alerts."""
     known = KINDS.get(kind)
     return known.wording if known is not None else BUILTIN_WORDINGS.get(kind)
 
 
 def word(
-    alert: AlertMessage, rule: PresentedRule | None, shown: Presentation = PLAIN
+    alert: AlertMessage,
+    rule: messages.PresentedRule | None,
+    shown: messages.Presentation = messages.PLAIN,
 ) -> AlertMessage:
     """Word a step's alert, once: its kind's default wording or its rule's templates, with
     the address book's labels and explorer links (``shown``). ``rule``: the rule that made
     it (None: not known any more; worded minimally)."""
-    return word_alert(alert, rule, None if rule is None else wording_of(rule.kind), shown)
+    return messages.word_alert(alert, rule, None if rule is None else wording_of(rule.kind), shown)
 
 
-def digest_words(kind: str) -> DigestWords | None:
+def digest_words(kind: str) -> base.DigestWords | None:
     """How a digest of a kind's alerts counts; None: the generic words."""
     known = KINDS.get(kind)
     return None if known is None else known.digest

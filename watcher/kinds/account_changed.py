@@ -18,20 +18,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    rule_head,
-    rule_line,
-    sol,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.account_source import SOURCE, AccountObservation
-from watcher.kinds.base import DigestWords, Kind, baselines, baselines_state
 from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key
 
 STATE_VERSION = 1
@@ -91,11 +82,11 @@ def step_accounts(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [r for r in rules if isinstance(r, AccountChangedRule) and target in r.accounts]
+    watching = base.watching(rules, AccountChangedRule, target)
     known = state is not None and "snapshot" in state
     old: Snapshot = (state or {}).get("snapshot")
     new = snapshot_of(observation)
-    baselined, seq = baselines(state)
+    baselined, seq = base.baselines(state)
     alerts: list[AlertMessage] = []
     for rule in watching:
         if known and rule.name in baselined:
@@ -105,7 +96,7 @@ def step_accounts(
     new_state: TargetState = {
         "v": STATE_VERSION,
         "snapshot": None if new is None else dict(new),
-        **baselines_state(baselined, (rule.name for rule in watching), seq),
+        **base.baselines_state(baselined, (rule.name for rule in watching), seq),
     }
     return StepOutcome(state=new_state, alerts=tuple(alerts))
 
@@ -121,23 +112,23 @@ def _alert(
     facts = {"account": account, "changes": changes, "count": len(changes), "slot": slot}
     facts["lamports"] = None if new is None else new.get("lamports")
     key = f"{rule.name}|{account}|answer-{seq}|event"
-    return make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
 
 
 # -- wording ---------------------------------------------------------------------------------
 
 
-def _value(field: str, value: Any, shown: Presentation) -> str:
+def _value(field: str, value: Any, shown: messages.Presentation) -> str:
     if field == "data":
         return f"sha256 {str(value)[:12]}…"
     if field == "owner":
         return shown.name(str(value))
     if field == "lamports":
-        return sol(int(value))
+        return messages.sol(int(value))
     return str(value)
 
 
-def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     field = change["field"]
     if field in ("created", "closed"):
         return f"- the account was {field}"
@@ -145,13 +136,15 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return f"- {field}: {old} -> {new}"
 
 
-def account_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def account_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     account = facts["account"]
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
     what = ", ".join(change["field"] for change in changes)
-    title = f"{rule_head(facts)} account {shown.short(account)} changed: {what}"
-    body = lines(
-        rule_line(facts),
+    title = f"{messages.rule_head(facts)} account {shown.short(account)} changed: {what}"
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Account: {shown.name(account)}",
         shown.link("address", account),
         f"At slot {facts['slot']}:",
@@ -173,11 +166,13 @@ def samples(rule: AccountChangedRule) -> list[AlertMessage]:
     return [*outcome.alerts, *gone.alerts]
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=AccountChangedRule,
     source=SOURCE,
     wording=account_text,
     part=step_accounts,
     samples=samples,
-    digest=DigestWords(("account change", "account changes"), ("account", "accounts"), lambda f: 1),
+    digest=base.DigestWords(
+        ("account change", "account changes"), ("account", "accounts"), lambda f: 1
+    ),
 )

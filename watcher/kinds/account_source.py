@@ -17,12 +17,12 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
@@ -55,10 +55,12 @@ class AccountBatcher:
     getMultipleAccounts calls of at most 100 keys each."""
 
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[LedgerReader, dict[str, asyncio.Future[AccountRead]]]] = {}
+        self._pending: dict[
+            int, tuple[base.LedgerReader, dict[str, asyncio.Future[AccountRead]]]
+        ] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def read(self, ledger: LedgerReader, key: str) -> AccountRead:
+    async def read(self, ledger: base.LedgerReader, key: str) -> AccountRead:
         loop = asyncio.get_running_loop()
         entry = self._pending.get(id(ledger))
         if entry is None:
@@ -80,7 +82,7 @@ class AccountBatcher:
 
     @staticmethod
     async def _call(
-        ledger: LedgerReader, keys: list[str], futures: dict[str, asyncio.Future[AccountRead]]
+        ledger: base.LedgerReader, keys: list[str], futures: dict[str, asyncio.Future[AccountRead]]
     ) -> None:
         try:
             answer = await ledger.get_multiple_accounts(keys)
@@ -118,23 +120,16 @@ class AccountObservation:
         return None
 
 
-class Part(Protocol):
-    """A kind's share of the source's step: pure."""
-
-    def __call__(
-        self,
-        rules: Sequence[Any],
-        target: str,
-        state: TargetState | None,
-        observation: AccountObservation,
-        now: float,
-    ) -> StepOutcome: ...
+# A kind's share of the source's step (pure), as the ``votes`` source's ``PartStep``: its own
+# rules, the target, its part of the state, the answer and the time -> that part's state (kept
+# under its kind's name) and its alerts.
+Part = Callable[[Sequence[Any], str, TargetState | None, AccountObservation, float], StepOutcome]
 
 
-class AccountsSource(ContextSlotted[AccountObservation]):
+class AccountsSource(base.ContextSlotted[AccountObservation]):
     name = "accounts"
     # Activity (a quiet target backs off): the account itself changed (lamports, owner, data).
-    facts = SourceFacts(
+    facts = base.SourceFacts(
         ("getMultipleAccounts",), keys_per_call=MAX_KEYS_PER_CALL, activity_keys=("seen",)
     )
 
@@ -148,7 +143,7 @@ class AccountsSource(ContextSlotted[AccountObservation]):
         return AccountsSource(parts)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> AccountObservation:
         if target.startswith(TOKEN_PREFIX):
             answer = await ledger.get_token_account_balance(address_of(target))

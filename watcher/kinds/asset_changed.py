@@ -14,28 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -78,13 +60,13 @@ class AssetObservation:
     asset: Asset | None  # None: the service does not know the asset
 
 
-class AssetSource(Slotless):
+class AssetSource(base.Slotless):
     name = "asset"
-    facts = SourceFacts(("getAssets",))
+    facts = base.SourceFacts(("getAssets",))
     rule_kinds: tuple[str, ...] = ("asset_changed",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> AssetObservation:
         [asset] = await ledger.get_assets([target])
         return AssetObservation(asset)
@@ -110,8 +92,8 @@ class AssetSource(Slotless):
     ) -> StepOutcome:
         assert observation.asset is not None  # doubted otherwise
         new = fields_of(observation.asset)
-        watching = [rule for rule in self._rules(rules) if target in rule.assets]
-        seen, seq = baselines(state)
+        watching = base.watching(rules, AssetChangedRule, target)
+        seen, seq = base.baselines(state)
         alerts: list[AlertMessage] = []
         if state and "fields" in state:
             changes = changed_fields(state["fields"], new)
@@ -121,12 +103,9 @@ class AssetSource(Slotless):
         new_state: TargetState = {
             "v": STATE_VERSION,
             "fields": new,
-            **baselines_state(seen, (rule.name for rule in watching), seq),
+            **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[AssetChangedRule]:
-        return [rule for rule in rules if isinstance(rule, AssetChangedRule)]
 
 
 def _alert(
@@ -138,7 +117,7 @@ def _alert(
         "count": len(changes),
         "changes": changes,
     }
-    return snapshot_event(rule, subject=asset.id, target=asset.id, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=asset.id, target=asset.id, seq=seq, facts=facts)
 
 
 def samples(rule: AssetChangedRule) -> list[AlertMessage]:
@@ -165,24 +144,26 @@ def samples(rule: AssetChangedRule) -> list[AlertMessage]:
 SOURCE = AssetSource()
 
 
-def asset_changed_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def asset_changed_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
     asset = facts["asset"]
     what = ", ".join(change["field"] for change in changes)
-    title = f"{rule_head(facts)} asset {shown.short(asset)} changed: {what}"
+    title = f"{messages.rule_head(facts)} asset {shown.short(asset)} changed: {what}"
     name = f" ({facts['name']})" if facts.get("name") else ""
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Asset: {shown.name(asset)}{name}",
         shown.link("address", asset),
-        f"{plural(len(changes), 'change')}:",
+        f"{messages.plural(len(changes), 'change')}:",
         "",
         *(_change_line(change, shown) for change in changes),
     )
     return title, body
 
 
-def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     def value(item: Any) -> str:
         if item is None:
             return "none"
@@ -193,12 +174,12 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return f"- {change['field']}: {value(change['old'])} -> {value(change['new'])}"
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=AssetChangedRule,
     source=SOURCE,
     wording=asset_changed_text,
     samples=samples,
-    digest=DigestWords(
-        ("asset change", "asset changes"), ("asset", "assets"), count_listed("changes")
+    digest=base.DigestWords(
+        ("asset change", "asset changes"), ("asset", "assets"), base.count_listed("changes")
     ),
 )

@@ -21,29 +21,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    plural,
-    rule_head,
-    rule_line,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Named,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -202,13 +183,13 @@ class AssetsObservation:
     complete: bool = True  # False: stopped at MAX_PAGES
 
 
-class AssetsSource(Slotless):
+class AssetsSource(base.Slotless):
     name = "assets"
-    facts = SourceFacts(("getAssetsByGroup/Creator/searchAssets",))
+    facts = base.SourceFacts(("getAssetsByGroup/Creator/searchAssets",))
     rule_kinds: tuple[str, ...] = ("new_assets",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> AssetsObservation:
         recent: list[str] = list((state or {}).get("recent", ()))
         if not state or "recent" not in state:
@@ -245,8 +226,8 @@ class AssetsSource(Slotless):
         observation: AssetsObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
-        seen, seq = baselines(state)
+        watching = base.watching(rules, NewAssetsRule, target)
+        seen, seq = base.baselines(state)
         recent: list[str] = list((state or {}).get("recent", ()))
         ids = [asset.id for asset in observation.assets]
         alerts: list[AlertMessage] = []
@@ -257,21 +238,18 @@ class AssetsSource(Slotless):
         new_state: TargetState = {
             "v": STATE_VERSION,
             "recent": (ids + [i for i in recent if i not in set(ids)])[:KEPT],
-            **baselines_state(seen, (rule.name for rule in watching), seq),
+            **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewAssetsRule]:
-        return [rule for rule in rules if isinstance(rule, NewAssetsRule)]
 
 
 def _alert(
     rule: NewAssetsRule, target: str, observation: AssetsObservation, seq: int
 ) -> AlertMessage:
-    what = target.partition("=")[0]
+    what, subject = target.partition("=")[0], subject_of(target)
     facts = {
         "query": what,
-        "of": subject_of(target),
+        "of": subject,
         "count": len(observation.assets),
         "complete": observation.complete,
         "assets": [
@@ -285,13 +263,8 @@ def _alert(
             for asset in reversed(observation.assets)  # oldest first, as they were made
         ],
     }
-    return make_alert(
-        rule,
-        subject=subject_of(target),
-        reason="event",
-        dedup_key=f"{rule.name}|{target}|listing-{seq}|event",
-        facts=facts,
-    )
+    key = f"{rule.name}|{target}|listing-{seq}|event"
+    return messages.make_alert(rule, subject=subject, reason="event", dedup_key=key, facts=facts)
 
 
 def samples(rule: NewAssetsRule) -> list[AlertMessage]:
@@ -321,9 +294,11 @@ SOURCE = AssetsSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def new_assets_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     assets: Sequence[Mapping[str, Any]] = facts["assets"]
-    noun = plural(len(assets), "new asset")
+    noun = messages.plural(len(assets), "new asset")
     if not facts.get("complete", True):
         noun = f"{noun} (at least)"
     query, of = facts["query"], facts["of"]
@@ -334,15 +309,15 @@ def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
             f"in collection {shown.short(of)}" if query == "collection" else "matching the search"
         )
     )
-    title = f"{rule_head(facts)} {noun} {where}"
+    title = f"{messages.rule_head(facts)} {noun} {where}"
     listed: list[str | None] = []
     for asset in assets[:LISTED]:
         name = f"{asset['name']} " if asset.get("name") else ""
         line = f"- {name}{asset['id']} ({asset['interface']}), owner {shown.name(asset['owner'])}"
         listed += [line, shown.link("address", asset["id"])]
     more = len(assets) - LISTED
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Collection: {shown.name(of)}" if query == "collection" else None,
         f"Creator: {shown.name(of)}" if query == "creator" else None,
         f"Search: {of.partition('=')[2]}" if query == "search" else None,
@@ -353,24 +328,24 @@ def new_assets_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str
     return title, body
 
 
-def _query_named(facts: Mapping[str, Any]) -> Named:
+def _query_named(facts: Mapping[str, Any]) -> base.Named:
     """A query in a digest as its lone alert's body says it: its collection or creator, or
     its search criteria (no link)."""
     query, of = facts["query"], str(facts["of"])
     if query in ("collection", "creator"):
-        return Named(of, "address", noun=str(query).capitalize())
-    return Named(of.partition("=")[2], "", noun="Search")
+        return base.Named(of, "address", noun=str(query).capitalize())
+    return base.Named(of.partition("=")[2], "", noun="Search")
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=NewAssetsRule,
     source=SOURCE,
     wording=new_assets_text,
     samples=samples,
-    digest=DigestWords(
+    digest=base.DigestWords(
         ("new asset", "new assets"),
         ("query", "queries"),
-        count_listed("assets"),
+        base.count_listed("assets"),
         subject_named=_query_named,
     ),
 )

@@ -15,21 +15,13 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    rule_head,
-    rule_line,
-    ui_amount,
-)
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.account_source import SOURCE, AccountObservation, address_of, token_target
-from watcher.kinds.base import Kind
 from watcher.kinds.samples import episode_samples, sample_account
 from watcher.ledger.models import TokenAmount
 
@@ -84,7 +76,7 @@ def balance_assessment(rule: BalanceBelowRule, observation: AccountObservation) 
         "unit": unit,
         "decimals": decimals,
         "amount": str(raw),
-        "amount_ui": ui_amount(raw, decimals),
+        "amount_ui": messages.ui_amount(raw, decimals),
         "minimum": f"{minimum:g}",
         "slot": observation.slot,
     }
@@ -98,9 +90,7 @@ def step_balances(
     observation: AccountObservation,
     now: float,
 ) -> StepOutcome:
-    watching = [
-        rule for rule in rules if isinstance(rule, BalanceBelowRule) and target in rule.target_set
-    ]
+    watching = base.watching(rules, BalanceBelowRule, target)
     address = address_of(target)
 
     def assess(rule: BalanceBelowRule) -> Mapping[str, Assessment]:
@@ -118,24 +108,27 @@ def _amount(facts: Mapping[str, Any]) -> str:
     return f"{facts['amount_ui']} tokens (raw {facts['amount']})"
 
 
-def balance_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def balance_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     account = facts["subject"]
     unit = "SOL" if facts["unit"] == "SOL" else "tokens"
     minimum = f"{facts['minimum']} {unit}"
     who = shown.short(account)
     reason = facts["reason"]
+    head = messages.rule_head(facts)
     if reason == "resolved":
-        title = f"{rule_head(facts)} balance of {who} back to {facts['amount_ui']} {unit}"
+        title = f"{head} balance of {who} back to {facts['amount_ui']} {unit}"
         summary = f"Resolved after {facts['duration']}: at or above the {minimum} minimum again."
     elif reason == "repeat":
-        title = f"{rule_head(facts)} balance of {who} still below {minimum} ({facts['duration']})"
+        title = f"{head} balance of {who} still below {minimum} ({facts['duration']})"
         summary = f"Still below {minimum}: for {facts['duration']}, since {facts['firing_since']}."
     else:
-        title = f"{rule_head(facts)} balance of {who} below {minimum}: {facts['amount_ui']} {unit}"
+        title = f"{head} balance of {who} below {minimum}: {facts['amount_ui']} {unit}"
         summary = f"The balance is under the {minimum} minimum."
     missing = None if facts.get("exists", True) else "The account does not exist (counts as 0)."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Account: {shown.name(account)}",
         shown.link("address", account),
         summary,
@@ -161,7 +154,7 @@ def samples(rule: BalanceBelowRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=BalanceBelowRule,
     source=SOURCE,
     wording=balance_text,

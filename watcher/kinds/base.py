@@ -83,13 +83,8 @@ class LedgerReader(Protocol):
 
     async def get_fee_for_message(self, message: str) -> FeeForMessage | None: ...
 
-    async def get_token_accounts(
-        self,
-        *,
-        mint: str | None = None,
-        owner: str | None = None,
-        limit: int = 1000,
-        cursor: str | None = None,
+    async def get_token_accounts(  # a source names all four (the client's defaults are its own)
+        self, *, mint: str | None, owner: str | None, limit: int, cursor: str | None
     ) -> TokenAccountPage: ...
 
     async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage: ...
@@ -212,6 +207,19 @@ class ContextSlotted(Generic[Slotted]):
         tip: SlotTip | None = None,
     ) -> Doubt | None:
         return older_slot((state or {}).get("slot"), observation.slot)
+
+
+Model = TypeVar("Model", bound=RuleBase)
+
+
+def rules_of(rules: Iterable[Any], model: type[Model]) -> list[Model]:
+    """The rules of one kind among those a step is handed (every rule of the target)."""
+    return [rule for rule in rules if isinstance(rule, model)]
+
+
+def watching(rules: Iterable[Any], model: type[Model], target: str) -> list[Model]:
+    """The rules of one kind watching ``target`` (among their ``targets``)."""
+    return [rule for rule in rules if isinstance(rule, model) and target in rule.target_set]
 
 
 def baselines(state: TargetState | None) -> tuple[frozenset[str], int]:

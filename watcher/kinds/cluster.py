@@ -3,7 +3,7 @@ getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pu
 
 from __future__ import annotations
 
-from watcher.alerting.messages import Facts, Presentation, rule_head
+from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.core.events import TargetState
 from watcher.ledger.models import VoteAccounts
@@ -38,7 +38,9 @@ def vote_accounts_doubt(state: TargetState | None, vote_accounts: VoteAccounts) 
     return None
 
 
-def validator_lines(facts: Facts, shown: Presentation, *details: str | None) -> list[str | None]:
+def validator_lines(
+    facts: messages.Facts, shown: messages.Presentation, *details: str | None
+) -> list[str | None]:
     """The lines every validator alert shows: the validator, what happened (``details``), its
     vote account with its explorer link, its identity (``lines`` skips the None ones)."""
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
@@ -51,8 +53,8 @@ def validator_lines(facts: Facts, shown: Presentation, *details: str | None) -> 
     ]
 
 
-def validator_title(facts: Facts, shown: Presentation, what: str) -> str:
+def validator_title(facts: messages.Facts, shown: messages.Presentation, what: str) -> str:
     """The title of a validator alert: the rule, the validator (shortened, labelled by its
     watched pubkey, vote account or identity), then ``what`` happened."""
     who = shown.short(facts["subject"], facts.get("vote_pubkey"), facts.get("node_pubkey"))
-    return f"{rule_head(facts)} validator {who} {what}"
+    return f"{messages.rule_head(facts)} validator {who} {what}"

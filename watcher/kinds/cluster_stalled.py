@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import CLUSTER
 from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccounts
@@ -71,7 +72,7 @@ def stall_assessment(stall: Mapping[str, Any], stalled_for: float, now: float) -
 def step_cluster_stalled(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, ClusterStalledRule)]
+    mine = base.rules_of(rules, ClusterStalledRule)
     stall = progress(state.get("stall"), observation, now)
 
     def assess(rule: ClusterStalledRule) -> Mapping[str, Assessment]:
@@ -81,20 +82,24 @@ def step_cluster_stalled(
     return StepOutcome({**outcome.state, "stall": stall}, outcome.alerts)
 
 
-def cluster_stalled_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def cluster_stalled_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     stalled = human_duration(float(facts["stalled_seconds"]))
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} the cluster is making progress again"
+        title = f"{messages.rule_head(facts)} the cluster is making progress again"
         summary = f"Resolved after {facts['duration']}: votes and roots advance again."
     elif facts["reason"] == "repeat":
-        title = f"{rule_head(facts)} the cluster is still stalled ({facts['duration']})"
+        title = f"{messages.rule_head(facts)} the cluster is still stalled ({facts['duration']})"
         summary = f"Still stalled: no progress for {stalled}."
     else:
-        title = f"{rule_head(facts)} the cluster is stalled: no new vote or root for {stalled}"
+        title = (
+            f"{messages.rule_head(facts)} the cluster is stalled: no new vote or root for {stalled}"
+        )
         limit = human_duration(float(facts["stalled_for"]))
         summary = f"Neither the highest vote nor the highest root advanced for {limit} or more."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         summary,
         f"Highest vote: slot {facts['highest_vote']}; highest root: slot {facts['highest_root']}",
         f"Last advance: {facts['last_advance']}",

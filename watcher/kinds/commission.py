@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from watcher.alerting.messages import PLAIN, Facts, Presentation
+from watcher.alerting import messages
 from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "commission_changed"
@@ -20,7 +20,9 @@ step_commission_changed = changes_step(
 )
 
 
-def commission_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def commission_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     change = f"{facts['old']}% -> {facts['new']}%"
     return change_text(facts, shown, f"commission {change}", f"Commission: {change}")
 

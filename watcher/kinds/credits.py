@@ -18,11 +18,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import validator_title
 from watcher.kinds.vote_samples import vote_kind
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -117,7 +118,7 @@ def credits_assessment(
 def step_credits_low(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, CreditsLowRule)]
+    mine = base.rules_of(rules, CreditsLowRule)
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)
     find = account_finder(observation)
@@ -132,7 +133,9 @@ def step_credits_low(
     return step_episodes(mine, state, now, assess)
 
 
-def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def credits_low_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
     below = f"{float(facts['below_pct']):g}%"
     if facts["reason"] == "resolved":
@@ -146,8 +149,8 @@ def credits_low_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, st
         title = validator_title(facts, shown, f"credits {below} under the median")
         limit = f"{float(facts['below_median_pct']):g}%"
         summary = f"It earned more than {limit} fewer vote credits than the median validator."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Validator: {shown.name(facts['subject'], vote, node)}",
         summary,
         f"Epoch {facts['epoch']}: {facts['credits']:,} credits; median of the current staked "

@@ -18,19 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from watcher.alerting import messages
 from watcher.alerting.builtin import BuiltinRule
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    since_text,
-    sol,
-)
 from watcher.config import rule_models
 from watcher.config.rule_models import (
     CLUSTER_DELINQUENT_STAKE,
@@ -39,7 +29,7 @@ from watcher.config.rule_models import (
     Pubkeys,
 )
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import Kind
+from watcher.kinds import base
 from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.votes_source import SOURCE, VotesSource
@@ -64,7 +54,7 @@ def step_delinquency(
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
-    mine = [r for r in rules if isinstance(r, DelinquentValidatorsRule)]
+    mine = base.rules_of(rules, DelinquentValidatorsRule)
     shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)
     if shares:
@@ -202,7 +192,9 @@ def _by_pubkey(accounts: Iterable[VoteAccount]) -> dict[str, VoteAccount]:
 # -- wording ---------------------------------------------------------------------------------
 
 
-def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def validator_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     reason = facts["reason"]
     if reason == "resolved":
         was = facts.get("was", {}).get("status", "delinquent")
@@ -210,21 +202,21 @@ def validator_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]
         summary = f"Resolved: back in the current vote accounts after {facts['duration']} {was}."
     elif reason == "repeat":
         title = validator_title(facts, shown, f"still {facts['status']} ({facts['duration']})")
-        summary = f"Still {facts['status']}: for {facts['duration']}, {since_text(facts)}."
+        summary = f"Still {facts['status']}: for {facts['duration']}, {messages.since_text(facts)}."
     else:
         title = validator_title(facts, shown, f"{facts['status']}")
         summary = _validator_problem(facts)
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         shown.link("address", facts.get("node_pubkey")),
-        f"Activated stake: {sol(facts.get('activated_stake'))}",
+        f"Activated stake: {messages.sol(facts.get('activated_stake'))}",
         _last_vote_line(facts),
     )
     return title, body
 
 
-def _validator_problem(facts: Facts) -> str:
+def _validator_problem(facts: messages.Facts) -> str:
     if facts["status"] == "missing":
         return (
             "It is in neither the current nor the delinquent vote accounts "
@@ -233,20 +225,24 @@ def _validator_problem(facts: Facts) -> str:
     return "It is delinquent: its last vote is more than 128 slots behind the cluster."
 
 
-def _last_vote_line(facts: Facts) -> str | None:
+def _last_vote_line(facts: messages.Facts) -> str | None:
     if facts.get("last_vote") is None:
         return None
     behind = facts.get("slots_behind")
-    note = f" ({plural(behind, 'slot')} behind the newest vote)" if behind is not None else ""
+    note = (
+        f" ({messages.plural(behind, 'slot')} behind the newest vote)" if behind is not None else ""
+    )
     return f"Last vote: slot {facts['last_vote']}{note}"
 
 
-def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def cluster_stake_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     """``cluster_delinquent_stake``: more than the threshold of activated stake is delinquent."""
     share = f"{facts['delinquent_pct']:.1f}%"
     threshold = f"{float(facts['threshold_pct']):g}%"
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} delinquent stake back to {share}"
+        title = f"{messages.rule_head(facts)} delinquent stake back to {share}"
         was = float(facts.get("was", {}).get("delinquent_pct", 0.0))
         summary = (
             f"Resolved after {facts['duration']}: {share} of the activated stake is delinquent, "
@@ -254,7 +250,7 @@ def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, 
             "evaluated one by one again."
         )
     else:
-        title = f"{rule_head(facts)} {share} of the activated stake is delinquent"
+        title = f"{messages.rule_head(facts)} {share} of the activated stake is delinquent"
         summary = (
             f"{share} of the activated stake is delinquent, above the {threshold} threshold. "
             "While this lasts, delinquent_validators rules are held: their validators fire or "
@@ -264,13 +260,14 @@ def cluster_stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, 
     listed: list[str | None] = []
     for account in largest:
         vote, node = account["vote_pubkey"], account["node_pubkey"]
-        stake = sol(account["activated_stake"])
+        stake = messages.sol(account["activated_stake"])
         listed += [f"- {shown.name(vote)}  {stake}, identity {shown.name(node)}"]
         listed += [shown.link("address", vote)]
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         summary,
-        f"Delinquent: {sol(facts['delinquent_stake'])} of {sol(facts['total_stake'])}; "
+        f"Delinquent: {messages.sol(facts['delinquent_stake'])} of "
+        f"{messages.sol(facts['total_stake'])}; "
         f"{facts['delinquent_count']} of {facts['total_count']} vote accounts",
         *(("", "Largest delinquent vote accounts:", *listed) if listed else ()),
     )
@@ -304,7 +301,7 @@ def samples(rule: DelinquentValidatorsRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=DelinquentValidatorsRule,
     source=SOURCE,
     wording=validator_text,

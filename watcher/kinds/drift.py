@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line, sol
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import Kind, LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
@@ -49,11 +49,11 @@ class ClusterObservation:
 
 class NodesSource:
     name = "nodes"
-    facts = SourceFacts(("getClusterNodes", "getVoteAccounts"))
+    facts = base.SourceFacts(("getClusterNodes", "getVoteAccounts"))
     rule_kinds: tuple[str, ...] = ("version_drift",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> ClusterObservation:
         nodes, vote_accounts = await asyncio.gather(
             ledger.get_cluster_nodes(), ledger.get_vote_accounts()
@@ -90,12 +90,9 @@ class NodesSource:
             watched = rule.validators
             return {pubkey: _assessment(assess_node(pubkey, cluster)) for pubkey in watched}
 
-        outcome = step_episodes(self._rules(rules), state, now, assess)
+        outcome = step_episodes(base.rules_of(rules, VersionDriftRule), state, now, assess)
         counts = {"nodes": len(observation.nodes), **vote_account_counts(observation.vote_accounts)}
         return StepOutcome({**outcome.state, **counts}, outcome.alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[VersionDriftRule]:
-        return [rule for rule in rules if isinstance(rule, VersionDriftRule)]
 
 
 def _assessment(node: NodeAssessment) -> Assessment:
@@ -110,24 +107,28 @@ SOURCE = NodesSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def drift_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def drift_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     reason = facts["reason"]
     node: str = facts.get("node_pubkey") or facts["subject"]
     vote_pubkeys: Sequence[str] = facts.get("vote_pubkeys") or ()
     who = shown.short(facts["subject"], node, *vote_pubkeys)
+    head = messages.rule_head(facts)
+    short, problem = _drift_words(facts)
     if reason == "resolved":
-        title = f"{rule_head(facts)} node {who} back in line ({_version_of(facts)})"
-        was = _drift_problem(facts.get("was", {}))
+        title = f"{head} node {who} back in line ({_version_of(facts)})"
+        _, was = _drift_words(facts.get("was", {}))
         summary = f"Resolved after {facts['duration']}. Was: {was} Now: {_version_of(facts)}."
     elif reason == "repeat":
-        title = f"{rule_head(facts)} node {who} still {_drift_short(facts)} ({facts['duration']})"
-        summary = f"Still drifting, for {facts['duration']}. {_drift_problem(facts)}"
+        title = f"{head} node {who} still {short} ({facts['duration']})"
+        summary = f"Still drifting, for {facts['duration']}. {problem}"
     else:
-        title = f"{rule_head(facts)} node {who} {_drift_short(facts)}"
-        summary = _drift_problem(facts)
+        title = f"{head} node {who} {short}"
+        summary = problem
     votes_named = ", ".join(shown.name(vote) for vote in vote_pubkeys)
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Node: {shown.name(node)}",
         shown.link("address", node),
         summary,
@@ -138,48 +139,36 @@ def drift_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
         f"Feature set: {facts.get('feature_set') or 'unknown'}; stake majority: "
         f"{facts.get('reference_feature_set') or 'unknown'}"
         f" ({facts.get('reference_feature_set_stake_pct', '?')}% of stake)",
-        f"Activated stake: {sol(facts.get('stake'))}",
+        f"Activated stake: {messages.sol(facts.get('stake'))}",
     )
     return title, body
 
 
-def _version_of(facts: Facts) -> str:
+def _version_of(facts: messages.Facts) -> str:
     return f"{facts.get('client') or 'unknown client'} {facts.get('version') or 'unknown'}"
 
 
-def _drift_short(facts: Facts) -> str:
-    status = facts.get("status")
+def _drift_words(facts: messages.Facts) -> tuple[str, str]:
+    """The drift in a title's few words, and in the summary's sentence."""
+    status, client, version = facts.get("status"), facts.get("client"), facts.get("version")
     if status == "missing":
-        return "missing from gossip"
+        return "missing from gossip", "Missing from gossip (getClusterNodes)."
     if status == "feature_set":
+        ours, majority = facts.get("feature_set"), facts.get("reference_feature_set")
         return (
-            f"on feature set {facts.get('feature_set')}, "
-            f"majority on {facts.get('reference_feature_set')}"
+            f"on feature set {ours}, majority on {majority}",
+            f"Feature set {ours} differs from {majority}, the one holding the most stake.",
         )
-    return (
-        f"behind: {facts.get('client')} {facts.get('version')} < {facts.get('reference_version')}"
+    reference = facts.get("reference_version")
+    short = f"behind: {client} {version} < {reference}"
+    if status != "behind":
+        return short, "Drifting."
+    return short, (
+        f"Runs {client} {version}, behind {reference}, the {client} version holding the most stake."
     )
 
 
-def _drift_problem(facts: Facts) -> str:
-    status = facts.get("status")
-    if status == "missing":
-        return "Missing from gossip (getClusterNodes)."
-    if status == "feature_set":
-        return (
-            f"Feature set {facts.get('feature_set')} differs from "
-            f"{facts.get('reference_feature_set')}, the one holding the most stake."
-        )
-    if status == "behind":
-        return (
-            f"Runs {facts.get('client')} {facts.get('version')}, behind "
-            f"{facts.get('reference_version')}, the {facts.get('client')} version holding the "
-            f"most stake."
-        )
-    return "Drifting."
-
-
-def _reference_line(facts: Facts) -> str | None:
+def _reference_line(facts: messages.Facts) -> str | None:
     if not facts.get("reference_version"):
         return None
     return (
@@ -217,4 +206,4 @@ def samples(rule: VersionDriftRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text, samples=samples)
+KIND = base.Kind(model=VersionDriftRule, source=SOURCE, wording=drift_text, samples=samples)

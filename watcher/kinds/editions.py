@@ -15,28 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import Edition
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -70,13 +52,13 @@ class EditionsObservation:
     complete: bool = True
 
 
-class EditionsSource(Slotless):
+class EditionsSource(base.Slotless):
     name = "editions"
-    facts = SourceFacts(("getNftEditions",))
+    facts = base.SourceFacts(("getNftEditions",))
     rule_kinds: tuple[str, ...] = ("new_editions",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> EditionsObservation:
         editions: list[Edition] = []
         for page in range(1, MAX_PAGES + 1):
@@ -106,8 +88,8 @@ class EditionsSource(Slotless):
         observation: EditionsObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.mints]
-        rules_seen, seq = baselines(state)
+        watching = base.watching(rules, NewEditionsRule, target)
+        rules_seen, seq = base.baselines(state)
         top = max((e.edition for e in observation.editions), default=0)
         alerts: list[AlertMessage] = []
         if state and "seen" in state:
@@ -121,12 +103,9 @@ class EditionsSource(Slotless):
             "seen": top,
             "supply": observation.supply,
             "max_supply": observation.max_supply,
-            **baselines_state(rules_seen, (rule.name for rule in watching), seq),
+            **base.baselines_state(rules_seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewEditionsRule]:
-        return [rule for rule in rules if isinstance(rule, NewEditionsRule)]
 
 
 def _alert(
@@ -143,7 +122,7 @@ def _alert(
         "max_supply": observation.max_supply,
         "editions": [{"edition": e.edition, "mint": e.mint} for e in fresh],
     }
-    return snapshot_event(rule, subject=master, target=master, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=master, target=master, seq=seq, facts=facts)
 
 
 def samples(rule: NewEditionsRule) -> list[AlertMessage]:
@@ -159,13 +138,15 @@ def samples(rule: NewEditionsRule) -> list[AlertMessage]:
 SOURCE = EditionsSource()
 
 
-def new_editions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def new_editions_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     editions: Sequence[Mapping[str, Any]] = facts["editions"]
     master = facts["master"]
     of = "unlimited" if facts.get("max_supply") is None else f"{facts['max_supply']:,}"
     supply = f"supply {facts['supply']:,} of {of}"
     title = (
-        f"{rule_head(facts)} {plural(len(editions), 'new edition')} of "
+        f"{messages.rule_head(facts)} {messages.plural(len(editions), 'new edition')} of "
         f"{shown.short(master)} ({supply})"
     )
     listed: list[str | None] = []
@@ -175,8 +156,8 @@ def new_editions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
             shown.link("address", edition["mint"]),
         ]
     more = len(editions) - LISTED
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Master edition: {shown.name(master)}",
         shown.link("address", master),
         f"Prints: {supply}",
@@ -187,14 +168,14 @@ def new_editions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=NewEditionsRule,
     source=SOURCE,
     wording=new_editions_text,
     samples=samples,
-    digest=DigestWords(
+    digest=base.DigestWords(
         ("new edition", "new editions"),
         ("master edition", "master editions"),
-        count_listed("editions"),
+        base.count_listed("editions"),
     ),
 )

@@ -19,12 +19,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_head, rule_line
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, Kind, LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -73,13 +73,13 @@ def fee_assessment(rule: FeeAboveRule, observation: FeeObservation) -> Assessmen
     return observation.fee > rule.max_lamports, facts
 
 
-class FeesSource(ContextSlotted[FeeObservation]):
+class FeesSource(base.ContextSlotted[FeeObservation]):
     name = "fees"
-    facts = SourceFacts(("getFeeForMessage",))
+    facts = base.SourceFacts(("getFeeForMessage",))
     rule_kinds: tuple[str, ...] = ("fee_above",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> FeeObservation:
         answer = await ledger.get_fee_for_message(target)
         if answer is None:
@@ -105,7 +105,7 @@ class FeesSource(ContextSlotted[FeeObservation]):
         observation: FeeObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if rule.message == target]
+        watching = [rule for rule in base.rules_of(rules, FeeAboveRule) if rule.message == target]
 
         def assess(rule: FeeAboveRule) -> Mapping[str, Assessment]:
             return {SUBJECT: fee_assessment(rule, observation)}
@@ -114,9 +114,6 @@ class FeesSource(ContextSlotted[FeeObservation]):
         slot = observation.slot if observation.slot is not None else (state or {}).get("slot")
         return StepOutcome({**outcome.state, "slot": slot}, outcome.alerts)
 
-    def _rules(self, rules: Sequence[Any]) -> list[FeeAboveRule]:
-        return [rule for rule in rules if isinstance(rule, FeeAboveRule)]
-
 
 SOURCE = FeesSource()
 
@@ -124,19 +121,21 @@ SOURCE = FeesSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def fee_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def fee_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     fee, limit = f"{facts['fee']} lamports", f"{facts['max_lamports']} lamports"
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} fee back to {fee}"
+        title = f"{messages.rule_head(facts)} fee back to {fee}"
         summary = f"Resolved after {facts['duration']}: at or under the {limit} maximum again."
     elif facts["reason"] == "repeat":
-        title = f"{rule_head(facts)} fee still above {limit} ({facts['duration']})"
+        title = f"{messages.rule_head(facts)} fee still above {limit} ({facts['duration']})"
         summary = f"Still above {limit}: for {facts['duration']}, since {facts['firing_since']}."
     else:
-        title = f"{rule_head(facts)} fee {fee}, above {limit}"
+        title = f"{messages.rule_head(facts)} fee {fee}, above {limit}"
         summary = f"The fee of the watched message is above the {limit} maximum."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         summary,
         f"Fee: {fee} (getFeeForMessage at slot {facts['slot']})",
     )
@@ -151,4 +150,4 @@ def samples(rule: FeeAboveRule) -> list[AlertMessage]:
     return episode_samples(rule, step)
 
 
-KIND = Kind(model=FeeAboveRule, source=SOURCE, wording=fee_text, samples=samples)
+KIND = base.Kind(model=FeeAboveRule, source=SOURCE, wording=fee_text, samples=samples)

@@ -27,29 +27,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-    ui_amount,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    ContextSlotted,
-    DigestWords,
-    Kind,
-    LedgerReader,
-    SourceFacts,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.owners import kept_owners, resolve_owners
-from watcher.kinds.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.samples import change_samples, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
@@ -138,14 +121,14 @@ class HoldersObservation:
     owners: Mapping[str, str] = field(default_factory=dict)
 
 
-class HoldersSource(ContextSlotted[HoldersObservation]):
+class HoldersSource(base.ContextSlotted[HoldersObservation]):
     name = "holders"
     # Activity (a quiet target backs off): a holder in or out of the top, or its amount.
-    facts = SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
+    facts = base.SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))
     rule_kinds: tuple[str, ...] = ("holder_changes",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> HoldersObservation:
         answer = await ledger.get_token_largest_accounts_with_context(target)
         cached = (state or {}).get("owners", {})
@@ -203,7 +186,7 @@ class HoldersSource(ContextSlotted[HoldersObservation]):
         if state and "top" in state:
             prev_top = _amounts(state["top"])
             entered, left = diff_holders(prev_top, new_top)
-            for rule in self._rules(rules):
+            for rule in base.rules_of(rules, HolderChangesRule):
                 if target not in rule.mints:
                     continue
                 if rule.name not in refs:  # a rule new to this mint baselines silently
@@ -216,7 +199,7 @@ class HoldersSource(ContextSlotted[HoldersObservation]):
                 if report:
                     alerts.append(_alert(rule, target, report, seq, decimals))
         else:
-            for rule in self._rules(rules):
+            for rule in base.rules_of(rules, HolderChangesRule):
                 if target in rule.mints:
                     refs[rule.name] = dict(new_top)
         new_state: TargetState = {
@@ -230,9 +213,6 @@ class HoldersSource(ContextSlotted[HoldersObservation]):
             "owners": kept_owners(owners, {}, new_top),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[HolderChangesRule]:
-        return [rule for rule in rules if isinstance(rule, HolderChangesRule)]
 
 
 def _amounts(stored: Mapping[str, str | int]) -> dict[str, int]:
@@ -262,8 +242,8 @@ def _report(
             "account": account,
             "old": None if old is None else str(old),
             "new": None if new is None else str(new),
-            "old_ui": None if old is None else ui_amount(old, decimals),
-            "new_ui": None if new is None else ui_amount(new, decimals),
+            "old_ui": None if old is None else messages.ui_amount(old, decimals),
+            "new_ui": None if new is None else messages.ui_amount(new, decimals),
             "pct": pct,
             "rank": new_rank.get(account),
             "old_rank": old_rank.get(account),
@@ -302,7 +282,7 @@ def _alert(
         "count": len(report),
         "changes": report,
     }
-    return snapshot_event(rule, subject=mint, target=mint, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=mint, target=mint, seq=seq, facts=facts)
 
 
 SOURCE = HoldersSource()
@@ -311,16 +291,18 @@ SOURCE = HoldersSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def holders_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
-    noun = plural(len(changes), "top-holder change")
+    noun = messages.plural(len(changes), "top-holder change")
     mint = facts["mint"]
-    title = f"{rule_head(facts)} {noun} on {shown.short(mint)}"
+    title = f"{messages.rule_head(facts)} {noun} on {shown.short(mint)}"
     listed: list[str | None] = []
     for change in changes:
         listed += [_holder_line(change, shown), shown.link("address", change["account"])]
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),
         f"{noun}; a balance counts from a {float(facts['min_change_pct']):g}% move since it was "
@@ -331,13 +313,13 @@ def holders_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-def _holder_line(change: Mapping[str, Any], shown: Presentation) -> str:
+def _holder_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     line = _holder_change(change, shown)
     owner = change.get("owner")
     return f"{line}; owner {shown.name(owner)}" if owner else line
 
 
-def _holder_change(change: Mapping[str, Any], shown: Presentation) -> str:
+def _holder_change(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     account = shown.name(change["account"])
     if change["kind"] == "entered":
         return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"
@@ -360,17 +342,17 @@ def samples(rule: HolderChangesRule) -> list[AlertMessage]:
         return HoldersObservation(tuple(held), 100)
 
     a, b, c, d = (sample_key(f"holder {n}") for n in range(4))
-    first = SOURCE.step([rule], mint, None, top({a: 5_000_000, b: 3_000_000, c: 1_000}), 0.0)
+    first = top({a: 5_000_000, b: 3_000_000, c: 1_000})
     later = top({a: 5_000_000, b: 1_000_000, d: 2_000_000})
-    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+    return change_samples(SOURCE, rule, mint, first, later)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=HolderChangesRule,
     source=SOURCE,
     wording=holders_text,
     samples=samples,
-    digest=DigestWords(
-        ("top-holder change", "top-holder changes"), ("mint", "mints"), count_listed("changes")
+    digest=base.DigestWords(
+        ("top-holder change", "top-holder changes"), ("mint", "mints"), base.count_listed("changes")
     ),
 )

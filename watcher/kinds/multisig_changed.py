@@ -13,22 +13,15 @@ from typing import Any, Literal
 from watcher.config.rule_models import Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
+from watcher.kinds import powers
 from watcher.kinds.layouts import decode_multisig
-from watcher.kinds.powers import (
-    PowersRule,
-    PowersSource,
-    PowersWords,
-    decoding_reader,
-    powers_kind,
-    walk_samples,
-)
 from watcher.kinds.samples import sample_key
 
 # Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
 PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))
 
 
-class MultisigChangedRule(PowersRule):
+class MultisigChangedRule(powers.PowersRule):
     kind: Literal["multisig_changed"] = "multisig_changed"
     multisigs: Pubkeys
 
@@ -37,8 +30,10 @@ class MultisigChangedRule(PowersRule):
         return self.multisigs
 
 
-SOURCE = PowersSource(
-    "multisig_powers", "multisig_changed", decoding_reader(decode_multisig, "Squads v4 multisig")
+SOURCE = powers.PowersSource(
+    "multisig_powers",
+    "multisig_changed",
+    powers.decoding_reader(decode_multisig, "Squads v4 multisig"),
 )
 
 
@@ -60,7 +55,7 @@ def _show(name: str, value: Any) -> str | None:
     return None
 
 
-WORDS = PowersWords(
+WORDS = powers.PowersWords(
     thing="multisig",
     labels={
         "threshold": "threshold",
@@ -78,10 +73,10 @@ def samples(rule: MultisigChangedRule) -> list[AlertMessage]:
     members = {sample_key("member 1"): 7, sample_key("member 2"): 7}
     first = {"threshold": 2, "time_lock": 0, "config_authority": None, "members": members}
     later = {**first, "members": {**members, sample_key("member 3"): 2}}
-    return walk_samples(SOURCE, rule, first, later)
+    return powers.walk_samples(SOURCE, rule, first, later)
 
 
-KIND = powers_kind(
+KIND = powers.powers_kind(
     MultisigChangedRule,
     SOURCE,
     WORDS,

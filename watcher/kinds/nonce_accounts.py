@@ -32,13 +32,13 @@ from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting.messages import make_alert
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -110,7 +110,7 @@ def _stored(entry: Mapping[str, Any]) -> NonceState:
     return NonceState("current", entry["authority"], entry["nonce"], int(entry.get("fee", 0)))
 
 
-async def _first_signature(ledger: LedgerReader, account: str) -> str | None:
+async def _first_signature(ledger: base.LedgerReader, account: str) -> str | None:
     try:
         page = await ledger.get_signatures_for_address(account, limit=SIGNATURES_LIMIT)
     except PermanentRpcError:
@@ -125,13 +125,13 @@ async def _first_signature(ledger: LedgerReader, account: str) -> str | None:
 NONCE_METHOD: Final = "getProgramAccounts (nonce accounts)"
 
 
-class NonceAccountsSource(Slotless):
+class NonceAccountsSource(base.Slotless):
     name = "nonces"
-    facts = SourceFacts((NONCE_METHOD,), joined=True)
+    facts = base.SourceFacts((NONCE_METHOD,), joined=True)
     rule_kinds: tuple[str, ...] = ("nonce_accounts",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> NonceObservation:
         watched = authorities_of(target)
         found: dict[str, NonceState] = {}
@@ -204,9 +204,7 @@ class NonceAccountsSource(Slotless):
         observation: NonceObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [
-            rule for rule in rules if isinstance(rule, NonceAccountsRule) and target in rule.targets
-        ]
+        watching = base.watching(rules, NonceAccountsRule, target)
         previous: dict[str, Any] | None = (state or {}).get("accounts")
         accounts: dict[str, Any] = dict(previous or {})
         for account in observation.gone:
@@ -310,7 +308,7 @@ def _change_alert(rule: NonceAccountsRule, change: Mapping[str, Any], seq: int) 
         change["new_authority"] if change["change"] == "created" else change["old_authority"]
     )
     key = f"{rule.name}|{account}|{change['change']}|snapshot-{seq}|event"
-    return make_alert(rule, subject=authority, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=authority, reason="event", dedup_key=key, facts=facts)
 
 
 def _inventory(
@@ -383,12 +381,12 @@ def samples(rule: NonceAccountsRule) -> list[AlertMessage]:
 SOURCE = NonceAccountsSource()
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=NonceAccountsRule,
     source=SOURCE,
     wording=nonce_accounts_text,
     samples=samples,
-    digest=DigestWords(
+    digest=base.DigestWords(
         ("nonce account change", "nonce account changes"),
         ("nonce account", "nonce accounts"),
         inventory_count,

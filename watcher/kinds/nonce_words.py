@@ -6,15 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-)
+from watcher.alerting import messages
 from watcher.kinds.unverified import inventory_body, unverified_body, unverified_words
 
 _TITLES: Final[Mapping[str, str]] = {
@@ -29,7 +21,9 @@ _MEANS: Final[Mapping[str, str]] = {
 }
 
 
-def nonce_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def nonce_accounts_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     what = facts.get("what")
     if what == "inventory":
         return _inventory_text(facts, shown)
@@ -38,17 +32,18 @@ def nonce_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str,
     return _change_text(facts, shown)
 
 
-def _change_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _change_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
     change, account = facts["change"], facts["account"]
     old, new = facts.get("old_authority"), facts.get("new_authority")
     authority = new if change == "created" else old
-    title = f"{rule_head(facts)} durable nonce account {shown.short(account)} {_TITLES[change]}"
+    head = messages.rule_head(facts)
+    title = f"{head} durable nonce account {shown.short(account)} {_TITLES[change]}"
     if change == "authority_changed":
         title += f": {shown.short(old or '')} -> {shown.short(new or '')}"
     else:
         title += f" (authority {shown.short(authority or '')})" + _MEANS.get(change, "")
     body: list[str | None] = [
-        rule_line(facts),
+        messages.rule_line(facts),
         f"Nonce account: {shown.name(account)}",
         shown.link("address", account),
     ]
@@ -74,10 +69,10 @@ def _change_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
             "Transactions signed against a durable nonce never expire: whoever holds them can "
             "run them while the authority's key signs nothing more."
         )
-    return title, lines(*body)
+    return title, messages.lines(*body)
 
 
-def _funding_lines(facts: Facts, shown: Presentation) -> list[str | None]:
+def _funding_lines(facts: messages.Facts, shown: messages.Presentation) -> list[str | None]:
     signature = facts.get("first_signature")
     unseen = (
         "Funded by: not visible through the service's methods (they have no transaction lookup)"
@@ -91,11 +86,12 @@ def _funding_lines(facts: Facts, shown: Presentation) -> list[str | None]:
     ]
 
 
-def _inventory_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _inventory_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
     authorities: Sequence[str] = facts["authorities"]
     title = (
-        f"{rule_head(facts)} {plural(len(facts['accounts']), 'durable nonce account')} on "
-        f"{plural(len(authorities), 'watched key')} (inventory)"
+        f"{messages.rule_head(facts)} "
+        f"{messages.plural(len(facts['accounts']), 'durable nonce account')} on "
+        f"{messages.plural(len(authorities), 'watched key')} (inventory)"
     )
     body = inventory_body(
         facts,
@@ -112,7 +108,7 @@ def _inventory_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
     return title, body
 
 
-def _unverified_text(facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _unverified_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
     account, authority = facts.get("account"), facts["authority"]
     what = (
         f"nonce account {shown.short(account)}"

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 import structlog
 
 from watcher.core.errors import RpcError
-from watcher.kinds.base import LedgerReader
+from watcher.kinds import base
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 
 log = structlog.get_logger(__name__)
@@ -27,7 +27,7 @@ def missing_owners(accounts: Iterable[str], known: Mapping[str, str]) -> list[st
 
 
 async def resolve_owners(
-    ledger: LedgerReader, accounts: Iterable[str], known: Mapping[str, str]
+    ledger: base.LedgerReader, accounts: Iterable[str], known: Mapping[str, str]
 ) -> dict[str, str]:
     """Owners of ``accounts`` not in ``known`` (the cache); {} when the call fails."""
     wanted = missing_owners(accounts, known)

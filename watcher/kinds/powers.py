@@ -21,22 +21,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    plural,
-    rule_head,
-    rule_line,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration
 from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.account_source import chunks
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Slotless, SourceFacts
 from watcher.kinds.layouts import NotDecodable
 from watcher.kinds.samples import SAMPLE_TIME
 from watcher.kinds.unverified import (
@@ -71,7 +62,7 @@ class PowersObservation:
 
 
 async def read_accounts(
-    ledger: LedgerReader, keys: Sequence[str]
+    ledger: base.LedgerReader, keys: Sequence[str]
 ) -> tuple[dict[str, Account | None], str | None]:
     """The accounts (None: no such account), 100 keys a call; or, when the provider refuses
     the call, nothing and its error."""
@@ -110,32 +101,34 @@ def decoded_each(
     return PowersObservation(powers, unverifiable)
 
 
-Reader = Callable[[LedgerReader, Sequence[str]], Awaitable[PowersObservation]]
+Reader = Callable[[base.LedgerReader, Sequence[str]], Awaitable[PowersObservation]]
 
 
 def decoding_reader(decode: Callable[[str, bytes], Powers], what: str) -> Reader:
     """The ``Reader`` of a kind whose accounts each decode on their own (a mint, a multisig):
     the accounts read, then each decoded by ``decode(owner, data)`` as a ``what``."""
 
-    async def read(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+    async def read(ledger: base.LedgerReader, keys: Sequence[str]) -> PowersObservation:
         accounts, refused = await read_accounts(ledger, keys)
         return decoded_each(keys, accounts, refused, decode, what)
 
     return read
 
 
-class PowersSource(Slotless):
+class PowersSource(base.Slotless):
     """One powers kind's source: ``read`` turns a rule's accounts into their powers."""
 
     def __init__(self, name: str, kind: str, read: Reader, keys_per_call: int = 100) -> None:
         self.name = name
         # A target is a rule's accounts, comma-separated, read up to ``keys_per_call`` a call.
-        self.facts = SourceFacts(("getMultipleAccounts",), keys_per_call=keys_per_call, joined=True)
+        self.facts = base.SourceFacts(
+            ("getMultipleAccounts",), keys_per_call=keys_per_call, joined=True
+        )
         self.rule_kinds: tuple[str, ...] = (kind,)
         self._read = read
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> PowersObservation:
         return await self._read(ledger, target.split(","))
 
@@ -158,10 +151,8 @@ class PowersSource(Slotless):
     ) -> StepOutcome:
         watching = [
             rule
-            for rule in rules
-            if isinstance(rule, PowersRule)
-            and rule.kind in self.rule_kinds
-            and target in rule.targets
+            for rule in base.watching(rules, PowersRule, target)
+            if rule.kind in self.rule_kinds
         ]
         previous: dict[str, Any] | None = (state or {}).get("powers")
         powers: dict[str, Any] = {**(previous or {}), **observation.powers}
@@ -233,7 +224,7 @@ def _change_alert(rule: PowersRule, change: Mapping[str, Any], seq: int) -> Aler
     facts = {"what": "change", "member": None, **change, "count": 1}
     member = f"/{change['member']}" if change.get("member") else ""
     key = f"{rule.name}|{account}|{change['field']}{member}|snapshot-{seq}|event"
-    return make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=account, reason="event", dedup_key=key, facts=facts)
 
 
 def _inventory(
@@ -276,11 +267,13 @@ class PowersWords:
     labels: Mapping[str, str]
     member: str = "member"  # what one entry of a mapping field is (a multisig's member)
     nobody: str = "none"
-    verb: Callable[[Mapping[str, Any], Presentation], str | None] | None = None
+    verb: Callable[[Mapping[str, Any], messages.Presentation], str | None] | None = None
     # A field's value in words (None: as a key or a number).
     show: Callable[[str, Any], str | None] | None = None
 
-    def value(self, name: str, value: Any, shown: Presentation, *, short: bool = False) -> str:
+    def value(
+        self, name: str, value: Any, shown: messages.Presentation, *, short: bool = False
+    ) -> str:
         said = None if self.show is None else self.show(name, value)
         if said is not None:
             return said
@@ -290,7 +283,7 @@ class PowersWords:
             return shown.short(value) if short else shown.name(value)
         return str(value)
 
-    def powers_line(self, powers: Mapping[str, Any], shown: Presentation) -> str:
+    def powers_line(self, powers: Mapping[str, Any], shown: messages.Presentation) -> str:
         parts = []
         for name, label in self.labels.items():
             if name in powers:
@@ -298,10 +291,14 @@ class PowersWords:
         return ", ".join(parts)
 
 
-def powers_text(words: PowersWords) -> Callable[[Facts, Presentation], tuple[str, str]]:
+def powers_text(
+    words: PowersWords,
+) -> Callable[[messages.Facts, messages.Presentation], tuple[str, str]]:
     """The default wording of a powers kind."""
 
-    def text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+    def text(
+        facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    ) -> tuple[str, str]:
         what = facts.get("what")
         if what == "inventory":
             return _inventory_text(words, facts, shown)
@@ -312,18 +309,20 @@ def powers_text(words: PowersWords) -> Callable[[Facts, Presentation], tuple[str
     return text
 
 
-def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _change_text(
+    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+) -> tuple[str, str]:
     account, name = facts["account"], facts["field"]
-    head = f"{rule_head(facts)} {words.thing} {shown.short(account)}"
+    head = f"{messages.rule_head(facts)} {words.thing} {shown.short(account)}"
     body: list[str | None] = [
-        rule_line(facts),
+        messages.rule_line(facts),
         f"{words.thing.capitalize()}: {shown.name(account)}",
         shown.link("address", account),
     ]
     if name == "*":
-        title = f"{head} can be verified: {words.powers_line(facts['new'], PLAIN)}"
+        title = f"{head} can be verified: {words.powers_line(facts['new'], messages.PLAIN)}"
         body.append(f"Now: {words.powers_line(facts['new'], shown)}")
-        return title, lines(*body)
+        return title, messages.lines(*body)
     label = words.labels.get(name, name)
     old, new = facts.get("old"), facts.get("new")
     special = words.verb(facts, shown) if words.verb is not None else None
@@ -340,7 +339,7 @@ def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple
             )
         body += [f"Member: {shown.name(member)}", f"Was: {words.value(name, old, shown)}"]
         body.append(f"Now: {words.value(name, new, shown)}")
-        return f"{head}: {said}", lines(*body)
+        return f"{head}: {said}", messages.lines(*body)
     if special is not None:
         said = special
     elif new is None:
@@ -356,13 +355,15 @@ def _change_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple
         f"{label.capitalize()} was: {words.value(name, old, shown)}",
         f"{label.capitalize()} now: {words.value(name, new, shown)}",
     ]
-    return f"{head}: {said}", lines(*body)
+    return f"{head}: {said}", messages.lines(*body)
 
 
-def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _inventory_text(
+    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+) -> tuple[str, str]:
     watched: Sequence[str] = facts["watched"]
     title = (
-        f"{rule_head(facts)} {plural(len(watched), 'watched ' + words.thing)}, "
+        f"{messages.rule_head(facts)} {messages.plural(len(watched), 'watched ' + words.thing)}, "
         f"{len(facts['accounts'])} decoded (inventory)"
     )
     body = inventory_body(
@@ -376,7 +377,9 @@ def _inventory_text(words: PowersWords, facts: Facts, shown: Presentation) -> tu
     return title, body
 
 
-def _unverified_text(words: PowersWords, facts: Facts, shown: Presentation) -> tuple[str, str]:
+def _unverified_text(
+    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+) -> tuple[str, str]:
     account = facts["account"]
     title, summary = unverified_words(
         facts, f"{words.thing} {shown.short(account)}", "decodes again"
@@ -392,15 +395,15 @@ def powers_kind(
     samples: Callable[[Any], list[AlertMessage]],
     item: tuple[str, str],
     subject: tuple[str, str],
-) -> Kind:
+) -> base.Kind:
     """A powers kind: worded by ``words``; its digests count ``item`` (singular, plural) per
     ``subject``, an inventory as many as it lists."""
-    return Kind(
+    return base.Kind(
         model=model,
         source=source,
         wording=powers_text(words),
         samples=samples,
-        digest=DigestWords(item, subject, inventory_count),
+        digest=base.DigestWords(item, subject, inventory_count),
     )
 
 

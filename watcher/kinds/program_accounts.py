@@ -23,28 +23,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-)
+from watcher.kinds import base
 from watcher.kinds.samples import sample_key
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
@@ -118,13 +100,13 @@ class ProgramObservation:
     foreign: tuple[str, ...] = ()  # accounts the answer says another program owns
 
 
-class ProgramAccountsSource(Slotless):
+class ProgramAccountsSource(base.Slotless):
     name = "programs"
-    facts = SourceFacts(("getProgramAccounts",))
+    facts = base.SourceFacts(("getProgramAccounts",))
     rule_kinds: tuple[str, ...] = ("program_accounts",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> ProgramObservation:
         program, filters = query_of(target)
         accounts = await ledger.get_program_accounts(program, filters)
@@ -140,7 +122,7 @@ class ProgramAccountsSource(Slotless):
     ) -> Doubt | None:
         foreign = sorted(set(observation.foreign) - set((state or {}).get(SET_ASIDE_KEY, ())))
         if foreign:
-            reason = f"{plural(len(foreign), 'account')} owned by another program"
+            reason = f"{messages.plural(len(foreign), 'account')} owned by another program"
             return Doubt(reason, picture_of("foreign", foreign))
         if not state or "accounts" not in state:
             return None
@@ -158,8 +140,8 @@ class ProgramAccountsSource(Slotless):
         observation: ProgramObservation,
         now: float,
     ) -> StepOutcome:
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
-        seen, seq = baselines(state)
+        watching = base.watching(rules, ProgramAccountsRule, target)
+        seen, seq = base.baselines(state)
         refused = set((state or {}).get("refused", ()))
         foreign = set(observation.foreign)  # another program's: never this one's accounts
         observation = replace(
@@ -185,7 +167,9 @@ class ProgramAccountsSource(Slotless):
         new_state: TargetState = {
             "v": STATE_VERSION,
             "refused": sorted(refused),
-            **baselines_state(seen, (r.name for r in watching if count <= r.max_accounts), seq),
+            **base.baselines_state(
+                seen, (r.name for r in watching if count <= r.max_accounts), seq
+            ),
         }
         if foreign:
             new_state[SET_ASIDE_KEY] = sorted(foreign)
@@ -194,9 +178,6 @@ class ProgramAccountsSource(Slotless):
         elif previous is not None:
             new_state["accounts"] = previous
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[ProgramAccountsRule]:
-        return [rule for rule in rules if isinstance(rule, ProgramAccountsRule)]
 
 
 def _alert(
@@ -211,7 +192,7 @@ def _alert(
         "closed": closed,
         "too_many": None,
     }
-    return snapshot_event(rule, subject=program, target=target, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=program, target=target, seq=seq, facts=facts)
 
 
 def _too_many(rule: ProgramAccountsRule, target: str, count: int, seq: int) -> AlertMessage:
@@ -226,7 +207,7 @@ def _too_many(rule: ProgramAccountsRule, target: str, count: int, seq: int) -> A
         "max_accounts": rule.max_accounts,
     }
     key = f"{rule.name}|{target}|snapshot-{seq}|too-many"
-    return make_alert(rule, subject=program, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=program, reason="event", dedup_key=key, facts=facts)
 
 
 def samples(rule: ProgramAccountsRule) -> list[AlertMessage]:
@@ -245,17 +226,20 @@ SOURCE = ProgramAccountsSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def program_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def program_accounts_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     program = facts["program"]
     filters = facts.get("filters") or []
     filter_line = f"Filters: {json.dumps(filters)}" if filters else None
     if facts.get("too_many") is not None:
         title = (
-            f"{rule_head(facts)} {facts['too_many']} accounts under {shown.short(program)}, "
+            f"{messages.rule_head(facts)} {facts['too_many']} accounts under "
+            f"{shown.short(program)}, "
             f"more than max_accounts {facts['max_accounts']}: not compared"
         )
-        body = lines(
-            rule_line(facts),
+        body = messages.lines(
+            messages.rule_line(facts),
             f"Program: {shown.name(program)}",
             filter_line,
             "",
@@ -266,17 +250,19 @@ def program_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[st
         return title, body
     created: Sequence[str] = facts["created"]
     closed: Sequence[str] = facts["closed"]
-    noun = plural(len(created) + len(closed), "account change")
+    noun = messages.plural(len(created) + len(closed), "account change")
     parts = [f"{len(created)} created"] if created else []
     parts += [f"{len(closed)} closed"] if closed else []
-    title = f"{rule_head(facts)} {noun} under {shown.short(program)} ({', '.join(parts)})"
+    title = f"{messages.rule_head(facts)} {noun} under {shown.short(program)} ({', '.join(parts)})"
     listed: list[str | None] = []
     for change, keys in (("created", created), ("closed", closed)):
         for key in keys[:LISTED]:
             listed += [f"- {change}: {shown.name(key)}", shown.link("address", key)]
         if len(keys) > LISTED:
             listed.append(f"... and {len(keys) - LISTED} more {change}")
-    body = lines(rule_line(facts), f"Program: {shown.name(program)}", filter_line, "", *listed)
+    body = messages.lines(
+        messages.rule_line(facts), f"Program: {shown.name(program)}", filter_line, "", *listed
+    )
     return title, body
 
 
@@ -284,10 +270,10 @@ def _count(facts: Mapping[str, Any]) -> int:
     return int(facts.get("count") or 1)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=ProgramAccountsRule,
     source=SOURCE,
     wording=program_accounts_text,
     samples=samples,
-    digest=DigestWords(("account change", "account changes"), ("program", "programs"), _count),
+    digest=base.DigestWords(("account change", "account changes"), ("program", "programs"), _count),
 )

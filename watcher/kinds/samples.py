@@ -10,14 +10,16 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import base58
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.base import Source
 from watcher.ledger.models_accounts import Account
 
 SAMPLE_TIME = 1_790_000_000.0
+Observation = TypeVar("Observation")
 
 
 def sample_key(label: str, size: int = 32) -> str:
@@ -55,3 +57,11 @@ def episode_samples(
         alerts += outcome.alerts
         state = outcome.state
     return alerts
+
+
+def change_samples(
+    source: Source[Observation], rule: Any, target: str, first: Observation, later: Observation
+) -> list[AlertMessage]:
+    """A snapshot kind's change: the alerts of ``later``, read after ``first`` (the baseline)."""
+    start = source.step([rule], target, None, first, SAMPLE_TIME)
+    return list(source.step([rule], target, start.state, later, SAMPLE_TIME).alerts)

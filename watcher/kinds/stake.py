@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting.messages import PLAIN, Facts, Presentation, sol
+from watcher.alerting import messages
 from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "stake_changed"
@@ -35,10 +35,12 @@ step_stake_changed = changes_step(
 )
 
 
-def stake_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def stake_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     old, new = int(facts["old"]), int(facts["new"])
     pct = f" ({Decimal(new - old) * 100 / Decimal(old):+.2f}%)" if old else ""
-    moved = f"{sol(old)} -> {sol(new)}{pct}"
+    moved = f"{messages.sol(old)} -> {messages.sol(new)}{pct}"
     detail = f"Activated stake: {moved}, since it was last notified"
     return change_text(facts, shown, f"stake {moved}", detail)
 

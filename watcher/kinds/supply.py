@@ -21,20 +21,11 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    rule_head,
-    rule_line,
-    ui_amount,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import ContextSlotted, DigestWords, Kind, LedgerReader, SourceFacts
-from watcher.kinds.samples import SAMPLE_TIME
+from watcher.kinds import base
+from watcher.kinds.samples import change_samples
 
 STATE_VERSION = 1
 
@@ -76,13 +67,13 @@ class SupplyObservation:
     slot: int
 
 
-class SupplySource(ContextSlotted[SupplyObservation]):
+class SupplySource(base.ContextSlotted[SupplyObservation]):
     name = "supply"
-    facts = SourceFacts(("getTokenSupply",))
+    facts = base.SourceFacts(("getTokenSupply",))
     rule_kinds: tuple[str, ...] = ("supply_changed",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> SupplyObservation:
         answer = await ledger.get_token_supply(target)
         return SupplyObservation(answer.value.amount, answer.value.decimals, answer.context.slot)
@@ -100,7 +91,7 @@ class SupplySource(ContextSlotted[SupplyObservation]):
         stored: Mapping[str, str] = (state or {}).get("refs", {})
         refs = {rule: int(amount) for rule, amount in stored.items()}
         alerts: list[AlertMessage] = []
-        for rule in self._rules(rules):
+        for rule in base.rules_of(rules, SupplyChangedRule):
             if target not in rule.mints:
                 continue
             if rule.name not in refs:  # the baseline (a rule new to this mint too)
@@ -120,9 +111,6 @@ class SupplySource(ContextSlotted[SupplyObservation]):
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
-    def _rules(self, rules: Sequence[Any]) -> list[SupplyChangedRule]:
-        return [rule for rule in rules if isinstance(rule, SupplyChangedRule)]
-
 
 def _alert(
     rule: SupplyChangedRule, mint: str, old: int, new: int, decimals: int, seq: int
@@ -134,13 +122,13 @@ def _alert(
         "old": str(old),
         "new": str(new),
         "delta": str(delta),
-        "old_ui": ui_amount(old, decimals),
-        "new_ui": ui_amount(new, decimals),
-        "delta_ui": ui_amount(abs(delta), decimals),
+        "old_ui": messages.ui_amount(old, decimals),
+        "new_ui": messages.ui_amount(new, decimals),
+        "delta_ui": messages.ui_amount(abs(delta), decimals),
         "direction": "minted" if delta > 0 else "burnt",
     }
     key = f"{rule.name}|{mint}|supply-{seq}|event"
-    return make_alert(rule, subject=mint, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(rule, subject=mint, reason="event", dedup_key=key, facts=facts)
 
 
 SOURCE = SupplySource()
@@ -149,14 +137,17 @@ SOURCE = SupplySource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def supply_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def supply_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     mint = facts["mint"]
     sign = "+" if facts["direction"] == "minted" else "-"
     title = (
-        f"{rule_head(facts)} {facts['delta_ui']} tokens {facts['direction']} on {shown.short(mint)}"
+        f"{messages.rule_head(facts)} {facts['delta_ui']} tokens {facts['direction']} "
+        f"on {shown.short(mint)}"
     )
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),
         f"Supply: {facts['old_ui']} -> {facts['new_ui']} ({sign}{facts['delta_ui']}, "
@@ -168,16 +159,14 @@ def supply_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
 
 
 def samples(rule: SupplyChangedRule) -> list[AlertMessage]:
-    mint = rule.mints[0]
-    first = SOURCE.step([rule], mint, None, SupplyObservation(10**12, 6, 100), SAMPLE_TIME)
-    later = SupplyObservation(10**13, 6, 101)
-    return list(SOURCE.step([rule], mint, first.state, later, SAMPLE_TIME).alerts)
+    first, later = SupplyObservation(10**12, 6, 100), SupplyObservation(10**13, 6, 101)
+    return change_samples(SOURCE, rule, rule.mints[0], first, later)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=SupplyChangedRule,
     source=SOURCE,
     wording=supply_text,
     samples=samples,
-    digest=DigestWords(("supply change", "supply changes"), ("mint", "mints"), lambda f: 1),
+    digest=base.DigestWords(("supply change", "supply changes"), ("mint", "mints"), lambda f: 1),
 )

@@ -25,28 +25,10 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_head,
-    rule_line,
-    snapshot_event,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import (
-    DigestWords,
-    Kind,
-    LedgerReader,
-    Slotless,
-    SourceFacts,
-    baselines,
-    baselines_state,
-    count_listed,
-)
+from watcher.kinds import base
 from watcher.kinds.samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -207,14 +189,14 @@ class TokenAccountsObservation:
     problem: str | None = None  # why the answer is partial (not diffed)
 
 
-class TokenAccountsSource(Slotless):
+class TokenAccountsSource(base.Slotless):
     name = "token_accounts"
     # Activity (a quiet target backs off): an account created, closed or its flags changed.
-    facts = SourceFacts(("getTokenAccounts",), activity_keys=("accounts",))
+    facts = base.SourceFacts(("getTokenAccounts",), activity_keys=("accounts",))
     rule_kinds: tuple[str, ...] = ("token_accounts",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> TokenAccountsObservation:
         query = query_of(target)
         accounts: list[TokenAccount] = []
@@ -224,7 +206,7 @@ class TokenAccountsSource(Slotless):
                 mint=query.get("mint"), owner=query.get("owner"), limit=PAGE_LIMIT, cursor=cursor
             )
             if page.errors:
-                problem = f"the service reported {plural(len(page.errors), 'error')}"
+                problem = f"the service reported {messages.plural(len(page.errors), 'error')}"
                 return TokenAccountsObservation(tuple(accounts), problem)
             accounts += page.token_accounts
             if page.cursor is None or len(page.token_accounts) < PAGE_LIMIT:
@@ -274,9 +256,9 @@ class TokenAccountsSource(Slotless):
         }
         owners = {account.address: account.owner for account in observation.accounts}
         mints = {account.address: account.mint for account in observation.accounts}
-        seen, seq = baselines(state)
+        seen, seq = base.baselines(state)
         alerts: list[AlertMessage] = []
-        watching = [rule for rule in self._rules(rules) if target in rule.target_set]
+        watching = base.watching(rules, TokenAccountsRule, target)
         if state and "accounts" in state:
             old = {account: Flags.of_code(code) for account, code in state["accounts"].items()}
             found = diff_accounts(old, new)
@@ -289,12 +271,9 @@ class TokenAccountsSource(Slotless):
         new_state: TargetState = {
             "v": STATE_VERSION,
             "accounts": {account: flags.code() for account, flags in sorted(new.items())},
-            **baselines_state(seen, (rule.name for rule in watching), seq),
+            **base.baselines_state(seen, (rule.name for rule in watching), seq),
         }
         return StepOutcome(state=new_state, alerts=tuple(alerts))
-
-    def _rules(self, rules: Sequence[Any]) -> list[TokenAccountsRule]:
-        return [rule for rule in rules if isinstance(rule, TokenAccountsRule)]
 
 
 def _alert(
@@ -324,7 +303,7 @@ def _alert(
             for change in changes
         ],
     }
-    return snapshot_event(rule, subject=subject, target=target, seq=seq, facts=facts)
+    return messages.snapshot_event(rule, subject=subject, target=target, seq=seq, facts=facts)
 
 
 def samples(rule: TokenAccountsRule) -> list[AlertMessage]:
@@ -347,18 +326,20 @@ SOURCE = TokenAccountsSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def token_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def token_accounts_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
-    noun = plural(len(changes), "token account change")
+    noun = messages.plural(len(changes), "token account change")
     owner, mint = facts.get("owner"), facts.get("mint")
     of = shown.short(owner) if owner else f"mint {shown.short(mint or '')}"
-    title = f"{rule_head(facts)} {noun} of {of}"
+    title = f"{messages.rule_head(facts)} {noun} of {of}"
     listed: list[str | None] = []
     for change in changes[:LISTED]:
         listed += [_change_line(change, shown), shown.link("address", change["account"])]
     more = len(changes) - LISTED
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Owner: {shown.name(owner)}" if owner else None,
         f"Mint: {shown.name(mint)}" if mint else None,
         "",
@@ -368,7 +349,7 @@ def token_accounts_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str,
     return title, body
 
 
-def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
     account = shown.name(change["account"])
     line = f"- {change['change']}: {account}"
     if change["change"] == "allowance_increased":
@@ -389,14 +370,14 @@ def _change_line(change: Mapping[str, Any], shown: Presentation) -> str:
     return line
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=TokenAccountsRule,
     source=SOURCE,
     wording=token_accounts_text,
     samples=samples,
-    digest=DigestWords(
+    digest=base.DigestWords(
         ("token account change", "token account changes"),
         ("owner or mint", "owners or mints"),
-        count_listed("changes"),
+        base.count_listed("changes"),
     ),
 )

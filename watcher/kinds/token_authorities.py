@@ -12,19 +12,12 @@ from typing import Literal
 
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
+from watcher.kinds import powers
 from watcher.kinds.layouts import decode_mint
-from watcher.kinds.powers import (
-    PowersRule,
-    PowersSource,
-    PowersWords,
-    decoding_reader,
-    powers_kind,
-    walk_samples,
-)
 from watcher.kinds.samples import sample_key
 
 
-class TokenAuthoritiesRule(PowersRule):
+class TokenAuthoritiesRule(powers.PowersRule):
     kind: Literal["token_authorities"] = "token_authorities"
     mints: Pubkeys
 
@@ -33,10 +26,10 @@ class TokenAuthoritiesRule(PowersRule):
         return self.mints
 
 
-SOURCE = PowersSource(
-    "mint_powers", "token_authorities", decoding_reader(decode_mint, "token mint")
+SOURCE = powers.PowersSource(
+    "mint_powers", "token_authorities", powers.decoding_reader(decode_mint, "token mint")
 )
-WORDS = PowersWords(
+WORDS = powers.PowersWords(
     thing="mint",
     labels={
         "mint_authority": "mint authority",
@@ -51,10 +44,10 @@ def samples(rule: TokenAuthoritiesRule) -> list[AlertMessage]:
     """The mint authority handed over, the inventory, a mint that cannot be verified."""
     first = {"mint_authority": sample_key("minter"), "freeze_authority": None}
     later = {"mint_authority": sample_key("new minter"), "freeze_authority": None}
-    return walk_samples(SOURCE, rule, first, later)
+    return powers.walk_samples(SOURCE, rule, first, later)
 
 
-KIND = powers_kind(
+KIND = powers.powers_kind(
     TokenAuthoritiesRule,
     SOURCE,
     WORDS,

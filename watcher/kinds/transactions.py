@@ -19,21 +19,12 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    make_alert,
-    plural,
-    rule_head,
-    rule_line,
-)
+from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.core.events import DOUBT_KEY, SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, LedgerReader, Named, Slotless, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.signature_cursor import (
     Cursor,
@@ -91,10 +82,10 @@ def cursor_of(state: TargetState | None) -> Cursor | None:
     return Cursor.from_json(state["cursor"])
 
 
-class SignaturesSource(Slotless):
+class SignaturesSource(base.Slotless):
     name = "signatures"
     # Activity (a quiet target backs off): the cursor moved (a new signature).
-    facts = SourceFacts(
+    facts = base.SourceFacts(
         ("getSignaturesForAddress",),
         noun="addresses",
         batched="getSignaturesForAddress",
@@ -103,7 +94,7 @@ class SignaturesSource(Slotless):
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> SignaturesObservation:
         cursor = cursor_of(state)
         if cursor is None:
@@ -230,12 +221,10 @@ class SignaturesSource(Slotless):
         if not fresh:
             return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
         alerts = tuple(
-            _alert(rule, target, fresh) for rule in self._rules(rules) if target in rule.addresses
+            _alert(rule, target, fresh)
+            for rule in base.watching(rules, NewTransactionsRule, target)
         )
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
-
-    def _rules(self, rules: Sequence[Any]) -> list[NewTransactionsRule]:
-        return [rule for rule in rules if isinstance(rule, NewTransactionsRule)]
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:
@@ -304,13 +293,8 @@ def _alert(
         "signatures": [_entry_facts(entry) for entry in fresh[:LISTED]],
         "more": max(0, len(fresh) - LISTED),
     }
-    return make_alert(
-        rule,
-        subject=address,
-        reason="event",
-        dedup_key=f"{rule.name}|{address}|{newest.signature}|event",
-        facts=facts,
-    )
+    key = f"{rule.name}|{address}|{newest.signature}|event"
+    return messages.make_alert(rule, subject=address, reason="event", dedup_key=key, facts=facts)
 
 
 def _entry_facts(entry: SignatureEntry) -> dict[str, Any]:
@@ -330,19 +314,21 @@ SOURCE = SignaturesSource()
 # -- wording ---------------------------------------------------------------------------------
 
 
-def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def transactions_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     count = int(facts["count"])
     failed = int(facts.get("failed", 0))
     failed_note = f" ({failed} failed)" if failed else ""
-    noun = plural(count, "new transaction")
+    noun = messages.plural(count, "new transaction")
     address = facts["address"]
-    title = f"{rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
+    title = f"{messages.rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
     listed: list[str | None] = []
     for entry in facts["signatures"]:
         listed += [_signature_line(entry, shown), shown.link("tx", entry["signature"])]
     more = int(facts.get("more", 0))
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         f"Address: {shown.name(address)}",
         shown.link("address", address),
         f"{noun}{failed_note}, newest in slot {facts['newest_slot']}",
@@ -353,7 +339,7 @@ def transactions_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-def _signature_line(entry: Mapping[str, Any], shown: Presentation) -> str:
+def _signature_line(entry: Mapping[str, Any], shown: messages.Presentation) -> str:
     """Shortened when its link (the next line) carries it in full."""
     known = "" if entry.get("block_time") is not None else ", time unknown"
     return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry) + known
@@ -374,10 +360,10 @@ def _count(facts: Mapping[str, Any]) -> int:
     return int(facts.get("count", 1))
 
 
-def _named(facts: Mapping[str, Any]) -> list[Named]:
+def _named(facts: Mapping[str, Any]) -> list[base.Named]:
     """A digest names each listed signature (the alert counts the rest)."""
     return [
-        Named(entry["signature"], "tx", _signature_details(entry))
+        base.Named(entry["signature"], "tx", _signature_details(entry))
         for entry in facts.get("signatures") or ()
     ]
 
@@ -397,12 +383,12 @@ def samples(rule: NewTransactionsRule) -> list[AlertMessage]:
     return list(SOURCE.step([rule], address, state, observation, SAMPLE_TIME).alerts)
 
 
-KIND = Kind(
+KIND = base.Kind(
     model=NewTransactionsRule,
     source=SOURCE,
     wording=transactions_text,
     samples=samples,
-    digest=DigestWords(
+    digest=base.DigestWords(
         ("new transaction", "new transactions"),
         ("address", "addresses"),
         _count,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from watcher.alerting.messages import Presentation, lines, make_alert, rule_head, rule_line
+from watcher.alerting import messages
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import baselines, baselines_state
+from watcher.kinds import base
 
 # The version of the state ``snapshot_step`` keeps (its layout: the nonce and powers kinds).
 STATE_VERSION: Final = 1
@@ -47,7 +47,7 @@ def snapshot_step(
     a quiet baseline) or the ``changes`` since the last one, and its "cannot be verified"
     episodes (``unverified_episodes``). ``inventory`` and ``changes`` are given the number of
     this snapshot, which names their alerts."""
-    seen, seq = baselines(state)
+    seen, seq = base.baselines(state)
     alerts: list[AlertMessage] = []
     unverified_before: Mapping[str, Any] = (state or {}).get("unverified", {})
     unverified: dict[str, Any] = {}
@@ -73,7 +73,7 @@ def snapshot_step(
     new_state: TargetState = {
         "v": STATE_VERSION,
         key: dict(sorted(held.items())),
-        **baselines_state(seen, (rule.name for rule in watching), seq),
+        **base.baselines_state(seen, (rule.name for rule in watching), seq),
     }
     if unverified:
         new_state["unverified"] = unverified
@@ -87,7 +87,7 @@ def inventory_alert(
     severity: a list to read, not a change to act on."""
     as_info = rule.model_copy(update={"severity": "info"})
     key = f"{rule.name}|{target}|inventory-{seq}"
-    return make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
+    return messages.make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
 
 
 def unverified_episodes(
@@ -112,7 +112,9 @@ def unverified_episodes(
             key = f"{rule.name}|{subject}|unverified-{seq}|firing"
             facts = facts_of(subject, episode)
             alerts.append(
-                make_alert(rule, subject=subject, reason="firing", dedup_key=key, facts=facts)
+                messages.make_alert(
+                    rule, subject=subject, reason="firing", dedup_key=key, facts=facts
+                )
             )
         open_now[subject] = {**episode, "why": why}
     for subject, episode in sorted(before.items()):
@@ -125,7 +127,9 @@ def unverified_episodes(
         facts["duration"] = human_duration(now - float(episode["since"]))
         key = f"{rule.name}|{subject}|unverified-{episode['n']}|resolved"
         alerts.append(
-            make_alert(rule, subject=subject, reason="resolved", dedup_key=key, facts=facts)
+            messages.make_alert(
+                rule, subject=subject, reason="resolved", dedup_key=key, facts=facts
+            )
         )
     return open_now, alerts
 
@@ -134,15 +138,15 @@ def unverified_words(facts: Mapping[str, Any], what: str, again: str) -> tuple[s
     """The title of a "cannot be verified" alert about ``what``, and the sentence that says
     what it means (``again``: what it does once it can be verified, for a resolution)."""
     if facts["reason"] == "resolved":
-        title = f"{rule_head(facts)} {what} can be verified again"
+        title = f"{messages.rule_head(facts)} {what} can be verified again"
         return title, f"It {again}, after {facts.get('duration', 'a while')}."
-    return f"{rule_head(facts)} {what} cannot be verified", UNVERIFIED_MEANS
+    return f"{messages.rule_head(facts)} {what} cannot be verified", UNVERIFIED_MEANS
 
 
 def inventory_listing(
     accounts: Sequence[Mapping[str, Any]],
     describe: Callable[[Mapping[str, Any]], str],
-    shown: Presentation,
+    shown: messages.Presentation,
 ) -> list[str | None]:
     """An inventory's accounts one by one (``describe``: what follows the account's name), with
     their links, the first ``LISTED`` of them."""
@@ -160,14 +164,18 @@ def inventory_listing(
 def unverified_body(facts: Mapping[str, Any], about: Sequence[str | None], summary: str) -> str:
     """The body of a "cannot be verified" alert: the lines ``about`` what it concerns, why it
     cannot be verified and since when, then ``summary`` (``unverified_words``)."""
-    return lines(
-        rule_line(facts), *about, f"Why: {facts['why']}", f"Since: {facts['since']}", summary
+    return messages.lines(
+        messages.rule_line(facts),
+        *about,
+        f"Why: {facts['why']}",
+        f"Since: {facts['since']}",
+        summary,
     )
 
 
 def inventory_body(
     facts: Mapping[str, Any],
-    shown: Presentation,
+    shown: messages.Presentation,
     describe: Callable[[Mapping[str, Any]], str],
     *,
     intro: Sequence[str],
@@ -177,8 +185,8 @@ def inventory_body(
     """The body of an inventory: what it is (``intro``), its accounts (``inventory_listing``;
     ``none`` when there are none), then each key it could not list, after ``not_listed``."""
     listed = inventory_listing(facts["accounts"], describe, shown)
-    return lines(
-        rule_line(facts),
+    return messages.lines(
+        messages.rule_line(facts),
         *intro,
         "",
         *(listed or [none]),

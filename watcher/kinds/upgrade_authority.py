@@ -11,24 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from watcher.alerting.messages import Presentation
+from watcher.alerting import messages
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds.base import LedgerReader
+from watcher.kinds import base, powers
 from watcher.kinds.layouts import NotDecodable, decode_program, decode_program_data
-from watcher.kinds.powers import (
-    PowersObservation,
-    PowersRule,
-    PowersSource,
-    PowersWords,
-    powers_kind,
-    read_accounts,
-    walk_samples,
-)
 from watcher.kinds.samples import sample_key
 
 
-class UpgradeAuthorityRule(PowersRule):
+class UpgradeAuthorityRule(powers.PowersRule):
     kind: Literal["upgrade_authority"] = "upgrade_authority"
     programs: Pubkeys
 
@@ -37,11 +28,11 @@ class UpgradeAuthorityRule(PowersRule):
         return self.programs
 
 
-async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObservation:
+async def read_programs(ledger: base.LedgerReader, keys: Sequence[str]) -> powers.PowersObservation:
     """Each program, then its program data: two reads (100 keys a call)."""
-    programs, refused = await read_accounts(ledger, keys)
+    programs, refused = await powers.read_accounts(ledger, keys)
     if refused is not None:
-        return PowersObservation({}, dict.fromkeys(keys, refused))
+        return powers.PowersObservation({}, dict.fromkeys(keys, refused))
     unverifiable: dict[str, str] = {}
     data_of: dict[str, str] = {}
     for key in keys:
@@ -53,8 +44,8 @@ async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObse
             data_of[key] = decode_program(account.owner, account.raw_data)
         except NotDecodable as exc:
             unverifiable[key] = f"not an upgradeable program: {exc}"
-    datas, refused = await read_accounts(ledger, sorted(set(data_of.values())))
-    powers: dict[str, dict[str, Any]] = {}
+    datas, refused = await powers.read_accounts(ledger, sorted(set(data_of.values())))
+    decoded: dict[str, dict[str, Any]] = {}
     for key, address in data_of.items():
         data = datas.get(address)
         if refused is not None:
@@ -63,17 +54,17 @@ async def read_programs(ledger: LedgerReader, keys: Sequence[str]) -> PowersObse
             unverifiable[key] = f"its program data account {address} does not exist"
         else:
             try:
-                powers[key] = decode_program_data(data.owner, data.raw_data)
+                decoded[key] = decode_program_data(data.owner, data.raw_data)
             except NotDecodable as exc:
                 unverifiable[key] = f"its program data account {address}: {exc}"
-    return PowersObservation(powers, unverifiable)
+    return powers.PowersObservation(decoded, unverifiable)
 
 
 # The programs, then their program data: 50 programs a call.
-SOURCE = PowersSource("program_powers", "upgrade_authority", read_programs, keys_per_call=50)
+SOURCE = powers.PowersSource("program_powers", "upgrade_authority", read_programs, keys_per_call=50)
 
 
-def _verb(facts: Mapping[str, Any], shown: Presentation) -> str | None:
+def _verb(facts: Mapping[str, Any], shown: messages.Presentation) -> str | None:
     if facts["field"] == "deploy_slot":
         return f"redeployed (deploy slot {facts['old']} -> {facts['new']})"
     if facts["field"] == "upgrade_authority" and facts["new"] is None:
@@ -81,7 +72,7 @@ def _verb(facts: Mapping[str, Any], shown: Presentation) -> str | None:
     return None
 
 
-WORDS = PowersWords(
+WORDS = powers.PowersWords(
     thing="program",
     labels={"upgrade_authority": "upgrade authority", "deploy_slot": "deploy slot"},
     nobody="none (immutable)",
@@ -94,10 +85,10 @@ def samples(rule: UpgradeAuthorityRule) -> list[AlertMessage]:
     that cannot be verified."""
     first = {"upgrade_authority": sample_key("deployer"), "deploy_slot": 300_000_000}
     later = {"upgrade_authority": sample_key("new deployer"), "deploy_slot": 300_000_500}
-    return walk_samples(SOURCE, rule, first, later)
+    return powers.walk_samples(SOURCE, rule, first, later)
 
 
-KIND = powers_kind(
+KIND = powers.powers_kind(
     UpgradeAuthorityRule,
     SOURCE,
     WORDS,

@@ -28,13 +28,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import episode_facts, make_alert
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import account_source
-from watcher.kinds.base import Kind, LedgerReader, SourceFacts
+from watcher.kinds import account_source, base
 from watcher.kinds.cluster import vote_account_counts, vote_accounts_doubt
 from watcher.kinds.delinquency import classify_validators
 from watcher.kinds.samples import episode_samples, sample_account, sample_key
@@ -100,14 +99,14 @@ class SharedVoteAccounts:
     def __init__(self) -> None:
         self._pending: dict[int, asyncio.Task[VoteAccounts]] = {}
 
-    async def read(self, ledger: LedgerReader) -> VoteAccounts:
+    async def read(self, ledger: base.LedgerReader) -> VoteAccounts:
         task = self._pending.get(id(ledger))
         if task is None:
             task = asyncio.get_running_loop().create_task(self._call(ledger))
             self._pending[id(ledger)] = task
         return await asyncio.shield(task)
 
-    async def _call(self, ledger: LedgerReader) -> VoteAccounts:
+    async def _call(self, ledger: base.LedgerReader) -> VoteAccounts:
         try:
             return await ledger.get_vote_accounts()
         finally:
@@ -133,14 +132,14 @@ def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
 
 class VatSource:
     name = "vat"
-    facts = SourceFacts(("getVoteAccounts", "getMultipleAccounts"))  # its vote account
+    facts = base.SourceFacts(("getVoteAccounts", "getMultipleAccounts"))  # its vote account
     rule_kinds: tuple[str, ...] = (KIND_NAME,)
 
     def __init__(self) -> None:
         self.votes = SharedVoteAccounts()
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> VatObservation:
         votes = await self.votes.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
@@ -173,11 +172,7 @@ class VatSource:
         observation: VatObservation,
         now: float,
     ) -> StepOutcome:
-        mine = [
-            rule
-            for rule in rules
-            if isinstance(rule, VatEligibilityRule) and target in rule.validators
-        ]
+        mine = base.watching(rules, VatEligibilityRule, target)
 
         def assess(rule: VatEligibilityRule) -> Mapping[str, Assessment]:
             return {target: vat_assessment(rule, target, observation)}
@@ -220,10 +215,12 @@ def escalate(
             and details.get("failing")
             and told.get(rule.name) != now_ep.get("number")
         ):
-            facts = episode_facts(details, {}, now_ep, "repeat", now) | {"escalated": True}
+            facts = messages.episode_facts(details, {}, now_ep, "repeat", now) | {"escalated": True}
             key = f"{rule.name}|{target}|{now_ep.get('number')}|escalated"
             out.append(
-                make_alert(rule, subject=target, reason="repeat", dedup_key=key, facts=facts)
+                messages.make_alert(
+                    rule, subject=target, reason="repeat", dedup_key=key, facts=facts
+                )
             )
     return tuple(out)
 
@@ -337,4 +334,4 @@ def samples(rule: VatEligibilityRule) -> list[AlertMessage]:
     )
 
 
-KIND = Kind(model=VatEligibilityRule, source=SOURCE, wording=vat_text, samples=samples)
+KIND = base.Kind(model=VatEligibilityRule, source=SOURCE, wording=vat_text, samples=samples)

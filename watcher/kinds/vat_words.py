@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from watcher.alerting.messages import PLAIN, Facts, Presentation, lines, rule_line, since_text, sol
+from watcher.alerting import messages
 from watcher.core.clock import human_duration
 from watcher.kinds.cluster import validator_lines, validator_title
 
 
-def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
+def vat_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
     failing: Sequence[str] = facts.get("failing") or ()
     if facts["reason"] == "resolved":
         title = validator_title(facts, shown, "passes the VAT again")
@@ -24,7 +26,7 @@ def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     elif facts["reason"] == "repeat":
         what = "would still miss the VAT" if failing else "is still near the VAT cut"
         title = validator_title(facts, shown, f"{what} ({facts['duration']})")
-        summary = f"Still so for {facts['duration']}, {since_text(facts)}."
+        summary = f"Still so for {facts['duration']}, {messages.since_text(facts)}."
     elif failing:
         title = validator_title(facts, shown, f"would miss the VAT: {_short(facts)}")
         summary = (
@@ -39,8 +41,8 @@ def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
             f"Inside the warning margin of {facts['warn_rank_margin']:,} places: a little "
             "less stake, or a little more for others, and it falls out."
         )
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         *_condition_lines(facts),
         _boundary_line(facts),
@@ -48,13 +50,13 @@ def vat_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
     return title, body
 
 
-def _short(facts: Facts) -> str:
+def _short(facts: messages.Facts) -> str:
     parts = []
     for condition in facts.get("failing") or ():
         if condition == "no_stake":
             parts.append("no activated stake")
         elif condition == "balance":
-            parts.append(f"vote account {sol(facts['balance_short'])} short")
+            parts.append(f"vote account {messages.sol(facts['balance_short'])} short")
         else:
             parts.append(f"rank {facts['rank']:,} past {facts['max_rank']:,}")
     left = facts.get("seconds_left")
@@ -62,41 +64,42 @@ def _short(facts: Facts) -> str:
     return ", ".join(parts) + tail
 
 
-def _condition_lines(facts: Facts) -> list[str | None]:
+def _condition_lines(facts: messages.Facts) -> list[str | None]:
     failing = set(facts.get("failing") or ())
     stake = int(facts.get("activated_stake") or 0)
     out: list[str | None] = []
     if "no_stake" in failing:
         out.append("No activated stake: the ticket takes only vote accounts with stake.")
     else:
-        out.append(f"Activated stake: {sol(stake)}")
+        out.append(f"Activated stake: {messages.sol(stake)}")
     balance = facts.get("balance")
     if balance is not None:
         need = (
-            f"{sol(facts['min_balance'])} (the rent-exempt {sol(facts['rent_exempt'])} plus "
-            f"{sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
+            f"{messages.sol(facts['min_balance'])} "
+            f"(the rent-exempt {messages.sol(facts['rent_exempt'])} plus "
+            f"{messages.sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
         )
         if "balance" in failing:
             out.append(
-                f"Vote account balance: {sol(balance)}, {sol(facts['balance_short'])} short of "
-                f"{need}"
+                f"Vote account balance: {messages.sol(balance)}, "
+                f"{messages.sol(facts['balance_short'])} short of {need}"
             )
         else:
-            out.append(f"Vote account balance: {sol(balance)} (needs {need})")
+            out.append(f"Vote account balance: {messages.sol(balance)} (needs {need})")
     rank = facts.get("rank")
     if rank is not None:
         among = f"among {facts['staked_accounts']:,} staked vote accounts"
         where = f"Rank by activated stake: {rank:,} {among}, cut at {facts['max_rank']:,}"
         if "rank" in failing:
             where += (
-                f": it needs {sol(facts['stake_gap'])} more to pass the "
-                f"{sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
+                f": it needs {messages.sol(facts['stake_gap'])} more to pass the "
+                f"{messages.sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
             )
         out.append(where)
     return out
 
 
-def _boundary_line(facts: Facts) -> str | None:
+def _boundary_line(facts: messages.Facts) -> str | None:
     left = facts.get("seconds_left")
     if left is None:
         return None

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from watcher.alerting.messages import Facts, Presentation, Wording, lines, make_alert, rule_line
+from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import DigestWords, Kind, Named
+from watcher.kinds import base
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.credits import account_finder
 from watcher.kinds.vote_samples import vote_kind
@@ -110,12 +110,9 @@ def _alert(
         "old": old,
         "new": new,
     }
-    return make_alert(
-        rule,
-        subject=pubkey,
-        reason="event",
-        dedup_key=f"{rule.name}|{pubkey}|{key}-{seq}|event",
-        facts=facts,
+    dedup_key = f"{rule.name}|{pubkey}|{key}-{seq}|event"
+    return messages.make_alert(
+        rule, subject=pubkey, reason="event", dedup_key=dedup_key, facts=facts
     )
 
 
@@ -123,25 +120,27 @@ def one(facts: Mapping[str, Any]) -> int:
     return 1
 
 
-def validator_named(facts: Mapping[str, Any]) -> Named:
+def validator_named(facts: Mapping[str, Any]) -> base.Named:
     """A validator in a digest: its watched pubkey, labelled by it, its vote account or its
     identity (as its lone alert's title)."""
     aliases = tuple(str(facts[key]) for key in ("vote_pubkey", "node_pubkey") if facts.get(key))
-    return Named(str(facts["subject"]), "address", aliases=aliases)
+    return base.Named(str(facts["subject"]), "address", aliases=aliases)
 
 
-def change_text(facts: Facts, shown: Presentation, what: str, detail: str) -> tuple[str, str]:
+def change_text(
+    facts: messages.Facts, shown: messages.Presentation, what: str, detail: str
+) -> tuple[str, str]:
     """The wording of one change: ``what`` in the title (after the validator), ``detail`` in
     the body (under it)."""
     title = validator_title(facts, shown, what)
-    return title, lines(rule_line(facts), *validator_lines(facts, shown, detail))
+    return title, messages.lines(messages.rule_line(facts), *validator_lines(facts, shown, detail))
 
 
 def change_kind(
-    model: type[RuleBase], wording: Wording, item: tuple[str, str], part: PartStep
-) -> Kind:
+    model: type[RuleBase], wording: messages.Wording, item: tuple[str, str], part: PartStep
+) -> base.Kind:
     """A kind comparing a validator's value with the one last notified: the ``votes`` source
     (its ``part``: ``changes_step``), one alert per change, digests counting ``item``
     (singular, plural) per validator."""
-    digest = DigestWords(item, ("validator", "validators"), one, subject_named=validator_named)
+    digest = base.DigestWords(item, ("validator", "validators"), one, subject_named=validator_named)
     return vote_kind(model, wording, part, digest)

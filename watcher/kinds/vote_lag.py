@@ -13,19 +13,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from watcher.alerting import messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
-from watcher.alerting.messages import (
-    PLAIN,
-    Facts,
-    Presentation,
-    lines,
-    plural,
-    rule_line,
-    since_text,
-)
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
 from watcher.kinds.cluster import validator_lines, validator_title
 from watcher.kinds.delinquency import ValidatorStatus, classify_validators
 from watcher.kinds.vote_samples import vote_kind
@@ -63,7 +56,7 @@ def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
 def step_vote_lag(
     rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
 ) -> StepOutcome:
-    mine = [rule for rule in rules if isinstance(rule, VoteLagRule)]
+    mine = base.rules_of(rules, VoteLagRule)
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 
     def assess(rule: VoteLagRule) -> Mapping[str, Assessment]:
@@ -72,20 +65,22 @@ def step_vote_lag(
     return step_episodes(mine, state, now, assess)
 
 
-def vote_lag_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, str]:
-    behind = plural(int(facts["slots_behind"]), "slot")
-    limit = plural(int(facts["max_slots"]), "slot")
+def vote_lag_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
+    behind = messages.plural(int(facts["slots_behind"]), "slot")
+    limit = messages.plural(int(facts["max_slots"]), "slot")
     if facts["reason"] == "resolved":
         title = validator_title(facts, shown, f"caught up ({behind} behind)")
         summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
     elif facts["reason"] == "repeat":
         title = validator_title(facts, shown, f"still {behind} behind ({facts['duration']})")
-        summary = f"Still lagging: for {facts['duration']}, {since_text(facts)}."
+        summary = f"Still lagging: for {facts['duration']}, {messages.since_text(facts)}."
     else:
         title = validator_title(facts, shown, f"votes {behind} behind")
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
-    body = lines(
-        rule_line(facts),
+    body = messages.lines(
+        messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         f"Last vote: slot {facts['last_vote']}",
     )

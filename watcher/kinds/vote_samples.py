@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from watcher.alerting.messages import Wording
+from watcher.alerting import messages
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, TargetState
-from watcher.kinds.base import DigestWords, Kind
+from watcher.kinds import base
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.votes_source import SOURCE, PartStep, VotesSource
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -43,11 +43,14 @@ def _answer(watched: str, bad: bool, tip: int) -> VoteAccounts:
 
 
 def vote_kind(
-    model: type[RuleBase], wording: Wording, part: PartStep, digest: DigestWords | None = None
-) -> Kind:
+    model: type[RuleBase],
+    wording: messages.Wording,
+    part: PartStep,
+    digest: base.DigestWords | None = None,
+) -> base.Kind:
     """A kind riding the ``votes`` source: its ``part`` of the source's step, and the samples
     that part steps."""
-    return Kind(
+    return base.Kind(
         model=model,
         source=SOURCE,
         wording=wording,

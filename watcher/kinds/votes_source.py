@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import LedgerReader, SourceFacts
+from watcher.kinds import base
 from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -32,7 +32,7 @@ PartStep = Callable[[Sequence[Any], TargetState, VoteAccounts, float], StepOutco
 
 class VotesSource:
     name = "votes"
-    facts = SourceFacts(("getVoteAccounts",))
+    facts = base.SourceFacts(("getVoteAccounts",))
 
     def __init__(self, parts: Mapping[str, PartStep] | None = None) -> None:
         # The parts, by the rule kind each serves: one runs when its kind has a rule.
@@ -44,7 +44,7 @@ class VotesSource:
         return VotesSource(parts)
 
     async def observe(
-        self, ledger: LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> VoteAccounts:
         return await ledger.get_vote_accounts()
 
