@@ -22,11 +22,12 @@ from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcStats
 from watcher.service import sweeps
 from watcher.service.admission import Admission
 from watcher.service.agreement import Agreement
-from watcher.service.cadences import CadenceBook, projected_per_second
+from watcher.service.cadences import CadenceBook
+from watcher.service.cadences import at_scrape as cadences_at_scrape
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
@@ -44,7 +45,7 @@ from watcher.service.supervisor import Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.shards import SHARDS
-from watcher.wiring import delivery_sender, open_store, rpc_client
+from watcher.wiring import delivery_sender, open_store, public_endpoint, rpc_client
 
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
 OUTBOX_STUCK_SECONDS = 300.0
@@ -68,29 +69,27 @@ class Daemon:
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
         # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
         self.cadences = CadenceBook()
-        # The RPC client the settings describe, built here unless the caller brings its own
-        # reader (``ledger``, which it owns and closes: a rule test's); the parts read through
-        # ``rpc``, the narrow ``LedgerReader``.
-        self.client: RpcClient | None = None
-        # What /metrics shows is read when scraped; what the configuration says, from the
-        # snapshot in force (``config``, built below once the client names its endpoints).
+        # Each part built after what it uses: the RPC endpoints' name (as the client will show
+        # it), the configuration whose built-in alerts name it, the metrics, the client that
+        # tells them of each request. A caller's own reader (``ledger``, which it owns and
+        # closes: a rule test's) has no name and no client of ours.
+        self.endpoint = public_endpoint(settings) if ledger is None else None
+        # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
+        self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
+        rpc_stats = RpcStats()  # the client's counters, which the metrics read
+        # What /metrics shows is read when scraped: the client's counters (when it is ours),
+        # the cadences, a rule's kind in the snapshot in force.
         self.metrics = Metrics(
             clock,
-            lambda: None if self.client is None else self.client.stats,
+            rpc_stats if ledger is None else None,
             read_state=self.store.summary,
-            cadences=lambda: (
-                projected_per_second(self.config.current.jobs, self.cadences),
-                self.cadences.intervals(),
-            ),
-            kind_of=lambda rule: self.config.current.kind_of(rule),
+            cadences=partial(cadences_at_scrape, self.config, self.cadences),
+            kind_of=self.config.kind_of,
         )
+        self.client: RpcClient | None = None
         if ledger is None:
-            self.client = ledger = rpc_client(settings, on_request=self.metrics.rpc_request)
-        self.rpc: LedgerReader = ledger
-        # The settings and rules in force: one snapshot, swapped whole by a reload (``use``).
-        # The built-in alerts name the RPC client's endpoints.
-        self.endpoint = None if self.client is None else self.client.public_url
-        self.config = Configured(Configuration.of(settings, ruleset, self.endpoint))
+            self.client = ledger = rpc_client(settings, self.metrics.rpc_request, rpc_stats)
+        self.rpc: LedgerReader = ledger  # what the parts read through, the narrow reader
         self.sender = delivery_sender(
             settings,
             self.store,
@@ -99,7 +98,7 @@ class Daemon:
             self.metrics,
             self.outbox_has_work.set,
             # Its digests name keys as the alerts do: the presentation in force.
-            presentation=lambda: self.config.current.presentation,
+            presentation=self.config.presentation,
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum

@@ -1,6 +1,7 @@
-"""The factories that turn settings into the daemon's parts: the state store, the RPC client,
-the delivery sender. Beside the composition root (``watcher.app``), the one place that knows
-both the settings and every part, so that the parts themselves never import what wires them."""
+"""The factories that turn settings into the daemon's parts: the state store, the RPC client
+(and the name it shows), the delivery sender. Beside the composition root (``watcher.app``), the
+one place that knows both the settings and every part, so that the parts themselves never import
+what wires them."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import Presentation
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock
+from watcher.core.redact import split_rpc_url
 from watcher.delivery.outbox_sender import Sender
-from watcher.ledger.rpc import EndpointSpec, RpcClient
+from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcStats
 from watcher.service.metrics import Metrics
 from watcher.state.interface import Store
 from watcher.state.pg_store import PostgresStore
@@ -30,9 +32,19 @@ def open_store(settings: Settings) -> Store:
     return AsyncSqliteStore.open(settings.state_path)
 
 
-def rpc_client(settings: Settings, on_request: Callable[[str, float], None]) -> RpcClient:
+def public_endpoint(settings: Settings) -> str:
+    """The name of the endpoints the built-in alerts and the logs show, known before the client
+    is built: ``RpcClient.public_url`` of the client ``rpc_client`` builds (each endpoint's URL
+    masked by the ledger's own ``split_rpc_url``, joined as the client joins them)."""
+    return ", ".join(split_rpc_url(e.url.get_secret_value()).public_url for e in settings.endpoints)
+
+
+def rpc_client(
+    settings: Settings, on_request: Callable[[str, float], None], stats: RpcStats
+) -> RpcClient:
     """The client the settings describe: every endpoint, each with its ``max_rps``;
-    ``on_request`` is told each HTTP request's method and seconds."""
+    ``on_request`` is told each HTTP request's method and seconds; ``stats``: the counters it
+    keeps (the metrics read them when scraped)."""
     endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
     return RpcClient(
         endpoints,
@@ -43,6 +55,7 @@ def rpc_client(settings: Settings, on_request: Callable[[str, float], None]) -> 
         max_rps=settings.rpc.max_rps,
         batch_size=settings.rpc.batch_size,
         on_request=on_request,
+        stats=stats,
     )
 
 

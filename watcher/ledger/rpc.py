@@ -95,9 +95,11 @@ class RpcClient(BatchCalls, LedgerMethods):
         max_rps: float | None = None,
         batch_size: int = 1,
         on_request: Callable[[str, float], None] | None = None,
+        stats: RpcStats | None = None,
     ) -> None:
         """``on_request``: told each HTTP request's method and duration in seconds (the
-        daemon's metrics)."""
+        daemon's metrics); ``stats``: the counters to keep (the daemon's, which its metrics
+        read; None: its own)."""
         if commitment not in COMMITMENTS:
             raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
         if max_attempts < 1 or max_concurrency < 1:
@@ -129,7 +131,7 @@ class RpcClient(BatchCalls, LedgerMethods):
         self._clock = clock
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._next_id = 0
-        self.stats = RpcStats()
+        self.stats = RpcStats() if stats is None else stats
         self.on_request = on_request
         self.batcher = None if batch_size == 1 else Batcher(self._send_batch, batch_size)
 

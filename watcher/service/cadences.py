@@ -25,12 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from watcher.cadence import Cadence, after_poll, rescheduled
 from watcher.config.ruleset import Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import TargetState
+from watcher.service.configuration import Current
 
 # A target never polled is assumed to see an event a day until it shows its own rate: enough
 # to weigh it against proven idle targets in a budget allocation, little enough not to matter
@@ -337,6 +338,19 @@ def projected_per_second(jobs: Sequence[Job], book: CadenceBook) -> float:
             cadence = known.get(target)
             total += 1.0 / (job.interval if cadence is None else cadence.interval)
     return total
+
+
+class JobsInForce(Protocol):
+    """What ``at_scrape`` reads of the configuration in force."""
+
+    @property
+    def jobs(self) -> Sequence[Job]: ...
+
+
+def at_scrape(config: Current[JobsInForce], book: CadenceBook) -> tuple[float, list[float]]:
+    """What /metrics shows of the cadences when scraped: the calls a second they project over
+    the jobs in force (``projected_per_second``) and every adaptive target's current interval."""
+    return projected_per_second(config.current.jobs, book), book.intervals()
 
 
 def interval_bands(intervals: Iterable[float]) -> list[tuple[float, int]]:

@@ -86,3 +86,15 @@ class Configured:
 
     def swap(self, configuration: Configuration) -> None:
         self._current = configuration
+
+    # Bound methods for the parts that take a plain callable and read it on each use: each
+    # reads the snapshot in force at that moment.
+
+    def kind_of(self, rule: str) -> str:
+        """The kind of the rule called ``rule`` in the configuration in force
+        (``Configuration.kind_of``)."""
+        return self._current.kind_of(rule)
+
+    def presentation(self) -> Presentation:
+        """How keys are shown in the configuration in force."""
+        return self._current.presentation

@@ -48,13 +48,14 @@ class Metrics:
     def __init__(
         self,
         clock: Callable[[], float],
-        rpc_stats: Callable[[], RpcStats | None] = lambda: None,
+        rpc_stats: RpcStats | None = None,
         *,
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
         kind_of: Callable[[str], str] = lambda rule: "",
     ) -> None:
-        """``rpc_stats``, ``read_state``, ``cadences`` and ``kind_of`` are read when scraped
+        """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
+        ``read_state``, ``cadences`` and ``kind_of`` are read when scraped
         (``watcher.service.scrape_time.ScrapeTime``)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._clock = clock

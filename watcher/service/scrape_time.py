@@ -36,13 +36,14 @@ class ScrapeTime(Collector):
     def __init__(
         self,
         clock: Callable[[], float],
-        rpc_stats: Callable[[], RpcStats | None],
+        rpc_stats: RpcStats | None,
         *,
         read_state: Callable[[], Awaitable[StateSummary]] | None,
         cadences: Callable[[], tuple[float, list[float]] | None],
         kind_of: Callable[[str], str],
     ) -> None:
-        """``read_state``: the store's ``summary`` (None: no state to show, nothing read).
+        """``rpc_stats``: the RPC client's counters, read at each scrape (None: no client to
+        show). ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
         ``cadences``: the calls a second at the current cadences and the current interval of
         every adaptive target (``watcher.service.cadences``); ``kind_of``: a rule's kind (the
         rules in force; "" for one no longer in force)."""
@@ -69,7 +70,7 @@ class ScrapeTime(Collector):
         return self._read
 
     def collect(self) -> Iterator[Metric]:
-        stats = self._rpc_stats()
+        stats = self._rpc_stats
         if stats is not None:
             yield CounterMetricFamily("watcher_rpc_retries", "RPC attempts retried", stats.retries)
             yield CounterMetricFamily(
