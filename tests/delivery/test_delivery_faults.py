@@ -26,6 +26,8 @@ from watcher.state.sqlite_errors import state_error
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.testing.receivers import JsonReceiver, TrickleReceiver
 
+from support.sending import delivery_settings
+
 ID_HEADER = "X-Watcher-Id"
 
 
@@ -58,8 +60,7 @@ def make_sender(store: SqliteStore, urls: Sequence[str], clock: FakeClock, **kwa
         AsyncSqliteStore(store),  # the engine runs the test's store: its failures, mapped
         {"ops": list(urls)},
         clock=clock,
-        random=lambda: 0.0,
-        first_retry=2.0,
+        random=lambda: 0.0,  # retries from the default first_retry, 2 s, without jitter
         db_retry=(0.01, 0.05),
         **kwargs,
     )
@@ -100,7 +101,9 @@ async def test_a_stalled_send_times_out_is_retried_and_never_repeats_a_message(
     else; when it turns out accepted, that counts: the message is not posted twice."""
     with TrickleReceiver() as slow:
         clock = FakeClock()
-        sender = make_sender(tmp_store, [slow.url], clock, send_timeout=0.5)
+        sender = make_sender(
+            tmp_store, [slow.url], clock, delivery=delivery_settings(send_timeout=0.5)
+        )
         enqueue(tmp_store, sender, clock, alert("k1"))
 
         assert await sender.send_due() == 0
@@ -261,7 +264,13 @@ async def test_a_delivery_row_gone_while_in_flight_is_logged_and_the_sender_goes
     store = SqliteStore(tmp_path / "watcher.db")
     clock = FakeClock()
     notifier = RowDeletingNotifier(store.path)
-    sender = make_sender(store, [json_receiver.url], clock, notifier=notifier, deadline=deadline)
+    sender = make_sender(
+        store,
+        [json_receiver.url],
+        clock,
+        notifier=notifier,
+        delivery=delivery_settings(deadline=deadline),
+    )
     enqueue(store, sender, clock, alert("k1"))
     [row] = store.due_deliveries(clock())
     notifier.delete = row.id

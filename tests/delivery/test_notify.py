@@ -24,8 +24,10 @@ from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
 from support.sending import alert_history as history
-from support.sending import make_sender, titles
+from support.sending import delivery_settings, make_sender, titles
 from support.values import FakeClock
+
+DEAD_AFTER_A_MINUTE = delivery_settings(deadline=60.0)
 
 
 def alert(key: str, *, channels: Sequence[str] = ("ops",), **changes: Any) -> AlertMessage:
@@ -104,7 +106,9 @@ async def test_a_refused_delivery_is_retried_after_backoff_and_delivered_once(
     tmp_store: SqliteStore, json_receiver: JsonReceiver
 ) -> None:
     clock = FakeClock()
-    sender = make_sender(tmp_store, {"ops": [json_receiver.url]}, clock, first_retry=2.0)
+    sender = make_sender(
+        tmp_store, {"ops": [json_receiver.url]}, clock, delivery=delivery_settings(first_retry=2.0)
+    )
     enqueue(tmp_store, sender, clock, alert("k1"))
     json_receiver.refuse(1)
 
@@ -212,7 +216,7 @@ async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
         tmp_store,
         {"ops": [json_receiver.url]},
         clock,
-        deadline=60.0,
+        delivery=DEAD_AFTER_A_MINUTE,
         on_dead=lambda row, error: given_up.append((row, error)),
     )
     enqueue(tmp_store, sender, clock, alert("k1"))
@@ -246,7 +250,7 @@ async def test_a_dead_letter_reaches_the_fallback_channel_exactly_once(
         clock = FakeClock()
         channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
         sender = make_sender(
-            tmp_store, channels, clock, deadline=60.0, fallback_channels=("alerts",)
+            tmp_store, channels, clock, delivery=DEAD_AFTER_A_MINUTE, fallback_channels=("alerts",)
         )
         enqueue(tmp_store, sender, clock, alert("k1"))
         assert await sender.send_due() == 0
@@ -281,7 +285,11 @@ async def test_deliveries_dying_together_make_one_dead_letter_digest(
         clock = FakeClock()
         channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
         sender = make_sender(
-            tmp_store, channels, clock, deadline=60.0, fallback_channels=("ops", "alerts")
+            tmp_store,
+            channels,
+            clock,
+            delivery=DEAD_AFTER_A_MINUTE,
+            fallback_channels=("ops", "alerts"),
         )
         enqueue(tmp_store, sender, clock, alert("k1"), alert("k2"), alert("k3", rule="whales"))
         await sender.send_due()
@@ -308,7 +316,7 @@ async def test_a_dead_letter_that_dies_too_is_not_reported_again(
         clock = FakeClock()
         channels = {"ops": [refusing.url], "alerts": [json_receiver.url]}
         sender = make_sender(
-            tmp_store, channels, clock, deadline=60.0, fallback_channels=("alerts",)
+            tmp_store, channels, clock, delivery=DEAD_AFTER_A_MINUTE, fallback_channels=("alerts",)
         )
         enqueue(tmp_store, sender, clock, alert("k1"))
         with structlog.testing.capture_logs() as logs:
@@ -334,7 +342,11 @@ async def test_a_death_with_no_other_url_to_report_it_is_logged(
     json_receiver.refuse_all(True)
     clock = FakeClock()
     sender = make_sender(
-        tmp_store, {"ops": [json_receiver.url]}, clock, deadline=60.0, fallback_channels=fallback
+        tmp_store,
+        {"ops": [json_receiver.url]},
+        clock,
+        delivery=DEAD_AFTER_A_MINUTE,
+        fallback_channels=fallback,
     )
     enqueue(tmp_store, sender, clock, alert("k1"))
     with structlog.testing.capture_logs() as logs:
@@ -387,7 +399,11 @@ async def test_the_sender_goes_through_the_notifier_it_is_given(tmp_store: Sqlit
     clock = FakeClock()
     notifier = ScriptedNotifier(refused("HTTP 503"), ACCEPTED, refused("no such URL", final=True))
     sender = make_sender(
-        tmp_store, {"ops": ["json://a.example/"]}, clock, first_retry=10.0, notifier=notifier
+        tmp_store,
+        {"ops": ["json://a.example/"]},
+        clock,
+        delivery=delivery_settings(first_retry=10.0),
+        notifier=notifier,
     )
     enqueue(tmp_store, sender, clock, alert("k1"))
     assert await sender.send_due() == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from watcher.config.sections import DeliverySettings
 from watcher.core.outbox_rows import AlertRecord
 from watcher.delivery.outbox_sender import Sender
 from watcher.state.store import AsyncSqliteStore, SqliteStore
@@ -19,6 +20,12 @@ def make_sender(
     # random=0: backoff without jitter, so the test knows when a retry is due. The test reads
     # and writes ``store`` directly; the sender calls it through the engine, as the daemon does.
     return Sender(AsyncSqliteStore(store), channels, clock=clock, random=lambda: 0.0, **kwargs)
+
+
+def delivery_settings(**seconds: float) -> DeliverySettings:
+    """The settings' ``delivery`` with these values in seconds, unchecked (a test may give a
+    deadline of 0)."""
+    return DeliverySettings().model_copy(update=seconds)
 
 
 def titles(received: Iterable[dict[str, Any]]) -> list[str]:

@@ -26,6 +26,7 @@ import structlog
 
 from watcher.alerting.health import StateHealth
 from watcher.alerting.messages import PLAIN, Presentation
+from watcher.config.sections import DeliverySettings
 from watcher.core import outbox_rows
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
@@ -49,6 +50,9 @@ log = structlog.get_logger(__name__)
 # One digest gathers at most this many alerts; more go out in the next one.
 MAX_DIGEST_ROWS = 500
 
+# The settings' defaults: retries from 2 s, backoff up to 5 min, given up after a day, 30 s a send.
+DELIVERY_DEFAULTS = DeliverySettings()
+
 
 class SenderStore(OutboxStore, LeaseStore, Protocol):
     """What the sender asks of the store: the outbox, and which targets this instance holds
@@ -70,12 +74,9 @@ class Sender:
         channels: Mapping[str, Sequence[str]],
         *,
         clock: Clock,
-        first_retry: float = 2.0,
-        max_backoff: float = 300.0,
-        deadline: float = 86400.0,
+        delivery: DeliverySettings = DELIVERY_DEFAULTS,
         random: Callable[[], float] = random_module.random,
         batch: int = 100,
-        send_timeout: float = 30.0,
         fallback_channels: Sequence[str] = (),
         on_dead: Callable[[DeliveryRow, str], None] | None = None,
         on_idle: Callable[[], None] | None = None,
@@ -87,6 +88,8 @@ class Sender:
         presentation: Callable[[], Presentation] = lambda: PLAIN,
         repost_every: float = REPOST_SECONDS,
     ) -> None:
+        """``delivery``: when a refused message is tried again and given up, and how long one
+        send may take (the settings' ``delivery``)."""
         self._store = store
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
@@ -102,9 +105,11 @@ class Sender:
             db=StoreCalls(store, self.state_health, clock, db_retry),
             sends=BoundedSends(
                 AlertmanagerOrApprise(AppriseNotifier()) if notifier is None else notifier,
-                send_timeout,
+                delivery.send_timeout,
             ),
-            policy=RetryPolicy(first_retry, max_backoff, deadline, random),
+            policy=RetryPolicy(
+                delivery.first_retry, delivery.max_backoff, delivery.deadline, random
+            ),
             urls=lambda: self._urls,
             destinations=self.destinations,
             fallback_channels=lambda: self._fallback_channels,
