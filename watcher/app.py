@@ -34,6 +34,7 @@ from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.last_errors import LastErrors
 from watcher.service.leasing import LeaseKeeper
+from watcher.service.loop_lag import LoopLagProbe
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
@@ -204,7 +205,9 @@ class Daemon:
             clock=clock,
             rpc_url=self.endpoint or "custom",
             state=settings.state_url_masked or str(settings.state_path),
-            loop_lagged=self.metrics.loop_lagged,
+            loop_lag=None
+            if http is None
+            else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
         )
         self.reloader = Reloader(
             config=self.config,

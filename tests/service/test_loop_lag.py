@@ -6,9 +6,17 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
+from watcher.app import Daemon
+from watcher.checks import load_config
+from watcher.config.ruleset import RuleSet
+from watcher.kinds import KINDS
 from watcher.service.loop_lag import watch_loop_lag
 from watcher.service.metrics import Metrics
+from watcher.testing.daemon import write_config
+
+from support.seeded import base_rules
 
 
 def test_a_hold_of_the_loop_is_one_late_tick_and_the_others_are_on_time() -> None:
@@ -38,3 +46,35 @@ def test_the_lag_is_a_histogram_on_metrics(tmp_path: Path) -> None:
     assert "watcher_event_loop_lag_seconds_count 2.0" in text
     # Rendered last: a scrape reads it once the rest is rendered.
     assert text.rstrip().splitlines()[-1].startswith("watcher_event_loop_lag_seconds_created")
+
+
+async def test_the_probe_ticks_every_http_loop_lag_every_and_only_where_metrics_show_it(
+    tmp_path: Path,
+) -> None:
+    def daemon(http: dict[str, Any] | None) -> Daemon:
+        extra: dict[str, Any] = {"state_path": str(tmp_path / "watcher.db")}
+        if http is not None:
+            extra["http"] = http
+        config = write_config(
+            tmp_path,
+            rpc_url="http://127.0.0.1:9/",
+            channels={"hooks": ["json://127.0.0.1:9/"]},
+            rules=base_rules(),
+            extra=extra,
+        )
+        settings, rules = load_config(config, kinds=KINDS)
+        return Daemon(settings, RuleSet(rules, KINDS))
+
+    for http, probe_every in [
+        ({"listen": "127.0.0.1:9108"}, 0.5),  # the default: two ticks a second
+        ({"listen": "127.0.0.1:9108", "loop_lag_every": "100ms"}, 0.1),
+        (None, None),  # nothing shows the histogram: no tick wakes the process
+    ]:
+        built = daemon(http)
+        try:
+            probe = built.runtime.loop_lag
+            assert (probe and probe.every) == probe_every
+            assert probe is None or probe.observe == built.metrics.loop_lagged
+        finally:
+            await built.close()
+            await built.store.close()

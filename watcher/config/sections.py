@@ -72,6 +72,11 @@ class HttpSettings(_Section):
     """The HTTP endpoint for /metrics and /healthz."""
 
     listen: str  # HOST:PORT, e.g. 127.0.0.1:9102 or [::1]:9102
+    # How often a tick samples the event loop's lag (watcher_event_loop_lag_seconds). Each tick
+    # wakes the whole process: at ten a second they were half the daemon's CPU at rest and a
+    # tenth of a 1,000-address sweep's. Two a second see a hold of D ms about D times in 500,
+    # plenty for a histogram scraped every 15 s; shorter sees shorter holds.
+    loop_lag_every: PositiveDuration = 0.5
 
     @field_validator("listen")
     @classmethod

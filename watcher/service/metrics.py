@@ -28,7 +28,6 @@ from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
-from watcher.service.loop_lag import TICK_SECONDS
 from watcher.service.observed_values import ObservedValues
 from watcher.service.scrape_time import ScrapeTime
 from watcher.state import snapshot
@@ -167,7 +166,8 @@ class Metrics:
         # of the loop (if any) shows in the next one.
         self.loop_lag = Histogram(
             "watcher_event_loop_lag_seconds",
-            f"How late a tick every {TICK_SECONDS:g} s woke: how long work held the event loop",
+            "How late the event loop's tick (every http.loop_lag_every) woke: how long work "
+            "held the event loop",
             buckets=LAG_BUCKETS,
             registry=r,
         )

@@ -26,7 +26,7 @@ from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.leasing import LeaseKeeper
-from watcher.service.loop_lag import watch_loop_lag
+from watcher.service.loop_lag import LoopLagProbe
 from watcher.service.pruning import Pruner
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
@@ -78,7 +78,7 @@ class Runtime:
         clock: Clock,
         rpc_url: str,
         state: str,
-        loop_lagged: Callable[[float], None] = lambda seconds: None,
+        loop_lag: LoopLagProbe | None = None,
     ) -> None:
         self.scheduler, self.sender, self.pruner = parts.scheduler, parts.sender, parts.pruner
         self.notifier, self.http, self.heartbeat = parts.notifier, parts.http, parts.heartbeat
@@ -87,7 +87,7 @@ class Runtime:
         self.outbox_has_work, self.stopping = outbox_has_work, stopping
         self.close, self.clock = close, clock
         self.rpc_url, self.state = rpc_url, state  # for the start-up line (masked)
-        self.loop_lagged = loop_lagged  # watcher_event_loop_lag_seconds
+        self.loop_lag = loop_lag  # watcher_event_loop_lag_seconds, where /metrics shows it
 
     async def run(self, stop: asyncio.Event, ruleset: RuleSet) -> None:
         """Run ``ruleset`` until ``stop`` is set, then stop cleanly: no new work, in-flight
@@ -99,7 +99,11 @@ class Runtime:
         except StateError as exc:
             await self.close()
             raise DaemonFailed(str(exc.during("open the state database"))) from exc
-        lag = asyncio.create_task(watch_loop_lag(self.loop_lagged), name="loop lag")
+        lag = (
+            []
+            if self.loop_lag is None
+            else [asyncio.create_task(self.loop_lag.run(), name="loop lag")]
+        )
         # Shards before the first sweeps (several instances on one database; else nothing).
         await self.leases.round()
         lease_task = asyncio.create_task(self.leases.keep_forever(), name="leases")
@@ -145,9 +149,10 @@ class Runtime:
             sender_task.cancel()
             lease_task.cancel()  # the store hands the shards back as it closes
             listener.cancel()
-            lag.cancel()
+            for task in lag:
+                task.cancel()
             # Their failure, if any, was reported above.
-            await asyncio.wait({sender_task, pruner, lease_task, listener, lag})
+            await asyncio.wait({sender_task, pruner, lease_task, listener, *lag})
             if self.http is not None:
                 await self.http.close()
             if self.heartbeat is not None:
