@@ -105,7 +105,10 @@ class DaemonFigures:
     rounds: int = 0  # sweeps measured
     too_many: int = 0  # 429s received (/metrics)
     first_cpu_s: float = 0.0  # CPU from "started" to the first round line
-    steady_cpu_s: float = 0.0  # CPU from the first round line to the second: one interval
+    # CPU of one interval, steady: from the first round line to the last, over the intervals
+    # between them (the kernel counts CPU in 10 ms ticks: one 5 s interval of 1,000 polls is a
+    # handful of them, so one reading alone is off by a tenth or two)
+    steady_cpu_s: float = 0.0
     rss_mb: float = 0.0
     ready_s: float = 0.0  # spawn -> "watcher started", empty state database
     restart_ready_s: float = 0.0  # the same with the state of the first run
@@ -209,7 +212,7 @@ def measure_daemon(
                 figures.ready_s, ready_cpu = time.monotonic() - spawned, cpu_seconds(proc.pid)
             if len(rounds) >= 1 and not first_cpu:
                 first_cpu = cpu_seconds(proc.pid)
-        end_cpu = cpu_seconds(proc.pid)
+        end_cpu, intervals = cpu_seconds(proc.pid), len(rounds) - 1
         figures.rss_mb = peak_rss_mb(proc.pid)
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:
@@ -221,7 +224,7 @@ def measure_daemon(
         figures.first_cpu_s = first_cpu - ready_cpu
     if len(rounds) >= 2:
         figures.steady_sweep_s = float(rounds[1]["duration"])
-        figures.steady_cpu_s = end_cpu - first_cpu
+        figures.steady_cpu_s = (end_cpu - first_cpu) / intervals
     figures.requests = int(_metric(metrics, "watcher_rpc_latency_seconds_count"))
     figures.too_many = int(
         _metric(metrics, "watcher_rpc_rate_limited_total")
