@@ -227,7 +227,7 @@ def measure(size: Size) -> Figures:
             extra={
                 "rpc": {"batch_size": 10, "max_concurrency": 8},
                 # A tick every 100 ms (0.5 s by default): five times the ticks to count stalls by.
-                "http": {"listen": f"127.0.0.1:{port}", "loop_lag_every": 0.1},
+                "http": {"listen": f"127.0.0.1:{port}", "loop_lag_every": "100ms"},
             },
         )
         daemon = DaemonProcess(config).start()
