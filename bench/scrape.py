@@ -15,7 +15,7 @@ Once every series is on `/metrics`, two phases, each over the same sweeps:
    last byte of the body), each checked for its series.
 
 Inside the daemon, ``watcher_event_loop_lag_seconds`` (``watcher.service.loop_lag``: how late a
-tick every 100 ms woke; ``http.loop_lag_every: 0.1`` here) tells how long work held its event
+tick every 100 ms woke; ``http.loop_lag_every: 100ms`` here) tells how long work held its event
 loop; the stall *from the scrapes* is what the scraping phase has beyond the quiet one.
 Targets: p99 under 100 ms per scrape, and no tick later than 20 ms beyond what the quiet phase
 shows (more ticks over 20 ms than the quiet phase's rate predicts, plus twice its Poisson noise
