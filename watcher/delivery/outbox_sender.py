@@ -50,7 +50,7 @@ log = structlog.get_logger(__name__)
 # One digest gathers at most this many alerts; more go out in the next one.
 MAX_DIGEST_ROWS = 500
 
-# The settings' defaults: retries from 2 s, backoff up to 5 min, given up after a day, 30 s a send.
+# The settings' own defaults (``DeliverySettings``), for a sender built without settings.
 DELIVERY_DEFAULTS = DeliverySettings()
 
 
