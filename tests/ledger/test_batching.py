@@ -182,3 +182,45 @@ def test_rpc_settings_defaults_and_limits() -> None:
     for wrong in ({"max_rps": 0}, {"batch_size": 0}, {"batch_size": 101}):
         with pytest.raises(ValidationError):
             RpcSettings.model_validate(wrong)
+
+
+async def test_callers_woken_by_a_batch_fill_the_next_one() -> None:
+    """A batch's callers are all woken in the same turn: each makes its next call at once, so
+    the next batch leaves full (woken one per turn, they trickled out as partial batches)."""
+    sent: list[int] = []
+
+    async def send(method: str, params: Any, model: Any, on_sent: Callable[[], None]) -> list[Any]:
+        on_sent()
+        await asyncio.sleep(0)  # the answer comes back on a later turn
+        sent.append(len(params))
+        return [p[0] for p in params]
+
+    batcher = Batcher(send, 4)
+
+    async def worker(name: str) -> list[Any]:
+        return [await batcher.call("m", [f"{name}{i}"], None) for i in range(3)]
+
+    assert await asyncio.gather(*(worker(w) for w in "abcd")) == [
+        [f"{w}{i}" for i in range(3)] for w in "abcd"
+    ]
+    assert sent == [4, 4, 4]
+
+
+async def test_calls_coming_a_turn_apart_still_share_a_batch() -> None:
+    """A partial batch leaves on the first turn that brought no new call: calls made one turn
+    apart fill it; a lone call leaves two turns after it was made."""
+    sent: list[list[Any]] = []
+
+    async def send(method: str, params: Any, model: Any, on_sent: Callable[[], None]) -> list[Any]:
+        on_sent()
+        sent.append([p[0] for p in params])
+        return [p[0] for p in params]
+
+    batcher = Batcher(send, 10)
+    calls = []
+    for name in "abcd":
+        calls.append(asyncio.ensure_future(batcher.call("m", [name], None)))
+        await asyncio.sleep(0)
+    assert await asyncio.gather(*calls) == list("abcd")
+    assert await batcher.call("m", ["e"], None) == "e"
+    assert sent == [list("abcd"), ["e"]]

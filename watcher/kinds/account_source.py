@@ -27,6 +27,7 @@ from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
 TOKEN_PREFIX = "token:"
+WAKE_PER_TURN = 10  # polls a getMultipleAccounts answer wakes per turn of the event loop
 STATE_VERSION = 1
 
 
@@ -91,8 +92,18 @@ class AccountBatcher:
                 futures[key].set_exception(exc)
                 futures[key].exception()  # retrieved here too: a cancelled poll must not warn
             return
-        for key, account in zip(keys, answer.value, strict=True):
-            futures[key].set_result(AccountRead(account, answer.context.slot))
+        # A few polls woken per turn of the loop: the hundred this call serves, all at once (and
+        # the other calls' of the batch with them), would hold it for tens of milliseconds.
+        try:
+            for index, (key, account) in enumerate(zip(keys, answer.value, strict=True)):
+                if index and not index % WAKE_PER_TURN:
+                    await asyncio.sleep(0)
+                if not futures[key].done():
+                    futures[key].set_result(AccountRead(account, answer.context.slot))
+        except asyncio.CancelledError:
+            for key in keys:
+                futures[key].cancel()  # no-op for those answered already
+            raise
 
 
 @dataclass(frozen=True)
