@@ -98,8 +98,7 @@ class AccountBatcher:
             for index, (key, account) in enumerate(zip(keys, answer.value, strict=True)):
                 if index and not index % WAKE_PER_TURN:
                     await asyncio.sleep(0)
-                if not futures[key].done():
-                    futures[key].set_result(AccountRead(account, answer.context.slot))
+                futures[key].set_result(AccountRead(account, answer.context.slot))
         except asyncio.CancelledError:
             for key in keys:
                 futures[key].cancel()  # no-op for those answered already
