@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from watcher.cadence import monthly_calls
 from watcher.core.clock import iso
@@ -17,7 +17,7 @@ from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
 from watcher.state.commands import CommandStore
 from watcher.state.shards import SHARDS
-from watcher.state.snapshot import InstanceShards, StoreStatus
+from watcher.state.snapshot import Awaiting, InstanceShards, StoreStatus
 from watcher.state.source_rounds import SourceRound
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
@@ -52,6 +52,8 @@ class Status:
     unheld_shards: int = 0
     now: float = 0.0  # when read (the instances' renewals are told relative to it)
     intervals: Intervals | None = None
+    # Per source, the targets whose watch began and whose first poll has not come.
+    awaiting: list[Awaiting] = field(default_factory=list)
 
     def problems(self, now: float) -> list[str]:
         """Why the daemon looks unhealthy from its database (empty: healthy)."""
@@ -95,6 +97,15 @@ class Status:
                         "unheld_shards": self.unheld_shards,
                     }
                 ),
+                "awaiting_first_poll": [
+                    {
+                        "source": a.source,
+                        "targets": a.targets,
+                        "oldest_since": a.oldest_since,
+                        "oldest_wait_seconds": max(0.0, self.now - a.oldest_since),
+                    }
+                    for a in self.awaiting
+                ],
                 "intervals": None
                 if self.intervals is None
                 else {
@@ -124,6 +135,12 @@ class Status:
                 f"  {s.source:10} last round {iso(s.finished_at)}{on}: {s.targets} targets, "
                 f"{s.failed} failed, {s.duration:.2f}s; last success {success}"
             )
+        out += [
+            f"awaiting first poll: {a.source}: {a.targets} targets, the oldest asked for "
+            f"{max(0.0, self.now - a.oldest_since):.0f}s ago ({iso(a.oldest_since)}); what "
+            "lands on them meanwhile is notified at that poll"
+            for a in self.awaiting
+        ]
         oldest = self.outbox.oldest_pending_at
         since = "" if oldest is None else f" (oldest since {iso(oldest)})"
         out.append(f"deliveries: {self.outbox.pending} pending{since}, {self.outbox.dead} dead")
@@ -164,6 +181,7 @@ def status_of(found: StoreStatus, now: float) -> Status:
         unheld_shards=found.unheld_shards,
         now=now,
         intervals=None if found.intervals is None else intervals_of(found.intervals),
+        awaiting=found.awaiting,
     )
 
 
