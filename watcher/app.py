@@ -84,6 +84,7 @@ class Daemon:
             clock,
             rpc_stats if ledger is None else None,
             read_state=self.store.summary,
+            read_silences=self.store.active_silences,
             cadences=partial(cadences_at_scrape, self.config, self.cadences),
             kind_of=self.config.kind_of,
         )

@@ -33,12 +33,17 @@ def fail_with_problems(problems: list[object]) -> None:
     raise typer.Exit(code=2)
 
 
-def load(config: Path) -> tuple[Settings, RuleSet]:
+def load(config: Path, *, state_only: bool = False) -> tuple[Settings, RuleSet]:
+    """The settings and the rules, checked. ``state_only``: for a command that uses the state
+    and the rule files but reaches neither the endpoint nor a channel (``silence add``), so an
+    unset ``${VAR}`` (the RPC key, a channel token) does not refuse it."""
     from watcher.checks import load_config
     from watcher.config.ruleset import RuleSet
     from watcher.kinds import KINDS
+    from watcher.service.readonly import readonly_environ
 
-    settings, rules = load_config(config, kinds=KINDS)
+    env = readonly_environ(config) if state_only else None
+    settings, rules = load_config(config, env, kinds=KINDS)
     return settings, RuleSet(rules, KINDS)
 
 

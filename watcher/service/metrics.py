@@ -25,6 +25,7 @@ from prometheus_client import (
 )
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.core.events import Silence
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
@@ -52,9 +53,10 @@ class Metrics:
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
         kind_of: Callable[[str], str] = lambda rule: "",
+        read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
     ) -> None:
         """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
-        ``read_state``, ``cadences`` and ``kind_of`` are read when scraped
+        ``read_state``, ``cadences``, ``kind_of`` and ``read_silences`` are read when scraped
         (``watcher.service.scrape_time.ScrapeTime``)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._clock = clock
@@ -159,7 +161,12 @@ class Metrics:
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
         self.scrape_time = ScrapeTime(
-            clock, rpc_stats, read_state=read_state, cadences=cadences, kind_of=kind_of
+            clock,
+            rpc_stats,
+            read_state=read_state,
+            cadences=cadences,
+            kind_of=kind_of,
+            read_silences=read_silences,
         )
         r.register(self.scrape_time)
         # Last: a scrape reads it after rendering everything else, so that a scrape's own hold
