@@ -48,6 +48,7 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
+from watcher.delivery.webhook import WebhookOr
 from watcher.state.interface import LeaseStore, OutboxStore, SilenceStore
 
 log = structlog.get_logger(__name__)
@@ -105,9 +106,11 @@ class Sender:
         self._stopping = False
         repost_every = delivery.alertmanager_repost_every
         if notifier is None:
-            notifier = AlertmanagerOrApprise(
-                AppriseNotifier(),
-                AlertmanagerNotifier(firing_ttl=TTL_REPOSTS * repost_every),
+            notifier = WebhookOr(
+                AlertmanagerOrApprise(
+                    AppriseNotifier(),
+                    AlertmanagerNotifier(firing_ttl=TTL_REPOSTS * repost_every),
+                )
             )
         self._workers: dict[str, asyncio.Task[int]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
