@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from watcher.testing.alertmanager import Alertmanager
+from watcher.testing.net import free_port
 from watcher.testing.receivers import JsonReceiver, wait_until
 
 from support.world import API_KEY, OUR_VOTE, World, make_world, small_cluster
@@ -124,10 +127,21 @@ def watcher_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def silenced_label(listen: str) -> str | None:
+    """The ``silenced`` label of the rule's ``watcher_alert_firing`` series on /metrics."""
+    with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found = re.search(
+        r'^watcher_alert_firing\{[^}]*rule="my-validator",[^}]*silenced="(\w+)"', text, re.MULTILINE
+    )
+    return found.group(1) if found else None
+
+
 @pytest.mark.timeout(180)
 def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
     tmp_path: Path,
 ) -> None:
+    listen = f"127.0.0.1:{free_port()}"
     with (
         JsonReceiver() as hook,
         Alertmanager(f"http://127.0.0.1:{hook.port}/") as am,
@@ -142,6 +156,7 @@ def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
                 "max_backoff": "1s",
                 "alertmanager_repost_every": "1s",
             },
+            http={"listen": listen},
         ) as world,
     ):
         # The RPC key only in the daemon's environment, as systemd's EnvironmentFile gives it.
@@ -163,12 +178,15 @@ def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
             15,
             "a re-post" + failed(),
         )
+        assert silenced_label(listen) == "false"
         added = watcher_cli(
             world.config, "silence", "add", "--rule", "my-validator", "--for", "1h",
             "--comment", "node migration",
         )  # fmt: skip
         assert added.returncode == 0, added.stderr
         assert added.stdout.startswith("silence 1: my-validator (every subject) silenced until")
+        # Still firing on /metrics, now labelled silenced (a dashboard still lists it).
+        wait_until(lambda: silenced_label(listen) == "true", 15, "silenced=true" + failed())
 
         # No more re-posts: the alert ends in Alertmanager, whose receiver is told it resolved.
         wait_until(lambda: held(am) == [], 30, "the alert ended in Alertmanager" + failed())
@@ -185,6 +203,7 @@ def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
         expired = watcher_cli(world.config, "silence", "expire", "1")
         assert (expired.returncode, expired.stdout) == (0, "silence 1 expired\n"), expired.stderr
         [back] = wait_until(lambda: held(am), 30, "the alert back in Alertmanager" + failed())
+        assert silenced_label(listen) == "false"
         assert back["startsAt"][:19] == first["startsAt"][:19]  # the same episode
         wait_until(
             lambda: len(webhook_alerts(hook, "firing")) > firings,
