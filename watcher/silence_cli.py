@@ -12,7 +12,7 @@ from watcher.cli_support import (
     ConfigOption,
     command_store,
     fail_with_problems,
-    load,
+    load_for_state,
     settings_or_exit,
     state_or_exit,
     usage_error,
@@ -105,7 +105,7 @@ def silence_add(
     if seconds <= 0:
         usage_error("--for must be longer than 0s")
     try:
-        settings, ruleset = load(config, state_only=True)
+        settings, ruleset = load_for_state(config)
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
     watched = _silenceable(ruleset).get(rule)

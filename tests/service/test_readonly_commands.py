@@ -92,6 +92,30 @@ def test_a_silence_is_added_listed_and_expired_without_any_secret(config: Path) 
     assert (expired.exit_code, expired.stdout) == (0, "silence 1 expired\n")
 
 
+def test_a_silence_needs_no_channel_token_even_where_apprise_reads_it(tmp_path: Path) -> None:
+    """A token that is the URL's host (Telegram, Slack) unset reads as no URL at all: the
+    silence commands do not read the channels' URLs."""
+    rule = {"name": "treasury", "kind": "new_transactions", "notify": ["chat"]}
+    rule["addresses"] = ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]
+    config = write_config(
+        tmp_path,
+        rpc_url="https://rpc.example.com/v3/${RPC_API_KEY}",
+        channels={"chat": ["tgram://${TG_TOKEN}/12345"]},
+        rules=[rule],
+    )
+    SqliteStore(tmp_path / "state" / "watcher.db").close()
+    result = runner.invoke(
+        app,
+        [
+            *("silence", "add", "--config", str(config), "--rule", "treasury"),
+            *("--for", "1h", "--comment", "bot rotated"),
+        ],
+        env={"RPC_API_KEY": None, "TG_TOKEN": None},
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("silence 1: treasury (every subject) silenced until ")
+
+
 def test_a_silence_still_names_only_a_rule_of_the_rule_files(config: Path) -> None:
     result = cli(
         "silence", "add", "--config", str(config), "--rule", "tresury", "--for", "1h",
