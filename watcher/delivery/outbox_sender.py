@@ -63,7 +63,7 @@ DELIVERY_DEFAULTS = DeliverySettings()
 class SenderStore(OutboxStore, LeaseStore, SilenceStore, Protocol):
     """What the sender asks of the store: the outbox, which targets this instance holds (the
     Alertmanager channel re-posts only the alerts of its own shards) and the silences in force
-    (nor those silenced)."""
+    (it re-posts none they cover)."""
 
 
 class Sender:
