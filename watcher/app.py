@@ -86,6 +86,7 @@ class Daemon:
             rpc_stats if ledger is None else None,
             read_state=self.store.summary,
             read_awaiting=self.store.awaiting_first_poll,
+            read_silences=self.store.active_silences,
             cadences=partial(cadences_at_scrape, self.config, self.cadences),
             kind_of=self.config.kind_of,
         )

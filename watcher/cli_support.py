@@ -42,6 +42,28 @@ def load(config: Path) -> tuple[Settings, RuleSet]:
     return settings, RuleSet(rules, KINDS)
 
 
+def load_for_state(config: Path) -> tuple[Settings, RuleSet]:
+    """The settings and the rules, for a command that uses the state and the rule files but
+    reaches neither the endpoint nor a channel (``silence add``): an unset ``${VAR}`` (the RPC
+    key, a channel token) is a placeholder, and the channels' URLs, which may then hold one,
+    are not read. The settings and the rules are checked as ``load`` checks them otherwise."""
+    from watcher.config.reading import read_settings
+    from watcher.config.rules import read_rules
+    from watcher.config.ruleset import RuleSet
+    from watcher.core.errors import ConfigError
+    from watcher.kinds import KINDS
+    from watcher.service.readonly import readonly_environ
+
+    reading = read_settings(config, readonly_environ(config))
+    rules, rule_problems = read_rules(
+        reading.rule_paths, reading.channels, kinds=KINDS, routing=reading.settings
+    )
+    problems = [*reading.problems, *rule_problems]
+    if problems or reading.settings is None:
+        raise ConfigError(problems)
+    return reading.settings, RuleSet(rules, KINDS)
+
+
 def settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
     """``readonly``: for a command that only reads the state database (no secret needed)."""
     from watcher.config.reading import load_settings

@@ -12,7 +12,7 @@ from watcher.cli_support import (
     ConfigOption,
     command_store,
     fail_with_problems,
-    load,
+    load_for_state,
     settings_or_exit,
     state_or_exit,
     usage_error,
@@ -62,6 +62,21 @@ def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
     }
 
 
+def operator() -> str | None:
+    """Who adds a silence: ``$USER``, ``$LOGNAME``, else the name of the process's uid (a
+    service account or a container often sets neither variable)."""
+    import os
+    import pwd
+
+    named = os.environ.get("USER") or os.environ.get("LOGNAME")
+    if named:
+        return named
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid with no passwd entry (a container's arbitrary uid)
+        return None
+
+
 @silence_app.command("add")
 def silence_add(
     config: ConfigOption,
@@ -74,7 +89,6 @@ def silence_add(
     ] = None,
 ) -> None:
     """Silence a rule (or one subject of it) from now on, for --for."""
-    import os
     import time
 
     from watcher.core.clock import iso
@@ -91,7 +105,7 @@ def silence_add(
     if seconds <= 0:
         usage_error("--for must be longer than 0s")
     try:
-        settings, ruleset = load(config)
+        settings, ruleset = load_for_state(config)
     except ConfigError as exc:
         fail_with_problems(list(exc.problems))
     watched = _silenceable(ruleset).get(rule)
@@ -106,7 +120,7 @@ def silence_add(
     now = time.time()
     # Never upgrades an existing database: that is for `watcher run`, which may be running.
     with state_or_exit(), command_store(settings, readonly=False) as store:
-        new = NewSilence(rule, subject, now, now + seconds, comment.strip(), os.environ.get("USER"))
+        new = NewSilence(rule, subject, now, now + seconds, comment.strip(), operator())
         silence = store.add_silence(new, now)
     typer.echo(
         f"silence {silence.id}: {rule} ({subject or 'every subject'}) "

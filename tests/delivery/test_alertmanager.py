@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.core.events import AlertMessage, Grouping, Reason
+from watcher.core.events import AlertMessage, Grouping, Reason, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery import alertmanager
 from watcher.delivery.alertmanager import Endpoint, Reposter, endpoint, payload, post, standing
@@ -297,3 +297,57 @@ async def test_no_alertmanager_url_no_round() -> None:
     clock.now += 120
     assert reposter.maybe_start() is None
     await asyncio.sleep(0)
+
+
+def silence(rule: str = "delinquent", subject: str | None = None) -> Silence:
+    return Silence(1, rule, subject, T0 - 60, T0 + 3600, "maintenance", "alice", T0 - 60)
+
+
+@pytest.mark.parametrize(
+    ("silences", "posted"),
+    [
+        ([], ["A", "B", "C"]),
+        ([silence(subject="A")], ["B", "C"]),
+        ([silence()], ["C"]),  # every subject; C's resolution still ends it there
+        ([silence(rule="other")], ["A", "B", "C"]),
+    ],
+)
+async def test_a_silenced_firing_alert_is_not_posted_again(
+    silences: list[Silence], posted: list[str]
+) -> None:
+    posts: list[str] = []
+    asked: list[float] = []
+
+    async def standing_alerts(url_ids: Sequence[str], since: float) -> list[DeliveryRow]:
+        return [
+            row(1, alert("firing", subject="A")),
+            row(2, alert("repeat", subject="B")),
+            row(3, alert("resolved", subject="C")),
+        ]
+
+    async def active_silences(now: float) -> list[Silence]:
+        asked.append(now)
+        return silences
+
+    async def record(url: str, alerts: Sequence[StoredAlert], now: float) -> Outcome:
+        posts.extend(a.alert.subject for a in alerts)
+        return Outcome()
+
+    urls = {"u1": "alertmanager://127.0.0.1:9093"}
+    reposter = Reposter(
+        standing_alerts,
+        lambda _s, _t: True,
+        lambda: urls,
+        Clock(),
+        active_silences=active_silences,
+        post_in_thread=record,
+    )
+    assert await reposter.round() == len(posted)
+    assert posts == posted
+    assert asked == [T0]  # read at each round: a silence that ended lets its alert back
+
+
+def test_a_firing_alert_ends_four_repost_intervals_after_its_post() -> None:
+    stored = StoredAlert(alert(), T0)
+    assert payload(stored, T0)["endsAt"] == "2027-01-15T08:04:00.000Z"  # 4 x 1 minute
+    assert payload(stored, T0 + 1, firing_ttl=4.0)["endsAt"] == "2027-01-15T08:00:05.000Z"

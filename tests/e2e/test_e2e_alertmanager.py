@@ -3,10 +3,18 @@ Alertmanager (Debian's ``prometheus-alertmanager``) whose webhook receiver is a 
 
 A watched validator goes delinquent: Alertmanager's webhook gets the alert firing, with the
 rule's labels; Alertmanager restarts with empty storage: the watcher's re-posts give it the
-alert back within 90 s; the validator recovers: the webhook gets it resolved, same labels."""
+alert back within 90 s; the validator recovers: the webhook gets it resolved, same labels.
+A watcher silence, added without the ledger's secret, stops the re-posts: the alert ends in
+Alertmanager; expired, the re-posts bring it back."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import re
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,9 +23,10 @@ from typing import Any
 import pytest
 
 from watcher.testing.alertmanager import Alertmanager
+from watcher.testing.net import free_port
 from watcher.testing.receivers import JsonReceiver, wait_until
 
-from support.world import OUR_VOTE, World, make_world, small_cluster
+from support.world import API_KEY, OUR_VOTE, World, make_world, small_cluster
 
 # Never skipped: `make test` installs Alertmanager (deploy/ensure-monitoring), and a machine
 # without it fails here, naming what is missing.
@@ -101,3 +110,105 @@ def test_firing_restart_and_resolution_reach_alertmanager(tmp_path: Path) -> Non
         assert world.daemon.stop() == 0
         assert PASSWORD not in world.daemon.output()
         assert PASSWORD.encode() not in (tmp_path / "state" / "watcher.db").read_bytes()
+
+
+def watcher_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A ``watcher`` command as an operator runs it beside the daemon: with no ledger secret
+    (nor $USER, $LOGNAME) in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RPC_API_KEY", "USER", "LOGNAME")}
+    return subprocess.run(
+        [sys.executable, "-m", "watcher", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+        timeout=60,
+        check=False,
+    )
+
+
+def silenced_label(listen: str) -> str | None:
+    """The ``silenced`` label of the rule's ``watcher_alert_firing`` series on /metrics."""
+    with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found = re.search(
+        r'^watcher_alert_firing\{[^}]*rule="my-validator",[^}]*silenced="(\w+)"', text, re.MULTILINE
+    )
+    return found.group(1) if found else None
+
+
+@pytest.mark.timeout(180)
+def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
+    tmp_path: Path,
+) -> None:
+    listen = f"127.0.0.1:{free_port()}"
+    with (
+        JsonReceiver() as hook,
+        Alertmanager(f"http://127.0.0.1:{hook.port}/") as am,
+        contextmanager(make_world)(
+            tmp_path,
+            small_cluster(),
+            rules=[rule()],
+            channels={"am": [am.url]},
+            # Re-posted every second (a firing alert then ends 4 s after its last post).
+            delivery={
+                "first_retry": "300ms",
+                "max_backoff": "1s",
+                "alertmanager_repost_every": "1s",
+            },
+            http={"listen": listen},
+        ) as world,
+    ):
+        # The RPC key only in the daemon's environment, as systemd's EnvironmentFile gives it.
+        config = world.config.read_text().replace(API_KEY, "${RPC_API_KEY}")
+        assert "${RPC_API_KEY}" in config
+        world.config.write_text(config)
+        world.daemon.env["RPC_API_KEY"] = API_KEY
+        world.daemon.start()
+        world.wait_polls("getVoteAccounts", 2)
+        world.ledger.mark_delinquent(OUR_VOTE)
+
+        def failed() -> str:
+            return f"\n{world.daemon.output()[-3000:]}\n{am.output()[-2000:]}"
+
+        [first] = wait_until(lambda: held(am), 30, "the firing alert" + failed())
+        # Posted again: Alertmanager's copy is renewed past the first post's end.
+        wait_until(
+            lambda: [a for a in held(am) if a["endsAt"] > first["endsAt"]],
+            15,
+            "a re-post" + failed(),
+        )
+        assert silenced_label(listen) == "false"
+        added = watcher_cli(
+            world.config, "silence", "add", "--rule", "my-validator", "--for", "1h",
+            "--comment", "node migration",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.startswith("silence 1: my-validator (every subject) silenced until")
+        # Still firing on /metrics, now labelled silenced (a dashboard still lists it).
+        wait_until(lambda: silenced_label(listen) == "true", 15, "silenced=true" + failed())
+
+        # No more re-posts: the alert ends in Alertmanager, whose receiver is told it resolved.
+        wait_until(lambda: held(am) == [], 30, "the alert ended in Alertmanager" + failed())
+        [ended, *_] = wait_until(
+            lambda: webhook_alerts(hook, "resolved"), 30, "the resolution" + failed()
+        )
+        assert ended["labels"] == LABELS
+        firings = len(webhook_alerts(hook, "firing"))
+        listed = watcher_cli(world.config, "silence", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert f"by {pwd.getpwuid(os.getuid()).pw_name}: node migration" in listed.stdout
+
+        # The silence ends, the validator still delinquent: re-posted, it comes back.
+        expired = watcher_cli(world.config, "silence", "expire", "1")
+        assert (expired.returncode, expired.stdout) == (0, "silence 1 expired\n"), expired.stderr
+        [back] = wait_until(lambda: held(am), 30, "the alert back in Alertmanager" + failed())
+        assert silenced_label(listen) == "false"
+        assert back["startsAt"][:19] == first["startsAt"][:19]  # the same episode
+        wait_until(
+            lambda: len(webhook_alerts(hook, "firing")) > firings,
+            30,
+            "the receiver told it fires again" + failed(),
+        )
+        assert world.daemon.stop() == 0
+        assert API_KEY not in world.config.read_text()

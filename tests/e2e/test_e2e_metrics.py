@@ -131,7 +131,7 @@ def test_a_firing_alert_has_its_series_while_it_fires(world: World) -> None:
     world.daemon.start()
     series = (
         'watcher_alert_firing{kind="delinquent_validators",rule="my-validator",'
-        f'severity="warning",subject="{OUR_VOTE}"}}'
+        f'severity="warning",silenced="false",subject="{OUR_VOTE}"}}'
     )
     wait_value(world, series, 1.0)
     world.ledger.mark_current(OUR_VOTE)

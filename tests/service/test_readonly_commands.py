@@ -1,11 +1,13 @@
-"""The commands that only read the state database (``alerts``, ``status``, ``silence list``)
-need none of the secrets the settings file names, open the database read-only (never creating nor
-upgrading it) and refuse in one line a missing database or a schema that is not theirs; the
-commands that reach the endpoint or a channel still refuse an unset variable."""
+"""The commands that only use the state database (``alerts``, ``status``, ``silence``) need
+none of the secrets the settings file names; those that only read it open it read-only (never
+creating nor upgrading it) and refuse in one line a missing database or a schema that is not
+theirs; the commands that reach the endpoint or a channel still refuse an unset variable."""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import sqlite3
 import subprocess
 import sys
@@ -66,6 +68,61 @@ def test_silence_expire_needs_no_secret(config: Path) -> None:
     result = cli("silence", "expire", "7", "--config", str(config))
     assert result.exit_code == 1
     assert "no silence 7" in result.stderr
+    assert "RPC_API_KEY" not in result.stderr
+
+
+def test_a_silence_is_added_listed_and_expired_without_any_secret(config: Path) -> None:
+    added = runner.invoke(
+        app,
+        [
+            *("silence", "add", "--config", str(config), "--rule", "treasury"),
+            *("--for", "2h", "--comment", "wallet migration"),
+        ],
+        env={**NO_SECRETS, "USER": None, "LOGNAME": None},
+    )
+    assert added.exit_code == 0, added.output
+    assert added.stdout.startswith("silence 1: treasury (every subject) silenced until ")
+    listed = cli("silence", "list", "--json", "--config", str(config))
+    assert listed.exit_code == 0, listed.output
+    [shown] = [json.loads(line) for line in listed.stdout.splitlines()]
+    # No $USER nor $LOGNAME (a service account, a container): the uid's name.
+    assert (shown["rule"], shown["state"]) == ("treasury", "active")
+    assert shown["created_by"] == pwd.getpwuid(os.getuid()).pw_name
+    expired = cli("silence", "expire", "1", "--config", str(config))
+    assert (expired.exit_code, expired.stdout) == (0, "silence 1 expired\n")
+
+
+def test_a_silence_needs_no_channel_token_even_where_apprise_reads_it(tmp_path: Path) -> None:
+    """A token that is the URL's host (Telegram, Slack) unset reads as no URL at all: the
+    silence commands do not read the channels' URLs."""
+    rule = {"name": "treasury", "kind": "new_transactions", "notify": ["chat"]}
+    rule["addresses"] = ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]
+    config = write_config(
+        tmp_path,
+        rpc_url="https://rpc.example.com/v3/${RPC_API_KEY}",
+        channels={"chat": ["tgram://${TG_TOKEN}/12345"]},
+        rules=[rule],
+    )
+    SqliteStore(tmp_path / "state" / "watcher.db").close()
+    result = runner.invoke(
+        app,
+        [
+            *("silence", "add", "--config", str(config), "--rule", "treasury"),
+            *("--for", "1h", "--comment", "bot rotated"),
+        ],
+        env={"RPC_API_KEY": None, "TG_TOKEN": None},
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("silence 1: treasury (every subject) silenced until ")
+
+
+def test_a_silence_still_names_only_a_rule_of_the_rule_files(config: Path) -> None:
+    result = cli(
+        "silence", "add", "--config", str(config), "--rule", "tresury", "--for", "1h",
+        "--comment", "typo",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "no rule named 'tresury' in the rule files (rules: treasury;" in result.stderr
     assert "RPC_API_KEY" not in result.stderr
 
 

@@ -295,6 +295,26 @@ async def test_standing_alerts_are_what_fires_and_the_recent_resolutions(store: 
     assert await store.standing_alerts([], 0.0) == []
 
 
+async def test_a_muted_repeat_leaves_its_firing_standing(store: Store) -> None:
+    """A repeat a silence muted (no delivery) does not replace the firing it reminds of: the
+    re-posts of that firing resume when the silence ends; a repeat sent again replaces it."""
+    muted = {"silenced_by": {"id": 1, "comment": "c", "ends_at": 9e9}}
+    for key, reason, facts, when in (
+        ("f1", "firing", {}, 100.0),
+        ("f2", "repeat", muted, 200.0),
+    ):
+        destinations = to() if facts else to(OPS)
+        firing = alert(key, subject="A", reason=reason, facts=facts)
+        await store.commit_step(StepToCommit("s", "t", {}, [firing], destinations, when))
+    rows = await store.standing_alerts([OPS.url_id], 0.0)
+    assert [r.alert.dedup_key for r in rows] == ["f1"]
+    [firing_now], _outbox = await store.summary()
+    assert (firing_now.rule, firing_now.subject, firing_now.since) == ("r", "A", 100.0)
+    repeat = alert("f3", subject="A", reason="repeat")
+    await store.commit_step(StepToCommit("s", "t", {}, [repeat], to(OPS), 300.0))
+    assert [r.alert.dedup_key for r in await store.standing_alerts([OPS.url_id], 0.0)] == ["f3"]
+
+
 # -- what is true now -----------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from watcher.config.yamlpos import Loc, display_path
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.alertmanager import is_alertmanager
 from watcher.delivery.notify_check import unreadable_urls
+from watcher.delivery.webhook import is_webhook
 from watcher.state.database import state_path_problem
 
 
@@ -67,9 +68,11 @@ def what_settings_point_at(settings: Settings) -> Iterator[tuple[Loc, str]]:
     if state_problem is not None:
         yield ("state_path",), f"{display_path(settings.state_path)}: {state_problem}"
     for name, index in unreadable_urls(settings.channels):
-        reader = (
-            "not a readable alertmanager://host:port[/prefix] URL"
-            if is_alertmanager(settings.channels[name][index])
-            else "Apprise cannot read this URL"
-        )
+        url = settings.channels[name][index]
+        if is_alertmanager(url):
+            reader = "not a readable alertmanager://host:port[/prefix] URL"
+        elif is_webhook(url):
+            reader = "not a readable webhook://host:port[/path] URL"
+        else:
+            reader = "Apprise cannot read this URL"
         yield ("channels", name, index), f"{reader} (not shown: it may hold secrets)"

@@ -50,6 +50,9 @@ class DeliverySettings(_Section):
     deadline: PositiveDuration = 86400.0  # after this a delivery is given up (dead)
     # One send to one URL; past it the attempt counts as failed and is retried with backoff.
     send_timeout: PositiveDuration = 30.0
+    # Alertmanager keeps alerts in memory: a firing one is posted again this often, and ends
+    # there four intervals after its last post (as Prometheus's --rules.alert.resend-delay).
+    alertmanager_repost_every: PositiveDuration = 60.0
 
 
 class HealthSettings(_Section):

@@ -10,10 +10,11 @@ Each alert is one Alertmanager alert: labels ``alertname`` (the rule's name), ``
 on), annotations ``summary`` (the title), ``description`` (the body) and ``runbook_url`` (when
 the rule has a runbook). As Prometheus sends:
 
-- a firing state alert has ``startsAt`` = when it fired and ``endsAt`` = now + ``FIRING_TTL``
-  (4 minutes), and is posted again every ``REPOST_SECONDS`` (a minute) while it fires: an
-  Alertmanager that restarted (it keeps alerts in memory) has it back within a minute, and a
-  watcher that died lets it expire instead of firing forever;
+- a firing state alert has ``startsAt`` = when it fired and ``endsAt`` = now + four re-post
+  intervals (``delivery.alertmanager_repost_every``, a minute by default: ``FIRING_TTL``), and
+  is posted again every interval while it fires: an Alertmanager that restarted (it keeps alerts
+  in memory) has it back within a minute, and a watcher that died lets it expire instead of
+  firing forever;
 - a resolution has ``endsAt`` = the moment it resolved (and ``startsAt`` its firing's start),
   posted again for ``RESOLVED_KEPT_SECONDS`` (15 minutes);
 - an event (event kinds never resolve) is a short alert that ends by itself, ``EVENT_TTL``
@@ -37,6 +38,12 @@ within a lease's time to live when its instance dies. A re-post that fails is no
 before the next round: the next one comes within a minute, and a repeat is harmless
 (Alertmanager merges alerts with the same labels).
 
+A watcher silence (``watcher silence add``) covering a firing alert stops its re-posts: the
+alert then ends in Alertmanager at its last ``endsAt``, as one from a watcher that died, and one
+silence (the watcher's) is enough. When the silence ends and the alert still fires, the re-posts
+resume and it is back in Alertmanager within an interval. A resolution is posted again whatever
+the silences: it only ends what Alertmanager holds.
+
 Secrets: the URL's password and the URL never appear in an error text or a log line (the URL
 is posted to without its credentials, which go in the ``Authorization`` header, and errors are
 worded here, never from the HTTP library's texts).
@@ -50,6 +57,7 @@ import calendar
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -57,7 +65,7 @@ import httpx
 import structlog
 
 from watcher.core.clock import Clock
-from watcher.core.events import AlertMessage
+from watcher.core.events import AlertMessage, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, StoredAlert, refused
 
@@ -65,9 +73,10 @@ log = structlog.get_logger(__name__)
 
 SCHEMES = frozenset({"alertmanager", "alertmanagers"})
 API_PATH = "/api/v2/alerts"
-FIRING_TTL = 240.0  # endsAt of a firing alert: now + 4 minutes (4 x the re-post interval)
+REPOST_SECONDS = 60.0  # a standing alert is posted again every minute (by default)
+TTL_REPOSTS = 4  # a firing alert's endsAt: now + 4 re-post intervals (3 may fail in a row)
+FIRING_TTL = TTL_REPOSTS * REPOST_SECONDS  # endsAt of a firing alert at the default interval
 EVENT_TTL = 300.0  # an event's alert ends by itself, 5 minutes after its post
-REPOST_SECONDS = 60.0  # a standing alert is posted again every minute
 RESOLVED_KEPT_SECONDS = 900.0  # a resolution is posted again for 15 minutes
 POST_TIMEOUT = 10.0
 REPOST_SOURCE = "alertmanager-repost"  # the shards' pseudo-source of the re-posts
@@ -155,8 +164,9 @@ def started_at(stored: StoredAlert) -> float:
     return stored.created_at if fired is None else min(fired, stored.created_at)
 
 
-def payload(stored: StoredAlert, now: float) -> dict[str, Any]:
-    """One alert of ``POST /api/v2/alerts`` as posted at ``now``."""
+def payload(stored: StoredAlert, now: float, firing_ttl: float = FIRING_TTL) -> dict[str, Any]:
+    """One alert of ``POST /api/v2/alerts`` as posted at ``now`` (a firing one ending
+    ``firing_ttl`` later unless posted again)."""
     alert = stored.alert
     annotations = {"summary": alert.title, "description": alert.body}
     runbook = alert.facts.get("runbook")
@@ -167,7 +177,7 @@ def payload(stored: StoredAlert, now: float) -> dict[str, Any]:
     elif alert.reason == "resolved":
         starts, ends = started_at(stored), stored.created_at
     else:  # firing, repeat
-        starts, ends = started_at(stored), max(stored.created_at, now) + FIRING_TTL
+        starts, ends = started_at(stored), max(stored.created_at, now) + firing_ttl
     return {
         "labels": labels(stored),
         "annotations": annotations,
@@ -198,6 +208,7 @@ def post(
     now: float,
     client: httpx.Client | None = None,
     timeout: float = POST_TIMEOUT,
+    firing_ttl: float = FIRING_TTL,
 ) -> Outcome:
     """Post ``alerts`` to the Alertmanager of ``url``: accepted on 2xx; a 4xx is final (the
     payload or the credentials are wrong, retrying cannot help); a connection error, a timeout
@@ -205,7 +216,7 @@ def post(
     where = endpoint(url)
     if where is None:
         return refused("not a readable alertmanager:// URL", final=True)
-    body = [payload(alert, now) for alert in alerts]
+    body = [payload(alert, now, firing_ttl) for alert in alerts]
     try:
         if client is None:
             with httpx.Client(timeout=timeout) as own:
@@ -228,14 +239,20 @@ class AlertmanagerNotifier:
     """Sends a message's alerts to an ``alertmanager://`` URL (a message with no alert, such
     as ``watcher notify-test``'s, is posted as one short info alert)."""
 
-    def __init__(self, clock: Clock = time.time, timeout: float = POST_TIMEOUT) -> None:
+    def __init__(
+        self,
+        clock: Clock = time.time,
+        timeout: float = POST_TIMEOUT,
+        firing_ttl: float = FIRING_TTL,
+    ) -> None:
         self._clock = clock
         self._timeout = timeout
+        self._firing_ttl = firing_ttl
 
     def send(self, url: str, message: Message) -> Outcome:
         now = self._clock()
         alerts = message.alerts or [probe_alert(message.title, message.body, now)]
-        return post(url, alerts, now, timeout=self._timeout)
+        return post(url, alerts, now, timeout=self._timeout, firing_ttl=self._firing_ttl)
 
 
 def probe_alert(title: str, body: str, now: float) -> StoredAlert:
@@ -271,7 +288,8 @@ class AlertmanagerOrApprise:
 
 class Reposter:
     """Posts again, every ``every`` seconds, the firing alerts and the recent resolutions the
-    store keeps, to the Alertmanager URLs they went to (see the module's docstring)."""
+    store keeps, to the Alertmanager URLs they went to (see the module's docstring), but the
+    firing ones a watcher silence covers now (``active_silences``)."""
 
     def __init__(
         self,
@@ -280,16 +298,18 @@ class Reposter:
         urls: Callable[[], Mapping[str, str]],
         clock: Clock,
         *,
+        active_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
         every: float = REPOST_SECONDS,
         post_in_thread: Callable[[str, Sequence[StoredAlert], float], Awaitable[Outcome]]
         | None = None,
     ) -> None:
         self._standing_alerts = standing_alerts
+        self._active_silences = active_silences
         self._holds = holds
         self._urls = urls
         self._clock = clock
         self.every = every
-        self._post = post_in_thread or _post_in_thread
+        self._post = post_in_thread or partial(_post_in_thread, firing_ttl=TTL_REPOSTS * every)
         self._last: float | None = None
         self._task: asyncio.Task[int] | None = None
 
@@ -327,8 +347,11 @@ class Reposter:
             return 0
         now = self._clock()
         rows = await self._standing_alerts(list(urls), now - RESOLVED_KEPT_SECONDS)
+        silences = [] if self._active_silences is None else await self._active_silences(now)
         by_url: dict[str, list[StoredAlert]] = {}
         for row in standing(rows):
+            if row.alert.reason != "resolved" and any(s.matches(row.alert) for s in silences):
+                continue  # silenced here: Alertmanager lets it end at its endsAt
             if self._holds(REPOST_SOURCE, f"{row.alert.rule}|{row.alert.subject}"):
                 by_url.setdefault(row.url_id, []).append(StoredAlert(row.alert, row.created_at))
         posted = 0
@@ -346,8 +369,10 @@ class Reposter:
         return posted
 
 
-async def _post_in_thread(url: str, alerts: Sequence[StoredAlert], now: float) -> Outcome:
-    return await asyncio.to_thread(post, url, alerts, now)
+async def _post_in_thread(
+    url: str, alerts: Sequence[StoredAlert], now: float, *, firing_ttl: float = FIRING_TTL
+) -> Outcome:
+    return await asyncio.to_thread(partial(post, firing_ttl=firing_ttl), url, alerts, now)
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

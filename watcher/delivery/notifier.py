@@ -2,13 +2,14 @@
 
 The sender (``watcher.delivery.outbox_sender``) decides what to send, when, and what an
 outcome means for the outbox; a notifier only sends one message to one URL and says how it went.
-The daemon's notifier sends ``alertmanager://`` URLs itself (``watcher.delivery.alertmanager``)
-and every other URL through Apprise (``watcher.delivery.apprise_notifier``); tests can pass their
-own, as httpx's transports are passed to a client.
+The daemon's notifier sends ``alertmanager://`` and ``webhook://`` URLs itself
+(``watcher.delivery.alertmanager``, ``watcher.delivery.webhook``) and every other URL through
+Apprise (``watcher.delivery.apprise_notifier``); tests can pass their own, as httpx's transports
+are passed to a client.
 
 A message is its words (title, body, tone) and the alerts it tells of, as stored: a channel that
-speaks in alerts rather than in words (Alertmanager), or that must tie a resolution to the
-firing it ends (PagerDuty's dedup key, Opsgenie's alias), reads them.
+speaks in alerts rather than in words (Alertmanager, the structured webhook), or that must tie a
+resolution to the firing it ends (PagerDuty's dedup key, Opsgenie's alias), reads them.
 """
 
 from __future__ import annotations

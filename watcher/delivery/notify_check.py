@@ -18,7 +18,7 @@ import apprise
 
 from watcher.core.outbox_rows import url_id
 from watcher.core.redact import MASK, REDACTOR
-from watcher.delivery import alertmanager
+from watcher.delivery import alertmanager, webhook
 from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
 from watcher.delivery.apprise_send import send_through
 from watcher.delivery.notifier import Message
@@ -57,6 +57,9 @@ def unreadable_urls(channels: Mapping[str, Sequence[str]]) -> Iterator[tuple[str
             if alertmanager.is_alertmanager(url):
                 if alertmanager.endpoint(url) is None:
                     yield name, index
+            elif webhook.is_webhook(url):
+                if webhook.endpoint(url) is None:
+                    yield name, index
             elif not apprise.Apprise().add(url):
                 yield name, index
 
@@ -80,6 +83,10 @@ async def send_test(channel: str, urls: Sequence[str]) -> list[UrlOutcome]:
             notifier = alertmanager.AlertmanagerNotifier(timeout=SEND_TIMEOUT_SECONDS)
             message = Message(title, body, "info", "")
             outcome = await asyncio.to_thread(notifier.send, url, message)
+            return UrlOutcome(public_form(url), outcome.refused)
+        if webhook.is_webhook(url):
+            hook = webhook.WebhookNotifier(timeout=SEND_TIMEOUT_SECONDS)
+            outcome = await asyncio.to_thread(hook.send, url, Message(title, body, "info", ""))
             return UrlOutcome(public_form(url), outcome.refused)
         client = apprise.Apprise()
         if not client.add(url):

@@ -32,7 +32,12 @@ from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination
 from watcher.delivery import digest
-from watcher.delivery.alertmanager import REPOST_SECONDS, AlertmanagerOrApprise, Reposter
+from watcher.delivery.alertmanager import (
+    TTL_REPOSTS,
+    AlertmanagerNotifier,
+    AlertmanagerOrApprise,
+    Reposter,
+)
 from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.send_timeout import BoundedSends
@@ -43,7 +48,8 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
-from watcher.state.interface import LeaseStore, OutboxStore
+from watcher.delivery.webhook import WebhookOr
+from watcher.state.interface import LeaseStore, OutboxStore, SilenceStore
 
 log = structlog.get_logger(__name__)
 
@@ -54,9 +60,10 @@ MAX_DIGEST_ROWS = 500
 DELIVERY_DEFAULTS = DeliverySettings()
 
 
-class SenderStore(OutboxStore, LeaseStore, Protocol):
-    """What the sender asks of the store: the outbox, and which targets this instance holds
-    (the Alertmanager channel re-posts only the alerts of its own shards)."""
+class SenderStore(OutboxStore, LeaseStore, SilenceStore, Protocol):
+    """What the sender asks of the store: the outbox, which targets this instance holds (the
+    Alertmanager channel re-posts only the alerts of its own shards) and the silences in force
+    (it re-posts none they cover)."""
 
 
 class Sender:
@@ -86,10 +93,9 @@ class Sender:
         db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
         presentation: Callable[[], Presentation] = lambda: PLAIN,
-        repost_every: float = REPOST_SECONDS,
     ) -> None:
-        """``delivery``: when a refused message is tried again and given up, and how long one
-        send may take (the settings' ``delivery``)."""
+        """``delivery``: when a refused message is tried again and given up, how long one
+        send may take, how often Alertmanager is told again (the settings' ``delivery``)."""
         self._store = store
         self.configure_channels(channels, fallback_channels)
         self._clock = clock
@@ -98,15 +104,20 @@ class Sender:
         self._on_claim = on_claim
         self.state_health = state_health or StateHealth()
         self._stopping = False
+        repost_every = delivery.alertmanager_repost_every
+        if notifier is None:
+            notifier = WebhookOr(
+                AlertmanagerOrApprise(
+                    AppriseNotifier(),
+                    AlertmanagerNotifier(firing_ttl=TTL_REPOSTS * repost_every),
+                )
+            )
         self._workers: dict[str, asyncio.Task[int]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
         self._url_worker = UrlWorker(
             db=StoreCalls(store, self.state_health, clock, db_retry),
-            sends=BoundedSends(
-                AlertmanagerOrApprise(AppriseNotifier()) if notifier is None else notifier,
-                delivery.send_timeout,
-            ),
+            sends=BoundedSends(notifier, delivery.send_timeout),
             policy=RetryPolicy(
                 delivery.first_retry, delivery.max_backoff, delivery.deadline, random
             ),
@@ -120,12 +131,14 @@ class Sender:
             on_result=on_result,
         )
         self._requeued = False  # the previous process's interrupted sends: before the first claim
-        # Alertmanager forgets what it is not told again: the standing alerts, re-posted.
+        # Alertmanager forgets what it is not told again: the standing alerts, re-posted, but
+        # those a watcher silence covers (they then end there).
         self.reposter = Reposter(
             store.standing_alerts,
             store.holds,
             lambda: self._urls,
             clock,
+            active_silences=store.active_silences,
             every=repost_every,
         )
 

@@ -25,6 +25,7 @@ from prometheus_client import (
 )
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.core.events import Silence
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
@@ -52,10 +53,12 @@ class Metrics:
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
         kind_of: Callable[[str], str] = lambda rule: "",
+        read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
         read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
     ) -> None:
         """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
-        ``read_state``, ``read_awaiting``, ``cadences`` and ``kind_of`` are read when scraped
+        ``read_state``, ``cadences``, ``kind_of``, ``read_silences`` and ``read_awaiting`` are
+        read when scraped
         (``watcher.service.scrape_time.ScrapeTime``)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._clock = clock
@@ -166,6 +169,7 @@ class Metrics:
             read_awaiting=read_awaiting,
             cadences=cadences,
             kind_of=kind_of,
+            read_silences=read_silences,
         )
         r.register(self.scrape_time)
         # Last: a scrape reads it after rendering everything else, so that a scrape's own hold

@@ -1,5 +1,5 @@
-"""Settings for the commands that only read the state database (``alerts``, ``status``,
-``silence list`` / ``expire``): they never call the RPC endpoint nor send anything, so a
+"""Settings for the commands that only use the state database (``alerts``, ``status``,
+``silence add`` / ``list`` / ``expire``): they never call the RPC endpoint nor send anything, so a
 ``${VAR}`` that is not set in their environment (the RPC key, a channel token) must not refuse
 them. Each unset variable is read as a placeholder; every other check stays as strict."""
 
@@ -18,6 +18,12 @@ UNSET = "unset"
 
 def load_readonly_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
     """``load_settings`` with every unset ``${VAR}`` of the file read as a placeholder."""
+    return load_settings(path, readonly_environ(path, env))
+
+
+def readonly_environ(path: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment (``os.environ`` by default) with every ``${VAR}`` the settings file
+    names but the environment does not set read as a placeholder."""
     environ = dict(os.environ if env is None else env)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -27,4 +33,4 @@ def load_readonly_settings(path: Path, env: Mapping[str, str] | None = None) -> 
         escaped, name = match.groups()
         if not escaped:
             environ.setdefault(name, UNSET)
-    return load_settings(path, environ)
+    return environ

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from watcher.cadence import monthly_calls
 from watcher.core.errors import StateError
+from watcher.core.events import Silence
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
 from watcher.state import snapshot
@@ -42,19 +43,23 @@ class ScrapeTime(Collector):
         read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None],
         kind_of: Callable[[str], str],
+        read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
     ) -> None:
         """``rpc_stats``: the RPC client's counters, read at each scrape (None: no client to
         show). ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
         ``cadences``: the calls a second at the current cadences and the current interval of
         every adaptive target (``watcher.service.cadences``); ``kind_of``: a rule's kind (the
-        rules in force; "" for one no longer in force). ``read_awaiting``: the store's
-        ``awaiting_first_poll`` (None: not shown)."""
+        rules in force; "" for one no longer in force); ``read_silences``: the store's
+        ``active_silences`` (a firing alert one covers is labelled ``silenced="true"``);
+        ``read_awaiting``: the store's ``awaiting_first_poll`` (None: not shown)."""
         self._clock = clock
         self._read_awaiting = read_awaiting
         self._awaiting: list[Awaiting] | None = None
         self._rpc_stats = rpc_stats
         self._read_state = read_state
         self._read: StateSummary | None = None
+        self._read_silences = read_silences
+        self._silences: list[Silence] = []
         self._cadences_now = cadences
         self._kind_of = kind_of
 
@@ -70,6 +75,8 @@ class ScrapeTime(Collector):
             return
         try:
             self._read = await self._read_state()
+            if self._read_silences is not None:
+                self._silences = await self._read_silences(self._clock())
         except StateError:
             self._read = None
 
@@ -101,14 +108,16 @@ class ScrapeTime(Collector):
         )
         yield GaugeMetricFamily("watcher_dead_deliveries", "Deliveries given up", outbox.dead)
         yield GaugeMetricFamily("watcher_firing_alerts", "Alerts firing now", len(firing))
-        yield self._alerts(firing)
+        yield self._alerts(firing, now)
 
-    def _alerts(self, firing: Iterable[snapshot.Firing]) -> Metric:
-        """One series per state alert firing now, as Prometheus's ALERTS."""
+    def _alerts(self, firing: Iterable[snapshot.Firing], now: float) -> Metric:
+        """One series per state alert firing now, as Prometheus's ALERTS; a silenced one is
+        kept (a dashboard still shows it) and labelled ``silenced="true"``, so that a rule
+        paging on it can leave it out."""
         family = GaugeMetricFamily(
             "watcher_alert_firing",
-            "1 for each state alert firing now",
-            labels=("rule", "kind", "severity", "subject"),
+            "1 for each state alert firing now (silenced: whether a watcher silence covers it)",
+            labels=("rule", "kind", "severity", "subject", "silenced"),
         )
         seen: set[tuple[str, str]] = set()
         for alert in firing:
@@ -116,7 +125,8 @@ class ScrapeTime(Collector):
                 continue
             seen.add((alert.rule, alert.subject))
             kind = self._kind_of(alert.rule)
-            family.add_metric((alert.rule, kind, alert.severity, alert.subject), 1)
+            silenced = "true" if self._silenced(alert.rule, alert.subject, now) else "false"
+            family.add_metric((alert.rule, kind, alert.severity, alert.subject, silenced), 1)
         return family
 
     def _first_polls(self) -> Iterator[Metric]:
@@ -140,6 +150,12 @@ class ScrapeTime(Collector):
             oldest.add_metric((waiting.source,), max(0.0, now - waiting.oldest_since))
         yield targets
         yield oldest
+
+    def _silenced(self, rule: str, subject: str, now: float) -> bool:
+        return any(
+            s.rule == rule and s.subject in (None, subject) and s.is_active(now)
+            for s in self._silences
+        )
 
     def _cadences(self) -> Iterator[Metric]:
         view = self._cadences_now()

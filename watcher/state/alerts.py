@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from watcher.core.events import AlertMessage
+from watcher.core.events import SILENCE_FACT, AlertMessage
 from watcher.core.fastjson import encode_stored
 from watcher.core.outbox_rows import Destination
 
@@ -75,11 +75,21 @@ class AlertRows:
             return None
         alert_id = int(row[0])
         # What fires now (read at every /metrics scrape): the newest transition wins.
-        if alert.reason in ("firing", "repeat"):
+        if fires_now(alert):
             self._db.execute(_FIRING_NOW, [alert.rule, alert.subject, alert_id])
         elif alert.reason == "resolved":
             self._db.execute(_RESOLVED_NOW, [alert.rule, alert.subject, alert_id])
         return alert_id
+
+
+def fires_now(alert: AlertMessage) -> bool:
+    """Whether the alert becomes what fires now for its rule and subject (``firing_alerts``): a
+    firing, or a repeat but one a silence muted. A muted repeat has no delivery: the firing it
+    reminds of stays the one the Alertmanager re-posts read (its deliveries name the URLs), so
+    that they resume when the silence ends."""
+    return alert.reason == "firing" or (
+        alert.reason == "repeat" and SILENCE_FACT not in alert.facts
+    )
 
 
 def alert_values(alert: AlertMessage, now: float) -> list[Any]:

@@ -36,7 +36,7 @@ from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
-from watcher.state.alerts import alert_values
+from watcher.state.alerts import alert_values, fires_now
 from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
 from watcher.state.interface import GiveUp
 from watcher.state.pg_claims import not_changed, update_claimed
@@ -253,7 +253,7 @@ async def insert_alerts(
             continue
         alert_id = int(row[0])
         new_ids.append(alert_id)
-        if alert.reason in ("firing", "repeat"):
+        if fires_now(alert):
             await conn.execute(
                 """INSERT INTO firing_alerts (rule, subject, alert_id) VALUES (%s, %s, %s)
                 ON CONFLICT (rule, subject) DO UPDATE
