@@ -29,6 +29,7 @@ LABELS = {
     "kind": "delinquent_validators",
     "severity": "critical",
     "subject": OUR_VOTE,
+    "type": "state",
 }
 
 
