@@ -46,6 +46,7 @@ import apprise
 import requests
 
 from watcher.core.events import AlertMessage
+from watcher.delivery import alertmanager
 from watcher.delivery.notifier import (
     ACCEPTED,
     EVENT_ID_CHARS,
@@ -56,6 +57,7 @@ from watcher.delivery.notifier import (
 )
 
 CLOSE_TIMEOUT = 15.0
+PAGING_SCHEMES = frozenset({"pagerduty", "opsgenie", *alertmanager.SCHEMES})
 EVENT_PREFIX = "watcher-event-"  # an event's key; an episode's is "watcher-" and a hash
 # Opsgenie's alert API, by region (what Apprise's plugin posts to).
 OPSGENIE_API = {
@@ -66,6 +68,12 @@ OPSGENIE_API = {
 
 def scheme(url: str) -> str:
     return url.split("://", 1)[0].lower()
+
+
+def pages(url: str) -> bool:
+    """Whether a URL pages someone: Alertmanager (whose routes lead to the pager), PagerDuty,
+    Opsgenie. An inventory never goes to one (``watcher.delivery.outbox_sender``)."""
+    return scheme(url) in PAGING_SCHEMES
 
 
 def episode_key(alert: AlertMessage) -> str | None:
