@@ -2,8 +2,14 @@
 Alertmanager (Debian's ``prometheus-alertmanager``) whose webhook receiver is a local listener.
 
 A watched validator goes delinquent: Alertmanager's webhook gets the alert firing, with the
-rule's labels; Alertmanager restarts with empty storage: the watcher's re-posts give it the
-alert back within 90 s; the validator recovers: the webhook gets it resolved, same labels."""
+rule's labels and ``type="state"``; Alertmanager restarts with empty storage: the watcher's
+re-posts give it the alert back within 90 s; the validator recovers: the webhook gets it
+resolved, same labels.
+
+A mint's powers, on a channel of an Alertmanager and a ``json://`` webhook: the first poll's
+inventory reaches the webhook and never Alertmanager; the freeze authority removed, then the
+mint authority changed once the first is notified: two Alertmanager alerts (``type="event"``,
+each its own ``event_id``), both notified, the second's words not lost in the first's."""
 
 from __future__ import annotations
 
@@ -14,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from watcher.simulator import Ledger
+from watcher.simulator.authorities import set_mint
+from watcher.simulator.keys import derived_pubkey
 from watcher.testing.alertmanager import Alertmanager
 from watcher.testing.receivers import JsonReceiver, wait_until
 
@@ -102,3 +111,90 @@ def test_firing_restart_and_resolution_reach_alertmanager(tmp_path: Path) -> Non
         assert world.daemon.stop() == 0
         assert PASSWORD not in world.daemon.output()
         assert PASSWORD.encode() not in (tmp_path / "state" / "watcher.db").read_bytes()
+
+
+MINT = derived_pubkey("e2e alertmanager mint")
+COUNCIL, ATTACKER = derived_pubkey("e2e am council"), derived_pubkey("e2e am attacker")
+
+
+def short(key: str) -> str:
+    return f"{key[:4]}…{key[-4:]}"
+
+
+@contextmanager
+def powers_world(tmp_path: Path, am: Alertmanager, inbox: JsonReceiver) -> Iterator[World]:
+    """A critical rule on a mint's powers, notifying a channel of Alertmanager and a webhook."""
+    ledger = Ledger(seed=36)
+    set_mint(ledger, MINT, mint_authority=COUNCIL, freeze_authority=COUNCIL)
+    powers = {
+        "name": "mint-powers",
+        "kind": "token_authorities",
+        "mints": [MINT],
+        "every": "200ms",
+        "group_wait": "0s",
+        "severity": "critical",
+        "notify": ["page"],
+    }
+    channels = {"page": [am.url, inbox.url]}
+    yield from make_world(tmp_path, ledger, rules=[powers], channels=channels)
+
+
+@pytest.mark.timeout(180)
+def test_an_inventory_is_not_paged_and_two_events_on_one_mint_are_two_alerts(
+    tmp_path: Path,
+) -> None:
+    with (
+        JsonReceiver() as hook,
+        JsonReceiver() as inbox,
+        Alertmanager(f"http://127.0.0.1:{hook.port}/") as am,
+        powers_world(tmp_path, am, inbox) as world,
+    ):
+        world.daemon.start()
+
+        def failed() -> str:
+            return f"\n{world.daemon.output()[-3000:]}\n{am.output()[-2000:]}"
+
+        [inventory] = inbox.wait_for(1, 30)
+        assert inventory["title"] == "[INFO] mint-powers: 1 watched mint, 1 decoded (inventory)"
+
+        set_mint(world.ledger, MINT, freeze_authority=None)
+        freeze = (
+            f"[CRITICAL] mint-powers: mint {short(MINT)}: freeze authority removed "
+            f"(was {short(COUNCIL)})"
+        )
+        [first] = wait_until(
+            lambda: webhook_alerts(hook, "firing"), 30, "the first event" + failed()
+        )
+        assert first["annotations"]["summary"] == freeze
+        # Sent in order to each URL: the inventory, had it gone to Alertmanager, came first.
+        assert [a["annotations"]["summary"] for a in am.alerts()] == [
+            first["annotations"]["summary"]
+        ]
+
+        set_mint(world.ledger, MINT, mint_authority=ATTACKER)
+        changed = (
+            f"[CRITICAL] mint-powers: mint {short(MINT)}: mint authority changed: "
+            f"{short(COUNCIL)} -> {short(ATTACKER)}"
+        )
+
+        def both_notified() -> list[dict[str, Any]]:
+            seen = {a["labels"]["event_id"]: a for a in webhook_alerts(hook, "firing")}
+            return list(seen.values()) if len(seen) == 2 else []
+
+        notified = wait_until(both_notified, 30, "the second event" + failed())
+        assert sorted(a["annotations"]["summary"] for a in notified) == [freeze, changed]
+        for alert in notified:
+            assert alert["labels"] == {
+                "alertname": "mint-powers",
+                "kind": "token_authorities",
+                "severity": "critical",
+                "subject": MINT,
+                "type": "event",
+                "event_id": alert["labels"]["event_id"],
+            }
+        # Alertmanager holds both, each with its own words.
+        assert sorted(a["annotations"]["summary"] for a in am.alerts()) == [freeze, changed]
+        assert len(hook.received) >= 2  # a notification for each
+        assert [note["title"] for note in inbox.received][1:] == [freeze, changed]
+        assert all("inventory" not in a["annotations"]["summary"] for a in am.alerts())
+        assert world.daemon.stop() == 0
