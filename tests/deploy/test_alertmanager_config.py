@@ -1,7 +1,8 @@
 """deploy/alertmanager/alertmanager.yml, the example Alertmanager configuration: ``amtool`` checks
 it and routes by it as its comments say, and a REAL Alertmanager running it (its receivers
 pointed at local listeners, its group timings cut to a second) pages each event of watcher's
-once and never "resolves" it, and pages a state and resolves it.
+once and never "resolves" it, and pages a state and resolves it. docs/operations.md shows its
+routes and receivers as shipped.
 
 The alerts are watcher's own payloads (``watcher.delivery.alertmanager.post``); the PagerDuty
 receivers post Events API v2 bodies (``event_action``, ``dedup_key``) to the local listeners."""
@@ -73,6 +74,25 @@ def test_events_are_never_resolved_and_states_are() -> None:
         assert configs, entry["name"]
         for config in configs:
             assert config["send_resolved"] is (entry["name"] not in EVENT_RECEIVERS), entry
+
+
+TIMINGS = ("group_wait", "group_interval", "repeat_interval")
+
+
+def without_timings(route: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in route.items() if k not in TIMINGS and k != "routes"}
+    if "routes" in route:
+        kept["routes"] = [without_timings(child) for child in route["routes"]]
+    return kept
+
+
+def test_the_operations_guide_shows_the_shipped_routes_and_receivers() -> None:
+    guide = (REPO / "docs" / "operations.md").read_text()
+    section = guide[guide.index("## Paging through Alertmanager") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n\n")]
+    shown = yaml.safe_load(block)
+    assert without_timings(shown["route"]) == without_timings(shipped()["route"])
+    assert shown["receivers"] == shipped()["receivers"]
 
 
 def runnable(urls: dict[str, str]) -> dict[str, Any]:
