@@ -25,7 +25,7 @@ from watcher.core.events import AlertMessage, Severity
 Tone = Severity | Literal["resolved"]
 
 
-EVENT_ID_CHARS = 16  # 64 bits of a hash: short enough for a label, never met twice
+EVENT_ID_CHARS = 16  # 64 bits of a hash: short for a label, a collision among events negligible
 
 
 def event_id(alert: AlertMessage) -> str:
