@@ -6,8 +6,9 @@ rule's labels and ``type="state"``; Alertmanager restarts with empty storage: th
 re-posts give it the alert back within 90 s; the validator recovers: the webhook gets it
 resolved, same labels.
 
-A mint's powers, on a channel of an Alertmanager and a ``json://`` webhook: the first poll's
-inventory reaches the webhook and never Alertmanager; the freeze authority removed, then the
+A mint's powers, on a channel of an Alertmanager and a ``json://`` webhook (or routed by
+severity: critical to Alertmanager, info to the webhook): the first poll's inventory reaches
+the webhook and never Alertmanager; the freeze authority removed, then the
 mint authority changed once the first is notified: two Alertmanager alerts (``type="event"``,
 each its own ``event_id``), both notified, the second's words not lost in the first's."""
 
@@ -122,8 +123,11 @@ def short(key: str) -> str:
 
 
 @contextmanager
-def powers_world(tmp_path: Path, am: Alertmanager, inbox: JsonReceiver) -> Iterator[World]:
-    """A critical rule on a mint's powers, notifying a channel of Alertmanager and a webhook."""
+def powers_world(
+    tmp_path: Path, am: Alertmanager, inbox: JsonReceiver, routed: bool
+) -> Iterator[World]:
+    """A critical rule on a mint's powers: with ``notify``, to one channel of Alertmanager and
+    a webhook; ``routed``, by severity: critical to Alertmanager, info to the webhook."""
     ledger = Ledger(seed=36)
     set_mint(ledger, MINT, mint_authority=COUNCIL, freeze_authority=COUNCIL)
     powers = {
@@ -133,21 +137,27 @@ def powers_world(tmp_path: Path, am: Alertmanager, inbox: JsonReceiver) -> Itera
         "every": "200ms",
         "group_wait": "0s",
         "severity": "critical",
-        "notify": ["page"],
     }
-    channels = {"page": [am.url, inbox.url]}
-    yield from make_world(tmp_path, ledger, rules=[powers], channels=channels)
+    if routed:
+        channels = {"pager": [am.url], "inbox": [inbox.url]}
+        routes = {"critical": ["pager"], "info": ["inbox"]}
+        yield from make_world(tmp_path, ledger, rules=[powers], channels=channels, routes=routes)
+    else:
+        channels = {"page": [am.url, inbox.url]}
+        powers["notify"] = ["page"]
+        yield from make_world(tmp_path, ledger, rules=[powers], channels=channels)
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("routed", [False, True], ids=["notify", "routes"])
 def test_an_inventory_is_not_paged_and_two_events_on_one_mint_are_two_alerts(
-    tmp_path: Path,
+    tmp_path: Path, routed: bool
 ) -> None:
     with (
         JsonReceiver() as hook,
         JsonReceiver() as inbox,
         Alertmanager(f"http://127.0.0.1:{hook.port}/") as am,
-        powers_world(tmp_path, am, inbox) as world,
+        powers_world(tmp_path, am, inbox, routed) as world,
     ):
         world.daemon.start()
 
@@ -195,6 +205,9 @@ def test_an_inventory_is_not_paged_and_two_events_on_one_mint_are_two_alerts(
         # Alertmanager holds both, each with its own words.
         assert sorted(a["annotations"]["summary"] for a in am.alerts()) == [freeze, changed]
         assert len(hook.received) >= 2  # a notification for each
-        assert [note["title"] for note in inbox.received][1:] == [freeze, changed]
+        # The webhook has the changes too when it is one of the rule's channels; routed by
+        # severity, it is the info route's, which has the inventory only.
+        changes = [] if routed else [freeze, changed]
+        assert [note["title"] for note in inbox.received] == [inventory["title"], *changes]
         assert all("inventory" not in a["annotations"]["summary"] for a in am.alerts())
         assert world.daemon.stop() == 0
