@@ -12,7 +12,7 @@ from watcher.alerting import pipeline
 from watcher.alerting.messages import PLAIN, Presentation
 from watcher.alerting.routing import Routes
 from watcher.alerting.silences import is_silenced
-from watcher.core.events import AlertMessage, Severity, Silence
+from watcher.core.events import AlertMessage, Severity, Silence, inventory_key
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,37 @@ def test_an_alert_of_no_loaded_rule_goes_by_its_severity() -> None:
     routes = Routes([], Routing(routes={"critical": ["pager"]}))
     assert routes.channels_for(alert("x", "critical")) == ("pager",)
     assert routes.channels_for(alert("x", "info")) == ("ops",)
+
+
+def inventory(rule: str) -> AlertMessage:
+    return replace(
+        alert(rule, "info", subject="Mint1,Mint2"),
+        dedup_key=inventory_key(rule, "Mint1,Mint2", 0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "channels"),
+    [
+        # Routed by severity: the inventory is information, routed as info, not as critical.
+        (Rule("powers", "critical"), ("chat",)),
+        # The rule's own channels: the inventory goes there (the URLs that page are left out
+        # where the URLs are known: tests/delivery/test_notify.py).
+        (Rule("powers", "critical", notify=("pager", "chat")), ("pager", "chat")),
+    ],
+)
+def test_an_inventory_is_routed_as_information(rule: Rule, channels: tuple[str, ...]) -> None:
+    routing = Routing(routes={"critical": ["pager"], "info": ["chat"]})
+    stages = [pipeline.word(fake_word, [rule], PLAIN), pipeline.route(Routes([rule], routing))]
+    [out, change] = pipeline.run([inventory("powers"), alert("powers", "critical")], stages)
+    assert out.is_inventory and not change.is_inventory
+    assert out.channels == channels
+    assert change.channels == (rule.notify or ("pager",))
+
+
+def test_an_inventory_without_an_info_route_goes_to_the_default_channels() -> None:
+    routes = Routes([Rule("powers", "critical")], Routing(routes={"critical": ["pager"]}))
+    assert routes.channels_for(inventory("powers")) == ("ops",)
 
 
 def test_silence_marks_what_it_mutes_and_reads_silences_only_when_alerts_reach_it() -> None:

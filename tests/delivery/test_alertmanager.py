@@ -13,7 +13,7 @@ import pytest
 
 from watcher.core.events import AlertMessage, Grouping, Reason, Silence
 from watcher.core.outbox_rows import DeliveryRow
-from watcher.delivery import alertmanager
+from watcher.delivery import alertmanager, notifier
 from watcher.delivery.alertmanager import Endpoint, Reposter, endpoint, payload, post, standing
 from watcher.delivery.notifier import Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
@@ -122,6 +122,7 @@ def test_labels_are_the_identity_and_annotations_the_words() -> None:
             "kind": "delinquent_validators",
             "severity": "critical",
             "subject": "Vote111",
+            "type": "state",
         }
         assert posted["annotations"] == {
             "summary": "[CRITICAL] delinquent: Vote111",
@@ -129,6 +130,38 @@ def test_labels_are_the_identity_and_annotations_the_words() -> None:
             "runbook_url": "https://wiki/x",
         }
     assert "runbook_url" not in payload(StoredAlert(alert(), T0), T0)["annotations"]
+
+
+def event(key: str, subject: str = "Mint111") -> AlertMessage:
+    return AlertMessage(
+        "mint-powers", "critical", subject, "event", key, "t", "b", (), {"kind": "powers"}
+    )
+
+
+def test_two_events_on_one_subject_are_two_alerts() -> None:
+    # Two changes of one mint seconds apart: each its own fingerprint in Alertmanager.
+    first = payload(StoredAlert(event("mint-powers|Mint111|7|freeze_authority"), T0), T0)
+    second = payload(StoredAlert(event("mint-powers|Mint111|8|mint_authority"), T0), T0)
+    assert first["labels"]["type"] == second["labels"]["type"] == "event"
+    assert first["labels"]["event_id"] != second["labels"]["event_id"]
+    assert {k: v for k, v in first["labels"].items() if k != "event_id"} == {
+        "alertname": "mint-powers",
+        "kind": "powers",
+        "severity": "critical",
+        "subject": "Mint111",
+        "type": "event",
+    }
+
+
+def test_an_event_id_is_short_and_the_same_on_every_post() -> None:
+    long_key = "tx|Addr111|" + "5" * 88 + "|event"
+    ids = {
+        payload(StoredAlert(event(long_key), T0), now)["labels"]["event_id"]
+        for now in (T0, T0 + 60, T0 + 3600)
+    }
+    [only] = ids
+    assert len(only) == 16 and int(only, 16) >= 0
+    assert only == notifier.event_id(event(long_key))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from watcher.core.events import AlertMessage
+from watcher.core.events import AlertMessage, inventory_key
 from watcher.core.outbox_rows import DeliveryRow, Destination, url_id
 from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
 from watcher.delivery.notifier import ACCEPTED, Message, Outcome, refused
@@ -590,6 +590,26 @@ def test_destinations_are_every_url_of_every_named_channel(tmp_store: SqliteStor
         Destination("ops", "json://a.example/"),
         Destination("ops", "json://b.example/"),
     ]
+
+
+def test_an_inventory_goes_to_every_url_that_does_not_page(tmp_store: SqliteStore) -> None:
+    pager = [
+        "alertmanager://127.0.0.1:9093",
+        "alertmanagers://am.example.com",
+        "pagerduty://integr4tionKey0123@ap1Key0123456789",
+        "opsgenie://0psg3nieApiKey0123456789/@ops-team",
+        "json://hooks.example/",
+    ]
+    sender = make_sender(
+        tmp_store, {"pager": pager, "ops": ["mailto://u:p@x.example"]}, FakeClock()
+    )
+    listed = alert("k", channels=("pager", "ops"), dedup_key=inventory_key("mints", "Mint1", 0))
+    assert sender.destinations(listed) == [
+        Destination("pager", "json://hooks.example/"),
+        Destination("ops", "mailto://u:p@x.example"),
+    ]
+    # A change of the same rule pages as its rule says.
+    assert len(sender.destinations(alert("k", channels=("pager", "ops")))) == 6
 
 
 @pytest.mark.parametrize(

@@ -1,23 +1,26 @@
-"""PagerDuty and Opsgenie close what they open: what Apprise's plugins (and watcher's own
-Opsgenie close) would send, captured at the ``requests`` level (the services cannot run here).
+"""PagerDuty and Opsgenie close what they open, and never an event: what Apprise's plugins (and
+watcher's own Opsgenie close) would send, captured at the ``requests`` level (the services
+cannot run here).
 
 One episode's firing and resolution carry one key (PagerDuty: ``dedup_key``, trigger then
 resolve; Opsgenie: the alias, created then closed by alias); the next episode gets a new key;
 a new notifier (a restarted watcher, another instance) keeps the key, since it comes from the
-stored alert."""
+stored alert. Each event is a trigger (an Opsgenie alert created) with a key of its own,
+whatever its severity: two events of one subject are two incidents, and none is resolved."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from unittest import mock
 
 import pytest
 import requests
 
-from watcher.core.events import AlertMessage, Reason
-from watcher.delivery import paging
+from watcher.core.events import AlertMessage, Reason, Severity
+from watcher.delivery import notifier, paging
 from watcher.delivery.apprise_notifier import AppriseNotifier
 from watcher.delivery.notifier import Message, StoredAlert, Tone
 
@@ -62,9 +65,29 @@ def posts() -> Iterator[list[dict[str, Any]]]:
         yield seen
 
 
-def send(url: str, alert: StoredAlert, notifier: AppriseNotifier | None = None) -> None:
-    tone: Tone = "resolved" if alert.alert.reason == "resolved" else "critical"
-    message = Message(alert.alert.title, alert.alert.body, tone, "n-1", [alert])
+def event(change: str, severity: Severity = "critical", subject: str = "Mint111") -> StoredAlert:
+    return StoredAlert(
+        AlertMessage(
+            rule="mint-powers",
+            severity=severity,
+            subject=subject,
+            reason="event",
+            dedup_key=f"mint-powers|{subject}|{change}|event",
+            title=f"[{severity.upper()}] mint-powers: mint {subject}: {change}",
+            body="the body",
+            channels=("pager",),
+        ),
+        T0,
+    )
+
+
+def send(
+    url: str, alert: StoredAlert | Sequence[StoredAlert], notifier: AppriseNotifier | None = None
+) -> None:
+    alerts = [alert] if isinstance(alert, StoredAlert) else list(alert)
+    first = alerts[0].alert
+    tone: Tone = "resolved" if first.reason == "resolved" else first.severity
+    message = Message(first.title, first.body, tone, "n-1", alerts)
     outcome = (notifier or AppriseNotifier()).send(url, message)
     assert outcome.accepted, outcome.refused
 
@@ -84,6 +107,61 @@ def test_pagerduty_resolves_the_incident_its_firing_opened(posts: list[dict[str,
         ("trigger", key_2),
     ]
     assert key_1 != key_2
+
+
+@pytest.mark.parametrize("url", [PAGERDUTY, f"{PAGERDUTY}?action=map"])
+def test_pagerduty_triggers_each_event_with_its_own_key_and_never_resolves_it(
+    posts: list[dict[str, Any]], url: str
+) -> None:
+    # Two changes of one mint, then an info one: three incidents, each its own key.
+    first, second = event("freeze authority removed"), event("mint authority changed")
+    send(url, first)
+    send(url, second, AppriseNotifier())
+    send(url, event("metadata changed", "info"))
+    sent = [(p["json"]["event_action"], p["json"]["dedup_key"]) for p in posts]
+    assert [action for action, _ in sent] == ["trigger", "trigger", "trigger"]
+    keys = [key for _, key in sent]
+    assert len(set(keys)) == 3
+    assert keys[0] == f"watcher-event-{notifier.event_id(first.alert)}"
+    assert keys[1] == f"watcher-event-{notifier.event_id(second.alert)}"
+
+
+def test_a_digest_of_events_is_one_trigger_with_a_key_of_its_own(
+    posts: list[dict[str, Any]],
+) -> None:
+    digest = [event("a"), event("b")]
+    send(PAGERDUTY, digest)
+    send(PAGERDUTY, digest)  # a retry of the same digest: the same key
+    send(PAGERDUTY, event("a"))
+    keys = [p["json"]["dedup_key"] for p in posts]
+    assert keys[0] == keys[1] != keys[2]
+    assert {p["json"]["event_action"] for p in posts} == {"trigger"}
+
+
+def test_opsgenie_creates_each_event_under_its_own_alias_and_never_closes_it(
+    posts: list[dict[str, Any]],
+) -> None:
+    first, second = event("freeze authority removed"), event("mint authority changed")
+    send(OPSGENIE, first)
+    send(OPSGENIE, second)
+    # Apprise's default would make an info message a note on an alert of this process: none.
+    send(OPSGENIE, event("metadata changed", "info"), AppriseNotifier())
+    assert [p["url"] for p in posts] == ["https://api.opsgenie.com/v2/alerts"] * 3
+    aliases = [p["json"]["alias"] for p in posts]
+    assert aliases[:2] == [
+        f"watcher-event-{notifier.event_id(first.alert)}",
+        f"watcher-event-{notifier.event_id(second.alert)}",
+    ]
+    assert len(set(aliases)) == 3
+
+
+def test_an_info_state_alert_opens_an_opsgenie_alert(posts: list[dict[str, Any]]) -> None:
+    firing = stored("firing")
+    info = StoredAlert(dataclasses.replace(firing.alert, severity="info"), T0)
+    send(OPSGENIE, info)
+    [created] = posts
+    assert created["url"] == "https://api.opsgenie.com/v2/alerts"
+    assert created["json"]["alias"] == paging.episode_key(firing.alert)
 
 
 def test_pagerduty_keeps_an_action_the_user_set(posts: list[dict[str, Any]]) -> None:
@@ -122,11 +200,14 @@ def test_an_opsgenie_alias_the_user_set_is_kept(posts: list[dict[str, Any]]) -> 
     ("url", "reason", "expected"),
     [
         ("json://host/", "firing", None),
-        (PAGERDUTY, "event", None),
+        (PAGERDUTY, "event", "dedup={key}&action=trigger"),
+        (f"{PAGERDUTY}?action=map", "event", "action=map&dedup={key}"),
         (PAGERDUTY, "firing", "dedup={key}&action=map"),
         (f"{PAGERDUTY}?dedup=x", "firing", "action=map"),
         (f"{PAGERDUTY}?dedup=x&action=trigger", "firing", None),
-        (OPSGENIE, "repeat", "alias={key}"),
+        (OPSGENIE, "repeat", "alias={key}&action=new"),
+        (OPSGENIE, "event", "alias={key}&action=new"),
+        (f"{OPSGENIE}?alias=mine&action=new", "event", None),
     ],
 )
 def test_which_urls_get_the_key(url: str, reason: Reason, expected: str | None) -> None:
@@ -135,7 +216,7 @@ def test_which_urls_get_the_key(url: str, reason: Reason, expected: str | None) 
     if expected is None:
         assert keyed is None
         return
-    key = paging.episode_key(alert.alert)
+    key = paging.message_key([alert])
     assert keyed is not None and keyed.endswith(expected.format(key=key))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from watcher.core.events import AlertMessage, Grouping, Reason
+from watcher.core.events import AlertMessage, Grouping, Reason, inventory_key
 from watcher.delivery import webhook
 from watcher.delivery.notifier import Message, Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
@@ -26,13 +26,14 @@ def alert(
     facts: dict[str, Any] | None = None,
     body_text: str = "the body",
     grouping: Grouping | None = None,
+    dedup_key: str | None = None,
 ) -> AlertMessage:
     return AlertMessage(
         rule="treasury",
         severity="critical",
         subject=subject,
         reason=reason,
-        dedup_key=f"treasury|{subject}|1|{reason}",
+        dedup_key=dedup_key or f"treasury|{subject}|1|{reason}",
         title=f"[CRITICAL] treasury: {subject}",
         body=body_text,
         channels=("hook",),
@@ -85,7 +86,15 @@ def test_the_fingerprint_is_alertmanagers() -> None:
         (alert("repeat"), "firing", "firing"),
         (alert("resolved"), "resolved", "resolved"),
         (alert("event"), "event", "firing"),
-        (alert("event", facts={"what": "inventory", "count": 3}), "inventory", "firing"),
+        (
+            alert(
+                "event",
+                facts={"what": "inventory", "count": 3},
+                dedup_key=inventory_key("treasury", "Vote111", 1),
+            ),
+            "inventory",
+            "firing",
+        ),
     ],
 )
 def test_each_alert_says_its_reason(message: AlertMessage, reason: str, status: str) -> None:
@@ -109,6 +118,7 @@ def test_one_alert_in_full() -> None:
         "kind": "new_transactions",
         "severity": "critical",
         "subject": "Vote111",
+        "type": "state",
     }
     assert posted == {
         "version": "4",

@@ -2,10 +2,17 @@
 Alertmanager (Debian's ``prometheus-alertmanager``) whose webhook receiver is a local listener.
 
 A watched validator goes delinquent: Alertmanager's webhook gets the alert firing, with the
-rule's labels; Alertmanager restarts with empty storage: the watcher's re-posts give it the
-alert back within 90 s; the validator recovers: the webhook gets it resolved, same labels.
+rule's labels and ``type="state"``; Alertmanager restarts with empty storage: the watcher's
+re-posts give it the alert back within 90 s; the validator recovers: the webhook gets it
+resolved, same labels.
 A watcher silence, added without the ledger's secret, stops the re-posts: the alert ends in
-Alertmanager; expired, the re-posts bring it back."""
+Alertmanager; expired, the re-posts bring it back.
+
+A mint's powers, on a channel of an Alertmanager and a ``json://`` webhook (or routed by
+severity: critical to Alertmanager, info to the webhook): the first poll's inventory reaches
+the webhook and never Alertmanager; the freeze authority removed, then the
+mint authority changed once the first is notified: two Alertmanager alerts (``type="event"``,
+each its own ``event_id``), both notified, the second's words not lost in the first's."""
 
 from __future__ import annotations
 
@@ -22,6 +29,9 @@ from typing import Any
 
 import pytest
 
+from watcher.simulator import Ledger
+from watcher.simulator.authorities import set_mint
+from watcher.simulator.keys import derived_pubkey
 from watcher.testing.alertmanager import Alertmanager
 from watcher.testing.net import free_port
 from watcher.testing.receivers import JsonReceiver, wait_until
@@ -38,6 +48,7 @@ LABELS = {
     "kind": "delinquent_validators",
     "severity": "critical",
     "subject": OUR_VOTE,
+    "type": "state",
 }
 
 
@@ -212,3 +223,102 @@ def test_a_watcher_silence_ends_the_alert_in_alertmanager_until_it_expires(
         )
         assert world.daemon.stop() == 0
         assert API_KEY not in world.config.read_text()
+
+
+MINT = derived_pubkey("e2e alertmanager mint")
+COUNCIL, ATTACKER = derived_pubkey("e2e am council"), derived_pubkey("e2e am attacker")
+
+
+def short(key: str) -> str:
+    return f"{key[:4]}…{key[-4:]}"
+
+
+@contextmanager
+def powers_world(
+    tmp_path: Path, am: Alertmanager, inbox: JsonReceiver, routed: bool
+) -> Iterator[World]:
+    """A critical rule on a mint's powers: with ``notify``, to one channel of Alertmanager and
+    a webhook; ``routed``, by severity: critical to Alertmanager, info to the webhook."""
+    ledger = Ledger(seed=36)
+    set_mint(ledger, MINT, mint_authority=COUNCIL, freeze_authority=COUNCIL)
+    powers = {
+        "name": "mint-powers",
+        "kind": "token_authorities",
+        "mints": [MINT],
+        "every": "200ms",
+        "group_wait": "0s",
+        "severity": "critical",
+    }
+    if routed:
+        channels = {"pager": [am.url], "inbox": [inbox.url]}
+        routes = {"critical": ["pager"], "info": ["inbox"]}
+        yield from make_world(tmp_path, ledger, rules=[powers], channels=channels, routes=routes)
+    else:
+        channels = {"page": [am.url, inbox.url]}
+        powers["notify"] = ["page"]
+        yield from make_world(tmp_path, ledger, rules=[powers], channels=channels)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("routed", [False, True], ids=["notify", "routes"])
+def test_an_inventory_is_not_paged_and_two_events_on_one_mint_are_two_alerts(
+    tmp_path: Path, routed: bool
+) -> None:
+    with (
+        JsonReceiver() as hook,
+        JsonReceiver() as inbox,
+        Alertmanager(f"http://127.0.0.1:{hook.port}/") as am,
+        powers_world(tmp_path, am, inbox, routed) as world,
+    ):
+        world.daemon.start()
+
+        def failed() -> str:
+            return f"\n{world.daemon.output()[-3000:]}\n{am.output()[-2000:]}"
+
+        [inventory] = inbox.wait_for(1, 30)
+        assert inventory["title"] == "[INFO] mint-powers: 1 watched mint, 1 decoded (inventory)"
+
+        set_mint(world.ledger, MINT, freeze_authority=None)
+        freeze = (
+            f"[CRITICAL] mint-powers: mint {short(MINT)}: freeze authority removed "
+            f"(was {short(COUNCIL)})"
+        )
+        [first] = wait_until(
+            lambda: webhook_alerts(hook, "firing"), 30, "the first event" + failed()
+        )
+        assert first["annotations"]["summary"] == freeze
+        # Sent in order to each URL: the inventory, had it gone to Alertmanager, came first.
+        assert [a["annotations"]["summary"] for a in am.alerts()] == [
+            first["annotations"]["summary"]
+        ]
+
+        set_mint(world.ledger, MINT, mint_authority=ATTACKER)
+        changed = (
+            f"[CRITICAL] mint-powers: mint {short(MINT)}: mint authority changed: "
+            f"{short(COUNCIL)} -> {short(ATTACKER)}"
+        )
+
+        def both_notified() -> list[dict[str, Any]]:
+            seen = {a["labels"]["event_id"]: a for a in webhook_alerts(hook, "firing")}
+            return list(seen.values()) if len(seen) == 2 else []
+
+        notified = wait_until(both_notified, 30, "the second event" + failed())
+        assert sorted(a["annotations"]["summary"] for a in notified) == [freeze, changed]
+        for alert in notified:
+            assert alert["labels"] == {
+                "alertname": "mint-powers",
+                "kind": "token_authorities",
+                "severity": "critical",
+                "subject": MINT,
+                "type": "event",
+                "event_id": alert["labels"]["event_id"],
+            }
+        # Alertmanager holds both, each with its own words.
+        assert sorted(a["annotations"]["summary"] for a in am.alerts()) == [freeze, changed]
+        assert len(hook.received) >= 2  # a notification for each
+        # The webhook has the changes too when it is one of the rule's channels; routed by
+        # severity, it is the info route's, which has the inventory only.
+        changes = [] if routed else [freeze, changed]
+        assert [note["title"] for note in inbox.received] == [inventory["title"], *changes]
+        assert all("inventory" not in a["annotations"]["summary"] for a in am.alerts())
+        assert world.daemon.stop() == 0

@@ -95,6 +95,7 @@ def test_the_first_poll_is_an_info_inventory_then_changes_are_events() -> None:
     [inventory] = first.alerts
     worded = word(inventory, rules[0])
     assert inventory.severity == "info"
+    assert inventory.is_inventory  # never paged
     assert worded.title == "[INFO] nonces: 1 durable nonce account on 1 watched key (inventory)"
     assert f"- {ACCOUNT}: authority {SIGNER}" in worded.body
     again = SOURCE.step(rules, TARGET, first.state, NonceObservation({ACCOUNT: nonce()}), 60.0)

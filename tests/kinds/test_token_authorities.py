@@ -123,11 +123,13 @@ def test_inventory_then_each_power_changed_is_one_event() -> None:
     start = SOURCE.step(rules, target, None, first, 0.0)
     [inventory] = start.alerts
     assert inventory.severity == "info"
+    assert inventory.is_inventory  # never paged
     assert word(inventory, rules[0]).title == (
         "[INFO] mints: 1 watched mint, 1 decoded (inventory)"
     )
     later = PowersObservation({MINT_A: powers(mint_authority=STAKE, freeze_authority=None)})
     outcome = SOURCE.step(rules, target, start.state, later, 60.0)
+    assert not any(alert.is_inventory for alert in outcome.alerts)
     titles = [word(alert, rules[0]).title for alert in outcome.alerts]
     short = f"{MINT_A[:4]}…{MINT_A[-4:]}"
     assert titles == [

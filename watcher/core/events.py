@@ -83,6 +83,16 @@ class Grouping:
     max_per_hour: int | None = None
 
 
+# The part of an inventory's dedup key that names it (``rule|target|inventory-N``): what
+# ``AlertMessage.is_inventory`` reads, so that it holds for the alerts already stored too.
+INVENTORY_PART: Final = "inventory-"
+
+
+def inventory_key(rule: str, target: str, seq: int) -> str:
+    """The dedup key of a rule's inventory of ``target``, taken at its ``seq``-th snapshot."""
+    return f"{rule}|{target}|{INVENTORY_PART}{seq}"
+
+
 @dataclass(frozen=True)
 class AlertMessage:
     """One notification to deliver: the output of a step, the input of the outbox.
@@ -108,6 +118,15 @@ class AlertMessage:
     # logged by the daemon; the alert goes out all the same
     # (``watcher.alerting.messages.render_checked``).
     wording_problems: tuple[str, ...] = ()
+
+    @property
+    def is_inventory(self) -> bool:
+        """A rule's first poll telling what exists (``inventory: true``): information, not an
+        incident. It goes to the rule's channels but never pages: no Alertmanager, PagerDuty
+        or Opsgenie URL (``watcher.delivery.outbox_sender``), and a rule routed by severity
+        sends it by its own (``info``: ``watcher.alerting.routing``)."""
+        last = self.dedup_key.rsplit("|", 1)[-1]
+        return self.reason == "event" and last.startswith(INVENTORY_PART)
 
     @property
     def group_key(self) -> str | None:

@@ -6,9 +6,23 @@ plugin and hands a plugin only a title, a body and a type, so this channel is se
 Apprise (``AlertmanagerOrApprise`` picks by scheme), from the alerts themselves.
 
 Each alert is one Alertmanager alert: labels ``alertname`` (the rule's name), ``kind``,
-``severity``, ``subject`` (its identity: what Alertmanager groups, silences and deduplicates
-on), annotations ``summary`` (the title), ``description`` (the body) and ``runbook_url`` (when
-the rule has a runbook). As Prometheus sends:
+``severity``, ``subject`` and ``type`` (its identity: what Alertmanager groups, silences and
+deduplicates on), annotations ``summary`` (the title), ``description`` (the body) and
+``runbook_url`` (when the rule has a runbook).
+
+``type`` tells the two lives of an alert apart, so that a route can send them differently
+(events to receivers without ``send_resolved``, states with it):
+
+- ``type="state"``: an episode of a state rule (or a built-in alert), whose firing, reminders
+  and resolution share one set of labels, so that the resolution ends the alert the firing
+  started;
+- ``type="event"``: a one-off occurrence, which also carries ``event_id``, its own short id
+  (``watcher.delivery.notifier.event_id``: 16 hex digits of a hash of its dedup key): two
+  events of one rule and subject (two changes of one mint, two transactions of one address)
+  are two alerts, never one fingerprint whose second post replaces the first's words and
+  notifies nothing.
+
+As Prometheus sends:
 
 - a firing state alert has ``startsAt`` = when it fired and ``endsAt`` = now + four re-post
   intervals (``delivery.alertmanager_repost_every``, a minute by default: ``FIRING_TTL``), and
@@ -18,7 +32,10 @@ the rule has a runbook). As Prometheus sends:
 - a resolution has ``endsAt`` = the moment it resolved (and ``startsAt`` its firing's start),
   posted again for ``RESOLVED_KEPT_SECONDS`` (15 minutes);
 - an event (event kinds never resolve) is a short alert that ends by itself, ``EVENT_TTL``
-  after it is posted.
+  after it is posted (Alertmanager needs an end; a receiver with ``send_resolved`` would tell
+  that end as "resolved", which is why events are routed apart by ``type``). An inventory
+  (the first poll's report of what exists) is never posted here: it is information, not an
+  incident (``watcher.core.events.AlertMessage.is_inventory``).
 
 Why the first post is an outbox delivery and the re-posts a small task (``Reposter``)
 -------------------------------------------------------------------------------------
@@ -67,7 +84,15 @@ import structlog
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage, Silence
 from watcher.core.outbox_rows import DeliveryRow
-from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, StoredAlert, refused
+from watcher.delivery.notifier import (
+    ACCEPTED,
+    Message,
+    Notifier,
+    Outcome,
+    StoredAlert,
+    event_id,
+    refused,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +106,7 @@ RESOLVED_KEPT_SECONDS = 900.0  # a resolution is posted again for 15 minutes
 POST_TIMEOUT = 10.0
 REPOST_SOURCE = "alertmanager-repost"  # the shards' pseudo-source of the re-posts
 BUILTIN_KIND = "builtin"  # the kind label of the watcher's own alerts (RPC down...)
+EVENT, STATE = "event", "state"  # the values of the ``type`` label
 
 
 def is_alertmanager(url: str) -> bool:
@@ -147,15 +173,19 @@ def _from_iso(text: Any) -> float | None:
 
 
 def labels(stored: StoredAlert) -> dict[str, str]:
-    """An alert's identity in Alertmanager: the same for its firing, repeats and resolution."""
+    """An alert's identity in Alertmanager: the same for a state's firing, repeats and
+    resolution; an event's own (its ``event_id``)."""
     alert = stored.alert
     kind = alert.facts.get("kind") or (alert.grouping.kind if alert.grouping else BUILTIN_KIND)
-    return {
+    found = {
         "alertname": alert.rule,
         "kind": str(kind),
         "severity": alert.severity,
         "subject": alert.subject,
     }
+    if alert.reason == "event":
+        return {**found, "type": EVENT, "event_id": event_id(alert)}
+    return {**found, "type": STATE}
 
 
 def started_at(stored: StoredAlert) -> float:

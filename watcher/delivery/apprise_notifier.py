@@ -141,8 +141,8 @@ def protect_delivery_logs(urls: Iterable[str] = ()) -> None:
 
 class AppriseNotifier:
     """Sends through Apprise; one Apprise object per URL, kept (the webhook schemes get one per
-    message, carrying its id as ``X-Watcher-Id``; PagerDuty and Opsgenie one per message of a
-    state alert, carrying its episode's key: ``watcher.delivery.paging``)."""
+    message, carrying its id as ``X-Watcher-Id``; PagerDuty and Opsgenie one per message,
+    carrying its episode's or its event's key: ``watcher.delivery.paging``)."""
 
     def __init__(self) -> None:
         self._clients: dict[str, apprise.Apprise] = {}
@@ -151,7 +151,7 @@ class AppriseNotifier:
         alerts, body = message.alerts, message.body
         if paging.closes_itself(url, alerts):  # Opsgenie: closed by its alias, here
             return paging.close_opsgenie(url, alerts, body)
-        keyed = paging.keyed_url(url, alerts)  # PagerDuty, Opsgenie: one key per episode
+        keyed = paging.keyed_url(url, alerts)  # PagerDuty, Opsgenie: an episode's or event's key
         client = self._client(url, message.notification) if keyed is None else new_client(keyed)
         if client is None:
             return refused(REJECTED_URL, final=True)

@@ -14,6 +14,7 @@ resolution to the firing it ends (PagerDuty's dedup key, Opsgenie's alias), read
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -23,6 +24,17 @@ from watcher.core.events import AlertMessage, Severity
 # How a message looks in a channel (Apprise's notify type: its colour and icon): its severity,
 # or "resolved" for the end of an episode (Apprise's success type), whatever its severity.
 Tone = Severity | Literal["resolved"]
+
+
+EVENT_ID_CHARS = 16  # 64 bits of a hash: short for a label, a collision among events negligible
+
+
+def event_id(alert: AlertMessage) -> str:
+    """An event's own short, stable id: the first 16 hex digits of the SHA-256 of its
+    ``dedup_key`` (unique across the history, but as long as a transaction's signature). The
+    same on every post, every run and every instance, since it comes from the stored alert:
+    Alertmanager's ``event_id`` label and PagerDuty's and Opsgenie's key of the event."""
+    return hashlib.sha256(alert.dedup_key.encode("utf-8")).hexdigest()[:EVENT_ID_CHARS]
 
 
 @dataclass(frozen=True)

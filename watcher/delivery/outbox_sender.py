@@ -31,7 +31,7 @@ from watcher.core import outbox_rows
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination
-from watcher.delivery import digest
+from watcher.delivery import digest, paging
 from watcher.delivery.alertmanager import (
     TTL_REPOSTS,
     AlertmanagerNotifier,
@@ -155,11 +155,14 @@ class Sender:
         protect_delivery_logs(self._urls.values())
 
     def destinations(self, alert: AlertMessage) -> list[Destination]:
-        """Every URL of every channel the alert names; unknown channels were refused earlier."""
+        """Every URL of every channel the alert names (unknown channels were refused earlier),
+        but those that page (``paging.pages``) for an inventory: information, not an
+        incident, decided here, where an alert's URLs are known, for every engine and path."""
         return [
             Destination(channel, url)
             for channel in alert.channels
             for url in self._channels.get(channel, ())
+            if not (alert.is_inventory and paging.pages(url))
         ]
 
     async def send_due(self) -> int:

@@ -1,4 +1,5 @@
-"""PagerDuty and Opsgenie: a resolution closes the incident its firing opened.
+"""PagerDuty and Opsgenie: a resolution closes the incident its firing opened; an event is an
+incident of its own, never resolved.
 
 Apprise's PagerDuty plugin ties events together by ``dedup_key``: without ``dedup=`` it is a
 hash of the message's first line, and watcher's firing (``[CRITICAL] ...``) and resolution
@@ -16,14 +17,22 @@ episode.
 - ``pagerduty://``: the message goes through Apprise with ``dedup=<key>`` and ``action=map``
   (unless the URL sets ``action`` itself): a firing or a reminder triggers (PagerDuty folds it
   into the open incident with that key), a resolution (Apprise's success type) resolves it.
-- ``opsgenie://``: a firing or a reminder goes through Apprise with ``alias=<key>`` (Opsgenie
-  folds alerts with one open alias into one). A resolution is not Apprise's to send (it would
+- ``opsgenie://``: a firing or a reminder goes through Apprise with ``alias=<key>`` and
+  ``action=new`` (Opsgenie folds alerts with one open alias into one; Apprise's default,
+  ``map``, would turn an ``info`` alert into a note on an alert this process opened, which is
+  none after a restart: nothing sent). A resolution is not Apprise's to send (it would
   open a new "[RESOLVED]" alert, or close nothing after a restart): watcher closes the alert by
   its alias itself, ``POST /v2/alerts/<key>/close?identifierType=alias`` on the URL's region
   with its API key, which works whatever process opened it. A URL that sets ``alias`` keeps it
   (then every alert of the URL is one Opsgenie alert, as the user asked).
 
-Events (they never resolve) keep Apprise's behaviour.
+An event never resolves: each message of events is a trigger with a key of its own,
+``event_key`` (``watcher-event-`` and the event's ``event_id``, the id Alertmanager's
+``event_id`` label carries; for a digest of several events, a hash of theirs), so that two
+events of one rule and subject are two incidents, never folded into one nor resolved by a
+later message: PagerDuty ``dedup=<key>`` and ``action=trigger``, Opsgenie ``alias=<key>`` and
+``action=new``. An inventory (what exists at a rule's first poll) is information, not an
+incident: it is never sent to these two (``watcher.delivery.outbox_sender``'s destinations).
 """
 
 from __future__ import annotations
@@ -37,9 +46,19 @@ import apprise
 import requests
 
 from watcher.core.events import AlertMessage
-from watcher.delivery.notifier import ACCEPTED, Outcome, StoredAlert, refused
+from watcher.delivery import alertmanager
+from watcher.delivery.notifier import (
+    ACCEPTED,
+    EVENT_ID_CHARS,
+    Outcome,
+    StoredAlert,
+    event_id,
+    refused,
+)
 
 CLOSE_TIMEOUT = 15.0
+PAGING_SCHEMES = frozenset({"pagerduty", "opsgenie", *alertmanager.SCHEMES})
+EVENT_PREFIX = "watcher-event-"  # an event's key; an episode's is "watcher-" and a hash
 # Opsgenie's alert API, by region (what Apprise's plugin posts to).
 OPSGENIE_API = {
     "us": "https://api.opsgenie.com/v2/alerts",
@@ -51,6 +70,12 @@ def scheme(url: str) -> str:
     return url.split("://", 1)[0].lower()
 
 
+def pages(url: str) -> bool:
+    """Whether a URL pages someone: Alertmanager (whose routes lead to the pager), PagerDuty,
+    Opsgenie. An inventory never goes to one (``watcher.delivery.outbox_sender``)."""
+    return scheme(url) in PAGING_SCHEMES
+
+
 def episode_key(alert: AlertMessage) -> str | None:
     """One key per episode of a state rule and subject (None for an event): a hash of the
     rule, the subject and the episode's number, from the stored alert."""
@@ -60,8 +85,25 @@ def episode_key(alert: AlertMessage) -> str | None:
     return "watcher-" + hashlib.sha256(episode.encode("utf-8")).hexdigest()[:32]
 
 
+def event_key(alerts: Sequence[StoredAlert]) -> str:
+    """The key of a message of events: its event's ``event_id``, or for a digest a hash of
+    its events' ids (the same rows on every attempt: the same key)."""
+    ids = [event_id(stored.alert) for stored in alerts]
+    if len(ids) == 1:
+        return f"{EVENT_PREFIX}{ids[0]}"
+    joined = ",".join(sorted(ids)).encode("utf-8")
+    return EVENT_PREFIX + hashlib.sha256(joined).hexdigest()[:EVENT_ID_CHARS]
+
+
+def is_events(alerts: Sequence[StoredAlert]) -> bool:
+    return bool(alerts) and all(stored.alert.reason == "event" for stored in alerts)
+
+
 def message_key(alerts: Sequence[StoredAlert]) -> str | None:
-    """The episode key of a message that tells of one state alert; None otherwise."""
+    """The key of a message: its episode's for one state alert, its own for events; None for
+    anything else (a message that is no alert)."""
+    if is_events(alerts):
+        return event_key(alerts)
     if len(alerts) != 1:
         return None
     return episode_key(alerts[0].alert)
@@ -91,14 +133,14 @@ def keyed_url(url: str, alerts: Sequence[StoredAlert]) -> str | None:
     if key is None:
         return None
     set_already = _query(url)
-    params: dict[str, str] = {}
     if kind == "pagerduty":
-        if "dedup" not in set_already:
-            params["dedup"] = key
-        if "action" not in set_already:
-            params["action"] = "map"
-    elif "alias" not in set_already:
-        params["alias"] = key
+        # An event is only ever triggered: nothing may resolve it.
+        wanted = {"dedup": key, "action": "trigger" if is_events(alerts) else "map"}
+    elif any(stored.alert.reason == "resolved" for stored in alerts):
+        wanted = {"alias": key}  # closed by watcher (close_opsgenie) unless the URL has an alias
+    else:
+        wanted = {"alias": key, "action": "new"}
+    params = {name: value for name, value in wanted.items() if name not in set_already}
     return _with_params(url, params) if params else None
 
 

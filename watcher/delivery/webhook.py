@@ -119,7 +119,7 @@ def reason(alert: AlertMessage) -> str:
     what exists at a rule's first poll: information, not a change)."""
     if alert.reason == "repeat":
         return "firing"
-    if alert.reason == "event" and alert.facts.get("what") == "inventory":
+    if alert.is_inventory:
         return "inventory"
     return alert.reason
 

@@ -13,7 +13,7 @@ from typing import Any, Final, TypeVar
 from watcher.alerting import messages
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
-from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState, inventory_key
 from watcher.kinds import base
 
 # The version of the state ``snapshot_step`` keeps (its layout: the nonce and powers kinds).
@@ -84,9 +84,10 @@ def inventory_alert(
     rule: EventRule, target: str, seq: int, facts: Mapping[str, Any]
 ) -> AlertMessage:
     """What exists at a rule's first poll, in one ``info`` notification whatever the rule's
-    severity: a list to read, not a change to act on."""
+    severity: a list to read, not a change to act on (never paged:
+    ``AlertMessage.is_inventory``)."""
     as_info = rule.model_copy(update={"severity": "info"})
-    key = f"{rule.name}|{target}|inventory-{seq}"
+    key = inventory_key(rule.name, target, seq)
     return messages.make_alert(as_info, subject=target, reason="event", dedup_key=key, facts=facts)
 
 

@@ -6,6 +6,8 @@ listener of the test (``watcher.testing.receivers.JsonReceiver``), every alert g
 and sent after a short ``group_wait``/``group_interval``, resolutions too. ``restart(empty=True)``
 stops it, deletes its storage and starts it again on the same port: an Alertmanager that
 forgot every alert. Every wait is on a condition (its readiness, an alert), never a fixed sleep.
+``Alertmanager(settings=...)`` runs it with a configuration of the test's own instead (the
+shipped example's, ``deploy/alertmanager/alertmanager.yml``, pointed at local receivers).
 """
 
 from __future__ import annotations
@@ -25,16 +27,13 @@ from watcher.testing.net import free_port
 from watcher.testing.receivers import Running, wait_until
 
 BINARY = "prometheus-alertmanager"
+AMTOOL = "amtool"  # its command-line tool, in the same Debian package
 START_SECONDS = 30.0
 
 
-def binary() -> str | None:
-    """The Alertmanager binary on this machine, or None."""
-    return shutil.which(BINARY) or (
-        "/usr/bin/prometheus-alertmanager"
-        if Path("/usr/bin/prometheus-alertmanager").exists()
-        else None
-    )
+def binary(name: str = BINARY) -> str | None:
+    """The Alertmanager binary (or ``amtool``) on this machine, or None."""
+    return shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
 
 
 def config(webhook_url: str) -> dict[str, Any]:
@@ -55,7 +54,7 @@ def config(webhook_url: str) -> dict[str, Any]:
 class Alertmanager(Running):
     """One Alertmanager process on 127.0.0.1, its config and storage in a temporary folder."""
 
-    def __init__(self, webhook_url: str) -> None:
+    def __init__(self, webhook_url: str = "", *, settings: dict[str, Any] | None = None) -> None:
         found = binary()
         if found is None:
             raise RuntimeError(
@@ -65,7 +64,7 @@ class Alertmanager(Running):
         self.binary = found
         self.folder = Path(tempfile.mkdtemp(prefix="watcher-alertmanager-"))
         self.config_path = self.folder / "alertmanager.yml"
-        self.config_path.write_text(yaml.safe_dump(config(webhook_url)))
+        self.config_path.write_text(yaml.safe_dump(settings or config(webhook_url)))
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.folder / "alertmanager.log"
