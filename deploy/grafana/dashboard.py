@@ -58,8 +58,12 @@ def graph(title: str, description: str, unit: str, *targets: prometheus.Dataquer
     return panel
 
 
-def figure(title: str, description: str, unit: str, expr: str, legend: str = "") -> Panel:
-    return (
+def figure(
+    title: str, description: str, unit: str, expr: str, legend: str = "", *, absent: str = ""
+) -> Panel:
+    """A stat; ``absent``: what it shows when the series is not exported at all (a gauge only
+    some settings export)."""
+    panel = (
         stat.Panel()
         .title(title)
         .description(description)
@@ -69,6 +73,7 @@ def figure(title: str, description: str, unit: str, expr: str, legend: str = "")
         .height(5)
         .with_target(query(expr, legend))
     )
+    return panel.no_value(absent) if absent else panel
 
 
 def listing(title: str, description: str, expr: str, span: int = 24) -> Panel:
@@ -157,9 +162,18 @@ def health() -> list[Panel]:
         ),
         figure(
             "Since the last heartbeat",
-            "Time since the heartbeat (heartbeat:) was last pinged successfully.",
+            "Time since the heartbeat (heartbeat:) was last pinged successfully (since the "
+            "start, until the first ping is accepted). Without heartbeat: nothing to show.",
             "s",
             f"time() - max(watcher_heartbeat_last_success_timestamp_seconds{{{WATCHER}}})",
+            absent="no heartbeat configured",
+        ),
+        figure(
+            "Last reload",
+            "1: the last reload (SIGHUP) of the settings and rules is in force; 0: it was "
+            "refused and the previous ones keep running (the log says why).",
+            "none",
+            f"min(watcher_config_last_reload_successful{{{WATCHER}}})",
         ),
         figure(
             "Shards held",
@@ -167,12 +181,14 @@ def health() -> list[Panel]:
             "the others are polled by nobody).",
             "short",
             f"sum(watcher_shards_held{{{WATCHER}}})",
+            absent="one instance (no state_url)",
         ),
         figure(
             "Live instances",
             "With state_url: the instances sharing the database, alive.",
             "short",
             f"max(watcher_live_instances{{{WATCHER}}})",
+            absent="one instance (no state_url)",
         ),
     ]
 
