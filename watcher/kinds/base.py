@@ -126,6 +126,9 @@ class SourceFacts:
     # The keys of its state whose change is activity (a quiet target backs off:
     # ``watcher.cadence``), e.g. the cursor of ``signatures``.
     activity_keys: tuple[str, ...] = ()
+    # Of ``methods``, those one call of which serves every poll of the sweeps started together
+    # and every source reading it (getVoteAccounts: ``watcher.kinds.vote_accounts``).
+    per_tick: tuple[str, ...] = ()
 
 
 # What a source's ``observe`` returns, and its ``doubt``, ``tip`` and ``step`` take.
