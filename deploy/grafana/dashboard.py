@@ -240,6 +240,42 @@ def validators() -> list[Panel]:
     ]
 
 
+def vat() -> list[Panel]:
+    legend = "{{votekey}}"
+    return [
+        graph(
+            "VAT rank",
+            "Each watched validator's rank by activated stake among the staked vote accounts "
+            "(ties count against it): the admission ticket takes ranks up to its cut (2,000, or "
+            "the rule's max_rank). The worst it can be: others' balances cannot be seen.",
+            "none",
+            query(by_validator("solana_validator_vat_rank"), legend),
+        ),
+        graph(
+            "VAT stake gap",
+            "Activated stake each watched validator lacks to pass the cut (0: it passes).",
+            SOL,
+            query(by_validator("solana_validator_vat_stake_gap"), legend),
+        ),
+        graph(
+            "Vote account balance against the ticket's line",
+            "Each watched vote account's balance, and the balance the ticket needs: its "
+            "rent-exempt minimum and 1.6 SOL (the rule's min_vote_balance_sol), burnt at the "
+            "boundary. Under the line, it sits out the epoch after the next.",
+            SOL,
+            query(by_validator("solana_validator_vote_account_balance"), legend),
+            query(by_validator("solana_validator_vat_min_vote_balance"), f"{legend} needs"),
+        ),
+        figure(
+            "Time to the epoch boundary",
+            "Until the next epoch boundary, where the ticket is checked (the slots left at the "
+            "rule's slot_time: an estimate).",
+            "s",
+            f"min(solana_validator_vat_boundary_seconds{{{WATCHER}}})",
+        ),
+    ]
+
+
 def cluster() -> list[Panel]:
     return [
         figure(
@@ -332,6 +368,7 @@ ROWS = (
     ("Watcher health", health),
     ("Firing alerts", alerts),
     ("Validators", validators),
+    ("Validator admission ticket (VAT)", vat),
     ("Cluster", cluster),
     ("Nodes", nodes),
     ("Balances", balances),
@@ -370,7 +407,8 @@ def build() -> model.Dashboard:
         dashboard.Dashboard("watcher")
         .uid(UID)
         .description(
-            "The watcher's health and what it watches: validators, cluster, nodes, balances, tokens"
+            "The watcher's health and what it watches: validators, their admission ticket, "
+            "cluster, nodes, balances, tokens"
         )
         .tags(["watcher", "solana"])
         .editable()

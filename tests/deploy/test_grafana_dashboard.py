@@ -67,6 +67,7 @@ def test_it_has_a_row_for_each_thing_watched() -> None:
         "Watcher health",
         "Firing alerts",
         "Validators",
+        "Validator admission ticket (VAT)",
         "Cluster",
         "Nodes",
         "Balances",

@@ -93,6 +93,14 @@ def rules() -> list[dict[str, Any]]:
             **common,
         },
         {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE], **common},
+        # Second of three by stake with a cut at two: it passes (a gap of 0), nothing fires.
+        {
+            "name": "vat",
+            "kind": "vat_eligibility",
+            "validators": [OUR_VOTE],
+            "max_rank": 2,
+            **common,
+        },
         {"name": "low", "kind": "balance_below", "accounts": [ACCOUNT], "min_sol": 1, **common},
         {"name": "supply", "kind": "supply_changed", "mints": [MINT], **common},
         {"name": "whales", "kind": "holder_changes", "mints": [MINT], **common},
@@ -228,6 +236,18 @@ def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
     delinquent = prom.query(f"solana_validator_delinquent{{{selector}}}")
     assert values(delinquent, "votekey") == {OUR_VOTE: 1.0, BIG_VOTE: 0.0}
     assert values(prom.query(f"solana_account_balance{{{selector}}}"), "address") == {ACCOUNT: 2.0}
+    # The VAT row: second by stake with a cut at two, its vote account above the ticket's line.
+    assert values(prom.query(f"solana_validator_vat_rank{{{selector}}}"), "votekey") == {
+        OUR_VOTE: 2.0
+    }
+    assert values(prom.query(f"solana_validator_vat_stake_gap{{{selector}}}"), "votekey") == {
+        OUR_VOTE: 0.0
+    }
+    above = f"solana_validator_vote_account_balance{{{selector}}} - on (votekey) "
+    above += f"solana_validator_vat_min_vote_balance{{{selector}}}"
+    assert [float(s["value"][1]) > 0 for s in prom.query(above)] == [True]
+    [boundary] = prom.query(f"solana_validator_vat_boundary_seconds{{{selector}}}")
+    assert 0 < float(boundary["value"][1]) <= 432_000 * 0.4
     firing = prom.query(f"watcher_alert_firing{{{selector}}} == 1")
     assert [(s["metric"]["rule"], s["metric"]["subject"]) for s in firing] == [
         ("validators", OUR_VOTE)
