@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from watcher.kinds import base, vote_accounts
+from watcher.kinds import SOURCES, base, vote_accounts
 from watcher.ledger.models import VoteAccounts
 
 
@@ -73,3 +73,13 @@ async def test_a_failed_call_is_not_handed_to_the_next_read() -> None:
             await vote_accounts.read(ledger(reader))
         assert await vote_accounts.read(ledger(reader)) == VoteAccounts(current=[], delinquent=[])
     assert reader.calls == 2
+
+
+def test_every_source_calling_get_vote_accounts_shares_the_ticks_call() -> None:
+    """So that ``watcher check`` counts one call a tick (``SourceFacts.per_tick``), as made."""
+    readers = {
+        name: source.facts.per_tick
+        for name, source in SOURCES.items()
+        if "getVoteAccounts" in source.facts.methods
+    }
+    assert readers == {name: ("getVoteAccounts",) for name in ("votes", "vat", "nodes")}
