@@ -95,7 +95,7 @@ def generate(path: Path, addresses: int, per_day: int, days: int) -> dict[str, i
     unwatched = targets[-addresses // 10 :]
     conn.execute("BEGIN")
     conn.executemany(
-        "INSERT INTO targets VALUES ('signatures', ?, ?, ?)",
+        "INSERT INTO targets (source, target, state, updated_at) VALUES ('signatures', ?, ?, ?)",
         ((t, state(rng), start + rng.random() * days * DAY) for t in targets),
     )
     conn.execute("COMMIT")

@@ -1,3 +1,3 @@
-from watcher.cli import main
+from watcher.entry import main
 
 main()

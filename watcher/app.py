@@ -45,6 +45,7 @@ from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
+from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.shards import SHARDS
 from watcher.state.source_rounds import config_round
@@ -86,6 +87,7 @@ class Daemon:
             clock,
             rpc_stats if ledger is None else None,
             read_state=self.store.summary,
+            read_awaiting=self.store.awaiting_first_poll,
             cadences=partial(cadences_at_scrape, self.config, self.cadences),
             kind_of=self.config.kind_of,
             heartbeat=settings.heartbeat is not None,
@@ -191,6 +193,7 @@ class Daemon:
             renew_every=settings.lease_ttl / 3,
             on_round=self.lease_round,
         )
+        self.watch_starts = WatchStarts(self.store, clock, self.pipeline)
         self.runtime = Runtime(
             parts=Parts(
                 scheduler=self.scheduler,
@@ -200,6 +203,7 @@ class Daemon:
                 notifier=self.notifier,
                 http=self.http,
                 heartbeat=self.heartbeat,
+                watch_starts=self.watch_starts,
             ),
             store=self.store,
             state_health=self.state_health,
@@ -221,6 +225,7 @@ class Daemon:
             sender=self.sender,
             scheduler=self.scheduler,
             notifier=self.notifier,
+            watch_starts=self.watch_starts,
             observed=self.metrics.observed,
         )
 

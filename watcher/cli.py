@@ -21,6 +21,7 @@ from watcher.cli_support import (
     state_or_exit,
     usage_error,
 )
+from watcher.core.stop_requests import StopRequests, stop_requests
 from watcher.silence_cli import silence_app
 from watcher.simulate import simulate_app
 
@@ -82,9 +83,9 @@ def check(config: ConfigOption) -> None:
 @app.command()
 def run(config: ConfigOption) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT; exit 0 after a clean stop."""
-    # First: a stop asked for while the daemon starts (reading its rules, opening its database)
-    # is a clean stop too, not death by the signal.
-    early = _StopRequests()
+    # A stop asked for while the daemon starts (reading its rules, opening its database) is a
+    # clean stop too, not death by the signal: noted since the console script's first line.
+    early = stop_requests()
     from watcher.core import logs
     from watcher.core.errors import ConfigError
 
@@ -121,21 +122,8 @@ def run(config: ConfigOption) -> None:
         raise typer.Exit(code=1) from None
 
 
-class _StopRequests:
-    """SIGTERM and SIGINT from the first line of ``watcher run`` until the event loop takes them
-    over: noted, so that the start-up ends in a clean stop (exit 0)."""
-
-    def __init__(self) -> None:
-        self.caught: signal.Signals | None = None
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._note)
-
-    def _note(self, signum: int, _frame: object) -> None:
-        self.caught = signal.Signals(signum)
-
-
 async def _run_until_signalled(
-    settings: Settings, ruleset: RuleSet, config: Path, early: _StopRequests
+    settings: Settings, ruleset: RuleSet, config: Path, early: StopRequests
 ) -> None:
     import structlog
 

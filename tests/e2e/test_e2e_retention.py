@@ -74,8 +74,11 @@ def test_the_daemon_deletes_history_past_retention_at_start_and_keeps_what_fires
             ("firing for 91 days: kept", "firing", start - 91 * DAY),
         ],
     )
+    # The ledger's history a minute before the daemon's start, on the daemon's clock: history
+    # that predates the watch, which stays quiet.
+    ledger = small_cluster(clock=lambda: start - 60)
     with contextmanager(make_world)(
-        tmp_path, small_cluster(), retention="90d", http={"listen": f"127.0.0.1:{port}"}
+        tmp_path, ledger, retention="90d", http={"listen": f"127.0.0.1:{port}"}
     ) as world:
         world.daemon.started_at = "2026-11-21 12:00:00"
         world.daemon.start()

@@ -92,7 +92,9 @@ def _add_note_column(db: Database) -> None:
 def test_migrate_applies_only_the_migrations_a_database_has_not_seen(tmp_path: Path) -> None:
     db = open_database(tmp_path / "watcher.db")
     assert migrate(db, MIGRATIONS) == len(MIGRATIONS)
-    db.execute("INSERT INTO targets VALUES ('s', 't', '{}', 1.0)")
+    db.execute(
+        "INSERT INTO targets (source, target, state, updated_at) VALUES ('s', 't', '{}', 1.0)"
+    )
     assert migrate(db, [*MIGRATIONS, _add_note_column]) == 1
     assert schema_version(db) == len(MIGRATIONS) + 1
     assert "note" in db["alerts"].columns_dict
@@ -158,7 +160,9 @@ def test_a_database_of_the_watcher_before_upgrades_and_loses_the_lease_tables(
     db = open_database(path)
     # Versions 1 to 8 as that watcher left them: version 6 had made the lease tables.
     migrate(db, [*MIGRATIONS[:5], _old_lease_tables, *MIGRATIONS[6:8]])
-    db.execute("INSERT INTO targets VALUES ('s', 't', '{}', 1.0)")
+    db.execute(
+        "INSERT INTO targets (source, target, state, updated_at) VALUES ('s', 't', '{}', 1.0)"
+    )
     assert {"shard_leases", "instances"} <= set(db.table_names())
     db.close()
     with SqliteStore(path) as store:
@@ -175,15 +179,21 @@ def test_transaction_rolls_back_every_write_when_one_fails(tmp_path: Path) -> No
     path = tmp_path / "watcher.db"
     store = SqliteStore(path)
     with pytest.raises(ZeroDivisionError), store.transaction():
-        store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
+        store.db.execute(
+            "INSERT INTO targets (source, target, state, updated_at) VALUES ('s', 'a', '{}', 1.0)"
+        )
         store.db.table("targets").insert(
             {"source": "s", "target": "b", "state": "{}", "updated_at": 1}
         )
         _ = 1 / 0
     assert count(store, "targets") == 0
     with store.transaction():
-        store.db.execute("INSERT INTO targets VALUES ('s', 'a', '{}', 1.0)")
-        store.db.execute("INSERT INTO targets VALUES ('s', 'b', '{}', 1.0)")
+        store.db.execute(
+            "INSERT INTO targets (source, target, state, updated_at) VALUES ('s', 'a', '{}', 1.0)"
+        )
+        store.db.execute(
+            "INSERT INTO targets (source, target, state, updated_at) VALUES ('s', 'b', '{}', 1.0)"
+        )
     store.close()
     reopened = SqliteStore(path)
     assert count(reopened, "targets") == 2

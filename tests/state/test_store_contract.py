@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 
-from watcher.core.events import AlertMessage, Grouping, NewSilence, Silence
+from watcher.core.events import (
+    WATCH_SINCE_KEY,
+    AlertMessage,
+    Grouping,
+    NewSilence,
+    Silence,
+    WatchSince,
+)
 from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state.interface import GiveUp, StepToCommit, Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
-from watcher.state.snapshot import Firing
+from watcher.state.snapshot import Awaiting, Firing
 from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.store import AsyncSqliteStore
 from watcher.testing.postgres import Postgres
@@ -114,6 +121,37 @@ async def test_staged_states_are_read_before_the_flush_and_written_by_it(store: 
     await store.prefetch_states("signatures", ["a0", "a4", "nobody"])
     assert await store.load_state("signatures", "a4") == {"n": 4}
     assert await store.load_state("signatures", "nobody") is None
+
+
+async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
+    store: Store,
+) -> None:
+    since = WatchSince(1000.0, slot=77)
+    await store.commit_step(StepToCommit("signatures", "polled", {"cursor": 1}, (), to(), 900.0))
+    assert await store.register_watch("signatures", ["a", "b", "polled"], since) == 2
+    assert await store.load_state("signatures", "a") == {
+        "v": 1,
+        WATCH_SINCE_KEY: {"at": 1000.0, "slot": 77},
+    }
+    assert await store.load_state("signatures", "polled") == {"cursor": 1}  # never changed
+    # A later start (a restart, another instance) keeps the first moment.
+    assert await store.register_watch("signatures", ["a", "c"], WatchSince(2000.0)) == 1
+    assert await store.load_state("signatures", "a") == {
+        "v": 1,
+        WATCH_SINCE_KEY: {"at": 1000.0, "slot": 77},
+    }
+    assert await store.awaiting_first_poll() == [Awaiting("signatures", 3, 1000.0)]
+    # A first poll held back as doubtful keeps the start: still waiting.
+    doubted = {"v": 1, WATCH_SINCE_KEY: {"at": 1000.0, "slot": 77}, "doubt": {"seen": 1}}
+    await store.commit_step(StepToCommit("signatures", "a", doubted, (), to(), 2100.0))
+    # The first polls' states: one staged and flushed, one committed with its step.
+    store.stage_state("signatures", "b", {"v": 1, "cursor": {"sig": "x"}}, 2100.0)
+    await store.flush_states()
+    assert await store.awaiting_first_poll() == [Awaiting("signatures", 2, 1000.0)]
+    await store.commit_step(StepToCommit("signatures", "a", {"cursor": 2}, (), to(), 2200.0))
+    assert await store.awaiting_first_poll() == [Awaiting("signatures", 1, 2000.0)]
+    status = await store.status("_cadence")
+    assert status.awaiting == [Awaiting("signatures", 1, 2000.0)]
 
 
 # -- the outbox -----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ it, a real `watcher run` process delivering to a real local json:// receiver."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,10 @@ DRIFT_VOTE, DRIFT_NODE = derived_pubkey("e2e drift vote"), derived_pubkey("e2e d
 FEATURE_SET = 3640012085
 
 
-def small_cluster() -> Ledger:
-    """A cluster with history: 5 old transactions, 20 holders, three validators on 2.3.6."""
-    ledger = Ledger(seed=7)
+def small_cluster(clock: Callable[[], float] = time.time) -> Ledger:
+    """A cluster with history: 5 old transactions, 20 holders, three validators on 2.3.6.
+    ``clock``: the ledger's (its blockTimes), for a daemon started at another wall clock."""
+    ledger = Ledger(seed=7, clock=clock)
     ledger.add_transactions(TREASURY, 5)
     ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
     for vote, node, stake in (

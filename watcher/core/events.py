@@ -35,9 +35,37 @@ TargetState = dict[str, Any]
 #   "_cadence"   watcher.service.cadences (paced_state, a backing-off target's cadence; kinds
 #                through the target pipeline)           never read it, the pipeline puts it back
 #                                                       on every new state
+#   "_since"     watcher.service.watch_starts, when the  when the watch of a history-reading
+#                target is first asked for (the state's   target began (``WatchSince``): its
+#                first row; never overwritten)            first poll notifies what came after;
+#                                                       the first step's new state drops it
 DOUBT_KEY: Final = "doubt"
 SET_ASIDE_KEY: Final = "set_aside"
 CADENCE_KEY: Final = "_cadence"
+WATCH_SINCE_KEY: Final = "_since"
+
+
+@dataclass(frozen=True)
+class WatchSince:
+    """When the watch of a target began: the daemon's start or the reload that first asked for
+    it. ``at`` is Unix seconds; ``slot`` the cluster's slot at that moment when known (a lower
+    bound: the highest slot seen by then), else None. Entries at or after it are new at the
+    target's first poll, however late that poll comes; what came before is history."""
+
+    at: float
+    slot: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at, "slot": self.slot}
+
+    @classmethod
+    def of(cls, state: TargetState | None) -> WatchSince | None:
+        """The watch's start kept in ``state`` (None: none kept, or unreadable)."""
+        found = (state or {}).get(WATCH_SINCE_KEY)
+        if not isinstance(found, dict) or not isinstance(found.get("at"), int | float):
+            return None
+        slot = found.get("slot")
+        return cls(float(found["at"]), slot if isinstance(slot, int) else None)
 
 
 @dataclass(frozen=True)

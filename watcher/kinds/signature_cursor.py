@@ -4,10 +4,12 @@ back (kind ``new_transactions``, ``watcher.kinds.transactions``). Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watcher.core.events import WatchSince
 from watcher.ledger.models import SignatureEntry, SignaturePage
 
 
@@ -110,3 +112,68 @@ def new_signatures(
     if cursor is not None and cursor.slot == newest.slot:
         at_slot |= cursor.sigs_at_slot
     return tuple(fresh), Cursor(newest.signature, newest.slot, frozenset(at_slot))
+
+
+def after_watch_began(entry: SignatureEntry, since: WatchSince) -> bool | None:
+    """Whether ``entry`` came at or after the moment its watch began (True), before it (False),
+    or cannot tell by itself (None: no ``blockTime``, and the slot at that moment unknown).
+
+    By ``blockTime`` (whole seconds: the second the watch began in counts as after it, so an
+    entry of that second is notified rather than lost); without one, by slot when the slot at
+    that moment is known (a lower bound, the highest slot seen by then: at or above it is
+    after)."""
+    if entry.block_time is not None:
+        return entry.block_time >= math.floor(since.at)
+    if since.slot is not None:
+        return entry.slot >= since.slot
+    return None
+
+
+def split_at_watch(
+    entries: Iterable[SignatureEntry], since: WatchSince
+) -> tuple[tuple[SignatureEntry, ...], tuple[SignatureEntry, ...]]:
+    """A first poll's entries (de-duplicated by signature) as (new, history), each newest
+    first: new is what came at or after the watch began (``after_watch_began``).
+
+    An entry that cannot tell by itself is placed by the entries around it, slots being
+    ordered as time is: at or above the lowest slot of a new one it is new, at or below the
+    highest slot of an old one it is history. Between the two, or with neither, it is new:
+    a notification marked "time unknown" costs a glance, a deposit taken as history is lost."""
+    unique: dict[str, SignatureEntry] = {}
+    for entry in entries:
+        unique.setdefault(entry.signature, entry)
+    told = [(entry, after_watch_began(entry, since)) for entry in unique.values()]
+    lowest_new = min((e.slot for e, after in told if after is True), default=None)
+    highest_old = max((e.slot for e, after in told if after is False), default=None)
+    new: list[SignatureEntry] = []
+    old: list[SignatureEntry] = []
+    for entry, after in told:
+        if after is None:
+            if lowest_new is not None and entry.slot >= lowest_new:
+                after = True
+            else:
+                after = highest_old is None or entry.slot > highest_old
+        (new if after else old).append(entry)
+    # Stable sort: inside one slot the node's own order is kept.
+    new.sort(key=lambda entry: entry.slot, reverse=True)
+    old.sort(key=lambda entry: entry.slot, reverse=True)
+    return tuple(new), tuple(old)
+
+
+def predates_watch(page: Sequence[SignatureEntry], since: WatchSince) -> bool:
+    """Whether ``page`` holds an entry known to come before the watch began: paging back a
+    first poll's history can stop there."""
+    return any(after_watch_began(entry, since) is False for entry in page)
+
+
+def cursor_after_first_poll(
+    entries: Sequence[SignatureEntry], new: Sequence[SignatureEntry]
+) -> Cursor:
+    """The cursor after a first poll that paged back to where its watch began: at the newest
+    entry listed, with every listed entry of its slot. With nothing new, the baseline's (its
+    slot closed: what was not listed of it predates the watch)."""
+    if not new:
+        return baseline_cursor(entries)
+    newest = max(entries, key=lambda entry: entry.slot)
+    at_slot = frozenset(entry.signature for entry in entries if entry.slot == newest.slot)
+    return Cursor(newest.signature, newest.slot, at_slot)

@@ -19,20 +19,33 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import structlog
+
 from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
-from watcher.core.events import DOUBT_KEY, SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
+from watcher.core.events import (
+    DOUBT_KEY,
+    SET_ASIDE_KEY,
+    WATCH_SINCE_KEY,
+    AlertMessage,
+    StepOutcome,
+    TargetState,
+    WatchSince,
+)
 from watcher.kinds import base
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.signature_cursor import (
     Cursor,
     baseline_cursor,
+    cursor_after_first_poll,
     left_out,
     listed,
     new_signatures,
     page_is_last,
+    predates_watch,
+    split_at_watch,
 )
 from watcher.ledger.models import SignatureEntry, UnknownField
 from watcher.ledger.plausibility import (
@@ -45,8 +58,12 @@ from watcher.ledger.plausibility import (
 )
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
+log = structlog.get_logger(__name__)
+
 STATE_VERSION = 1
 PAGE_LIMIT = 1000  # the node's maximum
+# Pages a first poll reads back at most looking for an entry dated before its watch began.
+MAX_FIRST_PAGES = 100
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
 # SET_ASIDE_KEY (watcher.core.events): entries set aside as the ledger's own odd ones (seen 3
@@ -90,6 +107,7 @@ class SignaturesSource(base.Slotless):
         noun="addresses",
         batched="getSignaturesForAddress",
         activity_keys=("cursor",),
+        reads_history=True,
     )
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
@@ -98,18 +116,7 @@ class SignaturesSource(base.Slotless):
     ) -> SignaturesObservation:
         cursor = cursor_of(state)
         if cursor is None:
-            # One entry is enough to learn where history ends, unless the newest is odd (set
-            # aside, or being doubted): then a page, to start from the newest that is not.
-            odd = bool(state and (state.get(SET_ASIDE_KEY) or state.get(DOUBT_KEY)))
-            newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT if odd else 1)
-            if not newest and listed(newest) and not odd:
-                # The newest entry is unreadable: where history ends is the newest readable one.
-                newest = await ledger.get_signatures_for_address(target, limit=PAGE_LIMIT)
-                if not newest:
-                    raise BadResponse(f"{METHOD}: no readable entry to start from", method=METHOD)
-            return SignaturesObservation(
-                pages=(tuple(newest),), baseline=True, target=target, left_out=left_out(newest)
-            )
+            return await self._first(ledger, target, state)
         pages: list[tuple[SignatureEntry, ...]] = []
         unreadable: list[Any] = []
         fetched: set[str] = set()
@@ -134,6 +141,58 @@ class SignaturesSource(base.Slotless):
             if not page:
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             before = page[-1].signature  # the last readable one: the node lists the rest again
+
+    async def _first(
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
+    ) -> SignaturesObservation:
+        """The first poll. One entry is enough to learn where history ends, unless the newest
+        is odd (set aside, or being doubted): then a page, to start from the newest that is
+        not. When the watch began before this poll (``WatchSince``, as it does in the
+        daemon), it pages back with ``before`` until an entry predates that moment (or history
+        ends), so that everything after it is there to notify."""
+        odd = bool(state and (state.get(SET_ASIDE_KEY) or state.get(DOUBT_KEY)))
+        limit = PAGE_LIMIT if odd else 1
+        newest = await ledger.get_signatures_for_address(target, limit=limit)
+        if not newest and listed(newest) and not odd:
+            # The newest entry is unreadable: where history ends is the newest readable one.
+            limit = PAGE_LIMIT
+            newest = await ledger.get_signatures_for_address(target, limit=limit)
+            if not newest:
+                raise BadResponse(f"{METHOD}: no readable entry to start from", method=METHOD)
+        pages, unreadable = [tuple(newest)], list(left_out(newest))
+        since = WatchSince.of(state)
+        answer = newest
+        fetched = {entry.signature for entry in newest}
+        while (
+            since is not None
+            and pages[-1]
+            and listed(answer) >= limit
+            and not predates_watch(pages[-1], since)
+        ):
+            if len(pages) > MAX_FIRST_PAGES:
+                # Only entries of unknown time, page after page: the rest is taken as history.
+                log.warning(
+                    "first poll: no entry dated before the watch began within the pages read;"
+                    " older entries are taken as history",
+                    target=target,
+                    entries=len(fetched),
+                )
+                break
+            limit = PAGE_LIMIT
+            answer = await ledger.get_signatures_for_address(
+                target, before=pages[-1][-1].signature, limit=limit
+            )
+            page = tuple(answer)
+            if page and all(entry.signature in fetched for entry in page):
+                raise BadResponse(f"{METHOD} paging made no progress", method=METHOD)
+            if not page and listed(answer):
+                raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
+            pages.append(page)
+            unreadable += left_out(answer)
+            fetched.update(entry.signature for entry in page)
+        return SignaturesObservation(
+            pages=tuple(pages), baseline=True, target=target, left_out=tuple(unreadable)
+        )
 
     def doubt(
         self,
@@ -210,13 +269,7 @@ class SignaturesSource(base.Slotless):
             return StepOutcome(state=_kept(state, aside))  # nothing new
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
-            first_page = observation.pages[0] if observation.pages else ()
-            if not first_page and aside:
-                # Only odd entries listed: where history ends is not known yet.
-                return StepOutcome(state=_kept({"v": STATE_VERSION}, aside))
-            newest = max(first_page, key=lambda entry: entry.slot, default=None)
-            slot_time = None if newest is None else newest.block_time
-            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time, aside))
+            return self._first_step(rules, target, state, observation, aside)
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
             return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
@@ -225,6 +278,41 @@ class SignaturesSource(base.Slotless):
             for rule in base.watching(rules, NewTransactionsRule, target)
         )
         return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
+
+    def _first_step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: SignaturesObservation,
+        aside: set[str],
+    ) -> StepOutcome:
+        """The first poll: what came after the watch began is new, the rest is the baseline.
+        Without a kept start (a rule test's first step), the whole history is the baseline."""
+        since = WatchSince.of(state)
+        entries = [entry for page in observation.pages for entry in page]
+        if not entries and aside:
+            # Only odd entries listed: where history ends is not known yet.
+            waiting: TargetState = {"v": STATE_VERSION}
+            if since is not None:
+                waiting[WATCH_SINCE_KEY] = since.to_json()
+            return StepOutcome(state=_kept(waiting, aside))
+        if since is None:
+            first_page = observation.pages[0] if observation.pages else ()
+            newest = max(first_page, key=lambda entry: entry.slot, default=None)
+            slot_time = None if newest is None else newest.block_time
+            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time, aside))
+        fresh, _history = split_at_watch(entries, since)
+        cursor = cursor_after_first_poll(entries, fresh)
+        newest = max(entries, key=lambda entry: entry.slot, default=None)
+        slot_time = None if newest is None else newest.block_time
+        if not fresh:
+            return StepOutcome(state=_state(cursor, slot_time, aside))
+        alerts = tuple(
+            _alert(rule, target, fresh, since)
+            for rule in base.watching(rules, NewTransactionsRule, target)
+        )
+        return StepOutcome(state=_state(cursor, slot_time, aside), alerts=alerts)
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:
@@ -281,10 +369,14 @@ def _state(cursor: Cursor, slot_time: int | None, aside: Set[str] = frozenset())
 
 
 def _alert(
-    rule: NewTransactionsRule, address: str, fresh: Sequence[SignatureEntry]
+    rule: NewTransactionsRule,
+    address: str,
+    fresh: Sequence[SignatureEntry],
+    since: WatchSince | None = None,
 ) -> AlertMessage:
+    """``since``: the first poll's, which notifies what came after the watch began."""
     newest = fresh[0]
-    facts = {
+    facts: dict[str, Any] = {
         "address": address,
         "count": len(fresh),
         "failed": sum(1 for entry in fresh if entry.err is not None),
@@ -293,6 +385,8 @@ def _alert(
         "signatures": [_entry_facts(entry) for entry in fresh[:LISTED]],
         "more": max(0, len(fresh) - LISTED),
     }
+    if since is not None:
+        facts["watch_began"] = iso(since.at)
     key = f"{rule.name}|{address}|{newest.signature}|event"
     return messages.make_alert(rule, subject=address, reason="event", dedup_key=key, facts=facts)
 
@@ -332,6 +426,9 @@ def transactions_text(
         f"Address: {shown.name(address)}",
         shown.link("address", address),
         f"{noun}{failed_note}, newest in slot {facts['newest_slot']}",
+        f"Since the watch began at {facts['watch_began']} (its first poll)"
+        if facts.get("watch_began")
+        else None,
         "",
         *listed,
         f"... and {more} more" if more else None,

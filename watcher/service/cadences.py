@@ -30,7 +30,7 @@ from typing import Final, Protocol
 from watcher.cadence import Cadence, after_poll, rescheduled
 from watcher.config.ruleset import Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
-from watcher.core.events import TargetState
+from watcher.core.events import WATCH_SINCE_KEY, TargetState
 from watcher.service.configuration import Current
 
 # A target never polled is assumed to see an event a day until it shows its own rate: enough
@@ -56,8 +56,8 @@ def stored_cadence(state: TargetState | None) -> Cadence | None:
 def activity(previous: TargetState | None, new: Mapping[str, object], keys: Iterable[str]) -> int:
     """1 when the step moved what the source says is activity (``keys`` of its state: the
     cursor of signatures, a mint's top holders ...), else 0. A first poll is a baseline, not
-    activity."""
-    if previous is None:
+    activity. (A target awaiting its first poll holds only when its watch began.)"""
+    if previous is None or WATCH_SINCE_KEY in previous:
         return 0
     for key in keys:  # a loop, not any(): this runs after every poll
         if previous.get(key) != new.get(key):

@@ -32,7 +32,7 @@ from watcher.service.observed_values import ObservedValues
 from watcher.service.scrape_time import ScrapeTime
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
-from watcher.state.snapshot import StateSummary
+from watcher.state.snapshot import Awaiting, StateSummary
 
 __all__ = ["HealthVerdict", "Metrics", "StateSummary", "health_verdict"]
 
@@ -52,11 +52,12 @@ class Metrics:
         read_state: Callable[[], Awaitable[StateSummary]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
         kind_of: Callable[[str], str] = lambda rule: "",
+        read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
         heartbeat: bool = False,
         shared_state: bool = False,
     ) -> None:
         """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
-        ``read_state``, ``cadences`` and ``kind_of`` are read when scraped
+        ``read_state``, ``read_awaiting``, ``cadences`` and ``kind_of`` are read when scraped
         (``watcher.service.scrape_time.ScrapeTime``). ``heartbeat``: one is configured;
         ``shared_state``: the state is a database instances share (state_url). Without them
         their gauges are not exported at all: a 0 would read as a heartbeat 56 years old and
@@ -191,7 +192,12 @@ class Metrics:
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
         self.scrape_time = ScrapeTime(
-            clock, rpc_stats, read_state=read_state, cadences=cadences, kind_of=kind_of
+            clock,
+            rpc_stats,
+            read_state=read_state,
+            read_awaiting=read_awaiting,
+            cadences=cadences,
+            kind_of=kind_of,
         )
         r.register(self.scrape_time)
         # Last: a scrape reads it after rendering everything else, so that a scrape's own hold

@@ -18,13 +18,14 @@ import structlog
 
 from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
-from watcher.core.errors import ConfigError
+from watcher.core.errors import ConfigError, StateError
 from watcher.delivery.outbox_sender import Sender
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.observed_values import ObservedValues
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import describe_jobs
+from watcher.service.watch_starts import WatchStarts
 
 log = structlog.get_logger(__name__)
 
@@ -57,9 +58,11 @@ class Reloader:
         sender: Sender,
         scheduler: Scheduler,
         notifier: SystemdNotifier,
+        watch_starts: WatchStarts,
         observed: ObservedValues | None = None,
     ) -> None:
         self.config, self.endpoint = config, endpoint
+        self.watch_starts = watch_starts
         self.sender, self.scheduler, self.notifier = sender, scheduler, notifier
         self.observed = observed
 
@@ -87,6 +90,13 @@ class Reloader:
         later = [key for key in RESTART_SETTINGS if getattr(settings, key) != getattr(old, key)]
         if later:
             log.warning("reloaded; these settings apply after a restart", settings=later)
+        try:
+            # Before the new rules run: the targets they add are watched from now on.
+            await self.watch_starts.began(configuration.jobs, previous=self.config.current.jobs)
+        except StateError as exc:
+            log.error("reload refused, the previous rules keep running", error=str(exc))
+            self.notifier.ready("reload refused: see the log")
+            return False
         self.sender.configure_channels(settings.channels, settings.fallback_channels)
         self.put_in_force(configuration)
         jobs = configuration.jobs

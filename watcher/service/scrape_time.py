@@ -22,7 +22,7 @@ from watcher.core.errors import StateError
 from watcher.ledger.rpc import RpcStats
 from watcher.service.cadences import interval_bands
 from watcher.state import snapshot
-from watcher.state.snapshot import StateSummary
+from watcher.state.snapshot import Awaiting, StateSummary
 
 RATE_LIMITED = "RateLimited"
 
@@ -39,6 +39,7 @@ class ScrapeTime(Collector):
         rpc_stats: RpcStats | None,
         *,
         read_state: Callable[[], Awaitable[StateSummary]] | None,
+        read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
         cadences: Callable[[], tuple[float, list[float]] | None],
         kind_of: Callable[[str], str],
     ) -> None:
@@ -46,8 +47,11 @@ class ScrapeTime(Collector):
         show). ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
         ``cadences``: the calls a second at the current cadences and the current interval of
         every adaptive target (``watcher.service.cadences``); ``kind_of``: a rule's kind (the
-        rules in force; "" for one no longer in force)."""
+        rules in force; "" for one no longer in force). ``read_awaiting``: the store's
+        ``awaiting_first_poll`` (None: not shown)."""
         self._clock = clock
+        self._read_awaiting = read_awaiting
+        self._awaiting: list[Awaiting] | None = None
         self._rpc_stats = rpc_stats
         self._read_state = read_state
         self._read: StateSummary | None = None
@@ -57,6 +61,11 @@ class ScrapeTime(Collector):
     async def refresh(self) -> None:
         """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and
         ``state``; a failure leaves None (unreadable)."""
+        if self._read_awaiting is not None:
+            try:
+                self._awaiting = await self._read_awaiting()
+            except StateError:
+                self._awaiting = None
         if self._read_state is None:
             return
         try:
@@ -79,6 +88,7 @@ class ScrapeTime(Collector):
                 stats.errors[RATE_LIMITED],
             )
         yield from self._cadences()
+        yield from self._first_polls()
         state = self._read
         if state is None:
             return
@@ -108,6 +118,28 @@ class ScrapeTime(Collector):
             kind = self._kind_of(alert.rule)
             family.add_metric((alert.rule, kind, alert.severity, alert.subject), 1)
         return family
+
+    def _first_polls(self) -> Iterator[Metric]:
+        """The targets whose watch began and whose first poll has not come, per source, and
+        how long the oldest of them has waited (0 series for a source with none waiting)."""
+        if self._awaiting is None:
+            return
+        now = self._clock()
+        targets = GaugeMetricFamily(
+            "watcher_targets_awaiting_first_poll",
+            "Targets whose watch began and whose first poll has not come, by source",
+            labels=("source",),
+        )
+        oldest = GaugeMetricFamily(
+            "watcher_first_poll_oldest_wait_seconds",
+            "How long the target waiting longest for its first poll has waited, by source",
+            labels=("source",),
+        )
+        for waiting in self._awaiting:
+            targets.add_metric((waiting.source,), waiting.targets)
+            oldest.add_metric((waiting.source,), max(0.0, now - waiting.oldest_since))
+        yield targets
+        yield oldest
 
     def _cadences(self) -> Iterator[Metric]:
         view = self._cadences_now()

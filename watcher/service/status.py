@@ -17,7 +17,7 @@ from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
 from watcher.state.commands import CommandStore
 from watcher.state.shards import SHARDS
-from watcher.state.snapshot import InstanceShards, StoreStatus
+from watcher.state.snapshot import Awaiting, InstanceShards, StoreStatus
 from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
@@ -55,6 +55,8 @@ class Status:
     # Each instance's last load of the settings and rules (the start or a reload): a refused
     # reload is the sources' ``failed`` (``watcher.state.source_rounds.config_round``).
     loads: list[SourceRound] = field(default_factory=list)
+    # Per source, the targets whose watch began and whose first poll has not come.
+    awaiting: list[Awaiting] = field(default_factory=list)
 
     def problems(self, now: float) -> list[str]:
         """Why the daemon looks unhealthy from its database (empty: healthy)."""
@@ -118,6 +120,15 @@ class Status:
                         "unheld_shards": self.unheld_shards,
                     }
                 ),
+                "awaiting_first_poll": [
+                    {
+                        "source": a.source,
+                        "targets": a.targets,
+                        "oldest_since": a.oldest_since,
+                        "oldest_wait_seconds": max(0.0, self.now - a.oldest_since),
+                    }
+                    for a in self.awaiting
+                ],
                 "intervals": None
                 if self.intervals is None
                 else {
@@ -155,6 +166,12 @@ class Status:
                     f"config{on}: last reload refused {iso(load.finished_at)}, running what was "
                     f"loaded {success}"
                 )
+        out += [
+            f"awaiting first poll: {a.source}: {a.targets} targets, the oldest asked for "
+            f"{max(0.0, self.now - a.oldest_since):.0f}s ago ({iso(a.oldest_since)}); what "
+            "lands on them meanwhile is notified at that poll"
+            for a in self.awaiting
+        ]
         oldest = self.outbox.oldest_pending_at
         since = "" if oldest is None else f" (oldest since {iso(oldest)})"
         out.append(f"deliveries: {self.outbox.pending} pending{since}, {self.outbox.dead} dead")
@@ -196,6 +213,7 @@ def status_of(found: StoreStatus, now: float) -> Status:
         now=now,
         intervals=None if found.intervals is None else intervals_of(found.intervals),
         loads=[r for r in found.rounds if r.source == CONFIG_SOURCE],
+        awaiting=found.awaiting,
     )
 
 

@@ -30,6 +30,7 @@ from watcher.service.loop_lag import LoopLagProbe
 from watcher.service.pruning import Pruner
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
+from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import Store
 
 log = structlog.get_logger(__name__)
@@ -57,6 +58,7 @@ class Parts:
     notifier: SystemdNotifier  # READY, STOPPING and the watchdog
     http: HttpEndpoint | None  # /metrics and /healthz
     heartbeat: Heartbeat | None
+    watch_starts: WatchStarts  # when each history-reading target's watch began
 
 
 class Runtime:
@@ -85,7 +87,7 @@ class Runtime:
         self.started = started
         self.scheduler, self.sender, self.pruner = parts.scheduler, parts.sender, parts.pruner
         self.notifier, self.http, self.heartbeat = parts.notifier, parts.http, parts.heartbeat
-        self.leases = parts.leases
+        self.leases, self.watch_starts = parts.leases, parts.watch_starts
         self.store, self.state_health = store, state_health
         self.outbox_has_work, self.stopping = outbox_has_work, stopping
         self.close, self.clock = close, clock
@@ -119,6 +121,12 @@ class Runtime:
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
         watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
         jobs = ruleset.jobs()
+        try:
+            # Before the first sweep: a target's first poll, however late, knows when its watch
+            # began (a restart keeps the moment already kept).
+            await self.watch_starts.began(jobs)
+        except StateError as exc:
+            raise DaemonFailed(str(exc.during("record when the watches began"))) from exc
         self.scheduler.start(jobs)
         pruner = asyncio.create_task(self.pruner.prune_forever(), name="pruner")
         log.info(

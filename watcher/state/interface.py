@@ -104,7 +104,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
-from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState
+from watcher.core.events import AlertMessage, NewSilence, Silence, TargetState, WatchSince
 from watcher.core.outbox_rows import (
     AlertRecord,
     DeadLetterReports,
@@ -113,7 +113,7 @@ from watcher.core.outbox_rows import (
     GroupSends,
 )
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-from watcher.state.snapshot import StateSummary, StoreStatus
+from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
 
 
@@ -190,6 +190,11 @@ class TargetStateStore(Protocol):
 
     async def load_state(self, source: str, target: str) -> TargetState | None: ...
 
+    async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
+        """Keeps ``since`` as the moment the watch of each of ``targets`` began, for those with
+        no state yet (their first row, in one transaction, durable before it returns); never
+        changes a target that has one. How many were new."""
+
     async def commit_step(self, step: StepToCommit) -> list[int]:
         """State, alerts and deliveries in one transaction; the ids of the alerts inserted."""
 
@@ -251,6 +256,10 @@ class HistoryStore(Protocol):
 
     async def summary(self) -> StateSummary:
         """The firing alerts and the outbox's figures (``/metrics``, ``/healthz``)."""
+
+    async def awaiting_first_poll(self) -> list[Awaiting]:
+        """Per source, the targets whose watch began and whose first poll has not come, and
+        the oldest start among them (``/metrics``)."""
 
     async def status(self, cadence_key: str) -> StoreStatus:
         """What ``watcher status`` shows: the firing alerts, the outbox, each source's last

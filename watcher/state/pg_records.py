@@ -16,7 +16,7 @@ from watcher.state import pg_rows, pg_summary
 from watcher.state.pg_errors import mapped, pg_state_error
 from watcher.state.pg_pool import Connection
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
-from watcher.state.snapshot import StateSummary, StoreStatus
+from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound
 
 
@@ -70,7 +70,13 @@ class PgHistory:
                 await pg_rows.last_rounds(conn),
                 await pg_summary.instances(conn, self.lease_ttl),
                 await pg_summary.unheld_shards(conn),
+                awaiting=await pg_summary.awaiting(conn),
             )
+
+    @mapped("read the targets awaiting their first poll")
+    async def awaiting_first_poll(self) -> list[Awaiting]:
+        async with self._pool.connection() as conn:
+            return await pg_summary.awaiting(conn)
 
     @mapped("read the history")
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:

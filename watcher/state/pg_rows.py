@@ -51,10 +51,14 @@ StateRow = tuple[str, str, str, float]  # (source, target, state JSON, updated_a
 
 # -- target state -----------------------------------------------------------------------------
 
-_UPSERT_STATE = """INSERT INTO targets (source, target, state, updated_at)
+# A state still holding the watch's start ("_since": a first poll held back as doubtful) keeps
+# the target counted as awaiting; any other clears it (as on SQLite).
+_AWAITING_KEPT = """awaiting_since = CASE WHEN strpos(excluded.state, '"_since"') > 0
+        THEN targets.awaiting_since END"""
+_UPSERT_STATE = f"""INSERT INTO targets (source, target, state, updated_at)
     VALUES (%s, %s, %s, %s)
     ON CONFLICT (source, target)
-    DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"""
+    DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, {_AWAITING_KEPT}"""
 
 
 async def load_states(
@@ -105,9 +109,25 @@ async def upsert_states(conn: Connection, rows: Sequence[StateRow]) -> int:
             FROM json_array_elements(%s::json) WITH ORDINALITY AS e(r, n)
             ORDER BY r->>0, r->>1, n DESC
             ON CONFLICT (source, target)
-            DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at""",
+            DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, """
+            + _AWAITING_KEPT,
             [encode_json(rows).decode()],
         )
+    return cursor.rowcount
+
+
+async def register_watch(
+    conn: Connection, source: str, targets: Sequence[str], state_json: str, since: float
+) -> int:
+    """The first row of each of ``targets`` that has none: ``state_json`` (the watch's start),
+    awaiting its first poll since ``since``; a row that exists is never changed. One statement
+    (the keys as one binary array); how many were new."""
+    cursor = await conn.execute(
+        """INSERT INTO targets (source, target, state, updated_at, awaiting_since)
+        SELECT %s, t, %s, %s, %s FROM unnest(%b::text[]) AS t
+        ON CONFLICT (source, target) DO NOTHING""",
+        [source, state_json, since, since, list(targets)],
+    )
     return cursor.rowcount
 
 

@@ -9,7 +9,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.state.pg_leases import NOW
-from watcher.state.snapshot import Firing, InstanceShards, Outbox
+from watcher.state.snapshot import AWAITING, Awaiting, Firing, InstanceShards, Outbox
 
 Connection = AsyncConnection[TupleRow]
 
@@ -65,3 +65,9 @@ async def unheld_shards(conn: Connection) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def awaiting(conn: Connection) -> list[Awaiting]:
+    """Per source, the targets awaiting their first poll (the partial index)."""
+    rows = await (await conn.execute(AWAITING)).fetchall()
+    return [Awaiting(str(s), int(n), float(t)) for s, n, t in rows]

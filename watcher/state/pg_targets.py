@@ -17,7 +17,7 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from watcher.core.errors import LeaseLost
-from watcher.core.events import TargetState
+from watcher.core.events import WATCH_SINCE_KEY, TargetState, WatchSince
 from watcher.core.fastjson import decode_json
 from watcher.state import pg_deliveries, pg_leases, pg_rows
 from watcher.state.alerts import to_json
@@ -27,7 +27,7 @@ from watcher.state.pg_errors import mapped
 from watcher.state.pg_pool import Connection
 from watcher.state.shards import shard_of
 from watcher.state.staging import MISS, HeldStates, StagedRow
-from watcher.state.targets import STAGED_LIMIT
+from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +98,19 @@ class PgTargetStates:
             text = await pg_rows.load_state_text(conn, source, target)
         state: TargetState | None = None if text is None else decode_json(text)
         return state
+
+    @mapped("record when watches began")
+    async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
+        # Not fenced: it only adds rows nobody has written, and the watch began for every
+        # instance at once (the first one's moment is kept).
+        state = to_json({"v": 1, WATCH_SINCE_KEY: since.to_json()})
+        new = 0
+        async with self._pool.connection() as conn:
+            for start in range(0, len(targets), REGISTER_CHUNK):
+                chunk = targets[start : start + REGISTER_CHUNK]
+                async with conn.transaction():
+                    new += await pg_rows.register_watch(conn, source, chunk, state, since.at)
+        return new
 
     @mapped("commit a step")
     async def commit_step(self, step: StepToCommit) -> list[int]:

@@ -8,7 +8,7 @@ intervals of the adaptive targets. The values both engines answer (``Store.summa
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlite_utils import Database
 
@@ -26,6 +26,10 @@ _DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
 # One scan of the states, parsing only those that hold a cadence (the key as a parameter:
 # ``$.<key>.interval`` and ``"<key>"``).
 _INTERVALS = "SELECT json_extract(state, ?) FROM targets WHERE instr(state, ?) > 0"
+# The targets whose watch began and whose first poll has not come (the partial index
+# ``targets_awaiting``: as cheap as there are such targets, none once every one was polled).
+AWAITING = """SELECT source, COUNT(*), MIN(awaiting_since) FROM targets
+WHERE awaiting_since IS NOT NULL GROUP BY source ORDER BY source"""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,16 @@ class Outbox:
     pending: int  # pending or being sent
     oldest_pending_at: float | None
     dead: int
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """The targets of one source whose watch began (``WatchSince``) and whose first poll has
+    not come yet: how many, and when the oldest of them was asked for."""
+
+    source: str
+    targets: int
+    oldest_since: float
 
 
 # ``Store.summary``: what ``/metrics`` and ``/healthz`` show.
@@ -73,6 +87,8 @@ class StoreStatus:
     unheld_shards: int = 0
     # The current interval of each adaptive target, as stored in its state (None: not read).
     intervals: list[float] | None = None
+    # The targets awaiting their first poll, per source (none: every one polled).
+    awaiting: list[Awaiting] = field(default_factory=list)
 
 
 class Snapshots:
@@ -86,8 +102,19 @@ class Snapshots:
     def status(self, cadence_key: str) -> StoreStatus:
         conn = self._db.conn
         return StoreStatus(
-            firing(conn), outbox(conn), last_rounds(conn), intervals=intervals(conn, cadence_key)
+            firing(conn),
+            outbox(conn),
+            last_rounds(conn),
+            intervals=intervals(conn, cadence_key),
+            awaiting=awaiting(conn),
         )
+
+    def awaiting_first_poll(self) -> list[Awaiting]:
+        return awaiting(self._db.conn)
+
+
+def awaiting(conn: sqlite3.Connection) -> list[Awaiting]:
+    return [Awaiting(str(s), int(n), float(t)) for s, n, t in conn.execute(AWAITING).fetchall()]
 
 
 def intervals(conn: sqlite3.Connection, cadence_key: str) -> list[float]:

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from watcher.core.errors import StateError
-from watcher.core.events import NewSilence, Silence, TargetState
+from watcher.core.events import NewSilence, Silence, TargetState, WatchSince
 from watcher.core.outbox_rows import (
     AlertRecord,
     DeliveryRow,
@@ -58,11 +58,11 @@ from watcher.state.history import History
 from watcher.state.interface import GiveUp, LeaseRound, StepToCommit, store_members
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
-from watcher.state.snapshot import Snapshots, StateSummary, StoreStatus
+from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
 from watcher.state.source_rounds import SourceRound, record_round
 from watcher.state.sqlite_errors import state_error
 from watcher.state.staging import MISS, HeldStates
-from watcher.state.targets import STAGED_LIMIT, TargetStates
+from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetStates
 
 _T = TypeVar("_T")
 
@@ -246,6 +246,15 @@ class AsyncSqliteStore(AsyncClosing):
             return copy
         return await self._call(self.sqlite.read_state, source, target)
 
+    async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
+        # In chunks: a million targets are one transaction each 10,000, and the store's other
+        # calls (a scrape's, a commit's) are served between them.
+        new = 0
+        for start in range(0, len(targets), REGISTER_CHUNK):
+            chunk = targets[start : start + REGISTER_CHUNK]
+            new += await self._call(self.sqlite.register_watch, source, chunk, since)
+        return new
+
     async def commit_step(self, step: StepToCommit) -> list[int]:
         new_ids = await self._call(self.sqlite.write_step, step)
         self.sqlite.held.written(step.source, step.target)  # this write is newer
@@ -309,6 +318,9 @@ class AsyncSqliteStore(AsyncClosing):
 
     async def summary(self) -> StateSummary:
         return await self._read(SqliteStore.summary)
+
+    async def awaiting_first_poll(self) -> list[Awaiting]:
+        return await self._read(SqliteStore.awaiting_first_poll)
 
     async def status(self, cadence_key: str) -> StoreStatus:
         return await self._read(lambda reader: reader.status(cadence_key))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from watcher.core.events import TargetState
+from watcher.core.events import WATCH_SINCE_KEY, TargetState, WatchSince
 from watcher.core.fastjson import decode_json
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
@@ -13,6 +13,8 @@ from watcher.state.staging import MISS, HeldStates, StagedRow
 
 # Quiet state changes held before they are written together (see ``stage_state``).
 STAGED_LIMIT = 1000
+# Targets whose watch's start one transaction records (``register_watch``).
+REGISTER_CHUNK = 10_000
 
 
 class TargetStates(AlertRows):
@@ -71,6 +73,16 @@ class TargetStates(AlertRows):
             self._db.conn.executemany(_UPSERT, rows)
         self.commits += 1
 
+    def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
+        """Keeps when the watch of each of ``targets`` began, as the first state of those that
+        have none (``{"v": 1, "_since": ...}``), in one transaction; how many were new."""
+        state = to_json({"v": 1, WATCH_SINCE_KEY: since.to_json()})
+        rows = [(source, target, state, since.at, since.at) for target in targets]
+        with transaction(self._db):
+            before = self._db.conn.total_changes
+            self._db.conn.executemany(_REGISTER, rows)
+            return self._db.conn.total_changes - before
+
     def load_state(self, source: str, target: str) -> TargetState | None:
         held = self._states.load(source, target)
         if held is not MISS:
@@ -107,6 +119,13 @@ class TargetStates(AlertRows):
         return new_ids
 
 
+# A state still holding the watch's start ("_since": a first poll held back as doubtful) keeps
+# the target counted as awaiting; any other clears it.
 _UPSERT = """INSERT INTO targets (source, target, state, updated_at) VALUES (?, ?, ?, ?)
     ON CONFLICT (source, target)
-    DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"""
+    DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at,
+    awaiting_since = CASE WHEN instr(excluded.state, '"_since"') > 0
+        THEN targets.awaiting_since END"""
+# The first row of a target whose watch began; a row that exists is never changed.
+_REGISTER = """INSERT INTO targets (source, target, state, updated_at, awaiting_since)
+    VALUES (?, ?, ?, ?, ?) ON CONFLICT (source, target) DO NOTHING"""

@@ -46,7 +46,7 @@ _FROM_WALL_CLOCK = """
 import sys
 from freezegun import freeze_time
 freeze_time(sys.argv.pop(1), tick=True, real_asyncio=True).start()
-from watcher.cli import main
+from watcher.entry import main
 main()
 """
 
