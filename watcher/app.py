@@ -20,6 +20,7 @@ from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
+from watcher.core.errors import StateError
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import RpcClient, RpcStats
@@ -47,6 +48,7 @@ from watcher.service.target_pipeline import TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.shards import SHARDS
+from watcher.state.source_rounds import config_round
 from watcher.wiring import delivery_sender, open_store, public_endpoint, rpc_client
 
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
@@ -89,6 +91,8 @@ class Daemon:
             read_silences=self.store.active_silences,
             cadences=partial(cadences_at_scrape, self.config, self.cadences),
             kind_of=self.config.kind_of,
+            heartbeat=settings.heartbeat is not None,
+            shared_state=settings.state_url is not None,
         )
         self.client: RpcClient | None = None
         if ledger is None:
@@ -213,7 +217,9 @@ class Daemon:
             loop_lag=None
             if http is None
             else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
+            started=partial(self.record_load, True),
         )
+        self.reload_refused = False  # the last reload was refused: /healthz says so
         self.reloader = Reloader(
             config=self.config,
             endpoint=self.endpoint,
@@ -247,7 +253,14 @@ class Daemon:
         state = self.metrics.state()
         stuck_after = max(OUTBOX_STUCK_SECONDS, 2 * self.settings.delivery.max_backoff)
         outbox = None if state is None else state[1]
-        return health_verdict(self.health, self.state_health, outbox, self.clock(), stuck_after)
+        return health_verdict(
+            self.health,
+            self.state_health,
+            outbox,
+            self.clock(),
+            stuck_after,
+            reload_refused=self.reload_refused,
+        )
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -257,7 +270,19 @@ class Daemon:
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
         """SIGHUP: the settings and rules read again (``watcher.service.reloading``)."""
-        return await self.reloader.reload(load)
+        ok = await self.reloader.reload(load)
+        self.metrics.reloaded(ok)
+        self.reload_refused = not ok
+        await self.record_load(ok)
+        return ok
+
+    async def record_load(self, ok: bool) -> None:
+        """The start's load or a reload, put in force (``ok``) or refused, in the store: what
+        ``watcher status --health`` reads (a start clears a refusal before it)."""
+        try:
+            await self.store.record_round(config_round(ok, self.clock()))
+        except StateError as exc:
+            self.state_health.failed(exc.during("record the reload"), self.clock())
 
     def use(self, settings: Settings, ruleset: RuleSet) -> None:
         """Puts settings and rules in force: one new snapshot of the configuration, which the

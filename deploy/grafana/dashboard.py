@@ -58,8 +58,12 @@ def graph(title: str, description: str, unit: str, *targets: prometheus.Dataquer
     return panel
 
 
-def figure(title: str, description: str, unit: str, expr: str, legend: str = "") -> Panel:
-    return (
+def figure(
+    title: str, description: str, unit: str, expr: str, legend: str = "", *, absent: str = ""
+) -> Panel:
+    """A stat; ``absent``: what it shows when the series is not exported at all (a gauge only
+    some settings export)."""
+    panel = (
         stat.Panel()
         .title(title)
         .description(description)
@@ -69,6 +73,7 @@ def figure(title: str, description: str, unit: str, expr: str, legend: str = "")
         .height(5)
         .with_target(query(expr, legend))
     )
+    return panel.no_value(absent) if absent else panel
 
 
 def listing(title: str, description: str, expr: str, span: int = 24) -> Panel:
@@ -157,9 +162,18 @@ def health() -> list[Panel]:
         ),
         figure(
             "Since the last heartbeat",
-            "Time since the heartbeat (heartbeat:) was last pinged successfully.",
+            "Time since the heartbeat (heartbeat:) was last pinged successfully (since the "
+            "start, until the first ping is accepted). Without heartbeat: nothing to show.",
             "s",
             f"time() - max(watcher_heartbeat_last_success_timestamp_seconds{{{WATCHER}}})",
+            absent="no heartbeat configured",
+        ),
+        figure(
+            "Last reload",
+            "1: the last reload (SIGHUP) of the settings and rules is in force; 0: it was "
+            "refused and the previous ones keep running (the log says why).",
+            "none",
+            f"min(watcher_config_last_reload_successful{{{WATCHER}}})",
         ),
         figure(
             "Shards held",
@@ -167,12 +181,14 @@ def health() -> list[Panel]:
             "the others are polled by nobody).",
             "short",
             f"sum(watcher_shards_held{{{WATCHER}}})",
+            absent="one instance (no state_url)",
         ),
         figure(
             "Live instances",
             "With state_url: the instances sharing the database, alive.",
             "short",
             f"max(watcher_live_instances{{{WATCHER}}})",
+            absent="one instance (no state_url)",
         ),
     ]
 
@@ -220,6 +236,42 @@ def validators() -> list[Panel]:
             "Vote credits earned in the current epoch.",
             "short",
             query(by_validator("solana_validator_epoch_credits"), legend),
+        ),
+    ]
+
+
+def vat() -> list[Panel]:
+    legend = "{{votekey}}"
+    return [
+        graph(
+            "VAT rank",
+            "Each watched validator's rank by activated stake among the staked vote accounts "
+            "(ties count against it): the admission ticket takes ranks up to its cut (2,000, or "
+            "the rule's max_rank). The worst it can be: others' balances cannot be seen.",
+            "none",
+            query(by_validator("solana_validator_vat_rank"), legend),
+        ),
+        graph(
+            "VAT stake gap",
+            "Activated stake each watched validator lacks to pass the cut (0: it passes).",
+            SOL,
+            query(by_validator("solana_validator_vat_stake_gap"), legend),
+        ),
+        graph(
+            "Vote account balance against the ticket's line",
+            "Each watched vote account's balance, and the balance the ticket needs: its "
+            "rent-exempt minimum and 1.6 SOL (the rule's min_vote_balance_sol), burnt at the "
+            "boundary. Under the line, it sits out the epoch after the next.",
+            SOL,
+            query(by_validator("solana_validator_vote_account_balance"), legend),
+            query(by_validator("solana_validator_vat_min_vote_balance"), f"{legend} needs"),
+        ),
+        figure(
+            "Time to the epoch boundary",
+            "Until the next epoch boundary, where the ticket is checked (the slots left at the "
+            "rule's slot_time: an estimate).",
+            "s",
+            f"min(solana_validator_vat_boundary_seconds{{{WATCHER}}})",
         ),
     ]
 
@@ -316,6 +368,7 @@ ROWS = (
     ("Watcher health", health),
     ("Firing alerts", alerts),
     ("Validators", validators),
+    ("Validator admission ticket (VAT)", vat),
     ("Cluster", cluster),
     ("Nodes", nodes),
     ("Balances", balances),
@@ -354,7 +407,8 @@ def build() -> model.Dashboard:
         dashboard.Dashboard("watcher")
         .uid(UID)
         .description(
-            "The watcher's health and what it watches: validators, cluster, nodes, balances, tokens"
+            "The watcher's health and what it watches: validators, their admission ticket, "
+            "cluster, nodes, balances, tokens"
         )
         .tags(["watcher", "solana"])
         .editable()

@@ -38,10 +38,40 @@ def test_methods_add_up_across_jobs_and_accounts_ride_100_to_a_call() -> None:
     rates = {cost.method: round(cost.per_second, 4) for cost in method_costs(jobs)}
     assert rates == {
         "getSignaturesForAddress": round(50 / 10 + 50 / 60, 4),
-        "getVoteAccounts": round(1 / 10 + 1 / 60, 4),
+        # One call a tick serves both sources: every 60 s tick of nodes is one of votes too.
+        "getVoteAccounts": round(1 / 10, 4),
         "getClusterNodes": round(1 / 60, 4),
         "getMultipleAccounts": round(2 / 60, 4),
     }
+
+
+def test_one_get_vote_accounts_a_tick_serves_every_vote_kind_and_validator(
+    tmp_path: Path,
+) -> None:
+    """Five kinds reading getVoteAccounts every minute, three of them VAT validators, are one
+    call a minute (as the daemon makes it: ``watcher.kinds.vote_accounts``), not one per kind or
+    validator; the VAT's vote accounts are one getMultipleAccounts of up to 100 keys."""
+    validators = "[" + ", ".join(ADDRESSES[:3]) + "]"
+    rules = "rules:\n" + "".join(
+        f"  - {{name: {kind}, kind: {kind}, validators: {validators}, every: 1m, notify: [ops]}}\n"
+        for kind in ("delinquent_validators", "vote_lag", "commission_changed", "version_drift")
+    )
+    rules += f"  - {{name: vat, kind: vat_eligibility, validators: {validators}, every: 1m, "
+    rules += "notify: [ops]}\n"
+    said = check_output(tmp_path, rules, "{}")
+    month = 30 * 24 * 60
+    [votes] = [line for line in said if "getVoteAccounts" in line]
+    assert f"{month / 1000:.1f} k a month" in votes, votes  # 43.2 k: one call a minute
+    [accounts] = [line for line in said if "getMultipleAccounts" in line]
+    assert f"{month / 1000:.1f} k a month" in accounts, accounts
+    # At 1m and 5m, the 5m ticks are 1m ticks: still one call a minute; at 1m and 90s, both.
+    assert method_costs([Job("votes", 60.0, ("cluster",)), Job("vat", 300.0, ADDRESSES[:3])])[
+        0
+    ].per_second == pytest.approx(1 / 60)
+    uneven = method_costs([Job("votes", 60.0, ("cluster",)), Job("nodes", 90.0, ("cluster",))])
+    assert {c.method: c.per_second for c in uneven}["getVoteAccounts"] == pytest.approx(
+        1 / 60 + 1 / 90
+    )
 
 
 def test_against_max_rps_it_says_whether_the_requests_fit() -> None:

@@ -67,8 +67,21 @@ def test_it_has_a_row_for_each_thing_watched() -> None:
         "Watcher health",
         "Firing alerts",
         "Validators",
+        "Validator admission ticket (VAT)",
         "Cluster",
         "Nodes",
         "Balances",
         "Tokens",
     ]
+
+
+def test_a_stat_of_a_gauge_only_some_settings_export_says_why_it_is_empty() -> None:
+    """Without heartbeat: or state_url the gauge is not there at all: the stat names why, not
+    "No data" (nor a 0, nor 56 years since the heartbeat)."""
+    said = {
+        panel["title"]: panel["fieldConfig"]["defaults"].get("noValue")
+        for panel in committed()["panels"]
+        if panel["type"] == "stat"
+    }
+    assert said["Since the last heartbeat"] == "no heartbeat configured"
+    assert said["Shards held"] == said["Live instances"] == "one instance (no state_url)"

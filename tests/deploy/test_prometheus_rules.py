@@ -43,6 +43,31 @@ def test_the_rules_unit_tests_pass() -> None:
     assert "SUCCESS" in done.stdout
 
 
+def test_the_healthy_case_without_heartbeat_fails_on_a_heartbeat_exported_as_0(
+    tmp_path: Path,
+) -> None:
+    """The healthy case's clock is a real one: were the heartbeat's gauge exported as 0 without
+    ``heartbeat:`` (as it once was), WatcherHeartbeatStale would fire there and the tests fail."""
+    document = yaml.safe_load(RULE_TESTS.read_text())
+    healthy = document["tests"][0]
+    series = [given["series"] for given in healthy["input_series"]]
+    assert not any("heartbeat" in name for name in series)
+    healthy["input_series"].append(
+        {
+            "series": 'watcher_heartbeat_last_success_timestamp_seconds{job="watcher", '
+            'instance="a:9108"}',
+            "values": "0x40",
+        }
+    )
+    document["rule_files"] = [str(RULES)]
+    broken = tmp_path / "rules.test.yml"
+    broken.write_text(yaml.safe_dump(document))
+    done = promtool("test", "rules", str(broken))
+    assert done.returncode != 0
+    assert "alertname: WatcherHeartbeatStale, time: 30m" in done.stdout + done.stderr
+    assert "no heartbeat for 20" in done.stdout + done.stderr  # 20418 days and some
+
+
 def test_every_alert_is_tested_firing_and_quiet_with_for_severity_and_wording() -> None:
     tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     cases = [case for test in tests for case in test["alert_rule_test"]]

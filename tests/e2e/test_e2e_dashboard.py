@@ -1,10 +1,12 @@
 """End to end, the shipped Grafana dashboard and solana-exporter's panels read real data: a real
-`watcher run` (http.listen) watching validators, nodes, an account, a mint, with a heartbeat, is
-scraped every second by a real Prometheus, and every query of
+`watcher run` (http.listen) watching validators, nodes, an account, a mint, with a heartbeat and
+without, is scraped every second by a real Prometheus, and every query of
 deploy/grafana/watcher-dashboard.json (its variables substituted as Grafana does) and of
 solana-exporter's panels about validators, the cluster and balances
-(tests/fixtures/solana_exporter_queries.yaml) succeeds and returns data; the same Prometheus
-evaluates deploy/prometheus/watcher-rules.yml without error, and none of them fires. Grafana
+(tests/fixtures/solana_exporter_queries.yaml) succeeds and returns data, but those of gauges the
+settings do not call for (the heartbeat's without one, the shards' on SQLite), which return
+none; the same Prometheus evaluates deploy/prometheus/watcher-rules.yml without error, and none
+of them is pending or firing. Grafana
 itself is not run: it sends these queries to Prometheus's /api/v1/query as they are here."""
 
 from __future__ import annotations
@@ -91,6 +93,14 @@ def rules() -> list[dict[str, Any]]:
             **common,
         },
         {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE], **common},
+        # Second of three by stake with a cut at two: it passes (a gap of 0), nothing fires.
+        {
+            "name": "vat",
+            "kind": "vat_eligibility",
+            "validators": [OUR_VOTE],
+            "max_rank": 2,
+            **common,
+        },
         {"name": "low", "kind": "balance_below", "accounts": [ACCOUNT], "min_sol": 1, **common},
         {"name": "supply", "kind": "supply_changed", "mints": [MINT], **common},
         {"name": "whales", "kind": "holder_changes", "mints": [MINT], **common},
@@ -101,26 +111,24 @@ def rules() -> list[dict[str, Any]]:
 class Scraped:
     world: World
     prom: Prometheus
+    heartbeat: bool
 
 
 @pytest.fixture
-def scraped(tmp_path: Path) -> Iterator[Scraped]:
+def scraped(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Scraped]:
+    """A watcher with a heartbeat (``indirect`` False: without one) scraped by Prometheus."""
+    heartbeat = getattr(request, "param", True)
     pings = Pings()
     listen = f"127.0.0.1:{free_port()}"
+    beat = {"heartbeat": {"url": pings.url, "every": "200ms"}} if heartbeat else {}
     try:
-        for world in make_world(
-            tmp_path,
-            ledger(),
-            rules=rules(),
-            http={"listen": listen},
-            heartbeat={"url": pings.url, "every": "200ms"},
-        ):
+        for world in make_world(tmp_path, ledger(), rules=rules(), http={"listen": listen}, **beat):
             world.daemon.start()
             # The labels solana-exporter's scrape config adds, which its dashboard reads.
             labels = yaml.safe_load(EXPORTER.read_text())["scrape_labels"]
             scrape = Scrape(JOB, [listen], labels)
             with Prometheus.start([scrape], rule_files=[RULES]) as prom:
-                yield Scraped(world, prom)
+                yield Scraped(world, prom, heartbeat)
             assert world.daemon.stop() == 0
     finally:
         pings.close()
@@ -177,6 +185,12 @@ def values(result: list[Sample], label: str) -> dict[str, float]:
     return {s["metric"].get(label, ""): float(s["value"][1]) for s in result}
 
 
+# The gauges only a shared state (state_url) exports; this watcher's state is SQLite.
+SHARED_STATE_ONLY = ("watcher_shards_held", "watcher_live_instances")
+HEARTBEAT_ONLY = "watcher_heartbeat_last_success_timestamp_seconds"
+
+
+@pytest.mark.parametrize("scraped", [True, False], ids=["heartbeat", "no heartbeat"], indirect=True)
 def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
     scraped: Scraped,
 ) -> None:
@@ -195,7 +209,18 @@ def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
 
     queries = [(name, substitute(expr, DASHBOARD_VARIABLES)) for name, expr in dashboard_queries()]
     assert len(queries) >= 30
-    failures = run_all(prom, queries, 20)
+
+    def absent_here(expr: str) -> bool:
+        return any(metric in expr for metric in SHARED_STATE_ONLY) or (
+            HEARTBEAT_ONLY in expr and not scraped.heartbeat
+        )
+
+    failures = run_all(prom, [(n, e) for n, e in queries if not absent_here(e)], 20)
+    # A panel of a gauge these settings do not export shows its "no data" text, not a 0 (nor
+    # 56 years since the heartbeat): the gauge is not there at all.
+    absent = [(name, expr) for name, expr in queries if absent_here(expr)]
+    assert len(absent) == (2 if scraped.heartbeat else 3)
+    failures += [f"{name}: has data: {expr}" for name, expr in absent if prom.query(expr)]
 
     exporter = yaml.safe_load(EXPORTER.read_text())
     mine = {**exporter["variables"], "nodekey": OUR_NODE}
@@ -211,6 +236,18 @@ def test_every_dashboard_and_solana_exporter_query_returns_the_watchers_data(
     delinquent = prom.query(f"solana_validator_delinquent{{{selector}}}")
     assert values(delinquent, "votekey") == {OUR_VOTE: 1.0, BIG_VOTE: 0.0}
     assert values(prom.query(f"solana_account_balance{{{selector}}}"), "address") == {ACCOUNT: 2.0}
+    # The VAT row: second by stake with a cut at two, its vote account above the ticket's line.
+    assert values(prom.query(f"solana_validator_vat_rank{{{selector}}}"), "votekey") == {
+        OUR_VOTE: 2.0
+    }
+    assert values(prom.query(f"solana_validator_vat_stake_gap{{{selector}}}"), "votekey") == {
+        OUR_VOTE: 0.0
+    }
+    above = f"solana_validator_vote_account_balance{{{selector}}} - on (votekey) "
+    above += f"solana_validator_vat_min_vote_balance{{{selector}}}"
+    assert [float(s["value"][1]) > 0 for s in prom.query(above)] == [True]
+    [boundary] = prom.query(f"solana_validator_vat_boundary_seconds{{{selector}}}")
+    assert 0 < float(boundary["value"][1]) <= 432_000 * 0.4
     firing = prom.query(f"watcher_alert_firing{{{selector}}} == 1")
     assert [(s["metric"]["rule"], s["metric"]["subject"]) for s in firing] == [
         ("validators", OUR_VOTE)

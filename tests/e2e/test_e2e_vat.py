@@ -119,3 +119,29 @@ def test_the_ticket_fires_and_resolves_and_an_outage_changes_nothing(world: Worl
     assert len(resolved) == 1 and "passes the VAT again" in resolved[0], world.titles()
     world.daemon.assert_alive()
     assert world.daemon.stop() == 0
+
+
+@pytest.fixture
+def three_sources(tmp_path: Path) -> Iterator[World]:
+    """The VAT of two validators, delinquency and version drift, at one interval."""
+    common = {"every": "300ms", "notify": ["hooks"]}
+    rules = [
+        {**vat_rule(), **common},
+        {"name": "down", "kind": "delinquent_validators", "validators": [OUR_VOTE], **common},
+        {"name": "drift", "kind": "version_drift", "validators": [DRIFT_NODE], **common},
+    ]
+    yield from make_world(tmp_path, small_cluster(), rules=rules)
+
+
+def test_one_get_vote_accounts_a_tick_serves_the_vat_the_votes_and_the_nodes(
+    three_sources: World,
+) -> None:
+    """Each tick is one getVoteAccounts (counted against getClusterNodes, which only
+    version_drift calls, once a tick), not one per source or validator."""
+    world = three_sources
+    world.daemon.start()
+    wait_until(lambda: world.polls("getClusterNodes") >= 8, 20, "eight ticks")
+    ticks, calls = world.polls("getClusterNodes"), world.polls("getVoteAccounts")
+    # A tick's call may be under way when counted: one either way.
+    assert abs(calls - ticks) <= 1, (calls, ticks)
+    assert world.daemon.stop() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -261,6 +262,10 @@ def test_the_simulator_shows_vote_accounts_and_drains_them() -> None:
 # -- /metrics ---------------------------------------------------------------------------------
 
 KEYS = (MINE, MINE_NODE)
+# The balance the ticket needs (its rent-exempt minimum and 1.6 SOL), and the time to the next
+# boundary from the first slot of epoch 800: a whole epoch of 432,000 slots at 0.4 s.
+LINE = ("vat_min_vote_balance", (VOTE_RENT_EXEMPT_LAMPORTS + 16 * SOL // 10) / SOL)
+BOUNDARY = ("vat_boundary_seconds", 432_000 * 0.4)
 
 
 @pytest.mark.parametrize(
@@ -270,31 +275,49 @@ KEYS = (MINE, MINE_NODE)
             votes(10 * SOL, 50 * SOL, 30 * SOL),
             2 * SOL,
             [2],
-            [("vat_rank", 3), ("vat_stake_gap", 20.000000001), ("vote_account_balance", 2.0)],
+            [
+                ("vat_rank", 3),
+                ("vat_stake_gap", 20.000000001),
+                ("vote_account_balance", 2.0),
+                LINE,
+                BOUNDARY,
+            ],
         ),
         (  # the strictest rule's cut counts
             votes(10 * SOL, 50 * SOL, 30 * SOL),
             2 * SOL,
             [3, 2],
-            [("vat_rank", 3), ("vat_stake_gap", 20.000000001), ("vote_account_balance", 2.0)],
+            [
+                ("vat_rank", 3),
+                ("vat_stake_gap", 20.000000001),
+                ("vote_account_balance", 2.0),
+                LINE,
+                BOUNDARY,
+            ],
         ),
         (  # passing: a gap of 0
             votes(40 * SOL, 50 * SOL, 30 * SOL),
             2 * SOL,
             [2],
-            [("vat_rank", 2), ("vat_stake_gap", 0.0), ("vote_account_balance", 2.0)],
+            [
+                ("vat_rank", 2),
+                ("vat_stake_gap", 0.0),
+                ("vote_account_balance", 2.0),
+                LINE,
+                BOUNDARY,
+            ],
         ),
         (  # fewer staked than places: no cut, no gap
             votes(10 * SOL, 50 * SOL),
             2 * SOL,
             [2000],
-            [("vat_rank", 2), ("vote_account_balance", 2.0)],
+            [("vat_rank", 2), ("vote_account_balance", 2.0), LINE, BOUNDARY],
         ),
         (  # no stake: no rank; a vote account that does not exist holds 0
             votes(0, 50 * SOL, delinquent=True),
             None,
             [2000],
-            [("vote_account_balance", 0.0)],
+            [("vote_account_balance", 0.0), LINE, BOUNDARY],
         ),
     ],
 )
@@ -312,3 +335,18 @@ def test_vat_samples(
     for sample in samples:
         assert len(sample.labels) == len(METRICS[sample.name].labels)
     assert SAMPLERS["vat"] is vat_samples
+
+
+def test_vat_samples_the_strictest_balance_line_and_no_boundary_without_a_slot() -> None:
+    rules = [rule(name="a", min_vote_balance_sol=1.6), rule(name="b", min_vote_balance_sol=3)]
+    observation = observed(votes(10 * SOL, 50 * SOL), 2 * SOL)
+    found = {s.name: s.value for s in vat_samples(rules, MINE, observation)}
+    line = (VOTE_RENT_EXEMPT_LAMPORTS + 3 * SOL) / SOL
+    assert found["solana_validator_vat_min_vote_balance"] == line
+    # Half an epoch on: half an epoch left.
+    later = observed(votes(10 * SOL, 50 * SOL), 2 * SOL, slot=432_000 * 800 + 216_000)
+    found = {s.name: s.value for s in vat_samples(rules, MINE, later)}
+    assert found["solana_validator_vat_boundary_seconds"] == pytest.approx(216_000 * 0.4)
+    unread = replace(observation, slot=None)
+    names = {s.name for s in vat_samples(rules, MINE, unread)}
+    assert "solana_validator_vat_boundary_seconds" not in names

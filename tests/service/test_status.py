@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from freezegun import freeze_time
@@ -15,10 +16,10 @@ from watcher.cli import app
 from watcher.core.clock import iso
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
-from watcher.service.status import STUCK_SECONDS, Status
+from watcher.service.status import STUCK_SECONDS, Status, status_of
 from watcher.state.interface import StepToCommit
-from watcher.state.snapshot import InstanceShards, Outbox
-from watcher.state.source_rounds import SourceRound
+from watcher.state.snapshot import InstanceShards, Outbox, StoreStatus
+from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.store import SqliteStore
 from watcher.testing.daemon import write_config
 
@@ -115,3 +116,32 @@ def test_status_health_tells_a_pending_delivery_stuck_from_the_second_past_its_l
             "watcher: unhealthy: outbox not draining: oldest pending delivery 301s old\n",
         )
         assert status()[0] == 0  # without --health: shown, not judged
+
+
+def test_a_refused_reload_is_a_problem_until_a_load_succeeds() -> None:
+    """The last load of the settings and rules is kept as a round of ``(config)``: refused, it
+    keeps the last successful load's time, and ``--health`` names it; it is no source."""
+    refused = config_round(ok=False, at=NOW - 10)
+    assert refused.source == CONFIG_SOURCE
+    found = StoreStatus([], QUIET, [SourceRound("votes", NOW - 5, 4, 0, 0.5, NOW - 5), refused])
+    status = status_of(found, NOW)
+    assert [s.source for s in status.sources] == ["votes"]
+    assert status.problems(NOW) == [
+        "the last reload (2027-01-15T07:59:50Z) was refused: the settings and rules on disk "
+        "are not those running (see the log)"
+    ]
+    assert "config: last reload refused 2027-01-15T07:59:50Z" in status.lines()[-2]
+    assert json.loads(status.as_json())["reloads"] == [
+        {"at": NOW - 10, "refused": True, "last_success_at": None, "instance": ""}
+    ]
+    fixed = status_of(StoreStatus([], QUIET, [config_round(ok=True, at=NOW - 1)]), NOW)
+    assert fixed.problems(NOW) == []
+    assert not any(line.startswith("config") for line in fixed.lines())
+
+
+def test_only_a_running_instances_refused_reload_counts() -> None:
+    refused = replace(config_round(ok=False, at=NOW - 10), instance="b")
+    gone = Status([], QUIET, [], instances=[instance("a")], now=NOW, loads=[refused])
+    assert gone.problems(NOW) == []
+    running = Status([], QUIET, [], instances=[instance("b")], now=NOW, loads=[refused])
+    assert running.problems(NOW)[0].startswith("the last reload (2027-01-15T07:59:50Z) on b ")

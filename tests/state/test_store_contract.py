@@ -25,7 +25,7 @@ from watcher.state.interface import GiveUp, StepToCommit, Store, store_members
 from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Awaiting, Firing
-from watcher.state.source_rounds import SourceRound
+from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.store import AsyncSqliteStore
 from watcher.testing.postgres import Postgres
 
@@ -343,3 +343,22 @@ async def test_the_summary_and_the_status_are_what_fires_the_outbox_and_the_roun
     status = await store.status("_cadence")
     assert (status.firing, status.outbox) == (firing, outbox)
     assert [(r.source, r.targets, r.failed) for r in status.rounds] == [("votes", 4, 1)]
+
+
+async def test_a_refused_reload_is_kept_beside_the_rounds_with_the_last_successful_load(
+    store: Store,
+) -> None:
+    """What ``watcher status --health`` reads: the last load of the settings and rules, refused
+    after one at 100 (``watcher.state.source_rounds.config_round``), then put in force."""
+    await store.record_round(config_round(ok=True, at=100.0))
+    await store.record_round(config_round(ok=False, at=200.0))
+    [load] = (await store.status("_cadence")).rounds
+    assert (load.source, load.finished_at, load.failed, load.last_success_at) == (
+        CONFIG_SOURCE,
+        200.0,
+        1,
+        100.0,
+    )
+    await store.record_round(config_round(ok=True, at=300.0))
+    [load] = (await store.status("_cadence")).rounds
+    assert (load.failed, load.last_success_at) == (0, 300.0)

@@ -13,7 +13,8 @@ poll of a target of each source calls is the source's own declaration (``SourceF
 methods, the keys one call serves, whether a target is a rule's keys), read from the sources
 handed in (the registry's, ``watcher.kinds.SOURCES``, unless told). The figures are the quiet
 minimum: one call per target per poll (a busy address pages further, a large token-account
-listing takes more pages); the ``accounts`` source asks for up to 100 keys per call.
+listing takes more pages); the ``accounts`` source asks for up to 100 keys per call; one
+getVoteAccounts per tick serves every source reading it (``per_tick``), whatever its targets.
 
 It sits beside ``watcher check`` rather than among the settings (``watcher.config``) because the
 facts it counts are the kinds' (``watcher.kinds``, above the settings).
@@ -53,15 +54,39 @@ def method_costs(
     """Calls per second of each method, summed over the jobs, most expensive first."""
     targets: dict[str, int] = {}
     rates: dict[str, float] = {}
+    ticks: dict[str, set[float]] = {}  # a method called once per tick: the intervals calling it
     for job in jobs:
         facts = _facts(job.source, sources)
         keys = _keys(job, facts)
         calls = math.ceil(keys / facts.keys_per_call)
         for method in facts.methods:
             targets[method] = targets.get(method, 0) + keys
-            rates[method] = rates.get(method, 0.0) + calls / job.interval
+            if method in facts.per_tick:
+                ticks.setdefault(method, set()).add(job.interval)
+            else:
+                rates[method] = rates.get(method, 0.0) + calls / job.interval
+    for method, intervals in ticks.items():
+        rates[method] = rates.get(method, 0.0) + tick_rate(intervals)
     costs = [MethodCost(method, targets[method], rates[method]) for method in rates]
     return sorted(costs, key=lambda cost: (-cost.per_second, cost.method))
+
+
+def tick_rate(intervals: Iterable[float]) -> float:
+    """Ticks a second of jobs at these intervals, one call each (``SourceFacts.per_tick``):
+    the jobs start together, so every tick of an interval that is a multiple of a shorter one
+    is a tick of that one too; other intervals count in full (at most what they call)."""
+    distinct = sorted(set(intervals))
+    own = [
+        interval
+        for index, interval in enumerate(distinct)
+        if not any(_multiple(interval, shorter) for shorter in distinct[:index])
+    ]
+    return math.fsum(1.0 / interval for interval in own)
+
+
+def _multiple(interval: float, of: float) -> bool:
+    ratio = interval / of
+    return abs(ratio - round(ratio)) < 1e-9
 
 
 def _facts(name: str, sources: Mapping[str, Source[Any]]) -> SourceFacts:

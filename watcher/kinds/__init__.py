@@ -21,7 +21,9 @@ source is composed of its riders' parts here, when the registry is built (``sour
 ``KINDS``' order): importing a kind's module changes no source.
 ``version_drift`` does read getVoteAccounts besides getClusterNodes, but riding the ``votes``
 source would fetch the gossip table (megabytes) at the delinquency rules' pace (seconds); the
-two share only the pure reading of getVoteAccounts (``watcher.kinds.cluster``).
+two share the pure reading of getVoteAccounts (``watcher.kinds.cluster``), and, like
+``vat_eligibility`` (one target per validator), its call: the sources reading getVoteAccounts
+ask ``watcher.kinds.vote_accounts``, one call per tick for all of them.
 """
 
 from __future__ import annotations

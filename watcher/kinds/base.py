@@ -126,6 +126,9 @@ class SourceFacts:
     # The keys of its state whose change is activity (a quiet target backs off:
     # ``watcher.cadence``), e.g. the cursor of ``signatures``.
     activity_keys: tuple[str, ...] = ()
+    # Of ``methods``, those one call of which serves every poll of the sweeps started together
+    # and every source reading it (getVoteAccounts: ``watcher.kinds.vote_accounts``).
+    per_tick: tuple[str, ...] = ()
     # Its first poll reads a history (the signatures of an address), not a snapshot: what came
     # after the watch began is new (``watcher.service.watch_starts`` keeps that moment).
     reads_history: bool = False

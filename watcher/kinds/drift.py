@@ -23,7 +23,7 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import base
+from watcher.kinds import base, vote_accounts
 from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.kinds.samples import episode_samples, sample_key
 from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
@@ -49,16 +49,14 @@ class ClusterObservation:
 
 class NodesSource:
     name = "nodes"
-    facts = base.SourceFacts(("getClusterNodes", "getVoteAccounts"))
+    facts = base.SourceFacts(("getClusterNodes", "getVoteAccounts"), per_tick=("getVoteAccounts",))
     rule_kinds: tuple[str, ...] = ("version_drift",)
 
     async def observe(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> ClusterObservation:
-        nodes, vote_accounts = await asyncio.gather(
-            ledger.get_cluster_nodes(), ledger.get_vote_accounts()
-        )
-        return ClusterObservation(tuple(nodes), vote_accounts)
+        nodes, votes = await asyncio.gather(ledger.get_cluster_nodes(), vote_accounts.read(ledger))
+        return ClusterObservation(tuple(nodes), votes)
 
     def tip(self, observation: ClusterObservation) -> int | None:
         return newest_vote(observation.vote_accounts)

@@ -24,6 +24,7 @@ from watcher.kinds.fee import FeeObservation
 from watcher.kinds.holders import HoldersObservation
 from watcher.kinds.supply import SupplyObservation
 from watcher.kinds.vat import VatObservation, ticket_of
+from watcher.kinds.vat_ticket import next_boundary
 from watcher.kinds.versions import assess_node, index_cluster
 from watcher.ledger.models import VoteAccounts
 
@@ -87,6 +88,16 @@ METRICS: Mapping[str, MetricSpec] = {
     "solana_validator_vote_account_balance": MetricSpec(
         "Balance of the validator's vote account, in SOL (the ticket needs 1.6 SOL above its "
         "rent-exempt minimum)",
+        VALIDATOR,
+    ),
+    "solana_validator_vat_min_vote_balance": MetricSpec(
+        "Balance the validator's vote account needs to pass the admission ticket, in SOL: its "
+        "rent-exempt minimum and the strictest rule's min_vote_balance_sol (1.6 by default)",
+        VALIDATOR,
+    ),
+    "solana_validator_vat_boundary_seconds": MetricSpec(
+        "Seconds to the next epoch boundary, where the admission ticket is checked (the slots "
+        "left at the rule's slot_time: an estimate)",
         VALIDATOR,
     ),
     "solana_account_balance": MetricSpec("Balance of the watched account, in SOL", ("address",)),
@@ -245,11 +256,13 @@ def vat_samples(
     rules: Sequence[Any], target: str, observation: VatObservation
 ) -> tuple[Sample, ...]:
     """Source ``vat`` (one watched validator): its rank by activated stake, the stake it lacks
-    to reach the cut (of the strictest ``max_rank`` watching it) and its vote account's
-    balance. No stake: no rank nor gap; no vote account to read: no balance."""
-    max_rank = min((rule.max_rank for rule in rules if hasattr(rule, "max_rank")), default=None)
-    if max_rank is None:
+    to reach the cut (of the strictest ``max_rank`` watching it), its vote account's balance
+    against the strictest minimum, and the time to the next boundary. No stake: no rank nor
+    gap; no vote account to read: no balance; no slot read: no time to the boundary."""
+    mine = [rule for rule in rules if isinstance(rule, vat.VatEligibilityRule)]
+    if not mine:
         return ()
+    max_rank = min(rule.max_rank for rule in mine)
     ticket = ticket_of(target, observation, max_rank)
     vote = ticket.vote.vote_pubkey if ticket.vote is not None else observation.vote_pubkey
     keys = (vote or target, ticket.vote.node_pubkey if ticket.vote is not None else "")
@@ -262,6 +275,16 @@ def vat_samples(
     if ticket.balance is not None:
         balance = sol(ticket.balance)
         samples.append(Sample("solana_validator_vote_account_balance", keys, balance, target))
+        minimum = sol(max(rule.min_balance for rule in mine))
+        samples.append(Sample("solana_validator_vat_min_vote_balance", keys, minimum, target))
+    schedule = mine[0]  # the cluster's epoch schedule: the same in every rule of one cluster
+    if observation.slot is not None:
+        boundary = next_boundary(
+            observation.slot, schedule.slots_per_epoch, schedule.first_normal_slot
+        )
+        if boundary is not None:
+            seconds = boundary.slots_left * schedule.slot_time
+            samples.append(Sample("solana_validator_vat_boundary_seconds", keys, seconds, target))
     return tuple(samples)
 
 

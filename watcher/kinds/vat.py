@@ -12,15 +12,14 @@ getVoteAccounts: the balances and BLS keys of the others cannot be seen, so the 
 the worst it can be (docs/rules.md says what else cannot be seen).
 
 Observation (``VatObservation``): the getVoteAccounts answer (one call shared by the polls of a
-round, ``SharedVoteAccounts``) and the watched vote account itself, read with
-getMultipleAccounts through the ``accounts`` source's batcher (the calls of ``balance_below``);
-its context slot says where the epoch stands. State: ``{"v": 1, "slot": ..., "accounts": ...,
-"current": ..., "episodes": ...}``.
+tick and the other sources reading it, ``watcher.kinds.vote_accounts``) and the watched vote
+account itself, read with getMultipleAccounts through the ``accounts`` source's batcher (the
+calls of ``balance_below``); its context slot says where the epoch stands. State: ``{"v": 1,
+"slot": ..., "accounts": ..., "current": ..., "episodes": ...}``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,7 +32,7 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import account_source, base
+from watcher.kinds import account_source, base, vote_accounts
 from watcher.kinds.cluster import vote_account_counts, vote_accounts_doubt
 from watcher.kinds.delinquency import classify_validators
 from watcher.kinds.samples import episode_samples, sample_account, sample_key
@@ -92,27 +91,6 @@ class VatEligibilityRule(rule_models.StateRule):
 # -- the source ------------------------------------------------------------------------------
 
 
-class SharedVoteAccounts:
-    """The polls of one round (concurrent) share one getVoteAccounts call per reader (endpoint);
-    a later round calls again."""
-
-    def __init__(self) -> None:
-        self._pending: dict[int, asyncio.Task[VoteAccounts]] = {}
-
-    async def read(self, ledger: base.LedgerReader) -> VoteAccounts:
-        task = self._pending.get(id(ledger))
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._call(ledger))
-            self._pending[id(ledger)] = task
-        return await asyncio.shield(task)
-
-    async def _call(self, ledger: base.LedgerReader) -> VoteAccounts:
-        try:
-            return await ledger.get_vote_accounts()
-        finally:
-            self._pending.pop(id(ledger), None)
-
-
 @dataclass(frozen=True)
 class VatObservation:
     """getVoteAccounts, and the watched validator's vote account (``vote_pubkey``; ``account``
@@ -132,16 +110,17 @@ def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
 
 class VatSource:
     name = "vat"
-    facts = base.SourceFacts(("getVoteAccounts", "getMultipleAccounts"))  # its vote account
+    # Its vote account through the accounts source's batcher (up to 100 keys a call); the
+    # getVoteAccounts of a tick, shared.
+    facts = base.SourceFacts(
+        ("getVoteAccounts", "getMultipleAccounts"), keys_per_call=100, per_tick=("getVoteAccounts",)
+    )
     rule_kinds: tuple[str, ...] = (KIND_NAME,)
-
-    def __init__(self) -> None:
-        self.votes = SharedVoteAccounts()
 
     async def observe(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> VatObservation:
-        votes = await self.votes.read(ledger)
+        votes = await vote_accounts.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
         vote = vote_pubkey_of(target, votes) or target
         read = await account_source.BATCHER.read(ledger, vote)

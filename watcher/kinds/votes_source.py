@@ -1,4 +1,5 @@
-"""Source ``votes``: one getVoteAccounts call per interval serves every kind reading it.
+"""Source ``votes``: one getVoteAccounts call per interval serves every kind reading it (and the
+other sources reading it at the same tick: ``watcher.kinds.vote_accounts``).
 
 One target, ``"cluster"``. Observation: the ``VoteAccounts`` model itself. The kinds riding it
 (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import base
+from watcher.kinds import base, vote_accounts
 from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -32,7 +33,7 @@ PartStep = Callable[[Sequence[Any], TargetState, VoteAccounts, float], StepOutco
 
 class VotesSource:
     name = "votes"
-    facts = base.SourceFacts(("getVoteAccounts",))
+    facts = base.SourceFacts(("getVoteAccounts",), per_tick=("getVoteAccounts",))
 
     def __init__(self, parts: Mapping[str, PartStep] | None = None) -> None:
         # The parts, by the rule kind each serves: one runs when its kind has a rule.
@@ -46,7 +47,7 @@ class VotesSource:
     async def observe(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> VoteAccounts:
-        return await ledger.get_vote_accounts()
+        return await vote_accounts.read(ledger)
 
     def tip(self, observation: VoteAccounts) -> int | None:
         return newest_vote(observation)

@@ -32,7 +32,7 @@ from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
 from watcher.core.outbox_rows import AlertRecord
-from watcher.kinds import KINDS
+from watcher.kinds import KINDS, vote_accounts
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ruletest.actions import apply_action, seed_ledger
@@ -273,8 +273,9 @@ async def _play(
 async def _one_poll_of_everything(daemon: Daemon, after_id: int) -> list[AlertRecord]:
     """One sweep of every job; the alerts committed by it, oldest first. Every target is polled
     at each step, whatever its rules' ``every`` and ``max_every``: a step is one poll of all."""
-    for job in daemon.ruleset.jobs():
-        await daemon.sweep(replace(job, max_interval=None))
+    with vote_accounts.sharing(vote_accounts.Tick()):  # a step is one tick of every job
+        for job in daemon.ruleset.jobs():
+            await daemon.sweep(replace(job, max_interval=None))
     history = await daemon.store.history(limit=HISTORY_LIMIT)
     return sorted((r for r in history if r.id > after_id), key=lambda record: record.id)
 

@@ -55,14 +55,19 @@ class Metrics:
         kind_of: Callable[[str], str] = lambda rule: "",
         read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
         read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
+        heartbeat: bool = False,
+        shared_state: bool = False,
     ) -> None:
         """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
         ``read_state``, ``cadences``, ``kind_of``, ``read_silences`` and ``read_awaiting`` are
-        read when scraped
-        (``watcher.service.scrape_time.ScrapeTime``)."""
+        read when scraped (``watcher.service.scrape_time.ScrapeTime``). ``heartbeat``: one is
+        configured; ``shared_state``: the state is a database instances share (state_url).
+        Without them their gauges are not exported at all: a 0 would read as a heartbeat 56
+        years old and shards nobody holds."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._clock = clock
         r = self.registry
+        started = clock()
         self.polls = Counter(
             "watcher_polls", "Polls of a target, by source", ["source"], registry=r
         )
@@ -106,8 +111,10 @@ class Metrics:
         )
         # Several instances on one database (leased shards): what this instance holds and how
         # its lease rounds go.
-        self.shards_held = Gauge(
-            "watcher_shards_held", "Shards this instance holds (leased)", registry=r
+        self.shards_held = (
+            Gauge("watcher_shards_held", "Shards this instance holds (leased)", registry=r)
+            if shared_state
+            else None
         )
         self.lease_renew = Histogram(
             "watcher_lease_round_seconds",
@@ -126,8 +133,10 @@ class Metrics:
             "instances' claims show here)",
             registry=r,
         )
-        self.live_instances = Gauge(
-            "watcher_live_instances", "Instances sharing the database, alive", registry=r
+        self.live_instances = (
+            Gauge("watcher_live_instances", "Instances sharing the database, alive", registry=r)
+            if shared_state
+            else None
         )
         self.rule_polls = Counter(
             "watcher_rule_polls",
@@ -154,11 +163,33 @@ class Metrics:
         # The process's CPU, memory and file descriptors, and the platform, as every exporter.
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        self.heartbeat_success = Gauge(
-            "watcher_heartbeat_last_success_timestamp_seconds",
-            "When the heartbeat's ping was last accepted (Unix time; 0: not yet)",
+        self.heartbeat_success: Gauge | None = None
+        if heartbeat:
+            self.heartbeat_success = Gauge(
+                "watcher_heartbeat_last_success_timestamp_seconds",
+                "When the heartbeat's ping was last accepted (Unix time; the daemon's start "
+                "until one is), only with heartbeat: configured",
+                registry=r,
+            )
+            # Until the first ping is accepted, the start: a heartbeat never accepted is stale
+            # by the time since, not by the 56 years since 1970.
+            self.heartbeat_success.set(started)
+        # As Prometheus and Alertmanager export theirs: the start counts as a successful load
+        # (a daemon whose files are broken does not start).
+        self.reload_successful = Gauge(
+            "watcher_config_last_reload_successful",
+            "1: the last reload (SIGHUP) of the settings and rules was put in force, 0: it was "
+            "refused and the previous ones keep running",
             registry=r,
         )
+        self.reload_successful.set(1)
+        self.reload_success_at = Gauge(
+            "watcher_config_last_reload_success_timestamp_seconds",
+            "When the settings and rules were last loaded successfully, at the start or by a "
+            "reload (Unix time)",
+            registry=r,
+        )
+        self.reload_success_at.set(started)
         # The values the rules observe (accepted answers only): rendered by ``exposition``
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
@@ -228,9 +259,11 @@ class Metrics:
         self.claims.observe(seconds)
 
     def lease_round(self, done: LeaseRound) -> None:
-        self.shards_held.set(done.held)
+        if self.shards_held is not None:
+            self.shards_held.set(done.held)
+        if self.live_instances is not None:
+            self.live_instances.set(done.live_instances)
         self.lease_renew.observe(done.seconds)
-        self.live_instances.set(done.live_instances)
         for move, count in (
             ("taken", done.taken),
             ("released", done.released),
@@ -243,7 +276,14 @@ class Metrics:
         self.disagreements.labels(source).inc()
 
     def heartbeat_accepted(self, at: float) -> None:
-        self.heartbeat_success.set(at)
+        if self.heartbeat_success is not None:
+            self.heartbeat_success.set(at)
+
+    def reloaded(self, ok: bool) -> None:
+        """A reload (SIGHUP) put in force (``ok``) or refused."""
+        self.reload_successful.set(1 if ok else 0)
+        if ok:
+            self.reload_success_at.set(self._clock())
 
     def loop_lagged(self, seconds: float) -> None:
         """A tick of ``watcher.service.loop_lag`` woke ``seconds`` late."""
@@ -271,8 +311,11 @@ def health_verdict(
     outbox: snapshot.Outbox | None,
     now: float,
     stuck_after: float,
+    *,
+    reload_refused: bool = False,
 ) -> HealthVerdict:
-    """Healthy while polls succeed and the outbox drains; else why not (pure)."""
+    """Healthy while polls succeed, the outbox drains and the last reload was put in force;
+    else why not (pure)."""
     if rounds.failed_rounds:
         return HealthVerdict(
             False,
@@ -288,5 +331,10 @@ def health_verdict(
         return HealthVerdict(
             False,
             f"outbox not draining: {outbox.pending} deliveries pending, the oldest for {age:.0f}s",
+        )
+    if reload_refused:
+        # The files on disk are not what runs: the next restart would fail or change the rules.
+        return HealthVerdict(
+            False, "last reload refused: the previous settings and rules keep running (see the log)"
         )
     return HealthVerdict(True, "ok")

@@ -1,6 +1,8 @@
 """SIGHUP (`systemctl reload`): read the settings and rules again and swap them in at once.
 
-When a file is broken, every ``FILE:LINE`` problem is logged and the old rules keep running.
+When a file is broken, every ``FILE:LINE`` problem is logged and the old rules keep running;
+the daemon then tells ``/metrics``, ``/healthz`` and the store (``watcher status --health``) until
+a reload succeeds (``watcher.app.Daemon.reload``).
 State (cursors, snapshots, episodes, silences, the outbox) lives in the database and is
 untouched either way. Settings that hold the daemon's connections and database are kept until
 a restart, and the log says which.

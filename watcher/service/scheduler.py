@@ -5,6 +5,8 @@ grace silently drops runs whenever the loop was busy, and ``shutdown(wait=True)`
 running coroutines. So: a generous grace, coalescing, one instance per job, and a stop that
 pauses first, waits for the sweeps we track ourselves, and only then shuts the scheduler down.
 A sweep that outlasted its interval is followed by the next one at once, not at the next tick.
+The sweeps started together (the jobs of one interval tick at once) share one getVoteAccounts
+answer (``watcher.kinds.vote_accounts``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -23,10 +27,14 @@ from apscheduler.schedulers.base import STATE_RUNNING
 
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock, system_clock
+from watcher.kinds import vote_accounts
 
 log = structlog.get_logger(__name__)
 
 MISFIRE_GRACE_SECONDS = 30
+# Sweeps started within this of the tick's first are of that tick (APScheduler starts the jobs
+# due together one after the other, milliseconds apart); well under the shortest interval.
+TICK_SECONDS = 0.1
 
 # APScheduler warns "skipped: maximum number of running instances reached" at every interval
 # a sweep overruns; we say it once per overrun stretch instead (Scheduler._skipped).
@@ -52,6 +60,8 @@ class Scheduler:
         self._inflight: set[asyncio.Task[object]] = set()
         self._overrunning: set[str] = set()  # jobs in a stretch of overrunning sweeps
         self._skipped_now: dict[str, int] = {}  # job id -> runs skipped during the current one
+        self._tick = vote_accounts.Tick()
+        self._tick_at = -math.inf  # when it began (monotonic)
         self._scheduler = AsyncIOScheduler(
             timezone="UTC",
             job_defaults={
@@ -123,7 +133,8 @@ class Scheduler:
         self._inflight.add(task)
         started = self._clock()
         try:
-            await self._sweep(job)
+            with vote_accounts.sharing(self._tick_now()):
+                await self._sweep(job)
             if self._clock() - started >= job.interval:
                 # Overran: the tick it covered was skipped, and waiting for the next one leaves
                 # the paid rate unused. Start again at once, from a done-callback added after
@@ -139,6 +150,13 @@ class Scheduler:
         finally:
             self._inflight.discard(task)
             self._finished(_job_id(job))
+
+    def _tick_now(self) -> vote_accounts.Tick:
+        """The tick a sweep starting now is of: the last one, or a new one once it is past."""
+        now = time.monotonic()
+        if now - self._tick_at > TICK_SECONDS:
+            self._tick, self._tick_at = vote_accounts.Tick(), now
+        return self._tick
 
     def catch_up(self) -> None:
         """Shards changed hands (several instances): each job sweeps the shards it took since

@@ -18,7 +18,7 @@ from watcher.state import snapshot
 from watcher.state.commands import CommandStore
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Awaiting, InstanceShards, StoreStatus
-from watcher.state.source_rounds import SourceRound
+from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0
@@ -52,6 +52,9 @@ class Status:
     unheld_shards: int = 0
     now: float = 0.0  # when read (the instances' renewals are told relative to it)
     intervals: Intervals | None = None
+    # Each instance's last load of the settings and rules (the start or a reload): a refused
+    # reload is the sources' ``failed`` (``watcher.state.source_rounds.config_round``).
+    loads: list[SourceRound] = field(default_factory=list)
     # Per source, the targets whose watch began and whose first poll has not come.
     awaiting: list[Awaiting] = field(default_factory=list)
 
@@ -62,6 +65,13 @@ class Status:
             + (f" on {s.instance}" if s.instance else "")
             for s in self.live_rounds()
             if s.targets and s.failed == s.targets
+        ]
+        found += [
+            f"the last reload ({iso(load.finished_at)})"
+            + (f" on {load.instance}" if load.instance else "")
+            + " was refused: the settings and rules on disk are not those running (see the log)"
+            for load in self.live(self.loads)
+            if load.failed
         ]
         if self.instances is not None and not self.instances:
             found.append("no instance is running (none renewed its leases)")
@@ -74,16 +84,29 @@ class Status:
 
     def live_rounds(self) -> list[SourceRound]:
         """The last rounds of the instances running now (all of them on SQLite)."""
+        return self.live(self.sources)
+
+    def live(self, rounds: list[SourceRound]) -> list[SourceRound]:
+        """Those of ``rounds`` run by the instances running now (all of them on SQLite)."""
         if self.instances is None:
-            return self.sources
+            return rounds
         live = {i.instance_id for i in self.instances}
-        return [s for s in self.sources if s.instance in live]
+        return [s for s in rounds if s.instance in live]
 
     def as_json(self) -> str:
         return json.dumps(
             {
                 "firing": [asdict(f) for f in self.firing],
                 "sources": [asdict(s) for s in self.sources],
+                "reloads": [
+                    {
+                        "at": load.finished_at,
+                        "refused": bool(load.failed),
+                        "last_success_at": load.last_success_at,
+                        "instance": load.instance,
+                    }
+                    for load in self.loads
+                ],
                 "deliveries": {
                     "pending": self.outbox.pending,
                     "oldest_pending_at": self.outbox.oldest_pending_at,
@@ -135,6 +158,14 @@ class Status:
                 f"  {s.source:10} last round {iso(s.finished_at)}{on}: {s.targets} targets, "
                 f"{s.failed} failed, {s.duration:.2f}s; last success {success}"
             )
+        for load in self.loads:  # a line only while a refused reload leaves old rules running
+            if load.failed:
+                on = f" on {load.instance}" if load.instance else ""
+                success = "never" if load.last_success_at is None else iso(load.last_success_at)
+                out.append(
+                    f"config{on}: last reload refused {iso(load.finished_at)}, running what was "
+                    f"loaded {success}"
+                )
         out += [
             f"awaiting first poll: {a.source}: {a.targets} targets, the oldest asked for "
             f"{max(0.0, self.now - a.oldest_since):.0f}s ago ({iso(a.oldest_since)}); what "
@@ -176,11 +207,12 @@ def status_of(found: StoreStatus, now: float) -> Status:
     return Status(
         found.firing,
         found.outbox,
-        found.rounds,
+        [r for r in found.rounds if r.source != CONFIG_SOURCE],
         instances=found.instances,
         unheld_shards=found.unheld_shards,
         now=now,
         intervals=None if found.intervals is None else intervals_of(found.intervals),
+        loads=[r for r in found.rounds if r.source == CONFIG_SOURCE],
         awaiting=found.awaiting,
     )
 

@@ -66,7 +66,8 @@ class Runtime:
     the watchdog, the HTTP endpoint and the heartbeat (``parts``). ``outbox_has_work`` wakes
     the sender loop; ``stopping`` is set once the run ends (no new round, send or pruning pass);
     ``close`` releases the daemon's connections and database last; ``rpc_url`` and ``state``
-    (masked) name what it watches with and where it keeps its state in the start-up line."""
+    (masked) name what it watches with and where it keeps its state in the start-up line;
+    ``started`` is told once the store is open (the start's load, in the store)."""
 
     def __init__(
         self,
@@ -81,7 +82,9 @@ class Runtime:
         rpc_url: str,
         state: str,
         loop_lag: LoopLagProbe | None = None,
+        started: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.started = started
         self.scheduler, self.sender, self.pruner = parts.scheduler, parts.sender, parts.pruner
         self.notifier, self.http, self.heartbeat = parts.notifier, parts.http, parts.heartbeat
         self.leases, self.watch_starts = parts.leases, parts.watch_starts
@@ -108,6 +111,8 @@ class Runtime:
         )
         # Shards before the first sweeps (several instances on one database; else nothing).
         await self.leases.round()
+        if self.started is not None:
+            await self.started()
         lease_task = asyncio.create_task(self.leases.keep_forever(), name="leases")
         # Deliveries other instances queue wake this sender at once (polling is the fallback).
         listener = asyncio.create_task(

@@ -25,6 +25,18 @@ class SourceRound:
     instance: str = ""
 
 
+# The settings' and rules' last load (the start or a reload), kept as a round of this
+# pseudo-source, one row per instance beside the sources': ``watcher status --health`` reads the
+# store only, and must see a refused reload. The parentheses keep it apart from every source.
+CONFIG_SOURCE = "(config)"
+
+
+def config_round(ok: bool, at: float) -> SourceRound:
+    """The load at ``at``, put in force (``ok``) or refused (one target, failed): a refused one
+    keeps the instance's last successful load as ``last_success_at``."""
+    return SourceRound(CONFIG_SOURCE, at, 1, 0 if ok else 1, 0.0, at if ok else None)
+
+
 # The columns of a ``SourceRound``, in its fields' order (both engines read them so).
 ROUND_COLUMNS = "source, finished_at, targets, failed, duration, last_success_at, instance"
 
