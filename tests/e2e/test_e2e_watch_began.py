@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.net import free_port
 from watcher.testing.receivers import JsonReceiver, wait_until
 
 from support.world import API_KEY
@@ -41,6 +43,38 @@ def provider() -> Iterator[tuple[Ledger, SimulatorServer]]:
         yield ledger, server
 
 
+def status(config: Path) -> dict[str, Any]:
+    shown = subprocess.run(
+        [*WATCHER, "status", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found: dict[str, Any] = json.loads(shown.stdout)
+    return found
+
+
+def awaiting_in_metrics(port: int) -> tuple[float, float] | None:
+    """``watcher_targets_awaiting_first_poll`` and the oldest wait, from /metrics."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    except httpx.HTTPError:
+        return None
+    found = {}
+    for line in text.splitlines():
+        for name in (
+            "watcher_targets_awaiting_first_poll",
+            "watcher_first_poll_oldest_wait_seconds",
+        ):
+            if line.startswith(f'{name}{{source="signatures"}} '):
+                found[name] = float(line.split()[-1])
+    if len(found) < 2:
+        return None
+    return found["watcher_targets_awaiting_first_poll"], found[
+        "watcher_first_poll_oldest_wait_seconds"
+    ]
+
+
 def rule(addresses: list[str]) -> dict[str, object]:
     return {
         "name": "deposits",
@@ -57,6 +91,7 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
     tmp_path: Path, provider: tuple[Ledger, SimulatorServer]
 ) -> None:
     ledger, server = provider
+    port = free_port()
 
     def first_polled(address: str) -> bool:
         return any(
@@ -86,12 +121,21 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
             rpc_url=server.url,
             channels={"hooks": [receiver.url]},
             rules=[rule(ADDRESSES)],
-            extra={"rpc": {"timeout": "2s", "max_attempts": 3, "budget": "1728k/day"}},
+            extra={
+                "rpc": {"timeout": "2s", "max_attempts": 3, "budget": "1728k/day"},
+                "http": {"listen": f"127.0.0.1:{port}"},
+            },
         )
         daemon = DaemonProcess(config)
         try:
             daemon.start()
             wait_until(lambda: "watch began" in daemon.output(), 20, "the watch began")
+            # Visible while the first sweep is paced: how many wait, and for how long.
+            waits = wait_until(lambda: awaiting_in_metrics(port), 20, "the gauges")
+            assert 0 < waits[0] <= len(ADDRESSES) and waits[1] >= 0.0
+            shown = status(config)
+            [signatures] = shown["awaiting_first_poll"]
+            assert signatures["source"] == "signatures" and 0 < signatures["targets"] <= 240
             # While the first sweep is paced: transactions on addresses not polled yet,
             # a burst of three on one of them.
             waiting = not_polled(ADDRESSES)[-60:]
@@ -104,6 +148,7 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
                 after += ledger.add_transactions(address, 1)
             daemon.start()
             wait_until(lambda: not not_polled(ADDRESSES), 60, "every address's first poll")
+            wait_until(lambda: not status(config)["awaiting_first_poll"], 20, "none waiting")
             # After the first polls, as ever.
             for address in ADDRESSES[1:40:4]:
                 after += ledger.add_transactions(address, 1)
