@@ -12,9 +12,7 @@ took. Exit 1 when a target fails. `make watch-began` (about 3 minutes)."""
 from __future__ import annotations
 
 import argparse
-import json
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,11 +24,10 @@ import yaml
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
-from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.daemon import DaemonProcess, alert_history, write_config
 from watcher.testing.receivers import JsonReceiver, wait_until
 
 API_KEY = "bench-key"
-WATCHER = [sys.executable, "-m", "watcher"]
 
 
 def rule(addresses: list[str]) -> dict[str, Any]:
@@ -111,13 +108,7 @@ def run(size: int, added_size: int, budget: str) -> bool:
                 late.append(address)
 
             def history() -> list[dict[str, Any]]:
-                shown = subprocess.run(
-                    [*WATCHER, "alerts", "--json", "--limit", "100000", "--config", str(config)],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                return [json.loads(line) for line in shown.stdout.splitlines()]
+                return alert_history(config)
 
             def listed(alerts: list[dict[str, Any]]) -> Counter[str]:
                 return Counter(s["signature"] for a in alerts for s in a["facts"]["signatures"])

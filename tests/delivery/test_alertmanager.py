@@ -82,7 +82,7 @@ def test_an_alertmanager_url_names_its_api_and_credentials(
 def test_credentials_go_in_a_header_never_in_the_url_or_repr() -> None:
     found = endpoint("alertmanager://admin:s3cret-pw@am.example.com")
     assert found is not None
-    assert "s3cret" not in found.api_url and "s3cret" not in repr(found)
+    assert "s3cret" not in found.url and "s3cret" not in repr(found)
     assert found.headers() == {"Authorization": "Basic YWRtaW46czNjcmV0LXB3"}
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
-from watcher.testing.daemon import DaemonProcess, write_config
+from watcher.testing.daemon import DaemonProcess, alert_history, write_config
 from watcher.testing.net import free_port
 from watcher.testing.receivers import JsonReceiver, wait_until
 
@@ -169,13 +169,7 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
             assert late, "the added addresses were all polled before the reload was seen"
 
             def history() -> list[dict[str, Any]]:
-                shown = subprocess.run(
-                    [*WATCHER, "alerts", "--json", "--limit", "1000", "--config", str(config)],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                return [json.loads(line) for line in shown.stdout.splitlines()]
+                return alert_history(config)
 
             def listed(alerts: list[dict[str, Any]]) -> list[str]:
                 return [s["signature"] for a in alerts for s in a["facts"]["signatures"]]

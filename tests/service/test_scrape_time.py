@@ -8,7 +8,7 @@ import pytest
 
 from watcher.core.events import Silence
 from watcher.service.metrics import Metrics, StateSummary
-from watcher.state.snapshot import Firing, Outbox
+from watcher.state.snapshot import Awaiting, Firing, Outbox
 
 NOW = 1_800_000_000.0
 FIRING = [
@@ -73,3 +73,34 @@ async def test_a_silenced_firing_alert_keeps_its_series_labelled_silenced(
         mine("VoteB"),
         line("drift", "version_drift", "warning", "false", "NodeC"),
     }
+
+
+async def test_the_targets_awaiting_their_first_poll_are_read_at_most_every_ten_seconds() -> None:
+    clock = [NOW]
+    reads: list[float] = []
+    waiting = [Awaiting("signatures", 1000, NOW - 90)]
+
+    async def awaiting() -> list[Awaiting]:
+        reads.append(clock[0])
+        return list(waiting)
+
+    metrics = Metrics(lambda: clock[0], read_awaiting=awaiting)
+
+    async def shown() -> list[str]:
+        await metrics.refresh()
+        return [
+            line
+            for line in metrics.exposition().decode().splitlines()
+            if line.startswith(("watcher_targets_awaiting", "watcher_first_poll"))
+        ]
+
+    assert await shown() == [
+        'watcher_targets_awaiting_first_poll{source="signatures"} 1000.0',
+        'watcher_first_poll_oldest_wait_seconds{source="signatures"} 90.0',
+    ]
+    clock[0] += 5
+    waiting.clear()  # every one polled meanwhile: seen at the next read, not before
+    assert (await shown())[1] == 'watcher_first_poll_oldest_wait_seconds{source="signatures"} 95.0'
+    clock[0] += 5
+    assert await shown() == []
+    assert reads == [NOW, NOW + 10]

@@ -69,14 +69,11 @@ worded here, never from the HTTP library's texts).
 from __future__ import annotations
 
 import asyncio
-import base64
 import calendar
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import httpx
 import structlog
@@ -93,6 +90,7 @@ from watcher.delivery.notifier import (
     event_id,
     refused,
 )
+from watcher.delivery.post_endpoint import PostEndpoint, post_endpoint
 
 log = structlog.get_logger(__name__)
 
@@ -113,41 +111,18 @@ def is_alertmanager(url: str) -> bool:
     return url.split("://", 1)[0].lower() in SCHEMES
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where an ``alertmanager://`` URL posts: the API's URL (no credentials in it) and the
-    basic-auth credentials, kept out of ``repr``."""
-
-    api_url: str
-    auth: tuple[str, str] | None = field(default=None, repr=False)
-
-    def headers(self) -> dict[str, str]:
-        if self.auth is None:
-            return {}
-        token = base64.b64encode(f"{self.auth[0]}:{self.auth[1]}".encode()).decode("ascii")
-        return {"Authorization": f"Basic {token}"}
+Endpoint = PostEndpoint
 
 
 def endpoint(url: str) -> Endpoint | None:
-    """The endpoint of an ``alertmanager://`` URL, or None when it is not one (or unreadable)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES or not parts.hostname or parts.query or parts.fragment:
-        return None
-    host = parts.hostname
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    where = host if port is None else f"{host}:{port}"
-    prefix = parts.path.rstrip("/")
-    http = "https" if scheme == "alertmanagers" else "http"
-    auth = None
-    if parts.username is not None:
-        auth = (unquote(parts.username), unquote(parts.password or ""))
-    return Endpoint(f"{http}://{where}{prefix}{API_PATH}", auth)
+    """The endpoint of an ``alertmanager://`` URL (its path a prefix kept before the API's),
+    or None when it is not one (or unreadable)."""
+    return post_endpoint(
+        url,
+        {"alertmanager": "http", "alertmanagers": "https"},
+        lambda parts: parts.path.rstrip("/") + API_PATH,
+        query=False,
+    )
 
 
 # -- the payload (pure) -----------------------------------------------------------------------
@@ -250,9 +225,9 @@ def post(
     try:
         if client is None:
             with httpx.Client(timeout=timeout) as own:
-                answer = own.post(where.api_url, json=body, headers=where.headers())
+                answer = own.post(where.url, json=body, headers=where.headers())
         else:
-            answer = client.post(where.api_url, json=body, headers=where.headers())
+            answer = client.post(where.url, json=body, headers=where.headers())
     except httpx.TimeoutException:
         return refused("Alertmanager did not answer in time")
     except httpx.HTTPError as exc:

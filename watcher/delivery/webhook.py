@@ -24,13 +24,10 @@ appear in an error text or a log line (errors are worded here, never from httpx'
 
 from __future__ import annotations
 
-import base64
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -38,6 +35,7 @@ from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.delivery import alertmanager
 from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, StoredAlert, refused
+from watcher.delivery.post_endpoint import PostEndpoint, post_endpoint
 
 SCHEMES = frozenset({"webhook", "webhooks"})
 VERSION = "4"  # Alertmanager's webhook payload version
@@ -53,41 +51,15 @@ def is_webhook(url: str) -> bool:
     return url.split("://", 1)[0].lower() in SCHEMES
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a ``webhook://`` URL posts (no credentials in it) and its basic-auth credentials,
-    kept out of ``repr``."""
-
-    url: str
-    auth: tuple[str, str] | None = field(default=None, repr=False)
-
-    def headers(self) -> dict[str, str]:
-        if self.auth is None:
-            return {}
-        token = base64.b64encode(f"{self.auth[0]}:{self.auth[1]}".encode()).decode("ascii")
-        return {"Authorization": f"Basic {token}"}
+Endpoint = PostEndpoint
 
 
 def endpoint(url: str) -> Endpoint | None:
-    """The endpoint of a ``webhook://`` URL, or None when it is not one (or unreadable)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES or not parts.hostname or parts.fragment:
-        return None
-    host = parts.hostname
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    where = host if port is None else f"{host}:{port}"
-    http = "https" if scheme == "webhooks" else "http"
-    query = f"?{parts.query}" if parts.query else ""
-    auth = None
-    if parts.username is not None:
-        auth = (unquote(parts.username), unquote(parts.password or ""))
-    return Endpoint(f"{http}://{where}{parts.path or '/'}{query}", auth)
+    """The endpoint of a ``webhook://`` URL (its path and query posted to as they are), or
+    None when it is not one (or unreadable)."""
+    return post_endpoint(
+        url, {"webhook": "http", "webhooks": "https"}, lambda parts: parts.path or "/", query=True
+    )
 
 
 # -- the body (pure) ----------------------------------------------------------------------------

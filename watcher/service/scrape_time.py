@@ -26,6 +26,7 @@ from watcher.state import snapshot
 from watcher.state.snapshot import Awaiting, StateSummary
 
 RATE_LIMITED = "RateLimited"
+AWAITING_EVERY = 10.0  # seconds between two reads of the targets awaiting their first poll
 
 __all__ = ["ScrapeTime"]
 
@@ -55,6 +56,7 @@ class ScrapeTime(Collector):
         self._clock = clock
         self._read_awaiting = read_awaiting
         self._awaiting: list[Awaiting] | None = None
+        self._awaiting_due = float("-inf")  # when the targets awaiting are read again
         self._rpc_stats = rpc_stats
         self._read_state = read_state
         self._read: StateSummary | None = None
@@ -66,7 +68,11 @@ class ScrapeTime(Collector):
     async def refresh(self) -> None:
         """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and
         ``state``; a failure leaves None (unreadable)."""
-        if self._read_awaiting is not None:
+        now = self._clock()
+        if self._read_awaiting is not None and now >= self._awaiting_due:
+            # At most every AWAITING_EVERY: while a million targets await their first poll,
+            # counting them is a second's read, and the figure moves over minutes.
+            self._awaiting_due = now + AWAITING_EVERY
             try:
                 self._awaiting = await self._read_awaiting()
             except StateError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -130,3 +131,15 @@ def tx_rule(*addresses: str) -> dict[str, Any]:
         "every": "200ms",
         "notify": ["hooks"],
     }
+
+
+def alert_history(config: Path, limit: int = 100_000) -> list[dict[str, Any]]:
+    """The alert history as an operator reads it: ``watcher alerts --json``, newest first."""
+    command = ["alerts", "--json", "--limit", str(limit), "--config", str(config)]
+    shown = subprocess.run(
+        [sys.executable, "-m", "watcher", *command],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [json.loads(line) for line in shown.stdout.splitlines()]
