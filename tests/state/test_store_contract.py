@@ -152,6 +152,11 @@ async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
     assert await store.awaiting_first_poll() == [Awaiting("signatures", 1, 2000.0)]
     status = await store.status("_cadence")
     assert status.awaiting == [Awaiting("signatures", 1, 2000.0)]
+    # Taken out of the rules before its first poll: retention finds it named by no rule, and
+    # it no longer counts (nobody will poll it).
+    async for _done in store.prune_batches(lambda s, t: t != "c", 2300.0, retention=1e6):
+        pass
+    assert await store.awaiting_first_poll() == []
 
 
 # -- the outbox -----------------------------------------------------------------------------------

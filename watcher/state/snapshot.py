@@ -27,9 +27,13 @@ _DEAD = "SELECT COUNT(*) FROM deliveries WHERE status = 'dead'"
 # ``$.<key>.interval`` and ``"<key>"``).
 _INTERVALS = "SELECT json_extract(state, ?) FROM targets WHERE instr(state, ?) > 0"
 # The targets whose watch began and whose first poll has not come (the partial index
-# ``targets_awaiting``: as cheap as there are such targets, none once every one was polled).
-AWAITING = """SELECT source, COUNT(*), MIN(awaiting_since) FROM targets
-WHERE awaiting_since IS NOT NULL GROUP BY source ORDER BY source"""
+# ``targets_awaiting``: as cheap as there are such targets, none once every one was polled),
+# but those retention found named by no rule (a reload took them out before their first poll:
+# nobody will poll them).
+AWAITING = """SELECT t.source, COUNT(*), MIN(t.awaiting_since) FROM targets t
+WHERE t.awaiting_since IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM unwatched_targets u WHERE u.source = t.source AND u.target = t.target
+) GROUP BY t.source ORDER BY t.source"""
 
 
 @dataclass(frozen=True)
