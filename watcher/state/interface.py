@@ -85,10 +85,10 @@ own store call was slow. With coroutines, the PostgreSQL engine awaits psycopg 3
 (``psycopg_pool.AsyncConnectionPool``) and the loop goes on meanwhile.
 
 The SQLite engine (``AsyncSqliteStore``) runs each call of the synchronous ``SqliteStore``
-inline, on the loop, with no thread: its calls take microseconds and the store is
-single-threaded by design. An ``async def`` that does not await costs one coroutine, well under
-a microsecond beside a SQLite transaction, so one box with SQLite behaves and measures as
-before.
+on one thread of its own, in the order called (SQLite has one writer; a flush of a thousand
+states or a WAL checkpoint would otherwise hold the loop for tens of milliseconds), and reads
+what is true now (a scrape's, ``watcher status``'s) on a second thread with a read-only
+connection, so that they do not queue behind a sweep's flush.
 
 Two members stay synchronous, because no engine touches the database in them: ``commits`` (a
 counter) and ``stage_state`` (it puts a quiet step's state in memory and says whether to flush;

@@ -1,7 +1,7 @@
 """State in SQLite: per-target state documents, the alert history and the delivery outbox.
 
-One connection, used only from the thread that opened it (the event loop's); every method is
-one short transaction. A step's new state, its alerts and their deliveries are committed
+One connection, used only from the thread that opened it (the engine's own thread, or the
+caller's for the synchronous facade); every method is one short transaction. A step's new state, its alerts and their deliveries are committed
 together (``commit_step``), so a crash either loses the whole step (the cursor did not move:
 the step is redone) or nothing (the deliveries wait in the outbox).
 
@@ -10,7 +10,8 @@ Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id`
 ``SqliteStore`` is the synchronous facade over the file (what the tests, the benchmarks and the
 commands outside the event loop call); ``AsyncSqliteStore`` is the SQLite engine of the
 asynchronous ``Store`` protocol (``watcher.state.interface``: what the daemon is typed against),
-each of its coroutines one inline call of a ``SqliteStore``. Each concern is a repository of its
+each of its coroutines one call of a ``SqliteStore`` on the engine's thread (the reads of what
+is true now on a second thread, with a read-only connection). Each concern is a repository of its
 own module: target state (``watcher.state.targets``), the delivery outbox
 (``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
 (``watcher.state.history``), its retention (``watcher.state.retention``), the sources' last
