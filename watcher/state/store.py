@@ -1,9 +1,10 @@
 """State in SQLite: per-target state documents, the alert history and the delivery outbox.
 
 One connection, used only from the thread that opened it (the engine's own thread, or the
-caller's for the synchronous facade); every method is one short transaction. A step's new state, its alerts and their deliveries are committed
-together (``commit_step``), so a crash either loses the whole step (the cursor did not move:
-the step is redone) or nothing (the deliveries wait in the outbox).
+caller's for the synchronous facade); every method is one short transaction. A step's new
+state, its alerts and their deliveries are committed together (``commit_step``), so a crash
+either loses the whole step (the cursor did not move: the step is redone) or nothing (the
+deliveries wait in the outbox).
 
 Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id``.
 
