@@ -227,6 +227,25 @@ MISTAKES = [
     pytest.param(
         f"""
         rules:
+          - name: treasury
+            kind: new_transactions
+            addresses: [{TREASURY}]
+            min_change_sol: -1
+            min_change: {{{USDC}: lots}}
+            direction: up
+            failed: drop
+        """,
+        [
+            "rules/a.yaml:5: min_change_sol: must be greater than or equal to 0, got -1",
+            f"rules/a.yaml:6: min_change.{USDC}: input should be a valid decimal",
+            "rules/a.yaml:7: direction: expected 'in', 'out' or 'any', got 'up'",
+            "rules/a.yaml:8: failed: expected 'notify' or 'ignore', got 'drop'",
+        ],
+        id="bad-thresholds",
+    ),
+    pytest.param(
+        f"""
+        rules:
           - name: deposits
             kind: new_transactions
             addresses: [{TREASURY}]

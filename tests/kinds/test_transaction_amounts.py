@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from watcher.config.rule_models import RuleBase
 from watcher.core.errors import RpcTimeout
-from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
 from watcher.kinds.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
@@ -276,3 +276,71 @@ async def test_the_notified_changes_add_up_to_the_balance_s_change(
 
 def _short(address: str) -> str:
     return f"{address[:4]}…{address[-4:]}"
+
+
+# -- thresholds ------------------------------------------------------------------------------
+
+
+async def test_dust_below_min_change_sol_is_kept_below_the_threshold_not_notified() -> None:
+    ledger, rules = Chain(), [rule(min_change_sol="0.001")]
+    state = (await poll(ledger, None, rules)).state
+    for _ in range(50):
+        ledger.land(1)  # 1 lamport each, from look-alike addresses
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    assert alert.facts["count"] == 50
+    assert alert.facts[BELOW_THRESHOLD_FACT] == {
+        "reason": "below_threshold",
+        "detail": "every change below min_change_sol 0.001",
+    }
+    assert "SOL 1,200.5 -> 1,200.50000005 (+0.00000005) over 50 transactions" in alert.body
+
+
+@pytest.mark.parametrize(
+    ("fields", "change", "err", "below"),
+    [
+        ({"min_change_sol": "1000"}, -(10**12), None, None),  # exactly 1,000 SOL out
+        ({"min_change_sol": "1000"}, 999 * 10**9, None, "below_threshold"),
+        # The address signed (SOL fell by at least a fee): notified, unless signed: ignore.
+        ({"min_change_sol": "1000"}, -5_000, None, None),
+        ({"min_change_sol": "1000", "signed": "ignore"}, -5_000, None, "below_threshold"),
+        ({"direction": "out"}, 10**12, None, "below_threshold"),
+        ({"direction": "in"}, 10**12, None, None),
+        # A failed transaction is notified when the rule asks (the default)...
+        ({"min_change_sol": "1"}, 0, {"InstructionError": [0, "Custom"]}, None),
+        ({"min_change_sol": "1", "failed": "ignore"}, 0, {"e": 1}, "below_threshold"),
+        # ... and without thresholds, failed: ignore keeps only-failed polls out.
+        ({"failed": "ignore"}, 0, {"e": 1}, "failed"),
+        ({}, 0, None, None),  # no thresholds: every transaction, as before
+    ],
+)
+async def test_thresholds_per_rule(
+    fields: dict[str, Any], change: int, err: object, below: str | None
+) -> None:
+    ledger, rules = Chain(), [rule(**fields)]
+    state = (await poll(ledger, None, rules)).state
+    ledger.land(change, err=err)
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    assert (alert.facts.get(BELOW_THRESHOLD_FACT) or {}).get("reason") == below
+
+
+async def test_a_token_change_below_its_min_change_is_below_and_above_is_notified() -> None:
+    ledger, rules = Chain(), [rule(tokens=True, min_change_sol="1", min_change={USDC: "100"})]
+    ledger.decimals[USDC] = 6
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    ledger.land(99_999_999, USDC)
+    small = await poll(ledger, state, rules)
+    assert small.alerts[0].facts[BELOW_THRESHOLD_FACT]["reason"] == "below_threshold"
+    ledger.land(100_000_000, USDC)
+    (large,) = (await poll(ledger, small.state, rules)).alerts
+    assert BELOW_THRESHOLD_FACT not in large.facts
+
+
+async def test_a_threshold_never_hides_transactions_whose_amounts_are_unknown() -> None:
+    ledger, rules = Chain(), [rule(min_change_sol="1000", failed="ignore", signed="ignore")]
+    state = (await poll(ledger, None, rules)).state
+    ledger.land(1)
+    ledger.fail = RpcTimeout("read timeout", method="getMultipleAccounts")
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    assert BELOW_THRESHOLD_FACT not in alert.facts
+    assert "Amounts unknown" in alert.body

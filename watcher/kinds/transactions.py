@@ -21,15 +21,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 import structlog
+from pydantic import AfterValidator, Field
 
 from watcher.alerting import messages
-from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse, RpcError
 from watcher.core.events import (
+    BELOW_THRESHOLD_FACT,
     DOUBT_KEY,
     SET_ASIDE_KEY,
     WATCH_SINCE_KEY,
@@ -38,6 +41,7 @@ from watcher.core.events import (
     TargetState,
     WatchSince,
 )
+from watcher.core.tally import count_balance_read
 from watcher.kinds import base, tx_amounts
 from watcher.kinds.account_source import BATCHER
 from watcher.kinds.layouts import NotDecodable, mint_decimals
@@ -80,6 +84,17 @@ MAX_TOKEN_PAGES = 10  # an owner of more token accounts than this reads as a fai
 # ahead), fingerprints (unreadable).
 
 
+# An amount in UI units (1.5 SOL, 25000 USDC): exact, never a float.
+Amount = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
+
+
+class _HashableAmounts(dict[str, Decimal]):
+    """``min_change`` as validated: a mapping that hashes (rules are frozen and hashed)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+
 class NewTransactionsRule(EventRule, Backoff):
     kind: Literal["new_transactions"] = "new_transactions"
     addresses: Pubkeys  # the listed ones and those of addresses_file (watcher.config.address_files)
@@ -87,6 +102,19 @@ class NewTransactionsRule(EventRule, Backoff):
     every: PositiveDuration = 30.0
     # Read the address's token balances too (getTokenAccounts by owner) when it moves.
     tokens: bool = False
+    # A poll whose every measured change is below these (UI units) is kept in the history,
+    # not notified (``tx_amounts.judge``).
+    min_change_sol: Amount | None = None
+    min_change: Annotated[dict[Pubkey, Amount], AfterValidator(_HashableAmounts)] = Field(
+        default_factory=lambda: _HashableAmounts()
+    )
+    direction: Literal["in", "out", "any"] = "any"
+    signed: Literal["notify", "ignore"] = "notify"
+    failed: Literal["notify", "ignore"] = "notify"
+
+    @property
+    def threshold(self) -> tx_amounts.Threshold:
+        return tx_amounts.Threshold(self.min_change_sol, self.min_change, self.direction)
 
     @property
     def watched(self) -> tuple[str, ...]:
@@ -133,6 +161,7 @@ async def read_balances(ledger: base.LedgerReader, address: str, tokens: bool) -
     and, with ``tokens``, its token accounts' amounts by mint (getTokenAccounts by owner; a
     mint's decimals read with its account). A read that fails is said why, never raised: the
     transactions are still notified."""
+    count_balance_read()  # the round's line, /metrics and rpc.budget count it
     try:
         held: dict[str, Holding] | None = None
         if tokens:
@@ -548,6 +577,15 @@ def _alert(
     }
     if moved is not None:
         facts["balances"] = moved.facts()
+    below = tx_amounts.judge(
+        rule.threshold,
+        moved,
+        failed=[entry.err is not None for entry in fresh],
+        signed=rule.signed == "notify",
+        failed_notify=rule.failed == "notify",
+    )
+    if below is not None:
+        facts[BELOW_THRESHOLD_FACT] = below
     if since is not None:
         facts["watch_began"] = iso(since.at)
     key = f"{rule.name}|{address}|{newest.signature}|event"

@@ -190,6 +190,17 @@ class Threshold:
     min_by_mint: Mapping[str, Decimal] = field(default_factory=dict)
     direction: Direction = "any"
 
+    @property
+    def is_set(self) -> bool:
+        return self.min_sol is not None or bool(self.min_by_mint) or self.direction != "any"
+
+    def words(self) -> str:
+        parts = [] if self.min_sol is None else [f"min_change_sol {self.min_sol}"]
+        parts += [f"min_change {amount} of {mint}" for mint, amount in self.min_by_mint.items()]
+        if self.direction != "any":
+            parts.append(f"direction {self.direction}")
+        return ", ".join(parts)
+
     def counts(self, change: Change) -> bool:
         if change.before is None:
             return False  # nothing measured: no change to count
@@ -204,6 +215,38 @@ class Threshold:
         if minimum is None:
             return True
         return bool(abs(delta) >= minimum * 10**change.decimals)
+
+
+# A fall of SOL this large at least is a fee: only the address itself can spend its lamports,
+# so a fall says it signed (``signed: notify``).
+FEE_LAMPORTS = 5_000
+
+
+def judge(
+    threshold: Threshold,
+    moved: Movement | None,
+    *,
+    failed: Sequence[bool],
+    signed: bool,
+    failed_notify: bool,
+) -> dict[str, str] | None:
+    """None: notify; else why the poll stays below the rule's thresholds (``reason``, the
+    metric's label; ``detail``, in words). A threshold only suppresses a change it measured:
+    amounts unknown (a failed read, a first read) are always notified."""
+    if failed_notify and any(failed) and threshold.is_set:
+        return None  # the rule asks about failed transactions
+    if moved is None or moved.unknown is not None or moved.first_read:
+        return None
+    if not threshold.is_set:
+        if failed and all(failed) and not failed_notify:
+            return {"reason": "failed", "detail": "only failed transactions (failed: ignore)"}
+        return None
+    if any(threshold.counts(change) for change in moved.changes):
+        return None
+    sol = next((c for c in moved.changes if c.asset == SOL and c.before is not None), None)
+    if signed and sol is not None and sol.delta <= -FEE_LAMPORTS:
+        return None  # the address signed (signed: notify)
+    return {"reason": "below_threshold", "detail": f"every change below {threshold.words()}"}
 
 
 # -- wording -----------------------------------------------------------------------------------
