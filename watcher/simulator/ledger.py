@@ -11,7 +11,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -19,7 +19,7 @@ from watcher.core.clock import Clock
 from watcher.simulator import recorded
 from watcher.simulator.accounts import AccountBook
 from watcher.simulator.faults import FaultPlan
-from watcher.simulator.keys import random_signature
+from watcher.simulator.keys import random_pubkey, random_signature
 from watcher.simulator.tokens import TokenControls, _Mint
 from watcher.simulator.validators import (
     DELINQUENT_SLOT_DISTANCE,
@@ -87,7 +87,7 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         self._validators: dict[str, _Validator] = {}  # by vote pubkey, in insertion order
         self._nodes: dict[str, dict[str, Any]] = {}  # by node pubkey, in insertion order
         self.faults = FaultPlan()
-        self.accounts = AccountBook()  # plain accounts and fees (simulator.accounts)
+        self.accounts = AccountBook(self._lock)  # plain accounts and fees (simulator.accounts)
 
     @classmethod
     def from_mainnet(
@@ -143,6 +143,17 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
     def _changed(self) -> None:
         self._revision += 1
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The ledger's (reentrant) lock: held, several changes show at once to readers that
+        hold it too (a transfer's balances and its signature, getMultipleAccounts' answer)."""
+        return self._lock
+
+    def new_pubkey(self) -> str:
+        """A fresh random pubkey, from the ledger's seeded generator."""
+        with self._lock:
+            return random_pubkey(self._rng)
+
     # -- transactions ----------------------------------------------------------------------
 
     def add_transactions(
@@ -180,6 +191,33 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
                 history.transactions.append(transaction)
             self._changed()
             return [tx.signature for tx in reversed(history.transactions[-count:])]
+
+    def land_transaction(
+        self, addresses: Iterable[str], *, err: object = None, memo: str | None = None
+    ) -> str:
+        """Lands one transaction in a new slot, listed in the history of every address it
+        touches (a transfer: its source and destination); returns its signature."""
+        with self._lock:
+            self._slot += 1
+            transaction = _Transaction(
+                signature=random_signature(self._rng),
+                slot=self._slot,
+                index=0,
+                block_time=int(self._clock()),
+                err=copy.deepcopy(err),
+                memo=None if memo is None else memo_text(memo),
+            )
+            for address in dict.fromkeys(addresses):  # each once, in order
+                history = self._histories.setdefault(address, _AddressHistory())
+                history.position[transaction.signature] = len(history.transactions)
+                history.transactions.append(transaction)
+            self._changed()
+            return transaction.signature
+
+    def addresses(self) -> list[str]:
+        """Every address with a transaction, in the order of their first."""
+        with self._lock:
+            return list(self._histories)
 
     def signatures(self, address: str) -> list[dict[str, Any]]:
         """Every entry of ``address``, newest first."""
