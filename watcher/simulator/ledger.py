@@ -77,7 +77,10 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         seed: int | None = None,
     ) -> None:
         self._lock = threading.RLock()
-        self._slot = slot
+        self._stored_slot = slot
+        # Following the wall clock (``follow_wall_clock``): slots the clock is behind the
+        # ledger's own after a halt (<= 0); None while the ledger keeps its own slots.
+        self._clock_offset: int | None = None
         self._epoch = epoch
         self._clock = clock
         self._rng = random.Random(seed)
@@ -121,14 +124,50 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
     # -- the clock of the cluster ----------------------------------------------------------
 
     @property
+    def _slot(self) -> int:
+        """The current slot (read under the lock): the ledger's own, moved by ``tick`` and
+        landed transactions, caught up with the wall clock when it follows it."""
+        if self._clock_offset is not None and not self.halted:
+            now = recorded.wall_clock_slot(self._clock()) + self._clock_offset
+            if now > self._stored_slot:
+                self._stored_slot = now
+                self._changed()
+        return self._stored_slot
+
+    @_slot.setter
+    def _slot(self, value: int) -> None:
+        self._stored_slot = value
+
+    def follow_wall_clock(self) -> None:
+        """From now on the slot is at least the wall-clock slot (``recorded.wall_clock_slot``
+        of the ledger's clock), so that a simulator restarted later answers no older slot;
+        ``tick`` and landed transactions still move it on, and it never goes back. A halted
+        cluster's slot stands still and, running again, goes on from there."""
+        with self._lock:
+            if self._clock_offset is None:
+                self._clock_offset = 0
+            _ = self._slot  # catch up now
+
+    def halt(self, halted: bool = True) -> None:
+        with self._lock:
+            if self._clock_offset is not None and self.halted and not halted:
+                # Go on from the slot it stood at, not from where the clock has got to.
+                wall = recorded.wall_clock_slot(self._clock())
+                self._clock_offset = min(0, self._stored_slot - wall)
+            _ = self._slot  # caught up to the moment it halts
+            super().halt(halted)
+
+    @property
     def slot(self) -> int:
         with self._lock:
             return self._slot
 
     @property
     def revision(self) -> int:
-        """Grows with every change: answers computed at the same revision are the same."""
+        """Grows with every change (a slot passing included): answers computed at the same
+        revision are the same."""
         with self._lock:
+            _ = self._slot  # a slot the wall clock moved on is a change
             return self._revision
 
     def tick(self, slots: int = 1) -> None:

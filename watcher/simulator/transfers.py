@@ -20,6 +20,7 @@ What a client sees of a transfer, all at once (under the ledger's lock) in one n
 from __future__ import annotations
 
 import random
+from decimal import Decimal, localcontext
 from typing import Final
 
 import base58
@@ -34,6 +35,7 @@ _BASE58: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 # Characters kept at each end of a look-alike: what a person checks of an address.
 LOOKALIKE_KEPT: Final = 4
 _LOOKALIKE_DRAWS: Final = 1000
+SOL_DECIMALS: Final = 9  # lamports per SOL: 10^9
 
 
 def token_account_address(owner: str, mint: str) -> str:
@@ -54,6 +56,19 @@ def mint_decimals(ledger: Ledger, mint: str) -> int:
     if powers is None:
         raise ValueError(f"unknown mint {mint}: seed it first (set_holders or set_mint)")
     return powers.decimals
+
+
+def raw_amount(ledger: Ledger, amount: Decimal, mint: str | None = None) -> int:
+    """``amount`` in UI units (SOL, or the mint's by its decimals) as raw units (lamports, or
+    the mint's), exactly; ``ValueError`` for more decimals than that or an unknown mint."""
+    decimals = SOL_DECIMALS if mint is None else mint_decimals(ledger, mint)
+    with localcontext() as exact:
+        exact.prec = 80  # far beyond a u64's digits: no rounding
+        raw = amount.scaleb(decimals)
+        if raw != raw.to_integral_value():
+            unit = "SOL" if mint is None else f"mint {mint}"
+            raise ValueError(f"{amount:f} has more decimals than {unit} has ({decimals})")
+        return int(raw)
 
 
 def transfer(
