@@ -266,7 +266,9 @@ def transfer(
     destination: Annotated[str, typer.Argument(metavar="TO", help="The receiving address.")],
     amount: Annotated[
         str,
-        typer.Argument(help="In SOL, or in the mint's units (e.g. 25000 USDC): exact decimals."),
+        typer.Argument(
+            metavar="AMOUNT", help="In SOL, or in the mint's units (e.g. 25000 USDC): exact."
+        ),
     ],
     mint: Annotated[str | None, typer.Option(help="Move this token instead of SOL.")] = None,
     fee: Annotated[int, typer.Option(min=0, help="Lamports FROM pays for it.")] = 5000,

@@ -178,11 +178,12 @@ def _control_endpoint(ledger: Ledger, body: dict[str, Any]) -> str:
         kind, method=fault.method, count=fault.count or 1, for_seconds=fault.for_, **options
     )
     what = kind if fault.delay is None else f"{kind} (answers after {format_duration(fault.delay)})"
-    calls = "request" if fault.method is None else f"call of {fault.method}"
+    count = fault.count or 1
+    plural = "s" if count > 1 and fault.for_ is None else ""
+    calls = f"request{plural}" if fault.method is None else f"call{plural} of {fault.method}"
     if fault.for_ is not None:
         return f"fault {what}: every {calls} for {format_duration(fault.for_)}"
-    count = fault.count or 1
-    return f"fault {what}: the next {count} {calls}{'s' if count > 1 else ''}"
+    return f"fault {what}: the next {count} {calls}"
 
 
 def send_action(port: int, action: dict[str, Any], *, host: str = "127.0.0.1") -> str:

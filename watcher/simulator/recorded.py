@@ -23,7 +23,9 @@ API_VERSION = "2.2.7"
 def wall_clock_slot(now: float) -> int:
     """The slot a cluster at the recorded tip, one slot per 400 ms since, is at ``now`` (Unix
     seconds): about mainnet's, and never lower for a later ``now``."""
-    return MAINNET_TIP_SLOT + max(0, int((now - MAINNET_TIP_TIME) / SLOT_SECONDS))
+    # In whole milliseconds: 62.8 s after the tip is 157 slots, not 156.99999.
+    millis = round((now - MAINNET_TIP_TIME) * 1000)
+    return MAINNET_TIP_SLOT + max(0, millis // round(SLOT_SECONDS * 1000))
 
 
 @cache
