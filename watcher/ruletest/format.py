@@ -33,7 +33,8 @@ Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: messag
 Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
 ``set_asset``, ``set_program_account``, ``close_program_account``, ``print_edition``):
 ``watcher.ruletest.das_format``; nonce accounts (``set_nonce_account``,
-``close_nonce_account``): ``watcher.ruletest.authority_format``. Every mapping refuses
+``close_nonce_account``): ``watcher.ruletest.authority_format``; transfers (``transfer``,
+``dust``): ``watcher.ruletest.transfer_format``. Every mapping refuses
 unknown keys; problems are reported as ``FILE:LINE: message``.
 """
 
@@ -74,6 +75,7 @@ from watcher.ruletest.das_format import (
     TokenAccountChange,
     TokenAccountSeed,
 )
+from watcher.ruletest.transfer_format import Dust, Transfer
 
 
 def _as_list(value: object) -> object:
@@ -197,6 +199,8 @@ class Action(_Strict):
     set_multisig: MultisigChange | None = None
     print_edition: PrintEdition | None = None
     set_supply: HolderSupply | None = None
+    transfer: Transfer | None = None  # watcher.ruletest.transfer_format
+    dust: Dust | None = None
 
     @model_validator(mode="before")
     @classmethod

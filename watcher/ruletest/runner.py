@@ -38,7 +38,7 @@ from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 from watcher.simulator import Ledger, SimulatorServer
-from watcher.simulator.scenarios import SLOT_SECONDS
+from watcher.simulator.recorded import SLOT_SECONDS
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0

@@ -17,9 +17,7 @@ from watcher.simulator.das_demo import das_demo_setup
 from watcher.simulator.keys import derived_pubkey
 from watcher.simulator.ledger import Ledger
 from watcher.simulator.nonces import nonce_demo_setup, nonce_demo_stage
-from watcher.simulator.recorded import top_holders
-
-SLOT_SECONDS: Final = 0.4
+from watcher.simulator.recorded import SLOT_SECONDS, top_holders
 
 Action = Callable[[Ledger], object]  # return values are ignored
 
