@@ -670,6 +670,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kinds == sorted(
         [
             "new_transactions",
+            "new_transactions",
             "holder_changes",
             "delinquent_validators",
             "vat_eligibility",
@@ -707,6 +708,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         "programs.yaml",
         "supply.yaml",
         "treasury.yaml",
+        "treasury_moves.yaml",
         "validator_health.yaml",
         "validators.yaml",
         "vat.yaml",

@@ -58,7 +58,7 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
-from watcher.core.events import Reason
+from watcher.core.events import BELOW_THRESHOLD_FACT, Reason
 from watcher.core.outbox_rows import AlertRecord
 from watcher.ruletest.authority_format import (
     MintChange,
@@ -240,10 +240,14 @@ class Expected(_Strict):
     subject: str | None = None
     title_contains: Texts = ()
     body_contains: Texts = ()
+    # True: kept in the history below the rule's thresholds, not notified (a plain expectation
+    # never matches one, and one nobody expected fails the step as a notification would).
+    below_threshold: bool = False
 
     def matches(self, record: AlertRecord) -> bool:
         return (
-            record.alert.rule == self.rule
+            (BELOW_THRESHOLD_FACT in record.alert.facts) == self.below_threshold
+            and record.alert.rule == self.rule
             and record.alert.reason == self.reason
             and (self.subject is None or record.alert.subject == self.subject)
             and all(text in record.alert.title for text in self.title_contains)
@@ -256,6 +260,8 @@ class Expected(_Strict):
             parts.append(f"subject {self.subject}")
         parts.extend(f"title containing {text!r}" for text in self.title_contains)
         parts.extend(f"body containing {text!r}" for text in self.body_contains)
+        if self.below_threshold:
+            parts.append("below the threshold")
         return ", ".join(parts)
 
 

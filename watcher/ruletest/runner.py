@@ -31,6 +31,7 @@ from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
+from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.core.outbox_rows import AlertRecord
 from watcher.kinds import KINDS, vote_accounts
 from watcher.ledger.rpc import RpcClient
@@ -338,9 +339,10 @@ def format_result(result: FileResult) -> str:
 
 
 def _describe_record(record: AlertRecord) -> str:
+    below = ", below the threshold" if BELOW_THRESHOLD_FACT in record.alert.facts else ""
     return (
         f"rule {record.alert.rule}, reason {record.alert.reason}, subject {record.alert.subject}, "
-        f"title {record.alert.title!r}"
+        f"title {record.alert.title!r}{below}"
     )
 
 
