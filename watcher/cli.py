@@ -74,7 +74,7 @@ def check(config: ConfigOption) -> None:
 
     rpc = _settings.rpc
     jobs = ruleset.jobs()
-    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size):
+    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size, rules=ruleset.rules):
         typer.echo(line)
     for line in cadence_lines(ruleset.rules, jobs, rpc.budget):
         typer.echo(line)

@@ -344,3 +344,31 @@ async def test_a_threshold_never_hides_transactions_whose_amounts_are_unknown() 
     (alert,) = (await poll(ledger, state, rules)).alerts
     assert BELOW_THRESHOLD_FACT not in alert.facts
     assert "Amounts unknown" in alert.body
+
+
+async def test_a_token_read_is_one_call_with_its_new_mints_and_kept_decimals_not_read() -> None:
+    ledger, rules = Chain(), [rule(tokens=True)]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 1}
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    assert ledger.balance_calls[-2:] == [
+        ("getTokenAccounts", ADDRESS),
+        ("getMultipleAccounts", [ADDRESS, USDC]),  # the address and the new mint together
+    ]
+    ledger.land(5, USDC)
+    await poll(ledger, state, rules)
+    assert ledger.balance_calls[-1] == ("getMultipleAccounts", [ADDRESS])  # decimals kept
+
+
+async def test_a_mint_whose_decimals_cannot_be_read_notifies_without_amounts() -> None:
+    ledger, rules = Chain(), [rule(tokens=True, min_change_sol="1000")]
+    state = (await poll(ledger, None, rules)).state
+    ledger.tokens[ADDRESS] = {USDC: 1}  # a mint the ledger has no account of
+    ledger.land(0)
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    assert BELOW_THRESHOLD_FACT not in alert.facts
+    assert (
+        f"Amounts unknown: the balance read failed (mint {USDC} not found: its decimals are"
+        " unknown)" in alert.body
+    )

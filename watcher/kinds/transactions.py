@@ -43,7 +43,7 @@ from watcher.core.events import (
 )
 from watcher.core.tally import count_balance_read
 from watcher.kinds import base, tx_amounts
-from watcher.kinds.account_source import BATCHER
+from watcher.kinds.account_source import BATCHER, AccountRead
 from watcher.kinds.layouts import NotDecodable, mint_decimals
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.signature_cursor import (
@@ -156,19 +156,33 @@ def needs_read(state: TargetState | None, pages: Sequence[Sequence[SignatureEntr
     return bool((state or {}).get("tokens")) and (kept is None or kept.tokens is None)
 
 
-async def read_balances(ledger: base.LedgerReader, address: str, tokens: bool) -> ReadOutcome:
+async def read_balances(
+    ledger: base.LedgerReader,
+    address: str,
+    tokens: bool,
+    known: Mapping[str, int] | None = None,
+) -> ReadOutcome:
     """The address's lamports (getMultipleAccounts, batched with the other polls of the round)
-    and, with ``tokens``, its token accounts' amounts by mint (getTokenAccounts by owner; a
-    mint's decimals read with its account). A read that fails is said why, never raised: the
-    transactions are still notified."""
+    and, with ``tokens``, its token accounts' amounts by mint (getTokenAccounts by owner; the
+    decimals of a mint not in ``known`` read with its account, in the same batch: a mint's
+    decimals never change). A read that fails is said why, never raised: the transactions are
+    still notified."""
     count_balance_read()  # the round's line, /metrics and rpc.budget count it
+    known = known or {}
     try:
-        held: dict[str, Holding] | None = None
-        if tokens:
-            held = await _token_holdings(ledger, address)
-        read = await BATCHER.read(ledger, address)
-        lamports = 0 if read.account is None else read.account.lamports
-        return ReadOutcome(BalanceRead(read.slot, lamports, held))
+        amounts = await _token_amounts(ledger, address) if tokens else None
+        unknown = sorted(mint for mint in amounts or () if mint not in known)
+        own, *mints = await asyncio.gather(
+            BATCHER.read(ledger, address), *(BATCHER.read(ledger, mint) for mint in unknown)
+        )
+        decimals = {**known, **{m: _decimals(m, r) for m, r in zip(unknown, mints, strict=True)}}
+        held = (
+            None
+            if amounts is None
+            else {mint: Holding(amount, decimals[mint]) for mint, amount in amounts.items()}
+        )
+        lamports = 0 if own.account is None else own.account.lamports
+        return ReadOutcome(BalanceRead(own.slot, lamports, held))
     except (TimeoutError, RpcError, NotDecodable) as exc:
         why = _why(exc)
         log.info("balance read failed", target=address, error=why)
@@ -181,7 +195,8 @@ def _why(exc: Exception) -> str:
     return f"the balance read failed ({exc})"
 
 
-async def _token_holdings(ledger: base.LedgerReader, owner: str) -> dict[str, Holding]:
+async def _token_amounts(ledger: base.LedgerReader, owner: str) -> dict[str, int]:
+    """The owner's raw amounts by mint (its token accounts of one mint added up)."""
     amounts: dict[str, int] = {}
     cursor: str | None = None
     for _ in range(MAX_TOKEN_PAGES):
@@ -194,21 +209,22 @@ async def _token_holdings(ledger: base.LedgerReader, owner: str) -> dict[str, Ho
             amounts[account.mint] = amounts.get(account.mint, 0) + account.amount
         cursor = page.cursor
         if not cursor or len(page.token_accounts) < TOKEN_PAGE:
-            break
-    else:
-        raise BadResponse(f"more than {MAX_TOKEN_PAGES} pages of token accounts")
-    mints = sorted(amounts)
-    reads = await asyncio.gather(*(BATCHER.read(ledger, mint) for mint in mints))
-    held: dict[str, Holding] = {}
-    for mint, read in zip(mints, reads, strict=True):
-        if read.account is None:
-            raise NotDecodable(f"mint {mint} not found: its decimals are unknown")
-        try:
-            decimals = mint_decimals(read.account.owner, read.account.raw_data)
-        except NotDecodable as exc:
-            raise NotDecodable(f"mint {mint}: {exc}; its decimals are unknown") from None
-        held[mint] = Holding(amounts[mint], decimals)
-    return held
+            return amounts
+    raise BadResponse(f"more than {MAX_TOKEN_PAGES} pages of token accounts")
+
+
+def _decimals(mint: str, read: AccountRead) -> int:
+    if read.account is None:
+        raise NotDecodable(f"mint {mint} not found: its decimals are unknown")
+    try:
+        return mint_decimals(read.account.owner, read.account.raw_data)
+    except NotDecodable as exc:
+        raise NotDecodable(f"mint {mint}: {exc}; its decimals are unknown") from None
+
+
+def known_decimals(state: TargetState | None) -> dict[str, int]:
+    kept = kept_read(state)
+    return {mint: held.decimals for mint, held in ((kept and kept.tokens) or {}).items()}
 
 
 class SignaturesSource(base.Slotless):
@@ -220,6 +236,8 @@ class SignaturesSource(base.Slotless):
         batched="getSignaturesForAddress",
         activity_keys=("cursor",),
         reads_history=True,
+        on_change=("getMultipleAccounts",),
+        on_change_by_field=(("tokens", "getTokenAccounts"),),
     )
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
@@ -250,7 +268,8 @@ class SignaturesSource(base.Slotless):
                 balances = tx_amounts.NOT_READ
                 if needs_read(state, pages):
                     wanted = bool((state or {}).get("tokens"))
-                    balances = await read_balances(ledger, target, wanted)
+                    known = known_decimals(state)
+                    balances = await read_balances(ledger, target, wanted, known)
                 return SignaturesObservation(
                     pages=tuple(pages),
                     baseline=False,
@@ -312,7 +331,8 @@ class SignaturesSource(base.Slotless):
             fetched.update(entry.signature for entry in page)
         # The baseline read (the tokens are read from the next poll on, once a rule is known to
         # ask for them: ``needs_read``).
-        balances = await read_balances(ledger, target, bool((state or {}).get("tokens")))
+        wanted = bool((state or {}).get("tokens"))
+        balances = await read_balances(ledger, target, wanted, known_decimals(state))
         return SignaturesObservation(
             pages=tuple(pages),
             baseline=True,
