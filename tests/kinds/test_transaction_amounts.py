@@ -372,3 +372,19 @@ async def test_a_mint_whose_decimals_cannot_be_read_notifies_without_amounts() -
         f"Amounts unknown: the balance read failed (mint {USDC} not found: its decimals are"
         " unknown)" in alert.body
     )
+
+
+async def test_a_provider_refusing_the_token_read_costs_no_call_at_quiet_polls() -> None:
+    ledger, rules = Chain(), [rule(tokens=True)]
+    state = (await poll(ledger, None, rules)).state
+    ledger.fail = RpcTimeout("method not found", method="getTokenAccounts")
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline: refused
+    calls = len(ledger.balance_calls)
+    for _ in range(3):
+        state = (await poll(ledger, state, rules)).state
+    assert len(ledger.balance_calls) == calls  # not asked again while nothing moves
+    ledger.fail = None
+    ledger.land(-(10**9))
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    assert "SOL 1,200.5 -> 1,199.5 (-1) over 1 transaction" in alert.body
+    assert "balance_error" not in (await poll(ledger, state, rules)).state

@@ -4,7 +4,8 @@ State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 179000000
 "balance": BalanceRead.to_json(), "tokens": true}``; no ``cursor`` = never polled.
 ``slot_time``: the blockTime of the cursor's entry, when known. ``balance``: the last balance
 read (``watcher.kinds.tx_amounts``: what moved, and the counting rule); ``tokens``: a rule
-watching the address asks for its token balances (the next polls read them).
+watching the address asks for its token balances (the next polls read them);
+``balance_error``: why the read of a quiet poll failed (not retried until a poll finds news).
 
 Doubts (``watcher.ledger.plausibility``), never taken as they are: an entry whose slot is further
 ahead than time allows since the cluster's highest slot seen (``SlotTip``) or since the cursor's
@@ -78,6 +79,7 @@ MAX_FIRST_PAGES = 100
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
 TOKEN_PAGE = 1000  # getTokenAccounts' page
+BALANCE_ERROR = "balance_error"  # state: why the last read of a quiet poll failed
 MAX_TOKEN_PAGES = 10  # an owner of more token accounts than this reads as a failed read
 # SET_ASIDE_KEY (watcher.core.events): entries set aside as the ledger's own odd ones (seen 3
 # polls in a row), not taken and not doubted again while listed: signatures (slot too far
@@ -146,13 +148,18 @@ def kept_read(state: TargetState | None) -> BalanceRead | None:
 
 def needs_read(state: TargetState | None, pages: Sequence[Sequence[SignatureEntry]]) -> bool:
     """Whether a poll reads the balances: its first (the baseline), one that found a new
-    signature, and one of an address whose rule asks for tokens not read yet (their baseline)."""
+    signature, and one of an address whose rule asks for tokens not read yet (their baseline),
+    unless such a read failed already (``BALANCE_ERROR``: a provider without getTokenAccounts
+    would otherwise cost two calls at every quiet poll; the next poll that finds a signature
+    reads them)."""
     cursor = cursor_of(state)
     if cursor is None:
         return True
     if new_signatures(cursor, pages)[0]:
         return True
     kept = kept_read(state)
+    if (state or {}).get(BALANCE_ERROR):
+        return False
     return bool((state or {}).get("tokens")) and (kept is None or kept.tokens is None)
 
 
@@ -399,12 +406,15 @@ class SignaturesSource(base.Slotless):
             and not observation.left_out
             and DOUBT_KEY not in state
             and SET_ASIDE_KEY not in state
-            and observation.balances.read is None
+            and observation.balances == tx_amounts.NOT_READ
             and bool(state.get("tokens")) == wanted
         ):
             return StepOutcome(state=state)  # nothing new (most polls): the state as it is
         outcome = self._step(rules, target, state, observation, now)
-        return StepOutcome(_with_balances(outcome.state, outcome, wanted), outcome.alerts)
+        new_state = _with_balances(outcome.state, outcome, wanted)
+        if observation.balances.error is not None and not outcome.alerts:
+            new_state[BALANCE_ERROR] = observation.balances.error  # a quiet read that failed
+        return StepOutcome(new_state, outcome.alerts)
 
     def _step(
         self,
@@ -500,7 +510,9 @@ class _Stepped(StepOutcome):
 
 def _with_balances(state: TargetState | None, outcome: StepOutcome, wanted: bool) -> TargetState:
     kept: dict[str, Any] = {
-        key: value for key, value in (state or {}).items() if key not in ("balance", "tokens")
+        key: value
+        for key, value in (state or {}).items()
+        if key not in ("balance", "tokens", BALANCE_ERROR)
     }
     balance = outcome.balance if isinstance(outcome, _Stepped) else None
     if balance is not None:
