@@ -232,7 +232,7 @@ def asset(
         "burnt": burnt,
         "json_uri": json_uri,
     }
-    changes = {key: value for key, value in given.items() if value is not None}
+    changes: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     if delegate is not None:
         changes["delegate"] = _key_or_null(delegate)
     _send(port, {"set_asset": {"id": asset_id, **changes}})
