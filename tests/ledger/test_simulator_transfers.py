@@ -201,3 +201,14 @@ def test_a_lookalike_keeps_both_ends_and_is_a_valid_other_key() -> None:
     # 32 zero bytes: no other 32-byte key is written "1111...1111".
     with pytest.raises(ValueError, match="no look-alike"):
         lookalike("11111111111111111111111111111111", rng)
+
+
+def test_a_transfer_lands_on_cue_between_the_signature_page_and_the_balance_read(
+    ledger: Ledger, client: Client
+) -> None:
+    # The race a watcher must count once: the page misses the transfer, the balance has it.
+    ledger.faults.before("getMultipleAccounts", lambda: transfer(ledger, TREASURY, PAYEE, SOL))
+    assert client.signatures(TREASURY) == []
+    assert client.lamports(TREASURY) == [1_199 * SOL - FEE]
+    assert len(client.signatures(TREASURY)) == 1  # the next page shows it
+    assert client.lamports(TREASURY) == [1_199 * SOL - FEE]  # and it ran once
