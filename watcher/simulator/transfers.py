@@ -14,7 +14,8 @@ What a client sees of a transfer, all at once (under the ledger's lock) in one n
 - for a token, the owners' token accounts of the mint (getTokenAccounts by owner) down and up
   by the raw amount, the destination's created when it has none (its rent is not charged:
   the source pays the fee only). A mint seeded with its holders (``Ledger.set_holders``)
-  lists the changed accounts among them too (getTokenLargestAccounts, getTokenSupply).
+  lists the changed accounts among them too (getTokenLargestAccounts, getTokenSupply), with
+  the amounts of the token accounts (those of getTokenAccounts are the truth a transfer moves).
 """
 
 from __future__ import annotations
