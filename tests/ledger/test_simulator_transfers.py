@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import set_mint
@@ -212,3 +214,44 @@ def test_a_transfer_lands_on_cue_between_the_signature_page_and_the_balance_read
     assert client.lamports(TREASURY) == [1_199 * SOL - FEE]
     assert len(client.signatures(TREASURY)) == 1  # the next page shows it
     assert client.lamports(TREASURY) == [1_199 * SOL - FEE]  # and it ran once
+
+
+PARTIES = (TREASURY, PAYEE, key("third party"))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(PARTIES),
+            st.sampled_from(PARTIES),
+            st.integers(min_value=1, max_value=400 * SOL),
+            st.booleans(),  # SOL or the token
+        ),
+        max_size=12,
+    )
+)
+def test_transfers_move_value_and_fees_only(moves: list[tuple[str, str, int, bool]]) -> None:
+    """Whatever is sent, refused or not: SOL is conserved but for the fees, tokens are
+    conserved, and each landed transfer is listed once on each side."""
+    ledger = Ledger(seed=5)
+    das = das_of(ledger)
+    for party in PARTIES:
+        ledger.accounts.set_account(party, lamports=500 * SOL)
+        das.set_token_account(token_account_address(party, MINT), mint=MINT, owner=party, amount=0)
+    ledger.set_holders(MINT, [], decimals=6)
+    das.set_token_account(token_account_address(TREASURY, MINT), amount=10**12)
+    landed: list[tuple[str, str, str]] = []
+    for source, destination, amount, sol in moves:
+        try:
+            signature = transfer(ledger, source, destination, amount, None if sol else MINT)
+        except ValueError:
+            continue
+        landed.append((signature, source, destination))
+
+    held = [ledger.accounts.account(party) for party in PARTIES]
+    assert sum(account.lamports for account in held if account) == 3 * 500 * SOL - FEE * len(landed)
+    assert sum(entry.amount for entry in das.token_accounts(MINT, None)) == 10**12
+    for signature, source, destination in landed:
+        for side in {source, destination}:
+            listed = [e["signature"] for e in ledger.signatures(side)]
+            assert listed.count(signature) == 1
