@@ -16,6 +16,7 @@ from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import set_mint
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import pubkey_problem
+from watcher.simulator.tokens import token_amount
 from watcher.simulator.transfers import dust, lookalike, token_account_address, transfer
 
 from support.values import key
@@ -251,6 +252,8 @@ def test_transfers_move_value_and_fees_only(moves: list[tuple[str, str, int, boo
     held = [ledger.accounts.account(party) for party in PARTIES]
     assert sum(account.lamports for account in held if account) == 3 * 500 * SOL - FEE * len(landed)
     assert sum(entry.amount for entry in das.token_accounts(MINT, None)) == 10**12
+    # The seeded holders (none) are not where the tokens moved from: their supply stays.
+    assert ledger.token_supply(MINT) == {**token_amount(0, 6)}
     for signature, source, destination in landed:
         for side in {source, destination}:
             listed = [e["signature"] for e in ledger.signatures(side)]
