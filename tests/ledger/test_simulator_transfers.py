@@ -4,6 +4,7 @@ signature in both histories, balances before and after, the fee."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,10 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator import DEMO, SCENARIOS, Ledger, SimulatorServer, Step, run_scenario
 from watcher.simulator.authorities import set_mint
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import pubkey_problem
+from watcher.simulator.scenarios import TREASURY_SOL
 from watcher.simulator.tokens import token_amount
 from watcher.simulator.transfers import dust, lookalike, token_account_address, transfer
 
@@ -258,3 +260,31 @@ def test_transfers_move_value_and_fees_only(moves: list[tuple[str, str, int, boo
         for side in {source, destination}:
             listed = [e["signature"] for e in ledger.signatures(side)]
             assert listed.count(signature) == 1
+
+
+def test_the_treasury_scenario_moves_what_it_says() -> None:
+    scenario = SCENARIOS["treasury"]
+    ledger = scenario.new_ledger(seed=3)
+    with SimulatorServer(ledger) as server:
+        client = Client(server.url)
+        before = len(client.signatures(DEMO.treasury))
+        supply = client.result("getTokenSupply", [DEMO.mint])["value"]["amount"]
+        seen: list[tuple[int, int | None, dict[str, tuple[str, int]]]] = []
+
+        def state(step: Step) -> None:
+            [lamports] = client.lamports(DEMO.treasury)
+            count = len(client.signatures(DEMO.treasury)) - before
+            seen.append((count, lamports, client.tokens(DEMO.treasury)))
+
+        player = run_scenario(ledger, scenario, stop=threading.Event(), speed=40, on_step=state)
+        player.join(timeout=10)
+        assert not player.is_alive()
+        usdc = {token_account_address(DEMO.treasury, DEMO.mint): (DEMO.mint, 25_000 * 10**6)}
+        assert seen == [
+            (1, TREASURY_SOL - 1_000 * SOL - FEE, {}),  # 200.5 SOL left, less the fee
+            (2, TREASURY_SOL - 1_000 * SOL - FEE, usdc),  # the payer paid that fee
+            (52, TREASURY_SOL - 1_000 * SOL - FEE + 50, usdc),  # 50 lamports of dust
+        ]
+        # Tokens moved, none minted.
+        assert client.result("getTokenSupply", [DEMO.mint])["value"]["amount"] == supply
+        client.http.close()
