@@ -41,7 +41,7 @@ def simulate(
         ),
     ] = None,
     scenario: Annotated[
-        str, typer.Option(help="Scripted scenario to play: demo or quiet.")
+        str, typer.Option(help="Scripted scenario to play: demo, treasury or quiet.")
     ] = "demo",
     api_key: Annotated[str, typer.Option(help="The key expected in the path /v3/KEY.")] = "sim-key",
     speed: Annotated[
@@ -218,7 +218,7 @@ def balance(
 def asset(
     asset_id: Annotated[str, typer.Argument(metavar="ID", help="The asset id.")],
     owner: Annotated[str | None, typer.Option(help="New owner (required for a new asset).")] = None,
-    delegate: Annotated[str | None, typer.Option(help="New delegate.")] = None,
+    delegate: Annotated[str | None, typer.Option(help="New delegate, or null: none.")] = None,
     frozen: Annotated[bool | None, typer.Option(help="Frozen or thawed.")] = None,
     burnt: Annotated[bool | None, typer.Option(help="Burnt.")] = None,
     json_uri: Annotated[str | None, typer.Option(help="New metadata URI.")] = None,
@@ -232,7 +232,9 @@ def asset(
         "burnt": burnt,
         "json_uri": json_uri,
     }
-    changes = {key: value for key, value in given.items() if value is not None}
+    changes: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    if delegate is not None:
+        changes["delegate"] = _key_or_null(delegate)
     _send(port, {"set_asset": {"id": asset_id, **changes}})
 
 
@@ -274,8 +276,10 @@ def transfer(
     fee: Annotated[int, typer.Option(min=0, help="Lamports FROM pays for it.")] = 5000,
     port: PortOption = DEFAULT_PORT,
 ) -> None:
-    """Move SOL (or a token, --mint) from FROM to TO: one transaction in both histories
-    (transfer); prints its signature."""
+    """Move SOL (or a token: --mint) from FROM to TO in one transaction (transfer).
+
+    The transaction is listed in both addresses' histories; FROM pays the fee; its signature
+    is printed."""
     move: dict[str, Any] = {
         "source": source,
         "destination": destination,
@@ -294,8 +298,10 @@ def dust(
     lamports: Annotated[int, typer.Option(min=1, help="Lamports each.")] = 1,
     port: PortOption = DEFAULT_PORT,
 ) -> None:
-    """Send tiny transfers to ADDRESS, each from a new look-alike address (same first and
-    last four characters: address poisoning) (dust)."""
+    """Send tiny transfers to ADDRESS from look-alike addresses (dust).
+
+    Each comes from a new address with the same first and last four characters (address
+    poisoning), funded first."""
     _send(port, {"dust": {"address": address, "count": count, "lamports": lamports}})
 
 
@@ -339,8 +345,9 @@ def fault(
     method: MethodOption = None,
     port: PortOption = DEFAULT_PORT,
 ) -> None:
-    """Make the endpoint fail: for a while (--for 30s) or the next requests (--count N);
-    `fault clear` makes it answer again."""
+    """Make the endpoint fail for a while (--for 30s) or the next requests (--count N).
+
+    `watcher simulate fault clear` makes it answer again."""
     if kind == "clear":
         _send(port, {"clear_faults": True})
         return
@@ -420,8 +427,7 @@ def program(
     redeploy: Annotated[bool, typer.Option(help="Redeploy it at the current slot.")] = False,
     port: PortOption = DEFAULT_PORT,
 ) -> None:
-    """Deploy an upgradeable program, hand over or drop its upgrade authority, or redeploy it
-    (set_upgradeable_program)."""
+    """Deploy a program, change its upgrade authority or redeploy it (set_upgradeable_program)."""
     change: dict[str, Any] = {
         "program": address,
         "redeploy": redeploy,

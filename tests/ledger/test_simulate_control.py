@@ -356,6 +356,15 @@ def test_mint_program_and_multisig_commands_and_nulls_in_the_echo(
     made = powers_of(ledger).multisigs[multisig_key]
     assert (made.members, made.threshold) == ({authority: 7, ADDRESS: 7}, 2)
 
+    asset_id = key("control null asset")
+    assert (
+        simulate_env(port, "asset", asset_id, "--owner", ADDRESS, "--delegate", authority)[0] == 0
+    )
+    code, said = simulate_env(port, "asset", asset_id, "--delegate", "null")
+    assert said.strip() == f'set_asset {{"id": "{asset_id}", "delegate": null}}'
+    found = das_of(ledger).assets.asset(asset_id)
+    assert found is not None and found.delegate is None
+
     # The same through `action`: a null written is a null shown.
     code, said = simulate_env(
         port, "action", f"{{set_mint: {{mint: {mint}, freeze_authority: null}}}}"

@@ -4,16 +4,21 @@ signature in both histories, balances before and after, the fee."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator import DEMO, SCENARIOS, Ledger, SimulatorServer, Step, run_scenario
 from watcher.simulator.authorities import set_mint
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import pubkey_problem
+from watcher.simulator.scenarios import TREASURY_SOL
+from watcher.simulator.tokens import token_amount
 from watcher.simulator.transfers import dust, lookalike, token_account_address, transfer
 
 from support.values import key
@@ -201,3 +206,85 @@ def test_a_lookalike_keeps_both_ends_and_is_a_valid_other_key() -> None:
     # 32 zero bytes: no other 32-byte key is written "1111...1111".
     with pytest.raises(ValueError, match="no look-alike"):
         lookalike("11111111111111111111111111111111", rng)
+
+
+def test_a_transfer_lands_on_cue_between_the_signature_page_and_the_balance_read(
+    ledger: Ledger, client: Client
+) -> None:
+    # The race a watcher must count once: the page misses the transfer, the balance has it.
+    ledger.faults.before("getMultipleAccounts", lambda: transfer(ledger, TREASURY, PAYEE, SOL))
+    assert client.signatures(TREASURY) == []
+    assert client.lamports(TREASURY) == [1_199 * SOL - FEE]
+    assert len(client.signatures(TREASURY)) == 1  # the next page shows it
+    assert client.lamports(TREASURY) == [1_199 * SOL - FEE]  # and it ran once
+
+
+PARTIES = (TREASURY, PAYEE, key("third party"))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(PARTIES),
+            st.sampled_from(PARTIES),
+            st.integers(min_value=1, max_value=400 * SOL),
+            st.booleans(),  # SOL or the token
+        ),
+        max_size=12,
+    )
+)
+def test_transfers_move_value_and_fees_only(moves: list[tuple[str, str, int, bool]]) -> None:
+    """Whatever is sent, refused or not: SOL is conserved but for the fees, tokens are
+    conserved, and each landed transfer is listed once on each side."""
+    ledger = Ledger(seed=5)
+    das = das_of(ledger)
+    for party in PARTIES:
+        ledger.accounts.set_account(party, lamports=500 * SOL)
+        das.set_token_account(token_account_address(party, MINT), mint=MINT, owner=party, amount=0)
+    ledger.set_holders(MINT, [], decimals=6)
+    das.set_token_account(token_account_address(TREASURY, MINT), amount=10**12)
+    landed: list[tuple[str, str, str]] = []
+    for source, destination, amount, sol in moves:
+        try:
+            signature = transfer(ledger, source, destination, amount, None if sol else MINT)
+        except ValueError:
+            continue
+        landed.append((signature, source, destination))
+
+    held = [ledger.accounts.account(party) for party in PARTIES]
+    assert sum(account.lamports for account in held if account) == 3 * 500 * SOL - FEE * len(landed)
+    assert sum(entry.amount for entry in das.token_accounts(MINT, None)) == 10**12
+    # The seeded holders (none) are not where the tokens moved from: their supply stays.
+    assert ledger.token_supply(MINT) == token_amount(0, 6)
+    for signature, source, destination in landed:
+        for side in {source, destination}:
+            listed = [e["signature"] for e in ledger.signatures(side)]
+            assert listed.count(signature) == 1
+
+
+def test_the_treasury_scenario_moves_what_it_says() -> None:
+    scenario = SCENARIOS["treasury"]
+    ledger = scenario.new_ledger(seed=3)
+    with SimulatorServer(ledger) as server:
+        client = Client(server.url)
+        before = len(client.signatures(DEMO.treasury))
+        supply = client.result("getTokenSupply", [DEMO.mint])["value"]["amount"]
+        seen: list[tuple[int, int | None, dict[str, tuple[str, int]]]] = []
+
+        def state(step: Step) -> None:
+            [lamports] = client.lamports(DEMO.treasury)
+            count = len(client.signatures(DEMO.treasury)) - before
+            seen.append((count, lamports, client.tokens(DEMO.treasury)))
+
+        player = run_scenario(ledger, scenario, stop=threading.Event(), speed=40, on_step=state)
+        player.join(timeout=10)
+        assert not player.is_alive()
+        usdc = {token_account_address(DEMO.treasury, DEMO.mint): (DEMO.mint, 25_000 * 10**6)}
+        assert seen == [
+            (1, TREASURY_SOL - 1_000 * SOL - FEE, {}),  # 200.5 SOL left, less the fee
+            (2, TREASURY_SOL - 1_000 * SOL - FEE, usdc),  # the payer paid that fee
+            (52, TREASURY_SOL - 1_000 * SOL - FEE + 50, usdc),  # 50 lamports of dust
+        ]
+        # Tokens moved, none minted.
+        assert client.result("getTokenSupply", [DEMO.mint])["value"]["amount"] == supply
+        client.http.close()

@@ -6,6 +6,8 @@ For tests::
     with SimulatorServer(ledger) as server:   # server.url == "http://127.0.0.1:PORT/v3/sim-key"
         ledger.add_transactions(address, 25)
         ledger.faults.inject("http_429", method="getSignaturesForAddress")
+        transfer(ledger, source, destination, 10**9)   # watcher.simulator.transfers: 1 SOL
+        ledger.faults.inject("http_503_html", for_seconds=30)
 
 For people: ``serve(port, scenario_name)`` (``watcher simulate``).
 """

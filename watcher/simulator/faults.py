@@ -17,6 +17,10 @@ A third, for answers that are well-formed JSON-RPC but wrong (fuzzing the daemon
 ``rewrite(method, fn)`` passes one call's decoded result through ``fn`` and answers what it
 returns (``FaultPlan.rewrite``; in-process only, the function is Python).
 
+And a race on cue: ``before(method, fn)`` runs ``fn()`` just before the next call of ``method``
+is answered (in-process only), e.g. a transfer landing between a signature page and the balance
+read that follows it.
+
 Faults are taken in injection order: the oldest matching fault wins. ``skip=N`` lets the first N
 matching requests (or calls) through before the fault starts, e.g. to fail the second page of a
 paged read. ``for_seconds=S`` spoils every matching request (or call) for S seconds instead of N
@@ -81,12 +85,20 @@ class _Pending:
     until: float | None = None  # a timed fault: every match until then (clock time)
 
 
+@dataclass
+class _Cue:
+    method: str
+    fn: Callable[[], object]
+    remaining: int
+
+
 class FaultPlan:
     """Thread-safe queue of faults; the server takes them as requests arrive."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._pending: list[_Pending] = []
+        self._cues: list[_Cue] = []
         self._ignore_until = False
         self._lock = threading.Lock()
 
@@ -132,6 +144,23 @@ class FaultPlan:
             fault = Fault("rewrite_result", method, {"rewrite": _on_decoded(fn)})
             self._pending.append(_Pending(fault, count, skip))
 
+    def before(self, method: str, fn: Callable[[], object], *, count: int = 1) -> None:
+        """Runs ``fn()`` before each of the next ``count`` calls of ``method`` is answered (its
+        return value is ignored): the ledger changes between a client's calls, on cue."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._lock:
+            self._cues.append(_Cue(method, fn, count))
+
+    def take_cues(self, method: str) -> list[Callable[[], object]]:
+        """What is to run before this call of ``method`` is answered (oldest first)."""
+        with self._lock:
+            due = [cue for cue in self._cues if cue.method == method]
+            for cue in due:
+                cue.remaining -= 1
+            self._cues = [cue for cue in self._cues if cue.remaining > 0]
+            return [cue.fn for cue in due]
+
     @property
     def ignore_until(self) -> bool:
         """When True, getSignaturesForAddress ignores ``until`` (a node lagging behind a
@@ -148,6 +177,7 @@ class FaultPlan:
         """Drop every pending fault and honour ``until`` again."""
         with self._lock:
             self._pending.clear()
+            self._cues.clear()
             self._ignore_until = False
 
     def pending(self) -> int:

@@ -14,7 +14,8 @@ What a client sees of a transfer, all at once (under the ledger's lock) in one n
 - for a token, the owners' token accounts of the mint (getTokenAccounts by owner) down and up
   by the raw amount, the destination's created when it has none (its rent is not charged:
   the source pays the fee only). A mint seeded with its holders (``Ledger.set_holders``)
-  lists the changed accounts among them too (getTokenLargestAccounts, getTokenSupply).
+  shows the move among them too (getTokenLargestAccounts, getTokenAccountBalance) when the
+  paying account is one of them: its supply stays what it was.
 """
 
 from __future__ import annotations
@@ -131,9 +132,14 @@ def _move_tokens(ledger: Ledger, source: str, destination: str, amount: int, min
     received = das.token_accounts(mint, destination)
     before = next((e.amount for e in received if e.address == receiving), 0)
     das.set_token_account(receiving, mint=mint, owner=destination, amount=before + amount)
-    if ledger.token_supply(mint) is not None:  # seeded holders: keep them in step
-        ledger.set_holder_amount(mint, paying.address, paying.amount - amount)
-        ledger.set_holder_amount(mint, receiving, before + amount)
+    # A mint seeded with its holders: the move shows there too when the paying account is
+    # one of them (so that the supply, their sum, stays what it was).
+    held_there = ledger.token_account(paying.address)
+    if held_there is not None and held_there[0] == mint and held_there[1] >= amount:
+        ledger.set_holder_amount(mint, paying.address, held_there[1] - amount)
+        receiving_there = ledger.token_account(receiving)
+        was = 0 if receiving_there is None else receiving_there[1]
+        ledger.set_holder_amount(mint, receiving, was + amount)
 
 
 def _receiving_account(held: list[TokenAccountEntry], owner: str, mint: str) -> str:
