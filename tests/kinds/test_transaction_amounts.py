@@ -274,6 +274,55 @@ async def test_the_notified_changes_add_up_to_the_balance_s_change(
     assert notified == ledger.lamports[ADDRESS] - start
 
 
+def asset_change(alert: AlertMessage, asset: str) -> int:
+    assets = alert.facts["balances"]["assets"]
+    return sum(int(a["change"] or 0) for a in assets if a["asset"] == asset)
+
+
+MOVE = st.tuples(
+    st.sampled_from(["land", "gap"]), st.integers(-(10**9), 10**9), st.sampled_from([SOL, USDC])
+)
+POLL = st.tuples(st.sampled_from(["poll", "fail"]), st.just(0), st.just(SOL))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(MOVE, POLL), max_size=25))
+async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
+    steps: list[tuple[str, int, str]],
+) -> None:
+    """SOL and a token, rules with thresholds: notified or kept below, the changes recorded add
+    up per asset to the ledger's, whatever lands between the pages and the reads."""
+    ledger = Chain()
+    rules = [rule(tokens=True, min_change_sol="1", min_change={USDC: "500"})]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 10**15}
+    ledger.lamports[ADDRESS] = 10**15
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    start = {SOL: ledger.lamports[ADDRESS], USDC: ledger.tokens[ADDRESS][USDC]}
+    recorded = {SOL: 0, USDC: 0}
+    alerts: list[AlertMessage] = []
+    for action, amount, asset in steps:
+        mint = None if asset == SOL else asset
+        if action == "land":
+            ledger.land(amount, mint)
+        elif action == "gap":
+            ledger.gap.append((amount, mint))
+        else:
+            failing = RpcTimeout("read timeout", method="getTokenAccounts")
+            ledger.fail = failing if action == "fail" else None
+            outcome = await poll(ledger, state, rules)
+            state = outcome.state
+            alerts += outcome.alerts
+    ledger.fail, ledger.gap = None, []
+    ledger.land(1)
+    alerts += (await poll(ledger, state, rules)).alerts
+    for asset in recorded:
+        recorded[asset] = sum(asset_change(alert, asset) for alert in alerts)
+    assert recorded[SOL] == ledger.lamports[ADDRESS] - start[SOL]
+    assert recorded[USDC] == ledger.tokens[ADDRESS][USDC] - start[USDC]
+
+
 def _short(address: str) -> str:
     return f"{address[:4]}…{address[-4:]}"
 
