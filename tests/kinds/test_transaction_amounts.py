@@ -437,3 +437,16 @@ async def test_a_provider_refusing_the_token_read_costs_no_call_at_quiet_polls()
     (alert,) = (await poll(ledger, state, rules)).alerts
     assert "SOL 1,200.5 -> 1,199.5 (-1) over 1 transaction" in alert.body
     assert "balance_error" not in (await poll(ledger, state, rules)).state
+
+
+async def test_a_rule_without_tokens_says_only_sol_when_another_rule_reads_the_tokens() -> None:
+    ledger = Chain()
+    rules = [rule(tokens=True), rule(name="sol-only", min_change_sol="1")]
+    ledger.decimals[USDC] = 6
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    ledger.land(25_000_000_000, USDC)
+    alerts = {alert.rule: alert for alert in (await poll(ledger, state, rules)).alerts}
+    assert f"{USDC} 0 -> 25,000 (+25,000)" in alerts["treasury"].body
+    assert USDC not in alerts["sol-only"].body
+    assert alerts["sol-only"].facts[BELOW_THRESHOLD_FACT]["reason"] == "below_threshold"

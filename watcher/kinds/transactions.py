@@ -607,6 +607,9 @@ def _alert(
         "signatures": [_entry_facts(entry) for entry in fresh[:LISTED]],
         "more": max(0, len(fresh) - LISTED),
     }
+    if moved is not None and not rule.tokens:
+        # Another rule on the address asked for its tokens: this one says only SOL.
+        moved = replace(moved, changes=tuple(c for c in moved.changes if c.asset == tx_amounts.SOL))
     if moved is not None:
         facts["balances"] = moved.facts()
     below = tx_amounts.judge(
