@@ -14,11 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watcher.alerting.messages import Presentation
 from watcher.config.rule_models import RuleBase
 from watcher.core.errors import RpcTimeout
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
+from watcher.kinds.transactions import transactions_text
 from watcher.kinds.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
 from watcher.ledger.models import SignatureEntry
 
@@ -450,3 +452,15 @@ async def test_a_rule_without_tokens_says_only_sol_when_another_rule_reads_the_t
     assert f"{USDC} 0 -> 25,000 (+25,000)" in alerts["treasury"].body
     assert USDC not in alerts["sol-only"].body
     assert alerts["sol-only"].facts[BELOW_THRESHOLD_FACT]["reason"] == "below_threshold"
+
+
+async def test_a_mint_with_a_label_is_named_by_it() -> None:
+    ledger, rules = Chain(), [rule(tokens=True)]
+    ledger.decimals[USDC] = 6
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    ledger.land(25_000_000_000, USDC)
+    (alert,) = (await poll(ledger, state, rules)).alerts
+    title, body = transactions_text(alert.facts, Presentation(labels={USDC: "USDC"}))
+    assert title.endswith(": USDC +25,000")
+    assert "  USDC 0 -> 25,000 (+25,000)" in body

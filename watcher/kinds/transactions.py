@@ -694,11 +694,13 @@ def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> _Am
     head: list[str] = []
     for index, asset in enumerate(balances.get("assets") or ()):
         is_sol = asset["asset"] == tx_amounts.SOL
-        name = tx_amounts.SOL if is_sol else shown.name(asset["asset"])
+        # A mint is named by its label in the address book, else in full (shortened in titles).
+        label = None if is_sol else shown.label(asset["asset"])
+        name = tx_amounts.SOL if is_sol else label or asset["asset"]
         line = tx_amounts.change_line(asset, name, count if index == 0 else None, sol=is_sol)
         lines.append(f"  {line}")
         if asset.get("change") is not None and int(asset["change"]) != 0:
-            short = tx_amounts.SOL if is_sol else shown.short(asset["asset"])
+            short = tx_amounts.SOL if is_sol else label or shown.short(asset["asset"])
             delta = tx_amounts.signed(int(asset["change"]), int(asset["decimals"]))
             head.append(f"{short} {delta}")
     counted = int(balances.get("counted_before") or 0)
