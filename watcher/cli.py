@@ -74,7 +74,7 @@ def check(config: ConfigOption) -> None:
 
     rpc = _settings.rpc
     jobs = ruleset.jobs()
-    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size):
+    for line in cost_lines(jobs, rpc.max_rps, rpc.batch_size, rules=ruleset.rules):
         typer.echo(line)
     for line in cadence_lines(ruleset.rules, jobs, rpc.budget):
         typer.echo(line)
@@ -178,7 +178,8 @@ def alerts(
             alert = record.alert
             typer.echo(
                 f"{iso(record.created_at)}  {alert.severity.upper():8} {alert.reason:8} "
-                f"{record.status:9} {alert.rule}: {alert.title}{_silence_note(alert.facts)}"
+                f"{_status(record.status, alert.facts):9} {alert.rule}: {alert.title}"
+                f"{_silence_note(alert.facts)}"
             )
     if not records and not as_json:
         typer.echo("no alerts yet")
@@ -207,10 +208,21 @@ def status(
     raise typer.Exit(code=1 if problems else 0)
 
 
+def _status(status: str, facts: dict[str, object]) -> str:
+    """An alert kept below its rule's thresholds reads "below" (it has no delivery, as a
+    silenced one)."""
+    from watcher.core.events import BELOW_THRESHOLD_FACT
+
+    return "below" if BELOW_THRESHOLD_FACT in facts else status
+
+
 def _silence_note(facts: dict[str, object]) -> str:
-    from watcher.core.events import SILENCE_FACT
+    from watcher.core.events import BELOW_THRESHOLD_FACT, SILENCE_FACT
 
     silence = facts.get(SILENCE_FACT)
+    below = facts.get(BELOW_THRESHOLD_FACT)
+    if isinstance(below, dict):
+        return f"  (below the threshold: {below.get('detail')})"
     return f"  (silence {silence['id']})" if isinstance(silence, dict) else ""
 
 

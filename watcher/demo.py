@@ -61,6 +61,7 @@ def run_demo(rules_path: Path, *, listen: str = DEMO_LISTEN) -> int:
     print(f"rules from {rules_path}/: " + ", ".join(f"{r.name} ({r.kind})" for r in rules))
     with tempfile.TemporaryDirectory(prefix="watcher-demo-") as folder:
         ledger = scenario.new_ledger()
+        ledger.follow_wall_clock()  # as `watcher simulate`'s: slots of the real time
         with SimulatorServer(ledger) as server:
             try:
                 settings = _demo_settings(Path(folder), server.url, rules_path, rules, listen)
@@ -115,7 +116,10 @@ async def _play(settings: Settings, ruleset: RuleSet, ledger: Ledger, scenario: 
     daemon = Daemon(settings, ruleset)
     runner = asyncio.create_task(daemon.run(stop))
     await _baseline_taken(daemon, ruleset, runner)
-    thread = run_scenario(ledger, scenario, stop=scenario_stop, on_step=show_step)
+    # The ledger follows the wall clock: the scenario ticks no slots of its own.
+    thread = run_scenario(
+        ledger, scenario, stop=scenario_stop, on_step=show_step, slot_seconds=None
+    )
     try:
         await loop.run_in_executor(None, thread.join)
         await asyncio.sleep(SETTLE_SECONDS)

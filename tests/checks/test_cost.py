@@ -174,3 +174,36 @@ def test_each_source_declares_what_one_poll_calls() -> None:
         assert source.facts.methods, name
         costs = method_costs([Job(name, 60.0, ("x",))])
         assert {cost.method for cost in costs} == set(source.facts.methods)
+
+
+def test_check_counts_the_balance_reads_of_addresses_that_move_at_a_stated_share(
+    tmp_path: Path,
+) -> None:
+    addresses = [key(f"moving {n}") for n in range(100)]
+    rules = (
+        "rules:\n  - name: treasury\n    kind: new_transactions\n    every: 30s\n"
+        "    tokens: true\n    notify: [ops]\n    addresses:\n"
+        + "".join(f"      - {a}\n" for a in addresses)
+    )
+    said = check_output(tmp_path, rules, "{max_rps: 10}")
+    start = said.index(
+        "Balance reads of addresses that moved (new_transactions; assumed: 5% of polls find new"
+        " signatures; and one getMultipleAccounts key per address at its first poll):"
+    )
+    # 5 of the 100 move per 30 s round: one getMultipleAccounts call serves them (100 keys a
+    # call), and each reads its token accounts (tokens: true).
+    assert said[start + 1 : start + 3] == [
+        "  getTokenAccounts         100 targets       0.17/s   432.0 k a month",
+        "  getMultipleAccounts      100 targets       0.03/s    86.4 k a month",
+    ]
+
+
+def test_no_balance_read_line_without_a_rule_that_reads_balances(tmp_path: Path) -> None:
+    said = check_output(tmp_path, deposits("30s", None), "{}")
+    assert any(line.startswith("Balance reads") for line in said)  # new_transactions reads SOL
+    holders = (
+        f"rules:\n  - name: whales\n    kind: holder_changes\n    mints: [{key('m')}]\n"
+        "    notify: [ops]\n"
+    )
+    said = check_output(tmp_path, holders, "{}")
+    assert not any(line.startswith("Balance reads") for line in said)

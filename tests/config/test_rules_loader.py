@@ -227,6 +227,25 @@ MISTAKES = [
     pytest.param(
         f"""
         rules:
+          - name: treasury
+            kind: new_transactions
+            addresses: [{TREASURY}]
+            min_change_sol: -1
+            min_change: {{{USDC}: lots}}
+            direction: up
+            failed: drop
+        """,
+        [
+            "rules/a.yaml:5: min_change_sol: must be greater than or equal to 0, got -1",
+            f"rules/a.yaml:6: min_change.{USDC}: input should be a valid decimal",
+            "rules/a.yaml:7: direction: expected 'in', 'out' or 'any', got 'up'",
+            "rules/a.yaml:8: failed: expected 'notify' or 'ignore', got 'drop'",
+        ],
+        id="bad-thresholds",
+    ),
+    pytest.param(
+        f"""
+        rules:
           - name: deposits
             kind: new_transactions
             addresses: [{TREASURY}]
@@ -651,6 +670,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kinds == sorted(
         [
             "new_transactions",
+            "new_transactions",
             "holder_changes",
             "delinquent_validators",
             "vat_eligibility",
@@ -688,6 +708,7 @@ def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
         "programs.yaml",
         "supply.yaml",
         "treasury.yaml",
+        "treasury_moves.yaml",
         "validator_health.yaml",
         "validators.yaml",
         "vat.yaml",

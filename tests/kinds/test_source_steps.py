@@ -43,6 +43,7 @@ from watcher.ledger.models import (
     VoteAccounts,
 )
 
+from support.balances import Balances
 from support.recorded import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
 from support.values import entry, history, key
 
@@ -61,7 +62,7 @@ def roundtrip(state: TargetState) -> TargetState:
     return loaded
 
 
-class FakeLedger:
+class FakeLedger(Balances):
     """Answers getSignaturesForAddress from a history (newest first) the way a node does:
     ``before``/``until`` exclusive, an unknown ``until`` ignored. Can also ignore ``until``
     or ``before`` altogether, or fail on a given call."""
@@ -74,6 +75,7 @@ class FakeLedger:
         ignores_before: bool = False,
         fail_on_call: int | None = None,
     ) -> None:
+        super().__init__()
         self.entries = list(entries)
         self.ignores_until = ignores_until
         self.ignores_before = ignores_before
@@ -130,16 +132,18 @@ def worded(outcome: StepOutcome, rules: Sequence[RuleBase]) -> tuple[AlertMessag
 # -- signatures ------------------------------------------------------------------------------
 
 
-async def test_first_poll_is_a_quiet_baseline_with_one_call() -> None:
+async def test_first_poll_is_a_quiet_baseline_with_one_call_and_the_balance_read() -> None:
     ledger = FakeLedger(history(50))
     outcome = await poll(ledger, None)
     assert ledger.calls == [{"address": ADDRESS, "before": None, "until": None, "limit": 1}]
+    assert ledger.balance_calls == [("getMultipleAccounts", [ADDRESS])]  # the baseline's read
     assert outcome.alerts == ()
     assert outcome.state["cursor"]["sig"] == history(50)[0].signature
     # Nothing new since: one call with `until`, still quiet.
     again = await poll(ledger, roundtrip(outcome.state))
     assert again.alerts == ()
     assert ledger.calls[-1]["until"] == history(50)[0].signature
+    assert len(ledger.balance_calls) == 1  # nothing new: no balance read
 
 
 async def test_a_burst_of_1500_is_one_notification_with_the_count_and_10_listed() -> None:

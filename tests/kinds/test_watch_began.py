@@ -22,6 +22,7 @@ from watcher.kinds.signature_cursor import after_watch_began, new_signatures, sp
 from watcher.ledger.models import SignatureEntry
 from watcher.service.cadences import activity
 
+from support.balances import Balances
 from support.values import key, sig
 
 ADDRESS = key("deposit")
@@ -136,10 +137,11 @@ def test_every_entry_is_either_new_or_history_and_dated_ones_by_their_time(
 # -- the first poll: paging back, one notification, the baseline ---------------------------------
 
 
-class Ledger:
+class Ledger(Balances):
     """getSignaturesForAddress over one history (newest first): ``before`` exclusive."""
 
     def __init__(self, entries: Sequence[SignatureEntry]) -> None:
+        super().__init__()
         self.entries = list(entries)
         self.calls: list[dict[str, Any]] = []
 
@@ -179,6 +181,7 @@ async def test_a_quiet_target_s_first_poll_is_one_call_and_a_quiet_baseline() ->
     ledger = Ledger(before_and_after(50, 0))
     outcome = await first_poll(ledger, waiting(WatchSince(BEGAN)))
     assert ledger.calls == [{"before": None, "until": None, "limit": 1}]
+    assert [call for call, _keys in ledger.balance_calls] == ["getMultipleAccounts"]  # baseline
     assert outcome.alerts == ()
     assert outcome.state["cursor"]["sig"] == ledger.entries[0].signature
     assert WATCH_SINCE_KEY not in outcome.state  # polled: no longer waiting

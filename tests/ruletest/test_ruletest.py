@@ -256,3 +256,49 @@ def test_a_rule_with_max_every_is_polled_at_every_step(tmp_path: Path) -> None:
     )
     code, output = run(test)
     assert code == 0, output
+
+
+def test_transfers_and_dust_land_on_both_sides(tmp_path: Path) -> None:
+    payee = "Va1idLRtYEtVFJFsvz8vtt1uCJgea4Q1zi2Rh3eraJh"  # any other valid key
+    write(
+        tmp_path,
+        "treasury.yaml",
+        f"""\
+        rules:
+          - name: treasury
+            kind: new_transactions
+            addresses: [{TREASURY}, {payee}]
+        """,
+    )
+    steps = f"""\
+        rule_files: [treasury.yaml]
+        ledger:
+          accounts: [{{address: {TREASURY}, lamports: 1200500000000}}]
+        steps:
+          - expect: []
+          - name: 1,000 SOL out, listed on both sides
+            actions:
+              - transfer: {{source: {TREASURY}, destination: {payee}, amount: 1000}}
+            expect:
+              - {{rule: treasury, reason: event, subject: {TREASURY}, title_contains: 1 new}}
+              - {{rule: treasury, reason: event, subject: {payee}, title_contains: 1 new}}
+          - name: dust on the payee only
+            actions:
+              - dust: {{address: {payee}, count: 3}}
+            expect:
+              - {{rule: treasury, reason: event, subject: {payee}, title_contains: 3 new}}
+        """
+    code, output = run(write(tmp_path, "t.test.yaml", steps))
+    assert (code, output.strip().splitlines()[-1]) == (0, "1 test file: 1 passed"), output
+    assert "t.test.yaml: 3 steps passed" in output
+
+    # The treasury paid a fee for the first: 200.5 SOL more is more than it holds.
+    refused = f"""\
+          - actions:
+              - transfer: {{source: {TREASURY}, destination: {payee}, amount: 200.5}}
+            expect: []
+        """
+    code, output = run(write(tmp_path, "refused.test.yaml", steps.rstrip(" ") + refused))
+    assert code == 2, output
+    assert "refused.test.yaml:18: steps[3].actions[0]: the ledger refused this: " in output
+    assert "short of 200500000000 lamports and the fee" in output

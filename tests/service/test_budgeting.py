@@ -85,8 +85,9 @@ async def test_a_tight_budget_paces_the_baselines_and_says_how_far_intervals_str
             await world.daemon.sweep(job)
             polled.append(world.server_calls() - before)
             world.now[0] += 1.0
-    # Baselines at the budget's rate (half a call a second), not ten in the first sweep.
-    assert polled == [1, 0, 1, 0, 1, 0, 1, 0, 1, 0]
+    # Baselines at the budget's rate (half a call a second), not ten in the first sweep: each
+    # is a signature page and its balance read, two calls, so one every 4 seconds.
+    assert polled == [2, 0, 0, 0, 2, 0, 0, 0, 2, 0]
     [warning] = [line for line in logs if line["log_level"] == "warning"]
     assert "stretch 2.50x beyond max_every" in warning["event"]
     assert warning["stretch"] == 2.5
@@ -133,6 +134,30 @@ async def test_under_a_tight_budget_calls_stay_within_it_and_a_moving_target_com
     assert calls <= 0.5 * 60 + 1
     gaps = [later - earlier for earlier, later in itertools.pairwise(polled_at)]
     assert len(polled_at) >= 3 and max(gaps) <= 2 * 20.0
+
+
+async def test_the_balance_reads_of_addresses_that_move_are_paid_from_the_budget(
+    make_world: Callable[..., World],
+) -> None:
+    addresses = [derived_pubkey(f"budget address {i}") for i in range(10)]
+    [treasury, *_] = base_rules()
+    rule = {**treasury, "addresses": addresses, "every": "1s", "max_every": "8s"}
+    world = make_world([rule], rpc={"budget": "43.2k/day"})  # 0.5 calls/s
+    [job] = world.daemon.ruleset.jobs()
+    for _ in range(40):  # the baselines
+        await world.daemon.sweep(job)
+        world.now[0] += 1.0
+    before, reads = world.server_calls(), 0
+    for _ in range(120):  # every address moves all the time: each poll reads a balance
+        for address in addresses:
+            world.ledger.add_transactions(address, 1)
+        with capture_logs() as logs:
+            await world.daemon.sweep(job)
+        reads += sum(line.get("balance_reads", 0) for line in logs if line["event"] == "round")
+        world.now[0] += 1.0
+    assert reads > 10
+    # Half a call a second, signature pages and balance reads together (a sweep's burst over).
+    assert world.server_calls() - before <= 0.5 * 120 + 4
 
 
 async def test_after_a_restart_overdue_targets_are_polled_at_the_budgets_pace(

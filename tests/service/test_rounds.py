@@ -49,6 +49,9 @@ async def test_the_summary_counts_the_calls_the_node_saw_and_the_alerts_committe
     assert said["signatures"]["calls"] + said["holders"]["calls"] == (
         world.server_calls() - before_calls
     )
+    # The treasury moved: its balance read is one of the calls, and said.
+    assert said["signatures"]["balance_reads"] == 1
+    assert said["holders"]["balance_reads"] == 0
 
 
 async def test_a_quiet_round_writes_nothing_and_a_busy_one_writes_its_step(

@@ -23,14 +23,14 @@ facts it counts are the kinds' (``watcher.kinds``, above the settings).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from watcher.cadence import Budget, budget_share, cadence_cost
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.config.ruleset import Job
-from watcher.kinds import SOURCES
+from watcher.kinds import KINDS, SOURCES
 from watcher.kinds.base import Source, SourceFacts
 from watcher.kinds.nonce_accounts import NONCE_METHOD
 
@@ -114,9 +114,11 @@ def cost_lines(
     max_rps: float | None,
     batch_size: int,
     sources: Mapping[str, Source[Any]] = SOURCES,
+    rules: Iterable[RuleBase] = (),
 ) -> list[str]:
-    """The lines ``watcher check`` prints: one per method, the total, and the share of
-    ``max_rps`` the requests take (calls grouped ``batch_size`` to a request)."""
+    """The lines ``watcher check`` prints: one per method, the total, the reads made only on
+    change (``change_lines``, of ``rules``), and the share of ``max_rps`` the requests take
+    (calls grouped ``batch_size`` to a request, those on change included)."""
     costs = method_costs(jobs, sources)
     if not costs:
         return []
@@ -139,6 +141,9 @@ def cost_lines(
             f"interval ({nonces.targets} keys), among the heaviest calls a node serves; a "
             "provider that refuses it makes them say the keys cannot be verified"
         )
+    changes = change_costs(rules, sources)
+    out += change_lines(changes)
+    total += sum(cost.per_second for cost in changes)
     if max_rps is not None:
         requests = total / max(1, batch_size)
         share = f"{requests / max_rps:.0%}"
@@ -146,6 +151,61 @@ def cost_lines(
         out.append(
             f"  about {requests:.2f} requests/s with batch_size {batch_size}: {share} of "
             f"max_rps {max_rps:g} ({verdict})"
+        )
+    return out
+
+
+# The share of polls assumed to find something new (a watched address moving), for the reads
+# made only then (``SourceFacts.on_change``): 1 in 20 polls. Said on the line that counts them.
+CHANGE_SHARE: Final = 0.05
+BATCHED_KEYS: Final = 100  # getMultipleAccounts' keys a call
+
+
+def change_costs(
+    rules: Iterable[RuleBase], sources: Mapping[str, Source[Any]] = SOURCES
+) -> list[MethodCost]:
+    """Calls a second of the reads made only when a poll finds something new, assuming
+    ``CHANGE_SHARE`` of the polls do: per method, most expensive first. The moving targets
+    of one round share getMultipleAccounts calls (a round of one mover still pays a call)."""
+    targets: dict[str, int] = {}
+    rates: dict[str, float] = {}
+    for rule in rules:
+        source = sources.get(_source_name(rule))
+        if source is None or not source.facts.on_change:
+            continue
+        count = len(rule.targets)
+        moving = count * CHANGE_SHARE  # per round
+        for method in source.facts.on_change:
+            calls = max(moving / BATCHED_KEYS, min(moving, 1.0))
+            targets[method] = targets.get(method, 0) + count
+            rates[method] = rates.get(method, 0.0) + calls / rule.every
+        for field, method in source.facts.on_change_by_field:
+            if getattr(rule, field, False):
+                targets[method] = targets.get(method, 0) + count
+                rates[method] = rates.get(method, 0.0) + moving / rule.every
+    costs = [MethodCost(method, targets[method], rates[method]) for method in rates]
+    return sorted(costs, key=lambda cost: (-cost.per_second, cost.method))
+
+
+def _source_name(rule: RuleBase) -> str:
+    kind = KINDS.get(rule.kind)
+    return "" if kind is None else kind.source.name
+
+
+def change_lines(costs: Sequence[MethodCost]) -> list[str]:
+    """The lines ``watcher check`` prints for the reads made only on change."""
+    if not costs:
+        return []
+    width = max(len(cost.method) for cost in costs)
+    out = [
+        f"Balance reads of addresses that moved (new_transactions; assumed: {CHANGE_SHARE:.0%} "
+        "of polls find new signatures; and one getMultipleAccounts key per address at its "
+        "first poll):"
+    ]
+    for cost in costs:
+        out.append(
+            f"  {cost.method:<{width}}  {cost.targets:>7} targets  {cost.per_second:9.2f}/s  "
+            f"{_count(cost.per_month):>8} a month"
         )
     return out
 

@@ -144,6 +144,10 @@ class StepOutcome:
 
 # The key of an alert's facts that names the silence which muted it.
 SILENCE_FACT = "silenced_by"
+# The key of an alert's facts saying it stayed below its rule's thresholds (``reason``: the
+# label of ``watcher_events_suppressed_total``, ``detail``: why, in words): recorded in the
+# history as a silenced one is, sent nowhere.
+BELOW_THRESHOLD_FACT = "below_threshold"
 
 
 @dataclass(frozen=True)

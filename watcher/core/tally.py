@@ -18,6 +18,9 @@ class RoundTally:
     calls: int = 0  # logical RPC calls (one per call of a batch; retries not counted)
     alerts: int = 0  # alerts committed to the outbox (events, firings, resolutions...)
     disagreements: int = 0  # polls under quorum whose endpoints disagreed (not failures)
+    # Balance reads of addresses that moved (``new_transactions``' amounts), each a key of a
+    # getMultipleAccounts call and, with tokens, a getTokenAccounts call: rpc.budget pays them.
+    balance_reads: int = 0
 
 
 _CURRENT: ContextVar[RoundTally | None] = ContextVar("watcher_round_tally", default=None)
@@ -50,3 +53,9 @@ def count_disagreement() -> None:
     tally = _CURRENT.get()
     if tally is not None:
         tally.disagreements += 1
+
+
+def count_balance_read() -> None:
+    tally = _CURRENT.get()
+    if tally is not None:
+        tally.balance_reads += 1

@@ -132,6 +132,13 @@ class SourceFacts:
     # Its first poll reads a history (the signatures of an address), not a snapshot: what came
     # after the watch began is new (``watcher.service.watch_starts`` keeps that moment).
     reads_history: bool = False
+    # Methods a poll calls only when it found something new (the balance reads of an address
+    # that moved), once per moving target, batched ``keys_per_call``-fold across the round's
+    # (getMultipleAccounts: 100); and, per rule field set, a method each moving target of the
+    # rule calls (``tokens``: getTokenAccounts). ``watcher check`` counts them at an assumed
+    # share of polls finding something (``watcher.checks.cost``).
+    on_change: tuple[str, ...] = ()
+    on_change_by_field: tuple[tuple[str, str], ...] = ()
 
 
 # What a source's ``observe`` returns, and its ``doubt``, ``tip`` and ``step`` take.

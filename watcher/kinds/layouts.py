@@ -125,6 +125,18 @@ def decode_mint(owner: str, data: bytes) -> dict[str, str | None]:
     return powers
 
 
+def mint_decimals(owner: str, data: bytes) -> int:
+    """A mint's decimals (``NotDecodable`` when the account is not an initialized mint)."""
+    if owner not in (TOKEN_PROGRAM, TOKEN_2022_PROGRAM):
+        raise NotDecodable(f"owned by {owner}, not a token program")
+    if len(data) < MINT_SIZE:
+        raise NotDecodable(f"{len(data)} bytes of data, a mint has {MINT_SIZE}")
+    _tag, _key, _supply, decimals, initialized, _ftag, _fkey = _MINT.unpack(data[:MINT_SIZE])
+    if initialized != 1:
+        raise NotDecodable("an uninitialized mint")
+    return int(decimals)
+
+
 def _mint_extensions(data: bytes) -> dict[str, str | None]:
     found: dict[str, str | None] = {"permanent_delegate": None, "transfer_hook_program": None}
     if len(data) == MINT_SIZE:

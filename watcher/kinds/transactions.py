@@ -1,7 +1,11 @@
 """Kind ``new_transactions``: new transactions of watched addresses (source ``signatures``).
 
-State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000}``; no
-``cursor`` = never polled. ``slot_time``: the blockTime of the cursor's entry, when known.
+State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000,
+"balance": BalanceRead.to_json(), "tokens": true}``; no ``cursor`` = never polled.
+``slot_time``: the blockTime of the cursor's entry, when known. ``balance``: the last balance
+read (``watcher.kinds.tx_amounts``: what moved, and the counting rule); ``tokens``: a rule
+watching the address asks for its token balances (the next polls read them);
+``balance_error``: why the read of a quiet poll failed (not retried until a poll finds news).
 
 Doubts (``watcher.ledger.plausibility``), never taken as they are: an entry whose slot is further
 ahead than time allows since the cluster's highest slot seen (``SlotTip``) or since the cursor's
@@ -15,17 +19,21 @@ entry whose signature or slot is unreadable is left out of its page.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 import structlog
+from pydantic import AfterValidator, Field
 
 from watcher.alerting import messages
-from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey, Pubkeys
 from watcher.core.clock import iso
-from watcher.core.errors import BadResponse
+from watcher.core.errors import BadResponse, RpcError
 from watcher.core.events import (
+    BELOW_THRESHOLD_FACT,
     DOUBT_KEY,
     SET_ASIDE_KEY,
     WATCH_SINCE_KEY,
@@ -34,7 +42,10 @@ from watcher.core.events import (
     TargetState,
     WatchSince,
 )
-from watcher.kinds import base
+from watcher.core.tally import count_balance_read
+from watcher.kinds import base, tx_amounts
+from watcher.kinds.account_source import BATCHER, AccountRead
+from watcher.kinds.layouts import NotDecodable, mint_decimals
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.signature_cursor import (
     Cursor,
@@ -47,6 +58,7 @@ from watcher.kinds.signature_cursor import (
     predates_watch,
     split_at_watch,
 )
+from watcher.kinds.tx_amounts import BalanceRead, Holding, ReadOutcome
 from watcher.ledger.models import SignatureEntry, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,
@@ -66,9 +78,23 @@ PAGE_LIMIT = 1000  # the node's maximum
 MAX_FIRST_PAGES = 100
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
+TOKEN_PAGE = 1000  # getTokenAccounts' page
+BALANCE_ERROR = "balance_error"  # state: why the last read of a quiet poll failed
+MAX_TOKEN_PAGES = 10  # an owner of more token accounts than this reads as a failed read
 # SET_ASIDE_KEY (watcher.core.events): entries set aside as the ledger's own odd ones (seen 3
 # polls in a row), not taken and not doubted again while listed: signatures (slot too far
 # ahead), fingerprints (unreadable).
+
+
+# An amount in UI units (1.5 SOL, 25000 USDC): exact, never a float.
+Amount = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
+
+
+class _HashableAmounts(dict[str, Decimal]):
+    """``min_change`` as validated: a mapping that hashes (rules are frozen and hashed)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
 
 
 class NewTransactionsRule(EventRule, Backoff):
@@ -76,6 +102,21 @@ class NewTransactionsRule(EventRule, Backoff):
     addresses: Pubkeys  # the listed ones and those of addresses_file (watcher.config.address_files)
     addresses_file: str | None = None  # one address per line, relative to the rule file
     every: PositiveDuration = 30.0
+    # Read the address's token balances too (getTokenAccounts by owner) when it moves.
+    tokens: bool = False
+    # A poll whose every measured change is below these (UI units) is kept in the history,
+    # not notified (``tx_amounts.judge``).
+    min_change_sol: Amount | None = None
+    min_change: Annotated[dict[Pubkey, Amount], AfterValidator(_HashableAmounts)] = Field(
+        default_factory=lambda: _HashableAmounts()
+    )
+    direction: Literal["in", "out", "any"] = "any"
+    signed: Literal["notify", "ignore"] = "notify"
+    failed: Literal["notify", "ignore"] = "notify"
+
+    @property
+    def threshold(self) -> tx_amounts.Threshold:
+        return tx_amounts.Threshold(self.min_change_sol, self.min_change, self.direction)
 
     @property
     def watched(self) -> tuple[str, ...]:
@@ -91,12 +132,106 @@ class SignaturesObservation:
     baseline: bool
     target: str | None = None  # the address, to name it in a log line
     left_out: tuple[Any, ...] = ()  # entries listed with an unreadable signature or slot
+    # The balances read in the same poll (``tx_amounts``); neither read nor error: not read.
+    balances: ReadOutcome = tx_amounts.NOT_READ
 
 
 def cursor_of(state: TargetState | None) -> Cursor | None:
     if not state or state.get("cursor") is None:
         return None
     return Cursor.from_json(state["cursor"])
+
+
+def kept_read(state: TargetState | None) -> BalanceRead | None:
+    return BalanceRead.from_json((state or {}).get("balance"))
+
+
+def needs_read(state: TargetState | None, pages: Sequence[Sequence[SignatureEntry]]) -> bool:
+    """Whether a poll reads the balances: its first (the baseline), one that found a new
+    signature, and one of an address whose rule asks for tokens not read yet (their baseline),
+    unless such a read failed already (``BALANCE_ERROR``: a provider without getTokenAccounts
+    would otherwise cost two calls at every quiet poll; the next poll that finds a signature
+    reads them)."""
+    cursor = cursor_of(state)
+    if cursor is None:
+        return True
+    if new_signatures(cursor, pages)[0]:
+        return True
+    kept = kept_read(state)
+    if (state or {}).get(BALANCE_ERROR):
+        return False
+    return bool((state or {}).get("tokens")) and (kept is None or kept.tokens is None)
+
+
+async def read_balances(
+    ledger: base.LedgerReader,
+    address: str,
+    tokens: bool,
+    known: Mapping[str, int] | None = None,
+) -> ReadOutcome:
+    """The address's lamports (getMultipleAccounts, batched with the other polls of the round)
+    and, with ``tokens``, its token accounts' amounts by mint (getTokenAccounts by owner; the
+    decimals of a mint not in ``known`` read with its account, in the same batch: a mint's
+    decimals never change). A read that fails is said why, never raised: the transactions are
+    still notified."""
+    count_balance_read()  # the round's line, /metrics and rpc.budget count it
+    known = known or {}
+    try:
+        amounts = await _token_amounts(ledger, address) if tokens else None
+        unknown = sorted(mint for mint in amounts or () if mint not in known)
+        own, *mints = await asyncio.gather(
+            BATCHER.read(ledger, address), *(BATCHER.read(ledger, mint) for mint in unknown)
+        )
+        decimals = {**known, **{m: _decimals(m, r) for m, r in zip(unknown, mints, strict=True)}}
+        held = (
+            None
+            if amounts is None
+            else {mint: Holding(amount, decimals[mint]) for mint, amount in amounts.items()}
+        )
+        lamports = 0 if own.account is None else own.account.lamports
+        return ReadOutcome(BalanceRead(own.slot, lamports, held))
+    except (TimeoutError, RpcError, NotDecodable) as exc:
+        why = _why(exc)
+        log.info("balance read failed", target=address, error=why)
+        return ReadOutcome(error=why)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, RpcError) and exc.method:
+        return f"the balance read failed ({exc.method}: {type(exc).__name__})"
+    return f"the balance read failed ({exc})"
+
+
+async def _token_amounts(ledger: base.LedgerReader, owner: str) -> dict[str, int]:
+    """The owner's raw amounts by mint (its token accounts of one mint added up)."""
+    amounts: dict[str, int] = {}
+    cursor: str | None = None
+    for _ in range(MAX_TOKEN_PAGES):
+        page = await ledger.get_token_accounts(
+            mint=None, owner=owner, limit=TOKEN_PAGE, cursor=cursor
+        )
+        for account in page.token_accounts:
+            if account.owner != owner:
+                raise BadResponse("getTokenAccounts listed another owner's account")
+            amounts[account.mint] = amounts.get(account.mint, 0) + account.amount
+        cursor = page.cursor
+        if not cursor or len(page.token_accounts) < TOKEN_PAGE:
+            return amounts
+    raise BadResponse(f"more than {MAX_TOKEN_PAGES} pages of token accounts")
+
+
+def _decimals(mint: str, read: AccountRead) -> int:
+    if read.account is None:
+        raise NotDecodable(f"mint {mint} not found: its decimals are unknown")
+    try:
+        return mint_decimals(read.account.owner, read.account.raw_data)
+    except NotDecodable as exc:
+        raise NotDecodable(f"mint {mint}: {exc}; its decimals are unknown") from None
+
+
+def known_decimals(state: TargetState | None) -> dict[str, int]:
+    kept = kept_read(state)
+    return {mint: held.decimals for mint, held in ((kept and kept.tokens) or {}).items()}
 
 
 class SignaturesSource(base.Slotless):
@@ -108,6 +243,8 @@ class SignaturesSource(base.Slotless):
         batched="getSignaturesForAddress",
         activity_keys=("cursor",),
         reads_history=True,
+        on_change=("getMultipleAccounts",),
+        on_change_by_field=(("tokens", "getTokenAccounts"),),
     )
     rule_kinds: tuple[str, ...] = ("new_transactions",)
 
@@ -135,8 +272,17 @@ class SignaturesSource(base.Slotless):
             unreadable += left_out(answer)
             fetched.update(entry.signature for entry in page)
             if page_is_last(cursor, answer, PAGE_LIMIT):
+                balances = tx_amounts.NOT_READ
+                if needs_read(state, pages):
+                    wanted = bool((state or {}).get("tokens"))
+                    known = known_decimals(state)
+                    balances = await read_balances(ledger, target, wanted, known)
                 return SignaturesObservation(
-                    pages=tuple(pages), baseline=False, target=target, left_out=tuple(unreadable)
+                    pages=tuple(pages),
+                    baseline=False,
+                    target=target,
+                    left_out=tuple(unreadable),
+                    balances=balances,
                 )
             if not page:
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
@@ -190,8 +336,16 @@ class SignaturesSource(base.Slotless):
             pages.append(page)
             unreadable += left_out(answer)
             fetched.update(entry.signature for entry in page)
+        # The baseline read (the tokens are read from the next poll on, once a rule is known to
+        # ask for them: ``needs_read``).
+        wanted = bool((state or {}).get("tokens"))
+        balances = await read_balances(ledger, target, wanted, known_decimals(state))
         return SignaturesObservation(
-            pages=tuple(pages), baseline=True, target=target, left_out=tuple(unreadable)
+            pages=tuple(pages),
+            baseline=True,
+            target=target,
+            left_out=tuple(unreadable),
+            balances=balances,
         )
 
     def doubt(
@@ -244,6 +398,7 @@ class SignaturesSource(base.Slotless):
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
+        wanted = any(rule.tokens for rule in base.watching(rules, NewTransactionsRule, target))
         if (
             state
             and not observation.baseline
@@ -251,8 +406,24 @@ class SignaturesSource(base.Slotless):
             and not observation.left_out
             and DOUBT_KEY not in state
             and SET_ASIDE_KEY not in state
+            and observation.balances == tx_amounts.NOT_READ
+            and bool(state.get("tokens")) == wanted
         ):
             return StepOutcome(state=state)  # nothing new (most polls): the state as it is
+        outcome = self._step(rules, target, state, observation, now)
+        new_state = _with_balances(outcome.state, outcome, wanted)
+        if observation.balances.error is not None and not outcome.alerts:
+            new_state[BALANCE_ERROR] = observation.balances.error  # a quiet read that failed
+        return StepOutcome(new_state, outcome.alerts)
+
+    def _step(
+        self,
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: SignaturesObservation,
+        now: float,
+    ) -> _Stepped:
         aside = _set_aside(state)
         listed_now = _left_out_keys(observation) | {
             entry.signature for page in observation.pages for entry in page
@@ -265,19 +436,28 @@ class SignaturesSource(base.Slotless):
                 for page in _known_times(observation.pages, now)
             ),
         )
+        kept = kept_read(state)
         if state and not observation.baseline and not any(observation.pages):
-            return StepOutcome(state=_kept(state, aside))  # nothing new
+            quiet = _quiet_read(kept, observation.balances)
+            return _Stepped(state=_kept(state, aside), balance=quiet)  # nothing new
         cursor = cursor_of(state)
         if observation.baseline or cursor is None:
             return self._first_step(rules, target, state, observation, aside)
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
-            return StepOutcome(state=_state(new_cursor, (state or {}).get("slot_time"), aside))
+            slot_time = (state or {}).get("slot_time")
+            quiet = _quiet_read(kept, observation.balances)
+            return _Stepped(state=_state(new_cursor, slot_time, aside), balance=quiet)
+        moved, balance = tx_amounts.movement(
+            kept, observation.balances, [entry.slot for entry in fresh]
+        )
         alerts = tuple(
-            _alert(rule, target, fresh)
+            _alert(rule, target, fresh, moved)
             for rule in base.watching(rules, NewTransactionsRule, target)
         )
-        return StepOutcome(state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts)
+        return _Stepped(
+            state=_state(new_cursor, fresh[0].block_time, aside), alerts=alerts, balance=balance
+        )
 
     def _first_step(
         self,
@@ -286,33 +466,74 @@ class SignaturesSource(base.Slotless):
         state: TargetState | None,
         observation: SignaturesObservation,
         aside: set[str],
-    ) -> StepOutcome:
+    ) -> _Stepped:
         """The first poll: what came after the watch began is new, the rest is the baseline.
         Without a kept start (a rule test's first step), the whole history is the baseline."""
         since = WatchSince.of(state)
         entries = [entry for page in observation.pages for entry in page]
+        kept = kept_read(state)
         if not entries and aside:
             # Only odd entries listed: where history ends is not known yet.
             waiting: TargetState = {"v": STATE_VERSION}
             if since is not None:
                 waiting[WATCH_SINCE_KEY] = since.to_json()
-            return StepOutcome(state=_kept(waiting, aside))
+            return _Stepped(state=_kept(waiting, aside), balance=kept)
+        # The baseline's read: what the first change is counted from.
+        baseline = observation.balances.read or kept
         if since is None:
             first_page = observation.pages[0] if observation.pages else ()
             newest = max(first_page, key=lambda entry: entry.slot, default=None)
             slot_time = None if newest is None else newest.block_time
-            return StepOutcome(state=_state(baseline_cursor(first_page), slot_time, aside))
+            state_now = _state(baseline_cursor(first_page), slot_time, aside)
+            return _Stepped(state=state_now, balance=baseline)
         fresh, _history = split_at_watch(entries, since)
         cursor = cursor_after_first_poll(entries, fresh)
         newest = max(entries, key=lambda entry: entry.slot, default=None)
         slot_time = None if newest is None else newest.block_time
         if not fresh:
-            return StepOutcome(state=_state(cursor, slot_time, aside))
+            return _Stepped(state=_state(cursor, slot_time, aside), balance=baseline)
+        # No read before the watch began: the balances now, with no change (the first read).
+        moved, balance = tx_amounts.movement(kept, observation.balances, ())
         alerts = tuple(
-            _alert(rule, target, fresh, since)
+            _alert(rule, target, fresh, moved, since)
             for rule in base.watching(rules, NewTransactionsRule, target)
         )
-        return StepOutcome(state=_state(cursor, slot_time, aside), alerts=alerts)
+        return _Stepped(state=_state(cursor, slot_time, aside), alerts=alerts, balance=balance)
+
+
+@dataclass(frozen=True)
+class _Stepped(StepOutcome):
+    """A step's outcome with the balance read to keep (``tx_amounts``)."""
+
+    balance: BalanceRead | None = None
+
+
+def _with_balances(state: TargetState | None, outcome: StepOutcome, wanted: bool) -> TargetState:
+    kept: dict[str, Any] = {
+        key: value
+        for key, value in (state or {}).items()
+        if key not in ("balance", "tokens", BALANCE_ERROR)
+    }
+    balance = outcome.balance if isinstance(outcome, _Stepped) else None
+    if balance is not None:
+        kept["balance"] = balance.to_json()
+    if wanted:
+        kept["tokens"] = True
+    return kept
+
+
+def _quiet_read(kept: BalanceRead | None, outcome: ReadOutcome) -> BalanceRead | None:
+    """The read to keep from a poll with nothing new to notify: a change it shows belongs to
+    transactions not listed yet (the next poll's), so only what was never read is taken: the
+    tokens' baseline, or the whole read when there was none."""
+    read = outcome.read
+    if read is None:
+        return kept
+    if kept is None:
+        return read
+    if kept.tokens is None and read.tokens is not None:
+        return BalanceRead(kept.slot, kept.lamports, read.tokens)
+    return kept
 
 
 def _left_out_keys(observation: SignaturesObservation) -> set[str]:
@@ -372,6 +593,7 @@ def _alert(
     rule: NewTransactionsRule,
     address: str,
     fresh: Sequence[SignatureEntry],
+    moved: tx_amounts.Movement | None = None,
     since: WatchSince | None = None,
 ) -> AlertMessage:
     """``since``: the first poll's, which notifies what came after the watch began."""
@@ -385,6 +607,20 @@ def _alert(
         "signatures": [_entry_facts(entry) for entry in fresh[:LISTED]],
         "more": max(0, len(fresh) - LISTED),
     }
+    if moved is not None and not rule.tokens:
+        # Another rule on the address asked for its tokens: this one says only SOL.
+        moved = replace(moved, changes=tuple(c for c in moved.changes if c.asset == tx_amounts.SOL))
+    if moved is not None:
+        facts["balances"] = moved.facts()
+    below = tx_amounts.judge(
+        rule.threshold,
+        moved,
+        failed=[entry.err is not None for entry in fresh],
+        signed=rule.signed == "notify",
+        failed_notify=rule.failed == "notify",
+    )
+    if below is not None:
+        facts[BELOW_THRESHOLD_FACT] = below
     if since is not None:
         facts["watch_began"] = iso(since.at)
     key = f"{rule.name}|{address}|{newest.signature}|event"
@@ -416,7 +652,10 @@ def transactions_text(
     failed_note = f" ({failed} failed)" if failed else ""
     noun = messages.plural(count, "new transaction")
     address = facts["address"]
+    moved = amounts_lines(facts, shown)
     title = f"{messages.rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
+    if moved.headline:
+        title += f": {moved.headline}"
     listed: list[str | None] = []
     for entry in facts["signatures"]:
         listed += [_signature_line(entry, shown), shown.link("tx", entry["signature"])]
@@ -429,11 +668,48 @@ def transactions_text(
         f"Since the watch began at {facts['watch_began']} (its first poll)"
         if facts.get("watch_began")
         else None,
+        *moved.lines,
         "",
         *listed,
         f"... and {more} more" if more else None,
     )
     return title, body
+
+
+@dataclass(frozen=True)
+class _Amounts:
+    headline: str  # the measured changes in a few words ("SOL -1,000, USDC +25,000")
+    lines: tuple[str, ...]
+
+
+def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> _Amounts:
+    """What moved, per asset (``tx_amounts``), for the body; and the changes for the title."""
+    balances = facts.get("balances")
+    if not balances:
+        return _Amounts("", ())
+    if balances.get("unknown"):
+        return _Amounts("", (f"Amounts unknown: {balances['unknown']}",))
+    count = int(facts["count"])
+    lines: list[str] = [f"Balances read at slot {balances['slot']}:"]
+    head: list[str] = []
+    for index, asset in enumerate(balances.get("assets") or ()):
+        is_sol = asset["asset"] == tx_amounts.SOL
+        # A mint is named by its label in the address book, else in full (shortened in titles).
+        label = None if is_sol else shown.label(asset["asset"])
+        name = tx_amounts.SOL if is_sol else label or asset["asset"]
+        line = tx_amounts.change_line(asset, name, count if index == 0 else None, sol=is_sol)
+        lines.append(f"  {line}")
+        if asset.get("change") is not None and int(asset["change"]) != 0:
+            short = tx_amounts.SOL if is_sol else label or shown.short(asset["asset"])
+            delta = tx_amounts.signed(int(asset["change"]), int(asset["decimals"]))
+            head.append(f"{short} {delta}")
+    counted = int(balances.get("counted_before") or 0)
+    if counted:
+        lines.append(
+            f"  ({messages.plural(counted, 'transaction')} landed before the last balance read:"
+            " counted in the previous notification)"
+        )
+    return _Amounts(", ".join(head), tuple(lines))
 
 
 def _signature_line(entry: Mapping[str, Any], shown: messages.Presentation) -> str:
@@ -466,17 +742,19 @@ def _named(facts: Mapping[str, Any]) -> list[base.Named]:
 
 
 def samples(rule: NewTransactionsRule) -> list[AlertMessage]:
-    """Two new transactions after the known one, one of them failed."""
+    """Two new transactions after the known one, one of them failed, and 1,000 SOL out."""
     address = rule.addresses[0]
     cursor = Cursor(sample_key("old", 64), 100).to_json()
-    state = {"v": 1, "cursor": cursor, "slot_time": None}
+    before = BalanceRead(100, 1_200_500_000_000)
+    state = {"v": 1, "cursor": cursor, "slot_time": None, "balance": before.to_json()}
     entries = (
         SignatureEntry(
             signature=sample_key("new", 64), slot=102, block_time=int(SAMPLE_TIME), memo="m"
         ),
         SignatureEntry(signature=sample_key("failed", 64), slot=101, err={"e": 1}),
     )
-    observation = SignaturesObservation(pages=(entries,), baseline=False)
+    read = ReadOutcome(BalanceRead(102, 200_500_000_000))
+    observation = SignaturesObservation(pages=(entries,), baseline=False, balances=read)
     return list(SOURCE.step([rule], address, state, observation, SAMPLE_TIME).alerts)
 
 

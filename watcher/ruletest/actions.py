@@ -25,6 +25,7 @@ from watcher.ruletest.das_format import (
 )
 from watcher.ruletest.fields import given
 from watcher.ruletest.format import Action, LedgerSetup
+from watcher.ruletest.transfer_format import transfer_change
 from watcher.simulator import Ledger
 
 T = TypeVar("T")
@@ -72,12 +73,14 @@ def _seed_each(ledger: Ledger, seeds: Iterable[T], seed: Callable[[Ledger, T], N
         seed(ledger, one)
 
 
-def apply_to(ledger: Ledger, action: Action) -> None:
+def apply_to(ledger: Ledger, action: Action) -> list[str]:
     """Applies one action outside a test file (``watcher simulate``'s control endpoint);
-    ``LookupError``/``ValueError`` when the ledger refuses it."""
+    returns the signatures it landed that the action cannot name itself (a transfer's),
+    newest first; ``LookupError``/``ValueError`` when the ledger refuses it."""
     _change(ledger, action)
     das_change(ledger, action)
     authority_change(ledger, action)
+    return transfer_change(ledger, action)
 
 
 def _apply(ledger: Ledger, action: Action, document: YamlDocument, loc: Loc) -> None:

@@ -33,7 +33,8 @@ Every mapping refuses unknown keys; problems are reported as ``FILE:LINE: messag
 Token-account and asset seeds and actions (``set_token_account``, ``close_token_account``,
 ``set_asset``, ``set_program_account``, ``close_program_account``, ``print_edition``):
 ``watcher.ruletest.das_format``; nonce accounts (``set_nonce_account``,
-``close_nonce_account``): ``watcher.ruletest.authority_format``. Every mapping refuses
+``close_nonce_account``): ``watcher.ruletest.authority_format``; transfers (``transfer``,
+``dust``): ``watcher.ruletest.transfer_format``. Every mapping refuses
 unknown keys; problems are reported as ``FILE:LINE: message``.
 """
 
@@ -57,7 +58,7 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
-from watcher.core.events import Reason
+from watcher.core.events import BELOW_THRESHOLD_FACT, Reason
 from watcher.core.outbox_rows import AlertRecord
 from watcher.ruletest.authority_format import (
     MintChange,
@@ -74,6 +75,7 @@ from watcher.ruletest.das_format import (
     TokenAccountChange,
     TokenAccountSeed,
 )
+from watcher.ruletest.transfer_format import Dust, Transfer
 
 
 def _as_list(value: object) -> object:
@@ -197,6 +199,8 @@ class Action(_Strict):
     set_multisig: MultisigChange | None = None
     print_edition: PrintEdition | None = None
     set_supply: HolderSupply | None = None
+    transfer: Transfer | None = None  # watcher.ruletest.transfer_format
+    dust: Dust | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -236,10 +240,14 @@ class Expected(_Strict):
     subject: str | None = None
     title_contains: Texts = ()
     body_contains: Texts = ()
+    # True: kept in the history below the rule's thresholds, not notified (a plain expectation
+    # never matches one, and one nobody expected fails the step as a notification would).
+    below_threshold: bool = False
 
     def matches(self, record: AlertRecord) -> bool:
         return (
-            record.alert.rule == self.rule
+            (BELOW_THRESHOLD_FACT in record.alert.facts) == self.below_threshold
+            and record.alert.rule == self.rule
             and record.alert.reason == self.reason
             and (self.subject is None or record.alert.subject == self.subject)
             and all(text in record.alert.title for text in self.title_contains)
@@ -252,6 +260,8 @@ class Expected(_Strict):
             parts.append(f"subject {self.subject}")
         parts.extend(f"title containing {text!r}" for text in self.title_contains)
         parts.extend(f"body containing {text!r}" for text in self.body_contains)
+        if self.below_threshold:
+            parts.append("below the threshold")
         return ", ".join(parts)
 
 

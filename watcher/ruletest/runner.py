@@ -31,6 +31,7 @@ from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
+from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.core.outbox_rows import AlertRecord
 from watcher.kinds import KINDS, vote_accounts
 from watcher.ledger.rpc import RpcClient
@@ -38,7 +39,7 @@ from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
 from watcher.simulator import Ledger, SimulatorServer
-from watcher.simulator.scenarios import SLOT_SECONDS
+from watcher.simulator.recorded import SLOT_SECONDS
 
 # The clock starts on the day the simulator's mainnet data was recorded (2025-08-22T00:00:00Z).
 START_TIME = 1_755_820_800.0
@@ -338,9 +339,10 @@ def format_result(result: FileResult) -> str:
 
 
 def _describe_record(record: AlertRecord) -> str:
+    below = ", below the threshold" if BELOW_THRESHOLD_FACT in record.alert.facts else ""
     return (
         f"rule {record.alert.rule}, reason {record.alert.reason}, subject {record.alert.subject}, "
-        f"title {record.alert.title!r}"
+        f"title {record.alert.title!r}{below}"
     )
 
 

@@ -84,6 +84,9 @@ class Admission:
         # Per adaptive job: its polls in the budget's window (each job spends its share, so
         # that one job's extras never take what another's plan needs).
         self._spending: dict[JobKey, SpendWindow] = {}
+        # Per job: the first polls its last sweep made (their balance reads are paid from the
+        # first-polls credit, ``spent``).
+        self._firsts_made: dict[JobKey, int] = {}
 
     def due(self, job: Job, held: Sequence[str], now: float) -> list[str]:
         """The targets of an adaptive job due now (the cadence book's), under a budget with as
@@ -130,6 +133,20 @@ class Admission:
         window.spend(now, len(due))
         return self._first_polls_made(job, due)
 
+    def spent(self, job: Job, now: float, calls: int) -> None:
+        """Calls a sweep of ``job`` made beyond one per poll that the budget pays too (the
+        balance reads of addresses that moved): spent from the job's window like polls."""
+        if job.max_interval is None:
+            return  # a rule without max_every spends what it spends (the plan's estimate)
+        key = job_key(job)
+        window = self._spending.get(key)
+        if window is not None:
+            window.spend(now, calls)
+        if key in self._first_credit:
+            # A first poll reads the baseline's balance too: its credit pays for that read.
+            credit, at = self._first_credit[key]
+            self._first_credit[key] = (credit - min(calls, self._firsts_made.get(key, 0)), at)
+
     def _first_polls_made(self, job: Job, admitted: list[str]) -> list[str]:
         """``admitted``, its first polls paid from the job's first-poll credit: only those
         made, not those a full window put off (paying for those as well, a credit earned in
@@ -139,6 +156,7 @@ class Admission:
             firsts = self.cadences.never_polled(job.source, admitted)
             credit, at = self._first_credit[key]
             self._first_credit[key] = (credit - firsts, at)
+            self._firsts_made[key] = firsts
         return admitted
 
     def _share(self) -> float:

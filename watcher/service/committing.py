@@ -13,7 +13,7 @@ from typing import Protocol
 
 from watcher.alerting import pipeline, silences
 from watcher.alerting.messages import PresentedRule
-from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
 from watcher.core.outbox_rows import Destination
 from watcher.core.tally import count_alerts
 from watcher.kinds import word
@@ -87,8 +87,8 @@ class Committer:
         )
 
     def destinations(self, alert: AlertMessage) -> Sequence[Destination]:
-        """Every URL the alert goes to; none for a silenced one (recorded in the history as
-        "silenced", sent nowhere)."""
-        if silences.is_silenced(alert):
-            return []
+        """Every URL the alert goes to; none for a silenced one, or one below its rule's
+        thresholds (recorded in the history as "silenced", sent nowhere)."""
+        if silences.is_silenced(alert) or BELOW_THRESHOLD_FACT in alert.facts:
+            return []  # below its rule's thresholds: kept in the history the same way
         return self.sender.destinations(alert)

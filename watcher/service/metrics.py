@@ -25,7 +25,7 @@ from prometheus_client import (
 )
 
 from watcher.alerting.health import RoundHealth, StateHealth
-from watcher.core.events import Silence
+from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, Silence
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
@@ -146,6 +146,21 @@ class Metrics:
             registry=r,
         )
         self._rule_children: dict[str, Counter] = {}
+        self.balance_read_count = Counter(
+            "watcher_balance_reads",
+            "Balance reads of watched addresses that moved (new_transactions' amounts: a key of "
+            "a getMultipleAccounts call, and a getTokenAccounts call with tokens: true), by "
+            "source; rpc.budget pays for them",
+            ["source"],
+            registry=r,
+        )
+        self.events_suppressed = Counter(
+            "watcher_events_suppressed",
+            "Events kept in the history and not notified, by rule and reason (below_threshold: "
+            "every change below the rule's thresholds; failed: only failed transactions)",
+            ["rule", "reason"],
+            registry=r,
+        )
         self.budget_deferred = Counter(
             "watcher_budget_deferred_polls",
             "Polls of due targets put off to a later sweep because rpc.budget's limit over 10 "
@@ -232,6 +247,13 @@ class Metrics:
         else:
             failures.inc()
 
+    def suppressed(self, alerts: Iterable[AlertMessage]) -> None:
+        """Count the committed alerts kept below their rule's thresholds."""
+        for alert in alerts:
+            below = alert.facts.get(BELOW_THRESHOLD_FACT)
+            if isinstance(below, dict):
+                self.events_suppressed.labels(alert.rule, str(below.get("reason"))).inc()
+
     def polled_for(self, rules: Iterable[str]) -> None:
         """One poll of a target, made for these rules."""
         for rule in rules:
@@ -243,6 +265,10 @@ class Metrics:
     def budget_deferred_polls(self, source: str, polls: int) -> None:
         """Due polls put off by the budget's hard limit (``watcher.service.budgeting``)."""
         self.budget_deferred.labels(source).inc(polls)
+
+    def balance_reads(self, source: str, reads: int) -> None:
+        """Balance reads of addresses that moved, in one sweep of ``source``."""
+        self.balance_read_count.labels(source).inc(reads)
 
     def poll_raised(self, source: str) -> None:
         """A poll that raised (``watcher.service.poll_faults``): counted as a failed poll too."""

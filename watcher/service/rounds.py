@@ -155,6 +155,10 @@ class Sweeper:
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
             )
+        if tally.balance_reads:
+            # Paid from the budget as polls are: the next sweeps have that much less room.
+            self.admission.spent(job, self.clock(), tally.balance_reads)
+            self.metrics.balance_reads(job.source, tally.balance_reads)
         with self.database_work("save the sweep's states"):
             await self.store.flush_states()
         now = self.clock()
@@ -179,6 +183,7 @@ class Sweeper:
             failed=failed,
             disagreed=tally.disagreements,  # answered, not evidence: not failed
             calls=tally.calls,
+            balance_reads=tally.balance_reads,  # of the calls: amounts of addresses that moved
             alerts=tally.alerts,
             duration=round(now - started, 3),
             **problem,

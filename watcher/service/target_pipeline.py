@@ -45,7 +45,7 @@ from watcher.alerting.health import RoundHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.core.clock import Clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
-from watcher.core.events import StepOutcome, TargetState
+from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
@@ -69,6 +69,8 @@ class PollMetrics(Protocol):
     def polled(self, source: str, ok: bool) -> None: ...
 
     def polled_for(self, rules: Iterable[str]) -> None: ...
+
+    def suppressed(self, alerts: Iterable[AlertMessage]) -> None: ...
 
 
 class TargetPipeline:
@@ -142,6 +144,8 @@ class TargetPipeline:
         if max_interval is not None:
             outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
         await self.committer.commit(source.name, target, outcome, rules, now, previous=state)
+        if outcome.alerts:
+            self.metrics.suppressed(outcome.alerts)
         # Evidence now: what it shows on /metrics, by the rules in force (a reload may have
         # come while it was polled).
         self.metrics.observed.accepted(

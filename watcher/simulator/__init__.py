@@ -6,6 +6,8 @@ For tests::
     with SimulatorServer(ledger) as server:   # server.url == "http://127.0.0.1:PORT/v3/sim-key"
         ledger.add_transactions(address, 25)
         ledger.faults.inject("http_429", method="getSignaturesForAddress")
+        transfer(ledger, source, destination, 10**9)   # watcher.simulator.transfers: 1 SOL
+        ledger.faults.inject("http_503_html", for_seconds=30)
 
 For people: ``serve(port, scenario_name)`` (``watcher simulate``).
 """
@@ -71,7 +73,8 @@ def serve(
 
     Prints the RPC URL to use, then each scenario step as it happens, and each change made
     through ``control`` (``POST /control``: ``control(ledger, body)`` applies it and says what
-    it did). Raises ``ValueError`` for an unknown scenario and ``OSError`` when the port is
+    it did). The ledger's slot follows the wall clock (``Ledger.follow_wall_clock``). Raises
+    ``ValueError`` for an unknown scenario and ``OSError`` when the port is
     taken. ``limits`` (``latency``, ``enforce_rps``, ``batches``): the provider limits of
     ``SimulatorServer``.
     """
@@ -84,6 +87,9 @@ def serve(
     scenario = SCENARIOS["quiet" if given else scenario_name]
     if ledger is None:
         ledger = scenario.new_ledger()
+    # A person's simulator: its slots follow the wall clock (a restart answers no older slot),
+    # so the scenario ticks none of its own.
+    ledger.follow_wall_clock()
     served = ledger
     stopped = stop if stop is not None else threading.Event()
 
@@ -119,6 +125,7 @@ def serve(
                 stop=stopped,
                 speed=speed,
                 on_step=lambda step: say(f"scenario: {step.description}"),
+                slot_seconds=None,
             )
             announced = given  # no scenario: nothing to announce
             while not stopped.wait(0.2):

@@ -1,12 +1,13 @@
-"""Plain accounts and fees of the simulated ledger, and the two methods reading them:
-getMultipleAccounts and getFeeForMessage.
+"""Plain accounts and fees of the simulated ledger, and the methods reading them:
+getMultipleAccounts, getAccountInfo and getFeeForMessage.
 
 ``AccountBook`` holds accounts set by tests (``set_account``: lamports, owner, data,
 executable) and the fee schedule (lamports per signature; whether recent blockhashes have
-expired). getMultipleAccounts answers one element per key: a plain account, else a mint or
-token account of the ledger's mints (as getAccountInfo shows it), else null. getFeeForMessage
-reads a legacy or v0 message (base64): its fee is the number of required signatures times
-the fee per signature; its value is null once blockhashes have expired (``expire_blockhashes``).
+expired). getMultipleAccounts answers one element per key (getAccountInfo: the one key's): a
+plain account, else a mint or token account of the ledger's mints, else a program's account,
+else null. getFeeForMessage reads a legacy or v0 message (base64): its fee is the number of
+required signatures times the fee per signature; its value is null once blockhashes have
+expired (``expire_blockhashes``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Final, Protocol
 import base58
 
 from watcher.simulator.keys import pubkey_problem
-from watcher.simulator.params import _config, invalid_params
+from watcher.simulator.params import _config, _pubkey, invalid_params
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
 LAMPORTS_PER_SIGNATURE: Final = 5000
@@ -37,10 +38,11 @@ class PlainAccount:
 
 
 class AccountBook:
-    """Accounts and fees; thread-safe."""
+    """Accounts and fees; thread-safe. ``lock``: the ledger's, so that a change made under it
+    (a transfer) shows whole to a reader holding it (getMultipleAccounts)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, lock: threading.RLock | None = None) -> None:
+        self._lock = lock if lock is not None else threading.RLock()
         self._accounts: dict[str, PlainAccount] = {}
         self.lamports_per_signature = LAMPORTS_PER_SIGNATURE
         self.blockhashes_expired = False
@@ -107,6 +109,9 @@ class _BookKeeper(Protocol):
     @property
     def accounts(self) -> AccountBook: ...
 
+    @property
+    def lock(self) -> threading.RLock: ...
+
     def vote_account(self, vote_pubkey: str) -> PlainAccount | None: ...
 
 
@@ -139,16 +144,33 @@ def get_multiple_accounts(methods: MethodsContext, params: list[Any]) -> Any:
     encoding = config.get("encoding", "binary")
     if encoding not in ("base64", "base58", "binary", "jsonParsed"):
         raise invalid_params(f"Invalid params: unknown variant `{encoding}`")
-    book = methods.ledger.accounts
-    value = []
-    for key in keys:
-        plain = book.account(key) or methods.ledger.vote_account(key)
-        if plain is None:
-            value.append(methods.account_json(key, encoding))
-        else:  # no parser for a plain account's data: base64, as a node does
-            shown = "base64" if encoding == "jsonParsed" else encoding
-            value.append(plain_account_json(plain, shown))
-    return {"context": methods.context(), "value": value}
+    # Under the ledger's lock: every account as of the answer's slot (a transfer shows whole).
+    with methods.ledger.lock:
+        value = [_any_account_json(methods, key, encoding) for key in keys]
+        return {"context": methods.context(), "value": value}
+
+
+def _any_account_json(methods: MethodsContext, key: str, encoding: Any) -> dict[str, Any] | None:
+    """A plain account, a mint or token account, a program's account, or None."""
+    plain = methods.ledger.accounts.account(key) or methods.ledger.vote_account(key)
+    if plain is None:
+        return methods.account_json(key, encoding)
+    # No parser for a plain account's data: base64, as a node does.
+    shown = "base64" if encoding == "jsonParsed" else encoding
+    return plain_account_json(plain, shown)
+
+
+def get_account_info(methods: MethodsContext, params: list[Any]) -> Any:
+    """One account (as getMultipleAccounts shows it) or null."""
+    address = _pubkey(params)
+    config = _config(params, 1)
+    methods.check_min_context_slot(config)
+    encoding = config.get("encoding", "binary")
+    if encoding not in ("base64", "base58", "binary", "jsonParsed"):
+        raise invalid_params(f"Invalid params: unknown variant `{encoding}`")
+    with methods.ledger.lock:
+        value = _any_account_json(methods, address, encoding)
+        return {"context": methods.context(), "value": value}
 
 
 def get_fee_for_message(methods: MethodsContext, params: list[Any]) -> Any:

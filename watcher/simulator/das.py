@@ -11,7 +11,6 @@ mint and owner. Accounts are listed by address. ``page`` counts from 1; ``cursor
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -66,7 +65,8 @@ class DasLedger:
     """Token accounts (and, later, assets and program accounts) of one simulated ledger."""
 
     def __init__(self, ledger: Ledger) -> None:
-        self._lock = threading.RLock()
+        # The ledger's lock: a transfer's token accounts change with its signature, at once.
+        self._lock = ledger.lock
         self._token_accounts: dict[str, TokenAccountEntry] = {}
         self.assets = AssetStore()
         self.editions = Editions()

@@ -17,15 +17,22 @@ A third, for answers that are well-formed JSON-RPC but wrong (fuzzing the daemon
 ``rewrite(method, fn)`` passes one call's decoded result through ``fn`` and answers what it
 returns (``FaultPlan.rewrite``; in-process only, the function is Python).
 
+And a race on cue: ``before(method, fn)`` runs ``fn()`` just before the next call of ``method``
+is answered (in-process only), e.g. a transfer landing between a signature page and the balance
+read that follows it.
+
 Faults are taken in injection order: the oldest matching fault wins. ``skip=N`` lets the first N
 matching requests (or calls) through before the fault starts, e.g. to fail the second page of a
-paged read.
+paged read. ``for_seconds=S`` spoils every matching request (or call) for S seconds instead of N
+of them (``watcher simulate fault http_503_html --for 30s``); a ``timeout`` fault with a short
+``seconds`` is a slow endpoint (``watcher simulate slow --delay 2s``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -75,13 +82,23 @@ class _Pending:
     fault: Fault
     remaining: int
     skip: int = 0
+    until: float | None = None  # a timed fault: every match until then (clock time)
+
+
+@dataclass
+class _Cue:
+    method: str
+    fn: Callable[[], object]
+    remaining: int
 
 
 class FaultPlan:
     """Thread-safe queue of faults; the server takes them as requests arrive."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._pending: list[_Pending] = []
+        self._cues: list[_Cue] = []
         self._ignore_until = False
         self._lock = threading.Lock()
 
@@ -92,15 +109,19 @@ class FaultPlan:
         method: str | None = None,
         count: int = 1,
         skip: int = 0,
+        for_seconds: float | None = None,
         **options: Any,
     ) -> None:
         """Queues a fault for the next ``count`` requests (or calls) of ``method``, after
-        letting ``skip`` of them through."""
+        letting ``skip`` of them through; with ``for_seconds``, for every one of them during
+        that many seconds from now (``count`` is then not read)."""
         if kind not in FAULT_KINDS:
             known = ", ".join(sorted(FAULT_KINDS))
             raise ValueError(f"unknown fault kind {kind!r}; known: {known}")
         if count < 1 or skip < 0:
             raise ValueError("count must be at least 1 and skip at least 0")
+        if for_seconds is not None and for_seconds <= 0:
+            raise ValueError("for_seconds must be positive")
         merged = dict(_DEFAULT_OPTIONS[kind])
         if kind == "rpc_error" and ("code" in options or "message" in options):
             merged.pop("data")  # the default data belongs to the default error only
@@ -109,7 +130,8 @@ class FaultPlan:
             raise ValueError(f"fault {kind!r} takes no option(s) {', '.join(sorted(unknown))}")
         merged.update(options)
         with self._lock:
-            self._pending.append(_Pending(Fault(kind, method, merged), count, skip))
+            until = None if for_seconds is None else self._clock() + for_seconds
+            self._pending.append(_Pending(Fault(kind, method, merged), count, skip, until))
 
     def rewrite(
         self, method: str, fn: Callable[[Any], Any], *, count: int = 1, skip: int = 0
@@ -121,6 +143,23 @@ class FaultPlan:
         with self._lock:
             fault = Fault("rewrite_result", method, {"rewrite": _on_decoded(fn)})
             self._pending.append(_Pending(fault, count, skip))
+
+    def before(self, method: str, fn: Callable[[], object], *, count: int = 1) -> None:
+        """Runs ``fn()`` before each of the next ``count`` calls of ``method`` is answered (its
+        return value is ignored): the ledger changes between a client's calls, on cue."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._lock:
+            self._cues.append(_Cue(method, fn, count))
+
+    def take_cues(self, method: str) -> list[Callable[[], object]]:
+        """What is to run before this call of ``method`` is answered (oldest first)."""
+        with self._lock:
+            due = [cue for cue in self._cues if cue.method == method]
+            for cue in due:
+                cue.remaining -= 1
+            self._cues = [cue for cue in self._cues if cue.remaining > 0]
+            return [cue.fn for cue in due]
 
     @property
     def ignore_until(self) -> bool:
@@ -138,11 +177,14 @@ class FaultPlan:
         """Drop every pending fault and honour ``until`` again."""
         with self._lock:
             self._pending.clear()
+            self._cues.clear()
             self._ignore_until = False
 
     def pending(self) -> int:
-        """How many faulty requests/calls are still queued (sum of remaining counts)."""
+        """How many faulty requests/calls are still queued (sum of remaining counts; a timed
+        fault counts one while it lasts)."""
         with self._lock:
+            self._expire()
             return sum(item.remaining for item in self._pending)
 
     def take_http(self, methods: Iterable[str]) -> Fault | None:
@@ -155,17 +197,25 @@ class FaultPlan:
 
     def _take(self, kinds: frozenset[str], methods: set[str]) -> Fault | None:
         with self._lock:
+            self._expire()
             for item in self._pending:
                 fault = item.fault
                 if fault.kind in kinds and (fault.method is None or fault.method in methods):
                     if item.skip:
                         item.skip -= 1
                         return None
+                    if item.until is not None:  # timed: it lasts, whatever the count
+                        return fault
                     item.remaining -= 1
                     if item.remaining == 0:
                         self._pending.remove(item)
                     return fault
         return None
+
+    def _expire(self) -> None:
+        """Drops the timed faults whose time is over (the lock held)."""
+        now = self._clock()
+        self._pending = [item for item in self._pending if item.until is None or now < item.until]
 
 
 def _on_decoded(fn: Callable[[Any], Any]) -> Callable[[str], str]:

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -19,7 +19,7 @@ from watcher.core.clock import Clock
 from watcher.simulator import recorded
 from watcher.simulator.accounts import AccountBook
 from watcher.simulator.faults import FaultPlan
-from watcher.simulator.keys import random_signature
+from watcher.simulator.keys import random_pubkey, random_signature
 from watcher.simulator.tokens import TokenControls, _Mint
 from watcher.simulator.validators import (
     DELINQUENT_SLOT_DISTANCE,
@@ -77,7 +77,10 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         seed: int | None = None,
     ) -> None:
         self._lock = threading.RLock()
-        self._slot = slot
+        self._stored_slot = slot
+        # Following the wall clock (``follow_wall_clock``): slots the clock is behind the
+        # ledger's own after a halt (<= 0); None while the ledger keeps its own slots.
+        self._clock_offset: int | None = None
         self._epoch = epoch
         self._clock = clock
         self._rng = random.Random(seed)
@@ -87,7 +90,7 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         self._validators: dict[str, _Validator] = {}  # by vote pubkey, in insertion order
         self._nodes: dict[str, dict[str, Any]] = {}  # by node pubkey, in insertion order
         self.faults = FaultPlan()
-        self.accounts = AccountBook()  # plain accounts and fees (simulator.accounts)
+        self.accounts = AccountBook(self._lock)  # plain accounts and fees (simulator.accounts)
 
     @classmethod
     def from_mainnet(
@@ -121,14 +124,50 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
     # -- the clock of the cluster ----------------------------------------------------------
 
     @property
+    def _slot(self) -> int:
+        """The current slot (read under the lock): the ledger's own, moved by ``tick`` and
+        landed transactions, caught up with the wall clock when it follows it."""
+        if self._clock_offset is not None and not self.halted:
+            now = recorded.wall_clock_slot(self._clock()) + self._clock_offset
+            if now > self._stored_slot:
+                self._stored_slot = now
+                self._changed()
+        return self._stored_slot
+
+    @_slot.setter
+    def _slot(self, value: int) -> None:
+        self._stored_slot = value
+
+    def follow_wall_clock(self) -> None:
+        """From now on the slot is at least the wall-clock slot (``recorded.wall_clock_slot``
+        of the ledger's clock), so that a simulator restarted later answers no older slot;
+        ``tick`` and landed transactions still move it on, and it never goes back. A halted
+        cluster's slot stands still and, running again, goes on from there."""
+        with self._lock:
+            if self._clock_offset is None:
+                self._clock_offset = 0
+            _ = self._slot  # catch up now
+
+    def halt(self, halted: bool = True) -> None:
+        with self._lock:
+            if self._clock_offset is not None and self.halted and not halted:
+                # Go on from the slot it stood at, not from where the clock has got to.
+                wall = recorded.wall_clock_slot(self._clock())
+                self._clock_offset = min(0, self._stored_slot - wall)
+            _ = self._slot  # caught up to the moment it halts
+            super().halt(halted)
+
+    @property
     def slot(self) -> int:
         with self._lock:
             return self._slot
 
     @property
     def revision(self) -> int:
-        """Grows with every change: answers computed at the same revision are the same."""
+        """Grows with every change (a slot passing included): answers computed at the same
+        revision are the same."""
         with self._lock:
+            _ = self._slot  # a slot the wall clock moved on is a change
             return self._revision
 
     def tick(self, slots: int = 1) -> None:
@@ -142,6 +181,17 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
 
     def _changed(self) -> None:
         self._revision += 1
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The ledger's (reentrant) lock: held, several changes show at once to readers that
+        hold it too (a transfer's balances and its signature, getMultipleAccounts' answer)."""
+        return self._lock
+
+    def new_pubkey(self) -> str:
+        """A fresh random pubkey, from the ledger's seeded generator."""
+        with self._lock:
+            return random_pubkey(self._rng)
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -180,6 +230,33 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
                 history.transactions.append(transaction)
             self._changed()
             return [tx.signature for tx in reversed(history.transactions[-count:])]
+
+    def land_transaction(
+        self, addresses: Iterable[str], *, err: object = None, memo: str | None = None
+    ) -> str:
+        """Lands one transaction in a new slot, listed in the history of every address it
+        touches (a transfer: its source and destination); returns its signature."""
+        with self._lock:
+            self._slot += 1
+            transaction = _Transaction(
+                signature=random_signature(self._rng),
+                slot=self._slot,
+                index=0,
+                block_time=int(self._clock()),
+                err=copy.deepcopy(err),
+                memo=None if memo is None else memo_text(memo),
+            )
+            for address in dict.fromkeys(addresses):  # each once, in order
+                history = self._histories.setdefault(address, _AddressHistory())
+                history.position[transaction.signature] = len(history.transactions)
+                history.transactions.append(transaction)
+            self._changed()
+            return transaction.signature
+
+    def addresses(self) -> list[str]:
+        """Every address with a transaction, in the order of their first."""
+        with self._lock:
+            return list(self._histories)
 
     def signatures(self, address: str) -> list[dict[str, Any]]:
         """Every entry of ``address``, newest first."""

@@ -59,7 +59,7 @@ class RpcMethods:
             "getClusterNodes": self._get_cluster_nodes,
             "getTokenSupply": self._get_token_supply,
             "getTokenAccountBalance": self._get_token_account_balance,
-            "getAccountInfo": self._get_account_info,
+            "getAccountInfo": partial(accounts.get_account_info, self),
             "getMultipleAccounts": partial(accounts.get_multiple_accounts, self),
             "getFeeForMessage": partial(accounts.get_fee_for_message, self),
         }
@@ -164,14 +164,6 @@ class RpcMethods:
             raise invalid_params("Invalid param: could not find account")
         _, amount, decimals = found
         return {"context": self._context(), "value": token_amount(amount, decimals)}
-
-    def _get_account_info(self, params: list[Any]) -> Any:
-        address = _pubkey(params)
-        config = _config(params, 1)
-        self._min_context_slot(config)
-        encoding = config.get("encoding", "binary")
-        account = self._account(address, encoding)
-        return {"context": self._context(), "value": account}
 
     # For handlers in other modules (watcher.simulator.accounts).
     @property

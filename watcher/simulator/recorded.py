@@ -10,10 +10,22 @@ from typing import Any
 
 # Highest lastVote among the recorded current vote accounts: the tip of the recorded cluster.
 MAINNET_TIP_SLOT = 361_641_764
+# When the recorded cluster was at that tip (2025-08-21T00:00:00Z, the day it was recorded):
+# the fixed epoch from which a simulator following the wall clock counts its slots.
+MAINNET_TIP_TIME = 1_755_734_400
+SLOT_SECONDS = 0.4  # a mainnet slot's target duration
 MAINNET_EPOCH = 837
 MAINNET_SHRED_VERSION = 50_093
 # apiVersion the recorded getTokenLargestAccounts answer reports in its context.
 API_VERSION = "2.2.7"
+
+
+def wall_clock_slot(now: float) -> int:
+    """The slot a cluster at the recorded tip, one slot per 400 ms since, is at ``now`` (Unix
+    seconds): about mainnet's, and never lower for a later ``now``."""
+    # In whole milliseconds: 62.8 s after the tip is 157 slots, not 156.99999.
+    millis = round((now - MAINNET_TIP_TIME) * 1000)
+    return MAINNET_TIP_SLOT + max(0, millis // round(SLOT_SECONDS * 1000))
 
 
 @cache

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from watcher.simulator.das import das_of
 from watcher.simulator.das_demo import das_demo_setup
 from watcher.simulator.keys import derived_pubkey
 from watcher.simulator.ledger import Ledger
 from watcher.simulator.nonces import nonce_demo_setup, nonce_demo_stage
-from watcher.simulator.recorded import top_holders
-
-SLOT_SECONDS: Final = 0.4
+from watcher.simulator.recorded import SLOT_SECONDS, top_holders
+from watcher.simulator.transfers import dust, token_account_address, transfer
 
 Action = Callable[[Ledger], object]  # return values are ignored
 
@@ -147,6 +147,42 @@ _DEMO_STEPS = (
     Step(28, "a durable nonce account appears on a council signer's key", nonce_demo_stage),
 )
 
+# The treasury scenario: what moves on a treasury, and the dust aimed at it.
+TREASURY_SOL: Final = 1_200_500_000_000  # 1,200.5 SOL before the outflow
+TREASURY_PAYEE: Final = derived_pubkey("watcher demo payee")
+USDC_PAYER: Final = derived_pubkey("watcher demo usdc payer")
+USDC_PAYER_AMOUNT: Final = 100_000 * 10**6  # raw, 6 decimals
+
+
+def _treasury_setup(ledger: Ledger) -> None:
+    _demo_setup(ledger)
+    ledger.accounts.set_account(DEMO.treasury, lamports=TREASURY_SOL)
+    ledger.accounts.set_account(USDC_PAYER, lamports=10**9)  # its fees
+    payer_account = token_account_address(USDC_PAYER, DEMO.mint)
+    das_of(ledger).set_token_account(
+        payer_account, mint=DEMO.mint, owner=USDC_PAYER, amount=USDC_PAYER_AMOUNT
+    )
+    ledger.set_holder_amount(DEMO.mint, payer_account, USDC_PAYER_AMOUNT)
+
+
+_TREASURY_STEPS = (
+    Step(
+        1,
+        "the treasury sends 1,000 SOL",
+        lambda ledger: transfer(ledger, DEMO.treasury, TREASURY_PAYEE, 1_000 * 10**9),
+    ),
+    Step(
+        4,
+        "the treasury receives 25,000 USDC",
+        lambda ledger: transfer(ledger, USDC_PAYER, DEMO.treasury, 25_000 * 10**6, DEMO.mint),
+    ),
+    Step(
+        7,
+        "50 dust transfers to the treasury from look-alike addresses",
+        lambda ledger: dust(ledger, DEMO.treasury, 50),
+    ),
+)
+
 SCENARIOS: Final[dict[str, Scenario]] = {
     "demo": Scenario(
         name="demo",
@@ -154,6 +190,13 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         steps=_DEMO_STEPS,
         setup=_demo_setup,
         duration=28.0,
+    ),
+    "treasury": Scenario(
+        name="treasury",
+        summary="the treasury sends 1,000 SOL, receives 25,000 USDC, then 50 dust transfers",
+        steps=_TREASURY_STEPS,
+        setup=_treasury_setup,
+        duration=7.0,
     ),
     "quiet": Scenario(
         name="quiet",

@@ -404,6 +404,8 @@ class SimulatorServer:
             return None
         id_text = json.dumps(call["id"], ensure_ascii=False)
         method: str = call["method"]
+        for cue in self.faults.take_cues(method):
+            cue()  # the ledger changes just before this call reads it
         fault = self.faults.take_call(method)
         if fault is not None and fault.kind == "rpc_error":
             error = RpcError(

@@ -164,14 +164,15 @@ class ValidatorControls:
         """What getVoteAccounts answers: delinquent when the last vote is ``delinquent_distance``
         slots or more behind the tip; unstaked delinquents left out unless asked for."""
         with self._lock:
+            tip = self._slot  # one tip for the whole answer (a wall-clock slot moves on)
             answer: dict[str, list[dict[str, Any]]] = {"current": [], "delinquent": []}
             for validator in self._validators.values():
                 if vote_pubkey is not None and validator.vote_pubkey != vote_pubkey:
                     continue
                 last_vote = validator.frozen_last_vote
                 if last_vote is None:
-                    last_vote = self._slot - validator.lag
-                is_delinquent = self._slot - last_vote >= delinquent_distance
+                    last_vote = tip - validator.lag
+                is_delinquent = tip - last_vote >= delinquent_distance
                 if is_delinquent and validator.stake == 0 and not keep_unstaked_delinquents:
                     continue
                 answer["delinquent" if is_delinquent else "current"].append(
