@@ -21,6 +21,7 @@ from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError, DaemonFailed
+from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.kinds import KINDS
 from watcher.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
 from watcher.simulator.scenarios import Step
@@ -78,7 +79,12 @@ def run_demo(rules_path: Path, *, listen: str = DEMO_LISTEN) -> int:
                 return 1
         with SqliteStore(settings.state_path) as store:
             history = store.history(limit=1000)
-    return _report(rules, [(record.alert.rule, record.alert.reason) for record in history])
+    seen = [
+        (record.alert.rule, record.alert.reason)
+        for record in history
+        if not record.alert.facts.get(BELOW_THRESHOLD_FACT)
+    ]
+    return _report(rules, seen, len(history) - len(seen))
 
 
 def _demo_pace(rule: object) -> dict[str, float]:
@@ -102,6 +108,11 @@ def _demo_settings(
         default_channels=sorted(channel_names)[:1],
         delivery={"first_retry": "500ms"},
         http={"listen": listen},
+        # Names shown beside the keys (the amounts say "USDC +25,000").
+        labels={
+            "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v": "USDC",
+            "Es9vMFrzaCERmJfrF4H2FYD4KCoNkY11McCe8BenwNYB": "USDT",
+        },
     )
 
 
@@ -143,7 +154,9 @@ async def _baseline_taken(daemon: Daemon, ruleset: RuleSet, runner: asyncio.Task
         await asyncio.sleep(0.05)
 
 
-def _report(rules: Sequence[object], seen: Sequence[tuple[str, str]]) -> int:
+def _report(rules: Sequence[object], seen: Sequence[tuple[str, str]], kept: int = 0) -> int:
+    """``seen``: the notifications (rule, reason); ``kept``: the alerts kept in the history
+    below a rule's threshold, not notified (the dust)."""
     kind_of = {getattr(rule, "name"): getattr(rule, "kind") for rule in rules}  # noqa: B009
     fired: dict[str, set[str]] = {}
     for rule_name, reason in seen:
@@ -153,7 +166,8 @@ def _report(rules: Sequence[object], seen: Sequence[tuple[str, str]]) -> int:
         for kind, reasons in EXPECTED.items()
         if kind in kind_of.values() and reasons - fired.get(kind, set())
     }
-    print(f"\nwatcher demo: {len(seen)} notifications.")
+    below = f", {kept} kept below a threshold and not notified (watcher alerts lists them)"
+    print(f"\nwatcher demo: {len(seen)} notifications" + (below if kept else "") + ".")
     if missing:
         print(f"watcher demo: these did not happen: {missing}")
         return 1

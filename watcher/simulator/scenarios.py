@@ -55,6 +55,7 @@ class DemoCast:
 
     treasury: str
     hot_wallet: str
+    vault: str  # what rules/treasury_moves.yaml watches: amounts, and dust kept out
     mint: str
     mint_decimals: int
     holders: tuple[tuple[str, int], ...]  # the 20 seeded token accounts, largest first
@@ -73,6 +74,7 @@ def _demo_cast() -> DemoCast:
     return DemoCast(
         treasury="9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin",
         hot_wallet=derived_pubkey("watcher demo hot wallet"),
+        vault="CuieVDEDtLo7FypA9SbLM9saXFdb1dsshEkyErMqkRQq",
         mint="EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
         mint_decimals=6,
         holders=tuple(holders),
@@ -154,42 +156,68 @@ USDC_PAYER: Final = derived_pubkey("watcher demo usdc payer")
 USDC_PAYER_AMOUNT: Final = 100_000 * 10**6  # raw, 6 decimals
 
 
+def _moves_setup(ledger: Ledger, address: str, mint: str) -> None:
+    """``address`` holds 1,200.5 SOL, and a payer holds 100,000 of ``mint`` to send it."""
+    ledger.accounts.set_account(address, lamports=TREASURY_SOL)
+    ledger.accounts.set_account(USDC_PAYER, lamports=10**9)  # its fees
+    payer_account = token_account_address(USDC_PAYER, mint)
+    das_of(ledger).set_token_account(
+        payer_account, mint=mint, owner=USDC_PAYER, amount=USDC_PAYER_AMOUNT
+    )
+    ledger.set_holder_amount(mint, payer_account, USDC_PAYER_AMOUNT)
+
+
 def _treasury_setup(ledger: Ledger) -> None:
     _demo_setup(ledger)
-    ledger.accounts.set_account(DEMO.treasury, lamports=TREASURY_SOL)
-    ledger.accounts.set_account(USDC_PAYER, lamports=10**9)  # its fees
-    payer_account = token_account_address(USDC_PAYER, DEMO.mint)
-    das_of(ledger).set_token_account(
-        payer_account, mint=DEMO.mint, owner=USDC_PAYER, amount=USDC_PAYER_AMOUNT
+    _moves_setup(ledger, DEMO.treasury, DEMO.mint)
+
+
+def _moves_steps(address: str, name: str, start: float, mint: str, token: str) -> tuple[Step, ...]:
+    """What moves on ``address`` (called ``name``), from ``start``, three seconds apart: SOL
+    out, 25,000 of ``mint`` (called ``token``) in, then dust."""
+    return (
+        Step(
+            start,
+            f"the {name} sends 1,000 SOL",
+            lambda ledger: transfer(ledger, address, TREASURY_PAYEE, 1_000 * 10**9),
+        ),
+        Step(
+            start + 3,
+            f"the {name} receives 25,000 {token}",
+            lambda ledger: transfer(ledger, USDC_PAYER, address, 25_000 * 10**6, mint),
+        ),
+        Step(
+            start + 6,
+            f"50 dust transfers to the {name} from look-alike addresses",
+            lambda ledger: dust(ledger, address, 50),
+        ),
     )
-    ledger.set_holder_amount(DEMO.mint, payer_account, USDC_PAYER_AMOUNT)
 
 
-_TREASURY_STEPS = (
-    Step(
-        1,
-        "the treasury sends 1,000 SOL",
-        lambda ledger: transfer(ledger, DEMO.treasury, TREASURY_PAYEE, 1_000 * 10**9),
-    ),
-    Step(
-        4,
-        "the treasury receives 25,000 USDC",
-        lambda ledger: transfer(ledger, USDC_PAYER, DEMO.treasury, 25_000 * 10**6, DEMO.mint),
-    ),
-    Step(
-        7,
-        "50 dust transfers to the treasury from look-alike addresses",
-        lambda ledger: dust(ledger, DEMO.treasury, 50),
-    ),
-)
+_TREASURY_STEPS = _moves_steps(DEMO.treasury, "treasury", 1, DEMO.mint, "USDC")
+# The demo's vault receives USDT: the example whale rule watches USDC's top holders, whose story
+# the transfer would change.
+USDT: Final = "Es9vMFrzaCERmJfrF4H2FYD4KCoNkY11McCe8BenwNYB"
+
+
+def _demo_with_vault_setup(ledger: Ledger) -> None:
+    _demo_setup(ledger)
+    ledger.set_holders(USDT, [], decimals=6)  # the mint, known with its decimals
+    _moves_setup(ledger, DEMO.vault, USDT)
+
 
 SCENARIOS: Final[dict[str, Scenario]] = {
     "demo": Scenario(
         name="demo",
-        summary="every rule kind fires once (and the state kinds resolve) within 30 s",
-        steps=_DEMO_STEPS,
-        setup=_demo_setup,
-        duration=28.0,
+        summary=(
+            "every rule kind fires once (and the state kinds resolve), a vault's outflow and "
+            "inflow are notified with their amounts and 50 dust transfers are not, within 40 s"
+        ),
+        # Then rules/treasury_moves.yaml: the amounts notified, the dust kept below the
+        # threshold.
+        steps=(*_DEMO_STEPS, *_moves_steps(DEMO.vault, "vault", 31, USDT, "USDT")),
+        setup=_demo_with_vault_setup,
+        duration=37.0,
     ),
     "treasury": Scenario(
         name="treasury",
