@@ -21,6 +21,7 @@ class RoundTally:
     # Balance reads of addresses that moved (``new_transactions``' amounts), each a key of a
     # getMultipleAccounts call and, with tokens, a getTokenAccounts call: rpc.budget pays them.
     balance_reads: int = 0
+    token_reads: int = 0  # of the balance reads, those that read token accounts too
 
 
 _CURRENT: ContextVar[RoundTally | None] = ContextVar("watcher_round_tally", default=None)
@@ -55,7 +56,8 @@ def count_disagreement() -> None:
         tally.disagreements += 1
 
 
-def count_balance_read() -> None:
+def count_balance_read(tokens: bool = False) -> None:
     tally = _CURRENT.get()
     if tally is not None:
         tally.balance_reads += 1
+        tally.token_reads += tokens

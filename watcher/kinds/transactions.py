@@ -174,7 +174,7 @@ async def read_balances(
     decimals of a mint not in ``known`` read with its account, in the same batch: a mint's
     decimals never change). A read that fails is said why, never raised: the transactions are
     still notified."""
-    count_balance_read()  # the round's line, /metrics and rpc.budget count it
+    count_balance_read(tokens)  # the round's line, /metrics and rpc.budget count it
     known = known or {}
     try:
         amounts = await _token_amounts(ledger, address) if tokens else None

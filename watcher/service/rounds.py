@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from watcher.core.events import StepOutcome
 from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
+from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.admission import Admission
 from watcher.service.cadences import CadenceBook, stored_cadence
 from watcher.service.configuration import Current
@@ -156,8 +158,11 @@ class Sweeper:
                 chunk=PREFETCH_CHUNK,
             )
         if tally.balance_reads:
-            # Paid from the budget as polls are: the next sweeps have that much less room.
-            self.admission.spent(job, self.clock(), tally.balance_reads)
+            # Paid from the budget as polls are: the next sweeps have that much less room. The
+            # calls they cost: a sweep's SOL reads go together, up to 100 addresses a
+            # getMultipleAccounts; getTokenAccounts is one call an address.
+            calls = math.ceil(tally.balance_reads / MAX_KEYS_PER_CALL) + tally.token_reads
+            self.admission.spent(job, self.clock(), calls)
             self.metrics.balance_reads(job.source, tally.balance_reads)
         with self.database_work("save the sweep's states"):
             await self.store.flush_states()
