@@ -45,7 +45,7 @@ from watcher.ledger.models import (
 
 from support.balances import Balances
 from support.recorded import BEHIND, FIXTURES, ON_REFERENCE, load_mainnet
-from support.values import entry, history, key
+from support.values import entry, history, key, signatures_page
 
 ADDRESS = key("treasury")
 OTHER_ADDRESS = key("other")
@@ -93,13 +93,12 @@ class FakeLedger(Balances):
         self.calls.append({"address": address, "before": before, "until": until, "limit": limit})
         if len(self.calls) == self.fail_on_call:
             raise RpcTimeout("read timeout", method="getSignaturesForAddress")
-        found = [e.signature for e in self.entries]
-        answer = self.entries
-        if before is not None and not self.ignores_before and before in found:
-            answer = answer[found.index(before) + 1 :]
-        if until is not None and not self.ignores_until and until in found:
-            answer = [e for e in answer if found.index(e.signature) < found.index(until)]
-        return answer[:limit]
+        return signatures_page(
+            self.entries,
+            before=None if self.ignores_before else before,
+            until=None if self.ignores_until else until,
+            limit=limit,
+        )
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
         raise AssertionError("not used")

@@ -25,7 +25,7 @@ from watcher.kinds.tx_amounts import SOL, BalanceRead, Holding, Threshold, chang
 from watcher.ledger.models import SignatureEntry
 
 from support.balances import Balances
-from support.values import entry, key
+from support.values import entry, key, signatures_page
 
 ADDRESS = key("treasury")
 USDC = key("usdc")
@@ -67,13 +67,7 @@ class Chain(Balances):
         until: str | None = None,
         limit: int = 1000,
     ) -> list[SignatureEntry]:
-        found = [e.signature for e in self.entries]
-        answer = self.entries
-        if before is not None:
-            answer = answer[found.index(before) + 1 :]
-        if until is not None and until in found:
-            answer = [e for e in answer if found.index(e.signature) < found.index(until)]
-        return answer[:limit]
+        return signatures_page(self.entries, before=before, until=until, limit=limit)
 
     async def get_multiple_accounts(self, keys: Sequence[str]) -> Any:
         for change, mint in self.gap:  # landed after the page, before this read

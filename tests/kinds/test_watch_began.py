@@ -23,7 +23,7 @@ from watcher.ledger.models import SignatureEntry
 from watcher.service.cadences import activity
 
 from support.balances import Balances
-from support.values import key, sig
+from support.values import key, sig, signatures_page
 
 ADDRESS = key("deposit")
 SIGNATURES = SOURCES["signatures"]
@@ -154,13 +154,7 @@ class Ledger(Balances):
         limit: int = 1000,
     ) -> list[SignatureEntry]:
         self.calls.append({"before": before, "until": until, "limit": limit})
-        answer = self.entries
-        found = [e.signature for e in answer]
-        if before is not None:
-            answer = answer[found.index(before) + 1 :]
-        if until is not None and until in found:
-            answer = [e for e in answer if found.index(e.signature) < found.index(until)]
-        return answer[:limit]
+        return signatures_page(self.entries, before=before, until=until, limit=limit)
 
 
 async def first_poll(ledger: Ledger, state: TargetState | None) -> StepOutcome:

@@ -4,6 +4,7 @@ entries and histories, and a clock the test moves by hand."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import base58
@@ -64,3 +65,21 @@ def step_outcome(*keys: str, episodes: dict[str, Any] | None = None) -> StepOutc
         for k in keys
     )
     return StepOutcome(state={"episodes": episodes or {}}, alerts=alerts)
+
+
+def signatures_page(
+    entries: Sequence[SignatureEntry],
+    *,
+    before: str | None = None,
+    until: str | None = None,
+    limit: int = 1000,
+) -> list[SignatureEntry]:
+    """What a node answers getSignaturesForAddress over ``entries`` (newest first): ``before``
+    and ``until`` exclusive, one it does not know ignored, at most ``limit``."""
+    found = [e.signature for e in entries]
+    answer = list(entries)
+    if before is not None and before in found:
+        answer = answer[found.index(before) + 1 :]
+    if until is not None and until in found:
+        answer = [e for e in answer if found.index(e.signature) < found.index(until)]
+    return answer[:limit]
