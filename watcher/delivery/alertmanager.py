@@ -82,7 +82,6 @@ from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.notifier import (
-    ACCEPTED,
     Message,
     Notifier,
     Outcome,
@@ -90,7 +89,7 @@ from watcher.delivery.notifier import (
     event_id,
     refused,
 )
-from watcher.delivery.post_endpoint import PostEndpoint, post_endpoint
+from watcher.delivery.post_endpoint import PostEndpoint, PostWords, post_endpoint
 
 log = structlog.get_logger(__name__)
 
@@ -112,6 +111,7 @@ def is_alertmanager(url: str) -> bool:
 
 
 Endpoint = PostEndpoint
+WORDS = PostWords("Alertmanager", "Alertmanager unreachable", "Alertmanager refused the alerts")
 
 
 def endpoint(url: str) -> Endpoint | None:
@@ -222,22 +222,7 @@ def post(
     if where is None:
         return refused("not a readable alertmanager:// URL", final=True)
     body = [payload(alert, now, firing_ttl) for alert in alerts]
-    try:
-        if client is None:
-            with httpx.Client(timeout=timeout) as own:
-                answer = own.post(where.url, json=body, headers=where.headers())
-        else:
-            answer = client.post(where.url, json=body, headers=where.headers())
-    except httpx.TimeoutException:
-        return refused("Alertmanager did not answer in time")
-    except httpx.HTTPError as exc:
-        return refused(f"Alertmanager unreachable ({type(exc).__name__})")
-    if answer.is_success:
-        return ACCEPTED
-    status = answer.status_code
-    if 400 <= status < 500 and status not in (408, 429):
-        return refused(f"Alertmanager refused the alerts: HTTP {status}", final=True)
-    return refused(f"Alertmanager answered HTTP {status}")
+    return where.post(body, WORDS, client=client, timeout=timeout)
 
 
 class AlertmanagerNotifier:

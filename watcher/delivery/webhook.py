@@ -34,8 +34,8 @@ import httpx
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.delivery import alertmanager
-from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, StoredAlert, refused
-from watcher.delivery.post_endpoint import PostEndpoint, post_endpoint
+from watcher.delivery.notifier import Message, Notifier, Outcome, StoredAlert, refused
+from watcher.delivery.post_endpoint import PostEndpoint, PostWords, post_endpoint
 
 SCHEMES = frozenset({"webhook", "webhooks"})
 VERSION = "4"  # Alertmanager's webhook payload version
@@ -52,6 +52,7 @@ def is_webhook(url: str) -> bool:
 
 
 Endpoint = PostEndpoint
+WORDS = PostWords("the webhook", "the webhook is unreachable", "the webhook refused the message")
 
 
 def endpoint(url: str) -> Endpoint | None:
@@ -184,26 +185,8 @@ def post(
     where = endpoint(url)
     if where is None:
         return refused("not a readable webhook:// URL", final=True)
-    headers = where.headers()
-    if message.notification:
-        headers["X-Watcher-Id"] = message.notification
-    content = body(message, now)
-    try:
-        if client is None:
-            with httpx.Client(timeout=timeout) as own:
-                answer = own.post(where.url, json=content, headers=headers)
-        else:
-            answer = client.post(where.url, json=content, headers=headers)
-    except httpx.TimeoutException:
-        return refused("the webhook did not answer in time")
-    except httpx.HTTPError as exc:
-        return refused(f"the webhook is unreachable ({type(exc).__name__})")
-    if answer.is_success:
-        return ACCEPTED
-    status = answer.status_code
-    if 400 <= status < 500 and status not in (408, 429):
-        return refused(f"the webhook refused the message: HTTP {status}", final=True)
-    return refused(f"the webhook answered HTTP {status}")
+    headers = {"X-Watcher-Id": message.notification} if message.notification else {}
+    return where.post(body(message, now), WORDS, headers=headers, client=client, timeout=timeout)
 
 
 class WebhookNotifier:

@@ -19,7 +19,6 @@ entry whose signature or slot is unreadable is left out of its page.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -31,7 +30,7 @@ from pydantic import AfterValidator, Field
 from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey, Pubkeys
 from watcher.core.clock import iso
-from watcher.core.errors import BadResponse, RpcError
+from watcher.core.errors import BadResponse
 from watcher.core.events import (
     BELOW_THRESHOLD_FACT,
     DOUBT_KEY,
@@ -42,10 +41,7 @@ from watcher.core.events import (
     TargetState,
     WatchSince,
 )
-from watcher.core.tally import count_balance_read
-from watcher.kinds import base, tx_amounts
-from watcher.kinds.account_source import BATCHER, AccountRead
-from watcher.kinds.layouts import NotDecodable, mint_decimals
+from watcher.kinds import balance_reads, base, tx_amounts
 from watcher.kinds.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.signature_cursor import (
     Cursor,
@@ -58,7 +54,7 @@ from watcher.kinds.signature_cursor import (
     predates_watch,
     split_at_watch,
 )
-from watcher.kinds.tx_amounts import BalanceRead, Holding, ReadOutcome
+from watcher.kinds.tx_amounts import BalanceRead, ReadOutcome
 from watcher.ledger.models import SignatureEntry, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,
@@ -78,9 +74,7 @@ PAGE_LIMIT = 1000  # the node's maximum
 MAX_FIRST_PAGES = 100
 LISTED = 10  # signatures listed one by one in a notification
 METHOD = "getSignaturesForAddress"
-TOKEN_PAGE = 1000  # getTokenAccounts' page
 BALANCE_ERROR = "balance_error"  # state: why the last read of a quiet poll failed
-MAX_TOKEN_PAGES = 10  # an owner of more token accounts than this reads as a failed read
 # SET_ASIDE_KEY (watcher.core.events): entries set aside as the ledger's own odd ones (seen 3
 # polls in a row), not taken and not doubted again while listed: signatures (slot too far
 # ahead), fingerprints (unreadable).
@@ -163,75 +157,37 @@ def needs_read(state: TargetState | None, pages: Sequence[Sequence[SignatureEntr
     return bool((state or {}).get("tokens")) and (kept is None or kept.tokens is None)
 
 
-async def read_balances(
-    ledger: base.LedgerReader,
-    address: str,
-    tokens: bool,
-    known: Mapping[str, int] | None = None,
-) -> ReadOutcome:
-    """The address's lamports (getMultipleAccounts, batched with the other polls of the round)
-    and, with ``tokens``, its token accounts' amounts by mint (getTokenAccounts by owner; the
-    decimals of a mint not in ``known`` read with its account, in the same batch: a mint's
-    decimals never change). A read that fails is said why, never raised: the transactions are
-    still notified."""
-    count_balance_read(tokens)  # the round's line, /metrics and rpc.budget count it
-    known = known or {}
-    try:
-        amounts = await _token_amounts(ledger, address) if tokens else None
-        unknown = sorted(mint for mint in amounts or () if mint not in known)
-        own, *mints = await asyncio.gather(
-            BATCHER.read(ledger, address), *(BATCHER.read(ledger, mint) for mint in unknown)
-        )
-        decimals = {**known, **{m: _decimals(m, r) for m, r in zip(unknown, mints, strict=True)}}
-        held = (
-            None
-            if amounts is None
-            else {mint: Holding(amount, decimals[mint]) for mint, amount in amounts.items()}
-        )
-        lamports = 0 if own.account is None else own.account.lamports
-        return ReadOutcome(BalanceRead(own.slot, lamports, held))
-    except (TimeoutError, RpcError, NotDecodable) as exc:
-        why = _why(exc)
-        log.info("balance read failed", target=address, error=why)
-        return ReadOutcome(error=why)
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, RpcError) and exc.method:
-        return f"the balance read failed ({exc.method}: {type(exc).__name__})"
-    return f"the balance read failed ({exc})"
-
-
-async def _token_amounts(ledger: base.LedgerReader, owner: str) -> dict[str, int]:
-    """The owner's raw amounts by mint (its token accounts of one mint added up)."""
-    amounts: dict[str, int] = {}
-    cursor: str | None = None
-    for _ in range(MAX_TOKEN_PAGES):
-        page = await ledger.get_token_accounts(
-            mint=None, owner=owner, limit=TOKEN_PAGE, cursor=cursor
-        )
-        for account in page.token_accounts:
-            if account.owner != owner:
-                raise BadResponse("getTokenAccounts listed another owner's account")
-            amounts[account.mint] = amounts.get(account.mint, 0) + account.amount
-        cursor = page.cursor
-        if not cursor or len(page.token_accounts) < TOKEN_PAGE:
-            return amounts
-    raise BadResponse(f"more than {MAX_TOKEN_PAGES} pages of token accounts")
-
-
-def _decimals(mint: str, read: AccountRead) -> int:
-    if read.account is None:
-        raise NotDecodable(f"mint {mint} not found: its decimals are unknown")
-    try:
-        return mint_decimals(read.account.owner, read.account.raw_data)
-    except NotDecodable as exc:
-        raise NotDecodable(f"mint {mint}: {exc}; its decimals are unknown") from None
-
-
 def known_decimals(state: TargetState | None) -> dict[str, int]:
     kept = kept_read(state)
     return {mint: held.decimals for mint, held in ((kept and kept.tokens) or {}).items()}
+
+
+async def _read_balances(
+    ledger: base.LedgerReader, target: str, state: TargetState | None
+) -> ReadOutcome:
+    """The poll's balance read: tokens when a rule asked for them (``"tokens"``), the mints'
+    decimals already kept not read again."""
+    wanted = bool((state or {}).get("tokens"))
+    return await balance_reads.read_balances(ledger, target, wanted, known_decimals(state))
+
+
+async def _next_page(
+    ledger: base.LedgerReader,
+    target: str,
+    before: str | None,
+    until: str | None,
+    fetched: set[str],
+) -> list[SignatureEntry]:
+    """The next page back (``PAGE_LIMIT``), its signatures added to ``fetched``. A page of
+    only signatures fetched already fails the poll: a node ignoring ``before`` would page
+    forever, and committing what was fetched would skip the entries between."""
+    answer = await ledger.get_signatures_for_address(
+        target, before=before, until=until, limit=PAGE_LIMIT
+    )
+    if answer and all(entry.signature in fetched for entry in answer):
+        raise BadResponse(f"{METHOD} paging made no progress", method=METHOD)
+    fetched.update(entry.signature for entry in answer)
+    return answer
 
 
 class SignaturesSource(base.Slotless):
@@ -260,23 +216,14 @@ class SignaturesSource(base.Slotless):
         before: str | None = None
         while True:
             # Any failure propagates: nothing is committed and the cursor stays put.
-            answer = await ledger.get_signatures_for_address(
-                target, before=before, until=cursor.sig, limit=PAGE_LIMIT
-            )
+            answer = await _next_page(ledger, target, before, cursor.sig, fetched)
             page = tuple(answer)
-            if page and all(entry.signature in fetched for entry in page):
-                # A node ignoring `before` would loop forever; committing what we have would
-                # skip the entries between: fail this round instead.
-                raise BadResponse(f"{METHOD} paging made no progress", method=METHOD)
             pages.append(page)
             unreadable += left_out(answer)
-            fetched.update(entry.signature for entry in page)
             if page_is_last(cursor, answer, PAGE_LIMIT):
                 balances = tx_amounts.NOT_READ
                 if needs_read(state, pages):
-                    wanted = bool((state or {}).get("tokens"))
-                    known = known_decimals(state)
-                    balances = await read_balances(ledger, target, wanted, known)
+                    balances = await _read_balances(ledger, target, state)
                 return SignaturesObservation(
                     pages=tuple(pages),
                     baseline=False,
@@ -325,21 +272,15 @@ class SignaturesSource(base.Slotless):
                 )
                 break
             limit = PAGE_LIMIT
-            answer = await ledger.get_signatures_for_address(
-                target, before=pages[-1][-1].signature, limit=limit
-            )
+            answer = await _next_page(ledger, target, pages[-1][-1].signature, None, fetched)
             page = tuple(answer)
-            if page and all(entry.signature in fetched for entry in page):
-                raise BadResponse(f"{METHOD} paging made no progress", method=METHOD)
             if not page and listed(answer):
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             pages.append(page)
             unreadable += left_out(answer)
-            fetched.update(entry.signature for entry in page)
         # The baseline read (the tokens are read from the next poll on, once a rule is known to
         # ask for them: ``needs_read``).
-        wanted = bool((state or {}).get("tokens"))
-        balances = await read_balances(ledger, target, wanted, known_decimals(state))
+        balances = await _read_balances(ledger, target, state)
         return SignaturesObservation(
             pages=tuple(pages),
             baseline=True,
@@ -652,7 +593,7 @@ def transactions_text(
     failed_note = f" ({failed} failed)" if failed else ""
     noun = messages.plural(count, "new transaction")
     address = facts["address"]
-    moved = amounts_lines(facts, shown)
+    moved = tx_amounts.amounts_lines(facts, shown)
     title = f"{messages.rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
     if moved.headline:
         title += f": {moved.headline}"
@@ -674,42 +615,6 @@ def transactions_text(
         f"... and {more} more" if more else None,
     )
     return title, body
-
-
-@dataclass(frozen=True)
-class _Amounts:
-    headline: str  # the measured changes in a few words ("SOL -1,000, USDC +25,000")
-    lines: tuple[str, ...]
-
-
-def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> _Amounts:
-    """What moved, per asset (``tx_amounts``), for the body; and the changes for the title."""
-    balances = facts.get("balances")
-    if not balances:
-        return _Amounts("", ())
-    if balances.get("unknown"):
-        return _Amounts("", (f"Amounts unknown: {balances['unknown']}",))
-    count = int(facts["count"])
-    lines: list[str] = [f"Balances read at slot {balances['slot']}:"]
-    head: list[str] = []
-    for index, asset in enumerate(balances.get("assets") or ()):
-        is_sol = asset["asset"] == tx_amounts.SOL
-        # A mint is named by its label in the address book, else in full (shortened in titles).
-        label = None if is_sol else shown.label(asset["asset"])
-        name = tx_amounts.SOL if is_sol else label or asset["asset"]
-        line = tx_amounts.change_line(asset, name, count if index == 0 else None, sol=is_sol)
-        lines.append(f"  {line}")
-        if asset.get("change") is not None and int(asset["change"]) != 0:
-            short = tx_amounts.SOL if is_sol else label or shown.short(asset["asset"])
-            delta = tx_amounts.signed(int(asset["change"]), int(asset["decimals"]))
-            head.append(f"{short} {delta}")
-    counted = int(balances.get("counted_before") or 0)
-    if counted:
-        lines.append(
-            f"  ({messages.plural(counted, 'transaction')} landed before the last balance read:"
-            " counted in the previous notification)"
-        )
-    return _Amounts(", ".join(head), tuple(lines))
 
 
 def _signature_line(entry: Mapping[str, Any], shown: messages.Presentation) -> str:

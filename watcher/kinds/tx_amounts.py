@@ -270,3 +270,39 @@ def change_line(
     delta = int(asset["change"])
     change = "no change" if delta == 0 and sol else signed(delta, decimals)
     return f"{name} {before} -> {after} ({change}){over}"
+
+
+@dataclass(frozen=True)
+class Amounts:
+    headline: str  # the measured changes in a few words ("SOL -1,000, USDC +25,000")
+    lines: tuple[str, ...]
+
+
+def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> Amounts:
+    """What moved, per asset (``tx_amounts``), for the body; and the changes for the title."""
+    balances = facts.get("balances")
+    if not balances:
+        return Amounts("", ())
+    if balances.get("unknown"):
+        return Amounts("", (f"Amounts unknown: {balances['unknown']}",))
+    count = int(facts["count"])
+    lines: list[str] = [f"Balances read at slot {balances['slot']}:"]
+    head: list[str] = []
+    for index, asset in enumerate(balances.get("assets") or ()):
+        is_sol = asset["asset"] == SOL
+        # A mint is named by its label in the address book, else in full (shortened in titles).
+        label = None if is_sol else shown.label(asset["asset"])
+        name = SOL if is_sol else label or asset["asset"]
+        line = change_line(asset, name, count if index == 0 else None, sol=is_sol)
+        lines.append(f"  {line}")
+        if asset.get("change") is not None and int(asset["change"]) != 0:
+            short = SOL if is_sol else label or shown.short(asset["asset"])
+            delta = signed(int(asset["change"]), int(asset["decimals"]))
+            head.append(f"{short} {delta}")
+    counted = int(balances.get("counted_before") or 0)
+    if counted:
+        lines.append(
+            f"  ({messages.plural(counted, 'transaction')} landed before the last balance read:"
+            " counted in the previous notification)"
+        )
+    return Amounts(", ".join(head), tuple(lines))
