@@ -278,8 +278,8 @@ class SignaturesSource(base.Slotless):
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             pages.append(page)
             unreadable += left_out(answer)
-        # The baseline read (the tokens are read from the next poll on, once a rule is known to
-        # ask for them: ``needs_read``).
+        # The baseline read; the tokens when the state says a rule asks for them (when it does
+        # not say so yet, the step has the poll done again: ``_tokens_unread``).
         balances = await _read_balances(ledger, target, state)
         return SignaturesObservation(
             pages=tuple(pages),
@@ -413,12 +413,18 @@ class SignaturesSource(base.Slotless):
         since = WatchSince.of(state)
         entries = [entry for page in observation.pages for entry in page]
         kept = kept_read(state)
+        waiting: TargetState = {"v": STATE_VERSION}
+        if since is not None:
+            waiting[WATCH_SINCE_KEY] = since.to_json()
         if not entries and aside:
             # Only odd entries listed: where history ends is not known yet.
-            waiting: TargetState = {"v": STATE_VERSION}
-            if since is not None:
-                waiting[WATCH_SINCE_KEY] = since.to_json()
             return _Stepped(state=_kept(waiting, aside), balance=kept)
+        if since is not None and _tokens_unread(rules, target, state):
+            # A rule asks for the tokens, which this poll did not read (the state did not say
+            # so yet): the poll is done again, reading them, from the same moment. A token
+            # baseline read a poll after the cursor's would take what moved in between as
+            # history.
+            return _Stepped(state=_kept({**waiting, "tokens": True}, aside))
         # The baseline's read: what the first change is counted from.
         baseline = observation.balances.read or kept
         if since is None:
@@ -440,6 +446,13 @@ class SignaturesSource(base.Slotless):
             for rule in base.watching(rules, NewTransactionsRule, target)
         )
         return _Stepped(state=_state(cursor, slot_time, aside), alerts=alerts, balance=balance)
+
+
+def _tokens_unread(rules: Sequence[Any], target: str, state: TargetState | None) -> bool:
+    """Whether a rule on ``target`` asks for its tokens while a first poll did not read them."""
+    if (state or {}).get("tokens"):
+        return False
+    return any(rule.tokens for rule in base.watching(rules, NewTransactionsRule, target))
 
 
 @dataclass(frozen=True)
