@@ -207,11 +207,34 @@ def supply(
 @simulate_app.command("balance")
 def balance(
     account: Annotated[str, typer.Argument(help="The account (created when unknown).")],
-    lamports: Annotated[int, typer.Argument(min=0, help="Its new balance in lamports.")],
+    lamports: Annotated[
+        int,
+        typer.Argument(
+            min=0, metavar="AMOUNT", help="Its new balance in lamports (with --mint: raw units)."
+        ),
+    ],
+    mint: Annotated[
+        str | None,
+        typer.Option(help="Set ACCOUNT's balance of this token instead (its token account)."),
+    ] = None,
     port: PortOption = DEFAULT_PORT,
 ) -> None:
-    """Set an account's lamports (set_account)."""
-    _send(port, {"set_account": {"address": account, "lamports": lamports}})
+    """Set an account's lamports (set_account), or with --mint an owner's token balance, in
+    raw units (set_token_account: its own token account of the mint, created when it has
+    none), so that it can `transfer --mint`. No transaction is listed: the next notification
+    of a watched address counts the change."""
+    if mint is None:
+        _send(port, {"set_account": {"address": account, "lamports": lamports}})
+        return
+    from watcher.simulator.transfers import token_account_address
+
+    held = {
+        "address": token_account_address(account, mint),
+        "mint": mint,
+        "owner": account,
+        "amount": lamports,
+    }
+    _send(port, {"set_token_account": held})
 
 
 @simulate_app.command("asset")
