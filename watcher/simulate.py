@@ -78,7 +78,7 @@ def simulate(
             raise typer.Exit(code=2) from None
     limits = ProviderLimits(latency=latency, enforce_rps=enforce_rps, batches=batches)
     code = serve(
-        port, scenario, api_key, speed=speed, ledger=seeded, control=apply_control, **limits
+        port, scenario, api_key, speed=speed, ledger=seeded, control=apply_control, limits=limits
     )
     raise typer.Exit(code=code)
 
