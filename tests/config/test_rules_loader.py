@@ -17,10 +17,10 @@ from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_
 from watcher.core.errors import ConfigError
 from watcher.core.events import Severity
 from watcher.kinds import KINDS, AnyRule, kinds_taking, source_of
-from watcher.kinds.delinquency import DelinquentValidatorsRule
-from watcher.kinds.drift import VersionDriftRule
-from watcher.kinds.holders import HolderChangesRule
-from watcher.kinds.transactions import NewTransactionsRule
+from watcher.kinds.delinquent_validators import DelinquentValidatorsRule
+from watcher.kinds.holder_changes import HolderChangesRule
+from watcher.kinds.new_transactions import NewTransactionsRule
+from watcher.kinds.version_drift import VersionDriftRule
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

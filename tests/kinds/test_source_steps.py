@@ -21,20 +21,19 @@ from watcher.kinds import (
     RULE_MODELS,
     SOURCES,
     AnyRule,
-    account_source,
     digest_words,
     source_of,
     sources_of,
-    votes_source,
     word,
     wording_of,
 )
 from watcher.kinds.base import Kind, LedgerReader
-from watcher.kinds.delinquency import DelinquentValidatorsRule
-from watcher.kinds.drift import ClusterObservation, VersionDriftRule
-from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.transactions import SignaturesObservation
-from watcher.kinds.votes_source import VotesSource
+from watcher.kinds.delinquent_validators import DelinquentValidatorsRule
+from watcher.kinds.holder_changes import HoldersObservation
+from watcher.kinds.new_transactions import SignaturesObservation
+from watcher.kinds.sources import accounts, votes
+from watcher.kinds.sources.votes import VotesSource
+from watcher.kinds.version_drift import ClusterObservation, VersionDriftRule
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -631,8 +630,8 @@ def test_two_kinds_riding_one_source_poll_it_once() -> None:
 def test_shared_sources_are_composed_from_the_registry_not_by_imports() -> None:
     """Importing a kind's module serves nothing: the source a kind names holds no part, and
     the registry composes the one polled from the parts of the kinds riding it, in order."""
-    assert votes_source.SOURCE.rule_kinds == () and account_source.SOURCE.rule_kinds == ()
-    riders = [name for name, kind in KINDS.items() if kind.source is votes_source.SOURCE]
+    assert votes.SOURCE.rule_kinds == () and accounts.SOURCE.rule_kinds == ()
+    riders = [name for name, kind in KINDS.items() if kind.source is votes.SOURCE]
     assert SOURCES["votes"].rule_kinds == tuple(riders)
     assert "stake_changed" in riders and SOURCES["accounts"].rule_kinds == (
         "balance_below",
