@@ -1,6 +1,6 @@
 """What moved, in ``new_transactions`` notifications: the balances read in the poll that found
-new signatures against the read before (``watcher.kinds.tx_amounts``), as the user reads them,
-and the changes notified adding up to the balance's real change whatever lands between a
+new signatures against the read before (``watcher.kinds.toolkit.tx_amounts``), as the user reads
+them, and the changes notified adding up to the balance's real change whatever lands between a
 signature page and the balance read."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from watcher.core.events import (
 )
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
-from watcher.kinds.transactions import transactions_text
-from watcher.kinds.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
+from watcher.kinds.new_transactions import transactions_text
+from watcher.kinds.toolkit.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
 from watcher.ledger.models import SignatureEntry
 
 from support.balances import Balances

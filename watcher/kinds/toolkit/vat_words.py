@@ -1,5 +1,5 @@
-"""The words of a ``vat_eligibility`` alert (``watcher.kinds.vat``): which condition of the
-validator admission ticket fails, by how much, and when the next epoch boundary comes."""
+"""The words of a ``vat_eligibility`` alert (``watcher.kinds.vat_eligibility``): which condition of
+the validator admission ticket fails, by how much, and when the next epoch boundary comes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from watcher.alerting import messages
 from watcher.core.clock import human_duration
-from watcher.kinds.cluster import validator_lines, validator_title
+from watcher.kinds.toolkit.cluster import validator_lines, validator_title
 
 
 def vat_text(

@@ -23,10 +23,10 @@ from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.cluster import validator_lines, validator_title
-from watcher.kinds.credits import account_finder
-from watcher.kinds.vote_samples import vote_kind
-from watcher.kinds.votes_source import PartStep
+from watcher.kinds.credits_low import account_finder
+from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.sources.votes import PartStep
+from watcher.kinds.toolkit.cluster import validator_lines, validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 

@@ -27,10 +27,10 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.account_source import chunks
-from watcher.kinds.layouts import NotDecodable
-from watcher.kinds.samples import SAMPLE_TIME
-from watcher.kinds.unverified import (
+from watcher.kinds.sources.accounts import chunks
+from watcher.kinds.toolkit.layouts import NotDecodable
+from watcher.kinds.toolkit.samples import SAMPLE_TIME
+from watcher.kinds.toolkit.unverified import (
     inventory_alert,
     inventory_body,
     inventory_count,

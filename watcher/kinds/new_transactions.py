@@ -3,7 +3,7 @@
 State per address: ``{"v": 1, "cursor": Cursor.to_json(), "slot_time": 1790000000,
 "balance": BalanceRead.to_json(), "tokens": true}``; no ``cursor`` = never polled.
 ``slot_time``: the blockTime of the cursor's entry, when known. ``balance``: the last balance
-read (``watcher.kinds.tx_amounts``: what moved, and the counting rule); ``tokens``: a rule
+read (``watcher.kinds.toolkit.tx_amounts``: what moved, and the counting rule); ``tokens``: a rule
 watching the address asks for its token balances (the next polls read them);
 ``balance_error``: why the read of a quiet poll failed (not retried until a poll finds news).
 
@@ -41,9 +41,10 @@ from watcher.core.events import (
     TargetState,
     WatchSince,
 )
-from watcher.kinds import balance_reads, base, tx_amounts
-from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.signature_cursor import (
+from watcher.kinds import base
+from watcher.kinds.toolkit import balance_reads, tx_amounts
+from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.toolkit.signature_cursor import (
     Cursor,
     baseline_cursor,
     cursor_after_first_poll,
@@ -54,7 +55,7 @@ from watcher.kinds.signature_cursor import (
     predates_watch,
     split_at_watch,
 )
-from watcher.kinds.tx_amounts import BalanceRead, ReadOutcome
+from watcher.kinds.toolkit.tx_amounts import BalanceRead, ReadOutcome
 from watcher.ledger.models import SignatureEntry, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,

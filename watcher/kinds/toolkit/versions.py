@@ -1,8 +1,8 @@
 """Versions of the cluster's nodes (pure): version strings read as numbers, the client family
 each belongs to, and, from one answer of getClusterNodes and getVoteAccounts, the version of each
 client and the feature set holding the most stake, and where a node stands against them
-(``assess_node``). The kind ``version_drift`` (``watcher.kinds.drift``) fires on it, and the
-``nodes`` source's samples on /metrics (``watcher.kinds.metric_samples``) show it.
+(``assess_node``). The kind ``version_drift`` (``watcher.kinds.version_drift``) fires on it, and the
+``nodes`` source's samples on /metrics (``watcher.kinds.toolkit.metrics``) show it.
 
 Frankendancer reports ``0.703.20300`` while running the Agave 2.3 feature set: versions of
 different clients never compare; feature sets compare across all clients.

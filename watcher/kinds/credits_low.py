@@ -24,8 +24,8 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.cluster import validator_title
-from watcher.kinds.vote_samples import vote_kind
+from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.toolkit.cluster import validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 KIND_NAME = "credits_low"

@@ -1,5 +1,5 @@
 """Source ``votes``: one getVoteAccounts call per interval serves every kind reading it (and the
-other sources reading it at the same tick: ``watcher.kinds.vote_accounts``).
+other sources reading it at the same tick: ``watcher.kinds.sources.vote_accounts``).
 
 One target, ``"cluster"``. Observation: the ``VoteAccounts`` model itself. The kinds riding it
 (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import base, vote_accounts
-from watcher.kinds.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds import base
+from watcher.kinds.sources import vote_accounts
+from watcher.kinds.toolkit.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
 from watcher.ledger.models import VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
 

@@ -1,12 +1,12 @@
 """Kind ``commission_changed``: any change of a watched validator's commission (source
-``votes``; the comparison and its state: ``watcher.kinds.vote_changes``)."""
+``votes``; the comparison and its state: ``watcher.kinds.toolkit.vote_changes``)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from watcher.alerting import messages
-from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
+from watcher.kinds.toolkit.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "commission_changed"
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from watcher.alerting import messages
-from watcher.kinds.unverified import inventory_body, unverified_body, unverified_words
+from watcher.kinds.toolkit.unverified import inventory_body, unverified_body, unverified_words
 
 _TITLES: Final[Mapping[str, str]] = {
     "created": "created",

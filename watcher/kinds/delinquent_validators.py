@@ -1,5 +1,5 @@
 """Kind ``delinquent_validators``: delinquency of watched validators (source ``votes``,
-``watcher.kinds.votes_source``: one getVoteAccounts call serves every rule of every kind
+``watcher.kinds.sources.votes``: one getVoteAccounts call serves every rule of every kind
 reading it). State: ``{"v": 1, "episodes": {rule: {subject: Episode}}}``
 (see ``watcher.alerting.lifecycle.step_episodes``).
 
@@ -30,9 +30,9 @@ from watcher.config.rule_models import (
 )
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.cluster import CLUSTER, validator_lines, validator_title
-from watcher.kinds.samples import episode_samples, sample_key
-from watcher.kinds.votes_source import SOURCE, VotesSource
+from watcher.kinds.sources.votes import SOURCE, VotesSource
+from watcher.kinds.toolkit.cluster import CLUSTER, validator_lines, validator_title
+from watcher.kinds.toolkit.samples import episode_samples, sample_key
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message

@@ -13,8 +13,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import base
-from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.votes_source import SOURCE, PartStep, VotesSource
+from watcher.kinds.sources.votes import SOURCE, PartStep, VotesSource
+from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 EPOCH = 837

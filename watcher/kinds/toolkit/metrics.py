@@ -16,16 +16,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from watcher.kinds import account_source, drift, fee, holders, supply, vat, votes_source
-from watcher.kinds.account_source import AccountObservation
-from watcher.kinds.credits import account_finder, current_epoch, earned
-from watcher.kinds.drift import ClusterObservation
-from watcher.kinds.fee import FeeObservation
-from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.supply import SupplyObservation
-from watcher.kinds.vat import VatObservation, ticket_of
-from watcher.kinds.vat_ticket import next_boundary
-from watcher.kinds.versions import assess_node, index_cluster
+from watcher.kinds import fee_above, holder_changes, supply_changed, vat_eligibility, version_drift
+from watcher.kinds.credits_low import account_finder, current_epoch, earned
+from watcher.kinds.fee_above import FeeObservation
+from watcher.kinds.holder_changes import HoldersObservation
+from watcher.kinds.sources import accounts, votes
+from watcher.kinds.sources.accounts import AccountObservation
+from watcher.kinds.supply_changed import SupplyObservation
+from watcher.kinds.toolkit.vat_ticket import next_boundary
+from watcher.kinds.toolkit.versions import assess_node, index_cluster
+from watcher.kinds.vat_eligibility import VatObservation, ticket_of
+from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import VoteAccounts
 
 LAMPORTS_PER_SOL = 10**9
@@ -259,7 +260,7 @@ def vat_samples(
     to reach the cut (of the strictest ``max_rank`` watching it), its vote account's balance
     against the strictest minimum, and the time to the next boundary. No stake: no rank nor
     gap; no vote account to read: no balance; no slot read: no time to the boundary."""
-    mine = [rule for rule in rules if isinstance(rule, vat.VatEligibilityRule)]
+    mine = [rule for rule in rules if isinstance(rule, vat_eligibility.VatEligibilityRule)]
     if not mine:
         return ()
     max_rank = min(rule.max_rank for rule in mine)
@@ -297,11 +298,11 @@ def unique(samples: Iterable[Sample]) -> tuple[Sample, ...]:
 
 
 SAMPLERS: Mapping[str, Sampler] = {
-    votes_source.SOURCE.name: vote_samples,
-    drift.SOURCE.name: node_samples,
-    account_source.SOURCE.name: account_samples,
-    supply.SOURCE.name: supply_samples,
-    holders.SOURCE.name: holder_samples,
-    fee.SOURCE.name: fee_samples,
-    vat.SOURCE.name: vat_samples,
+    votes.SOURCE.name: vote_samples,
+    version_drift.SOURCE.name: node_samples,
+    accounts.SOURCE.name: account_samples,
+    supply_changed.SOURCE.name: supply_samples,
+    holder_changes.SOURCE.name: holder_samples,
+    fee_above.SOURCE.name: fee_samples,
+    vat_eligibility.SOURCE.name: vat_samples,
 }

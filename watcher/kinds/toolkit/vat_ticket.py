@@ -1,6 +1,6 @@
 """The arithmetic of the validator admission ticket (SIMD-0357, kind ``vat_eligibility``:
-``watcher.kinds.vat``): what a vote account needs in its balance, where a stake ranks against
-the cut of the 2,000 most staked, and where the next epoch boundary is. Pure."""
+``watcher.kinds.vat_eligibility``): what a vote account needs in its balance, where a stake ranks
+against the cut of the 2,000 most staked, and where the next epoch boundary is. Pure."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ State per mint (raw amounts as decimal strings: u64 does not fit a JSON double):
      "refs": {rule_name: {token_account: "amount"}},       # amount last notified, per rule
      "slot": 361665664, "at": 1790000000.0,                # context slot of that snapshot, when
      "seq": 42,                                            # accepted; snapshots accepted so far
-     "owners": {token_account: owner}}                     # cached (watcher.kinds.owners)
+     "owners": {token_account: owner}}                     # cached (watcher.kinds.toolkit.owners)
 
 An alert's dedup key names the observation (``seq``), not its content: a balance going back
 to an amount seen before is a new move, notified again.
@@ -31,8 +31,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.owners import kept_owners, resolve_owners
-from watcher.kinds.samples import change_samples, sample_key
+from watcher.kinds.toolkit.owners import kept_owners, resolve_owners
+from watcher.kinds.toolkit.samples import change_samples, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
@@ -117,7 +117,7 @@ class HoldersObservation:
 
     accounts: tuple[TokenAmount, ...]
     slot: int | None = None  # the answer's context slot
-    # Owners of token accounts not cached in the state yet (``watcher.kinds.owners``).
+    # Owners of token accounts not cached in the state yet (``watcher.kinds.toolkit.owners``).
     owners: Mapping[str, str] = field(default_factory=dict)
 
 

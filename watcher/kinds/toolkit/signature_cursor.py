@@ -1,6 +1,6 @@
 """Where the signatures of one address have been seen up to (``Cursor``), and the paging of
 getSignaturesForAddress against it: which entries of the pages are new, and when to stop paging
-back (kind ``new_transactions``, ``watcher.kinds.transactions``). Pure."""
+back (kind ``new_transactions``, ``watcher.kinds.new_transactions``). Pure."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 its lamports with getMultipleAccounts, batched with the round's other reads (the accounts
 source's batcher), and with ``tokens`` its token accounts by owner (getTokenAccounts) and the
 decimals of their mints. A read that fails says why and never raises: the transactions it was
-for are notified all the same (``watcher.kinds.tx_amounts``)."""
+for are notified all the same (``watcher.kinds.toolkit.tx_amounts``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import structlog
 from watcher.core.errors import BadResponse, RpcError
 from watcher.core.tally import count_balance_read
 from watcher.kinds import base
-from watcher.kinds.account_source import BATCHER, AccountRead
-from watcher.kinds.layouts import NotDecodable, mint_decimals
-from watcher.kinds.tx_amounts import BalanceRead, Holding, ReadOutcome
+from watcher.kinds.sources.accounts import BATCHER, AccountRead
+from watcher.kinds.toolkit.layouts import NotDecodable, mint_decimals
+from watcher.kinds.toolkit.tx_amounts import BalanceRead, Holding, ReadOutcome
 
 log = structlog.get_logger(__name__)
 

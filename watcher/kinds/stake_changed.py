@@ -1,7 +1,7 @@
 """Kind ``stake_changed``: a watched validator's activated stake moved by at least
 ``min_change_pct`` (default 5) percent from the amount last notified (source ``votes``; the
-comparison and its state: ``watcher.kinds.vote_changes``). Comparing with the last *notified*
-amount, not the last polled one, catches slow creep."""
+comparison and its state: ``watcher.kinds.toolkit.vote_changes``). Comparing with the last
+*notified* amount, not the last polled one, catches slow creep."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from watcher.alerting import messages
-from watcher.kinds.vote_changes import ChangeRule, change_kind, change_text, changes_step
+from watcher.kinds.toolkit.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "stake_changed"
 

@@ -7,7 +7,7 @@ the counts of the last accepted answers (``"nodes"``, ``"accounts"``, ``"current
 Doubts (``watcher.ledger.plausibility``): no node in gossip, no vote account, or none current, where
 the last accepted answers had some, is taken once seen three polls in a row.
 
-Versions and feature sets of gossip nodes are weighed by stake in ``watcher.kinds.versions``
+Versions and feature sets of gossip nodes are weighed by stake in ``watcher.kinds.toolkit.versions``
 (pure: versions, client families, the stake's references, where a node stands).
 """
 
@@ -23,10 +23,16 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import base, vote_accounts
-from watcher.kinds.cluster import CLUSTER, newest_vote, vote_account_counts, vote_accounts_doubt
-from watcher.kinds.samples import episode_samples, sample_key
-from watcher.kinds.versions import NodeAssessment, assess_node, index_cluster
+from watcher.kinds import base
+from watcher.kinds.sources import vote_accounts
+from watcher.kinds.toolkit.cluster import (
+    CLUSTER,
+    newest_vote,
+    vote_account_counts,
+    vote_accounts_doubt,
+)
+from watcher.kinds.toolkit.samples import episode_samples, sample_key
+from watcher.kinds.toolkit.versions import NodeAssessment, assess_node, index_cluster
 from watcher.ledger.models import ClusterNode, VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 

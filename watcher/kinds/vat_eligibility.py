@@ -12,7 +12,7 @@ getVoteAccounts: the balances and BLS keys of the others cannot be seen, so the 
 the worst it can be (docs/rules.md says what else cannot be seen).
 
 Observation (``VatObservation``): the getVoteAccounts answer (one call shared by the polls of a
-tick and the other sources reading it, ``watcher.kinds.vote_accounts``) and the watched vote
+tick and the other sources reading it, ``watcher.kinds.sources.vote_accounts``) and the watched vote
 account itself, read with getMultipleAccounts through the ``accounts`` source's batcher (the
 calls of ``balance_below``); its context slot says where the epoch stands. State: ``{"v": 1,
 "slot": ..., "accounts": ..., "current": ..., "episodes": ...}``.
@@ -32,11 +32,12 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds import account_source, base, vote_accounts
-from watcher.kinds.cluster import vote_account_counts, vote_accounts_doubt
-from watcher.kinds.delinquency import classify_validators
-from watcher.kinds.samples import episode_samples, sample_account, sample_key
-from watcher.kinds.vat_ticket import (
+from watcher.kinds import base
+from watcher.kinds.delinquent_validators import classify_validators
+from watcher.kinds.sources import accounts, vote_accounts
+from watcher.kinds.toolkit.cluster import vote_account_counts, vote_accounts_doubt
+from watcher.kinds.toolkit.samples import episode_samples, sample_account, sample_key
+from watcher.kinds.toolkit.vat_ticket import (
     MAINNET_SLOT_SECONDS,
     MAINNET_SLOTS_PER_EPOCH,
     MAX_RANK,
@@ -46,7 +47,7 @@ from watcher.kinds.vat_ticket import (
     next_boundary,
     standing,
 )
-from watcher.kinds.vat_words import vat_text
+from watcher.kinds.toolkit.vat_words import vat_text
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
@@ -123,7 +124,7 @@ class VatSource:
         votes = await vote_accounts.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
         vote = vote_pubkey_of(target, votes) or target
-        read = await account_source.BATCHER.read(ledger, vote)
+        read = await accounts.BATCHER.read(ledger, vote)
         account = read.account
         if account is not None and account.owner != VOTE_PROGRAM:
             return VatObservation(votes, None, None, read.slot)
