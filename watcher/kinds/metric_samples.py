@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from watcher.core.lamports import LAMPORTS_PER_SOL
 from watcher.kinds import account_source, drift, fee, holders, supply, vat, votes_source
 from watcher.kinds.account_source import AccountObservation
 from watcher.kinds.credits import account_finder, current_epoch, earned
@@ -27,8 +28,6 @@ from watcher.kinds.vat import VatObservation, ticket_of
 from watcher.kinds.vat_ticket import next_boundary
 from watcher.kinds.versions import assess_node, index_cluster
 from watcher.ledger.models import VoteAccounts
-
-LAMPORTS_PER_SOL = 10**9
 
 
 @dataclass(frozen=True)
