@@ -20,12 +20,11 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.lamports import LAMPORTS_DECIMALS
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation, address_of, token_target
 from watcher.kinds.toolkit.samples import episode_samples, sample_account
 from watcher.ledger.models import TokenAmount
-
-LAMPORTS_DECIMALS = 9
 
 Minimum = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 

@@ -32,6 +32,7 @@ from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.core.lamports import LAMPORTS_PER_SOL
 from watcher.kinds import base
 from watcher.kinds.delinquent_validators import classify_validators
 from watcher.kinds.sources import accounts, vote_accounts
@@ -54,7 +55,6 @@ from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 KIND_NAME = "vat_eligibility"
 STATE_VERSION = 1
-LAMPORTS_PER_SOL = 10**9
 VOTE_PROGRAM = "Vote111111111111111111111111111111111111111"
 
 Condition = Literal["no_stake", "balance", "rank"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from watcher.core.lamports import LAMPORTS_PER_SOL
 from watcher.kinds import fee_above, holder_changes, supply_changed, vat_eligibility, version_drift
 from watcher.kinds.credits_low import account_finder, current_epoch, earned
 from watcher.kinds.fee_above import FeeObservation
@@ -28,8 +29,6 @@ from watcher.kinds.toolkit.versions import assess_node, index_cluster
 from watcher.kinds.vat_eligibility import VatObservation, ticket_of
 from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import VoteAccounts
-
-LAMPORTS_PER_SOL = 10**9
 
 
 @dataclass(frozen=True)

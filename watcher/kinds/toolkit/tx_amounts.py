@@ -25,8 +25,8 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from watcher.alerting import messages
+from watcher.core.lamports import LAMPORTS_DECIMALS
 
-LAMPORTS_DECIMALS = 9
 SOL = "SOL"  # the asset key of lamports; any other key is a mint
 
 

@@ -1,12 +1,12 @@
-"""The factories of ``watcher.wiring``."""
+"""The factories of the composition root (``watcher.app``) that turn settings into parts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from watcher.app import public_endpoint, rpc_client
 from watcher.config.settings import Settings
 from watcher.ledger.rpc import RpcStats
-from watcher.wiring import public_endpoint, rpc_client
 
 
 async def test_the_endpoint_named_before_the_client_is_the_one_the_client_shows(

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from watcher.cli_support import (
+from watcher.cli.silences import silence_app
+from watcher.cli.simulate import simulate_app
+from watcher.cli.support import (
     ConfigOption,
     command_store,
     database_report_or_exit,
@@ -22,8 +24,6 @@ from watcher.cli_support import (
     usage_error,
 )
 from watcher.core.stop_requests import StopRequests, stop_requests
-from watcher.silence_cli import silence_app
-from watcher.simulate import simulate_app
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
     from watcher.config.ruleset import RuleSet
@@ -236,7 +236,7 @@ def demo(
     ] = "127.0.0.1:9108",
 ) -> None:
     """Offline demo: simulator + daemon + example rules; prints every notification; exits 0."""
-    from watcher.demo import run_demo
+    from watcher.cli.demo import run_demo
 
     raise typer.Exit(code=run_demo(rules, listen=listen))
 
@@ -286,7 +286,3 @@ def main() -> None:
     except StateError as exc:  # any command: one line naming the database, no traceback
         typer.echo(f"watcher: {exc}", err=True)
         raise SystemExit(1) from None
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

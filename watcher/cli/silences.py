@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from watcher.cli_support import (
+from watcher.cli.support import (
     ConfigOption,
     command_store,
     fail_with_problems,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from watcher.cli.demo import run_demo
 from watcher.core import logs
-from watcher.demo import run_demo
 
-RULES = Path(__file__).parent.parent / "rules"
+RULES = Path(__file__).parents[2] / "rules"
 
 
 @pytest.fixture(autouse=True)

@@ -48,11 +48,11 @@ def load_for_state(config: Path) -> tuple[Settings, RuleSet]:
     key, a channel token) is a placeholder, and the channels' URLs, which may then hold one,
     are not read. The settings and the rules are checked as ``load`` checks them otherwise."""
     from watcher.config.reading import read_settings
+    from watcher.config.readonly import readonly_environ
     from watcher.config.rules import read_rules
     from watcher.config.ruleset import RuleSet
     from watcher.core.errors import ConfigError
     from watcher.kinds import KINDS
-    from watcher.service.readonly import readonly_environ
 
     reading = read_settings(config, readonly_environ(config))
     rules, rule_problems = read_rules(
@@ -67,8 +67,8 @@ def load_for_state(config: Path) -> tuple[Settings, RuleSet]:
 def settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:
     """``readonly``: for a command that only reads the state database (no secret needed)."""
     from watcher.config.reading import load_settings
+    from watcher.config.readonly import load_readonly_settings
     from watcher.core.errors import ConfigError
-    from watcher.service.readonly import load_readonly_settings
 
     try:
         return load_readonly_settings(config) if readonly else load_settings(config)
