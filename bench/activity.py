@@ -59,16 +59,16 @@ from common import API_KEY, DaemonProcess, Receiver, wait_for, write_config  # n
 from daemon_run import cpu_seconds  # noqa: E402
 from stream import COVERS, tally  # noqa: E402
 
-from watcher.cadence import Budget  # noqa: E402
-from watcher.config.ruleset import Job  # noqa: E402
-from watcher.service.admission import Admission  # noqa: E402
-from watcher.service.budgeting import ALLOCATE_EVERY  # noqa: E402
-from watcher.service.cadences import (  # noqa: E402
+from watcher.budget.admission import Admission  # noqa: E402
+from watcher.budget.cadences import (  # noqa: E402
     CadenceBook,
     activity,
     paced_state,
     stored_cadence,
 )
+from watcher.budget.planning import ALLOCATE_EVERY  # noqa: E402
+from watcher.config.call_budget import Budget  # noqa: E402
+from watcher.config.ruleset import Job  # noqa: E402
 from watcher.service.last_errors import LastErrors  # noqa: E402
 from watcher.service.metrics import Metrics  # noqa: E402
 from watcher.service.rounds import RoundReports, Sweeper  # noqa: E402

@@ -18,6 +18,9 @@ from functools import partial
 
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.alerting.messages import Presentation
+from watcher.budget.admission import Admission
+from watcher.budget.cadences import CadenceBook
+from watcher.budget.cadences import at_scrape as cadences_at_scrape
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
@@ -28,10 +31,7 @@ from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcStats
 from watcher.service import sweeps
-from watcher.service.admission import Admission
 from watcher.service.agreement import Agreement
-from watcher.service.cadences import CadenceBook
-from watcher.service.cadences import at_scrape as cadences_at_scrape
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
@@ -75,7 +75,7 @@ class Daemon:
         self.state_health = StateHealth(down_for_limit=settings.health.database_down_for)
         self.outbox_has_work = asyncio.Event()  # wakes the sender loop
         self.stopping = asyncio.Event()  # set once the run ends: no new round, send or pass
-        # Each adaptive target's cadence: what a sweep polls (watcher.service.cadences).
+        # Each adaptive target's cadence: what a sweep polls (watcher.budget.cadences).
         self.cadences = CadenceBook()
         # Each part built after what it uses: the RPC endpoints' name (as the client will show
         # it), the configuration whose built-in alerts name it, the metrics, the client that

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from watcher.budget.cadences import activity
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import WATCH_SINCE_KEY, StepOutcome, TargetState, WatchSince
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
 from watcher.kinds.toolkit.signature_cursor import after_watch_began, new_signatures, split_at_watch
 from watcher.ledger.models import SignatureEntry
-from watcher.service.cadences import activity
 
 from support.balances import Balances
 from support.values import key, sig, signatures_page

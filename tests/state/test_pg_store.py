@@ -13,10 +13,10 @@ from contextlib import AsyncExitStack
 import psycopg
 import pytest
 
+from watcher.budget.cadences import CADENCE_KEY
 from watcher.core.errors import LeaseLost, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
-from watcher.service.cadences import CADENCE_KEY
 from watcher.state.interface import StepToCommit
 from watcher.state.pg_leases import NOW
 from watcher.state.pg_pool import PoolLimits

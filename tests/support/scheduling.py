@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from watcher.cadence import Budget
+from watcher.budget.admission import Admission
+from watcher.budget.cadences import CadenceBook
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
-from watcher.service.admission import Admission
-from watcher.service.cadences import CadenceBook
 from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import RoundReports, Sweeper

@@ -70,7 +70,7 @@ def check(config: ConfigOption) -> None:
     typer.echo(f"{config}: OK ({len(ruleset.rules)} rules)")
     if state_line is not None:
         typer.echo(state_line)
-    from watcher.checks.cost import cadence_lines, cost_lines
+    from watcher.budget.cost import cadence_lines, cost_lines
 
     rpc = _settings.rpc
     jobs = ruleset.jobs()

@@ -229,7 +229,7 @@ class StateRule(RuleBase):
 class Backoff(RuleBase):
     """Kinds whose targets are many and mostly idle: with ``max_every`` a quiet target is polled
     less and less often, down to once per ``max_every``, and activity brings it back to
-    ``every`` (``watcher.cadence``). None: every target at ``every``, always."""
+    ``every`` (``watcher.budget``). None: every target at ``every``, always."""
 
     max_every: PositiveDuration | None = None
 

@@ -3,7 +3,7 @@
 Rules that watch the same target share one call: a target is polled at the shortest ``every``
 among the rules watching it, and a source's targets with the same interval form one ``Job`` (one
 scheduled sweep). A target whose rules all give ``max_every`` backs off while quiet
-(``watcher.cadence``), down to the shortest ``max_every`` among them (the strictest promise);
+(``watcher.budget``), down to the shortest ``max_every`` among them (the strictest promise);
 one rule without it keeps the target at its interval. A job's targets share both bounds: jobs
 are per (source, interval, max_interval), so a job sweeps every ``interval`` and polls the
 targets whose cadence says they are due. Targets: addresses (source ``signatures``), mints

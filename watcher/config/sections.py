@@ -16,7 +16,7 @@ from pydantic import (
     field_validator,
 )
 
-from watcher.cadence import Budget, parse_budget
+from watcher.config.call_budget import Budget, parse_budget
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import Severity
 
@@ -40,7 +40,7 @@ class RpcSettings(_Section):
     # JSON-RPC calls per HTTP request; 1 = no batching (watcher.ledger.batching.DEFAULT_BATCH_SIZE)
     batch_size: Annotated[int, Field(ge=1, le=100)] = 10
     # Calls per month (or day) of all rules together: the intervals of rules with max_every
-    # stretch by activity to fit (watcher.cadence). None: no cap.
+    # stretch by activity to fit (watcher.budget). None: no cap.
     budget: CallBudget | None = None
 
 

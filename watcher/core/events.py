@@ -32,7 +32,7 @@ TargetState = dict[str, Any]
 #   "set_aside"  the kind's step (transactions,         entries of the ledger's own that a
 #                program_accounts)                      confirmed doubt set aside: taken, and not
 #                                                       doubted again while listed
-#   "_cadence"   watcher.service.cadences (paced_state, a backing-off target's cadence; kinds
+#   "_cadence"   watcher.budget.cadences (paced_state, a backing-off target's cadence; kinds
 #                through the target pipeline)           never read it, the pipeline puts it back
 #                                                       on every new state
 #   "_since"     watcher.service.watch_starts, when the  when the watch of a history-reading

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 from watcher.alerting.builtin import Builtins
 from watcher.alerting.messages import Presentation
 from watcher.alerting.routing import Routes
-from watcher.cadence import Budget
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 
@@ -60,18 +59,6 @@ class Configuration:
     def budget(self) -> Budget | None:
         """``rpc.budget``: the calls the adaptive rules may spend (None: no limit)."""
         return self.settings.rpc.budget
-
-
-Shown = TypeVar("Shown", covariant=True)
-
-
-class Current(Protocol[Shown]):
-    """What a part holds to read the configuration in force: ``Configured`` (a part states, as
-    ``Shown``, the few members of ``Configuration`` it reads, so that its tests can give just
-    those)."""
-
-    @property
-    def current(self) -> Shown: ...
 
 
 class Configured:

@@ -263,7 +263,7 @@ class Metrics:
             child.inc()
 
     def budget_deferred_polls(self, source: str, polls: int) -> None:
-        """Due polls put off by the budget's hard limit (``watcher.service.budgeting``)."""
+        """Due polls put off by the budget's hard limit (``watcher.budget.planning``)."""
         self.budget_deferred.labels(source).inc(polls)
 
     def balance_reads(self, source: str, reads: int) -> None:

@@ -23,6 +23,9 @@ import structlog
 from watcher.alerting import builtin
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
+from watcher.budget.admission import Admission
+from watcher.budget.cadences import CadenceBook, stored_cadence
+from watcher.config.current import Current
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
@@ -31,9 +34,6 @@ from watcher.core.tally import tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
-from watcher.service.admission import Admission
-from watcher.service.cadences import CadenceBook, stored_cadence
-from watcher.service.configuration import Current
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
@@ -221,8 +221,8 @@ class Sweeper:
         return polled, len(due) - len(polled)
 
     async def _due(self, job: Job, held: Sequence[str], now: float) -> list[str]:
-        """The targets of an adaptive job to poll now (``watcher.service.cadences``; under a
-        budget, ``watcher.service.admission`` paces the first polls). A target
+        """The targets of an adaptive job to poll now (``watcher.budget.cadences``; under a
+        budget, ``watcher.budget.admission`` paces the first polls). A target
         the book does not know yet has its stored cadence read first, once (at start, or when
         its shard is taken): a restart keeps every backoff (the poll goes on from the stored
         cadence)."""

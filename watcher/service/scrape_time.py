@@ -17,11 +17,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from watcher.cadence import monthly_calls
+from watcher.budget.cadences import interval_bands
+from watcher.budget.cost import monthly_calls
 from watcher.core.errors import StateError
 from watcher.core.events import Silence
 from watcher.ledger.rpc import RpcStats
-from watcher.service.cadences import interval_bands
 from watcher.state import snapshot
 from watcher.state.snapshot import Awaiting, StateSummary
 
@@ -49,7 +49,7 @@ class ScrapeTime(Collector):
         """``rpc_stats``: the RPC client's counters, read at each scrape (None: no client to
         show). ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
         ``cadences``: the calls a second at the current cadences and the current interval of
-        every adaptive target (``watcher.service.cadences``); ``kind_of``: a rule's kind (the
+        every adaptive target (``watcher.budget.cadences``); ``kind_of``: a rule's kind (the
         rules in force; "" for one no longer in force); ``read_silences``: the store's
         ``active_silences`` (a firing alert one covers is labelled ``silenced="true"``);
         ``read_awaiting``: the store's ``awaiting_first_poll`` (None: not shown)."""

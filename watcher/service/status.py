@@ -1,7 +1,7 @@
 """``watcher status``: what is firing now, each source's last round, pending and dead
 deliveries, and how many targets of rules with ``max_every`` sit at each interval band (with
 what they project a month); read from the store only (``Store.status``: no RPC call, no secret
-needed). The intervals are those stored in the targets' states (``watcher.service.cadences``:
+needed). The intervals are those stored in the targets' states (``watcher.budget.cadences``:
 rewritten when an interval moves by a quarter or more), so they trail the daemon's by less
 than that."""
 
@@ -11,9 +11,9 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-from watcher.cadence import monthly_calls
+from watcher.budget.cadences import CADENCE_KEY, interval_bands
+from watcher.budget.cost import monthly_calls
 from watcher.core.clock import iso
-from watcher.service.cadences import CADENCE_KEY, interval_bands
 from watcher.state import snapshot
 from watcher.state.commands import CommandStore
 from watcher.state.shards import SHARDS

@@ -43,6 +43,7 @@ import structlog
 
 from watcher.alerting.health import RoundHealth
 from watcher.alerting.messages import PresentedRule
+from watcher.budget.cadences import CadenceBook, activity, paced_state, stored_cadence
 from watcher.core.clock import Clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
@@ -50,7 +51,6 @@ from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.service.agreement import Agreement, Answers
-from watcher.service.cadences import CadenceBook, activity, paced_state, stored_cadence
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
 from watcher.service.last_errors import LastErrors

@@ -1,7 +1,7 @@
 """Each adaptive target's cadence at run time: where it is kept, when it is written, what is due.
 
 A job with ``max_interval`` (rules with ``max_every``) sweeps every ``interval`` but polls only
-the targets whose cadence (``watcher.cadence.Cadence``) says they are due. Three places hold it:
+the targets whose cadence (``backoff.Cadence``) says they are due. Three places hold it:
 
 * **The target's state document**, under ``CADENCE_KEY``: it survives a restart and needs no
   second store. Kinds never read the key; the daemon puts the stored value back on every new
@@ -27,11 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from watcher.cadence import Cadence, after_poll, rescheduled
+from watcher.budget.backoff import Cadence, after_poll, rescheduled
+from watcher.config.current import Current
 from watcher.config.ruleset import Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import WATCH_SINCE_KEY, TargetState
-from watcher.service.configuration import Current
 
 # A target never polled is assumed to see an event a day until it shows its own rate: enough
 # to weigh it against proven idle targets in a budget allocation, little enough not to matter

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from watcher.cadence import Budget
+from watcher.budget.cadences import CadenceBook
+from watcher.budget.planning import BUDGET_WINDOW, admitted
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
-from watcher.service.budgeting import BUDGET_WINDOW, admitted
-from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
 
 from support.scheduling import HeldShards, scheduling_sweeper, time
@@ -162,7 +162,7 @@ def test_busy_targets_beyond_the_budget_leave_room_for_the_quiet_ones() -> None:
 
 
 def test_a_full_window_admits_the_fairness_bound_then_first_polls_then_the_plan() -> None:
-    from watcher.cadence import Cadence
+    from watcher.budget.backoff import Cadence
 
     def cadence(seen_at: float, interval: float, rate: float = 0.0) -> Cadence:
         return Cadence(interval, seen_at + interval, rate, seen_at)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from watcher.cadence.allocation import Allocation, TargetGroup, allocate, allocate_groups
+from watcher.budget.allocation import Allocation, TargetGroup, allocate, allocate_groups
 
 EVERY = 30.0
 MAX_EVERY = 900.0

@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import pytest
 
-from watcher.cadence import Budget
+from watcher.budget.cadences import CadenceBook
+from watcher.budget.planning import BUDGET_WINDOW, SpendWindow
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
-from watcher.service.budgeting import BUDGET_WINDOW, SpendWindow
-from watcher.service.cadences import CadenceBook
 from watcher.service.metrics import Metrics
 from watcher.state.shards import SHARDS
 

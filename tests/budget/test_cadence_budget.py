@@ -9,16 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
-from watcher.cadence.budget import (
-    DAY_SECONDS,
-    MONTH_SECONDS,
-    Budget,
-    budget_share,
-    cadence_cost,
-    calls_per_second,
-    monthly_calls,
-    parse_budget,
-)
+from watcher.budget.cost import budget_share, cadence_cost, calls_per_second, monthly_calls
+from watcher.config.call_budget import DAY_SECONDS, MONTH_SECONDS, Budget, parse_budget
 
 
 @pytest.mark.parametrize(

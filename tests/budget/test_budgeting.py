@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.cadence import Budget, parse_budget
+from watcher.budget.planning import job_key, plan_budget, stretch_warning
+from watcher.config.call_budget import Budget, parse_budget
 from watcher.config.ruleset import Job
-from watcher.service.budgeting import job_key, plan_budget, stretch_warning
 from watcher.simulator.keys import derived_pubkey
 
 from support.seeded import World, base_rules, daemon_worlds

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.cadence.backoff import (
+from watcher.budget.backoff import (
     DEFAULT_HALF_LIFE,
     Cadence,
     after_poll,

@@ -14,16 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from watcher.cadence import Cadence
-from watcher.config.ruleset import Job
-from watcher.core.events import CADENCE_KEY
-from watcher.service.cadences import (
+from watcher.budget.backoff import Cadence
+from watcher.budget.cadences import (
     CadenceBook,
     activity,
     paced_state,
     stored_cadence,
     worth_storing,
 )
+from watcher.config.ruleset import Job
+from watcher.core.events import CADENCE_KEY
 from watcher.service.status import Status, read_status
 from watcher.state.commands import sqlite_command_store
 

@@ -2,15 +2,19 @@
 
 Every detection is a poll, and every poll is a call the user pays for; yet most targets (deposit
 addresses, token accounts) are idle almost all the time. This package decides how often to poll
-each target so that calls go where things move. It is pure: time is a parameter, nothing here
-reads a clock, stores or sends anything.
+each target so that calls go where things move, and what the rules will cost.
+
+The arithmetic is pure (``backoff``, ``allocation``, ``planning``, ``cost``): time is a
+parameter, nothing there reads a clock, stores or sends anything. ``cadences`` keeps each
+adaptive target's cadence between polls and ``admission`` applies the plan to each sweep; the
+budget itself, as a user writes it, is a setting (``watcher.config.call_budget.Budget``).
 
 **Backoff** (``backoff``), without a budget. A target is polled between two bounds, ``every``
 and ``max_every``. Activity brings its interval straight back to ``every``; each quiet poll
 doubles it, up to ``max_every``. The cadence (interval, next due time, event-rate estimate)
 is a few floats kept in the target's state document, so a restart keeps every backoff.
 
-**Allocation** (``allocation``), under a budget (``budget``: ``20M/month``). If events on a
+**Allocation** (``allocation``), under a budget (``rpc.budget``: ``20M/month``). If events on a
 target arrive as a Poisson process of rate ``λ_i`` and it is polled every ``1/r_i`` seconds,
 an event waits on average half an interval, so the expected detection delay summed over all
 events is ``Σ λ_i / (2 r_i)``. Minimising that under a total poll rate ``Σ r_i = B``
@@ -31,36 +35,3 @@ activity still sets its target back to ``every`` at once, until the next allocat
 sees the raised rate estimate. Such bursts spend beyond the allocation for that while, so the
 more often the allocation is recomputed, the closer the spending stays to the budget.
 """
-
-from watcher.cadence.allocation import Allocation, TargetGroup, allocate, allocate_groups
-from watcher.cadence.backoff import Cadence, after_poll, is_due, rescheduled, updated_rate
-from watcher.cadence.budget import (
-    MONTH_SECONDS,
-    Budget,
-    CadenceCost,
-    budget_share,
-    cadence_cost,
-    calls_per_second,
-    monthly_calls,
-    parse_budget,
-)
-
-__all__ = [
-    "MONTH_SECONDS",
-    "Allocation",
-    "Budget",
-    "Cadence",
-    "CadenceCost",
-    "TargetGroup",
-    "after_poll",
-    "allocate",
-    "allocate_groups",
-    "budget_share",
-    "cadence_cost",
-    "calls_per_second",
-    "is_due",
-    "monthly_calls",
-    "parse_budget",
-    "rescheduled",
-    "updated_rate",
-]

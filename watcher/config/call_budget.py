@@ -1,4 +1,4 @@
-"""A call budget as users write it (``20M/month``, ``500k/day``) and the arithmetic of cost.
+"""A call budget as users write it (``20M/month``, ``500k/day``): the value of ``rpc.budget``.
 
 A budget is a number of calls, with an optional suffix ``k``/``K`` (thousand), ``M`` (million)
 or ``G`` (billion), then ``/month`` or ``/day``. A month is 30 days (as in ``watcher check``'s
@@ -86,50 +86,3 @@ def parse_budget(value: object) -> Budget:
     if not math.isfinite(calls) or calls < 1:
         raise ValueError(f'budget "{text}": must allow at least one call')
     return Budget(calls, PERIOD_SECONDS[period])
-
-
-def monthly_calls(calls_per_second: float) -> float:
-    """Calls in a (30-day) month at a steady rate."""
-    return calls_per_second * MONTH_SECONDS
-
-
-def calls_per_second(targets: int, interval: float) -> float:
-    """Calls per second of ``targets`` each polled once every ``interval`` seconds."""
-    if interval <= 0:
-        raise ValueError(f"interval must be positive, got {interval}")
-    return targets / interval
-
-
-def budget_share(calls_per_second: float, budget: Budget) -> float:
-    """Fraction of the budget a steady rate spends: 0.5 is half, 2.0 twice the budget."""
-    return calls_per_second / budget.per_second
-
-
-@dataclass(frozen=True)
-class CadenceCost:
-    """What ``targets`` cost between their bounds: the worst case, every target at ``every``,
-    and the floor, every target at ``max_every`` (what stays when all of them are quiet)."""
-
-    at_every_per_second: float
-    at_max_every_per_second: float
-
-    @property
-    def at_every_per_month(self) -> float:
-        return monthly_calls(self.at_every_per_second)
-
-    @property
-    def at_max_every_per_month(self) -> float:
-        return monthly_calls(self.at_max_every_per_second)
-
-    def shares(self, budget: Budget) -> tuple[float, float]:
-        """(worst case, floor) as fractions of the budget; a floor above 1 means intervals
-        will stretch beyond ``max_every``."""
-        return (
-            budget_share(self.at_every_per_second, budget),
-            budget_share(self.at_max_every_per_second, budget),
-        )
-
-
-def cadence_cost(targets: int, every: float, max_every: float) -> CadenceCost:
-    """The cost of ``targets`` polled between ``every`` and ``max_every`` seconds."""
-    return CadenceCost(calls_per_second(targets, every), calls_per_second(targets, max_every))

@@ -4,7 +4,7 @@ The sweeper (``watcher.service.rounds``) asks it twice per adaptive sweep: ``due
 plans the budget when a plan is due, the cadence book's due targets with the never-polled ones
 paced at the job's first-polls rate) and ``admit`` (those cut to what the job's share of the
 budget's window has left). The plan and the arithmetic are pure, in
-``watcher.service.budgeting``; this class keeps what they need between sweeps: the last plan and
+``watcher.budget.planning``; this class keeps what they need between sweeps: the last plan and
 when it was made, each job's first-polls credit and each job's spending window.
 
 Several instances on one database each spend their share of the shards' part of the budget:
@@ -19,9 +19,8 @@ from typing import Protocol
 
 import structlog
 
-from watcher.cadence import Budget
-from watcher.config.ruleset import Job
-from watcher.service.budgeting import (
+from watcher.budget.cadences import CadenceBook
+from watcher.budget.planning import (
     ALLOCATE_EVERY,
     BudgetPlan,
     SpendWindow,
@@ -30,8 +29,9 @@ from watcher.service.budgeting import (
     plan_budget,
     stretch_warning,
 )
-from watcher.service.cadences import CadenceBook
-from watcher.service.configuration import Current
+from watcher.config.call_budget import Budget
+from watcher.config.current import Current
+from watcher.config.ruleset import Job
 from watcher.state.shards import SHARDS
 
 log = structlog.get_logger("watcher.app")
@@ -166,7 +166,7 @@ class Admission:
 
     def _first_polls_paced(self, job: Job, due: list[str], now: float) -> list[str]:
         """``due`` with as many never-polled targets as the job's share of the budget has paid
-        for since its last sweep (``watcher.service.budgeting``); the first sweep may take
+        for since its last sweep (``watcher.budget.planning``); the first sweep may take
         one."""
         assert self.plan is not None
         rate = self.plan.first_polls_rate(job)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from watcher.cadence import Budget
-from watcher.checks.cost import budget_fit, cost_lines, method_costs
+from watcher.budget.cost import budget_fit, cost_lines, method_costs
 from watcher.cli import app
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
 from watcher.kinds import SOURCES
 

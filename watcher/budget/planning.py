@@ -1,10 +1,10 @@
 """``rpc.budget`` at run time: share the calls among the adaptive targets (pure).
 
 Every ``ALLOCATE_EVERY`` seconds (and at the first sweep) the sweeper's admission
-(``watcher.service.admission``) plans the budget over all jobs: the rules without
+(``watcher.budget.admission``) plans the budget over all jobs: the rules without
 ``max_every`` spend what they spend (one call per target per interval); what is left is
 allocated among the adaptive targets, one group per job, by their estimated event rates
-(``watcher.cadence.allocate_groups``: rates proportional to the square root of each target's
+(``allocation.allocate_groups``: rates proportional to the square root of each target's
 event rate, within its bounds). The budget is the bill: when even ``max_every`` for every
 target costs more, every interval stretches by one factor, and admission says so once.
 
@@ -40,7 +40,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from watcher.cadence import Budget, Cadence, TargetGroup, allocate_groups
+from watcher.budget.allocation import TargetGroup, allocate_groups
+from watcher.budget.backoff import Cadence
+from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
 
 ALLOCATE_EVERY: Final = 300.0  # seconds: bursts spend beyond the plan until the next one

@@ -6,7 +6,7 @@ With ``max_every`` (adaptive rules) or ``rpc.budget``, ``cadence_lines`` says pe
 costs at ``every`` (the worst case: every target busy) and at ``max_every`` (the floor: every
 target quiet), their shares of the budget, and whether the floor fits it, or by how much the
 intervals will stretch beyond ``max_every`` (as the daemon's plan will,
-``watcher.service.budgeting``).
+``watcher.budget.planning``).
 
 Pure: jobs in (one per source and interval, ``watcher.config.ruleset.Job``), lines out. What one
 poll of a target of each source calls is the source's own declaration (``SourceFacts``: its
@@ -27,14 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from watcher.cadence import Budget, budget_share, cadence_cost
+from watcher.config.call_budget import MONTH_SECONDS, Budget
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.config.ruleset import Job
 from watcher.kinds import KINDS, SOURCES
 from watcher.kinds.base import Source, SourceFacts
 from watcher.kinds.nonce_accounts import NONCE_METHOD
-
-MONTH_SECONDS: Final = 30 * 86400
 
 
 @dataclass(frozen=True)
@@ -279,3 +277,53 @@ def cadence_lines(
         else:
             out.append(head + ": fits (intervals follow activity between every and max_every)")
     return out
+
+
+# The arithmetic of a steady rate of calls.
+
+
+def monthly_calls(calls_per_second: float) -> float:
+    """Calls in a (30-day) month at a steady rate."""
+    return calls_per_second * MONTH_SECONDS
+
+
+def calls_per_second(targets: int, interval: float) -> float:
+    """Calls per second of ``targets`` each polled once every ``interval`` seconds."""
+    if interval <= 0:
+        raise ValueError(f"interval must be positive, got {interval}")
+    return targets / interval
+
+
+def budget_share(calls_per_second: float, budget: Budget) -> float:
+    """Fraction of the budget a steady rate spends: 0.5 is half, 2.0 twice the budget."""
+    return calls_per_second / budget.per_second
+
+
+@dataclass(frozen=True)
+class CadenceCost:
+    """What ``targets`` cost between their bounds: the worst case, every target at ``every``,
+    and the floor, every target at ``max_every`` (what stays when all of them are quiet)."""
+
+    at_every_per_second: float
+    at_max_every_per_second: float
+
+    @property
+    def at_every_per_month(self) -> float:
+        return monthly_calls(self.at_every_per_second)
+
+    @property
+    def at_max_every_per_month(self) -> float:
+        return monthly_calls(self.at_max_every_per_second)
+
+    def shares(self, budget: Budget) -> tuple[float, float]:
+        """(worst case, floor) as fractions of the budget; a floor above 1 means intervals
+        will stretch beyond ``max_every``."""
+        return (
+            budget_share(self.at_every_per_second, budget),
+            budget_share(self.at_max_every_per_second, budget),
+        )
+
+
+def cadence_cost(targets: int, every: float, max_every: float) -> CadenceCost:
+    """The cost of ``targets`` polled between ``every`` and ``max_every`` seconds."""
+    return CadenceCost(calls_per_second(targets, every), calls_per_second(targets, max_every))
