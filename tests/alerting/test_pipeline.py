@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from watcher.alerting import pipeline
-from watcher.alerting.messages import PLAIN, Presentation
+from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.alerting.routing import Routes
 from watcher.alerting.silences import is_silenced
 from watcher.core.events import AlertMessage, Severity, Silence, inventory_key

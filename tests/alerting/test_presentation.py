@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.messages import PLAIN, Presentation, shorten
+from watcher.alerting.formatting import PLAIN, Presentation, shorten
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.messages import Presentation, make_alert, word_alert
+from watcher.alerting.formatting import Presentation
+from watcher.alerting.messages import make_alert, word_alert
 from watcher.core.events import AlertMessage, Grouping
 from watcher.core.outbox_rows import DeliveryRow, url_id
 from watcher.delivery.digest import (

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from watcher.alerting.messages import Presentation
+from watcher.alerting.formatting import Presentation
 from watcher.config.rule_models import EventRule
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from watcher.alerting.messages import Presentation
+from watcher.alerting.formatting import Presentation
 from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.holder_changes import SOURCE, HolderChangesRule

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.alerting.messages import Presentation
+from watcher.alerting.formatting import Presentation
 from watcher.config.rule_models import RuleBase
 from watcher.core.errors import RpcTimeout
 from watcher.core.events import (

@@ -1,4 +1,4 @@
-"""How notifications are worded: the shared formatters, and the one renderer.
+"""How notifications are worded: the built-in wordings, the one renderer, and alerts as facts.
 
 Each kind has a pure default wording ``facts -> (title, body)`` in its module
 (``watcher.kinds``); the built-in ``rpc_unhealthy``'s and ``rpc_disagreement``'s are here. The
@@ -28,19 +28,24 @@ name, and each alert's subject (``watcher.delivery.digest``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
-from jinja2 import StrictUndefined, Template, TemplateError, pass_context
-from jinja2.runtime import Context
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2 import TemplateError
 
+# The formatters are named here too: each kind's wording reaches them as ``messages.*``.
+from watcher.alerting.formatting import PLAIN as PLAIN
+from watcher.alerting.formatting import Presentation as Presentation
+from watcher.alerting.formatting import lines as lines
+from watcher.alerting.formatting import plural as plural
+from watcher.alerting.formatting import shorten
+from watcher.alerting.formatting import sol as sol
+from watcher.alerting.formatting import ui_amount as ui_amount
 from watcher.alerting.framing import framed
+from watcher.alerting.templating import rendered
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import AlertMessage, Grouping, Reason, Severity
-from watcher.core.lamports import LAMPORTS_DECIMALS
 
 Facts = Mapping[str, Any]
 
@@ -72,69 +77,7 @@ class PresentedRule(RuleView, Protocol):
     def kind(self) -> str: ...
 
 
-# -- small formatters ------------------------------------------------------------------------
-
-
-LISTED_CHARS = 8  # a key listed with its link shows its first and last 8 characters
-
-
-def shorten(key: str, chars: int = 4) -> str:
-    """``EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`` -> ``EPjF…Dt1v`` (titles; lists with
-    links, ``chars=8``)."""
-    return key if len(key) <= 3 * chars else f"{key[:chars]}…{key[-chars:]}"
-
-
-@dataclass(frozen=True)
-class Presentation:
-    """How keys are shown: names from the address book, links to an explorer (settings)."""
-
-    labels: Mapping[str, str] = field(default_factory=dict)
-    # "https://explorer.solana.com/{kind}/{id}"; kind is "tx" or "address". None: no links.
-    explorer_url: str | None = None
-
-    def label(self, *keys: str | None) -> str | None:
-        """The label of the first of ``keys`` that has one (a validator by vote or identity)."""
-        return next((self.labels[key] for key in keys if key and key in self.labels), None)
-
-    def name(self, key: str, *aliases: str | None) -> str:
-        """The key in full, with its label if any (bodies)."""
-        label = self.label(key, *aliases)
-        return f"{key} ({label})" if label else key
-
-    def short(self, key: str, *aliases: str | None) -> str:
-        """The key shortened, with its label if any (titles)."""
-        label = self.label(key, *aliases)
-        return f"{shorten(key)} ({label})" if label else shorten(key)
-
-    def listed(self, kind: str, key: str, *aliases: str | None) -> str:
-        """A key in a list: its first and last 8 characters when its link (the next line)
-        carries it in full, else in full; with its label if any."""
-        text = key if self.link(kind, key) is None else shorten(key, LISTED_CHARS)
-        label = self.label(key, *aliases)
-        return f"{text} ({label})" if label else text
-
-    def link(self, kind: str, key: str | None) -> str | None:
-        """The line under a signature (``tx``) or an address (``address``) in a body; none
-        for anything else (``kind`` "": a search, a rule name)."""
-        if self.explorer_url is None or not key or not kind:
-            return None
-        return "  " + self.explorer_url.format(kind=kind, id=key)
-
-
-PLAIN = Presentation()
 Wording = Callable[[Facts, Presentation], tuple[str, str]]
-
-
-def ui_amount(raw: int, decimals: int) -> str:
-    """Exact decimal form of a raw token amount: ``(854699973338, 8)`` -> ``8,546.99973338``."""
-    sign = "-" if raw < 0 else ""
-    whole, fraction = divmod(abs(raw), 10**decimals)
-    fraction_text = str(fraction).rjust(decimals, "0").rstrip("0") if decimals else ""
-    return f"{sign}{whole:,}" + (f".{fraction_text}" if fraction_text else "")
-
-
-def sol(lamports: int | None) -> str:
-    return "unknown" if lamports is None else f"{ui_amount(lamports, LAMPORTS_DECIMALS)} SOL"
 
 
 def rule_head(facts: Facts) -> str:
@@ -151,14 +94,6 @@ def _tag(facts: Facts) -> str:
 def rule_line(facts: Facts) -> str:
     built_in = "built in, " if facts.get("built_in") else ""
     return f"Rule: {facts['rule']} ({built_in}severity {facts['severity']})"
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def lines(*parts: str | None) -> str:
-    return "\n".join(part for part in parts if part is not None)
 
 
 # -- episodes (state kinds) ------------------------------------------------------------------
@@ -274,44 +209,7 @@ def disagreement_text(facts: Facts, shown: Presentation = PLAIN) -> tuple[str, s
     return title, body
 
 
-# -- rendering and alert building ------------------------------------------------------------
-
-_PRESENTATION = "_presentation"  # where templates' filters find the presentation
-
-
-@pass_context
-def _named_filter(context: Context, key: str) -> str:
-    shown = context.get(_PRESENTATION, PLAIN)
-    return shown.name(key) if isinstance(shown, Presentation) else key
-
-
-@pass_context
-def _explorer_filter(context: Context, key: str, kind: str = "address") -> str:
-    shown = context.get(_PRESENTATION, PLAIN)
-    line = shown.link(kind, key) if isinstance(shown, Presentation) else None
-    return line.strip() if line else ""
-
-
-@functools.cache
-def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
-    env.filters.update(short=shorten, duration=human_duration, iso=iso, amount=ui_amount)
-    env.filters.update(named=_named_filter, explorer=_explorer_filter)
-    return env
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(source: str) -> Template:
-    return _environment().from_string(source)
-
-
-def template_problem(source: str) -> str | None:
-    """Why a rule's template cannot be compiled, or None (for ``watcher check``)."""
-    try:
-        _compiled(source)
-    except TemplateError as exc:
-        return f"template error: {exc}"
-    return None
+# -- wording and alert building ---------------------------------------------------------------
 
 
 def render_checked(
@@ -332,15 +230,14 @@ def render_checked(
     except Exception as exc:  # any failure of one alert's wording is contained
         problems.append(f"default wording failed: {_short_reason(exc)}")
         title, body = minimal_text(facts)
-    context = {**facts, _PRESENTATION: shown}
     if rule is not None and rule.title:
         try:
-            title = _compiled(rule.title).render(context).strip()
+            title = rendered(rule.title, facts, shown).strip()
         except Exception as exc:
             problems.append(f"title template failed: {_short_reason(exc)}")
     if rule is not None and rule.body:
         try:
-            body = _compiled(rule.body).render(context)
+            body = rendered(rule.body, facts, shown)
         except Exception as exc:
             problems.append(f"body template failed: {_short_reason(exc)}")
     if problems:

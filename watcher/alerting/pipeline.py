@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from watcher.alerting import silences
-from watcher.alerting.messages import Presentation, PresentedRule
+from watcher.alerting.formatting import Presentation
+from watcher.alerting.messages import PresentedRule
 from watcher.alerting.routing import Routes
 from watcher.core.events import AlertMessage, Silence
 

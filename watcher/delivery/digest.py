@@ -32,8 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from watcher.alerting.formatting import PLAIN, Presentation, lines
 from watcher.alerting.framing import framed, with_notes
-from watcher.alerting.messages import PLAIN, Presentation, lines, rule_head
+from watcher.alerting.messages import rule_head
 from watcher.core.clock import iso
 from watcher.core.events import AlertMessage, Grouping, Severity
 from watcher.core.outbox_rows import DeliveryRow

@@ -24,8 +24,8 @@ from typing import Protocol
 
 import structlog
 
+from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.alerting.health import StateHealth
-from watcher.alerting.messages import PLAIN, Presentation
 from watcher.config.sections import DeliverySettings
 from watcher.core import outbox_rows
 from watcher.core.clock import Clock

@@ -21,8 +21,8 @@ from typing import TypeVar
 
 import structlog
 
+from watcher.alerting.formatting import Presentation
 from watcher.alerting.health import StateHealth
-from watcher.alerting.messages import Presentation
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from watcher.alerting.builtin import Builtins
-from watcher.alerting.messages import Presentation
+from watcher.alerting.formatting import Presentation
 from watcher.alerting.routing import Routes
 from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job, RuleSet
