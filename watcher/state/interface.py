@@ -1,10 +1,10 @@
 """What the rest of the watcher asks of its state: the ``Store`` protocol.
 
 The daemon (``watcher.app``, ``watcher.service``), the sender (``watcher.delivery``) and what
-runs a daemon in process (``watcher.demo``, ``watcher.ruletest``) are typed against this
+runs a daemon in process (``watcher.cli.demo``, ``watcher.ruletest``) are typed against this
 protocol, never against an engine: the SQLite one (``watcher.state.store.AsyncSqliteStore``, one
 process owning a file) or the PostgreSQL one (``watcher.state.pg_store.PostgresStore``, several
-instances sharing one database); ``watcher.wiring.open_store`` picks it from the settings.
+instances sharing one database); ``watcher.app.open_store`` picks it from the settings.
 Nothing outside ``watcher.state`` reaches past it to a connection, SQL or a driver (an import
 contract in ``pyproject.toml`` forbids the drivers elsewhere). The one-shot commands outside the
 event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: on
