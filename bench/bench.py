@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,6 +51,8 @@ from watcher.simulator.keys import derived_pubkey  # noqa: E402
 LATENCY = 0.03
 PEER_SAMPLE = 10_000
 RPC = {"batch_size": 10, "max_concurrency": 8}
+# The sizes measured and their intervals, which leave each sweep room to finish before the next.
+EVERY = {1000: 5.0, 10_000: 15.0, 100_000: 60.0}
 
 
 @dataclass
@@ -85,11 +89,71 @@ async def naive_peer(url: str, addresses: list[str]) -> Peer:
     return Peer(time.monotonic() - wall0, time.process_time() - cpu0, len(addresses), too_many)
 
 
+async def lean_poller(url: str, addresses: list[str], sweeps: int = 2) -> Peer:
+    """The work itself, written lean: aiohttp, JSON-RPC batches of 10 getSignaturesForAddress,
+    8 batches in flight, answers read with orjson (as the daemon reads them). A first sweep reads
+    each address's newest signature (``limit: 1``, unmeasured); the ``sweeps`` measured after it
+    ask for what came ``until`` that signature, as the daemon's later polls do."""
+    newest: dict[str, str | None] = dict.fromkeys(addresses)
+    too_many = 0
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as session:
+
+        async def sweep() -> None:
+            batches = iter(range(0, len(addresses), 10))
+
+            async def worker() -> None:
+                nonlocal too_many
+                for start in batches:
+                    batch = addresses[start : start + 10]
+                    calls = []
+                    for index, address in enumerate(batch):
+                        config: dict[str, Any] = {"commitment": "finalized", "limit": 1000}
+                        if (seen := newest[address]) is not None:
+                            config["until"] = seen
+                        else:
+                            config["limit"] = 1
+                        params = [address, config]
+                        calls.append(
+                            {"jsonrpc": "2.0", "id": index, "method": METHOD, "params": params}
+                        )
+                    async with session.post(url, data=orjson.dumps(calls), headers=headers) as r:
+                        too_many += r.status == 429
+                        answers = orjson.loads(await r.read())
+                    for answer in answers:
+                        if page := answer.get("result"):
+                            newest[batch[answer["id"]]] = page[0]["signature"]
+
+            await asyncio.gather(*(worker() for _ in range(8)))
+
+        await sweep()
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        for _ in range(sweeps):
+            await sweep()
+        wall, cpu = (time.monotonic() - wall0) / sweeps, time.process_time() - cpu0
+    return Peer(wall, cpu, len(addresses) * sweeps, too_many)
+
+
+METHOD = "getSignaturesForAddress"
+
+
 def addresses_for(n: int) -> list[str]:
     return [derived_pubkey(f"bench address {i}") for i in range(n)]
 
 
+@dataclass
+class Run:
+    """One size: the daemon, and beside it against the same server the naive peer and the lean
+    batching poller (None where not run)."""
+
+    name: str
+    daemon: DaemonFigures
+    naive: Peer | None
+    lean: Peer | None
+
+
 def scenario(
+    name: str,
     n: int,
     every: float,
     rpc: dict[str, Any] = RPC,
@@ -97,20 +161,23 @@ def scenario(
     peer: bool = True,
     rounds: int = 2,
     **limits: Any,
-) -> tuple[DaemonFigures, Peer | None]:
+) -> Run:
     addresses = addresses_for(n)
     with tempfile.TemporaryDirectory(prefix="watcher-bench-") as tmp:
         sim = Simulator(Path(tmp), addresses, LATENCY, **limits)
         try:
             ours = measure_daemon(Path(tmp), sim, addresses, rpc, every, rounds)
-            theirs = None
-            if peer:  # the peer is slow: at most 10,000 of them, its time scaled to all N
+            naive = lean = None
+            if peer:  # the peers are slow: at most 10,000 addresses, their time scaled to all N
                 sample = addresses[:PEER_SAMPLE]
-                theirs = asyncio.run(naive_peer(sim.url, sample))
-                theirs.sweep_s *= n / len(sample)
+                naive = asyncio.run(naive_peer(sim.url, sample))
+                naive.sweep_s *= n / len(sample)
+                if limits.get("batches", True):
+                    lean = asyncio.run(lean_poller(sim.url, sample))
+                    lean.sweep_s *= n / len(sample)
         finally:
             sim.stop()
-    return ours, theirs
+    return Run(name, ours, naive, lean)
 
 
 def latency_run(n: int, count: int) -> Latency:
@@ -129,34 +196,47 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--poll-cost",
+        metavar="N[,N]",
+        help="only the CPU per poll of the daemon and the two peers at these sizes",
+    )
     args = parser.parse_args()
-    # (addresses, every): the intervals leave each sweep room to finish before the next.
-    sizes = [(1000, 5.0)] if args.quick else [(1000, 5.0), (10_000, 15.0), (100_000, 60.0)]
-    rows: list[tuple[str, DaemonFigures, Peer | None]] = []
+    sizes = [(1000, EVERY[1000])] if args.quick else list(EVERY.items())
+    if args.poll_cost:
+        sizes = [(n, EVERY.get(n, 60.0)) for n in map(int, args.poll_cost.split(","))]
+    runs: list[Run] = []
     for n, every in sizes:
         print(
             f"  {n} addresses every {every:g}s, latency {LATENCY * 1000:.0f} ms, batches of 10 ...",
             flush=True,
         )
         # CPU per poll read over four steady intervals (one, at 60 s: it is long enough)
-        rows.append((f"{n} addr", *scenario(n, every, rounds=5 if every < 60 else 2)))
+        runs.append(scenario(f"{n} addr", n, every, rounds=5 if every < 60 else 2))
+    if args.poll_cost:
+        return report_poll_cost(runs)
     limited = None
     if not args.quick:
         print("  10000 addresses, an endpoint without batches ...", flush=True)
-        rows.append(
-            (
-                "10000 addr, no batches",
-                *scenario(10_000, 60.0, {**RPC, "batch_size": 1}, rounds=1, batches=False),
-            )
+        no_batches = {**RPC, "batch_size": 1}
+        runs.append(
+            scenario("10000 addr, no batches", 10_000, 60.0, no_batches, rounds=1, batches=False)
         )
         print("  5000 addresses at max_rps 25 against a server enforcing 25 req/s ...", flush=True)
-        limited, _ = scenario(
-            5000, 60.0, {**RPC, "max_rps": 25}, peer=False, rounds=1, enforce_rps=25
-        )
+        limited = scenario(
+            "5000 addr, 25 req/s",
+            5000,
+            60.0,
+            {**RPC, "max_rps": 25},
+            peer=False,
+            rounds=1,
+            enforce_rps=25,
+        ).daemon
     n_latency = 1000 if args.quick else 10_000
     print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
     detected = latency_run(n_latency, 20 if args.quick else 40)
-    report(rows, limited, detected)
+    report(runs, limited, detected)
+    poll_cost_failed = report_poll_cost(runs)
     print()
     inproc.main()
     print()
@@ -166,16 +246,46 @@ def main() -> int:
     print()
     # Pay for what moves: fixed and adaptive schedules; the scheduler's CPU is weighed against
     # the daemon's CPU per poll measured above at the most addresses.
-    daemon_cpu = rows[0][1] if args.quick else next(d for n, d, _ in rows if d.addresses == 100_000)
+    daemon_cpu = runs[0].daemon if args.quick else biggest(runs)
     moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
-    return kept or scraped or moved
+    return kept or scraped or moved or poll_cost_failed
 
 
-def report(
-    rows: list[tuple[str, DaemonFigures, Peer | None]],
-    limited: DaemonFigures | None,
-    detected: Latency,
-) -> None:
+def biggest(runs: list[Run]) -> DaemonFigures:
+    return next(r.daemon for r in runs if r.daemon.addresses == 100_000)
+
+
+LEAN_GOAL = 2.0  # the daemon's CPU per poll at most this many times the lean poller's
+
+
+def report_poll_cost(runs: list[Run]) -> int:
+    """The daemon's CPU per 1,000 polls beside the two peers' in the same run; 1 when the daemon
+    costs more than ``LEAN_GOAL`` times the lean poller at some size."""
+    print(
+        "\nCPU ms per 1,000 polls, steady sweep (the daemon's /proc, the peers' own process; "
+        "peers over at most 10,000 addresses)"
+    )
+    print(
+        f"{'scenario':<16} {'daemon':>7} {'lean':>6} {'naive':>6} {'daemon/lean':>11} "
+        f"{'daemon/naive':>12}  goal: daemon <= {LEAN_GOAL:g}x lean"
+    )
+    failed = 0
+    for run in runs:
+        if run.lean is None:
+            continue
+        ours, lean = run.daemon.cpu_per_1000(), run.lean.cpu_per_1000()
+        naive = run.naive.cpu_per_1000() if run.naive else None
+        ok = ours <= LEAN_GOAL * lean
+        failed |= not ok
+        print(
+            f"{run.name:<16} {1000 * ours:>7.0f} {1000 * lean:>6.0f} "
+            f"{1000 * (naive or 0):>6.0f} {ratio(ours, lean):>11} {ratio(ours, naive):>12}  "
+            f"{verdict(ok)}"
+        )
+    return failed
+
+
+def report(runs: list[Run], limited: DaemonFigures | None, detected: Latency) -> None:
     print(
         f"\nwhat one box can watch (this machine: {os.cpu_count()} cores; simulator at "
         f"{LATENCY * 1000:.0f} ms; CPU per 1,000 polls, steady sweep)"
@@ -185,7 +295,8 @@ def report(
         f"{'calls':>7} {'requests':>8} {'429':>4} {'CPU s':>6} {'peer':>5} {'ratio':>6} "
         f"{'core':>5} {'RSS MB':>6} {'start s':>7} {'restart':>7} {'check s':>7}"
     )
-    for name, d, p in rows:
+    for run in runs:
+        name, d, p = run.name, run.daemon, run.naive
         peer_cpu = p.cpu_per_1000() if p else None
         peer_sweep = p.sweep_s if p else None
         core = f"{100 * d.core_share():.0f}%" if d.steady_cpu_s else "-"
@@ -203,7 +314,8 @@ def report(
         "core: that interval's average share of one core)"
     )
     print("\ntargets")
-    for name, d, p in rows:
+    for run in runs:
+        name, d, p = run.name, run.daemon, run.naive
         if "no batches" in name:
             continue
         print(
@@ -214,7 +326,7 @@ def report(
             f"(<= 0.10x: {verdict(p is not None and d.cpu_per_1000() <= 0.1 * p.cpu_per_1000())}"
             f"); RSS {d.rss_mb:.0f} MB < 300: {verdict(d.rss_mb < 300)}"
         )
-    big = rows[-1][1] if len(rows) == 1 else next(d for n, d, _ in rows if d.addresses == 100_000)
+    big = runs[-1].daemon if len(runs) == 1 else biggest(runs)
     print(
         f"  {big.addresses} addr: average {100 * big.core_share():.0f}% of one core < 25%: "
         f"{verdict(big.core_share() < 0.25)}; start-up with its state "

@@ -17,13 +17,16 @@ from collections.abc import Callable
 from functools import partial
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.alerting.messages import Presentation
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import StateError
+from watcher.core.redact import split_rpc_url
+from watcher.delivery.outbox_sender import Sender
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
-from watcher.ledger.rpc import RpcClient, RpcStats
+from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings, RpcStats
 from watcher.service import sweeps
 from watcher.service.admission import Admission
 from watcher.service.agreement import Agreement
@@ -47,9 +50,10 @@ from watcher.service.supervisor import Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
+from watcher.state.pg_store import PostgresStore
 from watcher.state.shards import SHARDS
 from watcher.state.source_rounds import config_round
-from watcher.wiring import delivery_sender, open_store, public_endpoint, rpc_client
+from watcher.state.store import AsyncSqliteStore
 
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.
 OUTBOX_STUCK_SECONDS = 300.0
@@ -303,3 +307,69 @@ class Daemon:
         if self.client is not None:
             await self.client.aclose()
         await self.store.close()
+
+
+# The factories that turn settings into parts: the one place that knows both the settings and
+# every part, so that the parts themselves never import what wires them.
+def open_store(settings: Settings) -> Store:
+    """The engine the settings name, built without I/O on PostgreSQL (``Store.start`` connects);
+    the SQLite file is opened (created or upgraded) at once."""
+    if settings.state_url is not None:
+        return PostgresStore(
+            settings.state_url.get_secret_value(),
+            instance=settings.instance_name,
+            lease_ttl=settings.lease_ttl,
+        )
+    return AsyncSqliteStore.open(settings.state_path)
+
+
+def public_endpoint(settings: Settings) -> str:
+    """The name of the endpoints the built-in alerts and the logs show, known before the client
+    is built: ``RpcClient.public_url`` of the client ``rpc_client`` builds (each endpoint's URL
+    masked by the ledger's own ``split_rpc_url``, joined as the client joins them)."""
+    return ", ".join(split_rpc_url(e.url.get_secret_value()).public_url for e in settings.endpoints)
+
+
+def rpc_client(
+    settings: Settings, on_request: Callable[[str, float], None], stats: RpcStats
+) -> RpcClient:
+    """The client the settings describe: every endpoint, each with its ``max_rps``;
+    ``on_request`` is told each HTTP request's method and seconds; ``stats``: the counters it
+    keeps (the metrics read them when scraped)."""
+    endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
+    rpc = RpcSettings(
+        commitment=settings.commitment,
+        timeout=settings.rpc.timeout,
+        max_attempts=settings.rpc.max_attempts,
+        max_concurrency=settings.rpc.max_concurrency,
+        max_rps=settings.rpc.max_rps,
+        batch_size=settings.rpc.batch_size,
+    )
+    return RpcClient(endpoints, rpc, stats=stats, on_request=on_request)
+
+
+def delivery_sender(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    state_health: StateHealth,
+    metrics: Metrics,
+    wake: Callable[[], None],
+    presentation: Callable[[], Presentation],
+) -> Sender:
+    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
+    called when a worker finishes (its URL may have more due); ``presentation``: how its digests
+    show keys, read at each (the one in force, as the alerts name them)."""
+    return Sender(
+        store,
+        settings.channels,
+        clock=clock,
+        delivery=settings.delivery,
+        fallback_channels=settings.fallback_channels,
+        on_idle=wake,
+        on_result=metrics.delivered,
+        on_claim=metrics.claimed,
+        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
+        state_health=state_health,
+        presentation=presentation,
+    )

@@ -28,7 +28,7 @@ from watcher.config.rules import load_rules
 from watcher.core.errors import ConfigError, ServerError
 from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
-from watcher.kinds.delinquency import delinquent_stake_pct
+from watcher.kinds.delinquent_validators import delinquent_stake_pct
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.simulator.keys import derived_pubkey
 

@@ -18,10 +18,10 @@ from watcher.alerting.messages import (
     ui_amount,
 )
 from watcher.kinds import RULE_MODELS, word
-from watcher.kinds.delinquency import validator_text
-from watcher.kinds.drift import drift_text
-from watcher.kinds.holders import holders_text
-from watcher.kinds.transactions import transactions_text
+from watcher.kinds.delinquent_validators import validator_text
+from watcher.kinds.holder_changes import holders_text
+from watcher.kinds.new_transactions import transactions_text
+from watcher.kinds.version_drift import drift_text
 
 from support.values import key
 

@@ -15,10 +15,10 @@ from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
-from watcher.kinds.delinquency import cluster_stake_text, validator_text
-from watcher.kinds.drift import ClusterObservation
-from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.transactions import SignaturesObservation
+from watcher.kinds.delinquent_validators import cluster_stake_text, validator_text
+from watcher.kinds.holder_changes import HoldersObservation
+from watcher.kinds.new_transactions import SignaturesObservation
+from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import TokenAmount, VoteAccount, VoteAccounts
 from watcher.state.interface import StepToCommit
 from watcher.state.store import AsyncSqliteStore, SqliteStore

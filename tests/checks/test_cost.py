@@ -49,8 +49,8 @@ def test_one_get_vote_accounts_a_tick_serves_every_vote_kind_and_validator(
     tmp_path: Path,
 ) -> None:
     """Five kinds reading getVoteAccounts every minute, three of them VAT validators, are one
-    call a minute (as the daemon makes it: ``watcher.kinds.vote_accounts``), not one per kind or
-    validator; the VAT's vote accounts are one getMultipleAccounts of up to 100 keys."""
+    call a minute (as the daemon makes it: ``watcher.kinds.sources.vote_accounts``), not one per
+    kind or validator; the VAT's vote accounts are one getMultipleAccounts of up to 100 keys."""
     validators = "[" + ", ".join(ADDRESSES[:3]) + "]"
     rules = "rules:\n" + "".join(
         f"  - {{name: {kind}, kind: {kind}, validators: {validators}, every: 1m, notify: [ops]}}\n"

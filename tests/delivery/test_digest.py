@@ -26,8 +26,8 @@ from watcher.delivery.digest import (
 )
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import word
-from watcher.kinds.delinquency import DelinquentValidatorsRule
-from watcher.kinds.transactions import NewTransactionsRule
+from watcher.kinds.delinquent_validators import DelinquentValidatorsRule
+from watcher.kinds.new_transactions import NewTransactionsRule
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.interface import StepToCommit

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.simulator import Ledger, SimulatorServer
+from watcher.simulator import Ledger, ProviderLimits, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.testing.daemon import DaemonProcess, write_config
 from watcher.testing.receivers import JsonReceiver, wait_until
@@ -28,7 +28,9 @@ def provider() -> Iterator[tuple[Ledger, SimulatorServer]]:
     ledger = Ledger(seed=7)
     for address in ADDRESSES:
         ledger.add_transactions(address, 1)
-    with SimulatorServer(ledger, api_key=API_KEY, enforce_rps=RATE, latency=0.01) as server:
+    with SimulatorServer(
+        ledger, api_key=API_KEY, limits=ProviderLimits(enforce_rps=RATE, latency=0.01)
+    ) as server:
         yield ledger, server
 
 

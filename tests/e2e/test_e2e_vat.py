@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watcher.kinds.vat_ticket import VOTE_RENT_EXEMPT_LAMPORTS
+from watcher.kinds.toolkit.vat_ticket import VOTE_RENT_EXEMPT_LAMPORTS
 from watcher.testing.receivers import wait_until
 
 from support.world import (

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from watcher.kinds import base
-from watcher.kinds.account_source import WAKE_PER_TURN, AccountBatcher, AccountRead
+from watcher.kinds.sources.accounts import WAKE_PER_TURN, AccountBatcher, AccountRead
 
 
 class Reader:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from watcher.core.events import TargetState
 from watcher.kinds import SOURCES, word
 from watcher.kinds.account_changed import AccountChangedRule, account_changes, step_accounts
-from watcher.kinds.account_source import AccountObservation
+from watcher.kinds.sources.accounts import AccountObservation
 from watcher.ledger.models_accounts import Account
 
 ACCOUNT = "57bSC4sKRhsLBJtVJwYrmXyacYatj4DU89zSD3GDZ55d"

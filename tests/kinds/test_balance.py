@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from watcher.config.rules import read_rules
 from watcher.core.errors import RpcError
 from watcher.kinds import KINDS, word
-from watcher.kinds.account_source import SOURCE, AccountObservation, chunks
-from watcher.kinds.balance import BalanceBelowRule, balance_assessment, step_balances
+from watcher.kinds.balance_below import BalanceBelowRule, balance_assessment, step_balances
+from watcher.kinds.sources.accounts import SOURCE, AccountObservation, chunks
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.rpc import RpcClient, RpcSettings

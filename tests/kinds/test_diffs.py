@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.kinds.delinquency import classify_validators
-from watcher.kinds.holders import BalanceChange, diff_holders, holder_changes, ranks
-from watcher.kinds.signature_cursor import (
+from watcher.kinds.delinquent_validators import classify_validators
+from watcher.kinds.holder_changes import BalanceChange, diff_holders, holder_changes, ranks
+from watcher.kinds.toolkit.signature_cursor import (
     EMPTY_HISTORY,
     Cursor,
     baseline_cursor,

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from watcher.checks import check_config
 from watcher.core.events import DOUBT_KEY
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
-from watcher.kinds.holders import HoldersObservation
+from watcher.kinds.holder_changes import HoldersObservation
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG

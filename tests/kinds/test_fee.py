@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from watcher.kinds import word
-from watcher.kinds.fee import SOURCE, FeeAboveRule, FeeObservation, fee_assessment
+from watcher.kinds.fee_above import SOURCE, FeeAboveRule, FeeObservation, fee_assessment
 from watcher.ledger.rpc import RpcClient
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.accounts import sample_message

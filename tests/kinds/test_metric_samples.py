@@ -1,4 +1,4 @@
-"""What each source's accepted answer shows on /metrics (``watcher.kinds.metric_samples``):
+"""What each source's accepted answer shows on /metrics (``watcher.kinds.toolkit.metrics``):
 tables of answers in, samples out."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.kinds import RULE_MODELS
-from watcher.kinds.account_source import AccountObservation
-from watcher.kinds.credits import account_finder, find_account
-from watcher.kinds.drift import ClusterObservation
-from watcher.kinds.fee import FeeObservation
-from watcher.kinds.holders import HoldersObservation
-from watcher.kinds.metric_samples import (
+from watcher.kinds.credits_low import account_finder, find_account
+from watcher.kinds.fee_above import FeeObservation
+from watcher.kinds.holder_changes import HoldersObservation
+from watcher.kinds.sources.accounts import AccountObservation
+from watcher.kinds.supply_changed import SupplyObservation
+from watcher.kinds.toolkit.metrics import (
     METRICS,
     SAMPLERS,
     Sample,
@@ -27,8 +27,8 @@ from watcher.kinds.metric_samples import (
     supply_samples,
     vote_samples,
 )
-from watcher.kinds.samples import sample_account
-from watcher.kinds.supply import SupplyObservation
+from watcher.kinds.toolkit.samples import sample_account
+from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import (
     ClusterNode,
     LargestAccount,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from watcher.kinds import KINDS, word
-from watcher.kinds.layouts import SQUADS_V4_PROGRAM, NotDecodable, decode_multisig
 from watcher.kinds.multisig_changed import MultisigChangedRule
-from watcher.kinds.powers import PowersObservation
+from watcher.kinds.sources.powers import PowersObservation
+from watcher.kinds.toolkit.layouts import SQUADS_V4_PROGRAM, NotDecodable, decode_multisig
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import set_multisig

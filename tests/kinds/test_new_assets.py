@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
-from watcher.kinds.assets import AssetsObservation, NewAssetsRule, new_since, request_of
+from watcher.kinds.new_assets import AssetsObservation, NewAssetsRule, new_since, request_of
 from watcher.ledger.models_das import Asset, AssetPage
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
@@ -317,12 +317,12 @@ def test_simulator_refuses_bad_params(
 async def test_observe_pages_down_to_the_last_seen(
     server: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("watcher.kinds.assets.PAGE_LIMIT", 4)
+    monkeypatch.setattr("watcher.kinds.new_assets.PAGE_LIMIT", 4)
     state = {"v": 1, "recent": [IDS[3], IDS[2]], "rules": [], "seq": 1}
     async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, TARGET, state)
         assert seen.found and [a.id for a in seen.assets] == IDS[24:3:-1]
-        monkeypatch.setattr("watcher.kinds.assets.MAX_PAGES", 2)
+        monkeypatch.setattr("watcher.kinds.new_assets.MAX_PAGES", 2)
         capped = await SOURCE.observe(client, TARGET, state)
         assert not capped.complete and len(capped.assets) == 8
         baseline = await SOURCE.observe(client, TARGET, None)

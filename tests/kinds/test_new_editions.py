@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from watcher.kinds import KINDS, word
-from watcher.kinds.editions import EditionsObservation, NewEditionsRule, new_editions
+from watcher.kinds.new_editions import EditionsObservation, NewEditionsRule, new_editions
 from watcher.ledger.models_das import Edition, EditionList
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
@@ -114,10 +114,10 @@ def test_simulator_lists_prints_by_page(server: SimulatorServer) -> None:
 async def test_observe_reads_every_page(
     server: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("watcher.kinds.editions.PAGE_LIMIT", 10)
+    monkeypatch.setattr("watcher.kinds.new_editions.PAGE_LIMIT", 10)
     async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         observed = await SOURCE.observe(client, MASTER, None)
         assert [e.edition for e in observed.editions] == list(range(1, 26))
         assert observed.complete and observed.max_supply == 30
-        monkeypatch.setattr("watcher.kinds.editions.MAX_PAGES", 2)
+        monkeypatch.setattr("watcher.kinds.new_editions.MAX_PAGES", 2)
         assert not (await SOURCE.observe(client, MASTER, None)).complete

@@ -13,8 +13,8 @@ import pytest
 
 from watcher.core.errors import TransientRpcError
 from watcher.kinds import KINDS, word
-from watcher.kinds.layouts import SYSTEM_PROGRAM, NonceState, NotDecodable, decode_nonce
 from watcher.kinds.nonce_accounts import NonceAccountsRule, NonceObservation, diff_nonces
+from watcher.kinds.toolkit.layouts import SYSTEM_PROGRAM, NonceState, NotDecodable, decode_nonce
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of

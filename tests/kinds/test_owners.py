@@ -12,8 +12,8 @@ import pytest
 from watcher.alerting.messages import Presentation
 from watcher.core.events import TargetState
 from watcher.kinds import word
-from watcher.kinds.holders import SOURCE, HolderChangesRule
-from watcher.kinds.owners import kept_owners, missing_owners
+from watcher.kinds.holder_changes import SOURCE, HolderChangesRule
+from watcher.kinds.toolkit.owners import kept_owners, missing_owners
 from watcher.ledger.models_accounts import ParsedTokenAccounts
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer

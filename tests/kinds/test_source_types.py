@@ -8,58 +8,57 @@ from typing import Any
 
 from watcher.kinds import (
     SOURCES,
-    account_source,
     asset_changed,
-    assets,
-    drift,
-    editions,
-    fee,
-    holders,
+    fee_above,
+    holder_changes,
     multisig_changed,
+    new_assets,
+    new_editions,
+    new_transactions,
     nonce_accounts,
     program_accounts,
-    supply,
+    supply_changed,
     token_accounts,
     token_authorities,
-    transactions,
     upgrade_authority,
-    vat,
-    votes_source,
+    vat_eligibility,
+    version_drift,
 )
-from watcher.kinds.account_source import AccountObservation
 from watcher.kinds.asset_changed import AssetObservation
-from watcher.kinds.assets import AssetsObservation
 from watcher.kinds.base import Source
-from watcher.kinds.drift import ClusterObservation
-from watcher.kinds.editions import EditionsObservation
-from watcher.kinds.fee import FeeObservation
-from watcher.kinds.holders import HoldersObservation
+from watcher.kinds.fee_above import FeeObservation
+from watcher.kinds.holder_changes import HoldersObservation
+from watcher.kinds.new_assets import AssetsObservation
+from watcher.kinds.new_editions import EditionsObservation
+from watcher.kinds.new_transactions import SignaturesObservation
 from watcher.kinds.nonce_accounts import NonceObservation
-from watcher.kinds.powers import PowersObservation
 from watcher.kinds.program_accounts import ProgramObservation
-from watcher.kinds.supply import SupplyObservation
+from watcher.kinds.sources import accounts, votes
+from watcher.kinds.sources.accounts import AccountObservation
+from watcher.kinds.sources.powers import PowersObservation
+from watcher.kinds.supply_changed import SupplyObservation
 from watcher.kinds.token_accounts import TokenAccountsObservation
-from watcher.kinds.transactions import SignaturesObservation
-from watcher.kinds.vat import VatObservation
+from watcher.kinds.vat_eligibility import VatObservation
+from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import VoteAccounts
 
-VOTES: Source[VoteAccounts] = votes_source.SOURCE
-ACCOUNTS: Source[AccountObservation] = account_source.SOURCE
+VOTES: Source[VoteAccounts] = votes.SOURCE
+ACCOUNTS: Source[AccountObservation] = accounts.SOURCE
 ASSET: Source[AssetObservation] = asset_changed.SOURCE
-ASSETS: Source[AssetsObservation] = assets.SOURCE
-NODES: Source[ClusterObservation] = drift.SOURCE
-EDITIONS: Source[EditionsObservation] = editions.SOURCE
-FEES: Source[FeeObservation] = fee.SOURCE
-HOLDERS: Source[HoldersObservation] = holders.SOURCE
+ASSETS: Source[AssetsObservation] = new_assets.SOURCE
+NODES: Source[ClusterObservation] = version_drift.SOURCE
+EDITIONS: Source[EditionsObservation] = new_editions.SOURCE
+FEES: Source[FeeObservation] = fee_above.SOURCE
+HOLDERS: Source[HoldersObservation] = holder_changes.SOURCE
 NONCES: Source[NonceObservation] = nonce_accounts.SOURCE
 MINT_POWERS: Source[PowersObservation] = token_authorities.SOURCE
 PROGRAM_POWERS: Source[PowersObservation] = upgrade_authority.SOURCE
 MULTISIG_POWERS: Source[PowersObservation] = multisig_changed.SOURCE
 PROGRAMS: Source[ProgramObservation] = program_accounts.SOURCE
-SUPPLY: Source[SupplyObservation] = supply.SOURCE
+SUPPLY: Source[SupplyObservation] = supply_changed.SOURCE
 TOKEN_ACCOUNTS: Source[TokenAccountsObservation] = token_accounts.SOURCE
-SIGNATURES: Source[SignaturesObservation] = transactions.SOURCE
-VAT: Source[VatObservation] = vat.SOURCE
+SIGNATURES: Source[SignaturesObservation] = new_transactions.SOURCE
+VAT: Source[VatObservation] = vat_eligibility.SOURCE
 TYPED: list[Source[Any]] = [
     VOTES,
     ACCOUNTS,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from watcher.core.errors import RpcError
 from watcher.core.events import TargetState
 from watcher.kinds import word
-from watcher.kinds.supply import SOURCE, SupplyChangedRule, SupplyObservation, qualifies
+from watcher.kinds.supply_changed import SOURCE, SupplyChangedRule, SupplyObservation, qualifies
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 

@@ -12,14 +12,14 @@ import base58
 import pytest
 
 from watcher.kinds import KINDS, word
-from watcher.kinds.layouts import (
+from watcher.kinds.sources.powers import PowersObservation, diff_powers
+from watcher.kinds.token_authorities import TokenAuthoritiesRule
+from watcher.kinds.toolkit.layouts import (
     TOKEN_2022_PROGRAM,
     TOKEN_PROGRAM,
     NotDecodable,
     decode_mint,
 )
-from watcher.kinds.powers import PowersObservation, diff_powers
-from watcher.kinds.token_authorities import TokenAuthoritiesRule
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import MintPowers, mint_bytes, set_mint

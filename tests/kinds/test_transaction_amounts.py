@@ -1,6 +1,6 @@
 """What moved, in ``new_transactions`` notifications: the balances read in the poll that found
-new signatures against the read before (``watcher.kinds.tx_amounts``), as the user reads them,
-and the changes notified adding up to the balance's real change whatever lands between a
+new signatures against the read before (``watcher.kinds.toolkit.tx_amounts``), as the user reads
+them, and the changes notified adding up to the balance's real change whatever lands between a
 signature page and the balance read."""
 
 from __future__ import annotations
@@ -17,11 +17,18 @@ from hypothesis import strategies as st
 from watcher.alerting.messages import Presentation
 from watcher.config.rule_models import RuleBase
 from watcher.core.errors import RpcTimeout
-from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
+from watcher.core.events import (
+    BELOW_THRESHOLD_FACT,
+    WATCH_SINCE_KEY,
+    AlertMessage,
+    StepOutcome,
+    TargetState,
+    WatchSince,
+)
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
-from watcher.kinds.transactions import transactions_text
-from watcher.kinds.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
+from watcher.kinds.new_transactions import transactions_text
+from watcher.kinds.toolkit.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
 from watcher.ledger.models import SignatureEntry
 
 from support.balances import Balances
@@ -165,6 +172,43 @@ async def test_a_transfer_landing_between_the_page_and_the_read_is_counted_once(
     assert "landed before the last balance read: counted in the previous notification" in (
         listed.body
     )
+
+
+async def test_a_watch_with_tokens_takes_their_baseline_with_the_cursor_s() -> None:
+    """The daemon's first poll of an address whose rule asks for tokens reads them with the
+    cursor's baseline: a token change after it is notified with its amount, never taken as
+    the tokens' baseline."""
+    ledger, rules = Chain(), [rule(tokens=True)]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 5_000_000}
+    ledger.land(0)  # history, before the watch began (blockTime 1,750,001,001)
+    since = WatchSince(1_750_001_500.0, slot=1001)
+    waiting: TargetState = {"v": 1, WATCH_SINCE_KEY: since.to_json()}
+    # The state did not say tokens yet: the poll is done again, reading them.
+    again = await poll(ledger, waiting, rules)
+    assert again.alerts == ()
+    assert again.state == {"v": 1, WATCH_SINCE_KEY: since.to_json(), "tokens": True}
+    baseline = await poll(ledger, again.state, rules)
+    assert baseline.alerts == ()
+    assert WATCH_SINCE_KEY not in baseline.state
+    assert baseline.state["balance"]["tokens"] == {USDC: ["5000000", 6]}
+    ledger.land(25_000_000_000, USDC)
+    (alert,) = (await poll(ledger, baseline.state, rules)).alerts
+    assert f"{USDC} 5 -> 25,005 (+25,000)" in alert.body
+
+
+async def test_a_watch_with_tokens_notifies_what_came_after_it_began_on_the_second_read() -> None:
+    ledger, rules = Chain(), [rule(tokens=True)]
+    ledger.decimals[USDC] = 6
+    since = WatchSince(1_750_000_000.0, slot=1000)
+    waiting: TargetState = {"v": 1, WATCH_SINCE_KEY: since.to_json()}
+    ledger.land(25_000_000_000, USDC)  # after the watch began, before the first poll
+    again = await poll(ledger, waiting, rules)
+    assert again.alerts == ()
+    ledger.land(-3_000_000_000)  # between the two reads: still after the watch began
+    (alert,) = (await poll(ledger, again.state, rules)).alerts
+    assert alert.facts["count"] == 2
+    assert "Since the watch began at" in alert.body
 
 
 # -- the pure parts --------------------------------------------------------------------------

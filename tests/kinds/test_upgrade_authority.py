@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from watcher.kinds import KINDS, word
-from watcher.kinds.layouts import (
+from watcher.kinds.sources.powers import PowersObservation
+from watcher.kinds.toolkit.layouts import (
     UPGRADEABLE_LOADER,
     NotDecodable,
     decode_program,
     decode_program_data,
 )
-from watcher.kinds.powers import PowersObservation
 from watcher.kinds.upgrade_authority import UpgradeAuthorityRule
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from watcher.kinds.versions import (
+from watcher.kinds.toolkit.versions import (
     AGAVE,
     FRANKENDANCER,
     ClusterIndex,

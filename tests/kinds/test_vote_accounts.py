@@ -1,5 +1,5 @@
-"""``watcher.kinds.vote_accounts``: the sweeps of one tick share one getVoteAccounts answer per
-reader; a later tick calls again; outside a tick only a call in flight is shared; a failed call
+"""``watcher.kinds.sources.vote_accounts``: the sweeps of one tick share one getVoteAccounts answer
+per reader; a later tick calls again; outside a tick only a call in flight is shared; a failed call
 is not handed to the next read."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from watcher.kinds import SOURCES, base, vote_accounts
+from watcher.kinds import SOURCES, base
+from watcher.kinds.sources import vote_accounts
 from watcher.ledger.models import VoteAccounts
 
 

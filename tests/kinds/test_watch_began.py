@@ -18,7 +18,7 @@ from watcher.config.rule_models import RuleBase
 from watcher.core.events import WATCH_SINCE_KEY, StepOutcome, TargetState, WatchSince
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
-from watcher.kinds.signature_cursor import after_watch_began, new_signatures, split_at_watch
+from watcher.kinds.toolkit.signature_cursor import after_watch_began, new_signatures, split_at_watch
 from watcher.ledger.models import SignatureEntry
 from watcher.service.cadences import activity
 

@@ -254,6 +254,23 @@ def test_transfer_moves_sol_and_tokens_in_ui_units(served: tuple[Ledger, int]) -
     assert len(history(port, PAYEE)) == 2
 
 
+def test_balance_with_a_mint_funds_an_owner_who_can_then_transfer_it(
+    served: tuple[Ledger, int],
+) -> None:
+    ledger, port = served
+    ledger.set_holders(USDC, [], decimals=6)
+    ledger.accounts.set_account(PAYEE, lamports=10**9)  # its fees
+    code, said = simulate_env(port, "balance", PAYEE, "40000000000", "--mint", USDC)
+    assert code == 0, said
+    owned = rpc(port, "getTokenAccounts", [None, PAYEE])["token_accounts"]
+    assert [(a["mint"], a["owner"], a["amount"]) for a in owned] == [(USDC, PAYEE, 40_000_000_000)]
+    assert history(port, PAYEE) == []  # a balance set, not a transaction
+    code, said = simulate_env(port, "transfer", PAYEE, TREASURY, "25000", "--mint", USDC)
+    assert code == 0, said
+    owned = rpc(port, "getTokenAccounts", [None, TREASURY])["token_accounts"]
+    assert [(a["mint"], a["amount"]) for a in owned] == [(USDC, 25_000_000_000)]
+
+
 def test_dust_lands_from_lookalikes(served: tuple[Ledger, int]) -> None:
     ledger, port = served
     code, said = simulate_env(port, "dust", TREASURY, "--count", "50")

@@ -17,6 +17,7 @@ from watcher.simulator import (
     DEMO,
     SCENARIOS,
     Ledger,
+    ProviderLimits,
     SimulatorServer,
     Step,
     recorded,
@@ -448,7 +449,7 @@ def test_batch_answers_in_order(ledger: Ledger, rpc: Rpc) -> None:
 
 
 def test_batch_over_the_limit_and_empty_batch(ledger: Ledger) -> None:
-    for rpc in _serve(ledger, batch_limit=5):
+    for rpc in _serve(ledger, limits=ProviderLimits(batch_limit=5)):
         call = {"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"}
         assert rpc.post([call] * 5).status_code == 200
         over = rpc.post([call] * 6)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from watcher.cli import app
 from watcher.simulator import Ledger, SimulatorServer
-from watcher.simulator.limits import HttpCounts, RateWindow
+from watcher.simulator.limits import HttpCounts, ProviderLimits, RateWindow
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "getClusterNodes"}
 
@@ -58,7 +58,9 @@ def test_rate_window_fractional_rates() -> None:
 
 def test_enforce_rps_answers_429_with_retry_after_and_counts(http: httpx.Client) -> None:
     clock = FakeClock()
-    with SimulatorServer(Ledger(seed=7), enforce_rps=2, clock=clock) as server:
+    with SimulatorServer(
+        Ledger(seed=7), limits=ProviderLimits(enforce_rps=2), clock=clock
+    ) as server:
         answers = [http.post(server.url, json=CALL) for _ in range(4)]
         assert [a.status_code for a in answers] == [200, 200, 429, 429]
         assert answers[2].headers["Retry-After"] == "1"
@@ -78,7 +80,7 @@ def test_no_limit_by_default(http: httpx.Client) -> None:
 
 
 def test_batches_false_refuses_batches_as_providers_do(http: httpx.Client) -> None:
-    with SimulatorServer(Ledger(seed=7), batches=False) as server:
+    with SimulatorServer(Ledger(seed=7), limits=ProviderLimits(batches=False)) as server:
         refused = http.post(server.url, json=[CALL, CALL])
         assert refused.status_code == 400
         assert refused.json() == {
@@ -93,7 +95,7 @@ def test_batches_false_refuses_batches_as_providers_do(http: httpx.Client) -> No
 
 def test_latency_holds_each_answer_without_blocking_the_others() -> None:
     # Answers wait a minute: all three requests still reach the server, each in its own thread.
-    server = SimulatorServer(Ledger(seed=7), latency=60.0)
+    server = SimulatorServer(Ledger(seed=7), limits=ProviderLimits(latency=60.0))
     server.start()
     outcomes: list[Any] = []
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from watcher.core.errors import RpcError
-from watcher.kinds.layouts import TOKEN_PROGRAM
+from watcher.kinds.toolkit.layouts import TOKEN_PROGRAM
 from watcher.ledger.models_accounts import MultipleAccounts
 from watcher.ledger.models_das import TokenAccountPage
 

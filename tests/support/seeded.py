@@ -14,7 +14,7 @@ from watcher.checks import load_config
 from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES
-from watcher.kinds.signature_cursor import Cursor
+from watcher.kinds.toolkit.signature_cursor import Cursor
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 from watcher.testing.daemon import write_config

@@ -40,10 +40,9 @@ from jinja2.sandbox import SandboxedEnvironment
 from watcher.alerting.framing import framed
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import AlertMessage, Grouping, Reason, Severity
+from watcher.core.lamports import LAMPORTS_DECIMALS
 
 Facts = Mapping[str, Any]
-
-LAMPORTS_DECIMALS = 9
 
 
 class RuleView(Protocol):

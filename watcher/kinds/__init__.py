@@ -1,8 +1,11 @@
 """The registry of watch kinds: adding one is one module plus one line in ``KINDS``.
 
-A kind's module (``transactions``, ``holders``, ``delinquency``, ``drift``) holds all of it: its
-rule model, its source (``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default
-wording and its digest's words, gathered in one ``Kind`` value (``watcher.kinds.base``).
+A kind's module, named after the kind (``new_transactions``, ``holder_changes``,
+``delinquent_validators``, ``version_drift``), holds all of it: its rule model, its source
+(``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default wording and its digest's
+words, gathered in one ``Kind`` value (``watcher.kinds.base``). The sources several kinds share
+live in ``watcher.kinds.sources``; what kinds reuse without being one (account layouts, alert
+samples, the /metrics samplers, wording helpers) in ``watcher.kinds.toolkit``.
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
@@ -12,18 +15,18 @@ mint, the ``cluster``); it is polled once per target, at the shortest ``every`` 
 watching it, and its ``step`` is handed every one of those rules and serves the kinds it lists
 (``rule_kinds``). So two kinds reading the same answer ride one source (one ``Kind`` line each,
 the same ``source``), and ``SOURCES`` still holds it once: one call per target, whatever the
-number of kinds: the ``votes`` source (``watcher.kinds.votes_source``) serves every kind reading
+number of kinds: the ``votes`` source (``watcher.kinds.sources.votes``) serves every kind reading
 getVoteAccounts (``delinquent_validators``, ``cluster_stalled``, ``vote_lag``, ``credits_low``,
 ``stake_changed``, ``commission_changed``), each naming its part (``Kind.part``);
 ``balance_below`` and ``account_changed`` share the ``accounts`` source (getMultipleAccounts,
-``watcher.kinds.account_source``); the other kinds ride a source of their own. A shared
+``watcher.kinds.sources.accounts``); the other kinds ride a source of their own. A shared
 source is composed of its riders' parts here, when the registry is built (``sources_of``, in
 ``KINDS``' order): importing a kind's module changes no source.
 ``version_drift`` does read getVoteAccounts besides getClusterNodes, but riding the ``votes``
 source would fetch the gossip table (megabytes) at the delinquency rules' pace (seconds); the
-two share the pure reading of getVoteAccounts (``watcher.kinds.cluster``), and, like
+two share the pure reading of getVoteAccounts (``watcher.kinds.toolkit.cluster``), and, like
 ``vat_eligibility`` (one target per validator), its call: the sources reading getVoteAccounts
-ask ``watcher.kinds.vote_accounts``, one call per tick for all of them.
+ask ``watcher.kinds.sources.vote_accounts``, one call per tick for all of them.
 """
 
 from __future__ import annotations
@@ -45,52 +48,52 @@ from watcher.core.events import AlertMessage
 from watcher.kinds import (
     account_changed,
     asset_changed,
-    assets,
-    balance,
+    balance_below,
     base,
     cluster_stalled,
-    commission,
-    credits,
-    delinquency,
-    drift,
-    editions,
-    fee,
-    holders,
+    commission_changed,
+    credits_low,
+    delinquent_validators,
+    fee_above,
+    holder_changes,
     multisig_changed,
+    new_assets,
+    new_editions,
+    new_transactions,
     nonce_accounts,
     program_accounts,
-    stake,
-    supply,
+    stake_changed,
+    supply_changed,
     token_accounts,
     token_authorities,
-    transactions,
     upgrade_authority,
-    vat,
+    vat_eligibility,
+    version_drift,
     vote_lag,
 )
 
 KINDS: Mapping[str, base.Kind] = {
     kind.name: kind
     for kind in (
-        transactions.KIND,
-        holders.KIND,
-        delinquency.KIND,
-        drift.KIND,
+        new_transactions.KIND,
+        holder_changes.KIND,
+        delinquent_validators.KIND,
+        version_drift.KIND,
         cluster_stalled.KIND,
         vote_lag.KIND,
-        balance.KIND,
-        supply.KIND,
+        balance_below.KIND,
+        supply_changed.KIND,
         token_accounts.KIND,
-        assets.KIND,
+        new_assets.KIND,
         program_accounts.KIND,
         asset_changed.KIND,
-        credits.KIND,
-        stake.KIND,
-        commission.KIND,
-        fee.KIND,
+        credits_low.KIND,
+        stake_changed.KIND,
+        commission_changed.KIND,
+        fee_above.KIND,
         account_changed.KIND,
-        editions.KIND,
-        vat.KIND,
+        new_editions.KIND,
+        vat_eligibility.KIND,
         nonce_accounts.KIND,
         token_authorities.KIND,
         upgrade_authority.KIND,
@@ -133,7 +136,7 @@ SOURCES: Mapping[str, base.Source[Any]] = sources_of(KINDS.values())
 BUILTIN_WORDINGS: Mapping[str, messages.Wording] = {
     RPC_UNHEALTHY: messages.rpc_text,
     RPC_DISAGREEMENT: messages.disagreement_text,
-    CLUSTER_DELINQUENT_STAKE: delinquency.cluster_stake_text,
+    CLUSTER_DELINQUENT_STAKE: delinquent_validators.cluster_stake_text,
 }
 
 

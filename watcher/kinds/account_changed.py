@@ -22,8 +22,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.account_source import SOURCE, AccountObservation
-from watcher.kinds.samples import SAMPLE_TIME, sample_account, sample_key
+from watcher.kinds.sources.accounts import SOURCE, AccountObservation
+from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_account, sample_key
 
 STATE_VERSION = 1
 Field_ = Literal["owner", "data", "executable", "lamports", "space"]

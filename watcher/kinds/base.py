@@ -127,7 +127,7 @@ class SourceFacts:
     # ``watcher.cadence``), e.g. the cursor of ``signatures``.
     activity_keys: tuple[str, ...] = ()
     # Of ``methods``, those one call of which serves every poll of the sweeps started together
-    # and every source reading it (getVoteAccounts: ``watcher.kinds.vote_accounts``).
+    # and every source reading it (getVoteAccounts: ``watcher.kinds.sources.vote_accounts``).
     per_tick: tuple[str, ...] = ()
     # Its first poll reads a history (the signatures of an address), not a snapshot: what came
     # after the watch began is new (``watcher.service.watch_starts`` keeps that moment).

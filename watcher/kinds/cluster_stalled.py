@@ -23,8 +23,8 @@ from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.cluster import CLUSTER
-from watcher.kinds.vote_samples import vote_kind
+from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.toolkit.cluster import CLUSTER
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "cluster_stalled"

@@ -1,9 +1,9 @@
 """Kind ``multisig_changed``: a watched Squads v4 multisig's members added or removed, a
 member's permissions, its threshold, its time lock or its config authority changed (source
 ``multisig_powers``: getMultipleAccounts of the rule's multisigs, decoded as Squads v4's
-``Multisig`` account, ``watcher.kinds.layouts.decode_multisig``). Its transaction counters are
-not powers: they move with every transaction and are not compared. The inventory (members and
-threshold), the "cannot be verified" alert and the state: ``watcher.kinds.powers``.
+``Multisig`` account, ``watcher.kinds.toolkit.layouts.decode_multisig``). Its transaction counters
+are not powers: they move with every transaction and are not compared. The inventory (members and
+threshold), the "cannot be verified" alert and the state: ``watcher.kinds.sources.powers``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Literal
 from watcher.config.rule_models import Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
-from watcher.kinds import powers
-from watcher.kinds.layouts import decode_multisig
-from watcher.kinds.samples import sample_key
+from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.layouts import decode_multisig
+from watcher.kinds.toolkit.samples import sample_key
 
 # Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
 PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))

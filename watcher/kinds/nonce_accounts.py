@@ -4,8 +4,8 @@ against it may have run) or its authority moved to another key.
 
 A target is a rule's set of authorities, comma-separated (sorted): one poll asks, for each
 authority, getProgramAccounts of the System program with ``dataSize: 80`` and a memcmp of the
-authority at offset 8 (the nonce layout: ``watcher.kinds.layouts``), data in base64. An account
-the last snapshot held and the filter no longer lists is read with getMultipleAccounts: gone
+authority at offset 8 (the nonce layout: ``watcher.kinds.toolkit.layouts``), data in base64. An
+account the last snapshot held and the filter no longer lists is read with getMultipleAccounts: gone
 (closed), or a nonce account of another authority (moved: ``authority_changed``). A new
 account's creating transaction is its oldest signature (getSignaturesForAddress); who paid for
 it is not visible through the service's methods (it has no transaction lookup), and the
@@ -38,8 +38,8 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.account_source import chunks
-from watcher.kinds.layouts import (
+from watcher.kinds.sources.accounts import chunks
+from watcher.kinds.toolkit.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
     SYSTEM_PROGRAM,
@@ -47,9 +47,9 @@ from watcher.kinds.layouts import (
     NotDecodable,
     decode_nonce,
 )
-from watcher.kinds.nonce_words import nonce_accounts_text
-from watcher.kinds.samples import SAMPLE_TIME, sample_key
-from watcher.kinds.unverified import inventory_alert, inventory_count, snapshot_step
+from watcher.kinds.toolkit.nonce_words import nonce_accounts_text
+from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.toolkit.unverified import inventory_alert, inventory_count, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
 
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up

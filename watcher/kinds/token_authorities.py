@@ -1,9 +1,9 @@
 """Kind ``token_authorities``: who holds a watched mint's powers, each change one event (source
 ``mint_powers``: getMultipleAccounts of the rule's mints, decoded as spl-token or Token-2022
-mints, ``watcher.kinds.layouts.decode_mint``): the mint authority and the freeze authority
+mints, ``watcher.kinds.toolkit.layouts.decode_mint``): the mint authority and the freeze authority
 changed or removed; for a Token-2022 mint, its permanent delegate (who can move or burn anyone's
 tokens of the mint) and its transfer hook program (run on every transfer) too. The inventory,
-the "cannot be verified" alert and the state: ``watcher.kinds.powers``.
+the "cannot be verified" alert and the state: ``watcher.kinds.sources.powers``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Literal
 
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds import powers
-from watcher.kinds.layouts import decode_mint
-from watcher.kinds.samples import sample_key
+from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.layouts import decode_mint
+from watcher.kinds.toolkit.samples import sample_key
 
 
 class TokenAuthoritiesRule(powers.PowersRule):

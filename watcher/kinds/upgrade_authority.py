@@ -1,9 +1,9 @@
 """Kind ``upgrade_authority``: a watched program's upgrade authority changed or removed (the
 program made immutable), and the program redeployed (source ``program_powers``:
 getMultipleAccounts of the rule's programs, decoded as the upgradeable loader's ``Program``, then
-of their program data accounts, decoded as ``ProgramData``: ``watcher.kinds.layouts``). A
+of their program data accounts, decoded as ``ProgramData``: ``watcher.kinds.toolkit.layouts``). A
 redeploy is the program data's deploy slot moving. The inventory, the "cannot be verified" alert
-and the state: ``watcher.kinds.powers``.
+and the state: ``watcher.kinds.sources.powers``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any, Literal
 from watcher.alerting import messages
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
-from watcher.kinds import base, powers
-from watcher.kinds.layouts import NotDecodable, decode_program, decode_program_data
-from watcher.kinds.samples import sample_key
+from watcher.kinds import base
+from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.layouts import NotDecodable, decode_program, decode_program_data
+from watcher.kinds.toolkit.samples import sample_key
 
 
 class UpgradeAuthorityRule(powers.PowersRule):

@@ -19,9 +19,9 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.cluster import validator_lines, validator_title
-from watcher.kinds.delinquency import ValidatorStatus, classify_validators
-from watcher.kinds.vote_samples import vote_kind
+from watcher.kinds.delinquent_validators import ValidatorStatus, classify_validators
+from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.toolkit.cluster import validator_lines, validator_title
 from watcher.ledger.models import VoteAccounts
 
 KIND_NAME = "vote_lag"

@@ -33,7 +33,8 @@ from watcher.config.yamlpos import YamlDocument, display_path, format_loc, norma
 from watcher.core.errors import ConfigError, Problem, RpcError
 from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.core.outbox_rows import AlertRecord
-from watcher.kinds import KINDS, vote_accounts
+from watcher.kinds import KINDS
+from watcher.kinds.sources import vote_accounts
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ruletest.actions import apply_action, seed_ledger

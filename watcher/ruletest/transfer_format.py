@@ -21,8 +21,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from watcher.config.rule_models import Pubkey
+from watcher.core.lamports import LAMPORTS_PER_SIGNATURE
 from watcher.simulator import Ledger
-from watcher.simulator.accounts import LAMPORTS_PER_SIGNATURE
 from watcher.simulator.transfers import dust, raw_amount, transfer
 
 # Shown as written in plain digits ("0.000001", not "1E-6") in the control endpoint's echo.

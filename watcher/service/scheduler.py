@@ -6,7 +6,7 @@ running coroutines. So: a generous grace, coalescing, one instance per job, and 
 pauses first, waits for the sweeps we track ourselves, and only then shuts the scheduler down.
 A sweep that outlasted its interval is followed by the next one at once, not at the next tick.
 The sweeps started together (the jobs of one interval tick at once) share one getVoteAccounts
-answer (``watcher.kinds.vote_accounts``).
+answer (``watcher.kinds.sources.vote_accounts``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from apscheduler.schedulers.base import STATE_RUNNING
 
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock, system_clock
-from watcher.kinds import vote_accounts
+from watcher.kinds.sources import vote_accounts
 
 log = structlog.get_logger(__name__)
 

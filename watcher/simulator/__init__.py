@@ -20,11 +20,11 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TextIO, Unpack
+from typing import Any, TextIO
 
 from watcher.simulator.faults import FAULT_KINDS, FaultPlan
 from watcher.simulator.ledger import Ledger
-from watcher.simulator.limits import ProviderLimits
+from watcher.simulator.limits import NO_LIMITS, ProviderLimits
 from watcher.simulator.request_log import RecordedRequest
 from watcher.simulator.scenarios import (
     DEMO,
@@ -66,7 +66,7 @@ def serve(
     stop: threading.Event | None = None,
     ledger: Ledger | None = None,
     control: Callable[[Ledger, Any], str] | None = None,
-    **limits: Unpack[ProviderLimits],
+    limits: ProviderLimits = NO_LIMITS,
 ) -> int:
     """Serves the scenario's ledger (or ``ledger``, with no scenario played) until Ctrl-C,
     SIGTERM or ``stop``; returns the exit code (0).
@@ -75,8 +75,7 @@ def serve(
     through ``control`` (``POST /control``: ``control(ledger, body)`` applies it and says what
     it did). The ledger's slot follows the wall clock (``Ledger.follow_wall_clock``). Raises
     ``ValueError`` for an unknown scenario and ``OSError`` when the port is
-    taken. ``limits`` (``latency``, ``enforce_rps``, ``batches``): the provider limits of
-    ``SimulatorServer``.
+    taken. ``limits``: the provider's, as ``SimulatorServer`` takes them.
     """
     if scenario_name not in SCENARIOS:
         raise ValueError(
@@ -108,7 +107,7 @@ def serve(
         port=port,
         api_key=api_key,
         control=None if control is None else changed,
-        **limits,
+        limits=limits,
     ) as server:
         say(f"ledger simulator serving {server.url}")
         if control is not None:

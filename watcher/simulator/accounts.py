@@ -20,11 +20,11 @@ from typing import Any, Final, Protocol
 
 import base58
 
+from watcher.core.lamports import LAMPORTS_PER_SIGNATURE
 from watcher.simulator.keys import pubkey_problem
 from watcher.simulator.params import _config, _pubkey, invalid_params
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
-LAMPORTS_PER_SIGNATURE: Final = 5000
 # A node refuses more keys in one getMultipleAccounts call.
 MAX_MULTIPLE_ACCOUNTS: Final = 100
 

@@ -14,18 +14,33 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Final
 
 WINDOW_SECONDS = 1.0
 
 
-class ProviderLimits(TypedDict, total=False):
-    """The provider limits ``SimulatorServer`` takes (each as its keyword of that name, off by
-    default), as ``serve`` and ``watcher simulate`` hand them on."""
+# A batch body bigger than this is refused before it is read (HTTP 413).
+MAX_BODY_BYTES: Final = 50 * 1024
 
-    latency: float  # seconds added before every answer
-    enforce_rps: float | None  # requests/s accepted (``RateWindow``); None: no limit
-    batches: bool  # False: batch requests refused
+
+@dataclass(frozen=True)
+class ProviderLimits:
+    """What a provider's front door does to each request (``SimulatorServer``), as ``serve``
+    and ``watcher simulate`` hand it on; each off (or the provider's usual) by default."""
+
+    latency: float = 0.0  # seconds added before every answer
+    enforce_rps: float | None = None  # requests/s accepted (``RateWindow``); None: no limit
+    batches: bool = True  # False: batch requests refused
+    batch_limit: int = 100  # calls a batch may hold (HTTP 413 beyond)
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        if self.latency < 0:
+            raise ValueError(f"latency must not be negative: {self.latency}")
+
+
+# A provider with no limit of its own beyond the usual batch size and body.
+NO_LIMITS: Final = ProviderLimits()
 
 
 class RateWindow:

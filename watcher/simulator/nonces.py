@@ -15,15 +15,17 @@ from typing import Final
 
 import base58
 
+from watcher.core.lamports import LAMPORTS_PER_SIGNATURE
 from watcher.simulator.das import das_of
 from watcher.simulator.ledger import Ledger
 
 SYSTEM_PROGRAM: Final = "11111111111111111111111111111111"
 NONCE_SIZE: Final = 80
-LAMPORTS_PER_SIGNATURE: Final = 5000
 
 
-def nonce_bytes(authority: str, nonce: bytes, lamports_per_signature: int = 5000) -> bytes:
+def nonce_bytes(
+    authority: str, nonce: bytes, lamports_per_signature: int = LAMPORTS_PER_SIGNATURE
+) -> bytes:
     """An initialized nonce account of the current version."""
     data = (
         struct.pack("<II", 1, 1)

@@ -34,12 +34,18 @@ from urllib.parse import urlsplit
 
 from watcher.simulator.faults import Fault, FaultPlan
 from watcher.simulator.ledger import Ledger
-from watcher.simulator.limits import HttpCounters, HttpCounts, RateWindow
+from watcher.simulator.limits import (
+    MAX_BODY_BYTES,
+    NO_LIMITS,
+    HttpCounters,
+    HttpCounts,
+    ProviderLimits,
+    RateWindow,
+)
 from watcher.simulator.methods import RpcMethods
 from watcher.simulator.params import RpcError
 from watcher.simulator.request_log import RecordedRequest, RequestLog
 
-MAX_BODY_BYTES: Final = 50 * 1024
 CONTROL_PATH: Final = "/control"
 _JSON_TYPE: Final = "application/json; charset=utf-8"
 _HTML_TYPE: Final = "text/html"
@@ -124,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
     ) -> None:
         raw = body.encode()
-        latency = self.server.simulator.latency
+        latency = self.server.simulator.limits.latency
         if latency > 0 and self.server.simulator.stopping.wait(latency):
             self.close_connection = True
             return
@@ -176,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(411, "Length Required", "text/plain")
             return
-        if int(length_text) > sim.max_body_bytes:
+        if int(length_text) > sim.limits.max_body_bytes:
             # Read the body before refusing it (bounded): answering mid-upload makes the client
             # see a reset instead of the 413. The connection is closed afterwards all the same.
             self._discard(int(length_text))
@@ -213,18 +219,19 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(parsed, list) and not parsed:
             self._send(200, _error_body({"code": -32600, "message": "Invalid request"}))
             return
-        if isinstance(parsed, list) and not sim.batches:
+        if isinstance(parsed, list) and not sim.limits.batches:
             sim.http_counters.batch_refused()
             self._send(400, _error_body(_NO_BATCHES))
             return
-        if len(calls) > sim.batch_limit:
+        if len(calls) > sim.limits.batch_limit:
             self._send(
                 413,
                 _error_body(
                     {
                         "code": -32600,
                         "message": (
-                            f"Batch of {len(calls)} calls exceeds the limit of {sim.batch_limit}"
+                            f"Batch of {len(calls)} calls exceeds the limit of "
+                            f"{sim.limits.batch_limit}"
                         ),
                     }
                 ),
@@ -290,27 +297,21 @@ class SimulatorServer:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str = "sim-key",
-        batch_limit: int = 100,
-        max_body_bytes: int = MAX_BODY_BYTES,
+        limits: ProviderLimits = NO_LIMITS,
         faults: FaultPlan | None = None,
-        latency: float = 0.0,
-        enforce_rps: float | None = None,
-        batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
         control: Callable[[Any], str] | None = None,
     ) -> None:
-        if latency < 0:
-            raise ValueError(f"latency must not be negative: {latency}")
         self.ledger = ledger
         # The ledger's faults, or this server's own: two servers on one ledger failing apart.
         self.faults = ledger.faults if faults is None else faults
         self.host, self.api_key = host, api_key
         self.path = f"/v3/{api_key}"
-        self.batch_limit, self.max_body_bytes = batch_limit, max_body_bytes
+        self.limits = limits
         self.methods = RpcMethods(ledger)
         self.log = RequestLog()
-        self.latency, self.enforce_rps, self.batches = latency, enforce_rps, batches
-        self.rate_window = None if enforce_rps is None else RateWindow(enforce_rps, clock)
+        rps = limits.enforce_rps
+        self.rate_window = None if rps is None else RateWindow(rps, clock)
         self.http_counters = HttpCounters()
         # POST /control: one change to the ledger (JSON), applied by ``control``, which says
         # what it did or raises ValueError (``watcher simulate tx ...``); off when None.

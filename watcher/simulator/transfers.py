@@ -26,7 +26,7 @@ from typing import Final
 
 import base58
 
-from watcher.simulator.accounts import LAMPORTS_PER_SIGNATURE
+from watcher.core.lamports import LAMPORTS_PER_SIGNATURE
 from watcher.simulator.authorities import powers_of
 from watcher.simulator.das import TokenAccountEntry, das_of
 from watcher.simulator.keys import derived_pubkey, pubkey_problem

@@ -36,9 +36,10 @@ _RESOLVED_NOW = "DELETE FROM firing_alerts WHERE rule = ? AND subject = ? AND al
 class AlertRows:
     """Queues alerts with their deliveries, inside the caller's transaction."""
 
-    _db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-    def _insert_alerts(
+    def insert_alerts(
         self,
         alerts: Sequence[AlertMessage],
         destinations: Callable[[AlertMessage], Sequence[Destination]],

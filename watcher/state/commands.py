@@ -1,9 +1,8 @@
 """The state as the one-shot commands see it (``alerts``, ``silence``, ``status``): a few
-synchronous calls, on the same asynchronous engines as the daemon, each run to its end on an
-event loop of the command's own. On SQLite, the file (``AsyncSqliteStore`` over a
-``SqliteStore`` read-only, or writing beside a running daemon without upgrading it); on a shared
-PostgreSQL, a ``PostgresStore`` in command mode (it neither migrates nor registers as an
-instance, and holds no shard)."""
+synchronous calls, outside any event loop. On SQLite, the file itself (``SqliteStore``,
+read-only, or writing beside a running daemon without upgrading it); on a shared PostgreSQL, a
+``PostgresStore`` in command mode (it neither migrates nor registers as an instance, and holds
+no shard), each call run to its end on an event loop of the command's own."""
 
 from __future__ import annotations
 
@@ -16,25 +15,30 @@ from typing import Protocol, Self
 from watcher.core.events import NewSilence, Silence
 from watcher.core.outbox_rows import AlertRecord
 from watcher.state.closing import Closing
-from watcher.state.interface import HistoryStore, SilenceStore
 from watcher.state.pg_store import PostgresStore
 from watcher.state.snapshot import StoreStatus
-from watcher.state.store import AsyncSqliteStore, SqliteStore
+from watcher.state.store import SqliteStore
 
 
-class CommandEngine(SilenceStore, HistoryStore, Protocol):
-    """What a command asks of an engine: silences and the history, opened and closed."""
+class CommandStore(Protocol):
+    """What a command asks of the state: silences, the history and the status, synchronous."""
 
-    async def start(self) -> None: ...
+    def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]: ...
 
-    async def close(self) -> None: ...
+    def add_silence(self, new: NewSilence, now: float) -> Silence: ...
+
+    def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]: ...
+
+    def expire_silence(self, silence_id: int, now: float) -> bool: ...
+
+    def status(self, cadence_key: str) -> StoreStatus: ...
 
 
-class CommandStore(Closing):
-    """An engine's calls for a command, synchronous; ``with`` starts and closes it."""
+class SharedCommandStore(Closing):
+    """A ``CommandStore`` on a shared PostgreSQL; ``with`` starts and closes it."""
 
-    def __init__(self, engine: CommandEngine) -> None:
-        self._engine = engine
+    def __init__(self, url: str, *, lease_ttl: float) -> None:
+        self._engine = PostgresStore(url, instance="command", lease_ttl=lease_ttl, command=True)
         self._loop = asyncio.Runner()
 
     def __enter__(self) -> Self:
@@ -67,16 +71,8 @@ class CommandStore(Closing):
         return self._loop.run(self._engine.status(cadence_key))
 
 
-class SharedCommandStore(CommandStore):
-    """``CommandStore`` on a shared PostgreSQL."""
-
-    def __init__(self, url: str, *, lease_ttl: float) -> None:
-        super().__init__(PostgresStore(url, instance="command", lease_ttl=lease_ttl, command=True))
-
-
 @contextmanager
 def sqlite_command_store(path: Path, *, readonly: bool) -> Iterator[CommandStore]:
     """The SQLite file: read-only, or writing beside a running daemon (never upgrading it)."""
-    engine = AsyncSqliteStore(SqliteStore(path, readonly=readonly, upgrade=False))
-    with CommandStore(engine) as store:
+    with SqliteStore(path, readonly=readonly, upgrade=False) as store:
         yield store

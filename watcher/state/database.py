@@ -2,7 +2,7 @@
 with its append-only migrations (the SQL files of ``sql/sqlite/``). The repositories of each
 concern (``targets``, ``deliveries``, ``silence_rows``, ``history``, ``retention``,
 ``source_rounds``, ``snapshot``) hold the queries on top of it; ``watcher.state.store``
-assembles them."""
+holds one of each over the database it opens."""
 
 from __future__ import annotations
 

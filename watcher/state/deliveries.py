@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sqlite_utils import Database
+
 from watcher.core.events import AlertMessage, Grouping
 from watcher.core.outbox_rows import DeliveryRow, GroupSends
 from watcher.state.alerts import REFRESH_ALERT_STATUS, AlertRows, marks
@@ -60,8 +62,12 @@ def delivery_row(row: sqlite3.Row | tuple[Any, ...]) -> DeliveryRow:
     )
 
 
-class Deliveries(AlertRows):
+class Deliveries:
     """The outbox's rows: claimed, sent, retried, given up."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._alerts = AlertRows(db)  # the dead letters ``mark_dead`` queues
 
     def due_deliveries(
         self, now: float, limit: int = 100, skip_urls: Sequence[str] = ()
@@ -207,7 +213,7 @@ class Deliveries(AlertRows):
                 [give_up.error, now],
             )
             if reports is not None and (letters := reports.letters_except(missing)):
-                self._insert_alerts(letters, reports.destinations, now)
+                self._alerts.insert_alerts(letters, reports.destinations, now)
         return missing
 
     def _finish(

@@ -11,6 +11,7 @@ from sqlite_utils import Database
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
 from watcher.state.alerts import marks
+from watcher.state.source_rounds import SourceRound, record_round
 
 # What both engines read for the history: an alert's row (``history_record``'s order) and each
 # of its deliveries' (``alert_id`` first, then ``DeliveryStatus``'s fields).
@@ -44,9 +45,10 @@ def history_record(
 
 
 class History:
-    """Reads the alerts table."""
+    """The alerts as they were queued and delivered, and each source's last round."""
 
-    _db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
         """The most recent alerts, newest first, each with its deliveries."""
@@ -65,3 +67,7 @@ class History:
             ).fetchall():
                 by_alert[d[0]].append(DeliveryStatus(*d[1:]))
         return [history_record(a, by_alert) for a in alerts]
+
+    def record_round(self, round_: SourceRound) -> None:
+        """Upserts this instance's last round of a source, in its own transaction."""
+        record_round(self._db, round_)

@@ -7,9 +7,10 @@ process owning a file) or the PostgreSQL one (``watcher.state.pg_store.PostgresS
 instances sharing one database); ``watcher.wiring.open_store`` picks it from the settings.
 Nothing outside ``watcher.state`` reaches past it to a connection, SQL or a driver (an import
 contract in ``pyproject.toml`` forbids the drivers elsewhere). The one-shot commands outside the
-event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: the
-same engines (SQLite's over a file opened read-only for those that only read, PostgreSQL's in
-command mode), each call run to its end on the command's own event loop.
+event loop (``watcher alerts``, ``status``, ``silence``) use ``watcher.state.commands``: on
+SQLite the synchronous ``SqliteStore`` (over a file opened read-only for those that only read),
+on PostgreSQL the engine in command mode, each call run to its end on the command's own event
+loop.
 
 Roles
 -----
@@ -18,8 +19,8 @@ what it uses: ``LeaseStore`` (the shards this instance holds: the lease loop, th
 ``TargetStateStore`` (the targets' states and a step's commit: the sweeps, the commit path),
 ``OutboxStore`` (the sender), ``SilenceStore``, ``HistoryStore`` (the history, the sources'
 rounds, what ``/metrics`` and ``status`` read) and ``RetentionStore`` (the pruner). Each engine
-is built of parts along the same lines (SQLite: ``watcher.state.store``; PostgreSQL:
-``watcher.state.pg_store``).
+holds one repository per concern along the same lines (SQLite: ``watcher.state.store``;
+PostgreSQL: ``watcher.state.pg_store``).
 
 Transactions and what each call guarantees
 ------------------------------------------
@@ -84,11 +85,12 @@ holds a call for a connect timeout: a synchronous store would then stall every p
 own store call was slow. With coroutines, the PostgreSQL engine awaits psycopg 3's async pool
 (``psycopg_pool.AsyncConnectionPool``) and the loop goes on meanwhile.
 
-The SQLite engine (``AsyncSqliteStore``) runs each call of the synchronous ``SqliteStore``
-on one thread of its own, in the order called (SQLite has one writer; a flush of a thousand
-states or a WAL checkpoint would otherwise hold the loop for tens of milliseconds), and reads
-what is true now (a scrape's, ``watcher status``'s) on a second thread with a read-only
-connection, so that they do not queue behind a sweep's flush.
+The SQLite engine (``AsyncSqliteStore``) runs each call of its repositories (synchronous,
+``sqlite3``) on one thread of its own, in the order called (SQLite has one writer; a flush of a
+thousand states or a WAL checkpoint would otherwise hold the loop for tens of milliseconds), and
+reads what is true now (a scrape's, ``watcher status``'s) on a second thread with a read-only
+connection, so that they do not queue behind a sweep's flush. The states held in memory stay
+on the loop's thread.
 
 Two members stay synchronous, because no engine touches the database in them: ``commits`` (a
 counter) and ``stage_state`` (it puts a quiet step's state in memory and says whether to flush;

@@ -1,4 +1,4 @@
-"""The leased shards of the PostgreSQL engine (``PgLeaseRounds``, a part of ``PostgresStore``):
+"""The leased shards of the PostgreSQL engine (``PgLeaseRounds``, held by ``PostgresStore``):
 what this instance may poll (``shards_held``, ``holds``) and the lease loop's round
 (``maintain_leases``), over the SQL of ``watcher.state.pg_leases`` and the bookkeeping of
 ``watcher.state.leased_shards`` (the shards held and their epochs).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import structlog
 from psycopg_pool import AsyncConnectionPool
@@ -23,7 +23,9 @@ from watcher.state import pg_leases
 from watcher.state.interface import LeaseRound
 from watcher.state.leased_shards import LeasedShards
 from watcher.state.pg_errors import mapped
+from watcher.state.pg_outbox import PgOutbox
 from watcher.state.pg_pool import Connection
+from watcher.state.pg_targets import PgTargets
 from watcher.state.shards import balanced_share, plan, rank_of, shard_of
 
 log = structlog.get_logger(__name__)
@@ -33,17 +35,26 @@ DEAD_INSTANCE_TTLS = 20
 
 
 class PgLeaseRounds:
-    """The ``LeaseStore`` role on PostgreSQL (see the module)."""
+    """The ``LeaseStore`` role on PostgreSQL (see the module). A round flushes ``targets``'
+    staged states before it hands shards back, and extends ``outbox``'s claims."""
 
-    instance: str
-    lease_ttl: float
-    _pool: AsyncConnectionPool[Connection]
-    _monotonic: Callable[[], float]
-    _shards: LeasedShards
-    # The other parts' work of a round: the staged states' flush (``PgTargetStates``) and the
-    # claims' extension (``PgOutbox``).
-    _flush: Callable[[Connection], Awaitable[int]]
-    _extend_claims: Callable[[Connection], Awaitable[None]]
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Connection],
+        shards: LeasedShards,
+        *,
+        lease_ttl: float,
+        monotonic: Callable[[], float],
+        targets: PgTargets,
+        outbox: PgOutbox,
+    ) -> None:
+        self._pool = pool
+        self._shards = shards
+        self.instance = shards.owner
+        self.lease_ttl = lease_ttl
+        self._monotonic = monotonic
+        self._targets = targets
+        self._outbox = outbox
 
     def shards_held(self) -> frozenset[int] | None:
         """The shards this instance may poll now; empty once its leases may have lapsed."""
@@ -52,7 +63,7 @@ class PgLeaseRounds:
     def holds(self, source: str, target: str) -> bool:
         return self._shards.holds(shard_of(source, target), self._monotonic())
 
-    async def _register(self, conn: Connection) -> None:
+    async def register(self, conn: Connection) -> None:
         await pg_leases.register_instance(
             conn, self.instance, host=socket.gethostname(), pid=os.getpid()
         )
@@ -66,7 +77,7 @@ class PgLeaseRounds:
         released: set[int] = set()
         async with self._pool.connection() as conn:
             if not await pg_leases.renew_instance(conn, self.instance):
-                await self._register(conn)
+                await self.register(conn)
             held = self._shards.shards
             kept = await pg_leases.renew(conn, self.instance, held, self.lease_ttl)
             lost = self._shards.renewed(kept, started, self.lease_ttl)
@@ -75,7 +86,7 @@ class PgLeaseRounds:
             share = balanced_share(count, rank_of(self.instance, live))
             if len(self._shards) > share:
                 # What this instance learnt of those targets is written before they go.
-                await self._flush(conn)
+                await self._targets.flush(conn)
                 surplus = plan(self._shards.shards, [], share).release
                 released = await pg_leases.release(conn, self.instance, surplus)
                 for shard in released:
@@ -87,7 +98,7 @@ class PgLeaseRounds:
                     conn, self.instance, len(wanted), self.lease_ttl, among=wanted
                 )
                 self._shards.taken(taken)
-            await self._extend_claims(conn)
+            await self._outbox.extend_claims(conn)
             await pg_leases.prune_instances(conn, self.lease_ttl * DEAD_INSTANCE_TTLS)
         if lost:
             log.warning("shards lost", instance=self.instance, shards=len(lost))

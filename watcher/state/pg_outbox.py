@@ -1,4 +1,4 @@
-"""The delivery outbox of the PostgreSQL engine (``PgOutbox``, a part of ``PostgresStore``): the
+"""The delivery outbox of the PostgreSQL engine (``PgOutbox``, held by ``PostgresStore``): the
 ``OutboxStore`` calls over ``watcher.state.pg_claims`` and ``watcher.state.pg_deliveries``.
 
 Deliveries are claimed under this process's token, never requeued at start-up
@@ -29,11 +29,16 @@ log = structlog.get_logger(__name__)
 class PgOutbox:
     """The ``OutboxStore`` role on PostgreSQL (see the module)."""
 
-    token: str  # this process's claims' (one per process: a restart's old claims expire)
-    claim_ttl: float
-    _url: str
-    _pool: AsyncConnectionPool[Connection]
-    _claimed: set[int]  # deliveries claimed under self.token, not yet marked
+    def __init__(
+        self, pool: AsyncConnectionPool[Connection], url: str, *, token: str, claim_ttl: float
+    ) -> None:
+        """``token``: this process's claims' (one per process: a restart's old claims expire);
+        ``url``: the database's, for the connection ``watch_outbox`` listens on."""
+        self._pool = pool
+        self._url = url
+        self.token = token
+        self.claim_ttl = claim_ttl
+        self._claimed: set[int] = set()  # claimed under the token, not yet marked
 
     @mapped("claim deliveries")
     async def claim_due(
@@ -99,7 +104,7 @@ class PgOutbox:
         else:
             self._claimed.difference_update(delivery_ids)
 
-    async def _extend_claims(self, conn: Connection) -> None:
+    async def extend_claims(self, conn: Connection) -> None:
         """The claims this process holds run ``claim_ttl`` from now (each lease round); those
         taken over meanwhile are forgotten."""
         if self._claimed:
@@ -108,7 +113,7 @@ class PgOutbox:
             )
             self._claimed.difference_update(lapsed)
 
-    async def _hand_claims_back(self, conn: Connection) -> None:
+    async def hand_claims_back(self, conn: Connection) -> None:
         """Every claim held back to pending (a graceful stop: another instance takes them)."""
         if self._claimed:
             await pg_deliveries.release(conn, sorted(self._claimed), self.token)

@@ -1,5 +1,5 @@
 """Silences, the alert history, the sources' rounds, what is true now and retention on
-PostgreSQL: the ``SilenceStore``, ``HistoryStore`` and ``RetentionStore`` roles, parts of
+PostgreSQL: the ``SilenceStore``, ``HistoryStore`` and ``RetentionStore`` roles, held by
 ``PostgresStore``, each call one connection of the pool over ``watcher.state.pg_rows`` and
 ``watcher.state.pg_summary``."""
 
@@ -23,7 +23,8 @@ from watcher.state.source_rounds import SourceRound
 class PgSilences:
     """The ``SilenceStore`` role on PostgreSQL."""
 
-    _pool: AsyncConnectionPool[Connection]
+    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
+        self._pool = pool
 
     @mapped("add a silence")
     async def add_silence(self, new: NewSilence, now: float) -> Silence:
@@ -49,9 +50,13 @@ class PgSilences:
 class PgHistory:
     """The ``HistoryStore`` role on PostgreSQL: each instance records its own rounds."""
 
-    instance: str
-    lease_ttl: float
-    _pool: AsyncConnectionPool[Connection]
+    def __init__(
+        self, pool: AsyncConnectionPool[Connection], *, instance: str, lease_ttl: float
+    ) -> None:
+        """``lease_ttl``: how long a silent instance still counts as live in ``status``."""
+        self._pool = pool
+        self.instance = instance
+        self.lease_ttl = lease_ttl
 
     @mapped("read the firing alerts and the outbox")
     async def summary(self) -> StateSummary:
@@ -93,7 +98,8 @@ class PgRetention:
     """The ``RetentionStore`` role on PostgreSQL: one connection for the whole pass, each batch
     a transaction of its own (``pg_rows.prune_batches``)."""
 
-    _pool: AsyncConnectionPool[Connection]
+    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
+        self._pool = pool
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS

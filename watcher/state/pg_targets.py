@@ -1,4 +1,4 @@
-"""The target states of the PostgreSQL engine (``PgTargetStates``, a part of ``PostgresStore``):
+"""The target states of the PostgreSQL engine (``PgTargets``, held by ``PostgresStore``):
 loaded, prefetched, staged and flushed as on SQLite (``watcher.state.staging`` holds the copies
 in memory), and every write fenced by the shard's lease (``watcher.state.pg_leases.fenced``).
 
@@ -36,16 +36,24 @@ log = structlog.get_logger(__name__)
 PG_STAGED_LIMIT = 4 * STAGED_LIMIT
 
 
-class PgTargetStates:
-    """The ``TargetStateStore`` role on PostgreSQL (see the module)."""
+class PgTargets:
+    """The ``TargetStateStore`` role on PostgreSQL (see the module): the states this instance
+    holds in memory, written under the leases of ``shards``."""
 
-    instance: str
-    commits: int
-    _pool: AsyncConnectionPool[Connection]
-    _monotonic: Callable[[], float]
-    _shards: LeasedShards  # held, their epochs (watcher.state.leased_shards)
-    _states: HeldStates  # staged and prefetched (watcher.state.staging)
-    _flush_idle: asyncio.Event  # set: no flush under way
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Connection],
+        shards: LeasedShards,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._pool = pool
+        self._shards = shards  # held, their epochs (watcher.state.leased_shards)
+        self._monotonic = monotonic
+        self._states = HeldStates(PG_STAGED_LIMIT)  # staged and prefetched
+        self._flush_idle = asyncio.Event()  # set: no flush under way
+        self._flush_idle.set()
+        # Steps and flushes committed: a caller sees whether its work wrote anything.
+        self.commits = 0
 
     @mapped("read target states")
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
@@ -62,9 +70,10 @@ class PgTargetStates:
         if not self._states.staged:
             return 0
         async with self._pool.connection() as conn:
-            return await self._flush(conn)
+            return await self.flush(conn)
 
-    async def _flush(self, conn: Connection) -> int:
+    async def flush(self, conn: Connection) -> int:
+        """``flush_states`` on ``conn`` (a lease round's, before it hands shards back)."""
         # Taken out first: polls go on staging meanwhile (they are flushed next time) and load
         # what is being written (``HeldStates``); a failed flush stages them again.
         self._flush_idle.clear()
@@ -75,7 +84,7 @@ class PgTargetStates:
                     by_shard.setdefault(shard_of(row[0], row[1]), []).append(row)
                 claimed = self._shards.epochs(by_shard)
                 async with conn.transaction():
-                    fenced = await pg_leases.fence_in(conn, self.instance, claimed)
+                    fenced = await pg_leases.fence_in(conn, self._shards.owner, claimed)
                     rows = [row for shard in fenced for row in by_shard[shard]]
                     if rows:
                         await pg_rows.upsert_states(conn, rows)  # a savepoint in it
@@ -122,7 +131,7 @@ class PgTargetStates:
         try:
             async with (
                 self._pool.connection() as conn,
-                pg_leases.fenced(conn, shard, self.instance, epoch),
+                pg_leases.fenced(conn, shard, self._shards.owner, epoch),
             ):
                 await pg_rows.upsert_state_in(conn, source, target, to_json(step.state), step.now)
                 new_ids = await pg_deliveries.insert_alerts(

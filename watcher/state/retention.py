@@ -111,7 +111,8 @@ def sort_targets(
 class Retention:
     """Deletes the history older than a cutoff, one bounded batch a call."""
 
-    _db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     def prune_alerts(
         self, cutoff: float, after: tuple[float, int], limit: int = BATCH_ROWS
@@ -206,12 +207,3 @@ class Retention:
         while more:
             done, more = self.prune_small_tables(cutoff, limit)
             yield done
-
-    def prune(
-        self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
-    ) -> Pruned:
-        """A whole pass at once (``watcher prune``, tests)."""
-        total = Pruned()
-        for done in self.prune_batches(watched, now, retention, limit):
-            total.add(done)
-        return total

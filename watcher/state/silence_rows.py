@@ -17,7 +17,8 @@ SILENCE_COLUMNS = (
 class Silences:
     """The silences table."""
 
-    _db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     def add_silence(self, new: NewSilence, now: float) -> Silence:
         with transaction(self._db):

@@ -96,9 +96,10 @@ class StoreStatus:
 
 
 class Snapshots:
-    """The SQLite engine's ``summary`` and ``status`` (a repository of ``SqliteStore``)."""
+    """What is true now in a SQLite file: ``summary``, ``status``, ``awaiting_first_poll``."""
 
-    _db: Database
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     def summary(self) -> StateSummary:
         return firing(self._db.conn), outbox(self._db.conn)

@@ -5,8 +5,13 @@ busy timeout, disk full, I/O error, out of memory, interrupted; anything else is
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 from watcher.core.errors import PermanentStateError, StateError, TransientStateError
+
+_T = TypeVar("_T")
 
 # Driver messages (sqlite3 gives no error code before Python 3.11's ``sqlite_errorname``) and
 # SQLite result codes that clear by themselves: another process releases its lock, space is
@@ -44,3 +49,19 @@ def state_error(exc: sqlite3.Error, operation: str) -> StateError:
     )
     kind = TransientStateError if transient else PermanentStateError
     return kind(f"{type(exc).__name__}: {exc}", operation=operation)
+
+
+@contextmanager
+def mapped(operation: str) -> Iterator[None]:
+    """Raises ``StateError`` (``state_error``) where the block raised ``sqlite3.Error``; the
+    driver's error is its ``__cause__``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise state_error(exc, operation) from exc
+
+
+def mapped_batches(operation: str, batches: Iterator[_T]) -> Iterator[_T]:
+    """``batches`` with the errors met while iterating mapped as ``mapped`` does."""
+    with mapped(operation):
+        yield from batches

@@ -1,34 +1,30 @@
 """State in SQLite: per-target state documents, the alert history and the delivery outbox.
 
-One connection, used only from the thread that opened it (the engine's own thread, or the
-caller's for the synchronous facade); every method is one short transaction. A step's new
-state, its alerts and their deliveries are committed together (``commit_step``), so a crash
-either loses the whole step (the cursor did not move: the step is redone) or nothing (the
-deliveries wait in the outbox).
-
 Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id``.
 
-``SqliteStore`` is the synchronous facade over the file (what the tests, the benchmarks and the
-commands outside the event loop call); ``AsyncSqliteStore`` is the SQLite engine of the
-asynchronous ``Store`` protocol (``watcher.state.interface``: what the daemon is typed against),
-each of its coroutines one call of a ``SqliteStore`` on the engine's thread (the reads of what
-is true now on a second thread, with a read-only connection). Each concern is a repository of its
-own module: target state (``watcher.state.targets``), the delivery outbox
-(``watcher.state.deliveries``), silences (``watcher.state.silence_rows``), the alert history
-(``watcher.state.history``), its retention (``watcher.state.retention``), the sources' last
-rounds (``watcher.state.source_rounds``) and what is true now (``watcher.state.snapshot``).
-The values they read and write are pure code's (``watcher.delivery.outbox``,
-``watcher.alerting``). ``with SqliteStore(path) as store:`` closes the file at the end, as
-``async with AsyncSqliteStore.open(path) as store:`` does.
+Each concern is a repository over the one ``sqlite_utils.Database`` it is given: the target
+states (``watcher.state.targets``), the delivery outbox (``watcher.state.deliveries``), silences
+(``watcher.state.silence_rows``), the alert history and the sources' last rounds
+(``watcher.state.history``), retention (``watcher.state.retention``) and what is true now
+(``watcher.state.snapshot``). Every write is one short transaction. A step's new state, its
+alerts and their deliveries are committed together (``commit_step``), so a crash either loses
+the whole step (the cursor did not move: the step is redone) or nothing (the deliveries wait in
+the outbox).
+
+``SqliteStore`` opens the file and holds the repositories; its methods are the protocol's
+calls, synchronous, for one thread (the tests, the benchmarks, the one-shot commands).
+``AsyncSqliteStore`` is the SQLite engine of the asynchronous ``Store`` protocol
+(``watcher.state.interface``): it runs the repositories' calls of a ``SqliteStore`` on one
+thread of its own, one at a time in the order called, and reads what is true now on a second
+thread with a read-only connection. Both map the driver's errors to the store's
+(``watcher.state.sqlite_errors``). ``with SqliteStore(path) as store:`` closes the file at the
+end, as ``async with AsyncSqliteStore.open(path) as store:`` does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -39,11 +35,7 @@ from sqlite_utils import Database
 
 from watcher.core.errors import StateError
 from watcher.core.events import NewSilence, Silence, TargetState, WatchSince
-from watcher.core.outbox_rows import (
-    AlertRecord,
-    DeliveryRow,
-    GroupSends,
-)
+from watcher.core.outbox_rows import AlertRecord, DeliveryRow, GroupSends
 from watcher.state.closing import AsyncClosing, Closing
 from watcher.state.database import (
     StateUnusable,
@@ -57,20 +49,21 @@ from watcher.state.database import (
 )
 from watcher.state.deliveries import Deliveries
 from watcher.state.history import History
-from watcher.state.interface import GiveUp, LeaseRound, StepToCommit, store_members
+from watcher.state.interface import GiveUp, LeaseRound, StepToCommit
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
-from watcher.state.source_rounds import SourceRound, record_round
-from watcher.state.sqlite_errors import state_error
+from watcher.state.source_rounds import SourceRound
+from watcher.state.sqlite_errors import mapped, mapped_batches
 from watcher.state.staging import MISS, HeldStates
-from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetStates
+from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetRows
 
 _T = TypeVar("_T")
 
 
-class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapshots, Closing):
-    """The watcher's SQLite state. Synchronous and fast; call it from one thread only."""
+class SqliteStore(Closing):
+    """The watcher's SQLite state, synchronous: call it from one thread only. Every call of the
+    protocol raises the store's errors, never ``sqlite3``'s."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
         """``readonly``: open an existing database for reading only (``open_readonly``).
@@ -78,26 +71,23 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapsh
         an existing database as it is, its schema must be this watcher's; only a new one is
         set up. Otherwise (``watcher run``) create and upgrade it."""
         self.path = Path(path)
-        if readonly:
-            self._db = open_readonly(self.path)
-        else:
-            with state_errors(self.path):
-                self._db = open_database(self.path)
-                version = schema_version(self._db)
-                if upgrade or version == 0:
-                    migrate(self._db)
-            if not upgrade and version != 0:
-                try:
-                    require_schema(self.path, version)
-                except StateUnusable:
-                    self._db.close()
-                    raise
-        self.commits = 0
-        self._states = HeldStates(STAGED_LIMIT)
+        self._db = open_readonly(self.path) if readonly else _open_writable(self.path, upgrade)
+        self.targets = TargetRows(self._db)
+        self.outbox = Deliveries(self._db)
+        self.silences = Silences(self._db)
+        self.alerts = History(self._db)
+        self.retention = Retention(self._db)
+        self.snapshots = Snapshots(self._db)
+        # The staged and prefetched states (``watcher.state.staging``).
+        self.held = HeldStates(STAGED_LIMIT)
 
     @property
     def db(self) -> Database:
         return self._db
+
+    @property
+    def commits(self) -> int:
+        return self.targets.commits
 
     def close(self) -> None:
         # A staged state that cannot be written now is a poll not done: the next run redoes it.
@@ -108,59 +98,172 @@ class SqliteStore(TargetStates, Deliveries, Silences, History, Retention, Snapsh
     def transaction(self) -> AbstractContextManager[None]:
         return transaction(self._db)
 
+    # -- target state -------------------------------------------------------------------------
+
+    def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        with mapped("prefetch states"):
+            self.held.prefetched(source, self.targets.read_states(source, targets))
+
+    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
+        return self.held.stage(source, target, state, now)
+
+    def flush_states(self) -> int:
+        if not self.held.staged:
+            return 0
+        with self.held.flush() as rows, mapped("flush states"):  # staged again if it fails
+            self.targets.write_states(rows)
+        return len(rows)
+
+    def load_state(self, source: str, target: str) -> TargetState | None:
+        held = self.held.load(source, target)
+        if held is not MISS:
+            return held
+        with mapped("load state"):
+            return self.targets.read_state(source, target)
+
+    def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
+        with mapped("register watch"):
+            return self.targets.register_watch(source, targets, since)
+
+    def commit_step(self, step: StepToCommit) -> list[int]:
+        with mapped("commit step"):
+            new_ids = self.targets.write_step(step)
+        self.held.written(step.source, step.target)  # this write is newer
+        return new_ids
+
+    # -- the delivery outbox ------------------------------------------------------------------
+
+    def due_deliveries(
+        self, now: float, limit: int = 100, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        with mapped("due deliveries"):
+            return self.outbox.due_deliveries(now, limit, skip_urls)
+
+    def claim_due(
+        self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
+    ) -> list[DeliveryRow]:
+        with mapped("claim due"):
+            return self.outbox.claim_due(now, limit, group_limit, skip_urls)
+
+    def group_sends(self, group_key: str, url_id: str) -> GroupSends:
+        with mapped("group sends"):
+            return self.outbox.group_sends(group_key, url_id)
+
+    def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
+        with mapped("release"):
+            self.outbox.release(delivery_ids, not_before)
+
+    def requeue_interrupted(self) -> int:
+        with mapped("requeue interrupted"):
+            return self.outbox.requeue_interrupted()
+
+    def mark_sent(
+        self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
+    ) -> list[int]:
+        with mapped("mark sent"):
+            return self.outbox.mark_sent(delivery_ids, now, group)
+
+    def mark_retry(
+        self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
+    ) -> list[int]:
+        with mapped("mark retry"):
+            return self.outbox.mark_retry(delivery_ids, error, next_attempt_at)
+
+    def mark_dead(self, give_up: GiveUp) -> list[int]:
+        with mapped("mark dead"):
+            return self.outbox.mark_dead(give_up)
+
+    def pending_count(self) -> int:
+        with mapped("pending count"):
+            return self.outbox.pending_count()
+
+    def standing_alerts(self, url_ids: Sequence[str], resolved_since: float) -> list[DeliveryRow]:
+        with mapped("standing alerts"):
+            return self.outbox.standing_alerts(url_ids, resolved_since)
+
+    # -- silences -----------------------------------------------------------------------------
+
+    def add_silence(self, new: NewSilence, now: float) -> Silence:
+        with mapped("add silence"):
+            return self.silences.add_silence(new, now)
+
+    def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
+        with mapped("list silences"):
+            return self.silences.list_silences(now, include_expired)
+
+    def active_silences(self, now: float) -> list[Silence]:
+        with mapped("active silences"):
+            return self.silences.active_silences(now)
+
+    def expire_silence(self, silence_id: int, now: float) -> bool:
+        with mapped("expire silence"):
+            return self.silences.expire_silence(silence_id, now)
+
+    # -- what is true now, history, rounds, retention -----------------------------------------
+
+    def summary(self) -> StateSummary:
+        with mapped("summary"):
+            return self.snapshots.summary()
+
+    def awaiting_first_poll(self) -> list[Awaiting]:
+        with mapped("awaiting first poll"):
+            return self.snapshots.awaiting_first_poll()
+
+    def status(self, cadence_key: str) -> StoreStatus:
+        with mapped("status"):
+            return self.snapshots.status(cadence_key)
+
+    def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
+        with mapped("history"):
+            return self.alerts.history(limit, rule)
+
     def record_round(self, round_: SourceRound) -> None:
-        record_round(self._db, round_)
+        with mapped("record round"):
+            self.alerts.record_round(round_)
+
+    def prune_batches(
+        self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
+    ) -> Iterator[Pruned]:
+        """A whole pass, one batch (one transaction) per step (``Retention.prune_batches``)."""
+        batches = self.retention.prune_batches(watched, now, retention, limit)
+        return mapped_batches("prune batches", batches)
+
+    def prune(
+        self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
+    ) -> Pruned:
+        """A whole pass at once (``watcher prune``, tests)."""
+        total = Pruned()
+        for done in self.prune_batches(watched, now, retention, limit):
+            total.add(done)
+        return total
 
 
-def _mapped(operation: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` raising ``StateError`` (``state_error``: transient or permanent) where the
-    driver raised ``sqlite3.Error``; the driver's error is its ``__cause__``."""
-    if inspect.isgeneratorfunction(method):  # prune_batches: errors come while iterating
-
-        @functools.wraps(method)
-        def batches(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            try:
-                yield from method(*args, **kwargs)
-            except sqlite3.Error as exc:
-                raise state_error(exc, operation) from exc
-
-        return batches
-
-    @functools.wraps(method)
-    def call(*args: Any, **kwargs: Any) -> Any:
+def _open_writable(path: Path, upgrade: bool) -> Database:
+    """The database at ``path``, created if new; upgraded with ``upgrade``, else refused unless
+    its schema is this watcher's."""
+    with state_errors(path):
+        db = open_database(path)
+        version = schema_version(db)
+        if upgrade or version == 0:
+            migrate(db)
+    if not upgrade and version != 0:
         try:
-            return method(*args, **kwargs)
-        except sqlite3.Error as exc:
-            raise state_error(exc, operation) from exc
-
-    return call
-
-
-# Every call of the protocol maps the driver's errors at the engine's boundary: callers catch
-# the store's errors, never sqlite3's (what a second engine needs: it raises the same ones).
-# (The async engine's own members, start and the leases, have no synchronous counterpart.)
-_ENGINE_ONLY = frozenset({"start", "shards_held", "holds", "maintain_leases", "watch_outbox"})
-for _name, _member in store_members().items():
-    if not _name.startswith("_") and _name not in _ENGINE_ONLY and inspect.isfunction(_member):
-        setattr(SqliteStore, _name, _mapped(_name.replace("_", " "), getattr(SqliteStore, _name)))
-# What the engine calls on its thread, named as the protocol's calls they serve.
-for _name, _operation in {
-    "read_states": "prefetch states",
-    "read_state": "load state",
-    "write_states": "flush states",
-    "write_step": "commit step",
-}.items():
-    setattr(SqliteStore, _name, _mapped(_operation, getattr(SqliteStore, _name)))
+            require_schema(path, version)
+        except StateUnusable:
+            db.close()
+            raise
+    return db
 
 
 class AsyncSqliteStore(AsyncClosing):
-    """The SQLite engine of the ``Store`` protocol: each coroutine runs its ``SqliteStore``
-    call on the store's own thread, one at a time in the order called, so that the event loop
-    never waits on the file: a flush of a thousand states or a commit that checkpoints the WAL
-    holds the loop for tens of milliseconds, and a scrape of ``/metrics`` or a sweep's timer
-    would wait as long. The states held in memory (``HeldStates``) are kept by the loop's
-    thread; only the reads and writes of the file run on the store's. ``sqlite`` is that
-    store, for whoever reads it synchronously beside the daemon (tests, benchmarks)."""
+    """The SQLite engine of the ``Store`` protocol. Each coroutine runs its repository call of
+    ``sqlite`` on the store's own thread, one at a time in the order called, so that the event
+    loop never waits on the file: a flush of a thousand states or a commit that checkpoints the
+    WAL holds that thread for tens of milliseconds, not the loop (a scrape of ``/metrics`` or a
+    sweep's timer would wait as long). The states held in memory (``HeldStates``) are kept by
+    the loop's thread; only the reads and writes of the file run on the store's. What is true
+    now (``summary``, ``status``, ``awaiting_first_poll``) is read on a second thread. ``sqlite``
+    is that store, for whoever reads it synchronously beside the daemon (tests, benchmarks)."""
 
     def __init__(self, sqlite: SqliteStore) -> None:
         self.sqlite = sqlite
@@ -171,23 +274,34 @@ class AsyncSqliteStore(AsyncClosing):
         # a read-only connection of its own: WAL lets it read beside the writer, so a scrape
         # does not queue behind a sweep's flush.
         self._reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-reads")
-        self._reader: SqliteStore | None = None  # opened on that thread, at its first read
+        self._reader: Snapshots | None = None  # opened on that thread, at its first read
+        self._reader_db: Database | None = None
         self._closed = False
 
-    async def _call(self, method: Callable[..., _T], *args: Any) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, method, *args)
+    async def _call(self, operation: str, method: Callable[..., _T], *args: Any) -> _T:
+        """``method(*args)`` on the store's thread, its driver errors mapped."""
 
-    async def _read(self, method: Callable[[SqliteStore], _T]) -> _T:
+        def call() -> _T:
+            with mapped(operation):
+                return method(*args)
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+
+    async def _read(self, operation: str, method: Callable[[Snapshots], _T]) -> _T:
+        """``method`` of the read-only snapshots on the reading thread, its errors mapped."""
+
         def read() -> _T:
-            if self._reader is None:
-                self._reader = SqliteStore(self.sqlite.path, readonly=True)
-            return method(self._reader)
+            with mapped(operation):
+                if self._reader is None:
+                    self._reader_db = open_readonly(self.sqlite.path)
+                    self._reader = Snapshots(self._reader_db)
+                return method(self._reader)
 
         return await asyncio.get_running_loop().run_in_executor(self._reads, read)
 
     def _close_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
+        if self._reader_db is not None:
+            self._reader_db.close()
 
     @classmethod
     def open(cls, path: Path | str) -> AsyncSqliteStore:
@@ -203,7 +317,7 @@ class AsyncSqliteStore(AsyncClosing):
         if self._closed:
             return
         self._closed = True
-        await self._call(self.sqlite.close)
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.sqlite.close)
         self._thread.shutdown()
         await asyncio.get_running_loop().run_in_executor(self._reads, self._close_reader)
         self._reads.shutdown()
@@ -226,7 +340,8 @@ class AsyncSqliteStore(AsyncClosing):
     # -- target state -------------------------------------------------------------------------
 
     async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
-        found = await self._call(self.sqlite.read_states, source, targets)
+        rows = self.sqlite.targets
+        found = await self._call("prefetch states", rows.read_states, source, targets)
         self.sqlite.held.prefetched(source, found)
 
     def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
@@ -239,26 +354,26 @@ class AsyncSqliteStore(AsyncClosing):
         # Loads get them until the write ends; polls go on staging; a failed write stages them
         # again.
         with held.flush() as rows:
-            await self._call(self.sqlite.write_states, rows)
+            await self._call("flush states", self.sqlite.targets.write_states, rows)
         return len(rows)
 
     async def load_state(self, source: str, target: str) -> TargetState | None:
         copy = self.sqlite.held.load(source, target)
         if copy is not MISS:
             return copy
-        return await self._call(self.sqlite.read_state, source, target)
+        return await self._call("load state", self.sqlite.targets.read_state, source, target)
 
     async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
         # In chunks: a million targets are one transaction each 10,000, and the store's other
         # calls (a scrape's, a commit's) are served between them.
-        new = 0
+        rows, new = self.sqlite.targets, 0
         for start in range(0, len(targets), REGISTER_CHUNK):
             chunk = targets[start : start + REGISTER_CHUNK]
-            new += await self._call(self.sqlite.register_watch, source, chunk, since)
+            new += await self._call("register watch", rows.register_watch, source, chunk, since)
         return new
 
     async def commit_step(self, step: StepToCommit) -> list[int]:
-        new_ids = await self._call(self.sqlite.write_step, step)
+        new_ids = await self._call("commit step", self.sqlite.targets.write_step, step)
         self.sqlite.held.written(step.source, step.target)  # this write is newer
         return new_ids
 
@@ -267,37 +382,42 @@ class AsyncSqliteStore(AsyncClosing):
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:
-        return await self._call(self.sqlite.claim_due, now, limit, group_limit, skip_urls)
+        outbox = self.sqlite.outbox
+        return await self._call("claim due", outbox.claim_due, now, limit, group_limit, skip_urls)
 
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
-        return await self._call(self.sqlite.group_sends, group_key, url_id)
+        return await self._call("group sends", self.sqlite.outbox.group_sends, group_key, url_id)
 
     async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
-        await self._call(self.sqlite.release, delivery_ids, not_before)
+        await self._call("release", self.sqlite.outbox.release, delivery_ids, not_before)
 
     async def requeue_interrupted(self) -> int:
-        return await self._call(self.sqlite.requeue_interrupted)
+        return await self._call("requeue interrupted", self.sqlite.outbox.requeue_interrupted)
 
     async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]:
-        return await self._call(self.sqlite.mark_sent, delivery_ids, now, group)
+        return await self._call("mark sent", self.sqlite.outbox.mark_sent, delivery_ids, now, group)
 
     async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]:
-        return await self._call(self.sqlite.mark_retry, delivery_ids, error, next_attempt_at)
+        outbox = self.sqlite.outbox
+        return await self._call(
+            "mark retry", outbox.mark_retry, delivery_ids, error, next_attempt_at
+        )
 
     async def mark_dead(self, give_up: GiveUp) -> list[int]:
-        return await self._call(self.sqlite.mark_dead, give_up)
+        return await self._call("mark dead", self.sqlite.outbox.mark_dead, give_up)
 
     async def pending_count(self) -> int:
-        return await self._call(self.sqlite.pending_count)
+        return await self._call("pending count", self.sqlite.outbox.pending_count)
 
     async def standing_alerts(
         self, url_ids: Sequence[str], resolved_since: float
     ) -> list[DeliveryRow]:
-        return await self._call(self.sqlite.standing_alerts, url_ids, resolved_since)
+        outbox = self.sqlite.outbox
+        return await self._call("standing alerts", outbox.standing_alerts, url_ids, resolved_since)
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         return None  # one process: its own commits wake its sender
@@ -305,39 +425,41 @@ class AsyncSqliteStore(AsyncClosing):
     # -- silences -----------------------------------------------------------------------------
 
     async def add_silence(self, new: NewSilence, now: float) -> Silence:
-        return await self._call(self.sqlite.add_silence, new, now)
+        return await self._call("add silence", self.sqlite.silences.add_silence, new, now)
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
-        return await self._call(self.sqlite.list_silences, now, include_expired)
+        silences = self.sqlite.silences
+        return await self._call("list silences", silences.list_silences, now, include_expired)
 
     async def active_silences(self, now: float) -> list[Silence]:
-        return await self._call(self.sqlite.active_silences, now)
+        return await self._call("active silences", self.sqlite.silences.active_silences, now)
 
     async def expire_silence(self, silence_id: int, now: float) -> bool:
-        return await self._call(self.sqlite.expire_silence, silence_id, now)
+        silences = self.sqlite.silences
+        return await self._call("expire silence", silences.expire_silence, silence_id, now)
 
     # -- what is true now ---------------------------------------------------------------------
 
     async def summary(self) -> StateSummary:
-        return await self._read(SqliteStore.summary)
+        return await self._read("summary", Snapshots.summary)
 
     async def awaiting_first_poll(self) -> list[Awaiting]:
-        return await self._read(SqliteStore.awaiting_first_poll)
+        return await self._read("awaiting first poll", Snapshots.awaiting_first_poll)
 
     async def status(self, cadence_key: str) -> StoreStatus:
-        return await self._read(lambda reader: reader.status(cadence_key))
+        return await self._read("status", lambda reader: reader.status(cadence_key))
 
     # -- history, rounds, retention -----------------------------------------------------------
 
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
-        return await self._call(self.sqlite.history, limit, rule)
+        return await self._call("history", self.sqlite.alerts.history, limit, rule)
 
     async def record_round(self, round_: SourceRound) -> None:
-        await self._call(self.sqlite.record_round, round_)
+        await self._call("record round", self.sqlite.alerts.record_round, round_)
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
     ) -> AsyncIterator[Pruned]:
-        batches = self.sqlite.prune_batches(watched, now, retention, limit)
-        while (done := await self._call(next, batches, None)) is not None:
+        batches = self.sqlite.retention.prune_batches(watched, now, retention, limit)
+        while (done := await self._call("prune batches", next, batches, None)) is not None:
             yield done

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlite_utils import Database
+
 from watcher.core.events import WATCH_SINCE_KEY, TargetState, WatchSince
 from watcher.core.fastjson import decode_json
 from watcher.state.alerts import AlertRows, to_json
 from watcher.state.database import transaction
 from watcher.state.interface import StepToCommit
-from watcher.state.staging import MISS, HeldStates, StagedRow
+from watcher.state.staging import StagedRow
 
 # Quiet state changes held before they are written together (see ``stage_state``).
 STAGED_LIMIT = 1000
@@ -17,26 +19,23 @@ STAGED_LIMIT = 1000
 REGISTER_CHUNK = 10_000
 
 
-class TargetStates(AlertRows):
-    """Per-target state documents.
+class TargetRows:
+    """The targets' state documents in the file: read, written with a step's alerts, written
+    in batches of staged states. Each write is one transaction; ``commits`` counts them.
 
-    A step with alerts is committed at once, with its outbox rows (``commit_step``). A step that
-    only changed the state (a first poll's baseline, a pending counter) is staged and written
-    with the others in one transaction (``flush_states``: at the end of a sweep, or every
-    ``STAGED_LIMIT``): the first sweep of 100,000 addresses costs a hundred transactions, not
-    100,000. A staged state lost in a crash is a poll that did not happen: the next one redoes
-    it (a target's baseline is then learnt after the restart, as for a target not yet polled).
+    A step with alerts is committed at once, with its outbox rows (``write_step``). A step that
+    only changed the state (a first poll's baseline, a pending counter) is staged in memory
+    (``watcher.state.staging``) and written with the others in one transaction
+    (``write_states``: at the end of a sweep, or every ``STAGED_LIMIT``): the first sweep of
+    100,000 addresses costs a hundred transactions, not 100,000. A staged state lost in a crash
+    is a poll that did not happen: the next one redoes it.
     """
 
-    # Steps committed: a caller sees whether its work wrote anything (a health signal).
-    commits: int
-    _states: HeldStates  # the staged and prefetched states (``watcher.state.staging``)
-
-    def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
-        """Reads the states of ``targets`` in one query, for their ``load_state`` to take: a
-        sweep reads a chunk at a time instead of one query per target. Each is taken once;
-        a state written meanwhile (``stage_state``, ``commit_step``) drops its copy."""
-        self._states.prefetched(source, self.read_states(source, targets))
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._alerts = AlertRows(db)
+        # Steps and flushes committed: a caller sees whether its work wrote anything.
+        self.commits = 0
 
     def read_states(self, source: str, targets: Sequence[str]) -> dict[str, str | None]:
         """The stored JSON of each of ``targets``' states (None: no state yet), in one query."""
@@ -49,23 +48,15 @@ class TargetStates(AlertRows):
         found.update(rows.fetchall())
         return found
 
-    @property
-    def held(self) -> HeldStates:
-        """The states held in memory (an engine that writes off its caller's thread keeps
-        their bookkeeping on the caller's)."""
-        return self._states
-
-    def stage_state(self, source: str, target: str, state: TargetState, now: float) -> bool:
-        """Holds a quiet step's state for ``flush_states``; whether it is time to flush."""
-        return self._states.stage(source, target, state, now)
-
-    def flush_states(self) -> int:
-        """Writes the staged states in one transaction; how many."""
-        if not self._states.staged:
-            return 0
-        with self._states.flush() as rows:  # staged again if the write fails
-            self.write_states(rows)
-        return len(rows)
+    def read_state(self, source: str, target: str) -> TargetState | None:
+        """The target's state as stored (None: no state yet)."""
+        row = self._db.conn.execute(
+            "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
+        ).fetchone()
+        if row is None:
+            return None
+        state: TargetState = decode_json(row[0])
+        return state
 
     def write_states(self, rows: Sequence[StagedRow]) -> None:
         """Writes a flush's rows in one transaction."""
@@ -83,38 +74,16 @@ class TargetStates(AlertRows):
             self._db.conn.executemany(_REGISTER, rows)
             return self._db.conn.total_changes - before
 
-    def load_state(self, source: str, target: str) -> TargetState | None:
-        held = self._states.load(source, target)
-        if held is not MISS:
-            return held
-        return self.read_state(source, target)
-
-    def read_state(self, source: str, target: str) -> TargetState | None:
-        """The target's state as stored (None: no state yet)."""
-        row = self._db.conn.execute(
-            "SELECT state FROM targets WHERE source = ? AND target = ?", [source, target]
-        ).fetchone()
-        if row is None:
-            return None
-        state: TargetState = decode_json(row[0])
-        return state
-
-    def commit_step(self, step: StepToCommit) -> list[int]:
-        """Save the target's new state, its alerts and their deliveries in ONE transaction.
+    def write_step(self, step: StepToCommit) -> list[int]:
+        """Saves the target's new state, its alerts and their deliveries in ONE transaction.
 
         An alert whose ``dedup_key`` is already recorded is skipped with its deliveries (a
         step re-run after a crash repeats nothing). A URL listed twice for one alert (the same
         URL in two channels) gets one delivery. Returns the ids of the alerts inserted.
         """
-        new_ids = self.write_step(step)
-        self._states.written(step.source, step.target)  # this write is newer
-        return new_ids
-
-    def write_step(self, step: StepToCommit) -> list[int]:
-        """``commit_step``'s transaction, without its bookkeeping of held states."""
         with transaction(self._db):
             self._db.execute(_UPSERT, [step.source, step.target, to_json(step.state), step.now])
-            new_ids = self._insert_alerts(step.alerts, step.destinations, step.now)
+            new_ids = self._alerts.insert_alerts(step.alerts, step.destinations, step.now)
         self.commits += 1
         return new_ids
 

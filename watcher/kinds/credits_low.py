@@ -1,0 +1,164 @@
+"""Kind ``credits_low``: a watched validator earned more than ``below_median_pct`` percent
+fewer vote credits in the current epoch than the median validator (source ``votes``).
+
+From getVoteAccounts' ``epochCredits`` (``[epoch, credits, previous credits]``, cumulative):
+the current epoch is the newest epoch any account reports; what an account earned in it is
+``credits - previous`` of that entry (0 without one). The median is over the current
+(non-delinquent) vote accounts with activated stake. Unknown (not evidence): a watched pubkey in
+neither list, or a median of 0 (the first slots of an epoch). Early in an epoch the counts are
+small and noisy: ``for:`` keeps a short dip from firing. State: the shared ``episodes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from statistics import median
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from watcher.alerting import messages
+from watcher.alerting.lifecycle import Assessment, step_episodes
+from watcher.config import rule_models
+from watcher.config.rule_models import PositiveDuration, Pubkeys
+from watcher.core.events import StepOutcome, TargetState
+from watcher.kinds import base
+from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.toolkit.cluster import validator_title
+from watcher.ledger.models import VoteAccount, VoteAccounts
+
+KIND_NAME = "credits_low"
+
+
+class CreditsLowRule(rule_models.StateRule):
+    kind: Literal["credits_low"] = "credits_low"
+    validators: Pubkeys  # vote account or identity pubkeys
+    below_median_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
+    every: PositiveDuration = 60.0
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.validators
+
+
+def current_epoch(vote_accounts: VoteAccounts) -> int | None:
+    accounts = (*vote_accounts.current, *vote_accounts.delinquent)
+    return max((entry[0] for acc in accounts for entry in acc.epoch_credits), default=None)
+
+
+def earned(account: VoteAccount, epoch: int) -> int:
+    """Credits the account earned in ``epoch`` (0 when it reports none for it)."""
+    return next((new - old for number, new, old in account.epoch_credits if number == epoch), 0)
+
+
+def median_credits(vote_accounts: VoteAccounts, epoch: int) -> Fraction | None:
+    """Median of what the current, staked vote accounts earned in ``epoch``; None: none."""
+    counts = [earned(acc, epoch) for acc in vote_accounts.current if acc.activated_stake > 0]
+    return Fraction(median(counts)) if counts else None
+
+
+def find_account(watched: str, vote_accounts: VoteAccounts) -> VoteAccount | None:
+    """The vote account of a vote or identity pubkey: a current one before a delinquent one,
+    the most staked when an identity has several."""
+    for accounts in (vote_accounts.current, vote_accounts.delinquent):
+        found = _matching(watched, accounts)
+        if found:
+            return max(found, key=lambda acc: acc.activated_stake)
+    return None
+
+
+def _matching(watched: str, accounts: Iterable[VoteAccount]) -> list[VoteAccount]:
+    return [acc for acc in accounts if watched in (acc.vote_pubkey, acc.node_pubkey)]
+
+
+def account_finder(vote_accounts: VoteAccounts) -> Callable[[str], VoteAccount | None]:
+    """``find_account`` for many pubkeys of one answer: both lists indexed once by vote and
+    identity pubkey (1,000 watched validators would otherwise scan 1,000 accounts each)."""
+    indexes: list[dict[str, VoteAccount]] = []
+    for accounts in (vote_accounts.current, vote_accounts.delinquent):
+        best: dict[str, VoteAccount] = {}
+        for account in accounts:
+            for key in (account.vote_pubkey, account.node_pubkey):
+                held = best.get(key)
+                # The most staked, the first of equals (as ``max``).
+                if held is None or account.activated_stake > held.activated_stake:
+                    best[key] = account
+        indexes.append(best)
+
+    def find(watched: str) -> VoteAccount | None:
+        for best in indexes:
+            account = best.get(watched)
+            if account is not None:
+                return account
+        return None
+
+    return find
+
+
+def credits_assessment(
+    account: VoteAccount | None, epoch: int | None, middle: Fraction | None, limit_pct: float
+) -> Assessment:
+    if account is None or epoch is None or not middle:
+        return None, {}
+    mine = earned(account, epoch)
+    short_pct = (middle - mine) * 100 / middle
+    facts = {
+        "vote_pubkey": account.vote_pubkey,
+        "node_pubkey": account.node_pubkey,
+        "epoch": epoch,
+        "credits": mine,
+        "median": float(middle),
+        "below_pct": round(float(short_pct), 2),
+        "below_median_pct": limit_pct,
+    }
+    return short_pct > Fraction(str(limit_pct)), facts
+
+
+def step_credits_low(
+    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+) -> StepOutcome:
+    mine = base.rules_of(rules, CreditsLowRule)
+    epoch = current_epoch(observation)
+    middle = None if epoch is None else median_credits(observation, epoch)
+    find = account_finder(observation)
+    accounts = {key: find(key) for rule in mine for key in rule.validators}
+
+    def assess(rule: CreditsLowRule) -> Mapping[str, Assessment]:
+        limit = rule.below_median_pct
+        return {
+            key: credits_assessment(accounts[key], epoch, middle, limit) for key in rule.validators
+        }
+
+    return step_episodes(mine, state, now, assess)
+
+
+def credits_low_text(
+    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+) -> tuple[str, str]:
+    vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
+    below = f"{float(facts['below_pct']):g}%"
+    if facts["reason"] == "resolved":
+        title = validator_title(facts, shown, "credits back near the median")
+        where = f"{below} under" if float(facts["below_pct"]) > 0 else "at or above"
+        summary = f"Resolved after {facts['duration']}: {where} the median."
+    elif facts["reason"] == "repeat":
+        title = validator_title(facts, shown, f"credits still {below} under the median")
+        summary = f"Still low: for {facts['duration']}, since {facts['firing_since']}."
+    else:
+        title = validator_title(facts, shown, f"credits {below} under the median")
+        limit = f"{float(facts['below_median_pct']):g}%"
+        summary = f"It earned more than {limit} fewer vote credits than the median validator."
+    body = messages.lines(
+        messages.rule_line(facts),
+        f"Validator: {shown.name(facts['subject'], vote, node)}",
+        summary,
+        f"Epoch {facts['epoch']}: {facts['credits']:,} credits; median of the current staked "
+        f"validators {facts['median']:,.0f}",
+        f"Vote account: {shown.name(vote) if vote else 'unknown'}",
+        shown.link("address", vote),
+    )
+    return title, body
+
+
+KIND = vote_kind(CreditsLowRule, credits_low_text, step_credits_low)
