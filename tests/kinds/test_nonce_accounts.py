@@ -272,7 +272,7 @@ def test_program_account_data_is_base64_as_a_pair_or_a_bare_string() -> None:
 
     from pydantic import TypeAdapter
 
-    from watcher.ledger.models_programs import ProgramAccountsData
+    from watcher.ledger.models_das import ProgramAccountsData
 
     encoded = base64.b64encode(CURRENT).decode()
     account = {"executable": False, "lamports": 1447680, "owner": SYSTEM_PROGRAM, "space": 80}

@@ -39,10 +39,11 @@ from watcher.ledger.models_das import (
     AssetPage,
     EditionList,
     ProgramAccount,
+    ProgramAccountData,
     ProgramAccounts,
+    ProgramAccountsData,
     TokenAccountPage,
 )
-from watcher.ledger.models_programs import ProgramAccountData, ProgramAccountsData
 
 if TYPE_CHECKING:
     from watcher.ledger.rpc import RpcClient  # which imports this module
