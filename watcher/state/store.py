@@ -14,8 +14,9 @@ the outbox).
 ``SqliteStore`` opens the file and holds the repositories; its methods are the protocol's
 calls, synchronous, for one thread (the tests, the benchmarks, the one-shot commands).
 ``AsyncSqliteStore`` is the SQLite engine of the asynchronous ``Store`` protocol
-(``watcher.state.interface``): it runs the repositories' calls of a ``SqliteStore`` on one
-thread of its own, one at a time in the order called, and reads what is true now on a second
+(``watcher.state.interface``): it runs the calls of a ``SqliteStore`` on one thread of its
+own (those of its target states' repository directly, the states held in memory staying on the
+loop's thread), one at a time in the order called, and reads what is true now on a second
 thread with a read-only connection. Both map the driver's errors to the store's
 (``watcher.state.sqlite_errors``). ``with SqliteStore(path) as store:`` closes the file at the
 end, as ``async with AsyncSqliteStore.open(path) as store:`` does.
@@ -93,7 +94,8 @@ class SqliteStore(Closing):
         # A staged state that cannot be written now is a poll not done: the next run redoes it.
         with contextlib.suppress(StateError):
             self.flush_states()
-        self._db.close()
+        with mapped("close"):
+            self._db.close()
 
     def transaction(self) -> AbstractContextManager[None]:
         return transaction(self._db)
@@ -256,14 +258,15 @@ def _open_writable(path: Path, upgrade: bool) -> Database:
 
 
 class AsyncSqliteStore(AsyncClosing):
-    """The SQLite engine of the ``Store`` protocol. Each coroutine runs its repository call of
-    ``sqlite`` on the store's own thread, one at a time in the order called, so that the event
-    loop never waits on the file: a flush of a thousand states or a commit that checkpoints the
-    WAL holds that thread for tens of milliseconds, not the loop (a scrape of ``/metrics`` or a
-    sweep's timer would wait as long). The states held in memory (``HeldStates``) are kept by
-    the loop's thread; only the reads and writes of the file run on the store's. What is true
-    now (``summary``, ``status``, ``awaiting_first_poll``) is read on a second thread. ``sqlite``
-    is that store, for whoever reads it synchronously beside the daemon (tests, benchmarks)."""
+    """The SQLite engine of the ``Store`` protocol. Each coroutine runs its call of ``sqlite``
+    (for the target states, of its ``targets`` repository) on the store's own thread, one at a
+    time in the order called, so that the event loop never waits on the file: a flush of a
+    thousand states or a commit that checkpoints the WAL holds that thread for tens of
+    milliseconds, not the loop (a scrape of ``/metrics`` or a sweep's timer would wait as
+    long). The states held in memory (``HeldStates``) are kept by the loop's thread; only the
+    reads and writes of the file run on the store's. What is true now (``summary``, ``status``,
+    ``awaiting_first_poll``) is read on a second thread. ``sqlite`` is that store, for whoever
+    reads it synchronously beside the daemon (tests, benchmarks)."""
 
     def __init__(self, sqlite: SqliteStore) -> None:
         self.sqlite = sqlite
@@ -382,42 +385,43 @@ class AsyncSqliteStore(AsyncClosing):
     async def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:
-        outbox = self.sqlite.outbox
-        return await self._call("claim due", outbox.claim_due, now, limit, group_limit, skip_urls)
+        return await self._call(
+            "claim due", self.sqlite.claim_due, now, limit, group_limit, skip_urls
+        )
 
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
-        return await self._call("group sends", self.sqlite.outbox.group_sends, group_key, url_id)
+        return await self._call("group sends", self.sqlite.group_sends, group_key, url_id)
 
     async def release(self, delivery_ids: Sequence[int], not_before: float | None = None) -> None:
-        await self._call("release", self.sqlite.outbox.release, delivery_ids, not_before)
+        await self._call("release", self.sqlite.release, delivery_ids, not_before)
 
     async def requeue_interrupted(self) -> int:
-        return await self._call("requeue interrupted", self.sqlite.outbox.requeue_interrupted)
+        return await self._call("requeue interrupted", self.sqlite.requeue_interrupted)
 
     async def mark_sent(
         self, delivery_ids: int | Sequence[int], now: float, group: tuple[str, str] | None = None
     ) -> list[int]:
-        return await self._call("mark sent", self.sqlite.outbox.mark_sent, delivery_ids, now, group)
+        return await self._call("mark sent", self.sqlite.mark_sent, delivery_ids, now, group)
 
     async def mark_retry(
         self, delivery_ids: int | Sequence[int], error: str, next_attempt_at: float
     ) -> list[int]:
-        outbox = self.sqlite.outbox
         return await self._call(
-            "mark retry", outbox.mark_retry, delivery_ids, error, next_attempt_at
+            "mark retry", self.sqlite.mark_retry, delivery_ids, error, next_attempt_at
         )
 
     async def mark_dead(self, give_up: GiveUp) -> list[int]:
-        return await self._call("mark dead", self.sqlite.outbox.mark_dead, give_up)
+        return await self._call("mark dead", self.sqlite.mark_dead, give_up)
 
     async def pending_count(self) -> int:
-        return await self._call("pending count", self.sqlite.outbox.pending_count)
+        return await self._call("pending count", self.sqlite.pending_count)
 
     async def standing_alerts(
         self, url_ids: Sequence[str], resolved_since: float
     ) -> list[DeliveryRow]:
-        outbox = self.sqlite.outbox
-        return await self._call("standing alerts", outbox.standing_alerts, url_ids, resolved_since)
+        return await self._call(
+            "standing alerts", self.sqlite.standing_alerts, url_ids, resolved_since
+        )
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         return None  # one process: its own commits wake its sender
@@ -425,18 +429,16 @@ class AsyncSqliteStore(AsyncClosing):
     # -- silences -----------------------------------------------------------------------------
 
     async def add_silence(self, new: NewSilence, now: float) -> Silence:
-        return await self._call("add silence", self.sqlite.silences.add_silence, new, now)
+        return await self._call("add silence", self.sqlite.add_silence, new, now)
 
     async def list_silences(self, now: float, include_expired: bool = False) -> list[Silence]:
-        silences = self.sqlite.silences
-        return await self._call("list silences", silences.list_silences, now, include_expired)
+        return await self._call("list silences", self.sqlite.list_silences, now, include_expired)
 
     async def active_silences(self, now: float) -> list[Silence]:
-        return await self._call("active silences", self.sqlite.silences.active_silences, now)
+        return await self._call("active silences", self.sqlite.active_silences, now)
 
     async def expire_silence(self, silence_id: int, now: float) -> bool:
-        silences = self.sqlite.silences
-        return await self._call("expire silence", silences.expire_silence, silence_id, now)
+        return await self._call("expire silence", self.sqlite.expire_silence, silence_id, now)
 
     # -- what is true now ---------------------------------------------------------------------
 
@@ -452,10 +454,10 @@ class AsyncSqliteStore(AsyncClosing):
     # -- history, rounds, retention -----------------------------------------------------------
 
     async def history(self, limit: int = 50, rule: str | None = None) -> list[AlertRecord]:
-        return await self._call("history", self.sqlite.alerts.history, limit, rule)
+        return await self._call("history", self.sqlite.history, limit, rule)
 
     async def record_round(self, round_: SourceRound) -> None:
-        await self._call("record round", self.sqlite.alerts.record_round, round_)
+        await self._call("record round", self.sqlite.record_round, round_)
 
     async def prune_batches(
         self, watched: WatchedTarget, now: float, retention: float, limit: int = BATCH_ROWS
