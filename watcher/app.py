@@ -29,7 +29,7 @@ from watcher.core.redact import split_rpc_url
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
-from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcStats
+from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings, RpcStats
 from watcher.service import sweeps
 from watcher.service.agreement import Agreement
 from watcher.service.committing import Committer
@@ -337,17 +337,15 @@ def rpc_client(
     ``on_request`` is told each HTTP request's method and seconds; ``stats``: the counters it
     keeps (the metrics read them when scraped)."""
     endpoints = [EndpointSpec(e.url.get_secret_value(), e.max_rps) for e in settings.endpoints]
-    return RpcClient(
-        endpoints,
+    rpc = RpcSettings(
         commitment=settings.commitment,
         timeout=settings.rpc.timeout,
         max_attempts=settings.rpc.max_attempts,
         max_concurrency=settings.rpc.max_concurrency,
         max_rps=settings.rpc.max_rps,
         batch_size=settings.rpc.batch_size,
-        on_request=on_request,
-        stats=stats,
     )
+    return RpcClient(endpoints, rpc, stats=stats, on_request=on_request)
 
 
 def delivery_sender(

@@ -20,7 +20,7 @@ from watcher.kinds.asset_changed import (
     changed_fields,
 )
 from watcher.ledger.models_das import Asset
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -108,7 +108,7 @@ def test_simulator_answers_one_asset_per_id_null_when_unknown(server: SimulatorS
 
 
 async def test_observe_reads_the_asset(server: SimulatorServer) -> None:
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, ASSET, None)
         assert seen.asset is not None and seen.asset.content.json_uri == "https://x"
         assert (await SOURCE.observe(client, BUYER, None)).asset is None

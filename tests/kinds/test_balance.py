@@ -23,7 +23,7 @@ from watcher.kinds.balance_below import BalanceBelowRule, balance_assessment, st
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation, chunks
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import Account
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 
 
@@ -189,7 +189,7 @@ async def test_a_round_of_150_accounts_is_two_calls_and_a_missing_one_is_none(
 async def test_a_failed_call_fails_every_account_of_its_chunk(simulator: SimulatorServer) -> None:
     simulator.ledger.faults.inject("rpc_error", method="getMultipleAccounts", count=10)
     keys = [key(f"acct{n}") for n in range(3)]
-    async with RpcClient(simulator.url, max_attempts=1) as rpc:
+    async with RpcClient(simulator.url, RpcSettings(max_attempts=1)) as rpc:
         results = await asyncio.gather(
             *(SOURCE.observe(rpc, k, None) for k in keys), return_exceptions=True
         )

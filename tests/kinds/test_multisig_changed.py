@@ -14,7 +14,7 @@ from watcher.kinds import KINDS, word
 from watcher.kinds.multisig_changed import MultisigChangedRule
 from watcher.kinds.sources.powers import PowersObservation
 from watcher.kinds.toolkit.layouts import SQUADS_V4_PROGRAM, NotDecodable, decode_multisig
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import set_multisig
 from watcher.simulator.keys import derived_pubkey
@@ -122,7 +122,7 @@ async def test_observe_decodes_the_simulators_multisig(server: SimulatorServer) 
     plain = derived_pubkey("a plain account")
     server.ledger.accounts.set_account(plain, lamports=1)
     target = rule(multisigs=[VOTE, plain]).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, target, None)
     assert seen.powers == {
         VOTE: {

@@ -17,7 +17,7 @@ from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
 from watcher.kinds.new_assets import AssetsObservation, NewAssetsRule, new_since, request_of
 from watcher.ledger.models_das import Asset, AssetPage
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -319,7 +319,7 @@ async def test_observe_pages_down_to_the_last_seen(
 ) -> None:
     monkeypatch.setattr("watcher.kinds.new_assets.PAGE_LIMIT", 4)
     state = {"v": 1, "recent": [IDS[3], IDS[2]], "rules": [], "seq": 1}
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, TARGET, state)
         assert seen.found and [a.id for a in seen.assets] == IDS[24:3:-1]
         monkeypatch.setattr("watcher.kinds.new_assets.MAX_PAGES", 2)

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from watcher.kinds import KINDS, word
 from watcher.kinds.new_editions import EditionsObservation, NewEditionsRule, new_editions
 from watcher.ledger.models_das import Edition, EditionList
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -115,7 +115,7 @@ async def test_observe_reads_every_page(
     server: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("watcher.kinds.new_editions.PAGE_LIMIT", 10)
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         observed = await SOURCE.observe(client, MASTER, None)
         assert [e.edition for e in observed.editions] == list(range(1, 26))
         assert observed.complete and observed.max_supply == 30

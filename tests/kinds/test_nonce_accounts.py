@@ -15,7 +15,7 @@ from watcher.core.errors import TransientRpcError
 from watcher.kinds import KINDS, word
 from watcher.kinds.nonce_accounts import NonceAccountsRule, NonceObservation, diff_nonces
 from watcher.kinds.toolkit.layouts import SYSTEM_PROGRAM, NonceState, NotDecodable, decode_nonce
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -180,7 +180,7 @@ async def test_observe_filters_by_authority_and_reads_the_missing_again(
     server: SimulatorServer,
 ) -> None:
     target = rule(authorities=[SIGNER, OTHER_SIGNER]).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         first = await SOURCE.observe(client, target, None)
         assert sorted(first.found) == sorted([ACCOUNT, SECOND])
         state = SOURCE.step([rule()], target, None, first, 0.0).state
@@ -209,7 +209,7 @@ def decode_nonce_of(server: SimulatorServer, account: str) -> NonceState:
 async def test_a_refused_call_cannot_be_verified_and_keeps_what_was_known(
     server: SimulatorServer,
 ) -> None:
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         first = await SOURCE.observe(client, TARGET, None)
         state = SOURCE.step([rule()], TARGET, None, first, 0.0).state
         close_nonce_account(server.ledger, ACCOUNT)  # unseen: the call is refused
@@ -233,7 +233,7 @@ async def test_a_refused_call_cannot_be_verified_and_keeps_what_was_known(
 
 async def test_a_transient_failure_fails_the_poll(server: SimulatorServer) -> None:
     server.ledger.faults.inject("http_503_html", method="getProgramAccounts")
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         with pytest.raises(TransientRpcError):
             await SOURCE.observe(client, TARGET, None)
 
@@ -272,7 +272,7 @@ def test_program_account_data_is_base64_as_a_pair_or_a_bare_string() -> None:
 
     from pydantic import TypeAdapter
 
-    from watcher.ledger.models_programs import ProgramAccountsData
+    from watcher.ledger.models_das import ProgramAccountsData
 
     encoded = base64.b64encode(CURRENT).decode()
     account = {"executable": False, "lamports": 1447680, "owner": SYSTEM_PROGRAM, "space": 80}

@@ -15,7 +15,7 @@ from watcher.kinds import word
 from watcher.kinds.holder_changes import SOURCE, HolderChangesRule
 from watcher.kinds.toolkit.owners import kept_owners, missing_owners
 from watcher.ledger.models_accounts import ParsedTokenAccounts
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 
@@ -60,7 +60,7 @@ async def test_a_failed_owner_lookup_leaves_owners_unknown_and_is_retried(
     simulator: SimulatorServer,
 ) -> None:
     simulator.ledger.faults.inject("rpc_error", method="getMultipleAccounts", count=100)
-    async with RpcClient(simulator.url, max_attempts=1) as rpc:
+    async with RpcClient(simulator.url, RpcSettings(max_attempts=1)) as rpc:
         state, _ = await poll(rpc, None)
         assert state["owners"] == {}
         simulator.ledger.faults.clear()

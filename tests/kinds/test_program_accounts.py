@@ -19,7 +19,7 @@ from watcher.kinds import KINDS, word
 from watcher.kinds.program_accounts import ProgramAccountsRule, ProgramObservation, diff_keys
 from watcher.ledger.models_das import ProgramAccounts
 from watcher.ledger.plausibility import judge
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -214,6 +214,6 @@ async def test_observe_reads_keys_only(server: SimulatorServer) -> None:
     target = ProgramAccountsRule.model_validate(
         {"name": "p", "program": PROGRAM, "filters": [{"dataSize": 200}]}
     ).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         observed = await SOURCE.observe(client, target, None)
     assert sorted(observed.pubkeys) == sorted(KEYS[0:6:2]) and observed.foreign == ()

@@ -15,7 +15,7 @@ from watcher.core.errors import RpcError
 from watcher.core.events import TargetState
 from watcher.kinds import word
 from watcher.kinds.supply_changed import SOURCE, SupplyChangedRule, SupplyObservation, qualifies
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 
 MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
@@ -95,7 +95,7 @@ async def test_observe_reads_the_supply_and_an_unknown_mint_fails() -> None:
     ledger = Ledger(seed=1)
     ledger.set_holders(MINT, [(HOLDER, 1234)], decimals=2)
     with SimulatorServer(ledger, api_key="k3y-supply") as server:
-        async with RpcClient(server.url, max_attempts=1) as rpc:
+        async with RpcClient(server.url, RpcSettings(max_attempts=1)) as rpc:
             seen = await SOURCE.observe(rpc, MINT, None)
             with pytest.raises(RpcError):
                 await SOURCE.observe(rpc, HOLDER, None)

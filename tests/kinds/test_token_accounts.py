@@ -25,7 +25,7 @@ from watcher.kinds.token_accounts import (
     diff_accounts,
 )
 from watcher.ledger.models_das import TokenAccount, TokenAccountPage
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.das import das_of
 from watcher.simulator.keys import derived_pubkey
@@ -276,7 +276,7 @@ async def test_observe_reads_every_page(
     server: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("watcher.kinds.token_accounts.PAGE_LIMIT", 7)
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, f"owner={OWNER}", None)
         assert seen.problem is None and len(seen.accounts) == 25
         monkeypatch.setattr("watcher.kinds.token_accounts.MAX_PAGES", 2)

@@ -20,7 +20,7 @@ from watcher.kinds.toolkit.layouts import (
     NotDecodable,
     decode_mint,
 )
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import MintPowers, mint_bytes, set_mint
 from watcher.simulator.keys import derived_pubkey
@@ -167,7 +167,7 @@ def server() -> Iterator[SimulatorServer]:
 async def test_observe_decodes_each_mint_and_names_a_missing_one(server: SimulatorServer) -> None:
     missing = derived_pubkey("no such mint")
     target = rule(mints=[MINT_A, MINT_B, missing]).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, target, None)
     assert seen.powers[MINT_A] == powers(mint_authority=VOTE, freeze_authority=None)
     assert seen.powers[MINT_B]["permanent_delegate"] == STAKE
@@ -179,7 +179,7 @@ async def test_more_than_100_mints_take_two_calls_and_a_refusal_names_its_error(
 ) -> None:
     many = [derived_pubkey(f"mint {n}") for n in range(120)]
     target = rule(mints=many).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, target, None)
         assert len(seen.unverifiable) == 120
         calls = [r for r in server.requests if r.method == "getMultipleAccounts"]

@@ -18,7 +18,7 @@ from watcher.kinds.toolkit.layouts import (
     decode_program_data,
 )
 from watcher.kinds.upgrade_authority import UpgradeAuthorityRule
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.authorities import (
     ProgramPowers,
@@ -106,7 +106,7 @@ def server() -> Iterator[SimulatorServer]:
 async def test_observe_reads_the_program_then_its_program_data(server: SimulatorServer) -> None:
     missing = derived_pubkey("no such program")
     target = rule(programs=[VOTE, missing]).targets[0]
-    async with RpcClient(server.url, max_attempts=1) as client:
+    async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
         seen = await SOURCE.observe(client, target, None)
     assert seen.powers[VOTE]["upgrade_authority"] == STAKE
     assert seen.unverifiable == {missing: "no such account: not an upgradeable program"}

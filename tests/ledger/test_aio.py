@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from watcher.core.errors import RpcTimeout
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.ledger.transport import Endpoint, EndpointSpec
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
@@ -39,9 +39,7 @@ async def test_the_trace_hears_the_request_leave_and_the_answer_arrive() -> None
         events.append(event)
 
     with SimulatorServer(Ledger(seed=1), api_key=KEY) as server:
-        endpoint = Endpoint(
-            EndpointSpec(server.url, max_rps=1000), timeout=2.0, max_concurrency=2, transport=None
-        )
+        endpoint = Endpoint(EndpointSpec(server.url, max_rps=1000), timeout=2.0, max_concurrency=2)
         try:
             response = await endpoint.post_json(BODY, {"trace": trace})
             untraced = await endpoint.post_json(BODY, {})
@@ -89,9 +87,7 @@ def garbage_server() -> Iterator[str]:
 async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
     garbage_server: str,
 ) -> None:
-    endpoint = Endpoint(
-        EndpointSpec(garbage_server), timeout=2.0, max_concurrency=1, transport=None
-    )
+    endpoint = Endpoint(EndpointSpec(garbage_server), timeout=2.0, max_concurrency=1)
     try:
         with pytest.raises(httpx.TransportError) as caught:
             await endpoint.post_json(BODY, {})
@@ -102,7 +98,9 @@ async def test_an_answer_that_is_not_http_is_a_transport_error_without_the_key(
     async def no_sleep(seconds: float) -> None:
         await asyncio.sleep(0)
 
-    async with RpcClient([garbage_server], timeout=2.0, max_attempts=2, sleep=no_sleep) as rpc:
+    async with RpcClient(
+        [garbage_server], RpcSettings(timeout=2.0, max_attempts=2), sleep=no_sleep
+    ) as rpc:
         with pytest.raises(RpcTimeout) as failed:
             await rpc.get_signatures_for_address(ADDRESS)
     assert failed.value.attempts == 2  # transient: retried, never a crash
@@ -143,7 +141,7 @@ async def test_a_gzipped_answer_and_a_retry_after_are_read() -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v3/{KEY}"
-        async with RpcClient(url, timeout=2.0, max_attempts=2) as rpc:
+        async with RpcClient(url, RpcSettings(timeout=2.0, max_attempts=2)) as rpc:
             assert await rpc.get_signatures_for_address(ADDRESS) == []
             assert rpc.stats.errors == {"RateLimited": 1}  # read, then retried at once
     finally:

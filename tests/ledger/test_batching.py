@@ -13,7 +13,9 @@ import structlog
 
 from watcher.core.errors import InvalidRequest, RpcError
 from watcher.ledger.batching import DEFAULT_BATCH_SIZE, Batcher
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
+
+from support.loopback import node_poster
 
 KEY = "SeCrEtKeY-0123456789abcdefXYZ"
 URL = f"https://rpc.example.com/v3/{KEY}"
@@ -64,7 +66,7 @@ async def make_client() -> AsyncIterator[MakeClient]:
 
     def make(*, batches: bool = True, **options: Any) -> tuple[RpcClient, Node]:
         node = Node(batches=batches)
-        client = RpcClient(URL, transport=httpx.MockTransport(node), **options)
+        client = RpcClient(URL, RpcSettings(**options), poster=node_poster(node))
         clients.append(client)
         return client, node
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from watcher.config.rules import load_rules
 from watcher.kinds import KINDS
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import SCENARIOS, SimulatorServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ async def test_every_example_target_of_these_kinds_is_observed_without_doubt() -
     rules = [rule for rule in load_rules([REPO / "rules"], None, kinds=KINDS) if rule.kind in OURS]
     assert {rule.kind for rule in rules} == OURS
     with SimulatorServer(SCENARIOS["demo"].new_ledger()) as server:
-        async with RpcClient(server.url, max_attempts=1) as client:
+        async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:
             for rule in rules:
                 source = KINDS[rule.kind].source
                 for target in rule.targets:

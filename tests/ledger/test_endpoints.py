@@ -10,7 +10,7 @@ import structlog
 
 from watcher.core.errors import InvalidRequest, RpcError, RpcTimeout, ServerError
 from watcher.ledger.endpoints import COOLDOWN_FIRST, EndpointPool
-from watcher.ledger.rpc import EndpointSpec, RpcClient
+from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 
@@ -91,7 +91,8 @@ def client(urls: list[str | EndpointSpec], now: list[float]) -> RpcClient:
     async def no_sleep(seconds: float) -> None:
         return None
 
-    return RpcClient(urls, timeout=2.0, max_attempts=2, sleep=no_sleep, clock=lambda: now[0])
+    settings = RpcSettings(timeout=2.0, max_attempts=2)
+    return RpcClient(urls, settings, sleep=no_sleep, clock=lambda: now[0])
 
 
 async def test_a_refused_endpoint_fails_over_to_the_next_within_the_call(

@@ -17,8 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watcher.ledger.pacing import HEADROOM, Pacer, Ticket, paced
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.ledger.transport import EndpointSpec
+
+from support.loopback import node_poster
 
 KEY = "SeCrEtKeY-0123456789abcdefXYZ"
 
@@ -113,10 +115,10 @@ async def test_client_requests_to_each_endpoint_keep_its_pace() -> None:
 
     client = RpcClient(
         [f"https://a.example.com/v3/{KEY}", EndpointSpec(f"https://b.example.com/v3/{KEY}", 2)],
-        transport=httpx.MockTransport(node),
+        RpcSettings(max_rps=5),
+        poster=node_poster(node),
         clock=time,
         sleep=time.sleep,
-        max_rps=5,
     )
     async with client:
         for _ in range(6):
@@ -153,10 +155,10 @@ async def test_a_429_within_max_rps_slows_the_pace_and_says_so_once() -> None:
 
     client = RpcClient(
         f"https://a.example.com/v3/{KEY}",
-        transport=httpx.MockTransport(node),
+        RpcSettings(max_rps=10),
+        poster=node_poster(node),
         clock=time,
         sleep=time.sleep,
-        max_rps=10,
     )
     with structlog.testing.capture_logs() as logs:
         async with client:

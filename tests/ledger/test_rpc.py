@@ -1,8 +1,10 @@
-"""The JSON-RPC client against a scripted inner transport: parsing, wire shape, errors, secrets."""
+"""The JSON-RPC client against a scripted node behind a loopback server, through production's
+aiohttp poster: parsing, wire shape, errors, secrets."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -30,8 +32,10 @@ from watcher.core.errors import (
 )
 from watcher.core.redact import REDACTOR
 from watcher.ledger.models import SignatureEntry
-from watcher.ledger.rpc import RpcClient, SecretUrlTransport
+from watcher.ledger.rpc import RpcClient, RpcSettings
+from watcher.ledger.transport import Endpoint, EndpointSpec
 
+from support.loopback import node_poster
 from support.recorded import answer_bytes
 
 KEY = "SeCrEtKeY-0123456789abcdefXYZ"
@@ -123,6 +127,7 @@ class Sleeps(list[float]):
 
 
 MakeClient = Callable[..., tuple[RpcClient, FakeNode, Sleeps]]
+SETTINGS = {field.name for field in dataclasses.fields(RpcSettings)}
 
 
 @pytest.fixture
@@ -132,7 +137,8 @@ async def make_client() -> AsyncIterator[MakeClient]:
     def make(*script: Reply, **options: Any) -> tuple[RpcClient, FakeNode, Sleeps]:
         node, sleeps = FakeNode(*script), Sleeps()
         options = {"random": lambda: 0.5, **options}
-        client = RpcClient(URL, transport=httpx.MockTransport(node), sleep=sleeps, **options)
+        settings = RpcSettings(**{k: options.pop(k) for k in list(options) if k in SETTINGS})
+        client = RpcClient(URL, settings, poster=node_poster(node), sleep=sleeps, **options)
         clients.append(client)
         return client, node, sleeps
 
@@ -594,7 +600,7 @@ async def test_concurrency_is_capped(make_client: MakeClient) -> None:
         in_flight -= 1
         return OK(request)
 
-    client = RpcClient(URL, transport=httpx.MockTransport(slow), max_concurrency=2)
+    client = RpcClient(URL, RpcSettings(max_concurrency=2), poster=node_poster(slow))
     async with client:
         calls = [asyncio.create_task(client.get_signatures_for_address(ADDRESS)) for _ in range(5)]
         await asyncio.wait_for(cap_reached.wait(), timeout=5)
@@ -726,21 +732,29 @@ async def test_the_key_reaches_the_wire_and_nothing_else(
 
 async def test_errors_below_httpx_come_up_redacted_and_unchained() -> None:
     REDACTOR.add(KEY)
-    inner = httpx.MockTransport(raises(lambda r: httpx.ConnectError(f"cannot reach {r.url}")))
-    transport = SecretUrlTransport(PUBLIC_URL, URL, inner)
-    async with httpx.AsyncClient(transport=transport) as http:
-        with pytest.raises(httpx.ConnectError) as caught:
-            await http.post(PUBLIC_URL, json={})
+
+    class Refusing:
+        """A poster whose every request fails, naming the real URL."""
+
+        def __init__(self, url: str, **_options: Any) -> None:
+            self.url = url
+
+        async def post(self, body: bytes, headers: Any, trace: Any) -> httpx.Response:
+            raise httpx.ConnectError(f"cannot reach {self.url}")
+
+        async def aclose(self) -> None:
+            return None
+
+    endpoint = Endpoint(EndpointSpec(URL), timeout=1.0, max_concurrency=1, poster=Refusing)
+    with pytest.raises(httpx.ConnectError) as caught:
+        await endpoint.post_json(b"{}", {})
     assert str(caught.value) == f"cannot reach {PUBLIC_URL}"
-    assert caught.value.request.url == PUBLIC_URL
     assert caught.value.__context__ is None and caught.value.__cause__ is None
 
 
 async def test_userinfo_becomes_basic_auth_below_httpx() -> None:
     node = FakeNode(OK)
-    client = RpcClient(
-        "https://alice:s3cr3t-pw@rpc.example.com/", transport=httpx.MockTransport(node)
-    )
+    client = RpcClient("https://alice:s3cr3t-pw@rpc.example.com/", poster=node_poster(node))
     async with client:
         await client.get_signatures_for_address(ADDRESS)
     assert client.public_url == "https://***:***@rpc.example.com/"
@@ -763,7 +777,7 @@ async def test_userinfo_becomes_basic_auth_below_httpx() -> None:
 )
 async def test_the_real_url_reaches_the_wire_whatever_is_masked(url: str, public: str) -> None:
     node = FakeNode(OK)
-    client = RpcClient(url, transport=httpx.MockTransport(node))
+    client = RpcClient(url, poster=node_poster(node))
     async with client:
         await client.get_signatures_for_address(ADDRESS)
     assert client.public_url == public

@@ -7,7 +7,7 @@ import asyncio
 import structlog
 
 from watcher.config.ruleset import Job
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.service.scheduler import Scheduler
 from watcher.service.sweeps import run_bounded, stretch_for, stretch_warning, sweep_width
 
@@ -53,12 +53,12 @@ def test_stretch_warning_says_by_how_much() -> None:
 
 async def test_stretch_for_a_client_counts_its_batches_and_method_cap() -> None:
     job = Job("signatures", 30.0, _addresses(5000))
-    async with RpcClient(URL, max_rps=5, batch_size=50) as client:
+    async with RpcClient(URL, RpcSettings(max_rps=5, batch_size=50)) as client:
         # getSignaturesForAddress: 10 per batch whatever batch_size says.
         assert stretch_for(client, job) == (
             "sweep of 5000 addresses needs 100 s at 5 req/s, longer than every: 30s"
         )
-    async with RpcClient(URL, batch_size=50) as unlimited:
+    async with RpcClient(URL, RpcSettings(batch_size=50)) as unlimited:
         assert stretch_for(unlimited, job) is None
 
 

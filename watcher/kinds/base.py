@@ -49,9 +49,9 @@ from watcher.ledger.models_das import (
     AssetPage,
     EditionList,
     ProgramAccount,
+    ProgramAccountData,
     TokenAccountPage,
 )
-from watcher.ledger.models_programs import ProgramAccountData
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 
 

@@ -4,9 +4,9 @@ Measured (10,000 addresses, batches of 10, simulator at 30 ms, 2 cores): the dae
 0.38 s of CPU per 1,000 polls with httpx's own transport (httpcore, pure Python, on anyio),
 0.27 s with aiohttp under httpx (httpx-aiohttp's transport: aiohttp's C-accelerated parser),
 and less again without httpx's request and response layers around each post (this module).
-Answers come back as small ``Answer`` values (what ``watcher.ledger.wire.HttpAnswer`` asks,
-as an ``httpx.Response`` from an injected transport in the client's unit tests has it) and
-failures as httpx's exceptions, so the client above reads one kind of answer whatever sent it.
+Answers come back as small ``Answer`` values (what ``watcher.ledger.wire.HttpAnswer`` asks)
+and failures as httpx's exceptions, so the client above reads one kind of answer whatever
+poster sent it (``watcher.ledger.transport.Poster``).
 
 What this module keeps of what httpcore did:
 
@@ -16,14 +16,13 @@ What this module keeps of what httpcore did:
   context variable (aiohttp sends the request in the caller's task, the body in a task started
   there, which sees it too). An endpoint without ``max_rps`` has no pacer, and no trace config:
   aiohttp's tracing costs CPU on every request.
-- **Typed, redacted errors**: aiohttp's errors become httpx's (httpx-aiohttp's mapping); their
-  text goes through the redactor, nothing is chained (the original may carry the URL and its
-  key), and an error the mapping leaves out is still a transport error.
+- **Typed errors**: aiohttp's errors become httpx's (httpx-aiohttp's mapping). ``scrubbed``
+  redacts their text and turns an error the mapping leaves out into a transport error (the
+  endpoint applies it to whatever its poster raises, ``watcher.ledger.transport.Endpoint``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -84,15 +83,11 @@ class Answer:
 
 
 class AiohttpPoster:
-    """POSTs bodies to one URL (the real one, key included) over aiohttp's pool."""
+    """POSTs bodies to one URL (the real one, key included, userinfo left out) over aiohttp's
+    pool (``watcher.ledger.transport.Poster``)."""
 
     def __init__(self, url: str, *, max_connections: int, timeout: float, traced: bool) -> None:
-        real = httpx.URL(url)
-        self._auth = None
-        if real.userinfo:  # basic auth, as httpx would have made of it
-            self._auth = aiohttp.BasicAuth(real.username, real.password)
-            real = real.copy_with(userinfo=b"")
-        self._url = URL(str(real), encoded=True)
+        self._url = URL(url, encoded=True)
         self._timeout = aiohttp.ClientTimeout(
             sock_connect=timeout, sock_read=timeout, connect=timeout
         )
@@ -114,7 +109,8 @@ class AiohttpPoster:
         return aiohttp.ClientSession(connector=connector, trace_configs=traces)
 
     async def post(self, body: bytes, headers: Mapping[str, str], trace: Trace | None) -> Answer:
-        """The answer, read in full (its connection back in the pool)."""
+        """The answer, read in full (its connection back in the pool); aiohttp's errors as
+        httpx's."""
         if self._session is None:
             self._session = self._new_session()
         token = current_trace.set(trace)
@@ -124,20 +120,13 @@ class AiohttpPoster:
                     self._url,
                     data=body,
                     headers=headers,
-                    auth=self._auth,
                     timeout=self._timeout,
                     allow_redirects=False,
                 ) as answer:
                     content = await answer.read()
                     return Answer(answer.status, answer.reason or "", answer.headers, content)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            error = scrubbed(exc)
         finally:
             current_trace.reset(token)
-        # Raised outside the except block, so the original is not chained as its context.
-        raise error
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -1,8 +1,9 @@
 """``rpc.batch_size``: calls made concurrently, coalesced into JSON-RPC batches, unseen by sources.
 
-A source awaits one call (``RpcClient.call``); the ``Batcher`` queues it with the other calls
-of the same method and sends them together through ``RpcClient.call_batch``, which retries,
-fails over and gives each call its own value or error (one bad call fails only itself).
+A caller awaits one call (``Batcher.call``): its value, or its ``RpcError``. The ``Batcher``
+queues it with the other calls of the same method and model and hands them to its ``send``
+(``SendBatch``: a value or an error per call, in order; one bad call fails only itself). Each
+client holds its own batcher.
 
 When a batch goes:
 
@@ -162,10 +163,6 @@ class Batcher:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
-
-
-class BatchesOff(Exception):
-    """A batch about to be sent to an endpoint found refusing batches meanwhile."""
 
 
 def refuses_batches(err: RpcError) -> bool:

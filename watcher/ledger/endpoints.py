@@ -2,8 +2,8 @@
 
 ``EndpointPool`` keeps each endpoint's health (consecutive failures, when it may be tried
 again) and gives, for one call, the order in which to try them. It takes the time as a value
-(no clock of its own) and does no I/O; ``watcher.ledger.rpc.RpcClient`` sends the requests and
-reports each outcome back.
+(no clock of its own) and does no I/O: whoever tries the endpoints reports each outcome back
+(``failed``, ``succeeded``).
 
 The order, decided here:
 

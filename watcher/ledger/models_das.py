@@ -1,8 +1,11 @@
-"""Pydantic models of the service's token-account and asset answers (getTokenAccounts, ...).
+"""Pydantic models of the service's token-account, asset and program-account answers
+(getTokenAccounts, getAssets..., getProgramAccounts).
 
 Same rules as ``watcher.ledger.models``: unknown fields are ignored, a declared field of the
 wrong type or out of range makes the whole answer invalid (``BadResponse``: never evidence),
-except a field that only informs (``Unknowable``), which is then unknown.
+except a field that only informs (``Unknowable``), which is then unknown. getProgramAccounts
+with the accounts' data (``ProgramAccountData``) is asked for in base64; a node answers
+``[data, "base64"]`` (a bare string, as the service's example shows one, is read as that base64).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from watcher.core.das_interfaces import Interface
 from watcher.ledger.models import U64, U64_MAX, Lamports, Pubkey, Unknowable, _Answer, _unique
+from watcher.ledger.models_accounts import DATA_ENCODING, Account
 
 # Page sizes and totals: a count of accounts, never negative, never a float.
 Count = Annotated[int, Field(strict=True, ge=0, le=2**32)]
@@ -129,6 +133,30 @@ def _each_account_once(accounts: list[ProgramAccount]) -> list[ProgramAccount]:
 
 
 ProgramAccounts = Annotated[list[ProgramAccount], AfterValidator(_each_account_once)]
+
+
+class ProgramAccountData(_Answer):
+    """A program's account with its data (the kinds that decode accounts: ``nonce_accounts``)."""
+
+    pubkey: Pubkey
+    account: Account
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_data(cls, value: Any) -> Any:
+        if isinstance(value, dict) and isinstance(value.get("account"), dict):
+            account = value["account"]
+            if isinstance(account.get("data"), str):
+                return {**value, "account": {**account, "data": [account["data"], DATA_ENCODING]}}
+        return value
+
+
+def _each_data_account_once(accounts: list[ProgramAccountData]) -> list[ProgramAccountData]:
+    _unique([account.pubkey for account in accounts], "account")
+    return accounts
+
+
+ProgramAccountsData = Annotated[list[ProgramAccountData], AfterValidator(_each_data_account_once)]
 
 
 class Edition(_Answer):

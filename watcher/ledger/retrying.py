@@ -1,9 +1,11 @@
 """Rounds of attempts over the endpoints, and what a failure means for the next one.
 
-In a round, the endpoints in the pool's order (``watcher.ledger.endpoints.EndpointPool``) until
-one answers or one fails in a way another endpoint would not mend (``is_endpoint_failure``);
-between rounds, backoff with full jitter, or what a 429's Retry-After asked for. A 429 within
-``max_rps`` slows that endpoint's pacer. Mixed into ``watcher.ledger.rpc.RpcClient``.
+``Retrier.run``: in a round, the endpoints in the pool's order
+(``watcher.ledger.endpoints.EndpointPool``) until one answers or one fails in a way another
+endpoint would not mend (``is_endpoint_failure``); between rounds, backoff with full jitter, or
+what a 429's Retry-After asked for, until ``max_attempts`` rounds. A 429 within ``max_rps``
+slows that endpoint's pacer. The error given up on carries its number of rounds
+(``RpcError.attempts``); ``RpcStats`` counts errors, retries, failovers and failures.
 """
 
 from __future__ import annotations
@@ -26,14 +28,12 @@ from watcher.core.errors import (
 )
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.pacing import Pacer
-from watcher.ledger.transport import Endpoint
+from watcher.ledger.transport import Endpoint, Sleep
 from watcher.ledger.wire import NODE_BEHIND_CODE
 
 T = TypeVar("T")
 
 log = structlog.get_logger("watcher.ledger.rpc")
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 def is_endpoint_failure(err: RpcError) -> bool:
@@ -60,25 +60,44 @@ class RpcStats:
     failovers: int = 0  # attempts moved to another endpoint after an endpoint failure
 
 
-class RetryRounds:
-    _pool: EndpointPool[Endpoint]
-    _failing: set[str]  # endpoints (public URLs) failing since their last answer
-    _clock: Callable[[], float]
-    _sleep: Sleep
-    _random: Callable[[], float]
-    _max_attempts: int
-    _backoff_base: float
-    _backoff_max: float
-    stats: RpcStats
+@dataclass(frozen=True)
+class Backoff:
+    """Rounds of attempts per call, and the exponential step between them (seconds)."""
 
-    async def _retrying(
+    max_attempts: int = 5
+    base: float = 0.5
+    max: float = 30.0
+
+
+class Retrier:
+    """Runs an attempt in rounds over ``pool``'s endpoints, counting in ``stats``."""
+
+    def __init__(
+        self,
+        pool: EndpointPool[Endpoint],
+        backoff: Backoff,
+        stats: RpcStats,
+        *,
+        clock: Callable[[], float],
+        sleep: Sleep,
+        random: Callable[[], float],
+    ) -> None:
+        self._pool = pool
+        self._backoff = backoff
+        self._stats = stats
+        self._clock = clock
+        self._sleep = sleep
+        self._random = random
+        self._failing: set[str] = set()  # endpoints (public URLs) failing since their last answer
+
+    async def run(
         self,
         method: str,
         attempt: Callable[[Endpoint], Awaitable[T]],
         only: Endpoint | None = None,
     ) -> T:
-        """Rounds of attempts: in each, the endpoints in the pool's order until one answers or
-        one fails in a way another endpoint would not mend; between rounds, backoff."""
+        """The first answer of ``attempt``; raises the error of the last round given up on.
+        ``only``: that endpoint in every round, never another."""
         number = 0
         while True:
             number += 1
@@ -88,7 +107,7 @@ class RetryRounds:
                 try:
                     value = await attempt(endpoint)
                 except RpcError as err:
-                    self.stats.errors[type(err).__name__] += 1
+                    self._stats.errors[type(err).__name__] += 1
                     error = err
                     if isinstance(err, RateLimited) and endpoint.pacer is not None:
                         self._slow_down(endpoint, endpoint.pacer)
@@ -104,9 +123,9 @@ class RetryRounds:
                         log.info("rpc endpoint answering again", endpoint=endpoint.public_url)
                     return value
             assert error is not None  # a round without an answer has its error
-            if not error.transient or number >= self._max_attempts:
+            if not error.transient or number >= self._backoff.max_attempts:
                 error.attempts = number
-                self.stats.failures[type(error).__name__] += 1
+                self._stats.failures[type(error).__name__] += 1
                 raise error
             delay = self._delay(error, number)
             # Debug only: the daemon warns once per failing round, not once per attempt.
@@ -114,13 +133,13 @@ class RetryRounds:
                 "rpc retry",
                 method=method,
                 attempt=number,
-                max_attempts=self._max_attempts,
+                max_attempts=self._backoff.max_attempts,
                 error=type(error).__name__,
                 detail=error.message,
                 delay=round(delay, 3),
                 endpoint=endpoint.public_url,
             )
-            self.stats.retries += 1
+            self._stats.retries += 1
             await self._sleep(delay)
 
     def _failover(self, method: str, err: RpcError, failed: Endpoint, then: Endpoint) -> None:
@@ -136,13 +155,13 @@ class RetryRounds:
             endpoint=failed.public_url,
             next_endpoint=then.public_url,
         )
-        self.stats.failovers += 1
+        self._stats.failovers += 1
 
     def _delay(self, err: RpcError, attempt: int) -> float:
         """Full jitter (a random share of the exponential step), or what a 429 asked for."""
         if isinstance(err, RateLimited) and err.retry_after is not None:
-            return min(err.retry_after, self._backoff_max * 2)
-        step = min(self._backoff_max, self._backoff_base * 2.0 ** (attempt - 1))
+            return min(err.retry_after, self._backoff.max * 2)
+        step = min(self._backoff.max, self._backoff.base * 2.0 ** (attempt - 1))
         return self._random() * step
 
     def _slow_down(self, endpoint: Endpoint, pacer: Pacer) -> None:

@@ -1,56 +1,60 @@
-"""The JSON-RPC client: the only module that speaks the ledger's wire protocol.
+"""The JSON-RPC client: the only part that speaks the ledger's wire protocol.
 
-Increasing request ids, a concurrency cap, timeouts, retries with exponential backoff and full
-jitter for transient failures, typed errors (``watcher.core.errors``) for the rest, and answers
-parsed into pydantic models (the methods: ``watcher.ledger.rpc_methods``): an answer that does
-not fit is an error. Reading answers is pure (``watcher.ledger.wire``); each endpoint's HTTP
-side, which keeps the API key away from httpx, is ``watcher.ledger.transport``.
+Contract: ``RpcClient`` implements ``watcher.kinds.base.LedgerReader`` (its typed methods are
+``watcher.ledger.rpc_methods``) over ``call`` and ``call_batch``. A call's answer parsed into its
+model is its value; any other outcome is a typed ``RpcError`` (``watcher.core.errors``), raised
+once the call was retried while transient (``max_attempts`` rounds; an endpoint failure moves
+the attempt at once to the next endpoint). ``call_batch`` never raises an ``RpcError``: each
+position holds its value or its error. Each request has an id of its own, increasing.
 
-Several endpoints (``rpc_urls``): each attempt of a call goes to one endpoint, in the order
-``watcher.ledger.endpoints.EndpointPool`` gives (a due probe, healthy endpoints, then those
-cooling down). An endpoint failure (``is_endpoint_failure``: timeout or refused connection, 429,
-5xx, another HTTP error, garbage, node behind) moves the attempt at once to the next endpoint;
-only when every endpoint of the round failed does the call back off and start another round
-(``max_attempts`` counts rounds; the rounds are ``watcher.ledger.retrying``). Each endpoint has
-its own httpx transport and its own placeholder, and registers its own secrets with the
-redactor. ``readers()`` gives one reader pinned to each endpoint, for observations that must
-come from different endpoints (quorum, ``watcher.ledger.quorum``).
+The client holds its parts, each built here from ``RpcSettings`` or given:
+- one ``Endpoint`` per URL (``watcher.ledger.transport``), each with its poster (production's:
+  ``watcher.ledger.aio.AiohttpPoster``; ``poster`` injects another), its pacer (``max_rps``) and
+  its own secrets registered with the redactor;
+- ``HttpRequests``: one request, under the concurrency cap and the endpoint's pacer;
+- ``Retrier`` (``watcher.ledger.retrying``): rounds of attempts over the ``EndpointPool``;
+- with ``batch_size`` above 1, a ``Batcher`` (``watcher.ledger.batching``) of its own, through
+  which ``call`` sends concurrent calls of one method as batches.
 
-Seams: ``_post`` (``watcher.ledger.rpc_post``) sends one HTTP request to one endpoint (the
-place for a per-request hook: ``endpoint.public_url`` names it). ``call_batch`` sends one
-JSON-RPC batch; chunking to a provider's cap (20 to 100 calls) is the caller's choice.
-
-Rate and batching: each endpoint's requests wait for their slot of its pacer
-(``max_rps``, ``watcher.ledger.pacing``) once they hold a place under the concurrency cap. With
-``batch_size`` above 1, ``call`` hands calls to a ``watcher.ledger.batching.Batcher``, which
-sends concurrent calls of one method as batches through ``call_batch``. An endpoint that refuses
-a batch (HTTP 400/403/405, or a JSON-RPC -32600 for the whole batch) is told once in the log and
-served with single calls from then on; the calls of that batch go again, one by one.
+An endpoint that refuses a batch (HTTP 400/403/405, or a JSON-RPC -32600 for the whole batch) is
+told once in the log and served with single calls from then on; the calls of that batch go
+again, one by one. ``readers()`` gives one reader pinned to each endpoint, for observations that
+must come from different endpoints (quorum, ``watcher.ledger.quorum``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import random as _random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import httpx
 import structlog
 from pydantic import TypeAdapter
 
+from watcher.core.errors import BadResponse, RpcError, TransientRpcError
 from watcher.core.tally import count_call
-from watcher.ledger.batching import Batcher
+from watcher.ledger.aio import AiohttpPoster
+from watcher.ledger.batching import Batcher, refuses_batches
 from watcher.ledger.endpoints import EndpointPool
-from watcher.ledger.retrying import RpcStats, Sleep, is_endpoint_failure
-from watcher.ledger.rpc_batch import BatchCalls
+from watcher.ledger.retrying import Backoff, Retrier, RpcStats, is_endpoint_failure
 from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
-from watcher.ledger.transport import Endpoint, EndpointSpec, SecretUrlTransport
+from watcher.ledger.transport import (
+    BatchesOff,
+    Endpoint,
+    EndpointSpec,
+    HttpRequests,
+    PosterFactory,
+    Sleep,
+)
 from watcher.ledger.unknowns import target_of
-from watcher.ledger.wire import adapter, envelope, unwrap, validate
+from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
 
 __all__ = [
     "COMMITMENTS",
@@ -58,8 +62,8 @@ __all__ = [
     "EndpointSpec",
     "PinnedReader",
     "RpcClient",
+    "RpcSettings",
     "RpcStats",
-    "SecretUrlTransport",
     "is_endpoint_failure",
 ]
 
@@ -74,66 +78,82 @@ for _noisy in ("httpx", "httpcore"):
 COMMITMENTS = ("processed", "confirmed", "finalized")
 
 
-class RpcClient(BatchCalls, LedgerMethods):
-    """Implements ``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0, on one endpoint
-    or several (a URL, or a list of URLs or ``EndpointSpec``)."""
+@dataclass(frozen=True)
+class RpcSettings:
+    """How the client calls: ``timeout`` seconds to connect and between reads; ``max_attempts``
+    rounds per call with backoff from ``backoff_base`` to ``backoff_max`` seconds between them;
+    ``max_concurrency`` requests in flight; ``max_rps`` per endpoint (None: unpaced) unless its
+    ``EndpointSpec`` says; ``batch_size`` calls per request (1: no batching)."""
+
+    commitment: str = "finalized"
+    timeout: float = 10.0
+    max_attempts: int = 5
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    max_concurrency: int = 8
+    max_rps: float | None = None
+    batch_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.commitment not in COMMITMENTS:
+            choices = ", ".join(COMMITMENTS)
+            raise ValueError(f"commitment must be one of {choices}: {self.commitment!r}")
+        if self.max_attempts < 1 or self.max_concurrency < 1:
+            raise ValueError("max_attempts and max_concurrency must be at least 1")
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(self.max_attempts, self.backoff_base, self.backoff_max)
+
+
+class RpcClient(LedgerMethods):
+    """``watcher.kinds.base.LedgerReader`` over HTTP JSON-RPC 2.0, on one endpoint or several
+    (a URL, or a list of URLs or ``EndpointSpec``)."""
 
     def __init__(
         self,
         url: str | Sequence[str | EndpointSpec],
+        settings: RpcSettings = RpcSettings(),
         *,
-        commitment: str = "finalized",
-        timeout: float = 10.0,
-        max_attempts: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        max_concurrency: int = 8,
-        transport: httpx.AsyncBaseTransport | None = None,
+        stats: RpcStats | None = None,
+        on_request: Callable[[str, float], None] | None = None,
+        poster: PosterFactory = AiohttpPoster,
         sleep: Sleep = asyncio.sleep,
         random: Callable[[], float] = _random.random,
         clock: Callable[[], float] = time.monotonic,
-        max_rps: float | None = None,
-        batch_size: int = 1,
-        on_request: Callable[[str, float], None] | None = None,
-        stats: RpcStats | None = None,
     ) -> None:
-        """``on_request``: told each HTTP request's method and duration in seconds (the
-        daemon's metrics); ``stats``: the counters to keep (the daemon's, which its metrics
-        read; None: its own)."""
-        if commitment not in COMMITMENTS:
-            raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)}: {commitment!r}")
-        if max_attempts < 1 or max_concurrency < 1:
-            raise ValueError("max_attempts and max_concurrency must be at least 1")
+        """``stats``: the counters to keep (the daemon's, which its metrics read; None: its
+        own); ``on_request``: told each HTTP request's method and duration in seconds;
+        ``poster``: makes each endpoint's poster."""
+        super().__init__(settings.commitment)
+        self.settings = settings
         urls = [url] if isinstance(url, str) else list(url)
         specs = [EndpointSpec(u) if isinstance(u, str) else u for u in urls]
         endpoints = [
             Endpoint(
                 spec,
-                timeout=timeout,
-                max_concurrency=max_concurrency,
-                transport=transport,
-                max_rps=max_rps,
+                timeout=settings.timeout,
+                max_concurrency=settings.max_concurrency,
+                max_rps=settings.max_rps,
+                poster=poster,
             )
             for spec in specs
         ]
         self._pool = EndpointPool(endpoints)
-        self._failing: set[str] = set()  # endpoints (public URLs) failing since their last answer
         self.endpoints: tuple[Endpoint, ...] = self._pool.endpoints
         self.public_url = ", ".join(endpoint.public_url for endpoint in endpoints)
-        self.commitment = commitment
-        # getSignaturesForAddress refuses commitment below confirmed.
-        self._signatures_commitment = "confirmed" if commitment == "processed" else commitment
-        self._max_attempts = max_attempts
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
-        self._sleep = sleep
-        self._random = random
-        self._clock = clock
-        self._semaphore = asyncio.Semaphore(max_concurrency)
-        self._next_id = 0
         self.stats = RpcStats() if stats is None else stats
-        self.on_request = on_request
-        self.batcher = None if batch_size == 1 else Batcher(self._send_batch, batch_size)
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self._requests = HttpRequests(
+            settings.max_concurrency, self.stats, clock=clock, sleep=sleep, on_request=on_request
+        )
+        self._retrier = Retrier(
+            self._pool, settings.backoff, self.stats, clock=clock, sleep=sleep, random=random
+        )
+        self.batcher = (
+            None if settings.batch_size == 1 else Batcher(self._send_batch, settings.batch_size)
+        )
 
     def share_rate(self, fraction: float) -> None:
         """Spend ``fraction`` of every endpoint's ``max_rps`` (several instances sharing one
@@ -183,12 +203,127 @@ class RpcClient(BatchCalls, LedgerMethods):
         self.stats.calls += 1
 
         async def attempt(endpoint: Endpoint) -> T:
-            request_id = self._new_id()
+            request_id = next(self._ids)
             payload = envelope(request_id, method, params)
-            body, headers = await self._post(endpoint, method, payload)
+            body, headers = await self._requests.post(endpoint, method, payload)
             result = unwrap(method, request_id, body, headers)
             return validate(method, model_adapter, result, target_of(params))
 
-        value = await self._retrying(method, attempt, only)
+        value = await self._retrier.run(method, attempt, only)
         self.stats.successes += 1
         return value
+
+    async def call_batch(
+        self,
+        method: str,
+        params_list: Sequence[list[Any] | None],
+        model: type[T] | TypeAdapter[T],
+    ) -> list[T | RpcError]:
+        """Many calls of one method in JSON-RPC batches; never raises ``RpcError``.
+
+        Each position of the answer holds its value or its error. Calls that fail transiently are
+        sent again (alone in their batch with the other failed ones) until ``max_attempts``; a
+        failure of the whole request becomes the error of every call still pending.
+        """
+        return await self._send_batch(method, params_list, model, None)
+
+    async def _send_batch(
+        self,
+        method: str,
+        params_list: Sequence[list[Any] | None],
+        model: type[T] | TypeAdapter[T],
+        on_send: Callable[[], None] | None,
+    ) -> list[T | RpcError]:
+        """``call_batch``; ``on_send`` is told when the first request leaves (the batcher)."""
+        model_adapter = adapter(model)
+        self.stats.calls += len(params_list)
+        outcomes: dict[int, T | RpcError] = {}
+        pending = list(range(len(params_list)))
+        tries = 0
+
+        def settle(position: int, outcome: T | RpcError) -> None:
+            if isinstance(outcome, RpcError):
+                outcome.attempts = tries
+            outcomes[position] = outcome
+
+        async def attempt(endpoint: Endpoint) -> None:
+            nonlocal tries
+            tries += 1
+            ids = [next(self._ids) for _ in pending]
+            payload = [
+                envelope(request_id, method, params_list[position])
+                for request_id, position in zip(ids, pending, strict=True)
+            ]
+            try:
+                if not endpoint.batches:
+                    answers = await self._singly(endpoint, method, payload, on_send)
+                else:
+                    try:
+                        body, headers = await self._requests.post(
+                            endpoint, method, payload, on_send
+                        )
+                        answers = unwrap_batch(method, ids, body, headers)
+                    except BatchesOff:
+                        answers = await self._singly(endpoint, method, payload, on_send)
+                    except RpcError as err:
+                        if not refuses_batches(err):
+                            raise
+                        self._batches_refused(endpoint, err)
+                        answers = await self._singly(endpoint, method, payload, on_send)
+            except RpcError as err:
+                for position in pending:
+                    settle(position, err)
+                raise
+            failed: TransientRpcError | None = None
+            for position, answer in zip(list(pending), answers, strict=True):
+                outcome: T | RpcError
+                if answer.error is not None:
+                    outcome = answer.error
+                else:
+                    try:
+                        outcome = validate(
+                            method, model_adapter, answer.result, target_of(params_list[position])
+                        )
+                    except BadResponse as err:
+                        outcome = err
+                settle(position, outcome)
+                if isinstance(outcome, TransientRpcError):
+                    failed = outcome
+                else:
+                    pending.remove(position)
+            if failed is not None:
+                raise failed
+
+        if pending:
+            # Whatever failed for good is already in outcomes.
+            with contextlib.suppress(RpcError):
+                await self._retrier.run(method, attempt)
+        self.stats.successes += sum(not isinstance(o, RpcError) for o in outcomes.values())
+        return [outcomes[position] for position in range(len(params_list))]
+
+    async def _singly(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        payload: list[dict[str, Any]],
+        on_send: Callable[[], None] | None,
+    ) -> list[BatchAnswer]:
+        """A batch's calls as single requests to ``endpoint``: its answers, in order."""
+
+        async def one(call: dict[str, Any]) -> BatchAnswer:
+            try:
+                body, headers = await self._requests.post(endpoint, method, call, on_send)
+                return BatchAnswer(result=unwrap(method, call["id"], body, headers))
+            except RpcError as err:
+                return BatchAnswer(error=err)
+
+        return list(await asyncio.gather(*(one(call) for call in payload)))
+
+    def _batches_refused(self, endpoint: Endpoint, err: RpcError) -> None:
+        if endpoint.batches:
+            endpoint.batches = False
+            log.warning(
+                "rpc endpoint refuses batches; sending single calls",
+                endpoint=endpoint.public_url,
+                detail=err.message,
+            )

@@ -1,14 +1,21 @@
-"""What the sources ask of the ledger (``watcher.kinds.base.LedgerReader``), as typed methods
-over one ``call``: the JSON-RPC client (``watcher.ledger.rpc.RpcClient``) and ``PinnedReader``
-(its calls to one endpoint only) share them. The account and DAS methods are mixed in from
-``rpc_accounts`` and ``rpc_das``."""
+"""The typed ledger methods sources use (``watcher.kinds.base.LedgerReader``), each one JSON-RPC
+call over ``call``.
+
+``LedgerMethods`` is the contract: a subclass gives ``call`` (a method, params, and the model the
+result must fit; raises ``RpcError``) and its commitment (getSignaturesForAddress, which refuses
+one below confirmed, is asked at ``signatures_commitment``). Each method builds its params,
+asks for its model and checks what the model cannot (one answer per key asked).
+``PinnedReader``: the same methods, their calls to one endpoint of a client only.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
+from watcher.core.errors import BadResponse
 from watcher.ledger.models import (
     ClusterNode,
     ClusterNodes,
@@ -19,8 +26,24 @@ from watcher.ledger.models import (
     TokenLargestAccounts,
     VoteAccounts,
 )
-from watcher.ledger.rpc_accounts import AccountMethods
-from watcher.ledger.rpc_das import DasMethods
+from watcher.ledger.models_accounts import (
+    DATA_ENCODING,
+    MAX_KEYS_PER_CALL,
+    FeeForMessage,
+    MultipleAccounts,
+    ParsedTokenAccounts,
+    TokenAmountAnswer,
+)
+from watcher.ledger.models_das import (
+    Asset,
+    AssetPage,
+    EditionList,
+    ProgramAccount,
+    ProgramAccountData,
+    ProgramAccounts,
+    ProgramAccountsData,
+    TokenAccountPage,
+)
 
 if TYPE_CHECKING:
     from watcher.ledger.rpc import RpcClient  # which imports this module
@@ -29,17 +52,39 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 MAX_SIGNATURES_LIMIT = 1000
+ASSET_PAGE_METHODS = frozenset({"getAssetsByGroup", "getAssetsByCreator", "searchAssets"})
 
 _SIGNATURES: TypeAdapter[list[SignatureEntry]] = TypeAdapter(SignaturePageAnswer)
 _LARGEST_ACCOUNTS = TypeAdapter(TokenLargestAccounts)
 _VOTE_ACCOUNTS = TypeAdapter(VoteAccounts)
 _CLUSTER_NODES = TypeAdapter(ClusterNodes)
+_MULTIPLE_ACCOUNTS = TypeAdapter(MultipleAccounts)
+_TOKEN_AMOUNT = TypeAdapter(TokenAmountAnswer)
+_FEE = TypeAdapter(FeeForMessage | None)
+_PARSED_TOKEN_ACCOUNTS = TypeAdapter(ParsedTokenAccounts)
+_PROGRAM_ACCOUNTS = TypeAdapter(ProgramAccounts)
+_PROGRAM_ACCOUNTS_DATA = TypeAdapter(ProgramAccountsData)
+_ASSETS = TypeAdapter(list[Asset | None])
 
 
-class LedgerMethods(AccountMethods, DasMethods):
-    """The methods sources use (``watcher.kinds.base.LedgerReader``), over ``call``."""
+def signatures_commitment(commitment: str) -> str:
+    """The commitment getSignaturesForAddress is asked at: ``commitment``, confirmed at least."""
+    return "confirmed" if commitment == "processed" else commitment
 
-    _signatures_commitment: str  # ``call`` is given by the subclasses (``rpc_call.OverCall``)
+
+class LedgerMethods:
+    """The methods sources use, over ``call`` (given by the subclass), at ``commitment``."""
+
+    def __init__(self, commitment: str) -> None:
+        self.commitment = commitment
+        self.signatures_commitment = signatures_commitment(commitment)
+
+    async def call(
+        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
+    ) -> T:
+        raise NotImplementedError
+
+    # -- signatures, largest holders, votes, nodes -------------------------------------------------
 
     async def get_signatures_for_address(
         self,
@@ -53,7 +98,7 @@ class LedgerMethods(AccountMethods, DasMethods):
         whose signature or slot is unreadable is left out (``SignaturePage.listed`` counts it)."""
         if not 1 <= limit <= MAX_SIGNATURES_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SIGNATURES_LIMIT}: {limit}")
-        config: dict[str, Any] = {"commitment": self._signatures_commitment, "limit": limit}
+        config: dict[str, Any] = {"commitment": self.signatures_commitment, "limit": limit}
         if before is not None:
             config["before"] = before
         if until is not None:
@@ -77,15 +122,106 @@ class LedgerMethods(AccountMethods, DasMethods):
     async def get_cluster_nodes(self) -> list[ClusterNode]:
         return await self.call("getClusterNodes", None, _CLUSTER_NODES)
 
+    # -- accounts, supplies, fees ------------------------------------------------------------------
+    async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
+        """One element per key (None: no such account); at most 100 keys per call."""
+        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
+            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
+        config = {"commitment": self.commitment, "encoding": DATA_ENCODING}
+        answer = await self.call("getMultipleAccounts", [list(keys), config], _MULTIPLE_ACCOUNTS)
+        if len(answer.value) != len(keys):
+            got = f"{len(answer.value)} accounts for {len(keys)} keys"
+            raise BadResponse(got, method="getMultipleAccounts")
+        return answer
+
+    async def get_token_account_balance(self, account: str) -> TokenAmountAnswer:
+        params = [account, {"commitment": self.commitment}]
+        return await self.call("getTokenAccountBalance", params, _TOKEN_AMOUNT)
+
+    async def get_token_supply(self, mint: str) -> TokenAmountAnswer:
+        params = [mint, {"commitment": self.commitment}]
+        return await self.call("getTokenSupply", params, _TOKEN_AMOUNT)
+
+    async def get_fee_for_message(self, message: str) -> FeeForMessage | None:
+        """The fee in lamports; None (or a None value): the message's blockhash expired."""
+        params = [message, {"commitment": self.commitment}]
+        return await self.call("getFeeForMessage", params, _FEE)
+
+    async def get_parsed_token_accounts(self, keys: Sequence[str]) -> ParsedTokenAccounts:
+        """getMultipleAccounts with jsonParsed: each token account's owner (None: not one)."""
+        if not 1 <= len(keys) <= MAX_KEYS_PER_CALL:
+            raise ValueError(f"between 1 and {MAX_KEYS_PER_CALL} keys per call: {len(keys)}")
+        config = {"commitment": self.commitment, "encoding": "jsonParsed"}
+        params = [list(keys), config]
+        answer = await self.call("getMultipleAccounts", params, _PARSED_TOKEN_ACCOUNTS)
+        if len(answer.value) != len(keys):
+            got = f"{len(answer.value)} accounts for {len(keys)} keys"
+            raise BadResponse(got, method="getMultipleAccounts")
+        return answer
+
+    # -- token accounts, assets, editions, program accounts ----------------------------------------
+    async def get_token_accounts(
+        self,
+        *,
+        mint: str | None = None,
+        owner: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> TokenAccountPage:
+        """One page of the token accounts of a mint and/or an owner (``cursor``: the page after
+        the one that answered it)."""
+        params: list[Any] = [mint, owner, None, limit, cursor]
+        return await self.call("getTokenAccounts", params, TokenAccountPage)
+
+    async def get_asset_page(self, method: str, params: list[Any]) -> AssetPage:
+        """One page of getAssetsByGroup, getAssetsByCreator or searchAssets (``params`` as the
+        method takes them)."""
+        if method not in ASSET_PAGE_METHODS:
+            raise ValueError(f"{method} does not answer an asset page")
+        return await self.call(method, params, AssetPage)
+
+    async def get_program_accounts(
+        self, program: str, filters: Sequence[Mapping[str, Any]] = ()
+    ) -> list[ProgramAccount]:
+        """The accounts of ``program`` matching ``filters``, without their data (sliced empty:
+        only their keys, owners and sizes travel)."""
+        config = {
+            "commitment": self.commitment,
+            "encoding": "base64",
+            "dataSlice": {"offset": 0, "length": 0},
+            "filters": list(filters),
+        }
+        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS)
+
+    async def get_program_accounts_data(
+        self, program: str, filters: Sequence[Mapping[str, Any]]
+    ) -> list[ProgramAccountData]:
+        """The accounts of ``program`` matching ``filters``, with their data (base64): for the
+        kinds that decode them (``nonce_accounts``)."""
+        config = {"commitment": self.commitment, "encoding": "base64", "filters": list(filters)}
+        return await self.call("getProgramAccounts", [program, config], _PROGRAM_ACCOUNTS_DATA)
+
+    async def get_assets(self, ids: Sequence[str]) -> list[Asset | None]:
+        """One Asset per id, in the order asked (None: no such asset)."""
+        answer = await self.call("getAssets", [list(ids)], _ASSETS)
+        if len(answer) != len(ids):
+            raise BadResponse(
+                f"getAssets answered {len(answer)} assets for {len(ids)} ids", method="getAssets"
+            )
+        return answer
+
+    async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
+        return await self.call("getNftEditions", [mint, page, limit], EditionList)
+
 
 class PinnedReader(LedgerMethods):
-    """A reader whose calls go to one endpoint only (retried there, never failed over)."""
+    """A reader whose calls go to one endpoint of ``client`` only (retried there, never failed
+    over)."""
 
     def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
+        super().__init__(client.commitment)
         self._client, self.endpoint = client, endpoint
         self.public_url = endpoint.public_url
-        self.commitment = client.commitment
-        self._signatures_commitment = client._signatures_commitment
 
     async def call(
         self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]

@@ -1,5 +1,5 @@
 """The JSON-RPC wire, as pure functions: building requests, reading answers into values or typed
-errors (``watcher.core.errors``). ``watcher.ledger.rpc`` sends and receives; this reads."""
+errors (``watcher.core.errors``). No I/O: what is sent and what came back are values here."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ class BatchAnswer:
 
 
 class HttpAnswer(Protocol):
-    """An HTTP answer as the client reads it: ``httpx.Response`` (an injected transport) or
-    ``watcher.ledger.aio.Answer`` (the aiohttp engine). ``headers``: case-insensitive."""
+    """An HTTP answer read in full, as a poster returns it (``watcher.ledger.aio.Answer``, or
+    an ``httpx.Response``). ``headers``: case-insensitive."""
 
     @property
     def status_code(self) -> int: ...

@@ -35,7 +35,7 @@ from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.core.outbox_rows import AlertRecord
 from watcher.kinds import KINDS
 from watcher.kinds.sources import vote_accounts
-from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ruletest.actions import apply_action, seed_ledger
 from watcher.ruletest.format import Expected, RuleTestFile, Step, read_test_file
@@ -87,9 +87,8 @@ class _RecordingReader(LedgerMethods):
     Its methods are the client's own (``LedgerMethods``), over this ``call``."""
 
     def __init__(self, client: RpcClient) -> None:
+        super().__init__(client.commitment)
         self._client = client
-        self.commitment = client.commitment
-        self._signatures_commitment = client._signatures_commitment
         self.failures: list[str] = []
 
     async def call(
@@ -253,7 +252,7 @@ async def _play(
         SimulatorServer(ledger) as server,
         tempfile.TemporaryDirectory(prefix="watcher-test-") as folder,
     ):
-        reader = _RecordingReader(RpcClient(server.url, max_attempts=1))
+        reader = _RecordingReader(RpcClient(server.url, RpcSettings(max_attempts=1)))
         settings = _settings(Path(folder), server.url, rule_paths, rules)
         daemon = Daemon(settings, RuleSet(rules, KINDS), clock=clock, ledger=reader)
         try:
