@@ -104,9 +104,9 @@ class Daemon:
             clock,
             self.state_health,
             self.metrics,
-            self.outbox_has_work.set,
+            self.outbox_has_work,
             # Its digests name keys as the alerts do: the presentation in force.
-            presentation=self.config.presentation,
+            presentation=self.config.current.presentation,
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum

@@ -5,6 +5,7 @@ what wires them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from watcher.alerting.health import StateHealth
@@ -12,7 +13,8 @@ from watcher.alerting.messages import Presentation
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock
 from watcher.core.redact import split_rpc_url
-from watcher.delivery.outbox_sender import Sender
+from watcher.delivery.channels import Channels
+from watcher.delivery.outbox_sender import Sender, SendSettings
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcStats
 from watcher.service.metrics import Metrics
 from watcher.state.interface import Store
@@ -65,22 +67,18 @@ def delivery_sender(
     clock: Clock,
     state_health: StateHealth,
     metrics: Metrics,
-    wake: Callable[[], None],
-    presentation: Callable[[], Presentation],
+    more_due: asyncio.Event,
+    presentation: Presentation,
 ) -> Sender:
-    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
-    called when a worker finishes (its URL may have more due); ``presentation``: how its digests
-    show keys, read at each (the one in force, as the alerts name them)."""
+    """The sender the settings describe, counting its outcomes in ``metrics``; ``more_due`` is
+    set when a worker finishes (its URL may have more due); ``presentation``: how its digests
+    show keys (as the alerts name them)."""
     return Sender(
         store,
-        settings.channels,
+        Channels.of(settings.channels, settings.fallback_channels, presentation),
         clock=clock,
-        delivery=settings.delivery,
-        fallback_channels=settings.fallback_channels,
-        on_idle=wake,
-        on_result=metrics.delivered,
-        on_claim=metrics.claimed,
-        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
+        settings=SendSettings(delivery=settings.delivery),
+        metrics=metrics,
         state_health=state_health,
-        presentation=presentation,
+        more_due=more_due,
     )
