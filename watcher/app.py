@@ -26,7 +26,7 @@ from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import RpcClient, RpcStats
 from watcher.service import sweeps
 from watcher.service.admission import Admission
-from watcher.service.agreement import Agreement
+from watcher.service.agreement import Observer
 from watcher.service.cadences import CadenceBook
 from watcher.service.cadences import at_scrape as cadences_at_scrape
 from watcher.service.committing import Committer
@@ -121,15 +121,12 @@ class Daemon:
         )
         self.pipeline = TargetPipeline(
             store=self.store,
-            ledger=self.rpc,
-            endpoint=self.endpoint or "",
-            agreement=Agreement(
+            observer=Observer(
+                ledger=self.rpc,
                 quorum=self.quorum,
                 endpoints=None if self.client is None else self.client.readers,
-                store=self.store,
-                committer=self.committer,
                 config=self.config,
-                metrics=self.metrics,
+                clock=clock,
             ),
             cadences=self.cadences,
             committer=self.committer,
@@ -137,7 +134,6 @@ class Daemon:
             health=self.health,
             last_errors=self.last_errors,
             metrics=self.metrics,
-            clock=clock,
         )
         beat = settings.heartbeat
         self.heartbeat = (
