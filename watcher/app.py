@@ -201,18 +201,19 @@ class Daemon:
                 http=self.http,
                 heartbeat=self.heartbeat,
                 watch_starts=self.watch_starts,
+                loop_lag=None
+                if http is None
+                else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
             ),
             store=self.store,
             state_health=self.state_health,
-            outbox_has_work=self.outbox_has_work,
             stopping=self.stopping,
             close=self.close,
             clock=clock,
-            rpc_url=self.endpoint or "custom",
-            state=settings.state_url_masked or str(settings.state_path),
-            loop_lag=None
-            if http is None
-            else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
+            startup_line={
+                "rpc": self.endpoint or "custom",
+                "state": settings.state_url_masked or str(settings.state_path),
+            },
             started=partial(self.record_load, True),
         )
         self.reload_refused = False  # the last reload was refused: /healthz says so

@@ -91,7 +91,8 @@ class Sender:
     Every database operation of a worker is retried while the error is transient (locked,
     disk full: ``watcher.core.errors``), recorded in ``state_health``; a send the URL accepted is
     marked sent before anything else, and never sent again because the mark had to wait.
-    ``more_due`` is set each time a worker finishes: its URL may have more due.
+    ``more_due`` (its own event when not given) is set each time a worker finishes: its URL may
+    have more due.
     """
 
     def __init__(
@@ -110,7 +111,7 @@ class Sender:
         self._clock = clock
         self._batch = settings.batch
         self._metrics = metrics
-        self._more_due = more_due
+        self.more_due = more_due or asyncio.Event()
         self.state_health = state_health or StateHealth()
         delivery = settings.delivery
         repost_every = delivery.alertmanager_repost_every
@@ -214,8 +215,7 @@ class Sender:
                 del self._workers[url_id]
         if not task.cancelled() and task.exception() is not None and self.failure is None:
             self.failure = task.exception()
-        if self._more_due is not None:
-            self._more_due.set()  # its URL may have more due: look again
+        self.more_due.set()  # its URL may have more due: look again
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (a grace period)
         """Stop starting sends; wait up to ``timeout`` for the sends in flight to finish.
