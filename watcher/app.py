@@ -40,7 +40,7 @@ from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
-from watcher.service.rounds import RoundReports, Sweeper
+from watcher.service.rounds import RoundReports, RpcHealth, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Parts, Runtime
@@ -155,10 +155,7 @@ class Daemon:
         # their knowing it.
         self.sweeper = Sweeper(
             poll=self.pipeline.poll,
-            commit=self.committer.commit,
-            config=self.config,
             store=self.store,
-            cadences=self.cadences,
             admission=Admission(
                 config=self.config, cadences=self.cadences, shards=self.store, metrics=self.metrics
             ),
@@ -169,6 +166,9 @@ class Daemon:
                 poll_faults=self.poll_faults,
                 last_errors=self.last_errors,
                 heartbeat=self.heartbeat,
+            ),
+            rpc_health=RpcHealth(
+                config=self.config, store=self.store, commit=self.committer.commit
             ),
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
             stopping=self.stopping,
