@@ -117,7 +117,6 @@ class Daemon:
             store=self.store,
             config=self.config,
             sender=self.sender,
-            wake_sender=self.outbox_has_work.set,
         )
         self.pipeline = TargetPipeline(
             store=self.store,

@@ -8,7 +8,8 @@ URL); the sender (``watcher.delivery.outbox_sender``) then sends what the outbox
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Sequence
 from functools import partial
 from typing import Protocol
 
@@ -24,26 +25,23 @@ from watcher.state.alerts import same_state
 from watcher.state.interface import StepToCommit, Store
 
 
-class ChannelsInForce(Protocol):
-    """Where alerts go: the channels in force (``watcher.delivery.outbox_sender.Sender``)."""
+class Outbox(Protocol):
+    """The sender as the commit path sees it (``watcher.delivery.outbox_sender.Sender``): the
+    channels in force, and ``more_due``, set when the outbox holds new deliveries."""
 
     @property
     def channels(self) -> Channels: ...
 
+    @property
+    def more_due(self) -> asyncio.Event: ...
+
 
 class Committer:
     """Commits steps: ``config`` gives the routes and the wording in force, ``sender`` the
-    channels; ``wake_sender`` says there is work in the outbox."""
+    channels, and is woken when a step queued deliveries."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        config: Configured,
-        sender: ChannelsInForce,
-        wake_sender: Callable[[], None],
-    ) -> None:
-        self.store, self.config, self.sender, self.wake_sender = store, config, sender, wake_sender
+    def __init__(self, *, store: Store, config: Configured, sender: Outbox) -> None:
+        self.store, self.config, self.sender = store, config, sender
 
     async def commit(
         self,
@@ -83,7 +81,7 @@ class Committer:
         )
         if alerts:
             count_alerts(len(alerts))
-            self.wake_sender()
+            self.sender.more_due.set()
 
     async def commit_state(self, source: str, target: str, state: TargetState, now: float) -> None:
         """``state`` alone, in its own transaction (a doubted poll's streak: nothing else of
