@@ -260,12 +260,10 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     metrics = Metrics(time.monotonic)
     sweeper = Sweeper(
         poll=unused,
-        commit=unused,
-        config=config,
         store=cast(Any, store),
-        cadences=book,
         admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
         reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
+        rpc_health=unused,
         width=8,
         stopping=asyncio.Event(),
         clock=time.monotonic,

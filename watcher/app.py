@@ -26,12 +26,13 @@ from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import StateError
 from watcher.core.redact import split_rpc_url
-from watcher.delivery.outbox_sender import Sender
+from watcher.delivery.channels import Channels
+from watcher.delivery.outbox_sender import Sender, SendSettings
 from watcher.kinds.base import LedgerReader
 from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings, RpcStats
 from watcher.service import sweeps
-from watcher.service.agreement import Agreement
+from watcher.service.agreement import Observer
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
@@ -43,7 +44,7 @@ from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
-from watcher.service.rounds import RoundReports, Sweeper
+from watcher.service.rounds import RoundReports, RpcHealth, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import Parts, Runtime
@@ -108,9 +109,9 @@ class Daemon:
             clock,
             self.state_health,
             self.metrics,
-            self.outbox_has_work.set,
+            self.outbox_has_work,
             # Its digests name keys as the alerts do: the presentation in force.
-            presentation=self.config.presentation,
+            presentation=self.config.current.presentation,
         )
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
@@ -121,19 +122,15 @@ class Daemon:
             store=self.store,
             config=self.config,
             sender=self.sender,
-            wake_sender=self.outbox_has_work.set,
         )
         self.pipeline = TargetPipeline(
             store=self.store,
-            ledger=self.rpc,
-            endpoint=self.endpoint or "",
-            agreement=Agreement(
+            observer=Observer(
+                ledger=self.rpc,
                 quorum=self.quorum,
                 endpoints=None if self.client is None else self.client.readers,
-                store=self.store,
-                committer=self.committer,
                 config=self.config,
-                metrics=self.metrics,
+                clock=clock,
             ),
             cadences=self.cadences,
             committer=self.committer,
@@ -141,7 +138,6 @@ class Daemon:
             health=self.health,
             last_errors=self.last_errors,
             metrics=self.metrics,
-            clock=clock,
         )
         beat = settings.heartbeat
         self.heartbeat = (
@@ -163,10 +159,7 @@ class Daemon:
         # their knowing it.
         self.sweeper = Sweeper(
             poll=self.pipeline.poll,
-            commit=self.committer.commit,
-            config=self.config,
             store=self.store,
-            cadences=self.cadences,
             admission=Admission(
                 config=self.config, cadences=self.cadences, shards=self.store, metrics=self.metrics
             ),
@@ -177,6 +170,9 @@ class Daemon:
                 poll_faults=self.poll_faults,
                 last_errors=self.last_errors,
                 heartbeat=self.heartbeat,
+            ),
+            rpc_health=RpcHealth(
+                config=self.config, store=self.store, commit=self.committer.commit
             ),
             width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
             stopping=self.stopping,
@@ -209,18 +205,19 @@ class Daemon:
                 http=self.http,
                 heartbeat=self.heartbeat,
                 watch_starts=self.watch_starts,
+                loop_lag=None
+                if http is None
+                else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
             ),
             store=self.store,
             state_health=self.state_health,
-            outbox_has_work=self.outbox_has_work,
             stopping=self.stopping,
             close=self.close,
             clock=clock,
-            rpc_url=self.endpoint or "custom",
-            state=settings.state_url_masked or str(settings.state_path),
-            loop_lag=None
-            if http is None
-            else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
+            startup_line={
+                "rpc": self.endpoint or "custom",
+                "state": settings.state_url_masked or str(settings.state_path),
+            },
             started=partial(self.record_load, True),
         )
         self.reload_refused = False  # the last reload was refused: /healthz says so
@@ -354,22 +351,18 @@ def delivery_sender(
     clock: Clock,
     state_health: StateHealth,
     metrics: Metrics,
-    wake: Callable[[], None],
-    presentation: Callable[[], Presentation],
+    more_due: asyncio.Event,
+    presentation: Presentation,
 ) -> Sender:
-    """The sender the settings describe, counting its outcomes in ``metrics``; ``wake`` is
-    called when a worker finishes (its URL may have more due); ``presentation``: how its digests
-    show keys, read at each (the one in force, as the alerts name them)."""
+    """The sender the settings describe, counting its outcomes in ``metrics``; ``more_due`` is
+    set when a worker finishes (its URL may have more due); ``presentation``: how its digests
+    show keys (as the alerts name them)."""
     return Sender(
         store,
-        settings.channels,
+        Channels.of(settings.channels, settings.fallback_channels, presentation),
         clock=clock,
-        delivery=settings.delivery,
-        fallback_channels=settings.fallback_channels,
-        on_idle=wake,
-        on_result=metrics.delivered,
-        on_claim=metrics.claimed,
-        on_dead=lambda row, _error: metrics.delivered(row.channel, "dead"),
+        settings=SendSettings(delivery=settings.delivery),
+        metrics=metrics,
         state_health=state_health,
-        presentation=presentation,
+        more_due=more_due,
     )

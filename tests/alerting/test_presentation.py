@@ -13,6 +13,7 @@ from watcher.alerting.formatting import PLAIN, Presentation, shorten
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
+from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquent_validators import cluster_stake_text, validator_text
@@ -197,7 +198,9 @@ async def test_the_sender_fits_a_message_to_the_service_limit(
     tmp_store: SqliteStore, json_receiver: JsonReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(MAX_MESSAGE_CHARS, "json", 300)  # as Telegram's 4096, smaller
-    sender = Sender(AsyncSqliteStore(tmp_store), {"ops": [json_receiver.url]}, clock=lambda: 1000.0)
+    sender = Sender(
+        AsyncSqliteStore(tmp_store), Channels.of({"ops": [json_receiver.url]}), clock=lambda: 1000.0
+    )
     long = AlertMessage(
         rule="r",
         severity="info",

@@ -15,11 +15,13 @@ import pytest
 import structlog.testing
 
 from watcher.alerting.health import StateHealth
+from watcher.config.sections import DeliverySettings
 from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage
 from watcher.delivery.apprise_notifier import AppriseNotifier
+from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, Outcome
-from watcher.delivery.outbox_sender import Sender
+from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings
 from watcher.kinds import KINDS
 from watcher.state.interface import StepToCommit
 from watcher.state.sqlite_errors import state_error
@@ -55,13 +57,19 @@ def alert(key: str) -> AlertMessage:
     )
 
 
-def make_sender(store: SqliteStore, urls: Sequence[str], clock: FakeClock, **kwargs: Any) -> Sender:
+def make_sender(
+    store: SqliteStore,
+    urls: Sequence[str],
+    clock: FakeClock,
+    delivery: DeliverySettings = DELIVERY_DEFAULTS,
+    **kwargs: Any,
+) -> Sender:
     return Sender(
         AsyncSqliteStore(store),  # the engine runs the test's store: its failures, mapped
-        {"ops": list(urls)},
+        Channels.of({"ops": list(urls)}),
         clock=clock,
-        random=lambda: 0.0,  # retries from the default first_retry, 2 s, without jitter
-        db_retry=(0.01, 0.05),
+        # Retries from the default first_retry, 2 s, without jitter.
+        settings=SendSettings(delivery, random=lambda: 0.0, db_retry=(0.01, 0.05)),
         **kwargs,
     )
 

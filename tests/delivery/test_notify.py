@@ -23,8 +23,8 @@ from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
 
+from support.sending import GivenUp, delivery_settings, make_sender, titles
 from support.sending import alert_history as history
-from support.sending import delivery_settings, make_sender, titles
 from support.values import FakeClock
 
 DEAD_AFTER_A_MINUTE = delivery_settings(deadline=60.0)
@@ -217,7 +217,7 @@ async def test_a_delivery_failing_past_the_deadline_is_given_up_and_reported(
         {"ops": [json_receiver.url]},
         clock,
         delivery=DEAD_AFTER_A_MINUTE,
-        on_dead=lambda row, error: given_up.append((row, error)),
+        metrics=GivenUp(given_up),
     )
     enqueue(tmp_store, sender, clock, alert("k1"))
     assert await sender.send_due() == 0

@@ -69,14 +69,12 @@ def scheduling_sweeper(
     unused = cast(Any, None)
     return Sweeper(
         poll=unused,
-        commit=unused,
-        config=in_force(budget, jobs),
         store=cast(Any, store),
-        cadences=book,
         admission=Admission(
             config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics
         ),
         reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
+        rpc_health=unused,
         width=8,
         stopping=asyncio.Event(),
         clock=time,

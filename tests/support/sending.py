@@ -6,20 +6,51 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from watcher.alerting.messages import PLAIN, Presentation
 from watcher.config.sections import DeliverySettings
-from watcher.core.outbox_rows import AlertRecord
-from watcher.delivery.outbox_sender import Sender
+from watcher.core.outbox_rows import AlertRecord, DeliveryRow
+from watcher.delivery.channels import Channels
+from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.values import FakeClock
 
 
 def make_sender(
-    store: SqliteStore, channels: Mapping[str, Sequence[str]], clock: FakeClock, **kwargs: Any
+    store: SqliteStore,
+    channels: Mapping[str, Sequence[str]],
+    clock: FakeClock,
+    *,
+    fallback_channels: Sequence[str] = (),
+    presentation: Presentation = PLAIN,
+    delivery: DeliverySettings = DELIVERY_DEFAULTS,
+    **kwargs: Any,
 ) -> Sender:
     # random=0: backoff without jitter, so the test knows when a retry is due. The test reads
     # and writes ``store`` directly; the sender calls it through the engine, as the daemon does.
-    return Sender(AsyncSqliteStore(store), channels, clock=clock, random=lambda: 0.0, **kwargs)
+    return Sender(
+        AsyncSqliteStore(store),
+        Channels.of(channels, fallback_channels, presentation),
+        clock=clock,
+        settings=SendSettings(delivery=delivery, random=lambda: 0.0),
+        **kwargs,
+    )
+
+
+class GivenUp:
+    """Delivery metrics that keep each delivery given up, with its error."""
+
+    def __init__(self, given_up: list[tuple[DeliveryRow, str]]) -> None:
+        self.rows = given_up
+
+    def claimed(self, seconds: float) -> None:
+        pass
+
+    def delivered(self, channel: str, outcome: str) -> None:
+        pass
+
+    def given_up(self, row: DeliveryRow, error: str) -> None:
+        self.rows.append((row, error))
 
 
 def delivery_settings(**seconds: float) -> DeliverySettings:

@@ -4,7 +4,7 @@ what became of each. The store fills them; the sender, the digests and the comma
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +29,26 @@ class Destination:
     @property
     def url_id(self) -> str:
         return url_id(self.url)
+
+
+@dataclass(frozen=True)
+class ResolvedDestinations:
+    """Where each of some alerts goes, resolved before the transaction that queues them (which
+    may run on the store's own thread): a lookup over values, reading nothing a reload
+    replaces. Looked up by identity: only the alerts it was resolved for."""
+
+    by_alert: Mapping[int, tuple[Destination, ...]]  # by the alert's id()
+
+    @classmethod
+    def of(
+        cls,
+        alerts: Iterable[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+    ) -> ResolvedDestinations:
+        return cls({id(alert): tuple(destinations(alert)) for alert in alerts})
+
+    def __call__(self, alert: AlertMessage) -> Sequence[Destination]:
+        return self.by_alert[id(alert)]
 
 
 @dataclass(frozen=True)

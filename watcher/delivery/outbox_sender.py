@@ -19,19 +19,18 @@ from __future__ import annotations
 import asyncio
 import random as random_module
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
-from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.alerting.health import StateHealth
 from watcher.config.sections import DeliverySettings
-from watcher.core import outbox_rows
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination
-from watcher.delivery import digest, paging
+from watcher.delivery import digest
 from watcher.delivery.alertmanager import (
     TTL_REPOSTS,
     AlertmanagerNotifier,
@@ -39,11 +38,13 @@ from watcher.delivery.alertmanager import (
     Reposter,
 )
 from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
+from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.delivery.url_worker import (
     DB_RETRY_FIRST,
     DB_RETRY_MAX,
+    DeliveryMetrics,
     RetryPolicy,
     StoreCalls,
     UrlWorker,
@@ -66,6 +67,23 @@ class SenderStore(OutboxStore, LeaseStore, SilenceStore, Protocol):
     (it re-posts none they cover)."""
 
 
+@dataclass(frozen=True)
+class SendSettings:
+    """How the sender works through the outbox: ``delivery``, when a refused message is tried
+    again and given up, how long one send may take, how often Alertmanager is told again (the
+    settings' ``delivery``); ``random``, the backoff's jitter in [0, 1); ``batch``, the most
+    deliveries one claim takes; ``db_retry``, the first and longest wait before a failed
+    database operation is tried again."""
+
+    delivery: DeliverySettings = DELIVERY_DEFAULTS
+    random: Callable[[], float] = random_module.random
+    batch: int = 100
+    db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX)
+
+
+SEND_DEFAULTS = SendSettings()
+
+
 class Sender:
     """Sends the outbox's due deliveries: one worker task per URL, so each destination
     progresses on its own; each send is bounded by ``send_timeout``.
@@ -73,37 +91,29 @@ class Sender:
     Every database operation of a worker is retried while the error is transient (locked,
     disk full: ``watcher.core.errors``), recorded in ``state_health``; a send the URL accepted is
     marked sent before anything else, and never sent again because the mark had to wait.
+    ``more_due`` (its own event when not given) is set each time a worker finishes: its URL may
+    have more due.
     """
 
     def __init__(
         self,
         store: SenderStore,
-        channels: Mapping[str, Sequence[str]],
+        channels: Channels,
         *,
         clock: Clock,
-        delivery: DeliverySettings = DELIVERY_DEFAULTS,
-        random: Callable[[], float] = random_module.random,
-        batch: int = 100,
-        fallback_channels: Sequence[str] = (),
-        on_dead: Callable[[DeliveryRow, str], None] | None = None,
-        on_idle: Callable[[], None] | None = None,
-        on_result: Callable[[str, str], None] | None = None,  # (channel, "sent" | "failed")
-        on_claim: Callable[[float], None] | None = None,  # seconds a claim took
+        settings: SendSettings = SEND_DEFAULTS,
+        metrics: DeliveryMetrics | None = None,
         state_health: StateHealth | None = None,
-        db_retry: tuple[float, float] = (DB_RETRY_FIRST, DB_RETRY_MAX),
         notifier: Notifier | None = None,
-        presentation: Callable[[], Presentation] = lambda: PLAIN,
+        more_due: asyncio.Event | None = None,
     ) -> None:
-        """``delivery``: when a refused message is tried again and given up, how long one
-        send may take, how often Alertmanager is told again (the settings' ``delivery``)."""
         self._store = store
-        self.configure_channels(channels, fallback_channels)
         self._clock = clock
-        self._batch = batch
-        self._on_idle = on_idle
-        self._on_claim = on_claim
+        self._batch = settings.batch
+        self._metrics = metrics
+        self.more_due = more_due or asyncio.Event()
         self.state_health = state_health or StateHealth()
-        self._stopping = False
+        delivery = settings.delivery
         repost_every = delivery.alertmanager_repost_every
         if notifier is None:
             notifier = WebhookOr(
@@ -116,54 +126,42 @@ class Sender:
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.
         self.failure: BaseException | None = None
         self._url_worker = UrlWorker(
-            db=StoreCalls(store, self.state_health, clock, db_retry),
+            db=StoreCalls(store, self.state_health, clock, settings.db_retry),
             sends=BoundedSends(notifier, delivery.send_timeout),
             policy=RetryPolicy(
-                delivery.first_retry, delivery.max_backoff, delivery.deadline, random
+                delivery.first_retry, delivery.max_backoff, delivery.deadline, settings.random
             ),
-            urls=lambda: self._urls,
-            destinations=self.destinations,
-            fallback_channels=lambda: self._fallback_channels,
-            # How digests show keys: labels and explorer links (those in force, read at each).
-            presentation=presentation,
-            stopping=lambda: self._stopping,
-            on_dead=on_dead,
-            on_result=on_result,
+            channels=channels,
+            metrics=metrics,
         )
+        self.use(channels)
         self._requeued = False  # the previous process's interrupted sends: before the first claim
         # Alertmanager forgets what it is not told again: the standing alerts, re-posted, but
         # those a watcher silence covers (they then end there).
         self.reposter = Reposter(
             store.standing_alerts,
             store.holds,
-            lambda: self._urls,
+            lambda: self.channels.urls,
             clock,
             active_silences=store.active_silences,
             every=repost_every,
         )
 
-    def configure_channels(
-        self, channels: Mapping[str, Sequence[str]], fallback_channels: Sequence[str] = ()
-    ) -> None:
-        """Set (at start) or replace (on reload) the channels. Pending deliveries to a URL that
-        is gone are given up with NOT_CONFIGURED when their turn comes."""
-        self._fallback_channels = tuple(fallback_channels)
-        self._channels = {name: tuple(urls) for name, urls in channels.items()}
-        self._urls = {
-            outbox_rows.url_id(url): url for urls in self._channels.values() for url in urls
-        }
-        protect_delivery_logs(self._urls.values())
+    @property
+    def channels(self) -> Channels:
+        """The channels in force."""
+        return self._url_worker.channels
+
+    def use(self, channels: Channels) -> None:
+        """Put ``channels`` in force (at start, and on reload): the workers read them at their
+        next message. Pending deliveries to a URL that is gone are given up with
+        NOT_CONFIGURED when their turn comes."""
+        self._url_worker.channels = channels
+        protect_delivery_logs(channels.urls.values())
 
     def destinations(self, alert: AlertMessage) -> list[Destination]:
-        """Every URL of every channel the alert names (unknown channels were refused earlier),
-        but those that page (``paging.pages``) for an inventory: information, not an
-        incident, decided here, where an alert's URLs are known, for every engine and path."""
-        return [
-            Destination(channel, url)
-            for channel in alert.channels
-            for url in self._channels.get(channel, ())
-            if not (alert.is_inventory and paging.pages(url))
-        ]
+        """Every URL the alert goes to by the channels in force (``Channels.destinations``)."""
+        return self.channels.destinations(alert)
 
     async def send_due(self) -> int:
         """Start the workers for what is due now and wait for them; returns how many
@@ -180,7 +178,7 @@ class Sender:
         worker per URL. Raises ``StateError`` when the claim failed (rolled back: nothing
         claimed); the caller records it and tries again later. The first call puts back first
         what the previous process left mid-send."""
-        if self._stopping:
+        if self._url_worker.stopping:
             return []
         self.reposter.maybe_start()
         if not self._requeued:
@@ -194,8 +192,8 @@ class Sender:
         rows = await self._store.claim_due(
             self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS, skip_urls=busy
         )
-        if self._on_claim is not None:
-            self._on_claim(time.monotonic() - claiming)
+        if self._metrics is not None:
+            self._metrics.claimed(time.monotonic() - claiming)
         if rows:
             self.state_health.succeeded(self._clock())
         by_url: dict[str, list[list[DeliveryRow]]] = {}
@@ -217,8 +215,7 @@ class Sender:
                 del self._workers[url_id]
         if not task.cancelled() and task.exception() is not None and self.failure is None:
             self.failure = task.exception()
-        if self._on_idle is not None:
-            self._on_idle()  # its URL may have more due: look again
+        self.more_due.set()  # its URL may have more due: look again
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (a grace period)
         """Stop starting sends; wait up to ``timeout`` for the sends in flight to finish.
@@ -226,7 +223,7 @@ class Sender:
         Rows not attempted go back to pending untouched; a send still running at the
         timeout stays claimed and is requeued by the next start (at-least-once).
         """
-        self._stopping = True
+        self._url_worker.stopping = True
         self.reposter.cancel()
         tasks = [t for t in self._workers.values() if not t.done()]
         if tasks:

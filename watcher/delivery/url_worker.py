@@ -14,23 +14,28 @@ its message was in flight is logged (a warning with its id) and skipped.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
-from watcher.alerting.formatting import Presentation
 from watcher.alerting.health import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeadLetterReports, DeliveryRow, Destination
+from watcher.core.outbox_rows import (
+    DeadLetterReports,
+    DeliveryRow,
+    Destination,
+    ResolvedDestinations,
+)
 from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
 from watcher.delivery.apprise_notifier import REJECTED_URL
 from watcher.delivery.apprise_send import notification_id
+from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, StoredAlert
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.state.interface import GiveUp, OutboxStore
@@ -86,20 +91,30 @@ class StoreCalls:
             return result
 
 
+class DeliveryMetrics(Protocol):
+    """What the sender counts (``watcher.service.metrics.Metrics``)."""
+
+    def claimed(self, seconds: float) -> None:
+        """One claim of due deliveries took ``seconds``."""
+
+    def delivered(self, channel: str, outcome: str) -> None:
+        """One message to a URL of ``channel``: ``outcome`` "sent" or "failed"."""
+
+    def given_up(self, row: DeliveryRow, error: str) -> None:
+        """A delivery given up (dead) after ``error``."""
+
+
 @dataclass
 class UrlWorker:
-    """What every URL's worker shares (the sender's, replaced on reload where it says so)."""
+    """What every URL's worker shares. ``channels`` is the value in force, replaced whole on
+    reload; ``stopping`` is set once the sender stops starting sends."""
 
     db: StoreCalls
     sends: BoundedSends
     policy: RetryPolicy
-    urls: Callable[[], Mapping[str, str]]  # url_id -> URL, as configured now
-    destinations: Callable[[AlertMessage], list[Destination]]
-    fallback_channels: Callable[[], Sequence[str]]
-    presentation: Callable[[], Presentation]
-    stopping: Callable[[], bool]
-    on_dead: Callable[[DeliveryRow, str], None] | None = None
-    on_result: Callable[[str, str], None] | None = None  # (channel, "sent" | "failed")
+    channels: Channels
+    metrics: DeliveryMetrics | None = None
+    stopping: bool = False
 
     @property
     def _store(self) -> OutboxStore:
@@ -113,7 +128,7 @@ class UrlWorker:
         group whose time has not come goes back to wait, without holding up the others."""
         sent = 0
         for index, rows in enumerate(queue):
-            if self.stopping():
+            if self.stopping:
                 rest = [r.id for later in queue[index:] for r in later]
                 await self.db.run("release deliveries", partial(self._store.release, rest))
                 break
@@ -162,11 +177,12 @@ class UrlWorker:
         """Send rows (one URL) as one message and record the outcome of each; returns
         (delivered, retry time if any)."""
         first = rows[0]
-        url = self.urls().get(first.url_id)
+        channels = self.channels
+        url = channels.urls.get(first.url_id)
         if url is None:
             await self._give_up(rows, NOT_CONFIGURED)
             return False, None
-        title, body = digest.message_text(rows, notes, self.presentation())
+        title, body = digest.message_text(rows, notes, channels.presentation)
         message = Message(
             title,
             body,
@@ -190,15 +206,15 @@ class UrlWorker:
                 "mark sent", lambda: self._store.mark_sent(ids, now, group=group)
             )
             _log_gone(rows, missing, "sent")
-            if self.on_result is not None:
-                self.on_result(first.channel, "sent")
+            if self.metrics is not None:
+                self.metrics.delivered(first.channel, "sent")
             if len(rows) == 1:
                 log.info("delivered", alert_id=first.alert_id, id=message.notification, **where)
             else:
                 log.info("delivered a digest", alerts=len(rows), id=message.notification, **where)
             return True, None
-        if self.on_result is not None:
-            self.on_result(first.channel, "failed")
+        if self.metrics is not None:
+            self.metrics.delivered(first.channel, "failed")
         dead = [row for row in rows if outbox.is_dead(row.created_at, now, self.policy.deadline)]
         alive = [row for row in rows if row not in dead]
         if dead:
@@ -238,12 +254,14 @@ class UrlWorker:
         each to the fallback channels' other URLs; a dead letter's own death is only logged."""
         now = self._clock()
         failed_url = rows[0].url_id
+        channels = self.channels
 
         def elsewhere(alert: AlertMessage) -> list[Destination]:
-            return [d for d in self.destinations(alert) if d.url_id != failed_url]
+            return [d for d in channels.destinations(alert) if d.url_id != failed_url]
 
-        letters = dead_letters.letters(rows, error, self.fallback_channels(), now, elsewhere)
-        reports = DeadLetterReports(letters, elsewhere)
+        letters = dead_letters.letters(rows, error, channels.fallback, now, elsewhere)
+        # Resolved here, not in the transaction: it may run on the store's own thread.
+        reports = DeadLetterReports(letters, ResolvedDestinations.of(letters.values(), elsewhere))
         ids = [row.id for row in rows]
         missing = await self.db.run(
             "give up delivery",
@@ -254,8 +272,8 @@ class UrlWorker:
             if row.id in missing:
                 continue
             dead_letters.log_given_up(row, error, reported=row.id in letters)
-            if self.on_dead is not None:
-                self.on_dead(row, error)
+            if self.metrics is not None:
+                self.metrics.given_up(row, error)
 
 
 def _log_gone(rows: Sequence[DeliveryRow], missing: Sequence[int], outcome: str) -> None:

@@ -1,5 +1,5 @@
-"""Quorum at run time: a state kind's target observed by several endpoints, committed only when
-they agree (``watcher.ledger.quorum``: which endpoints to ask, what agreeing means, a majority).
+"""Observing a target: one endpoint's answer, or under quorum the answer several endpoints agree
+on (``watcher.ledger.quorum``: which endpoints to ask, what agreeing means, a majority).
 
 A disagreement is not evidence and not a failed poll: it is counted (``/metrics``, the round's
 tally) and kept by the built-in rpc_disagreement, whose episode names the endpoints outvoted and
@@ -9,49 +9,56 @@ which an agreement on that target resolves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from watcher.alerting import builtin
 from watcher.alerting.messages import PresentedRule
 from watcher.config.rule_models import StateRule
+from watcher.core.clock import Clock
 from watcher.core.errors import RpcError
-from watcher.core.events import StepOutcome, TargetState
-from watcher.core.tally import count_disagreement
-from watcher.kinds.base import Source
-from watcher.ledger.quorum import Quorum, agree, majority, observe_from
+from watcher.core.events import TargetState
+from watcher.kinds.base import LedgerReader, Source
+from watcher.ledger.quorum import Disagreement, Quorum, agree, majority, observe_from
 from watcher.ledger.rpc_methods import PinnedReader
-from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
-from watcher.state.interface import TargetStateStore
 
 Answers = list[tuple[str, Any]]  # each answer with the endpoint that gave it (its public URL)
 
 
-class Disagreements(Protocol):
-    """Counts the polls whose endpoints disagreed (``Metrics.disagreed``)."""
+@dataclass(frozen=True)
+class Observed:
+    """One observation of a target at ``now``: ``observation``, the answer to judge, step and
+    commit (under quorum the one agreed on; with no agreement, the first endpoint's).
+    ``quorum``: it was observed under quorum, so its rpc_disagreement episode is stepped with
+    ``disagreement`` (None: the endpoints agree)."""
 
-    def disagreed(self, source: str) -> None: ...
+    observation: Any
+    now: float
+    quorum: bool = False
+    disagreement: Disagreement | None = None
+
+    @property
+    def agreed(self) -> bool:
+        """Whether it is evidence: the endpoints agree, or a majority of them does."""
+        return self.disagreement is None or bool(self.disagreement.outvoted)
 
 
-class Agreement:
-    """The quorum's part of a poll. ``endpoints``: one reader pinned to each endpoint,
-    healthiest first (None: one endpoint only, so no quorum)."""
+class Observer:
+    """Observes targets through ``ledger``, or, for a state kind's target watched by a state
+    rule when ``quorum`` needs more than one endpoint, through ``endpoints``: one reader pinned
+    to each endpoint, healthiest first (None: one endpoint only, so no quorum)."""
 
     def __init__(
         self,
         *,
+        ledger: LedgerReader,
         quorum: Quorum,
         endpoints: Callable[[], Sequence[PinnedReader]] | None,
-        store: TargetStateStore,
-        committer: Committer,
         config: Configured,
-        metrics: Disagreements,
+        clock: Clock,
     ) -> None:
-        self.quorum, self.endpoints, self.store = quorum, endpoints, store
-        self.committer, self.config, self.metrics = committer, config, metrics
-        # The rpc_disagreement episodes, read once: every poll under quorum looks at them.
-        self._disagreements: TargetState | None = None
-        self._disagreements_read = False
+        self.ledger, self.quorum, self.endpoints = ledger, quorum, endpoints
+        self.config, self.clock = config, clock
 
     def applies(self, source: Source[Any], target: str) -> bool:
         """Whether ``target`` is polled under quorum: more than one endpoint must agree and a
@@ -65,57 +72,35 @@ class Agreement:
             )
         )
 
-    async def observe(self, source: Source[Any], target: str, state: TargetState | None) -> Answers:
-        """One observation from each of ``quorum`` endpoints (raises the last ``RpcError``
-        when too few answer)."""
-        assert self.endpoints is not None
-        observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
-        answers = await observe_from(self.endpoints(), self.quorum.needed, observe)
-        return [(reader.public_url, answer) for reader, answer in answers]
-
-    async def agreed(
+    async def observe(
         self,
         source: Source[Any],
         target: str,
-        rules: Sequence[PresentedRule],
         state: TargetState | None,
-        answers: Answers,
-        outcome: StepOutcome,
-        now: float,
-    ) -> tuple[StepOutcome, Any] | None:
-        """The step to commit and its observation, when ``quorum`` endpoints agree: every one
-        asked (``outcome``, the first's), or, when they do not and more endpoints are
-        configured, a majority once one more is asked; None: no agreement, not evidence."""
-        answers = list(answers)
-        outcomes = [outcome]
-        outcomes += [source.step(rules, target, state, other, now) for _, other in answers[1:]]
+        rules: Sequence[PresentedRule],
+    ) -> Observed:
+        """One observation of ``target`` (raises ``RpcError`` when it failed; under quorum, when
+        too few endpoints answer). Under quorum the endpoints' steps by ``rules`` are compared:
+        when they do not agree and more endpoints are configured, one more is asked, for a
+        majority."""
+        if not self.applies(source, target):
+            observation = await source.observe(self.ledger, target, state)
+            return Observed(observation, self.clock())
+        assert self.endpoints is not None
+        observe = lambda reader: source.observe(reader, target, state)  # noqa: E731
+        asked = await observe_from(self.endpoints(), self.quorum.needed, observe)
+        answers: Answers = [(reader.public_url, answer) for reader, answer in asked]
+        now = self.clock()
+        outcomes = [source.step(rules, target, state, answer, now) for _, answer in answers]
         if not agree(outcomes):
             for endpoint, extra in await self._observe_more(source, target, state, answers):
                 answers.append((endpoint, extra))
                 outcomes.append(source.step(rules, target, state, extra, now))
         endpoints = [endpoint for endpoint, _ in answers]
         found = self.quorum.compare(source.name, target, endpoints, outcomes)
-        if not self._disagreements_read:
-            self._disagreements = await self.store.load_state(
-                builtin.SOURCE, builtin.DISAGREEMENT_TARGET
-            )
-            self._disagreements_read = True
-        builtins = self.config.current.builtins
-        step = builtins.disagreement_step(self._disagreements, source.name, target, found, now)
-        if step is not None:
-            disagreement = [builtins.rpc_disagreement]
-            await self.committer.commit(
-                builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now
-            )
-            self._disagreements = step.state  # once committed (or staged): a failed write raises
         decided = (0,) if found is None else majority(outcomes, self.quorum.needed)
-        if found is not None:
-            self.metrics.disagreed(source.name)
-            count_disagreement()
-        if decided is None:
-            return None
-        first = decided[0]
-        return outcomes[first], answers[first][1]
+        taken = 0 if decided is None else decided[0]
+        return Observed(answers[taken][1], now, quorum=True, disagreement=found)
 
     async def _observe_more(
         self, source: Source[Any], target: str, state: TargetState | None, answers: Answers

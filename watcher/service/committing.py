@@ -8,39 +8,40 @@ URL); the sender (``watcher.delivery.outbox_sender``) then sends what the outbox
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Sequence
+from functools import partial
 from typing import Protocol
 
 from watcher.alerting import pipeline, silences
 from watcher.alerting.messages import PresentedRule
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
-from watcher.core.outbox_rows import Destination
+from watcher.core.outbox_rows import Destination, ResolvedDestinations
 from watcher.core.tally import count_alerts
+from watcher.delivery.channels import Channels
 from watcher.kinds import word
 from watcher.service.configuration import Configured
 from watcher.state.alerts import same_state
 from watcher.state.interface import StepToCommit, Store
 
 
-class Destinations(Protocol):
-    """Where an alert goes: every URL of its channels (``watcher.delivery.outbox_sender``)."""
+class Outbox(Protocol):
+    """The sender as the commit path sees it (``watcher.delivery.outbox_sender.Sender``): the
+    channels in force, and ``more_due``, set when the outbox holds new deliveries."""
 
-    def destinations(self, alert: AlertMessage) -> Sequence[Destination]: ...
+    @property
+    def channels(self) -> Channels: ...
+
+    @property
+    def more_due(self) -> asyncio.Event: ...
 
 
 class Committer:
-    """Commits steps: ``config`` gives the routes and the wording in force; ``wake_sender``
-    says there is work in the outbox."""
+    """Commits steps: ``config`` gives the routes and the wording in force, ``sender`` the
+    channels, and is woken when a step queued deliveries."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        config: Configured,
-        sender: Destinations,
-        wake_sender: Callable[[], None],
-    ) -> None:
-        self.store, self.config, self.sender, self.wake_sender = store, config, sender, wake_sender
+    def __init__(self, *, store: Store, config: Configured, sender: Outbox) -> None:
+        self.store, self.config, self.sender = store, config, sender
 
     async def commit(
         self,
@@ -72,23 +73,27 @@ class Committer:
             pipeline.silence(lambda: active, now),
         )
         alerts = pipeline.run(outcome.alerts, stages)
+        # Resolved here, before the transaction (which may run on the store's own thread), from
+        # the channels in force now.
+        routed = ResolvedDestinations.of(alerts, partial(destinations, self.sender.channels))
         await self.store.commit_step(
-            StepToCommit(source, target, outcome.state, alerts, self.destinations, now)
+            StepToCommit(source, target, outcome.state, alerts, routed, now)
         )
         if alerts:
             count_alerts(len(alerts))
-            self.wake_sender()
+            self.sender.more_due.set()
 
     async def commit_state(self, source: str, target: str, state: TargetState, now: float) -> None:
         """``state`` alone, in its own transaction (a doubted poll's streak: nothing else of
         the target moves)."""
         await self.store.commit_step(
-            StepToCommit(source, target, state, [], self.destinations, now)
+            StepToCommit(source, target, state, [], ResolvedDestinations({}), now)
         )
 
-    def destinations(self, alert: AlertMessage) -> Sequence[Destination]:
-        """Every URL the alert goes to; none for a silenced one, or one below its rule's
-        thresholds (recorded in the history as "silenced", sent nowhere)."""
-        if silences.is_silenced(alert) or BELOW_THRESHOLD_FACT in alert.facts:
-            return []  # below its rule's thresholds: kept in the history the same way
-        return self.sender.destinations(alert)
+
+def destinations(channels: Channels, alert: AlertMessage) -> Sequence[Destination]:
+    """Every URL ``alert`` goes to by ``channels``; none for a silenced one, or one below its
+    rule's thresholds (recorded in the history as "silenced", sent nowhere)."""
+    if silences.is_silenced(alert) or BELOW_THRESHOLD_FACT in alert.facts:
+        return []  # below its rule's thresholds: kept in the history the same way
+    return channels.destinations(alert)

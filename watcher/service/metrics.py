@@ -26,6 +26,7 @@ from prometheus_client import (
 
 from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, Silence
+from watcher.core.outbox_rows import DeliveryRow
 from watcher.core.version import __version__
 from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
@@ -283,6 +284,9 @@ class Metrics:
 
     def claimed(self, seconds: float) -> None:
         self.claims.observe(seconds)
+
+    def given_up(self, row: DeliveryRow, error: str) -> None:
+        self.delivered(row.channel, "dead")
 
     def lease_round(self, done: LeaseRound) -> None:
         if self.shards_held is not None:

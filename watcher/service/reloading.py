@@ -19,6 +19,7 @@ import structlog
 from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError, StateError
+from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.observed_values import ObservedValues
@@ -67,8 +68,12 @@ class Reloader:
         self.observed = observed
 
     def put_in_force(self, configuration: Configuration) -> None:
-        """``configuration`` in force: the parts read it from ``config`` (the sender's digests
-        its presentation, so that they name keys as the alerts do)."""
+        """``configuration`` in force: the parts read it from ``config``; the sender is given its
+        channels and presentation (its digests name keys as the alerts do)."""
+        settings = configuration.settings
+        self.sender.use(
+            Channels.of(settings.channels, settings.fallback_channels, configuration.presentation)
+        )
         self.config.swap(configuration)
 
     async def reload(self, load: Callable[[], tuple[Settings, RuleSet]]) -> bool:
@@ -97,7 +102,6 @@ class Reloader:
             log.error("reload refused, the previous rules keep running", error=str(exc))
             self.notifier.ready("reload refused: see the log")
             return False
-        self.sender.configure_channels(settings.channels, settings.fallback_channels)
         self.put_in_force(configuration)
         jobs = configuration.jobs
         self.scheduler.replace(jobs)

@@ -24,7 +24,7 @@ from watcher.alerting import builtin
 from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.budget.admission import Admission
-from watcher.budget.cadences import CadenceBook, stored_cadence
+from watcher.budget.cadences import stored_cadence
 from watcher.config.current import Current
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock
@@ -39,7 +39,7 @@ from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import ShardedTargets, run_bounded
-from watcher.state.interface import Store
+from watcher.state.interface import Store, TargetStateStore
 from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger("watcher.app")
@@ -95,31 +95,45 @@ def _covered_key(job: Job) -> CoveredKey:
     return (job.source, job.interval, job.max_interval)
 
 
+class RpcHealth:
+    """The built-in rpc_unhealthy: its episode, stepped by each round's verdict
+    (``RoundHealth.round_done``) and stored like a target's state. ``config`` gives the built-in
+    rules in force (a reload swaps them)."""
+
+    def __init__(
+        self, *, config: Current[InForce], store: TargetStateStore, commit: Commit
+    ) -> None:
+        self.config, self.store, self.commit = config, store, commit
+
+    async def round_done(self, verdict: RoundVerdict, now: float) -> None:
+        builtins = self.config.current.builtins
+        state = await self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
+        outcome = builtins.rpc_step(state, verdict, now)
+        if outcome is not None:
+            rules = [builtins.rpc_unhealthy]
+            await self.commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
+
+
 class Sweeper:
-    """Runs the rounds. ``config`` gives the built-in rules in force (a reload swaps them);
-    ``admission`` says which of an adaptive job's due targets the budget lets a sweep poll;
-    ``reports`` hear how each round went; ``width``: polls under way at once; ``stopping``
-    set: no new round starts."""
+    """Runs the rounds. ``admission`` says which of an adaptive job's due targets the budget
+    lets a sweep poll (by the cadences it keeps); ``reports`` hear how each round went, and
+    ``rpc_health`` its verdict on the endpoints; ``width``: polls under way at once;
+    ``stopping`` set: no new round starts."""
 
     def __init__(
         self,
         *,
         poll: Poll,
-        commit: Commit,
-        config: Current[InForce],
         store: Store,
-        cadences: CadenceBook,
         admission: Admission,
         reports: RoundReports,
+        rpc_health: RpcHealth,
         width: int,
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
-        self.poll, self.commit, self.config = poll, commit, config
-        self.store, self.cadences, self.admission = store, cadences, admission
-        self.health, self.state_health = reports.health, reports.state_health
-        self.metrics, self.poll_faults = reports.metrics, reports.poll_faults
-        self.last_errors, self.heartbeat = reports.last_errors, reports.heartbeat
+        self.poll, self.store, self.admission = poll, store, admission
+        self.reports, self.rpc_health = reports, rpc_health
         self.width = width
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
@@ -163,21 +177,21 @@ class Sweeper:
             # getMultipleAccounts; getTokenAccounts is one call an address.
             calls = math.ceil(tally.balance_reads / MAX_KEYS_PER_CALL) + tally.token_reads
             self.admission.spent(job, self.clock(), calls)
-            self.metrics.balance_reads(job.source, tally.balance_reads)
+            self.reports.metrics.balance_reads(job.source, tally.balance_reads)
         with self.database_work("save the sweep's states"):
             await self.store.flush_states()
         now = self.clock()
-        verdict = self.health.round_done(job.source, now, interval=job.interval)
+        verdict = self.reports.health.round_done(job.source, now, interval=job.interval)
         if verdict is not None and self.store.holds(builtin.SOURCE, builtin.RPC_TARGET):
             with self.database_work("rpc health"):
-                await self._check_rpc_health(verdict, now)
+                await self.rpc_health.round_done(verdict, now)
         failed = sum(result is False for result in results)
         done = SourceRound(
             job.source, now, len(results), failed, now - started, now if any(results) else None
         )
         with self.database_work("record the round"):
             await self.store.record_round(done)
-        problem = {"error": self.last_errors.last(job.source)} if failed else {}
+        problem = {"error": self.reports.last_errors.last(job.source)} if failed else {}
         log.info(
             "round",
             source=job.source,
@@ -193,8 +207,8 @@ class Sweeper:
             duration=round(now - started, 3),
             **problem,
         )
-        if self.heartbeat is not None:
-            self.heartbeat.round_done(all(results) and self.state_health.healthy)
+        if self.reports.heartbeat is not None:
+            self.reports.heartbeat.round_done(all(results) and self.reports.state_health.healthy)
 
     async def catch_up(self, job: Job) -> None:
         """Several instances: the shards this instance took since ``job``'s last round are
@@ -226,7 +240,7 @@ class Sweeper:
         the book does not know yet has its stored cadence read first, once (at start, or when
         its shard is taken): a restart keeps every backoff (the poll goes on from the stored
         cadence)."""
-        unknown = self.cadences.unknown(job.source, held)
+        unknown = self.admission.cadences.unknown(job.source, held)
         for start in range(0, len(unknown), PREFETCH_CHUNK):
             chunk = unknown[start : start + PREFETCH_CHUNK]
             # A failed read leaves the chunk unknown: due, so polled (never later than promised).
@@ -238,7 +252,7 @@ class Sweeper:
                     # One whose time passed while no watcher ran is due like a target never
                     # polled: under a budget, such polls after a restart are paced alike.
                     fresh = cadence is not None and cadence.next_due > now
-                    self.cadences.learn(job.source, target, cadence if fresh else None)
+                    self.admission.cadences.learn(job.source, target, cadence if fresh else None)
         return self.admission.due(job, held, now)
 
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
@@ -269,12 +283,12 @@ class Sweeper:
             except StateError:
                 raise  # database_work's
             except Exception as exc:  # a bug or an unreadable state: this target's failure only
-                detail = self.poll_faults.failed(source.name, target, exc)
-                self.last_errors.failed(source.name, detail)
-                self.metrics.poll_raised(source.name)
+                detail = self.reports.poll_faults.failed(source.name, target, exc)
+                self.reports.last_errors.failed(source.name, detail)
+                self.reports.metrics.poll_raised(source.name)
                 return False
             if ok:
-                self.poll_faults.succeeded(source.name, target)
+                self.reports.poll_faults.succeeded(source.name, target)
             return ok
         return None
 
@@ -290,16 +304,7 @@ class Sweeper:
             # back; its new owner polls the target).
             log.info("shard lost; its write rolled back", shard=exc.shard, during=operation)
         except StateError as exc:
-            self.state_health.failed(exc.during(operation), self.clock())
+            self.reports.state_health.failed(exc.during(operation), self.clock())
         else:
             if self.store.commits != commits:  # only a write shows the database works again
-                self.state_health.succeeded(self.clock())
-
-    async def _check_rpc_health(self, verdict: RoundVerdict, now: float) -> None:
-        """The built-in rpc_unhealthy: its episode is stored like a target's state."""
-        builtins = self.config.current.builtins
-        state = await self.store.load_state(builtin.SOURCE, builtin.RPC_TARGET)
-        outcome = builtins.rpc_step(state, verdict, now)
-        if outcome is not None:
-            rules = [builtins.rpc_unhealthy]
-            await self.commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
+                self.reports.state_health.succeeded(self.clock())

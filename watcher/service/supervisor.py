@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -59,14 +59,15 @@ class Parts:
     http: HttpEndpoint | None  # /metrics and /healthz
     heartbeat: Heartbeat | None
     watch_starts: WatchStarts  # when each history-reading target's watch began
+    loop_lag: LoopLagProbe | None  # watcher_event_loop_lag_seconds, where /metrics shows it
 
 
 class Runtime:
     """The daemon's tasks and their life: the scheduler's sweeps, the sender loop, the pruning,
-    the watchdog, the HTTP endpoint and the heartbeat (``parts``). ``outbox_has_work`` wakes
-    the sender loop; ``stopping`` is set once the run ends (no new round, send or pruning pass);
-    ``close`` releases the daemon's connections and database last; ``rpc_url`` and ``state``
-    (masked) name what it watches with and where it keeps its state in the start-up line;
+    the watchdog, the HTTP endpoint and the heartbeat (``parts``). The sender's ``more_due``
+    wakes the sender loop; ``stopping`` is set once the run ends (no new round, send or pruning
+    pass); ``close`` releases the daemon's connections and database last; ``startup_line``: what
+    the start-up line names (masked), the RPC endpoints and where the state is kept;
     ``started`` is told once the store is open (the start's load, in the store)."""
 
     def __init__(
@@ -75,30 +76,26 @@ class Runtime:
         parts: Parts,
         store: Store,
         state_health: StateHealth,
-        outbox_has_work: asyncio.Event,
         stopping: asyncio.Event,
         close: Callable[[], Awaitable[None]],
         clock: Clock,
-        rpc_url: str,
-        state: str,
-        loop_lag: LoopLagProbe | None = None,
+        startup_line: Mapping[str, str],
         started: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.started = started
-        self.scheduler, self.sender, self.pruner = parts.scheduler, parts.sender, parts.pruner
-        self.notifier, self.http, self.heartbeat = parts.notifier, parts.http, parts.heartbeat
-        self.leases, self.watch_starts = parts.leases, parts.watch_starts
+        self.parts, self.started = parts, started
         self.store, self.state_health = store, state_health
-        self.outbox_has_work, self.stopping = outbox_has_work, stopping
-        self.close, self.clock = close, clock
-        self.rpc_url, self.state = rpc_url, state  # for the start-up line (masked)
-        self.loop_lag = loop_lag  # watcher_event_loop_lag_seconds, where /metrics shows it
+        self.stopping, self.close, self.clock = stopping, close, clock
+        self.startup_line = startup_line
+
+    @property
+    def loop_lag(self) -> LoopLagProbe | None:
+        return self.parts.loop_lag
 
     async def run(self, stop: asyncio.Event, ruleset: RuleSet) -> None:
         """Run ``ruleset`` until ``stop`` is set, then stop cleanly: no new work, in-flight
         work finishes."""
-        if self.http is not None:
-            await self.http.start()  # first: a port in use stops the start with one line
+        if self.parts.http is not None:
+            await self.parts.http.start()  # first: a port in use stops the start with one line
         try:
             await self.store.start()
         except StateError as exc:
@@ -110,34 +107,33 @@ class Runtime:
             else [asyncio.create_task(self.loop_lag.run(), name="loop lag")]
         )
         # Shards before the first sweeps (several instances on one database; else nothing).
-        await self.leases.round()
+        await self.parts.leases.round()
         if self.started is not None:
             await self.started()
-        lease_task = asyncio.create_task(self.leases.keep_forever(), name="leases")
+        lease_task = asyncio.create_task(self.parts.leases.keep_forever(), name="leases")
         # Deliveries other instances queue wake this sender at once (polling is the fallback).
         listener = asyncio.create_task(
-            self.store.watch_outbox(self.outbox_has_work.set), name="outbox notifications"
+            self.store.watch_outbox(self.parts.sender.more_due.set), name="outbox notifications"
         )
         sender_task = asyncio.create_task(self.deliver_forever(), name="sender")
-        watchdog = asyncio.create_task(self.notifier.watchdog_forever(), name="watchdog")
+        watchdog = asyncio.create_task(self.parts.notifier.watchdog_forever(), name="watchdog")
         jobs = ruleset.jobs()
         try:
             # Before the first sweep: a target's first poll, however late, knows when its watch
             # began (a restart keeps the moment already kept).
-            await self.watch_starts.began(jobs)
+            await self.parts.watch_starts.began(jobs)
         except StateError as exc:
             raise DaemonFailed(str(exc.during("record when the watches began"))) from exc
-        self.scheduler.start(jobs)
-        pruner = asyncio.create_task(self.pruner.prune_forever(), name="pruner")
+        self.parts.scheduler.start(jobs)
+        pruner = asyncio.create_task(self.parts.pruner.prune_forever(), name="pruner")
         log.info(
             "watcher started",
             rules=len(ruleset.rules),
             jobs=describe_jobs(jobs),
-            rpc=self.rpc_url,
-            state=self.state,
+            **self.startup_line,
             pending_deliveries=await self.store.pending_count(),
         )
-        self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
+        self.parts.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
         fatal: str | None = None
         try:
             stopped = asyncio.create_task(stop.wait(), name="stop signal")
@@ -153,12 +149,12 @@ class Runtime:
                 log.error("watcher cannot go on; exiting for its supervisor", reason=fatal)
         finally:
             log.info("watcher stopping")
-            self.notifier.stopping()
+            self.parts.notifier.stopping()
             watchdog.cancel()
             self.stopping.set()
             pruner.cancel()  # between two batches: each is a whole transaction
-            await self.scheduler.stop(grace=STOP_GRACE_SECONDS)
-            await self.sender.drain(timeout=STOP_GRACE_SECONDS)
+            await self.parts.scheduler.stop(grace=STOP_GRACE_SECONDS)
+            await self.parts.sender.drain(timeout=STOP_GRACE_SECONDS)
             sender_task.cancel()
             lease_task.cancel()  # the store hands the shards back as it closes
             listener.cancel()
@@ -166,10 +162,10 @@ class Runtime:
                 task.cancel()
             # Their failure, if any, was reported above.
             await asyncio.wait({sender_task, pruner, lease_task, listener, *lag})
-            if self.http is not None:
-                await self.http.close()
-            if self.heartbeat is not None:
-                await self.heartbeat.close()
+            if self.parts.http is not None:
+                await self.parts.http.close()
+            if self.parts.heartbeat is not None:
+                await self.parts.heartbeat.close()
             await self.close()
             log.info("watcher stopped")
         if fatal is not None:
@@ -192,8 +188,8 @@ class Runtime:
             error = lease_task.exception()
             if error is not None:
                 return f"the lease loop stopped: {error!r}"
-        if self.sender.failure is not None:
-            return f"a delivery worker failed: {self.sender.failure!r}"
+        if self.parts.sender.failure is not None:
+            return f"a delivery worker failed: {self.parts.sender.failure!r}"
         return self.state_health.fatal(self.clock())
 
     async def deliver_forever(self) -> None:
@@ -204,12 +200,12 @@ class Runtime:
         pauses = RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
         while not self.stopping.is_set():
             try:
-                await self.sender.dispatch()
+                await self.parts.sender.dispatch()
                 pauses.reset()
             except StateError as exc:
                 self.state_health.failed(exc.during("claim deliveries"), self.clock())
                 await pauses.sleep()
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.outbox_has_work.wait(), SENDER_IDLE_SECONDS)
-            self.outbox_has_work.clear()
+                await asyncio.wait_for(self.parts.sender.more_due.wait(), SENDER_IDLE_SECONDS)
+            self.parts.sender.more_due.clear()

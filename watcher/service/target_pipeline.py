@@ -3,18 +3,19 @@
 A sweep (``watcher.service.rounds``) hands each target it polls to ``TargetPipeline.poll``,
 which takes it down this path, each line a call into one module:
 
-    observe   source.observe through the RPC client      watcher.kinds.<kind>, watcher.ledger.rpc
-              (a state kind under quorum: one answer per  watcher.service.agreement
-              endpoint asked)
+    observe   source.observe through the RPC client      watcher.kinds.<kind>, watcher.ledger.rpc,
+              (a state kind under quorum: one answer per  watcher.service.agreement,
+              endpoint asked, their steps compared; the   watcher.ledger.quorum
+              one agreed on is taken)
     judge     source.doubt, then plausibility.judge:      watcher.ledger.plausibility
               a doubtful answer is held back until the
               same picture comes back (a failed call is
               never evidence: no step, no commit)
+    agree     under quorum, the built-in rpc_disagreement watcher.alerting.builtin
+              stepped and committed; with no agreement,
+              not evidence: nothing else is committed
     step      source.step: pure, values in, values out    watcher.kinds.<kind>,
               (new state, episodes, alerts as facts)      watcher.alerting.lifecycle
-    agree     under quorum, the endpoints' steps compared watcher.service.agreement,
-              (a disagreement is the built-in              watcher.ledger.quorum
-              rpc_disagreement's, and not evidence)
     pace      a backing-off target's next cadence, kept   watcher.service.cadences
               in its new state under ``_cadence``
     commit    word -> route -> silence the alerts, then   watcher.service.committing,
@@ -26,11 +27,11 @@ Which layer writes which key of a target's state document is said beside ``Targe
 (``watcher.core.events``).
 
 The pipeline is given everything it uses when it is made (``watcher.app.Daemon`` wires it):
-the store, the RPC reader, the quorum's part (``Agreement``), the cadence book, the commit path
-(``Committer``), the configuration in force (one reference, swapped whole by a reload:
-``watcher.service.configuration``), the round health and the few metric hooks, and the clock.
-It keeps one thing of its own: the highest slot accepted answers have shown, which bounds any
-other answer's.
+the store, the observer (one endpoint, or a quorum: ``Observer``), the cadence book, the commit
+path (``Committer``), the configuration in force (one reference, swapped whole by a reload:
+``watcher.service.configuration``), the round health, the last errors and the metric hooks.
+It keeps two things of its own: the highest slot accepted answers have shown, which bounds any
+other answer's, and the rpc_disagreement episodes as last committed.
 """
 
 from __future__ import annotations
@@ -41,16 +42,18 @@ from typing import Any, Protocol
 
 import structlog
 
+from watcher.alerting import builtin
 from watcher.alerting.health import RoundHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.budget.cadences import CadenceBook, activity, paced_state, stored_cadence
-from watcher.core.clock import Clock
 from watcher.core.errors import DoubtfulAnswer, RpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
-from watcher.kinds.base import LedgerReader, Source
+from watcher.core.tally import count_disagreement
+from watcher.kinds.base import Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
-from watcher.service.agreement import Agreement, Answers
+from watcher.ledger.quorum import Disagreement
+from watcher.service.agreement import Observer
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
 from watcher.service.last_errors import LastErrors
@@ -72,6 +75,8 @@ class PollMetrics(Protocol):
 
     def suppressed(self, alerts: Iterable[AlertMessage]) -> None: ...
 
+    def disagreed(self, source: str) -> None: ...
+
 
 class TargetPipeline:
     """One observation of a target, from its answer to its outbox rows."""
@@ -80,25 +85,29 @@ class TargetPipeline:
         self,
         *,
         store: TargetStateStore,
-        ledger: LedgerReader,
-        endpoint: str,
-        agreement: Agreement,
+        observer: Observer,
         cadences: CadenceBook,
         committer: Committer,
         config: Configured,
         health: RoundHealth,
         last_errors: LastErrors,
         metrics: PollMetrics,
-        clock: Clock,
     ) -> None:
-        """``endpoint``: the RPC URL answers are said to come from (its key masked);
+        """``observer``: how a target is observed (one endpoint, or a quorum of them);
         ``last_errors``: where a failed poll's error is noted (the round's log line says it)."""
-        self.store, self.ledger, self.endpoint = store, ledger, endpoint
-        self.agreement, self.cadences, self.committer = agreement, cadences, committer
+        self.store, self.observer, self.cadences, self.committer = (
+            store,
+            observer,
+            cadences,
+            committer,
+        )
         self.config, self.health, self.last_errors = config, health, last_errors
-        self.metrics, self.clock = metrics, clock
+        self.metrics = metrics
         # The highest slot accepted answers have shown: bounds the slots of any other answer.
         self.tip: SlotTip | None = None
+        # The rpc_disagreement episodes, read once: every poll under quorum steps them.
+        self._disagreements: TargetState | None = None
+        self._disagreements_read = False
 
     async def poll(
         self,
@@ -116,7 +125,7 @@ class TargetPipeline:
         state = await self.store.load_state(source.name, target)
         self.metrics.polled_for(rule.name for rule in watching)
         try:
-            answers = await self._observe(source, target, state)
+            observed = await self.observer.observe(source, target, state, rules)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
@@ -124,7 +133,7 @@ class TargetPipeline:
             self.last_errors.failed(source.name, f"{type(exc).__name__}: {exc}")  # redacted
             self.metrics.polled(source.name, ok=False)
             return False
-        observation, now = answers[0][1], self.clock()
+        observation, now = observed.observation, observed.now
         doubt = source.doubt(state, observation, now, self.tip)
         if doubt is not None and not await self._confirmed(
             source, target, state, doubt, now, interval
@@ -132,15 +141,13 @@ class TargetPipeline:
             return False
         self.health.succeeded(source.name, target, interval=interval)
         self.metrics.polled(source.name, ok=True)
-        outcome = source.step(rules, target, state, observation, now)
-        if answers[1:]:
-            agreement = self.agreement
-            decided = await agreement.agreed(source, target, rules, state, answers, outcome, now)
-            if decided is None:
+        if observed.quorum:
+            await self._commit_disagreement(source.name, target, observed.disagreement, now)
+            if not observed.agreed:
                 # Answered, so not a failed poll (the round, the heartbeat and /healthz go on),
                 # but not evidence either: nothing of the target is committed, its cursor stays.
                 return True
-            outcome, observation = decided
+        outcome = source.step(rules, target, state, observation, now)
         if max_interval is not None:
             outcome = self._paced(source, target, state, outcome, now, interval, max_interval)
         await self.committer.commit(source.name, target, outcome, rules, now, previous=state)
@@ -156,16 +163,29 @@ class TargetPipeline:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
         return True
 
-    # -- observe -------------------------------------------------------------------------------
+    # -- agree ---------------------------------------------------------------------------------
 
-    async def _observe(
-        self, source: Source[Any], target: str, state: TargetState | None
-    ) -> Answers:
-        """One observation, with the endpoint that gave it; a state kind's target under quorum:
-        one from each of ``quorum`` endpoints (``watcher.service.agreement``)."""
-        if self.agreement.applies(source, target):
-            return await self.agreement.observe(source, target, state)
-        return [(self.endpoint, await source.observe(self.ledger, target, state))]
+    async def _commit_disagreement(
+        self, source: str, target: str, found: Disagreement | None, now: float
+    ) -> None:
+        """A poll under quorum: its rpc_disagreement episode stepped and committed (opened,
+        kept or resolved), and ``found`` (the endpoints disagree) counted."""
+        if not self._disagreements_read:
+            self._disagreements = await self.store.load_state(
+                builtin.SOURCE, builtin.DISAGREEMENT_TARGET
+            )
+            self._disagreements_read = True
+        builtins = self.config.current.builtins
+        step = builtins.disagreement_step(self._disagreements, source, target, found, now)
+        if step is not None:
+            disagreement = [builtins.rpc_disagreement]
+            await self.committer.commit(
+                builtin.SOURCE, builtin.DISAGREEMENT_TARGET, step, disagreement, now
+            )
+            self._disagreements = step.state  # once committed (or staged): a failed write raises
+        if found is not None:
+            self.metrics.disagreed(source)
+            count_disagreement()
 
     # -- judge ---------------------------------------------------------------------------------
 
