@@ -72,7 +72,7 @@ from watcher.kinds import (
     vote_lag,
 )
 
-KINDS: Mapping[str, base.Kind] = {
+KINDS: Mapping[str, base.Kind[Any]] = {
     kind.name: kind
     for kind in (
         new_transactions.KIND,
@@ -109,11 +109,11 @@ AnyRule: Any = Annotated[
 ]
 
 
-def sources_of(kinds: Iterable[base.Kind]) -> dict[str, base.Source[Any]]:
+def sources_of(kinds: Iterable[base.Kind[Any]]) -> dict[str, base.Source[Any]]:
     """The sources to poll, by name: each once, however many kinds ride on it; a shared source
     (``SharedSource``) composed of the parts of the kinds riding it, in their order."""
     named: dict[str, base.Source[Any]] = {}
-    parts: dict[str, dict[str, Any]] = {}
+    parts: dict[str, dict[str, base.Part[Any]]] = {}
     for kind in kinds:
         known = named.setdefault(kind.source.name, kind.source)
         if known is not kind.source:

@@ -24,7 +24,7 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.sources.votes import vote_kind
 from watcher.kinds.toolkit.cluster import validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
@@ -116,8 +116,13 @@ def credits_assessment(
 
 
 def step_credits_low(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, CreditsLowRule)
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)

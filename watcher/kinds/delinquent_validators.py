@@ -50,10 +50,15 @@ class DelinquentValidatorsRule(rule_models.StateRule):
 
 
 def step_delinquency(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, DelinquentValidatorsRule)
     shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)

@@ -17,7 +17,7 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,10 +130,9 @@ class AccountObservation:
         return None
 
 
-# A kind's share of the source's step (pure), as the ``votes`` source's ``PartStep``: its own
-# rules, the target, its part of the state, the answer and the time -> that part's state (kept
-# under its kind's name) and its alerts.
-Part = Callable[[Sequence[Any], str, TargetState | None, AccountObservation, float], StepOutcome]
+# A kind's part: handed its own rules and its own slice of the state (kept under its kind's
+# name).
+Part = base.Part[AccountObservation]
 
 
 class AccountsSource(base.ContextSlotted[AccountObservation]):

@@ -395,7 +395,7 @@ def powers_kind(
     samples: Callable[[Any], list[AlertMessage]],
     item: tuple[str, str],
     subject: tuple[str, str],
-) -> base.Kind:
+) -> base.Kind[PowersObservation]:
     """A powers kind: worded by ``words``; its digests count ``item`` (singular, plural) per
     ``subject``, an inventory as many as it lists."""
     return base.Kind(
