@@ -1,4 +1,4 @@
-"""What each source's accepted answer shows on /metrics (``watcher.kinds.toolkit.metrics``):
+"""What each source's accepted answer shows on /metrics (``watcher.kinds.toolkit.metric_values``):
 tables of answers in, samples out."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from watcher.kinds.fee_above import FeeObservation
 from watcher.kinds.holder_changes import HoldersObservation
 from watcher.kinds.sources.accounts import AccountObservation
 from watcher.kinds.supply_changed import SupplyObservation
-from watcher.kinds.toolkit.metrics import (
+from watcher.kinds.toolkit.alert_samples import sample_account
+from watcher.kinds.toolkit.metric_values import (
     METRICS,
     SAMPLERS,
     Sample,
@@ -27,7 +28,6 @@ from watcher.kinds.toolkit.metrics import (
     supply_samples,
     vote_samples,
 )
-from watcher.kinds.toolkit.samples import sample_account
 from watcher.kinds.version_drift import ClusterObservation
 from watcher.ledger.models import (
     ClusterNode,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from watcher.core.events import AlertMessage, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES, word
-from watcher.kinds.toolkit.metrics import METRICS, SAMPLERS, Sample, vat_samples
-from watcher.kinds.toolkit.samples import sample_account
+from watcher.kinds.toolkit.alert_samples import sample_account
+from watcher.kinds.toolkit.metric_values import METRICS, SAMPLERS, Sample, vat_samples
 from watcher.kinds.toolkit.vat_ticket import (
     VOTE_RENT_EXEMPT_LAMPORTS,
     Boundary,

@@ -52,6 +52,6 @@ def template_problems(rules: Sequence[Any], kinds: Mapping[str, SampledKind]) ->
 
 def sample_alerts(rule: Any, kinds: Mapping[str, SampledKind]) -> list[AlertMessage]:
     """Alerts of every transition of ``rule``'s kind, as facts (``word_alert`` words them):
-    the kind's own ``samples`` (``watcher.kinds.toolkit.samples``)."""
+    the kind's own ``samples`` (``watcher.kinds.toolkit.alert_samples``)."""
     samples = kinds[rule.kind].samples
     return [] if samples is None else samples(rule)

@@ -22,7 +22,7 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation, address_of, token_target
-from watcher.kinds.toolkit.samples import episode_samples, sample_account
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_account
 from watcher.ledger.models import TokenAmount
 
 LAMPORTS_DECIMALS = 9

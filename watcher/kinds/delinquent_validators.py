@@ -31,8 +31,8 @@ from watcher.config.rule_models import (
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.votes import SOURCE, VotesSource
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_key
 from watcher.kinds.toolkit.cluster import CLUSTER, validator_lines, validator_title
-from watcher.kinds.toolkit.samples import episode_samples, sample_key
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message

@@ -25,7 +25,7 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import episode_samples
+from watcher.kinds.toolkit.alert_samples import episode_samples
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 SUBJECT = "fee"  # one episode per rule: its message's fee

@@ -31,8 +31,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
+from watcher.kinds.toolkit.alert_samples import change_samples, sample_key
 from watcher.kinds.toolkit.owners import kept_owners, resolve_owners
-from watcher.kinds.toolkit.samples import change_samples, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 

@@ -25,7 +25,7 @@ from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import change_samples
+from watcher.kinds.toolkit.alert_samples import change_samples
 
 STATE_VERSION = 1
 

@@ -35,8 +35,8 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.delinquent_validators import classify_validators
 from watcher.kinds.sources import accounts, vote_accounts
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_account, sample_key
 from watcher.kinds.toolkit.cluster import vote_account_counts, vote_accounts_doubt
-from watcher.kinds.toolkit.samples import episode_samples, sample_account, sample_key
 from watcher.kinds.toolkit.vat_ticket import (
     MAINNET_SLOT_SECONDS,
     MAINNET_SLOTS_PER_EPOCH,

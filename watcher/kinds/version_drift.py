@@ -25,13 +25,13 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources import vote_accounts
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_key
 from watcher.kinds.toolkit.cluster import (
     CLUSTER,
     newest_vote,
     vote_account_counts,
     vote_accounts_doubt,
 )
-from watcher.kinds.toolkit.samples import episode_samples, sample_key
 from watcher.kinds.toolkit.versions import NodeAssessment, assess_node, index_cluster
 from watcher.ledger.models import ClusterNode, VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of

@@ -28,8 +28,8 @@ from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import chunks
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME
 from watcher.kinds.toolkit.layouts import NotDecodable
-from watcher.kinds.toolkit.samples import SAMPLE_TIME
 from watcher.kinds.toolkit.unverified import (
     inventory_alert,
     inventory_body,

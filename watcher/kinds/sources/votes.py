@@ -32,8 +32,8 @@ from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources import vote_accounts
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
-from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
 
