@@ -9,6 +9,11 @@ samples, the /metrics samplers, wording helpers) in ``watcher.kinds.toolkit``.
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
+``KINDS`` is a module constant, the only registry: the layers above the kinds import it (or
+what is derived from it) and never take a registry as a parameter; ``watcher.config``, which
+the kinds are built on (the rule models) and so cannot import them, is handed it to read rules
+(``read_rules``, ``load_rules``) and to group them into jobs (``RuleSet``).
+
 Why a kind *names* the source it rides on instead of being one: one RPC call must serve
 every rule watching the same thing. A source is that call, per target (an address, a
 mint, the ``cluster``); it is polled once per target, at the shortest ``every`` of the rules
