@@ -5,7 +5,7 @@ A kind's module, named after the kind (``new_transactions``, ``holder_changes``,
 (``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default wording and its digest's
 words, gathered in one ``Kind`` value (``watcher.kinds.base``). The sources several kinds share
 live in ``watcher.kinds.sources``; what kinds reuse without being one (account layouts, alert
-samples, the /metrics samplers, wording helpers) in ``watcher.kinds.toolkit``.
+samples, the names of the /metrics values, wording helpers) in ``watcher.kinds.toolkit``.
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
@@ -76,6 +76,7 @@ from watcher.kinds import (
     version_drift,
     vote_lag,
 )
+from watcher.kinds.toolkit.metric_values import Sampler
 
 KINDS: Mapping[str, base.Kind[Any]] = {
     kind.name: kind
@@ -137,6 +138,12 @@ def sources_of(kinds: Iterable[base.Kind[Any]]) -> dict[str, base.Source[Any]]:
 
 
 SOURCES: Mapping[str, base.Source[Any]] = sources_of(KINDS.values())
+# What each source showing values on /metrics maps an accepted answer to (``base.Graphed``).
+SAMPLERS: Mapping[str, Sampler] = {
+    name: source.metric_values
+    for name, source in SOURCES.items()
+    if isinstance(source, base.Graphed)
+}
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, messages.Wording] = {
     RPC_UNHEALTHY: messages.rpc_text,

@@ -31,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.toolkit.metric_values import Sampler
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -192,6 +193,15 @@ class SharedSource(Protocol[Observation]):
     a kind changes nothing)."""
 
     def composed(self, parts: Mapping[str, Part[Observation]]) -> Source[Observation]: ...
+
+
+@runtime_checkable
+class Graphed(Protocol):
+    """A source whose accepted answers show values on ``/metrics``: ``metric_values`` maps one,
+    with the rules watching its target, to samples (``watcher.kinds.toolkit.metric_values``)."""
+
+    @property
+    def metric_values(self) -> Sampler: ...
 
 
 class Slotless:

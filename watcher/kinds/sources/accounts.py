@@ -23,6 +23,7 @@ from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
+from watcher.kinds.toolkit.metric_values import Sample, sol
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
@@ -135,7 +136,19 @@ class AccountObservation:
 Part = base.Part[AccountObservation]
 
 
+def account_samples(
+    rules: Sequence[Any], target: str, observation: AccountObservation
+) -> tuple[Sample, ...]:
+    """Source ``accounts``: a plain account's balance in SOL (one that does not exist holds 0);
+    a token account's balance is not SOL and shows nothing here."""
+    if observation.token is not None:
+        return ()
+    lamports = observation.account.lamports if observation.account is not None else 0
+    return (Sample("solana_account_balance", (observation.address,), sol(lamports)),)
+
+
 class AccountsSource(base.ContextSlotted[AccountObservation]):
+    metric_values = staticmethod(account_samples)  # what /metrics shows of an answer
     name = "accounts"
     # Activity (a quiet target backs off): the account itself changed (lamports, owner, data).
     facts = base.SourceFacts(

@@ -33,7 +33,15 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources import vote_accounts
 from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
-from watcher.kinds.toolkit.cluster import newest_vote, vote_account_counts, vote_accounts_doubt
+from watcher.kinds.toolkit.cluster import (
+    account_finder,
+    current_epoch,
+    earned,
+    newest_vote,
+    vote_account_counts,
+    vote_accounts_doubt,
+)
+from watcher.kinds.toolkit.metric_values import Sample, sol, unique, validators_watched
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip
 
@@ -43,7 +51,56 @@ PartStep = base.Part[VoteAccounts]
 EPOCH = 837  # of the samples' made-up answers
 
 
+def vote_samples(
+    rules: Sequence[Any], target: str, observation: VoteAccounts
+) -> tuple[Sample, ...]:
+    """Source ``votes``: each watched validator's vote account, and the cluster as a whole."""
+    accounts = (*observation.current, *observation.delinquent)
+    highest_vote = max((account.last_vote for account in accounts), default=None)
+    highest_root = max(
+        (account.root_slot for account in accounts if account.root_slot is not None), default=None
+    )
+    samples = [
+        Sample("solana_cluster_active_stake", (), sol(sum(a.activated_stake for a in accounts))),
+        Sample("solana_cluster_validator_count", ("current",), len(observation.current)),
+        Sample("solana_cluster_validator_count", ("delinquent",), len(observation.delinquent)),
+    ]
+    if highest_vote is not None:
+        samples.append(Sample("solana_cluster_last_vote", (), highest_vote))
+    if highest_root is not None:
+        samples.append(Sample("solana_cluster_root_slot", (), highest_root))
+    epoch = current_epoch(observation)
+    current = {account.vote_pubkey for account in observation.current}
+    find_account = account_finder(observation)
+    for watched in validators_watched(rules):
+        account = find_account(watched)
+        if account is None:
+            # In neither list (an unstaked delinquent is left out of both): delinquent, and
+            # only the watched pubkey is known.
+            samples.append(Sample("solana_validator_delinquent", (watched, ""), 1, watched))
+            continue
+        keys = (account.vote_pubkey, account.node_pubkey)
+        delinquent = 0 if account.vote_pubkey in current else 1
+        samples += [
+            Sample("solana_validator_delinquent", keys, delinquent, watched),
+            Sample("solana_validator_active_stake", keys, sol(account.activated_stake), watched),
+            Sample("solana_validator_last_vote", keys, account.last_vote, watched),
+        ]
+        if account.root_slot is not None:
+            samples.append(Sample("solana_validator_root_slot", keys, account.root_slot, watched))
+        if account.commission is not None:
+            samples.append(Sample("solana_validator_commission", keys, account.commission, watched))
+        if epoch is not None:
+            credits = earned(account, epoch)
+            samples.append(Sample("solana_validator_epoch_credits", keys, credits, watched))
+        if highest_vote is not None:
+            lag = max(0, highest_vote - account.last_vote)
+            samples.append(Sample("solana_validator_vote_lag_slots", keys, lag, watched))
+    return unique(samples)
+
+
 class VotesSource:
+    metric_values = staticmethod(vote_samples)  # what /metrics shows of an answer
     name = "votes"
     facts = base.SourceFacts(("getVoteAccounts",), per_tick=("getVoteAccounts",))
 
@@ -132,12 +189,12 @@ def vote_kind(
         source=SOURCE,
         wording=wording,
         part=part,
-        samples=vote_samples(part),
+        samples=part_samples(part),
         digest=digest,
     )
 
 
-def vote_samples(part: PartStep) -> Callable[[Any], list[AlertMessage]]:
+def part_samples(part: PartStep) -> Callable[[Any], list[AlertMessage]]:
     """The ``samples`` of the kind whose part of the ``votes`` source is ``part``."""
     return lambda rule: sample_vote_alerts(rule, part)
 

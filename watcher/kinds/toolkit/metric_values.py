@@ -1,7 +1,8 @@
 """What each source's accepted observation shows on ``/metrics`` (pure: values in, values out).
 
-One function per source (``SAMPLERS``, by source name) maps an answer taken as evidence, with the
-rules watching its target, to ``Sample`` values; ``watcher.service.observed_values`` keeps the
+A source that shows values names its sampler (``metric_values``: ``watcher.kinds.base.Graphed``,
+gathered by source name in ``watcher.kinds.SAMPLERS``): it maps an answer taken as evidence, with
+the rules watching its target, to ``Sample`` values; ``watcher.service.observed_values`` keeps the
 latest of each target in memory and renders them when scraped. Where solana-exporter (v3) has the
 same value, its name, labels and unit are used (stake and balances in SOL), so that its dashboard
 panels and alert rules work unchanged; the other names follow the same style.
@@ -15,19 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-from watcher.kinds import fee_above, holder_changes, supply_changed, vat_eligibility, version_drift
-from watcher.kinds.credits_low import account_finder, current_epoch, earned
-from watcher.kinds.fee_above import FeeObservation
-from watcher.kinds.holder_changes import HoldersObservation
-from watcher.kinds.sources import accounts, votes
-from watcher.kinds.sources.accounts import AccountObservation
-from watcher.kinds.supply_changed import SupplyObservation
-from watcher.kinds.toolkit.vat_ticket import next_boundary
-from watcher.kinds.toolkit.versions import assess_node, index_cluster
-from watcher.kinds.vat_eligibility import VatObservation, ticket_of
-from watcher.kinds.version_drift import ClusterObservation
-from watcher.ledger.models import VoteAccounts
 
 LAMPORTS_PER_SOL = 10**9
 
@@ -138,171 +126,9 @@ def validators_watched(rules: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(key for rule in rules for key in getattr(rule, "validators", ())))
 
 
-def vote_samples(
-    rules: Sequence[Any], target: str, observation: VoteAccounts
-) -> tuple[Sample, ...]:
-    """Source ``votes``: each watched validator's vote account, and the cluster as a whole."""
-    accounts = (*observation.current, *observation.delinquent)
-    highest_vote = max((account.last_vote for account in accounts), default=None)
-    highest_root = max(
-        (account.root_slot for account in accounts if account.root_slot is not None), default=None
-    )
-    samples = [
-        Sample("solana_cluster_active_stake", (), sol(sum(a.activated_stake for a in accounts))),
-        Sample("solana_cluster_validator_count", ("current",), len(observation.current)),
-        Sample("solana_cluster_validator_count", ("delinquent",), len(observation.delinquent)),
-    ]
-    if highest_vote is not None:
-        samples.append(Sample("solana_cluster_last_vote", (), highest_vote))
-    if highest_root is not None:
-        samples.append(Sample("solana_cluster_root_slot", (), highest_root))
-    epoch = current_epoch(observation)
-    current = {account.vote_pubkey for account in observation.current}
-    find_account = account_finder(observation)
-    for watched in validators_watched(rules):
-        account = find_account(watched)
-        if account is None:
-            # In neither list (an unstaked delinquent is left out of both): delinquent, and
-            # only the watched pubkey is known.
-            samples.append(Sample("solana_validator_delinquent", (watched, ""), 1, watched))
-            continue
-        keys = (account.vote_pubkey, account.node_pubkey)
-        delinquent = 0 if account.vote_pubkey in current else 1
-        samples += [
-            Sample("solana_validator_delinquent", keys, delinquent, watched),
-            Sample("solana_validator_active_stake", keys, sol(account.activated_stake), watched),
-            Sample("solana_validator_last_vote", keys, account.last_vote, watched),
-        ]
-        if account.root_slot is not None:
-            samples.append(Sample("solana_validator_root_slot", keys, account.root_slot, watched))
-        if account.commission is not None:
-            samples.append(Sample("solana_validator_commission", keys, account.commission, watched))
-        if epoch is not None:
-            credits = earned(account, epoch)
-            samples.append(Sample("solana_validator_epoch_credits", keys, credits, watched))
-        if highest_vote is not None:
-            lag = max(0, highest_vote - account.last_vote)
-            samples.append(Sample("solana_validator_vote_lag_slots", keys, lag, watched))
-    return unique(samples)
-
-
-def node_samples(
-    rules: Sequence[Any], target: str, observation: ClusterObservation
-) -> tuple[Sample, ...]:
-    """Source ``nodes``: each watched node's version, and whether it is behind (or missing).
-    A version that cannot be read is no evidence either way: no ``behind`` sample."""
-    watched = validators_watched(rules)
-    if not watched:
-        return ()
-    cluster = index_cluster(observation.nodes, observation.vote_accounts)
-    samples: list[Sample] = []
-    for pubkey in watched:
-        node = assess_node(pubkey, cluster)
-        if node.version is not None:
-            info = (node.node_pubkey, node.version)
-            samples.append(Sample("solana_node_version_info", info, 1, pubkey))
-        if node.status != "unknown":
-            behind = 1 if node.status in ("behind", "missing") else 0
-            samples.append(
-                Sample("solana_node_version_behind", (node.node_pubkey,), behind, pubkey)
-            )
-    return unique(samples)
-
-
-def account_samples(
-    rules: Sequence[Any], target: str, observation: AccountObservation
-) -> tuple[Sample, ...]:
-    """Source ``accounts``: a plain account's balance in SOL (one that does not exist holds 0);
-    a token account's balance is not SOL and shows nothing here."""
-    if observation.token is not None:
-        return ()
-    lamports = observation.account.lamports if observation.account is not None else 0
-    return (Sample("solana_account_balance", (observation.address,), sol(lamports)),)
-
-
-def supply_samples(
-    rules: Sequence[Any], target: str, observation: SupplyObservation
-) -> tuple[Sample, ...]:
-    """Source ``supply``: the mint's supply in UI units."""
-    supply = ui_units(observation.amount, observation.decimals)
-    return (Sample("solana_token_supply", (target,), supply),)
-
-
-def holder_samples(
-    rules: Sequence[Any], target: str, observation: HoldersObservation
-) -> tuple[Sample, ...]:
-    """Source ``holders``: the balance of each of the mint's largest token accounts."""
-    return unique(
-        Sample(
-            "solana_token_largest_account_balance",
-            (target, str(account.address)),
-            ui_units(account.amount, account.decimals),
-        )
-        for account in observation.accounts
-    )
-
-
-def fee_samples(
-    rules: Sequence[Any], target: str, observation: FeeObservation
-) -> tuple[Sample, ...]:
-    """Source ``fees``: the sample message's fee, labelled by each rule sending it (the target
-    is the message itself: long, and telling an operator nothing)."""
-    if observation.fee is None:
-        return ()
-    names = dict.fromkeys(rule.name for rule in rules if getattr(rule, "message", None) == target)
-    return tuple(Sample("solana_fee_lamports", (name,), observation.fee, name) for name in names)
-
-
-def vat_samples(
-    rules: Sequence[Any], target: str, observation: VatObservation
-) -> tuple[Sample, ...]:
-    """Source ``vat`` (one watched validator): its rank by activated stake, the stake it lacks
-    to reach the cut (of the strictest ``max_rank`` watching it), its vote account's balance
-    against the strictest minimum, and the time to the next boundary. No stake: no rank nor
-    gap; no vote account to read: no balance; no slot read: no time to the boundary."""
-    mine = [rule for rule in rules if isinstance(rule, vat_eligibility.VatEligibilityRule)]
-    if not mine:
-        return ()
-    max_rank = min(rule.max_rank for rule in mine)
-    ticket = ticket_of(target, observation, max_rank)
-    vote = ticket.vote.vote_pubkey if ticket.vote is not None else observation.vote_pubkey
-    keys = (vote or target, ticket.vote.node_pubkey if ticket.vote is not None else "")
-    samples: list[Sample] = []
-    if ticket.standing is not None:
-        samples.append(Sample("solana_validator_vat_rank", keys, ticket.standing.rank, target))
-        if ticket.standing.cut_stake is not None:
-            gap = sol(ticket.standing.gap)
-            samples.append(Sample("solana_validator_vat_stake_gap", keys, gap, target))
-    if ticket.balance is not None:
-        balance = sol(ticket.balance)
-        samples.append(Sample("solana_validator_vote_account_balance", keys, balance, target))
-        minimum = sol(max(rule.min_balance for rule in mine))
-        samples.append(Sample("solana_validator_vat_min_vote_balance", keys, minimum, target))
-    schedule = mine[0]  # the cluster's epoch schedule: the same in every rule of one cluster
-    if observation.slot is not None:
-        boundary = next_boundary(
-            observation.slot, schedule.slots_per_epoch, schedule.first_normal_slot
-        )
-        if boundary is not None:
-            seconds = boundary.slots_left * schedule.slot_time
-            samples.append(Sample("solana_validator_vat_boundary_seconds", keys, seconds, target))
-    return tuple(samples)
-
-
 def unique(samples: Iterable[Sample]) -> tuple[Sample, ...]:
     """Each series once (a validator watched by its vote and its identity pubkey shows once)."""
     seen: dict[tuple[str, tuple[str, ...]], Sample] = {}
     for sample in samples:
         seen.setdefault((sample.name, sample.labels), sample)
     return tuple(seen.values())
-
-
-SAMPLERS: Mapping[str, Sampler] = {
-    votes.SOURCE.name: vote_samples,
-    version_drift.SOURCE.name: node_samples,
-    accounts.SOURCE.name: account_samples,
-    supply_changed.SOURCE.name: supply_samples,
-    holder_changes.SOURCE.name: holder_samples,
-    fee_above.SOURCE.name: fee_samples,
-    vat_eligibility.SOURCE.name: vat_samples,
-}

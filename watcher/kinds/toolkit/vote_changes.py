@@ -23,9 +23,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.credits_low import account_finder
 from watcher.kinds.sources.votes import PartStep, vote_kind
-from watcher.kinds.toolkit.cluster import validator_lines, validator_title
+from watcher.kinds.toolkit.cluster import account_finder, validator_lines, validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 
