@@ -53,7 +53,7 @@ def daemon_for(folder: Path, url: str, rules: str) -> Daemon:
             }
         )
     )
-    settings, rules_loaded = load_config(folder / "watcher.yaml", kinds=KINDS)
+    settings, rules_loaded = load_config(folder / "watcher.yaml")
     return Daemon(settings, RuleSet(rules_loaded, KINDS))
 
 

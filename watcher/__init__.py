@@ -8,8 +8,9 @@ What a program embedding the daemon needs, importable from ``watcher``::
     rules = load_rules(settings.rules, channels=set(settings.channels), kinds=KINDS)
     daemon = Daemon(settings, RuleSet(rules, KINDS))
 
-(``load_config(path, kinds=KINDS)`` reads a settings file and its rules together; ``KINDS``,
-the registry of watch kinds, is handed to what reads or indexes rules.) Errors: every error the
+(``load_config(path)`` reads a settings file and its rules together; ``KINDS``, the registry of
+watch kinds, is imported where it is read, but by ``watcher.config``, below the kinds, which is
+handed it to read or index rules.) Errors: every error the
 daemon raises on purpose is a ``WatcherError``; ``ConfigError`` (settings or rules),
 ``RpcError`` (the ledger's endpoint), ``StateError`` (the state database) and ``DaemonFailed``.
 The names are imported on first use, so that ``import watcher`` stays cheap.

@@ -258,7 +258,7 @@ def test_relative_paths_resolve_against_the_settings_folder(
     assert settings.config_path == conf / "watcher.yaml"
     assert settings.state_path == conf / "state" / "w.db"
     assert settings.rules == [conf / "rules", tmp_path / "shared-rules" / "b.yaml"]
-    _, rules = load_config(Path("../conf/watcher.yaml"), {"RPC_API_KEY": KEY}, kinds=KINDS)
+    _, rules = load_config(Path("../conf/watcher.yaml"), {"RPC_API_KEY": KEY})
     assert [rule.name for rule in rules] == ["treasury", "other"]
     assert path.exists()
 
@@ -420,9 +420,9 @@ def test_a_rule_with_no_channel_after_routing(conf: Path) -> None:
         "conf/rules/a.yaml:2: rule 'treasury' has no channel: set notify or default_channels/routes"
     ]
     with pytest.raises(ConfigError):
-        load_config(path, {"RPC_API_KEY": KEY}, kinds=KINDS)
+        load_config(path, {"RPC_API_KEY": KEY})
     settings_file(conf, MINIMAL + "routes: {info: [oncall]}\n")
-    settings, rules = load_config(path, {"RPC_API_KEY": KEY}, kinds=KINDS)
+    settings, rules = load_config(path, {"RPC_API_KEY": KEY})
     assert settings.routes == {"info": ("oncall",)} and [rule.name for rule in rules] == [
         "treasury"
     ]
@@ -432,8 +432,8 @@ def test_the_example_settings_validate_without_any_variable_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(REPO)
-    assert check_config("examples/watcher.yaml", {}, kinds=KINDS) == []
-    settings, rules = load_config("examples/watcher.yaml", {}, kinds=KINDS)
+    assert check_config("examples/watcher.yaml", {}) == []
+    settings, rules = load_config("examples/watcher.yaml", {})
     assert settings.rpc_url is not None
     assert settings.rpc_url.get_secret_value() == "http://127.0.0.1:8899/v3/sim-key"
     assert settings.rules == [REPO / "rules"]

@@ -390,7 +390,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
                 }
             ],
         )
-        settings, rules = load_config(config, kinds=KINDS)
+        settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules, KINDS))
 
         async def broken() -> list[Any]:

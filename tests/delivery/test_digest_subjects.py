@@ -19,7 +19,7 @@ from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.digest import DIGEST_ITEMS, digest_text, words_of
 from watcher.delivery.markup import to_markdown
 from watcher.kinds import KINDS, RULE_MODELS, word
-from watcher.kinds.toolkit.samples import sample_key
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver

@@ -82,7 +82,7 @@ def test_the_contributing_example_kind_works_end_to_end(tmp_path: Path) -> None:
     (package / "kinds" / "low_stake.py").write_text(module)
     registry = package / "kinds" / "__init__.py"
     text = registry.read_text()
-    anchor = "        drift.KIND,\n"
+    anchor = "        version_drift.KIND,\n"
     assert anchor in text
     text = text.replace(anchor, anchor + registry_line.strip("\n") + "\n")
     opening = "from watcher.kinds import (\n"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from watcher.checks import check_config
 from watcher.core.events import DOUBT_KEY
-from watcher.kinds import KINDS, RULE_MODELS, SOURCES
+from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holder_changes import HoldersObservation
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
@@ -584,7 +584,7 @@ def check_rules(tmp_path: Path, rules: list[dict[str, Any]]) -> list[str]:
         channels={"hooks": ["json://127.0.0.1:9/"]},
         rules=rules,
     )
-    return [str(problem) for problem in check_config(config, {}, kinds=KINDS)]
+    return [str(problem) for problem in check_config(config, {})]
 
 
 def test_check_reports_a_template_that_fails_at_render_time(tmp_path: Path) -> None:

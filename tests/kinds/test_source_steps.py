@@ -601,7 +601,12 @@ def test_shared_sources_are_composed_from_the_registry_not_by_imports() -> None:
         "balance_below",
         "account_changed",
     )
-    lone = Kind(model=VersionDriftRule, source=NODES, wording=lambda f, s: ("t", "b"), part=len)
+    lone = Kind(
+        model=VersionDriftRule,
+        source=NODES,
+        wording=lambda f, s: ("t", "b"),
+        part=lambda rules, target, state, observation, now: StepOutcome({}),
+    )
     with pytest.raises(ValueError, match="a source that takes none"):
         sources_of([lone])
 

@@ -1,6 +1,6 @@
 """Each source is a ``Source`` of its own observation: ``mypy`` checks these assignments (its
-``observe`` returns what its ``doubt``, ``tip`` and ``step`` take), and the test that every
-registered source is among them."""
+``observe`` returns what its ``doubt``, ``tip`` and ``step`` take; a shared source composes
+parts of that observation), and the test that every registered source is among them."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from watcher.kinds import (
     version_drift,
 )
 from watcher.kinds.asset_changed import AssetObservation
-from watcher.kinds.base import Source
+from watcher.kinds.base import SharedSource, Source
 from watcher.kinds.fee_above import FeeObservation
 from watcher.kinds.holder_changes import HoldersObservation
 from watcher.kinds.new_assets import AssetsObservation
@@ -59,6 +59,8 @@ SUPPLY: Source[SupplyObservation] = supply_changed.SOURCE
 TOKEN_ACCOUNTS: Source[TokenAccountsObservation] = token_accounts.SOURCE
 SIGNATURES: Source[SignaturesObservation] = new_transactions.SOURCE
 VAT: Source[VatObservation] = vat_eligibility.SOURCE
+SHARED_VOTES: SharedSource[VoteAccounts] = votes.SOURCE
+SHARED_ACCOUNTS: SharedSource[AccountObservation] = accounts.SOURCE
 TYPED: list[Source[Any]] = [
     VOTES,
     ACCOUNTS,

@@ -283,7 +283,7 @@ def test_credits_low_on_the_recorded_mainnet_cluster() -> None:
 def test_a_vote_lag_reminder_counts_from_when_the_lag_began_not_from_when_it_fired() -> None:
     from watcher.core.clock import iso
     from watcher.kinds import KINDS
-    from watcher.kinds.toolkit.samples import SAMPLE_TIME
+    from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME
 
     lag = rule(
         "vote_lag", name="lag", validators=[MINE], max_slots=100, **{"for": "5m"}, repeat="1h"

@@ -88,7 +88,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             },
         )
         with_endpoints(config, [server_a.url, server_b.url], quorum=2)
-        settings, rules = load_config(config, kinds=KINDS)
+        settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules, KINDS), clock=lambda: now[0])
         try:
             yield (world := World(a, b, (server_a, server_b), daemon, now))

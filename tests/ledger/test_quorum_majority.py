@@ -153,7 +153,7 @@ async def three(tmp_path: Path) -> AsyncIterator[Three]:
         del data["rpc_url"]
         data.update(rpc_urls=[a.url, b.url, c.url], quorum=2)
         config.write_text(yaml.safe_dump(data))
-        settings, rules = load_config(config, kinds=KINDS)
+        settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules, KINDS), clock=lambda: now[0])
         urls = (
             a.url.replace(KEYS[0], "***"),

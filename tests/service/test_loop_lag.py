@@ -62,7 +62,7 @@ async def test_the_probe_ticks_every_http_loop_lag_every_and_only_where_metrics_
             rules=base_rules(),
             extra=extra,
         )
-        settings, rules = load_config(config, kinds=KINDS)
+        settings, rules = load_config(config)
         return Daemon(settings, RuleSet(rules, KINDS))
 
     for http, probe_every in [

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
-from watcher.kinds.toolkit.metrics import METRICS, Sample
+from watcher.kinds.toolkit.metric_values import METRICS, Sample
 from watcher.service.observed_values import ObservedValues
 
 

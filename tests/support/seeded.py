@@ -137,7 +137,7 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
                 "rpc": {"timeout": "2s", "max_attempts": 1, **(rpc or {})},
             },
         )
-        settings, loaded = load_config(config, kinds=KINDS)
+        settings, loaded = load_config(config)
         extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
         daemon = Daemon(settings, RuleSet([*loaded, *extra], KINDS), clock=lambda: now[0])
         made.append((server, daemon))

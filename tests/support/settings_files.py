@@ -8,7 +8,6 @@ from pathlib import Path
 from watcher.checks import check_config
 from watcher.config.reading import load_settings
 from watcher.config.settings import Settings
-from watcher.kinds import KINDS
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
 KEY = "k3y-0f-the-rpc-s3cret"
@@ -40,7 +39,7 @@ def settings_file(conf: Path, text: str = MINIMAL) -> Path:
 
 
 def problems(path: Path, env: dict[str, str] | None = None) -> list[str]:
-    return [str(problem) for problem in check_config(path, {} if env is None else env, kinds=KINDS)]
+    return [str(problem) for problem in check_config(path, {} if env is None else env)]
 
 
 def load(path: Path, env: dict[str, str] | None = None) -> Settings:

@@ -7,7 +7,7 @@ so that reading the settings (``watcher.config``) needs none of them.
 Rule files are still checked when the settings have problems (with what could be read of the
 ``rules`` entries and channel names); whether each rule ends up with a channel (``notify``, else
 ``routes`` by severity, else ``default_channels``) is checked only when the settings are valid.
-The kinds a rule may be of are handed in (``kinds``: ``watcher.kinds.KINDS``).
+The kinds a rule may be of are the registry's (``watcher.kinds.KINDS``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from watcher.checks.templates import SampledKind, template_problems
+from watcher.checks.templates import template_problems
 from watcher.config.reading import read_settings
 from watcher.config.rule_models import RuleBase
 from watcher.config.rules import read_rules
@@ -25,37 +25,36 @@ from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.alertmanager import is_alertmanager
 from watcher.delivery.notify_check import unreadable_urls
 from watcher.delivery.webhook import is_webhook
+from watcher.kinds import KINDS
 from watcher.state.database import state_path_problem
 
 
-def check_config(
-    path: Path | str, env: Mapping[str, str] | None = None, *, kinds: Mapping[str, SampledKind]
-) -> list[Problem]:
+def check_config(path: Path | str, env: Mapping[str, str] | None = None) -> list[Problem]:
     """Every problem of the settings file ``path`` and of the rule files it names (empty when
     all is valid). Never raises for a user's mistake."""
-    return _read(path, env, kinds)[2]
+    return _read(path, env)[2]
 
 
 def load_config(
-    path: Path | str, env: Mapping[str, str] | None = None, *, kinds: Mapping[str, SampledKind]
+    path: Path | str, env: Mapping[str, str] | None = None
 ) -> tuple[Settings, list[RuleBase]]:
     """The settings and all rules, checked as ``check_config`` does; raises ``ConfigError``
     listing every problem."""
-    settings, rules, problems = _read(path, env, kinds)
+    settings, rules, problems = _read(path, env)
     if problems or settings is None:
         raise ConfigError(problems)
     return settings, rules
 
 
 def _read(
-    path: Path | str, env: Mapping[str, str] | None, kinds: Mapping[str, SampledKind]
+    path: Path | str, env: Mapping[str, str] | None
 ) -> tuple[Settings | None, list[RuleBase], list[Problem]]:
     reading = read_settings(path, env, deep=what_settings_point_at)
     rules, rule_problems = read_rules(
-        reading.rule_paths, reading.channels, kinds=kinds, routing=reading.settings
+        reading.rule_paths, reading.channels, kinds=KINDS, routing=reading.settings
     )
     # Templates that compile but fail on a sample alert of their kind (TypeError at render).
-    rule_problems += template_problems(rules, kinds)
+    rule_problems += template_problems(rules)
     return reading.settings, rules, [*reading.problems, *rule_problems]
 
 

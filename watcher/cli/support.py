@@ -38,7 +38,7 @@ def load(config: Path) -> tuple[Settings, RuleSet]:
     from watcher.config.ruleset import RuleSet
     from watcher.kinds import KINDS
 
-    settings, rules = load_config(config, kinds=KINDS)
+    settings, rules = load_config(config)
     return settings, RuleSet(rules, KINDS)
 
 

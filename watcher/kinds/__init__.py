@@ -5,9 +5,14 @@ A kind's module, named after the kind (``new_transactions``, ``holder_changes``,
 (``observe``, the I/O edge; ``doubt`` and ``step``, pure), its default wording and its digest's
 words, gathered in one ``Kind`` value (``watcher.kinds.base``). The sources several kinds share
 live in ``watcher.kinds.sources``; what kinds reuse without being one (account layouts, alert
-samples, the /metrics samplers, wording helpers) in ``watcher.kinds.toolkit``.
+samples, the names of the /metrics values, wording helpers) in ``watcher.kinds.toolkit``.
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
+
+``KINDS`` is a module constant, the only registry: the layers above the kinds import it (or
+what is derived from it) and never take a registry as a parameter; ``watcher.config``, which
+the kinds are built on (the rule models) and so cannot import them, is handed it to read rules
+(``read_rules``, ``load_rules``) and to group them into jobs (``RuleSet``).
 
 Why a kind *names* the source it rides on instead of being one: one RPC call must serve
 every rule watching the same thing. A source is that call, per target (an address, a
@@ -71,8 +76,9 @@ from watcher.kinds import (
     version_drift,
     vote_lag,
 )
+from watcher.kinds.toolkit.metric_values import Sampler
 
-KINDS: Mapping[str, base.Kind] = {
+KINDS: Mapping[str, base.Kind[Any]] = {
     kind.name: kind
     for kind in (
         new_transactions.KIND,
@@ -109,11 +115,11 @@ AnyRule: Any = Annotated[
 ]
 
 
-def sources_of(kinds: Iterable[base.Kind]) -> dict[str, base.Source[Any]]:
+def sources_of(kinds: Iterable[base.Kind[Any]]) -> dict[str, base.Source[Any]]:
     """The sources to poll, by name: each once, however many kinds ride on it; a shared source
     (``SharedSource``) composed of the parts of the kinds riding it, in their order."""
     named: dict[str, base.Source[Any]] = {}
-    parts: dict[str, dict[str, Any]] = {}
+    parts: dict[str, dict[str, base.Part[Any]]] = {}
     for kind in kinds:
         known = named.setdefault(kind.source.name, kind.source)
         if known is not kind.source:
@@ -132,6 +138,12 @@ def sources_of(kinds: Iterable[base.Kind]) -> dict[str, base.Source[Any]]:
 
 
 SOURCES: Mapping[str, base.Source[Any]] = sources_of(KINDS.values())
+# What each source showing values on /metrics maps an accepted answer to (``base.Graphed``).
+SAMPLERS: Mapping[str, Sampler] = {
+    name: source.metric_values
+    for name, source in SOURCES.items()
+    if isinstance(source, base.Graphed)
+}
 # The built-in alerts (``watcher.alerting.builtin``) are worded like a kind's.
 BUILTIN_WORDINGS: Mapping[str, messages.Wording] = {
     RPC_UNHEALTHY: messages.rpc_text,

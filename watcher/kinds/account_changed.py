@@ -23,7 +23,7 @@ from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pub
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation
-from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_account, sample_key
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_account, sample_key
 
 STATE_VERSION = 1
 Field_ = Literal["owner", "data", "executable", "lamports", "space"]

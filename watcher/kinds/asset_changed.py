@@ -18,7 +18,7 @@ from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import sample_key
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.ledger.models_das import Asset
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 

@@ -23,7 +23,7 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.lamports import LAMPORTS_DECIMALS
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation, address_of, token_target
-from watcher.kinds.toolkit.samples import episode_samples, sample_account
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_account
 from watcher.ledger.models import TokenAmount
 
 Minimum = Annotated[float, Field(ge=0, allow_inf_nan=False)]

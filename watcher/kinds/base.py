@@ -31,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
+from watcher.kinds.toolkit.metric_values import Sampler
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -177,15 +178,30 @@ class Source(Protocol[Observation]):
     ) -> StepOutcome: ...
 
 
+# A kind's share of a shared source's step (pure): the rules of the target, the target, the
+# state the source hands it, the answer and the time -> its state and its alerts. What state a
+# part is handed, and where its result is kept, is the source's rule (``composed``).
+Part = Callable[[Sequence[Any], str, TargetState | None, Observation, float], StepOutcome]
+
+
 @runtime_checkable
-class SharedSource(Protocol):
+class SharedSource(Protocol[Observation]):
     """A source several kinds ride (``votes``, ``accounts``), each handing it its *part* (its
     pure share of the step: ``Kind.part``). The registry composes it once, when it is built
     (``watcher.kinds.sources_of``): ``composed`` returns the source serving those parts, by
     kind name, in the registry's order; the source a kind module names holds none (importing
     a kind changes nothing)."""
 
-    def composed(self, parts: Mapping[str, Any]) -> Source[Any]: ...
+    def composed(self, parts: Mapping[str, Part[Observation]]) -> Source[Observation]: ...
+
+
+@runtime_checkable
+class Graphed(Protocol):
+    """A source whose accepted answers show values on ``/metrics``: ``metric_values`` maps one,
+    with the rules watching its target, to samples (``watcher.kinds.toolkit.metric_values``)."""
+
+    @property
+    def metric_values(self) -> Sampler: ...
 
 
 class Slotless:
@@ -286,16 +302,17 @@ def count_listed(key: str) -> Callable[[Mapping[str, Any]], int]:
 
 
 @dataclass(frozen=True)
-class Kind:
-    """One watch kind: its rule model, the source it rides on, its default wording (facts ->
-    title, body) and, for event kinds, the words of its digests."""
+class Kind(Generic[Observation]):
+    """One watch kind, generic in its source's observation (``Kind[VoteAccounts]``): its rule
+    model, the source it rides on, its default wording (facts -> title, body) and, for event
+    kinds, the words of its digests."""
 
     model: type[RuleBase]
-    source: Source[Any]
+    source: Source[Observation]
     wording: Wording
     # Its share of a shared source's step (``SharedSource``), handed to the source when the
     # registry is built; None: it rides a source of its own.
-    part: Any = None
+    part: Part[Observation] | None = None
     digest: DigestWords | None = None
     # Alerts of every transition of the kind for a rule, as facts: ``watcher check`` renders
     # the rule's templates against them (``watcher.checks.templates``).

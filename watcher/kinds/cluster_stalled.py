@@ -23,7 +23,7 @@ from watcher.config.rule_models import PositiveDuration
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.sources.votes import vote_kind
 from watcher.kinds.toolkit.cluster import CLUSTER
 from watcher.ledger.models import VoteAccounts
 
@@ -70,8 +70,13 @@ def stall_assessment(stall: Mapping[str, Any], stalled_for: float, now: float) -
 
 
 def step_cluster_stalled(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, ClusterStalledRule)
     stall = progress(state.get("stall"), observation, now)
 

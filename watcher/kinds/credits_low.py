@@ -11,7 +11,7 @@ small and noisy: ``for:`` keeps a short dip from firing. State: the shared ``epi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from statistics import median
 from typing import Annotated, Any, Literal
@@ -24,8 +24,8 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.vote_kinds import vote_kind
-from watcher.kinds.toolkit.cluster import validator_title
+from watcher.kinds.sources.votes import vote_kind
+from watcher.kinds.toolkit.cluster import account_finder, current_epoch, earned, validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 KIND_NAME = "credits_low"
@@ -42,58 +42,10 @@ class CreditsLowRule(rule_models.StateRule):
         return self.validators
 
 
-def current_epoch(vote_accounts: VoteAccounts) -> int | None:
-    accounts = (*vote_accounts.current, *vote_accounts.delinquent)
-    return max((entry[0] for acc in accounts for entry in acc.epoch_credits), default=None)
-
-
-def earned(account: VoteAccount, epoch: int) -> int:
-    """Credits the account earned in ``epoch`` (0 when it reports none for it)."""
-    return next((new - old for number, new, old in account.epoch_credits if number == epoch), 0)
-
-
 def median_credits(vote_accounts: VoteAccounts, epoch: int) -> Fraction | None:
     """Median of what the current, staked vote accounts earned in ``epoch``; None: none."""
     counts = [earned(acc, epoch) for acc in vote_accounts.current if acc.activated_stake > 0]
     return Fraction(median(counts)) if counts else None
-
-
-def find_account(watched: str, vote_accounts: VoteAccounts) -> VoteAccount | None:
-    """The vote account of a vote or identity pubkey: a current one before a delinquent one,
-    the most staked when an identity has several."""
-    for accounts in (vote_accounts.current, vote_accounts.delinquent):
-        found = _matching(watched, accounts)
-        if found:
-            return max(found, key=lambda acc: acc.activated_stake)
-    return None
-
-
-def _matching(watched: str, accounts: Iterable[VoteAccount]) -> list[VoteAccount]:
-    return [acc for acc in accounts if watched in (acc.vote_pubkey, acc.node_pubkey)]
-
-
-def account_finder(vote_accounts: VoteAccounts) -> Callable[[str], VoteAccount | None]:
-    """``find_account`` for many pubkeys of one answer: both lists indexed once by vote and
-    identity pubkey (1,000 watched validators would otherwise scan 1,000 accounts each)."""
-    indexes: list[dict[str, VoteAccount]] = []
-    for accounts in (vote_accounts.current, vote_accounts.delinquent):
-        best: dict[str, VoteAccount] = {}
-        for account in accounts:
-            for key in (account.vote_pubkey, account.node_pubkey):
-                held = best.get(key)
-                # The most staked, the first of equals (as ``max``).
-                if held is None or account.activated_stake > held.activated_stake:
-                    best[key] = account
-        indexes.append(best)
-
-    def find(watched: str) -> VoteAccount | None:
-        for best in indexes:
-            account = best.get(watched)
-            if account is not None:
-                return account
-        return None
-
-    return find
 
 
 def credits_assessment(
@@ -116,8 +68,13 @@ def credits_assessment(
 
 
 def step_credits_low(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, CreditsLowRule)
     epoch = current_epoch(observation)
     middle = None if epoch is None else median_credits(observation, epoch)

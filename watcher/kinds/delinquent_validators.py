@@ -31,8 +31,8 @@ from watcher.config.rule_models import (
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.votes import SOURCE, VotesSource
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_key
 from watcher.kinds.toolkit.cluster import CLUSTER, validator_lines, validator_title
-from watcher.kinds.toolkit.samples import episode_samples, sample_key
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 LARGEST_LISTED = 10  # delinquent vote accounts named in a cluster_delinquent_stake message
@@ -50,10 +50,15 @@ class DelinquentValidatorsRule(rule_models.StateRule):
 
 
 def step_delinquency(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
     """The ``votes`` source's part for ``delinquent_validators`` (and the built-in
     ``cluster_delinquent_stake`` when the daemon hands it that rule). Pure."""
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, DelinquentValidatorsRule)
     shares = [r for r in rules if isinstance(r, BuiltinRule) and r.kind == CLUSTER_DELINQUENT_STAKE]
     cluster = StepOutcome(state=state)

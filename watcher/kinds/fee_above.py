@@ -25,7 +25,8 @@ from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import episode_samples
+from watcher.kinds.toolkit.alert_samples import episode_samples
+from watcher.kinds.toolkit.metric_values import Sample
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 
 SUBJECT = "fee"  # one episode per rule: its message's fee
@@ -73,7 +74,19 @@ def fee_assessment(rule: FeeAboveRule, observation: FeeObservation) -> Assessmen
     return observation.fee > rule.max_lamports, facts
 
 
+def fee_samples(
+    rules: Sequence[Any], target: str, observation: FeeObservation
+) -> tuple[Sample, ...]:
+    """Source ``fees``: the sample message's fee, labelled by each rule sending it (the target
+    is the message itself: long, and telling an operator nothing)."""
+    if observation.fee is None:
+        return ()
+    names = dict.fromkeys(rule.name for rule in rules if getattr(rule, "message", None) == target)
+    return tuple(Sample("solana_fee_lamports", (name,), observation.fee, name) for name in names)
+
+
 class FeesSource(base.ContextSlotted[FeeObservation]):
+    metric_values = staticmethod(fee_samples)  # what /metrics shows of an answer
     name = "fees"
     facts = base.SourceFacts(("getFeeForMessage",))
     rule_kinds: tuple[str, ...] = ("fee_above",)

@@ -31,8 +31,9 @@ from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
+from watcher.kinds.toolkit.alert_samples import change_samples, sample_key
+from watcher.kinds.toolkit.metric_values import Sample, ui_units, unique
 from watcher.kinds.toolkit.owners import kept_owners, resolve_owners
-from watcher.kinds.toolkit.samples import change_samples, sample_key
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot, picture_of, slot_allowance
 
@@ -121,7 +122,22 @@ class HoldersObservation:
     owners: Mapping[str, str] = field(default_factory=dict)
 
 
+def holder_samples(
+    rules: Sequence[Any], target: str, observation: HoldersObservation
+) -> tuple[Sample, ...]:
+    """Source ``holders``: the balance of each of the mint's largest token accounts."""
+    return unique(
+        Sample(
+            "solana_token_largest_account_balance",
+            (target, str(account.address)),
+            ui_units(account.amount, account.decimals),
+        )
+        for account in observation.accounts
+    )
+
+
 class HoldersSource(base.ContextSlotted[HoldersObservation]):
+    metric_values = staticmethod(holder_samples)  # what /metrics shows of an answer
     name = "holders"
     # Activity (a quiet target backs off): a holder in or out of the top, or its amount.
     facts = base.SourceFacts(("getTokenLargestAccounts",), noun="mints", activity_keys=("top",))

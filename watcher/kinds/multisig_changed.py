@@ -14,8 +14,8 @@ from watcher.config.rule_models import Pubkeys
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage
 from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.kinds.toolkit.layouts import decode_multisig
-from watcher.kinds.toolkit.samples import sample_key
 
 # Squads v4's permission bits (`Permission`: Initiate 1, Vote 2, Execute 4).
 PERMISSIONS = ((1, "initiate"), (2, "vote"), (4, "execute"))

@@ -43,7 +43,7 @@ from watcher.core.events import (
 )
 from watcher.kinds import base
 from watcher.kinds.toolkit import balance_reads, tx_amounts
-from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.signature_cursor import (
     Cursor,
     baseline_cursor,

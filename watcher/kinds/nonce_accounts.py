@@ -39,6 +39,7 @@ from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import chunks
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.layouts import (
     NONCE_AUTHORITY_OFFSET,
     NONCE_SIZE,
@@ -48,7 +49,6 @@ from watcher.kinds.toolkit.layouts import (
     decode_nonce,
 )
 from watcher.kinds.toolkit.nonce_words import nonce_accounts_text
-from watcher.kinds.toolkit.samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.unverified import inventory_alert, inventory_count, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
 

@@ -25,7 +25,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import change_samples
+from watcher.kinds.toolkit.alert_samples import change_samples
+from watcher.kinds.toolkit.metric_values import Sample, ui_units
 
 STATE_VERSION = 1
 
@@ -67,7 +68,16 @@ class SupplyObservation:
     slot: int
 
 
+def supply_samples(
+    rules: Sequence[Any], target: str, observation: SupplyObservation
+) -> tuple[Sample, ...]:
+    """Source ``supply``: the mint's supply in UI units."""
+    supply = ui_units(observation.amount, observation.decimals)
+    return (Sample("solana_token_supply", (target,), supply),)
+
+
 class SupplySource(base.ContextSlotted[SupplyObservation]):
+    metric_values = staticmethod(supply_samples)  # what /metrics shows of an answer
     name = "supply"
     facts = base.SourceFacts(("getTokenSupply",))
     rule_kinds: tuple[str, ...] = ("supply_changed",)

@@ -29,7 +29,7 @@ from watcher.alerting import messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.toolkit.samples import sample_key
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.ledger.models_das import TokenAccount
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
 

@@ -13,8 +13,8 @@ from typing import Literal
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
 from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.kinds.toolkit.layouts import decode_mint
-from watcher.kinds.toolkit.samples import sample_key
 
 
 class TokenAuthoritiesRule(powers.PowersRule):

@@ -16,8 +16,8 @@ from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
 from watcher.kinds import base
 from watcher.kinds.sources import powers
+from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.kinds.toolkit.layouts import NotDecodable, decode_program, decode_program_data
-from watcher.kinds.toolkit.samples import sample_key
 
 
 class UpgradeAuthorityRule(powers.PowersRule):

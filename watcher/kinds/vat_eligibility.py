@@ -36,8 +36,9 @@ from watcher.core.lamports import LAMPORTS_PER_SOL
 from watcher.kinds import base
 from watcher.kinds.delinquent_validators import classify_validators
 from watcher.kinds.sources import accounts, vote_accounts
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_account, sample_key
 from watcher.kinds.toolkit.cluster import vote_account_counts, vote_accounts_doubt
-from watcher.kinds.toolkit.samples import episode_samples, sample_account, sample_key
+from watcher.kinds.toolkit.metric_values import Sample, sol
 from watcher.kinds.toolkit.vat_ticket import (
     MAINNET_SLOT_SECONDS,
     MAINNET_SLOTS_PER_EPOCH,
@@ -109,7 +110,44 @@ def vote_pubkey_of(watched: str, votes: VoteAccounts) -> str | None:
     return classify_validators([watched], votes)[watched].vote_pubkey
 
 
+def vat_samples(
+    rules: Sequence[Any], target: str, observation: VatObservation
+) -> tuple[Sample, ...]:
+    """Source ``vat`` (one watched validator): its rank by activated stake, the stake it lacks
+    to reach the cut (of the strictest ``max_rank`` watching it), its vote account's balance
+    against the strictest minimum, and the time to the next boundary. No stake: no rank nor
+    gap; no vote account to read: no balance; no slot read: no time to the boundary."""
+    mine = [rule for rule in rules if isinstance(rule, VatEligibilityRule)]
+    if not mine:
+        return ()
+    max_rank = min(rule.max_rank for rule in mine)
+    ticket = ticket_of(target, observation, max_rank)
+    vote = ticket.vote.vote_pubkey if ticket.vote is not None else observation.vote_pubkey
+    keys = (vote or target, ticket.vote.node_pubkey if ticket.vote is not None else "")
+    samples: list[Sample] = []
+    if ticket.standing is not None:
+        samples.append(Sample("solana_validator_vat_rank", keys, ticket.standing.rank, target))
+        if ticket.standing.cut_stake is not None:
+            gap = sol(ticket.standing.gap)
+            samples.append(Sample("solana_validator_vat_stake_gap", keys, gap, target))
+    if ticket.balance is not None:
+        balance = sol(ticket.balance)
+        samples.append(Sample("solana_validator_vote_account_balance", keys, balance, target))
+        minimum = sol(max(rule.min_balance for rule in mine))
+        samples.append(Sample("solana_validator_vat_min_vote_balance", keys, minimum, target))
+    schedule = mine[0]  # the cluster's epoch schedule: the same in every rule of one cluster
+    if observation.slot is not None:
+        boundary = next_boundary(
+            observation.slot, schedule.slots_per_epoch, schedule.first_normal_slot
+        )
+        if boundary is not None:
+            seconds = boundary.slots_left * schedule.slot_time
+            samples.append(Sample("solana_validator_vat_boundary_seconds", keys, seconds, target))
+    return tuple(samples)
+
+
 class VatSource:
+    metric_values = staticmethod(vat_samples)  # what /metrics shows of an answer
     name = "vat"
     # Its vote account through the accounts source's batcher (up to 100 keys a call); the
     # getVoteAccounts of a tick, shared.

@@ -25,13 +25,14 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources import vote_accounts
+from watcher.kinds.toolkit.alert_samples import episode_samples, sample_key
 from watcher.kinds.toolkit.cluster import (
     CLUSTER,
     newest_vote,
     vote_account_counts,
     vote_accounts_doubt,
 )
-from watcher.kinds.toolkit.samples import episode_samples, sample_key
+from watcher.kinds.toolkit.metric_values import Sample, unique, validators_watched
 from watcher.kinds.toolkit.versions import NodeAssessment, assess_node, index_cluster
 from watcher.ledger.models import ClusterNode, VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, SlotTip, picture_of
@@ -53,7 +54,31 @@ class ClusterObservation:
     vote_accounts: VoteAccounts
 
 
+def node_samples(
+    rules: Sequence[Any], target: str, observation: ClusterObservation
+) -> tuple[Sample, ...]:
+    """Source ``nodes``: each watched node's version, and whether it is behind (or missing).
+    A version that cannot be read is no evidence either way: no ``behind`` sample."""
+    watched = validators_watched(rules)
+    if not watched:
+        return ()
+    cluster = index_cluster(observation.nodes, observation.vote_accounts)
+    samples: list[Sample] = []
+    for pubkey in watched:
+        node = assess_node(pubkey, cluster)
+        if node.version is not None:
+            info = (node.node_pubkey, node.version)
+            samples.append(Sample("solana_node_version_info", info, 1, pubkey))
+        if node.status != "unknown":
+            behind = 1 if node.status in ("behind", "missing") else 0
+            samples.append(
+                Sample("solana_node_version_behind", (node.node_pubkey,), behind, pubkey)
+            )
+    return unique(samples)
+
+
 class NodesSource:
+    metric_values = staticmethod(node_samples)  # what /metrics shows of an answer
     name = "nodes"
     facts = base.SourceFacts(("getClusterNodes", "getVoteAccounts"), per_tick=("getVoteAccounts",))
     rule_kinds: tuple[str, ...] = ("version_drift",)

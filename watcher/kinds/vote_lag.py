@@ -20,7 +20,7 @@ from watcher.config.rule_models import PositiveDuration, Pubkeys
 from watcher.core.events import StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.delinquent_validators import ValidatorStatus, classify_validators
-from watcher.kinds.sources.vote_kinds import vote_kind
+from watcher.kinds.sources.votes import vote_kind
 from watcher.kinds.toolkit.cluster import validator_lines, validator_title
 from watcher.ledger.models import VoteAccounts
 
@@ -54,8 +54,13 @@ def lag_assessment(status: ValidatorStatus, max_slots: int) -> Assessment:
 
 
 def step_vote_lag(
-    rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+    rules: Sequence[Any],
+    target: str,
+    state: TargetState | None,
+    observation: VoteAccounts,
+    now: float,
 ) -> StepOutcome:
+    state = state or {}  # the source's shared state, never None
     mine = base.rules_of(rules, VoteLagRule)
     statuses = classify_validators({key for rule in mine for key in rule.validators}, observation)
 

@@ -21,7 +21,8 @@ from typing import Any, cast
 
 from prometheus_client import utils
 
-from watcher.kinds.toolkit.metrics import METRICS, SAMPLERS, MetricSpec, Sample, Sampler
+from watcher.kinds import SAMPLERS
+from watcher.kinds.toolkit.metric_values import METRICS, MetricSpec, Sample, Sampler
 
 Key = tuple[str, str]  # (source, target)
 Watching = Callable[[str, str], Sequence[Any]]  # (source, target) -> the rules watching it

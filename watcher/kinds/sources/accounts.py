@@ -17,12 +17,13 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
+from watcher.kinds.toolkit.metric_values import Sample, sol
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
@@ -130,13 +131,24 @@ class AccountObservation:
         return None
 
 
-# A kind's share of the source's step (pure), as the ``votes`` source's ``PartStep``: its own
-# rules, the target, its part of the state, the answer and the time -> that part's state (kept
-# under its kind's name) and its alerts.
-Part = Callable[[Sequence[Any], str, TargetState | None, AccountObservation, float], StepOutcome]
+# A kind's part: handed its own rules and its own slice of the state (kept under its kind's
+# name).
+Part = base.Part[AccountObservation]
+
+
+def account_samples(
+    rules: Sequence[Any], target: str, observation: AccountObservation
+) -> tuple[Sample, ...]:
+    """Source ``accounts``: a plain account's balance in SOL (one that does not exist holds 0);
+    a token account's balance is not SOL and shows nothing here."""
+    if observation.token is not None:
+        return ()
+    lamports = observation.account.lamports if observation.account is not None else 0
+    return (Sample("solana_account_balance", (observation.address,), sol(lamports)),)
 
 
 class AccountsSource(base.ContextSlotted[AccountObservation]):
+    metric_values = staticmethod(account_samples)  # what /metrics shows of an answer
     name = "accounts"
     # Activity (a quiet target backs off): the account itself changed (lamports, owner, data).
     facts = base.SourceFacts(

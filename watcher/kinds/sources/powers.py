@@ -28,8 +28,8 @@ from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
 from watcher.kinds.sources.accounts import chunks
+from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME
 from watcher.kinds.toolkit.layouts import NotDecodable
-from watcher.kinds.toolkit.samples import SAMPLE_TIME
 from watcher.kinds.toolkit.unverified import (
     inventory_alert,
     inventory_body,
@@ -395,7 +395,7 @@ def powers_kind(
     samples: Callable[[Any], list[AlertMessage]],
     item: tuple[str, str],
     subject: tuple[str, str],
-) -> base.Kind:
+) -> base.Kind[PowersObservation]:
     """A powers kind: worded by ``words``; its digests count ``item`` (singular, plural) per
     ``subject``, an inventory as many as it lists."""
     return base.Kind(

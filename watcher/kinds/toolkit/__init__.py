@@ -1,3 +1,3 @@
-"""What kinds reuse without being one: account layouts, alert samples, the /metrics samplers,
-the paging of signatures, amounts and wording helpers; pure but for the balance and owner
-reads (``balance_reads``, ``owners``)."""
+"""What kinds reuse without being one: account layouts, alert samples, the names of the
+/metrics values, the paging of signatures, amounts and wording helpers; pure but for the
+balance and owner reads (``balance_reads``, ``owners``)."""

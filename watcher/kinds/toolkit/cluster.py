@@ -1,12 +1,15 @@
 """What the kinds watching the whole cluster share: its one target, and the reading of
-getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on (pure)."""
+getVoteAccounts both ``delinquent_validators`` and ``version_drift`` ride on, the current epoch's
+credits and a watched validator's vote account among them (pure)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.core.events import TargetState
-from watcher.ledger.models import VoteAccounts
+from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.plausibility import Doubt, picture_of
 
 
@@ -58,3 +61,51 @@ def validator_title(facts: messages.Facts, shown: messages.Presentation, what: s
     watched pubkey, vote account or identity), then ``what`` happened."""
     who = shown.short(facts["subject"], facts.get("vote_pubkey"), facts.get("node_pubkey"))
     return f"{messages.rule_head(facts)} validator {who} {what}"
+
+
+def current_epoch(vote_accounts: VoteAccounts) -> int | None:
+    accounts = (*vote_accounts.current, *vote_accounts.delinquent)
+    return max((entry[0] for acc in accounts for entry in acc.epoch_credits), default=None)
+
+
+def earned(account: VoteAccount, epoch: int) -> int:
+    """Credits the account earned in ``epoch`` (0 when it reports none for it)."""
+    return next((new - old for number, new, old in account.epoch_credits if number == epoch), 0)
+
+
+def find_account(watched: str, vote_accounts: VoteAccounts) -> VoteAccount | None:
+    """The vote account of a vote or identity pubkey: a current one before a delinquent one,
+    the most staked when an identity has several."""
+    for accounts in (vote_accounts.current, vote_accounts.delinquent):
+        found = _matching(watched, accounts)
+        if found:
+            return max(found, key=lambda acc: acc.activated_stake)
+    return None
+
+
+def _matching(watched: str, accounts: Iterable[VoteAccount]) -> list[VoteAccount]:
+    return [acc for acc in accounts if watched in (acc.vote_pubkey, acc.node_pubkey)]
+
+
+def account_finder(vote_accounts: VoteAccounts) -> Callable[[str], VoteAccount | None]:
+    """``find_account`` for many pubkeys of one answer: both lists indexed once by vote and
+    identity pubkey (1,000 watched validators would otherwise scan 1,000 accounts each)."""
+    indexes: list[dict[str, VoteAccount]] = []
+    for accounts in (vote_accounts.current, vote_accounts.delinquent):
+        best: dict[str, VoteAccount] = {}
+        for account in accounts:
+            for key in (account.vote_pubkey, account.node_pubkey):
+                held = best.get(key)
+                # The most staked, the first of equals (as ``max``).
+                if held is None or account.activated_stake > held.activated_stake:
+                    best[key] = account
+        indexes.append(best)
+
+    def find(watched: str) -> VoteAccount | None:
+        for best in indexes:
+            account = best.get(watched)
+            if account is not None:
+                return account
+        return None
+
+    return find

@@ -2,7 +2,7 @@
 each belongs to, and, from one answer of getClusterNodes and getVoteAccounts, the version of each
 client and the feature set holding the most stake, and where a node stands against them
 (``assess_node``). The kind ``version_drift`` (``watcher.kinds.version_drift``) fires on it, and the
-``nodes`` source's samples on /metrics (``watcher.kinds.toolkit.metrics``) show it.
+``nodes`` source's samples on /metrics (``watcher.kinds.toolkit.metric_values``) show it.
 
 Frankendancer reports ``0.703.20300`` while running the Agave 2.3 feature set: versions of
 different clients never compare; feature sets compare across all clients.

@@ -23,10 +23,8 @@ from watcher.alerting import messages
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.credits_low import account_finder
-from watcher.kinds.sources.vote_kinds import vote_kind
-from watcher.kinds.sources.votes import PartStep
-from watcher.kinds.toolkit.cluster import validator_lines, validator_title
+from watcher.kinds.sources.votes import PartStep, vote_kind
+from watcher.kinds.toolkit.cluster import account_finder, validator_lines, validator_title
 from watcher.ledger.models import VoteAccount, VoteAccounts
 
 
@@ -57,10 +55,14 @@ def changes_step(
     over its own rules."""
 
     def step(
-        rules: Sequence[Any], state: TargetState, observation: VoteAccounts, now: float
+        rules: Sequence[Any],
+        target: str,
+        state: TargetState | None,
+        observation: VoteAccounts,
+        now: float,
     ) -> StepOutcome:
         mine = [rule for rule in rules if rule.kind == kind_name]
-        return step_changes(mine, state, observation, key=key, value_of=value_of, moved=moved)
+        return step_changes(mine, state or {}, observation, key=key, value_of=value_of, moved=moved)
 
     return step
 
@@ -138,7 +140,7 @@ def change_text(
 
 def change_kind(
     model: type[RuleBase], wording: messages.Wording, item: tuple[str, str], part: PartStep
-) -> base.Kind:
+) -> base.Kind[VoteAccounts]:
     """A kind comparing a validator's value with the one last notified: the ``votes`` source
     (its ``part``: ``changes_step``), one alert per change, digests counting ``item``
     (singular, plural) per validator."""

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watcher.core.events import AlertMessage, TargetState
-from watcher.kinds import RULE_MODELS, SOURCES, word
-from watcher.kinds.toolkit.metrics import METRICS, SAMPLERS, Sample, vat_samples
-from watcher.kinds.toolkit.samples import sample_account
+from watcher.kinds import RULE_MODELS, SAMPLERS, SOURCES, word
+from watcher.kinds.toolkit.alert_samples import sample_account
+from watcher.kinds.toolkit.metric_values import METRICS, Sample
 from watcher.kinds.toolkit.vat_ticket import (
     VOTE_RENT_EXEMPT_LAMPORTS,
     Boundary,
@@ -24,7 +24,7 @@ from watcher.kinds.toolkit.vat_ticket import (
     next_boundary,
     standing,
 )
-from watcher.kinds.vat_eligibility import VOTE_PROGRAM, VatObservation
+from watcher.kinds.vat_eligibility import VOTE_PROGRAM, VatObservation, vat_samples
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.ledger.models_accounts import MultipleAccounts
 from watcher.simulator import Ledger

@@ -1,4 +1,4 @@
-"""What each source's accepted answer shows on /metrics (``watcher.kinds.toolkit.metrics``):
+"""What each source's accepted answer shows on /metrics (``watcher.kinds.toolkit.metric_values``):
 tables of answers in, samples out."""
 
 from __future__ import annotations
@@ -10,25 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.kinds import RULE_MODELS
-from watcher.kinds.credits_low import account_finder, find_account
-from watcher.kinds.fee_above import FeeObservation
-from watcher.kinds.holder_changes import HoldersObservation
-from watcher.kinds.sources.accounts import AccountObservation
-from watcher.kinds.supply_changed import SupplyObservation
-from watcher.kinds.toolkit.metrics import (
-    METRICS,
-    SAMPLERS,
-    Sample,
-    account_samples,
-    fee_samples,
-    holder_samples,
-    node_samples,
-    supply_samples,
-    vote_samples,
-)
-from watcher.kinds.toolkit.samples import sample_account
-from watcher.kinds.version_drift import ClusterObservation
+from watcher.kinds import RULE_MODELS, SAMPLERS
+from watcher.kinds.fee_above import FeeObservation, fee_samples
+from watcher.kinds.holder_changes import HoldersObservation, holder_samples
+from watcher.kinds.sources.accounts import AccountObservation, account_samples
+from watcher.kinds.sources.votes import vote_samples
+from watcher.kinds.supply_changed import SupplyObservation, supply_samples
+from watcher.kinds.toolkit.alert_samples import sample_account
+from watcher.kinds.toolkit.cluster import account_finder, find_account
+from watcher.kinds.toolkit.metric_values import METRICS, Sample
+from watcher.kinds.version_drift import ClusterObservation, node_samples
 from watcher.ledger.models import (
     ClusterNode,
     LargestAccount,
