@@ -239,7 +239,7 @@ def main() -> int:
     print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
     detected = latency_run(n_latency, 20 if args.quick else 40)
     report(runs, limited, detected)
-    poll_cost_failed = report_poll_cost(runs)
+    report_poll_cost(runs)  # printed like the targets above: the exit code is the parts' below
     print()
     inproc.main()
     print()
@@ -251,7 +251,7 @@ def main() -> int:
     # the daemon's CPU per poll measured above at the most addresses.
     daemon_cpu = runs[0].daemon if args.quick else biggest(runs)
     moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
-    return kept or scraped or moved or poll_cost_failed
+    return kept or scraped or moved
 
 
 def biggest(runs: list[Run]) -> DaemonFigures:
@@ -262,8 +262,9 @@ LEAN_GOAL = 2.0  # the daemon's CPU per poll at most this many times the lean po
 
 
 def report_poll_cost(runs: list[Run]) -> int:
-    """The daemon's CPU per 1,000 polls beside the two peers' in the same run; 1 when the daemon
-    costs more than ``LEAN_GOAL`` times the lean poller at some size."""
+    """Prints the daemon's CPU per 1,000 polls beside the two peers' in the same run; 1 when the
+    daemon costs more than ``LEAN_GOAL`` times the lean poller at some size (the exit code of
+    ``--poll-cost``)."""
     print(
         "\nCPU ms per 1,000 polls, steady sweep (the daemon's /proc, the peers' own process; "
         "peers over at most 10,000 addresses)"
