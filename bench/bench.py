@@ -5,17 +5,20 @@ The real daemon (`watcher run`, a subprocess) sweeps N watched addresses, read f
 --latency 0.03`), with JSON-RPC batches of 10 (and, in the full run, without batches and against a
 server enforcing R requests/s). Beside it, in the same run and against the same server, the naive
 peer a user would otherwise write: httpx.AsyncClient, 16 requests in flight, one
-getSignaturesForAddress per request. Figures: the first sweep's time (from the daemon's `round`
-line) and the steady one, RPC calls and HTTP requests per sweep (the daemon's /metrics), 429s,
-daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with the state database of
-the first run, `watcher check` time, detection latency (bench/latency.py), and the in-process
-figures of bench/inproc.py, then bench/history.py's (a year of history, then retention),
-bench/scrape.py's (`/metrics` with 1,000 validators and 10,000 balances while sweeps run) and
-bench/activity.py's (a fixed and an adaptive schedule over the same activity). Each
-figure is printed beside the peer's and their ratio; every target says PASS or FAIL.
+getSignaturesForAddress per request; and the lean batching poller, the work itself written lean
+(aiohttp, batches of 10 with ``until``, 8 in flight, orjson): the daemon's CPU per poll is printed
+beside both, with the goal of at most twice the lean poller's. Figures: the first sweep's time
+(from the daemon's `round` line) and the steady one, RPC calls and HTTP requests per sweep (the
+daemon's /metrics), 429s, daemon CPU seconds per 1,000 polls (/proc), peak RSS, start-up time with
+the state database of the first run, `watcher check` time, detection latency (bench/latency.py),
+and the in-process figures of bench/inproc.py, then bench/history.py's (a year of history, then
+retention), bench/scrape.py's (`/metrics` with 1,000 validators and 10,000 balances while sweeps
+run) and bench/activity.py's (a fixed and an adaptive schedule over the same activity). Each figure
+is printed beside the peer's and their ratio; every target says PASS or FAIL.
 
     python bench/bench.py --quick          # 1,000 addresses (under a minute)
     python bench/bench.py                  # 1,000, 10,000 and 100,000 addresses, + limits
+    python bench/bench.py --poll-cost 10000,100000   # only the CPU per poll beside the peers
 """
 
 from __future__ import annotations
@@ -236,7 +239,7 @@ def main() -> int:
     print(f"  detection latency, {n_latency} addresses swept back to back ...", flush=True)
     detected = latency_run(n_latency, 20 if args.quick else 40)
     report(runs, limited, detected)
-    poll_cost_failed = report_poll_cost(runs)
+    report_poll_cost(runs)  # printed like the targets above: the exit code is the parts' below
     print()
     inproc.main()
     print()
@@ -248,7 +251,7 @@ def main() -> int:
     # the daemon's CPU per poll measured above at the most addresses.
     daemon_cpu = runs[0].daemon if args.quick else biggest(runs)
     moved = activity.main(quick=args.quick, daemon_cpu_per_1000=daemon_cpu.cpu_per_1000())
-    return kept or scraped or moved or poll_cost_failed
+    return kept or scraped or moved
 
 
 def biggest(runs: list[Run]) -> DaemonFigures:
@@ -259,8 +262,9 @@ LEAN_GOAL = 2.0  # the daemon's CPU per poll at most this many times the lean po
 
 
 def report_poll_cost(runs: list[Run]) -> int:
-    """The daemon's CPU per 1,000 polls beside the two peers' in the same run; 1 when the daemon
-    costs more than ``LEAN_GOAL`` times the lean poller at some size."""
+    """Prints the daemon's CPU per 1,000 polls beside the two peers' in the same run; 1 when the
+    daemon costs more than ``LEAN_GOAL`` times the lean poller at some size (the exit code of
+    ``--poll-cost``)."""
     print(
         "\nCPU ms per 1,000 polls, steady sweep (the daemon's /proc, the peers' own process; "
         "peers over at most 10,000 addresses)"
