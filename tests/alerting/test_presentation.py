@@ -12,7 +12,7 @@ import pytest
 from watcher.alerting.formatting import PLAIN, Presentation, shorten
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage
-from watcher.delivery.apprise_notifier import MAX_MESSAGE_CHARS, TRUNCATED
+from watcher.delivery.apprise_adapter import MAX_MESSAGE_CHARS, TRUNCATED
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word

@@ -18,7 +18,7 @@ from watcher.alerting.health import StateHealth
 from watcher.config.sections import DeliverySettings
 from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage
-from watcher.delivery.apprise_notifier import AppriseNotifier
+from watcher.delivery.apprise_adapter import AppriseNotifier
 from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, Outcome
 from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watcher.delivery.apprise_notifier import TRUNCATED, fit_for_url
+from watcher.delivery.apprise_adapter import TRUNCATED, fit_for_url
 from watcher.delivery.markup import escape, renders_markdown, to_markdown
 
 SIG = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"

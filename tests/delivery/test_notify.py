@@ -15,7 +15,7 @@ import structlog.testing
 
 from watcher.core.events import AlertMessage, inventory_key
 from watcher.core.outbox_rows import DeliveryRow, Destination, url_id
-from watcher.delivery.apprise_notifier import REJECTED_URL, fit_for_url, secret_fragments
+from watcher.delivery.apprise_adapter import REJECTED_URL, fit_for_url, secret_fragments
 from watcher.delivery.notifier import ACCEPTED, Message, Outcome, refused
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import NOT_CONFIGURED

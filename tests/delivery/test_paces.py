@@ -11,8 +11,7 @@ import pytest
 from apprise.plugins.email import NotifyEmail
 
 from watcher.core.events import AlertMessage
-from watcher.delivery.apprise_send import new_client
-from watcher.delivery.paces import pace_of
+from watcher.delivery.apprise_adapter import new_client, pace_of
 from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.receivers import SmtpReceiver

@@ -21,7 +21,7 @@ import requests
 
 from watcher.core.events import AlertMessage, Reason, Severity
 from watcher.delivery import notifier, paging
-from watcher.delivery.apprise_notifier import AppriseNotifier
+from watcher.delivery.apprise_adapter import AppriseNotifier
 from watcher.delivery.notifier import Message, StoredAlert, Tone
 
 PAGERDUTY = "pagerduty://integr4tionKey0123@ap1Key0123456789"

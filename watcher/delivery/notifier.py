@@ -4,7 +4,7 @@ The sender (``watcher.delivery.outbox_sender``) decides what to send, when, and 
 outcome means for the outbox; a notifier only sends one message to one URL and says how it went.
 The daemon's notifier sends ``alertmanager://`` and ``webhook://`` URLs itself
 (``watcher.delivery.alertmanager``, ``watcher.delivery.webhook``) and every other URL through
-Apprise (``watcher.delivery.apprise_notifier``); tests can pass their own, as httpx's transports
+Apprise (``watcher.delivery.apprise_adapter``); tests can pass their own, as httpx's transports
 are passed to a client.
 
 A message is its words (title, body, tone) and the alerts it tells of, as stored: a channel that

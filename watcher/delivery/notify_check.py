@@ -19,8 +19,7 @@ import apprise
 from watcher.core.outbox_rows import url_id
 from watcher.core.redact import MASK, REDACTOR
 from watcher.delivery import alertmanager, webhook
-from watcher.delivery.apprise_notifier import REJECTED_URL, protect_delivery_logs
-from watcher.delivery.apprise_send import send_through
+from watcher.delivery.apprise_adapter import REJECTED_URL, protect_delivery_logs, send_through
 from watcher.delivery.notifier import Message
 
 SEND_TIMEOUT_SECONDS = 30.0

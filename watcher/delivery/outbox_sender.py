@@ -2,7 +2,7 @@
 
 The sender claims due deliveries and hands each URL's to that URL's own worker task (a URL
 whose worker is busy is not claimed for), which sends them through the notifier (Apprise:
-``watcher.delivery.apprise_notifier``; the seam: ``watcher.delivery.notifier``), each send
+``watcher.delivery.apprise_adapter``; the seam: ``watcher.delivery.notifier``), each send
 bounded by ``send_timeout`` (a slow URL never holds up another), and marks a delivery sent
 right after its URL accepted it; otherwise it is rescheduled with backoff (``outbox``) until the
 deadline, then given up ("dead") and reported to the fallback channels (a dead
@@ -37,7 +37,7 @@ from watcher.delivery.alertmanager import (
     AlertmanagerOrApprise,
     Reposter,
 )
-from watcher.delivery.apprise_notifier import AppriseNotifier, protect_delivery_logs
+from watcher.delivery.apprise_adapter import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Notifier
 from watcher.delivery.send_timeout import BoundedSends

@@ -8,14 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 import structlog
 
-from watcher.delivery import apprise_send
 from watcher.delivery.notifier import ACCEPTED, Message, Notifier, Outcome, refused
 
 log = structlog.get_logger("watcher.delivery.outbox_sender")
+
+
+T = TypeVar("T")
+
+
+def start_thread(send: Callable[[], T]) -> concurrent.futures.Future[T]:
+    """Run one blocking send in its own daemon thread: a send that hangs holds only its own
+    thread, and never keeps the process from exiting."""
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(send())
+        except BaseException as exc:  # handed to the waiter
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="watcher-send", daemon=True).start()
+    return future
 
 
 class BoundedSends:
@@ -42,7 +64,7 @@ class BoundedSends:
             if previous == message.notification and _accepted(running):
                 log.info("a timed-out send was accepted after all", url_id=url_id)
                 return ACCEPTED
-        running = apprise_send.start_thread(partial(self.notifier.send, url, message))
+        running = start_thread(partial(self.notifier.send, url, message))
         try:
             return await asyncio.wait_for(
                 asyncio.shield(asyncio.wrap_future(running)), self.timeout

@@ -33,8 +33,7 @@ from watcher.core.outbox_rows import (
 )
 from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
-from watcher.delivery.apprise_notifier import REJECTED_URL
-from watcher.delivery.apprise_send import notification_id
+from watcher.delivery.apprise_adapter import REJECTED_URL, notification_id
 from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, StoredAlert
 from watcher.delivery.send_timeout import BoundedSends

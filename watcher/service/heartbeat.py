@@ -14,7 +14,7 @@ import structlog
 
 from watcher.core.clock import Clock
 from watcher.core.redact import REDACTOR
-from watcher.delivery.apprise_notifier import secret_fragments
+from watcher.delivery.apprise_adapter import secret_fragments
 
 log = structlog.get_logger(__name__)
 
