@@ -11,9 +11,9 @@ import pytest
 
 from watcher.core.events import AlertMessage, Grouping, Reason, inventory_key
 from watcher.delivery import webhook
-from watcher.delivery.notifier import Message, Outcome, StoredAlert
+from watcher.delivery.notifier import ByScheme, Message, Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
-from watcher.delivery.webhook import Endpoint, WebhookOr, body, endpoint, fingerprint, post
+from watcher.delivery.webhook import Endpoint, body, endpoint, fingerprint, post
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 SIG = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
@@ -253,7 +253,7 @@ class Recording:
 
 def test_webhook_urls_are_sent_here_every_other_further_on() -> None:
     mine, other = Recording(), Recording()
-    notifier = WebhookOr(other, mine)
+    notifier = ByScheme(dict.fromkeys(webhook.SCHEMES, mine), other)
     message = Message("t", "b", "info", "n")
     for url in ("webhook://h/x", "WEBHOOKS://h/x", "json://h/x", "alertmanager://h"):
         notifier.send(url, message)

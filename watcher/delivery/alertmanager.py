@@ -3,7 +3,7 @@
 ``alertmanager://host:port[/prefix]`` (``alertmanagers://`` for HTTPS, ``user:password@`` for
 basic auth; a path prefix is kept) posts to ``{prefix}/api/v2/alerts``. Apprise has no such
 plugin and hands a plugin only a title, a body and a type, so this channel is sent here, beside
-Apprise (``AlertmanagerOrApprise`` picks by scheme), from the alerts themselves.
+Apprise (``notifier.ByScheme`` picks by scheme), from the alerts themselves.
 
 Each alert is one Alertmanager alert: labels ``alertname`` (the rule's name), ``kind``,
 ``severity``, ``subject`` and ``type`` (its identity: what Alertmanager groups, silences and
@@ -83,7 +83,6 @@ from watcher.core.events import AlertMessage, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.notifier import (
     Message,
-    Notifier,
     Outcome,
     StoredAlert,
     event_id,
@@ -259,18 +258,6 @@ def probe_alert(title: str, body: str, now: float) -> StoredAlert:
         facts={"kind": "test"},
     )
     return StoredAlert(message, now)
-
-
-class AlertmanagerOrApprise:
-    """The daemon's notifier: ``alertmanager://`` URLs here, every other through ``other``."""
-
-    def __init__(self, other: Notifier, alertmanager: Notifier | None = None) -> None:
-        self.other = other
-        self.alertmanager = alertmanager or AlertmanagerNotifier()
-
-    def send(self, url: str, message: Message) -> Outcome:
-        notifier = self.alertmanager if is_alertmanager(url) else self.other
-        return notifier.send(url, message)
 
 
 # -- the re-posts -------------------------------------------------------------------------------

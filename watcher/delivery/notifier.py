@@ -15,7 +15,7 @@ resolution to the firing it ends (PagerDuty's dedup key, Opsgenie's alias), read
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -85,3 +85,16 @@ class Notifier(Protocol):
         """Send ``message`` to ``url`` and wait for its answer (called in a thread of its own;
         the caller bounds the wait)."""
         ...
+
+
+class ByScheme:
+    """Each URL to the notifier registered for its scheme (``alertmanager://``,
+    ``webhook://``: the channels watcher posts itself), every other to ``other`` (Apprise)."""
+
+    def __init__(self, schemes: Mapping[str, Notifier], other: Notifier) -> None:
+        self.schemes = {scheme.lower(): notifier for scheme, notifier in schemes.items()}
+        self.other = other
+
+    def send(self, url: str, message: Message) -> Outcome:
+        scheme = url.split("://", 1)[0].lower()
+        return self.schemes.get(scheme, self.other).send(url, message)

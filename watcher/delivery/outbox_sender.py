@@ -30,16 +30,15 @@ from watcher.config.sections import DeliverySettings
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow, Destination
-from watcher.delivery import digest
+from watcher.delivery import alertmanager, digest, webhook
 from watcher.delivery.alertmanager import (
     TTL_REPOSTS,
     AlertmanagerNotifier,
-    AlertmanagerOrApprise,
     Reposter,
 )
 from watcher.delivery.apprise_adapter import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.channels import Channels
-from watcher.delivery.notifier import Notifier
+from watcher.delivery.notifier import ByScheme, Notifier
 from watcher.delivery.send_timeout import BoundedSends
 from watcher.delivery.url_worker import (
     DB_RETRY_FIRST,
@@ -49,7 +48,7 @@ from watcher.delivery.url_worker import (
     StoreCalls,
     UrlWorker,
 )
-from watcher.delivery.webhook import WebhookOr
+from watcher.delivery.webhook import WebhookNotifier
 from watcher.state.interface import LeaseStore, OutboxStore, SilenceStore
 
 log = structlog.get_logger(__name__)
@@ -116,11 +115,14 @@ class Sender:
         delivery = settings.delivery
         repost_every = delivery.alertmanager_repost_every
         if notifier is None:
-            notifier = WebhookOr(
-                AlertmanagerOrApprise(
-                    AppriseNotifier(),
-                    AlertmanagerNotifier(firing_ttl=TTL_REPOSTS * repost_every),
-                )
+            posted_here = AlertmanagerNotifier(firing_ttl=TTL_REPOSTS * repost_every)
+            hooks = WebhookNotifier()
+            notifier = ByScheme(
+                {
+                    **dict.fromkeys(alertmanager.SCHEMES, posted_here),
+                    **dict.fromkeys(webhook.SCHEMES, hooks),
+                },
+                AppriseNotifier(),
             )
         self._workers: dict[str, asyncio.Task[int]] = {}
         # Why a worker died (not a cancellation): the daemon's supervisor stops on it.

@@ -6,7 +6,7 @@ title and text) under the top-level key ``watcher``.
 ``webhook://host[:port][/path][?query]`` posts to ``http://host:port/path?query``
 (``webhooks://`` to ``https://``; ``user:password@`` is sent as basic auth, never in the URL).
 Apprise's ``json://`` body is a title and a message only, so this channel is sent here, beside
-Apprise, as ``alertmanager://`` is (``WebhookOr`` picks by scheme), through the same outbox:
+Apprise, as ``alertmanager://`` is (``notifier.ByScheme`` picks by scheme), through the same outbox:
 retried on a refusal (a connection error, a timeout, a 5xx, a 408 or 429), given up past
 ``delivery.deadline``; any other 4xx is final. A digest (one rule's events, grouped) is one
 post carrying every alert of it. Each post carries the ``X-Watcher-Id`` header (the same on
@@ -34,7 +34,7 @@ import httpx
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage
 from watcher.delivery import alertmanager
-from watcher.delivery.notifier import Message, Notifier, Outcome, StoredAlert, refused
+from watcher.delivery.notifier import Message, Outcome, StoredAlert, refused
 from watcher.delivery.post_endpoint import PostEndpoint, PostWords, post_endpoint
 
 SCHEMES = frozenset({"webhook", "webhooks"})
@@ -199,14 +199,3 @@ class WebhookNotifier:
 
     def send(self, url: str, message: Message) -> Outcome:
         return post(url, message, self._clock(), timeout=self._timeout)
-
-
-class WebhookOr:
-    """``webhook://`` URLs here, every other through ``other`` (Alertmanager, then Apprise)."""
-
-    def __init__(self, other: Notifier, webhook: Notifier | None = None) -> None:
-        self.other = other
-        self.webhook = webhook or WebhookNotifier()
-
-    def send(self, url: str, message: Message) -> Outcome:
-        return (self.webhook if is_webhook(url) else self.other).send(url, message)
