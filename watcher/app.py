@@ -52,8 +52,8 @@ from watcher.service.target_pipeline import TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.pg_store import PostgresStore
+from watcher.state.records import config_round
 from watcher.state.shards import SHARDS
-from watcher.state.source_rounds import config_round
 from watcher.state.store import AsyncSqliteStore
 
 # A delivery pending this long (or twice delivery.max_backoff) makes /healthz answer 503.

@@ -18,8 +18,8 @@ from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
 from watcher.service.status import STUCK_SECONDS, Status, status_of
 from watcher.state.interface import StepToCommit
+from watcher.state.records import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.snapshot import InstanceShards, Outbox, StoreStatus
-from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.store import SqliteStore
 from watcher.testing.daemon import write_config
 

@@ -6,7 +6,7 @@ import inspect
 from pathlib import Path
 
 from watcher.state.interface import ROLES, OutboxStore, RetentionStore, Store, store_members
-from watcher.state.source_rounds import SourceRound, last_rounds
+from watcher.state.records import SourceRound, last_rounds
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 

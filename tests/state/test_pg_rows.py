@@ -22,8 +22,8 @@ from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
 from watcher.state.interface import GiveUp, StepToCommit
 from watcher.state.postgresql_schema import migrate
+from watcher.state.records import SourceRound, last_rounds
 from watcher.state.retention import Pruned
-from watcher.state.source_rounds import SourceRound, last_rounds
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
 

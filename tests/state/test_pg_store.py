@@ -21,8 +21,8 @@ from watcher.state.interface import StepToCommit
 from watcher.state.pg_leases import NOW
 from watcher.state.pg_pool import PoolLimits
 from watcher.state.pg_store import PostgresStore
+from watcher.state.records import SourceRound
 from watcher.state.shards import SHARDS, shard_of
-from watcher.state.source_rounds import SourceRound
 from watcher.testing.postgres import Postgres
 
 OPS = Destination("ops", "json://127.0.0.1:9/ops")

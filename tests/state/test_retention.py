@@ -21,7 +21,7 @@ from watcher.kinds import KINDS
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.interface import GiveUp, StepToCommit
-from watcher.state.source_rounds import SourceRound, record_round
+from watcher.state.records import SourceRound, record_round
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.seeded import TREASURY, World, daemon_worlds

@@ -23,9 +23,9 @@ from watcher.core.events import (
 from watcher.core.outbox_rows import DeadLetterReports, Destination
 from watcher.state.interface import GiveUp, StepToCommit, Store, store_members
 from watcher.state.pg_store import PostgresStore
+from watcher.state.records import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Awaiting, Firing
-from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound, config_round
 from watcher.state.store import AsyncSqliteStore
 from watcher.testing.postgres import Postgres
 
@@ -354,7 +354,7 @@ async def test_a_refused_reload_is_kept_beside_the_rounds_with_the_last_successf
     store: Store,
 ) -> None:
     """What ``watcher status --health`` reads: the last load of the settings and rules, refused
-    after one at 100 (``watcher.state.source_rounds.config_round``), then put in force."""
+    after one at 100 (``watcher.state.records.config_round``), then put in force."""
     await store.record_round(config_round(ok=True, at=100.0))
     await store.record_round(config_round(ok=False, at=200.0))
     [load] = (await store.status("_cadence")).rounds

@@ -3,7 +3,7 @@
 The targets are polled a bounded number at once (``watcher.service.sweeps``), each through the
 poll it is given (``watcher.service.target_pipeline``); the states that quiet polls changed are
 written in one go at the end; then the round's health (the built-in rpc_unhealthy), its row in
-``source_rounds``, its log line and the heartbeat. A database error ends only the work it hit
+the sources' rounds, its log line and the heartbeat. A database error ends only the work it hit
 (one poll, one of these writes): its transaction rolled back, the next round redoes it. Any other
 error a poll raises is that target's failure (``watcher.service.poll_faults``): the sweep goes
 on with the others.
@@ -40,7 +40,7 @@ from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
 from watcher.service.sweeps import ShardedTargets, run_bounded
 from watcher.state.interface import Store, TargetStateStore
-from watcher.state.source_rounds import SourceRound
+from watcher.state.records import SourceRound
 
 log = structlog.get_logger("watcher.app")
 

@@ -16,9 +16,9 @@ from watcher.budget.cost import monthly_calls
 from watcher.core.clock import iso
 from watcher.state import snapshot
 from watcher.state.commands import CommandStore
+from watcher.state.records import CONFIG_SOURCE, SourceRound
 from watcher.state.shards import SHARDS
 from watcher.state.snapshot import Awaiting, InstanceShards, StoreStatus
-from watcher.state.source_rounds import CONFIG_SOURCE, SourceRound
 
 # `status --health`: a delivery pending this long means the outbox does not drain.
 STUCK_SECONDS = 300.0
@@ -53,7 +53,7 @@ class Status:
     now: float = 0.0  # when read (the instances' renewals are told relative to it)
     intervals: Intervals | None = None
     # Each instance's last load of the settings and rules (the start or a reload): a refused
-    # reload is the sources' ``failed`` (``watcher.state.source_rounds.config_round``).
+    # reload is the sources' ``failed`` (``watcher.state.records.config_round``).
     loads: list[SourceRound] = field(default_factory=list)
     # Per source, the targets whose watch began and whose first poll has not come.
     awaiting: list[Awaiting] = field(default_factory=list)

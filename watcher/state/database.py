@@ -1,7 +1,7 @@
 """The SQLite file itself: opening it (WAL, foreign keys), real transactions, and the schema
 with its append-only migrations (the SQL files of ``sql/sqlite/``). The repositories of each
-concern (``targets``, ``deliveries``, ``silence_rows``, ``history``, ``retention``,
-``source_rounds``, ``snapshot``) hold the queries on top of it; ``watcher.state.store``
+concern (``targets``, ``deliveries``, ``records``: rounds, silences and history,
+``retention``, ``snapshot``) hold the queries on top of it; ``watcher.state.store``
 holds one of each over the database it opens."""
 
 from __future__ import annotations

@@ -114,9 +114,9 @@ from watcher.core.outbox_rows import (
     Destination,
     GroupSends,
 )
+from watcher.state.records import SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
-from watcher.state.source_rounds import SourceRound
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from watcher.core.outbox_rows import AlertRecord
 from watcher.state import pg_rows, pg_summary
 from watcher.state.pg_errors import mapped, pg_state_error
 from watcher.state.pg_pool import Connection
+from watcher.state.records import SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
-from watcher.state.source_rounds import SourceRound
 
 
 class PgSilences:

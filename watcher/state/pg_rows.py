@@ -1,6 +1,6 @@
 """Target state, silences, the alert history, the sources' rounds and retention on PostgreSQL:
-the repositories the SQLite engine has beside its outbox (``targets``, ``silence_rows``,
-``history``, ``source_rounds``, ``retention``, ``pending_count`` of ``deliveries``), with the
+the repositories the SQLite engine has beside its outbox (``targets``, ``records``:
+silences, history and rounds, ``retention``, ``pending_count`` of ``deliveries``), with the
 same meaning and the same return values, so that the PostgreSQL engine can answer every call
 of the ``Store`` protocol as the SQLite one does.
 
@@ -33,7 +33,16 @@ from psycopg.rows import TupleRow
 from watcher.core.events import NewSilence, Silence
 from watcher.core.fastjson import encode_json
 from watcher.core.outbox_rows import AlertRecord, DeliveryStatus
-from watcher.state.history import HISTORY_ALERT_COLUMNS, HISTORY_DELIVERY_COLUMNS, history_record
+from watcher.state.records import (
+    HISTORY_ALERT_COLUMNS,
+    HISTORY_DELIVERY_COLUMNS,
+    ROUND_COLUMNS,
+    SILENCE_COLUMNS,
+    SourceRound,
+    history_record,
+    round_values,
+    upsert_round,
+)
 from watcher.state.retention import (
     BATCH_ROWS,
     Pruned,
@@ -42,8 +51,6 @@ from watcher.state.retention import (
     batch_bounds,
     sort_targets,
 )
-from watcher.state.silence_rows import SILENCE_COLUMNS
-from watcher.state.source_rounds import ROUND_COLUMNS, SourceRound, round_values, upsert_round
 
 Connection = AsyncConnection[TupleRow]
 

@@ -49,9 +49,9 @@ from watcher.state.pg_pool import DEFAULT_LIMITS, PoolLimits, open_pool
 from watcher.state.pg_records import PgHistory, PgRetention, PgSilences
 from watcher.state.pg_targets import PgTargets
 from watcher.state.postgresql_schema import migrate, migrations, schema_version
+from watcher.state.records import SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
-from watcher.state.source_rounds import SourceRound
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlite_utils import Database
 
-from watcher.state.source_rounds import SourceRound, last_rounds
+from watcher.state.records import SourceRound, last_rounds
 
 # The latest state transition of each (rule, subject) that is not a resolution, kept as such
 # by the store (``firing_alerts``): read without looking at the rest of the history.

@@ -4,8 +4,8 @@ Apprise URLs hold tokens and passwords: the store only ever sees their ``url_id`
 
 Each concern is a repository over the one ``sqlite_utils.Database`` it is given: the target
 states (``watcher.state.targets``), the delivery outbox (``watcher.state.deliveries``), silences
-(``watcher.state.silence_rows``), the alert history and the sources' last rounds
-(``watcher.state.history``), retention (``watcher.state.retention``) and what is true now
+(``watcher.state.records``), the alert history and the sources' last rounds
+(``watcher.state.records``), retention (``watcher.state.retention``) and what is true now
 (``watcher.state.snapshot``). Every write is one short transaction. A step's new state, its
 alerts and their deliveries are committed together (``commit_step``), so a crash either loses
 the whole step (the cursor did not move: the step is redone) or nothing (the deliveries wait in
@@ -49,12 +49,10 @@ from watcher.state.database import (
     transaction,
 )
 from watcher.state.deliveries import Deliveries
-from watcher.state.history import History
 from watcher.state.interface import GiveUp, LeaseRound, StepToCommit
+from watcher.state.records import History, Silences, SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
-from watcher.state.silence_rows import Silences
 from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
-from watcher.state.source_rounds import SourceRound
 from watcher.state.sqlite_errors import mapped, mapped_batches
 from watcher.state.staging import MISS, HeldStates
 from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetRows
