@@ -11,7 +11,7 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 - ``facts`` (``SourceFacts``): what one poll of a target calls and how its targets are counted
   (``watcher check``'s cost lines, a sweep's rate estimate, the cadence's activity);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
-  (a failed observation is never evidence: the caller then skips ``step`` entirely);
+  (a failed observation is never evidence: it is never stepped);
 - ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
   implausible against the previous state and the highest slot seen so far
   (``watcher.ledger.plausibility``)? ``None`` when it is fine; a doubtful observation is not stepped
