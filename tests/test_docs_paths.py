@@ -1,5 +1,6 @@
-"""Every file of the repository that the docs name by its path exists: a module moved or renamed
-leaves no stale path in docs/*.md, CONTRIBUTING.md, README.md or bench/README.md."""
+"""Every file of the repository that the docs name by its path, and every module of a package
+they name by its dotted name, exists: a module moved or renamed leaves no stale name in
+docs/*.md, CONTRIBUTING.md, README.md or bench/README.md."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ PACKAGES = sorted(p.name for p in (REPO / "watcher").iterdir() if (p / "__init__
 PATH = re.compile(
     r"(?<![\w/.<-])((?:watcher|tests|bench|" + "|".join(PACKAGES) + r")/[\w/]+\.py)\b"
 )
+# A dotted name in one of the package's own packages (`watcher.budget.cadences`).
+MODULE = re.compile(r"(?<![\w./])watcher\.(?:" + "|".join(PACKAGES) + r")(?:\.\w+)+")
 # The file CONTRIBUTING's example kind asks the reader to create.
 TO_BE_WRITTEN = {"watcher/kinds/low_stake.py"}
 
@@ -41,6 +44,29 @@ def test_every_path_a_doc_names_exists(doc: Path) -> None:
         and not (REPO / "watcher" / path).exists()
     ]
     assert missing == [], f"{doc.name} names files that do not exist: {missing}"
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name``, past its package, is a module or an attribute of the last one found."""
+    parts = name.split(".")
+    found = max(
+        i
+        for i in range(2, len(parts) + 1)
+        if (REPO.joinpath(*parts[:i]).with_suffix(".py")).exists()
+        or (REPO.joinpath(*parts[:i]) / "__init__.py").exists()
+    )
+    if found == len(parts):
+        return True
+    module = REPO.joinpath(*parts[:found])
+    source = (module / "__init__.py" if module.is_dir() else module.with_suffix(".py")).read_text()
+    return re.search(rf"\b{parts[found]}\b", source) is not None
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: str(doc.relative_to(REPO)))
+def test_every_module_a_doc_names_exists(doc: Path) -> None:
+    named = [m.group(0).rstrip(".") for m in MODULE.finditer(doc.read_text())]
+    missing = [name for name in named if not _is_module(name)]
+    assert missing == [], f"{doc.name} names modules that do not exist: {missing}"
 
 
 def test_the_paths_in_the_drawing_are_found() -> None:
