@@ -1,6 +1,7 @@
 """Every file of the repository that the docs name by its path, and every module of a package
 they name by its dotted name, exists: a module moved or renamed leaves no stale name in
-docs/*.md, CONTRIBUTING.md, README.md or bench/README.md."""
+docs/*.md, CONTRIBUTING.md, README.md, bench/README.md, nor in the package's own docstrings and
+comments."""
 
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ def test_every_module_a_doc_names_exists(doc: Path) -> None:
     named = [m.group(0).rstrip(".") for m in MODULE.finditer(doc.read_text())]
     missing = [name for name in named if not _is_module(name)]
     assert missing == [], f"{doc.name} names modules that do not exist: {missing}"
+
+
+def test_every_module_a_docstring_or_comment_names_exists() -> None:
+    named = [
+        f"{path.relative_to(REPO)}:{number}: {found.group(0)}"
+        for path in sorted((REPO / "watcher").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if not line.lstrip().startswith(("from ", "import "))
+        for found in MODULE.finditer(line)
+        if not _is_module(found.group(0))
+    ]
+    assert named == []
 
 
 def test_the_paths_in_the_drawing_are_found() -> None:
