@@ -1,7 +1,7 @@
 """The composition root: one daemon, one event loop. It builds the parts and wires them; the
 work is theirs.
 
-The path of one observation of one target (observe -> judge -> step -> agree -> commit ->
+The path of one observation of one target (observe -> judge -> agree -> step -> commit ->
 notify) is ``watcher.service.target_pipeline``: read it first. The scheduler runs one sweep per
 (source, interval) over that source's targets (``watcher.service.rounds.Sweeper``, the
 pipeline's ``poll`` for each); the runtime (``watcher.service.supervisor.Runtime``) runs the

@@ -1,2 +1,3 @@
-"""From facts to alerts: alert values, episodes (for / keep_firing_for / repeat), built-in
-alerts, health, silences, routing, wording (presentation) and the rule registry."""
+"""From facts to alerts: episodes (for / keep_firing_for / repeat), built-in alerts, health,
+silences, routing, templating, wording and number formatting, and the commit path's stages
+(word -> route -> silence)."""

@@ -2,9 +2,10 @@
 a while, as in Alertmanager.
 
 A silenced alert is still recorded in the history (status ``silenced``, with the silence that
-muted it in its facts), but gets no delivery. Silences live in SQLite (``Store.add_silence``)
-and are managed with ``watcher silence add|list|expire``; the daemon reads the active ones
-before each commit, so a silence added while it runs takes effect on the next poll.
+muted it in its facts), but gets no delivery. Silences live in the state database
+(``Store.add_silence``) and are managed with ``watcher silence add|list|expire``; the daemon
+reads the active ones before each commit, so a silence added while it runs takes effect on the
+next poll.
 
 Pure: the caller passes ``now``.
 """

@@ -1,11 +1,11 @@
 """``rpc.budget``'s admission: which of an adaptive job's due targets a sweep may poll.
 
-The sweeper (``watcher.service.rounds``) asks it twice per adaptive sweep: ``due`` (after it
-plans the budget when a plan is due, the cadence book's due targets with the never-polled ones
-paced at the job's first-polls rate) and ``admit`` (those cut to what the job's share of the
-budget's window has left). The plan and the arithmetic are pure, in
-``watcher.budget.planning``; this class keeps what they need between sweeps: the last plan and
-when it was made, each job's first-polls credit and each job's spending window.
+Two questions per adaptive sweep: ``due`` (once the budget is planned when a plan is due, the
+cadence book's due targets with the never-polled ones paced at the job's first-polls rate) and
+``admit`` (those cut to what the job's share of the budget's window has left). The plan and the
+arithmetic are pure, in ``watcher.budget.planning``; this class keeps what they need between
+sweeps: the last plan and when it was made, each job's first-polls credit and each job's
+spending window.
 
 Several instances on one database each spend their share of the shards' part of the budget:
 each polls only its shards' targets, so the plan's intervals, made over all of them, hold.

@@ -29,7 +29,7 @@ a poll that activity asked for sooner (``every``) is an extra, paid only from wh
 polls left. Among the plan's polls the earliest deadline (twice the planned interval after the
 last poll) goes first, and one whose deadline would pass before the next sweep goes before
 anything else: no target waits more than twice its planned interval, however busy the others
-are (``tests/service/test_budget_fairness.py`` checks it under any activity and budget).
+are (``tests/budget/test_budget_fairness.py`` checks it under any activity and budget).
 """
 
 from __future__ import annotations

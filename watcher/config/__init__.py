@@ -1,2 +1,2 @@
-"""Reading what the user wrote: settings (file + env + ${VAR}), rule files with FILE:LINE
-errors, the YAML reader with its limits, and `watcher check`."""
+"""Reading what the user wrote: settings (file + env + ${VAR}), rule files and their models
+with FILE:LINE errors, the rule index (``RuleSet``), the YAML reader with its limits."""

@@ -5,7 +5,7 @@ WatcherError
  ├─ ConfigError                    settings or rule files are invalid; .problems: list[Problem]
  ├─ DaemonFailed                   `watcher run` cannot go on (a task died, the database is down
  │                                 too long or for good): exit non-zero for the supervisor
- ├─ StateError                     the state database (SQLite) failed; .transient .operation
+ ├─ StateError                     the state database failed; .transient .operation
  │   ├─ TransientStateError        locked/busy past the busy timeout, disk full, I/O error, out of
  │   │                             memory: the operation rolled back; retried with backoff, logged
  │   │                             once per failing stretch, shown in health (``StateHealth``)

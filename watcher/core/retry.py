@@ -1,8 +1,7 @@
 """The pauses of a loop that retries until it works: ``first`` seconds, then twice the last, at
 most ``longest``; a success starts them over (``reset``). Not for RPC calls, whose rounds of
 attempts and jittered backoff are ``watcher.ledger.retrying``'s, nor for a delivery's next try,
-kept in the outbox (``watcher.delivery.outbox``). Used by the store calls of a URL's worker, the
-sender's claims and the PostgreSQL outbox listener."""
+kept in the outbox (``watcher.delivery.outbox``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Delivery: one worker per URL, retried from the SQLite outbox.
+"""Delivery: one worker per URL, retried from the outbox.
 
 The sender claims due deliveries and hands each URL's to that URL's own worker task (a URL
 whose worker is busy is not claimed for), which sends them through the notifier (Apprise:

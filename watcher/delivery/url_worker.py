@@ -1,6 +1,6 @@
 """One URL's worker: its claimed messages, in order, through the notifier; each outcome recorded.
 
-``Sender.dispatch`` starts one ``UrlWorker.send_in_order`` task per URL with due deliveries. A
+A URL has at most one worker task at a time (``UrlWorker.send_in_order``). A
 message the URL accepted is marked sent right away (the shorter that window, the fewer repeats a
 crash can cause); a refused one is rescheduled with backoff (``outbox.next_attempt``) and the
 URL's later messages wait behind it; past the deadline it is given up and reported to the

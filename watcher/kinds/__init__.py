@@ -1,4 +1,4 @@
-"""The registry of watch kinds: adding one is one module plus one line in ``KINDS``.
+"""The registry of watch kinds: each kind is one module and one line in ``KINDS``.
 
 A kind's module, named after the kind (``new_transactions``, ``holder_changes``,
 ``delinquent_validators``, ``version_drift``), holds all of it: its rule model, its source

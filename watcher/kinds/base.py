@@ -11,7 +11,7 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 - ``facts`` (``SourceFacts``): what one poll of a target calls and how its targets are counted
   (``watcher check``'s cost lines, a sweep's rate estimate, the cadence's activity);
 - ``observe(ledger, target, state)``: the I/O edge, a few RPC calls; raises ``RpcError`` on failure
-  (a failed observation is never evidence: the caller then skips ``step`` entirely);
+  (a failed observation is never evidence: it is never stepped);
 - ``doubt(state, observation, now, tip)``: pure; is an observation that fits its model stale or
   implausible against the previous state and the highest slot seen so far
   (``watcher.ledger.plausibility``)? ``None`` when it is fine; a doubtful observation is not stepped
@@ -19,7 +19,7 @@ a mint, the vote-account set, the gossip node set). Each source module provides:
 - ``tip(observation)``: the highest slot the observation shows (None: it shows none);
 - ``step(rules, target, state, observation, now)``: pure; previous state + observation ->
   ``StepOutcome`` (new state and the alerts to send, as facts: they are worded once, later,
-  by ``watcher.alerting.messages.word``).
+  by ``watcher.kinds.word``).
 """
 
 from __future__ import annotations
@@ -109,9 +109,9 @@ class LedgerReader(Protocol):
 @dataclass(frozen=True)
 class SourceFacts:
     """What a source declares of itself, for the parts that count its calls and its targets:
-    ``watcher check``'s cost lines (``watcher.checks.cost``), a sweep's rate estimate
+    ``watcher check``'s cost lines (``watcher.budget.cost``), a sweep's rate estimate
     (``watcher.service.sweeps``) and the cadence of a quiet target
-    (``watcher.service.cadences``)."""
+    (``watcher.budget.cadences``)."""
 
     # The RPC methods one poll of a target calls, once each (the quiet minimum).
     methods: tuple[str, ...]
@@ -125,7 +125,7 @@ class SourceFacts:
     # The method whose batch cap bounds the calls of one request (None: the batch size).
     batched: str | None = None
     # The keys of its state whose change is activity (a quiet target backs off:
-    # ``watcher.cadence``), e.g. the cursor of ``signatures``.
+    # ``watcher.budget.cadences``), e.g. the cursor of ``signatures``.
     activity_keys: tuple[str, ...] = ()
     # Of ``methods``, those one call of which serves every poll of the sweeps started together
     # and every source reading it (getVoteAccounts: ``watcher.kinds.sources.vote_accounts``).
@@ -137,7 +137,7 @@ class SourceFacts:
     # that moved), once per moving target, batched ``keys_per_call``-fold across the round's
     # (getMultipleAccounts: 100); and, per rule field set, a method each moving target of the
     # rule calls (``tokens``: getTokenAccounts). ``watcher check`` counts them at an assumed
-    # share of polls finding something (``watcher.checks.cost``).
+    # share of polls finding something (``watcher.budget.cost``).
     on_change: tuple[str, ...] = ()
     on_change_by_field: tuple[tuple[str, str], ...] = ()
 

@@ -1,2 +1,2 @@
-"""The ledger service: the only JSON-RPC client, the answer models, the plausibility of
-answers, and the simulator that speaks like a real node."""
+"""The ledger service: the only JSON-RPC client, its endpoints and their failover, the quorum,
+the answer models and the plausibility of answers."""

@@ -1,6 +1,6 @@
 """The values the rules observe, kept in memory for ``/metrics``: the latest samples of each
-watched target, taken from accepted answers only (``TargetPipeline.poll`` hands each one over
-once it is evidence; a failed or doubted poll changes nothing, so the last values stay).
+watched target, taken from accepted answers only (an answer is recorded once it is evidence; a
+failed or doubted poll changes nothing, so the last values stay).
 
 The samples of a target are replaced as a whole by its next accepted answer (a holder that left
 the top leaves with it); a reload drops those of the targets and subjects no rule watches any

@@ -16,7 +16,7 @@ which takes it down this path, each line a call into one module:
               not evidence: nothing else is committed
     step      source.step: pure, values in, values out    watcher.kinds.<kind>,
               (new state, episodes, alerts as facts)      watcher.alerting.lifecycle
-    pace      a backing-off target's next cadence, kept   watcher.service.cadences
+    pace      a backing-off target's next cadence, kept   watcher.budget.cadences
               in its new state under ``_cadence``
     commit    word -> route -> silence the alerts, then   watcher.service.committing,
               state + alerts + outbox in one transaction  watcher.alerting.pipeline,
@@ -233,7 +233,7 @@ class TargetPipeline:
         max_every: float,
     ) -> StepOutcome:
         """The step's outcome with the target's cadence after this poll (activity: what the
-        source counts as such changed) kept in its new state (``watcher.service.cadences``)."""
+        source counts as such changed) kept in its new state (``watcher.budget.cadences``)."""
         events = activity(state, outcome.state, source.facts.activity_keys)
         stored = stored_cadence(state)
         cadence = self.cadences.after_poll(

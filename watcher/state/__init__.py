@@ -1,2 +1,3 @@
-"""State in SQLite: the file and its migrations, and the queries (target state, deliveries,
-silences, history). Pure code never imports from here."""
+"""The state: the ``Store`` protocol and its two engines, SQLite (a file) and PostgreSQL (shared
+by several instances), their schemas and migrations, and the queries (target states,
+deliveries, silences, history, leases). Pure code never imports from here."""

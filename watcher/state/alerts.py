@@ -13,7 +13,7 @@ from watcher.core.events import SILENCE_FACT, AlertMessage
 from watcher.core.fastjson import encode_stored
 from watcher.core.outbox_rows import Destination
 
-# An alert's status follows from its deliveries (see ``watcher.delivery.outbox.ALERT_STATUSES``).
+# An alert's status follows from its deliveries (see ``watcher.core.outbox_rows.ALERT_STATUSES``).
 REFRESH_ALERT_STATUS = """
 UPDATE alerts SET status = (
     SELECT CASE

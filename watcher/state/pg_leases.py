@@ -1,7 +1,6 @@
 """Leased shards and fenced writes on PostgreSQL, for several instances sharing one database:
 the operations on the ``shard_leases`` and ``instances`` tables
-(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3, called by the PostgreSQL engine
-(``PostgresStore``: its lease rounds, its fenced writes, its start and close).
+(``sql/postgresql/0002_shard_leases.sql``), async on psycopg 3.
 ``watcher.state.shards`` says which shard a target falls in and plans what to take and hand
 back.
 
