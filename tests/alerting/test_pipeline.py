@@ -10,8 +10,7 @@ import pytest
 
 from watcher.alerting import pipeline
 from watcher.alerting.formatting import PLAIN, Presentation
-from watcher.alerting.routing import Routes
-from watcher.alerting.silences import is_silenced
+from watcher.alerting.pipeline import Routes, is_silenced
 from watcher.core.events import AlertMessage, Severity, Silence, inventory_key
 
 

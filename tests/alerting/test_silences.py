@@ -14,7 +14,7 @@ import pytest
 from freezegun import freeze_time
 from typer.testing import CliRunner, Result
 
-from watcher.alerting.silences import mark_silenced, silenced_by
+from watcher.alerting.pipeline import mark_silenced, silenced_by
 from watcher.cli import app
 from watcher.core.events import SILENCE_FACT, AlertMessage, NewSilence, Silence
 from watcher.core.outbox_rows import url_id

@@ -68,7 +68,7 @@ class RoutedRule(Protocol):
 
 def channels_of(rule: RoutedRule, routing: Routing) -> tuple[str, ...]:
     """A rule's channels: its ``notify``, else the route of its severity, else the defaults.
-    (Same order as watcher.alerting.routing, which applies it to alerts.)"""
+    (Same order as watcher.alerting.pipeline, which applies it to alerts.)"""
     if rule.notify is not None:
         return rule.notify
     routed = routing.routes.get(rule.severity)

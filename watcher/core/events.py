@@ -124,7 +124,7 @@ class AlertMessage:
         """A rule's first poll telling what exists (``inventory: true``): information, not an
         incident. It goes to the rule's channels but never pages: no Alertmanager, PagerDuty
         or Opsgenie URL (``watcher.delivery.outbox_sender``), and a rule routed by severity
-        sends it by its own (``info``: ``watcher.alerting.routing``)."""
+        sends it by its own (``info``: ``watcher.alerting.pipeline``)."""
         last = self.dedup_key.rsplit("|", 1)[-1]
         return self.reason == "event" and last.startswith(INVENTORY_PART)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Protocol
 
-from watcher.alerting import pipeline, silences
+from watcher.alerting import pipeline
 from watcher.alerting.messages import PresentedRule
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, StepOutcome, TargetState
 from watcher.core.outbox_rows import Destination, ResolvedDestinations
@@ -94,6 +94,6 @@ class Committer:
 def destinations(channels: Channels, alert: AlertMessage) -> Sequence[Destination]:
     """Every URL ``alert`` goes to by ``channels``; none for a silenced one, or one below its
     rule's thresholds (recorded in the history as "silenced", sent nowhere)."""
-    if silences.is_silenced(alert) or BELOW_THRESHOLD_FACT in alert.facts:
+    if pipeline.is_silenced(alert) or BELOW_THRESHOLD_FACT in alert.facts:
         return []  # below its rule's thresholds: kept in the history the same way
     return channels.destinations(alert)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from watcher.alerting.builtin import Builtins
 from watcher.alerting.formatting import Presentation
-from watcher.alerting.routing import Routes
+from watcher.alerting.pipeline import Routes
 from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job, RuleSet
 from watcher.config.settings import Settings
