@@ -27,7 +27,6 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.accounts import chunks
 from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME
 from watcher.kinds.toolkit.layouts import NotDecodable
 from watcher.kinds.toolkit.unverified import (
@@ -40,6 +39,7 @@ from watcher.kinds.toolkit.unverified import (
 )
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.shared_reads import chunks
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 
