@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from watcher.service.http import HttpEndpoint  # noqa: E402
 from watcher.service.metrics import HealthVerdict, Metrics  # noqa: E402
+from watcher.service.scrape_time import ScrapeReads  # noqa: E402
 from watcher.state.database import MIGRATIONS, migrate, open_database  # noqa: E402
 from watcher.state.retention import BATCH_ROWS  # noqa: E402
 from watcher.state.store import AsyncSqliteStore, SqliteStore  # noqa: E402
@@ -233,7 +234,7 @@ async def scrape_times(path: Path, count: int = 200) -> tuple[float, float, str]
     # once the daemon is built (this process also made a year of history).
     gc.collect()
     gc.freeze()
-    metrics = Metrics(lambda: NOW, read_state=store.summary)
+    metrics = Metrics(lambda: NOW, ScrapeReads(read_state=store.summary))
     endpoint = HttpEndpoint("127.0.0.1", 0, metrics, lambda: HealthVerdict(True, "ok"))
     await endpoint.start()
     port = endpoint.port

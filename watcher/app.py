@@ -46,8 +46,9 @@ from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
 from watcher.service.rounds import RoundReports, RpcHealth, Sweeper
 from watcher.service.scheduler import Scheduler
+from watcher.service.scrape_time import ScrapeReads
 from watcher.service.sdnotify import SystemdNotifier
-from watcher.service.supervisor import Parts, Runtime
+from watcher.service.supervisor import HttpParts, Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
@@ -88,14 +89,17 @@ class Daemon:
         rpc_stats = RpcStats()  # the client's counters, which the metrics read
         # What /metrics shows is read when scraped: the client's counters (when it is ours),
         # the cadences, a rule's kind in the snapshot in force.
-        self.metrics = Metrics(
-            clock,
+        reads = ScrapeReads(
             rpc_stats if ledger is None else None,
             read_state=self.store.summary,
             read_awaiting=self.store.awaiting_first_poll,
-            read_silences=self.store.active_silences,
             cadences=partial(cadences_at_scrape, self.config, self.cadences),
             kind_of=self.config.kind_of,
+            read_silences=self.store.active_silences,
+        )
+        self.metrics = Metrics(
+            clock,
+            reads,
             heartbeat=settings.heartbeat is not None,
             shared_state=settings.state_url is not None,
         )
@@ -152,7 +156,12 @@ class Daemon:
         )
         http = settings.http
         self.http = (
-            None if http is None else HttpEndpoint(http.host, http.port, self.metrics, self.healthz)
+            None
+            if http is None
+            else HttpParts(
+                HttpEndpoint(http.host, http.port, self.metrics, self.healthz),
+                LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
+            )
         )
         # The parts, each given what it uses. What a reload changes they read from the snapshot
         # in force (``config.current``) when they need it, so a reload reaches them without
@@ -205,9 +214,6 @@ class Daemon:
                 http=self.http,
                 heartbeat=self.heartbeat,
                 watch_starts=self.watch_starts,
-                loop_lag=None
-                if http is None
-                else LoopLagProbe(http.loop_lag_every, self.metrics.loop_lagged),
             ),
             store=self.store,
             state_health=self.state_health,

@@ -211,7 +211,9 @@ async def test_the_sender_fits_a_message_to_the_service_limit(
         body="line\n" * 500,
         channels=("ops",),
     )
-    tmp_store.commit_step(StepToCommit("signatures", "s", {}, [long], sender.destinations, 1000.0))
+    tmp_store.commit_step(
+        StepToCommit.of("signatures", "s", {}, [long], sender.destinations, 1000.0)
+    )
     assert await sender.send_due() == 1
     [post] = json_receiver.received
     assert post["title"] == "a long one"

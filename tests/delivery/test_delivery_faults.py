@@ -75,7 +75,9 @@ def make_sender(
 
 
 def enqueue(store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage) -> None:
-    store.commit_step(StepToCommit("signatures", "addr1", {}, alerts, sender.destinations, clock()))
+    store.commit_step(
+        StepToCommit.of("signatures", "addr1", {}, alerts, sender.destinations, clock())
+    )
 
 
 def statuses(store: SqliteStore) -> list[tuple[str, str, int]]:

@@ -126,7 +126,7 @@ class Outbox:
     def queue(self, *alerts: AlertMessage) -> None:
         destinations = self.sender.destinations
         self.store.commit_step(
-            StepToCommit("signatures", "t", {}, alerts, destinations, self.clock())
+            StepToCommit.of("signatures", "t", {}, alerts, destinations, self.clock())
         )
 
     async def at(self, seconds: float) -> list[str]:

@@ -150,7 +150,9 @@ async def test_a_digest_names_its_accounts_in_every_channel_format(
     urls = [json_receiver.url, smtp_receiver.url()]
     sender = make_sender(tmp_store, {"ops": urls}, clock, presentation=shown)
     alerts = [event_of("account_changed", key, shown) for key in KEYS[:2]]
-    tmp_store.commit_step(StepToCommit("accounts", "t", {}, alerts, sender.destinations, clock()))
+    tmp_store.commit_step(
+        StepToCommit.of("accounts", "t", {}, alerts, sender.destinations, clock())
+    )
     clock.advance(2)  # group_wait
     assert await sender.send_due() == 4  # two alerts, two URLs: one message each
 

@@ -49,7 +49,7 @@ def enqueue(
     store: SqliteStore, sender: Sender, clock: FakeClock, *alerts: AlertMessage
 ) -> list[int]:
     return store.commit_step(
-        StepToCommit("signatures", "addr1", {}, alerts, sender.destinations, clock())
+        StepToCommit.of("signatures", "addr1", {}, alerts, sender.destinations, clock())
     )
 
 

@@ -92,7 +92,7 @@ async def test_ten_alerts_reach_a_real_smtp_server_back_to_back(
     sender = make_sender(tmp_store, {"mail": [smtp_receiver.url()]}, clock)
     alerts = [alert(n) for n in range(10)]
     tmp_store.commit_step(
-        StepToCommit("votes", "cluster", {}, alerts, sender.destinations, clock())
+        StepToCommit.of("votes", "cluster", {}, alerts, sender.destinations, clock())
     )
 
     loop = asyncio.get_running_loop()

@@ -49,7 +49,7 @@ def seed(path: Path, seeded: list[tuple[str, Reason, float]]) -> None:
                 facts={},
             )
             [alert_id] = store.commit_step(
-                StepToCommit("s", title, {}, [alert], lambda _: [OPS], at)
+                StepToCommit.of("s", title, {}, [alert], lambda _: [OPS], at)
             )
             rows = store.db.execute("SELECT id FROM deliveries WHERE alert_id = ?", [alert_id])
             store.mark_sent([row[0] for row in rows], at)

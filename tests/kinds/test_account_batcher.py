@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
-from watcher.kinds import base
-from watcher.kinds.sources.accounts import WAKE_PER_TURN, AccountBatcher, AccountRead
+from watcher.ledger.shared_reads import WAKE_PER_TURN, AccountBatcher, AccountRead
 
 
 class Reader:
@@ -24,9 +23,7 @@ class Reader:
 
 
 async def test_an_answer_of_250_keys_wakes_its_polls_a_few_per_turn() -> None:
-    reader = Reader()
-    ledger = cast(base.LedgerReader, reader)
-    batcher = AccountBatcher()
+    batcher = AccountBatcher(reader := Reader())
     turn = 0
 
     async def ticker() -> None:  # counts the event loop's turns
@@ -36,7 +33,7 @@ async def test_an_answer_of_250_keys_wakes_its_polls_a_few_per_turn() -> None:
             turn += 1
 
     async def poll(key: str) -> tuple[AccountRead, int]:
-        read = await batcher.read(ledger, key)
+        read = await batcher.read(key)
         return read, turn
 
     ticking = asyncio.ensure_future(ticker())

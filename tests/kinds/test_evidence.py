@@ -436,7 +436,7 @@ def test_any_sequence_of_balances_gives_one_notification_per_qualifying_move(
                     raise AssertionError(doubt)
                 outcome = source.step([WHALES_RULE], MINT, state, snapshot(amount, slot), slot)
                 store.commit_step(
-                    StepToCommit("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
+                    StepToCommit.of("holders", MINT, outcome.state, outcome.alerts, no_urls, slot)
                 )
             assert len(store.history(limit=100)) == expected
         finally:

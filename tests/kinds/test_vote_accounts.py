@@ -12,6 +12,7 @@ import pytest
 from watcher.kinds import SOURCES, base
 from watcher.kinds.sources import vote_accounts
 from watcher.ledger.models import VoteAccounts
+from watcher.ledger.shared_reads import SharedReads
 
 
 class Reader:
@@ -20,6 +21,7 @@ class Reader:
     def __init__(self) -> None:
         self.calls = 0
         self.fail = False
+        self.shared_reads = SharedReads(cast(Any, self))  # never reads an account
 
     async def get_vote_accounts(self) -> VoteAccounts:
         self.calls += 1

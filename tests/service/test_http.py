@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from watcher.core.errors import DaemonFailed
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, StateSummary
+from watcher.service.scrape_time import ScrapeReads
 from watcher.state.snapshot import Outbox
 
 TEXT = "text/plain; charset=utf-8"
@@ -41,7 +42,7 @@ class WatchedMetrics(Metrics):
         self.events: list[tuple[str, str]] = []
         self.state_read = asyncio.Event()
         # The state comes from read_state (the store's summary).
-        super().__init__(lambda: 0.0, read_state=self._read_state_now)
+        super().__init__(lambda: 0.0, ScrapeReads(read_state=self._read_state_now))
 
     async def _read_state_now(self) -> StateSummary:
         self.events.append(("read state", threading.current_thread().name))

@@ -8,6 +8,7 @@ import pytest
 
 from watcher.core.events import Silence
 from watcher.service.metrics import Metrics, StateSummary
+from watcher.service.scrape_time import ScrapeReads
 from watcher.state.snapshot import Awaiting, Firing, Outbox
 
 NOW = 1_800_000_000.0
@@ -33,9 +34,13 @@ async def firing_series(silences: list[Silence]) -> set[str]:
 
     metrics = Metrics(
         lambda: NOW,
-        read_state=summary,
-        read_silences=active_silences,
-        kind_of=lambda rule: {"my-validator": "delinquent_validators"}.get(rule, "version_drift"),
+        ScrapeReads(
+            read_state=summary,
+            read_silences=active_silences,
+            kind_of=lambda rule: {"my-validator": "delinquent_validators"}.get(
+                rule, "version_drift"
+            ),
+        ),
     )
     await metrics.refresh()
     return {
@@ -84,7 +89,7 @@ async def test_the_targets_awaiting_their_first_poll_are_read_at_most_every_ten_
         reads.append(clock[0])
         return list(waiting)
 
-    metrics = Metrics(lambda: clock[0], read_awaiting=awaiting)
+    metrics = Metrics(lambda: clock[0], ScrapeReads(read_awaiting=awaiting))
 
     async def shown() -> list[str]:
         await metrics.refresh()

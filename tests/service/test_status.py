@@ -97,7 +97,7 @@ def test_status_health_tells_a_pending_delivery_stuck_from_the_second_past_its_l
         queued = time.time()
         with SqliteStore(tmp_path / "state" / "watcher.db") as store:
             ops = [Destination("ops", "json://127.0.0.1:9/")]
-            store.commit_step(StepToCommit("s", "t", {}, [alert], lambda _: ops, queued))
+            store.commit_step(StepToCommit.of("s", "t", {}, [alert], lambda _: ops, queued))
 
         def status(*args: str) -> tuple[int, str, str]:
             done = CliRunner().invoke(app, ["status", "--config", str(config), *args])

@@ -13,7 +13,7 @@ import pytest
 from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage, Grouping
-from watcher.core.outbox_rows import DeadLetterReports, Destination
+from watcher.core.outbox_rows import DeadLetterReports, Destination, ResolvedDestinations
 from watcher.state import pg_claims as claims
 from watcher.state import pg_deliveries as outbox
 from watcher.state.interface import GiveUp, StepToCommit
@@ -69,7 +69,8 @@ async def queue(
 ) -> list[int]:
     """Queue alerts to ``urls`` in one transaction; the ids of their deliveries."""
     async with conn.transaction():
-        alert_ids = await outbox.insert_alerts(conn, alerts, to_urls(*urls), now)
+        routed = ResolvedDestinations.of(alerts, to_urls(*urls))
+        alert_ids = await outbox.insert_alerts(conn, alerts, routed, now)
     rows = await (
         await conn.execute(
             "SELECT id FROM deliveries WHERE alert_id = ANY(%s) ORDER BY id", [alert_ids]
@@ -193,8 +194,10 @@ async def test_what_a_claim_returns_is_what_sqlite_claims(
     await queue(conns[0], alerts, "json://one")
     await queue(conns[0], [alert(3)], "json://one", now=NOW + 100)  # not yet due
     with SqliteStore(tmp_path / "watcher.db") as store:
-        store.commit_step(StepToCommit("s", "t", {}, alerts, to_urls("json://one"), NOW))
-        store.commit_step(StepToCommit("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100))
+        store.commit_step(StepToCommit.of("s", "t", {}, alerts, to_urls("json://one"), NOW))
+        store.commit_step(
+            StepToCommit.of("s", "t", {}, [alert(3)], to_urls("json://one"), NOW + 100)
+        )
         expected = store.claim_due(NOW, group_limit=10)
     rows = await claims.claim_due(conns[0], token="a", claim_ttl=TTL, now=NOW, group_limit=10)
     assert len(rows) == 2 and rows == expected  # ids, values, status 'sending', the alert
@@ -287,7 +290,7 @@ async def test_marks_with_the_claims_token_work(conns: list[Connection]) -> None
     # Nothing due now; at NOW + 30 both are, for any claimer.
     assert await claims.claim_due(conns[1], token="b", claim_ttl=TTL, now=NOW) == []
     letter = alert(99)
-    reports = DeadLetterReports({ids[2]: letter}, to_urls("json://fallback"))
+    reports = DeadLetterReports.of({ids[2]: letter}, to_urls("json://fallback"))
     gone = await outbox.mark_dead(conns[0], GiveUp([ids[2]], "gone", NOW, reports), "a")
     assert gone == [] and await delivery(conns[1], ids[2]) == ("dead", None, 1)
     assert await alert_status(conns[1], ids[2]) == "dead"
@@ -342,8 +345,10 @@ async def test_notify_on_commit_wakes_a_listener(conninfo: str, conns: list[Conn
         first = asyncio.ensure_future(anext(wakes))
         # The LISTEN is in place once the listener waits: a notification before it is lost.
         await until_listening(conns[2])
+        alerts = [alert(1)]
+        routed = ResolvedDestinations.of(alerts, to_urls("json://one"))
         async with conns[0].transaction():
-            await outbox.insert_alerts(conns[0], [alert(1)], to_urls("json://one"), NOW)
+            await outbox.insert_alerts(conns[0], alerts, routed, NOW)
         assert await asyncio.wait_for(first, timeout=10) is True  # woken, not the 60 s poll
         await wakes.aclose()
 
@@ -355,9 +360,11 @@ async def test_a_rolled_back_insert_wakes_nobody_and_the_poll_still_does(
         wakes = outbox.listen_outbox(listening, poll_timeout=0.3)
         first = asyncio.ensure_future(anext(wakes))
         await until_listening(conns[2])
+        alerts = [alert(1)]
+        routed = ResolvedDestinations.of(alerts, to_urls("json://one"))
         with pytest.raises(RuntimeError):
             async with conns[0].transaction():
-                await outbox.insert_alerts(conns[0], [alert(1)], to_urls("json://one"), NOW)
+                await outbox.insert_alerts(conns[0], alerts, routed, NOW)
                 raise RuntimeError("rolled back")
         assert await asyncio.wait_for(first, timeout=10) is False  # the poll's timeout
         await wakes.aclose()

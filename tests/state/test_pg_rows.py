@@ -17,7 +17,12 @@ from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage, Grouping, NewSilence, Reason, Silence, TargetState
 from watcher.core.fastjson import decode_json
-from watcher.core.outbox_rows import AlertRecord, DeliveryStatus, Destination
+from watcher.core.outbox_rows import (
+    AlertRecord,
+    DeliveryStatus,
+    Destination,
+    ResolvedDestinations,
+)
 from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.alerts import to_json
 from watcher.state.interface import GiveUp, StepToCommit
@@ -99,7 +104,7 @@ class OnSqlite:
         self, target: str, state: TargetState, alerts: Sequence[AlertMessage], now: float
     ) -> list[int]:
         return self.store.commit_step(
-            StepToCommit(SOURCE, target, state, alerts, destinations, now)
+            StepToCommit.of(SOURCE, target, state, alerts, destinations, now)
         )
 
     async def upsert_states(self, rows: Sequence[tuple[str, TargetState, float]]) -> None:
@@ -174,7 +179,8 @@ class OnPostgres:
         # As the engine will: the state and the step's alerts in one transaction.
         async with self.conn.transaction():
             await pg_rows.upsert_state_in(self.conn, SOURCE, target, to_json(state), now)
-            return await pg_deliveries.insert_alerts(self.conn, alerts, destinations, now)
+            routed = ResolvedDestinations.of(alerts, destinations)
+            return await pg_deliveries.insert_alerts(self.conn, alerts, routed, now)
 
     async def upsert_states(self, rows: Sequence[tuple[str, TargetState, float]]) -> None:
         await pg_rows.upsert_states(
@@ -389,7 +395,9 @@ async def test_a_state_written_with_its_alerts_rolls_back_with_them(pg_conn: Con
     with pytest.raises(RuntimeError):
         async with pg_conn.transaction():
             await pg_rows.upsert_state_in(pg_conn, SOURCE, "a", "{}", 1.0)
-            await pg_deliveries.insert_alerts(pg_conn, [alert("a", 1)], destinations, 1.0)
+            alerts = [alert("a", 1)]
+            routed = ResolvedDestinations.of(alerts, destinations)
+            await pg_deliveries.insert_alerts(pg_conn, alerts, routed, 1.0)
             raise RuntimeError("the step failed")
     assert await pg_rows.load_state_text(pg_conn, SOURCE, "a") is None
     assert await pg_rows.history(pg_conn) == []

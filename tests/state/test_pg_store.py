@@ -155,7 +155,7 @@ async def test_a_stale_owner_writes_nothing_and_drops_the_shard(
     await a.maintain_leases()
     target = "addr1"
     shard = shard_of("signatures", target)
-    await a.commit_step(StepToCommit("signatures", target, {"v": 1}, [], lambda _a: [], 1.0))
+    await a.commit_step(StepToCommit.of("signatures", target, {"v": 1}, [], lambda _a: [], 1.0))
     a.stage_state("signatures", "addr1", {"v": 2}, 2.0)
     # a pauses past its leases; b starts and takes everything over (at new epochs).
     await expire_all(database, "a")
@@ -164,7 +164,7 @@ async def test_a_stale_owner_writes_nothing_and_drops_the_shard(
     # a resumes: its step and its flush roll back, nothing of it is written.
     with pytest.raises(LeaseLost):
         await a.commit_step(
-            StepToCommit("signatures", target, {"v": 3}, [alert("k")], lambda _a: [OPS], 3.0)
+            StepToCommit.of("signatures", target, {"v": 3}, [alert("k")], lambda _a: [OPS], 3.0)
         )
     assert await a.flush_states() == 0
     assert not a.holds("signatures", target)
@@ -200,7 +200,7 @@ async def test_two_instances_never_claim_the_same_delivery(
     await a.start()
     await a.maintain_leases()
     for n in range(40):
-        await a.commit_step(StepToCommit("s", f"t{n}", {}, [alert(f"k{n}")], to_url(n % 7), 1.0))
+        await a.commit_step(StepToCommit.of("s", f"t{n}", {}, [alert(f"k{n}")], to_url(n % 7), 1.0))
     await b.start()
     first, second = await asyncio.gather(a.claim_due(1.0, limit=50), b.claim_due(1.0, limit=50))
     more = await a.claim_due(1.0, limit=50) + await b.claim_due(1.0, limit=50)
@@ -215,7 +215,7 @@ async def test_a_late_ack_of_a_claim_taken_over_changes_nothing(
     await a.start()
     await b.start()
     await a.maintain_leases()
-    await a.commit_step(StepToCommit("s", "t", {}, [alert("k")], lambda _a: [OPS], 1.0))
+    await a.commit_step(StepToCommit.of("s", "t", {}, [alert("k")], lambda _a: [OPS], 1.0))
     (row,) = await a.claim_due(1.0)
     async with await psycopg.AsyncConnection.connect(database, autocommit=True) as conn:
         await conn.execute(f"UPDATE deliveries SET claim_expires_at = {NOW} - 1")
@@ -256,7 +256,7 @@ async def test_deliveries_queued_by_one_instance_wake_the_others_sender(
             while not woken.is_set():
                 n += 1
                 await a.commit_step(
-                    StepToCommit("s", f"t{n}", {}, [alert(f"w{n}")], to_url(1), 1.0)
+                    StepToCommit.of("s", f"t{n}", {}, [alert(f"w{n}")], to_url(1), 1.0)
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), 0.2)

@@ -64,7 +64,7 @@ def queue(
     left pending)."""
     alert = message(title, reason, subject=subject)
     [alert_id] = store.commit_step(
-        StepToCommit("s", title, {}, [alert], lambda _: [] if silenced else [OPS], at)
+        StepToCommit.of("s", title, {}, [alert], lambda _: [] if silenced else [OPS], at)
     )
     ids = [
         row[0]
@@ -203,7 +203,9 @@ def test_a_target_no_rule_names_goes_once_unwatched_for_longer_than_retention(
     tmp_store: SqliteStore,
 ) -> None:
     for target in ("kept", "dropped", "back", "builtin-like"):
-        tmp_store.commit_step(StepToCommit("s", target, {"cursor": target}, [], lambda _: [], OLD))
+        tmp_store.commit_step(
+            StepToCommit.of("s", target, {"cursor": target}, [], lambda _: [], OLD)
+        )
     named = {"kept"}
     watched = lambda source, target: target in named  # noqa: E731
 
@@ -323,7 +325,7 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_
     scrape = traced(conn, store.summary)
     grouped = replace(message("y", "event"), grouping=Grouping("new_transactions", 60.0))
     store.commit_step(
-        StepToCommit("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
+        StepToCommit.of("s", "b", {}, [message("x", "event"), grouped], lambda _: [OPS], NOW)
     )
 
     def a_round() -> None:
@@ -334,7 +336,7 @@ def test_what_a_scrape_and_a_round_read_uses_an_index(history: SqliteStore, tmp_
         store.group_sends("g", "u")
         store.mark_sent([d.id for d in store.claim_due(NOW + 1, 100, 10)], NOW, ("g", "u"))
         store.commit_step(
-            StepToCommit("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW)
+            StepToCommit.of("s", "a", {}, [message("z", "firing")], lambda _: [OPS], NOW)
         )
         record_round(store.db, SourceRound("s", NOW, 1, 0, 0.1, NOW))
 

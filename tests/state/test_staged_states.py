@@ -44,7 +44,7 @@ def test_staging_asks_for_a_flush_at_the_limit(tmp_store: SqliteStore) -> None:
 
 def test_a_committed_step_supersedes_the_staged_state(tmp_store: SqliteStore) -> None:
     tmp_store.stage_state("s", "t", {"cursor": "old"}, 1.0)
-    tmp_store.commit_step(StepToCommit("s", "t", {"cursor": "new"}, [], lambda alert: [], 2.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {"cursor": "new"}, [], lambda alert: [], 2.0))
     tmp_store.flush_states()
     assert tmp_store.load_state("s", "t") == {"cursor": "new"}
     assert stored(tmp_store.path) == {"t": '{"cursor":"new"}'}
@@ -63,13 +63,15 @@ def test_a_prefetched_chunk_is_read_in_one_query_and_a_later_write_wins(
     tmp_store: SqliteStore,
 ) -> None:
     for n in range(3):
-        tmp_store.commit_step(StepToCommit("s", f"t{n}", {"cursor": n}, [], lambda alert: [], 1.0))
+        tmp_store.commit_step(
+            StepToCommit.of("s", f"t{n}", {"cursor": n}, [], lambda alert: [], 1.0)
+        )
     queries: list[str] = []
     tmp_store._db.conn.set_trace_callback(queries.append)
     tmp_store.prefetch_states("s", ["t0", "t1", "t2", "new"])
     tmp_store.stage_state("s", "t1", {"cursor": "staged"}, 2.0)
     tmp_store.commit_step(
-        StepToCommit("s", "t2", {"cursor": "committed"}, [], lambda alert: [], 2.0)
+        StepToCommit.of("s", "t2", {"cursor": "committed"}, [], lambda alert: [], 2.0)
     )
     tmp_store.flush_states()  # t1's staged state written: no copy of it is left to read
     queries.clear()

@@ -214,7 +214,7 @@ def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(
 ) -> None:
     state = {"cursor": "sig9", "seen": [1, 2]}
     ids = tmp_store.commit_step(
-        StepToCommit("signatures", "addr1", state, [alert()], to(OPS, MAIL), now=50.0)
+        StepToCommit.of("signatures", "addr1", state, [alert()], to(OPS, MAIL), now=50.0)
     )
     assert len(ids) == 1
     assert tmp_store.load_state("signatures", "addr1") == state
@@ -238,44 +238,48 @@ def test_commit_step_saves_state_alerts_and_one_delivery_per_destination(
 
 
 def test_commit_step_updates_the_state_of_a_known_target(tmp_store: SqliteStore) -> None:
-    tmp_store.commit_step(StepToCommit("s", "t", {"v": 1}, [], to(), now=1.0))
-    tmp_store.commit_step(StepToCommit("s", "t", {"v": 2}, [], to(), now=2.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 1}, [], to(), now=1.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 2}, [], to(), now=2.0))
     assert tmp_store.load_state("s", "t") == {"v": 2}
     assert count(tmp_store, "targets") == 1
 
 
 def test_an_error_in_destinations_rolls_back_the_state_too(tmp_store: SqliteStore) -> None:
-    tmp_store.commit_step(StepToCommit("s", "t", {"v": 1}, [], to(), now=1.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 1}, [], to(), now=1.0))
 
     def broken(message: AlertMessage) -> Sequence[Destination]:
         raise LookupError("no such channel")
 
     with pytest.raises(LookupError):
-        tmp_store.commit_step(StepToCommit("s", "t", {"v": 2}, [alert()], broken, now=2.0))
+        tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 2}, [alert()], broken, now=2.0))
     assert tmp_store.load_state("s", "t") == {"v": 1}
     assert count(tmp_store, "alerts") == 0
     assert count(tmp_store, "deliveries") == 0
 
 
 def test_an_insert_failing_midway_rolls_back_the_earlier_inserts(tmp_store: SqliteStore) -> None:
-    tmp_store.commit_step(StepToCommit("s", "t", {"v": 1}, [], to(), now=1.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 1}, [], to(), now=1.0))
     good = alert("k1")
     unstorable = alert("k2", facts={"when": object()})
     with pytest.raises(TypeError):
         tmp_store.commit_step(
-            StepToCommit("s", "t", {"v": 2}, [good, unstorable], to(OPS), now=2.0)
+            StepToCommit.of("s", "t", {"v": 2}, [good, unstorable], to(OPS), now=2.0)
         )
     assert tmp_store.load_state("s", "t") == {"v": 1}
     assert count(tmp_store, "alerts") == 0
     assert count(tmp_store, "deliveries") == 0
     # The store is usable afterwards: the failed transaction did not stay open.
-    assert tmp_store.commit_step(StepToCommit("s", "t", {"v": 3}, [good], to(OPS), now=3.0)) != []
+    assert (
+        tmp_store.commit_step(StepToCommit.of("s", "t", {"v": 3}, [good], to(OPS), now=3.0)) != []
+    )
 
 
 def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: SqliteStore) -> None:
-    first = tmp_store.commit_step(StepToCommit("s", "t", {"v": 1}, [alert("k1")], to(OPS), now=1.0))
+    first = tmp_store.commit_step(
+        StepToCommit.of("s", "t", {"v": 1}, [alert("k1")], to(OPS), now=1.0)
+    )
     again = tmp_store.commit_step(
-        StepToCommit("s", "t", {"v": 2}, [alert("k1"), alert("k2")], to(OPS), now=2.0)
+        StepToCommit.of("s", "t", {"v": 2}, [alert("k1"), alert("k2")], to(OPS), now=2.0)
     )
     assert len(first) == 1
     assert len(again) == 1 and again[0] != first[0]
@@ -286,7 +290,7 @@ def test_a_rerun_step_repeats_no_alert_and_no_delivery(tmp_store: SqliteStore) -
 
 def test_one_url_in_two_channels_gets_one_delivery(tmp_store: SqliteStore) -> None:
     same_url = Destination("oncall", OPS.url)
-    tmp_store.commit_step(StepToCommit("s", "t", {}, [alert()], to(OPS, same_url), now=1.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {}, [alert()], to(OPS, same_url), now=1.0))
     assert [d.channel for d in tmp_store.due_deliveries(now=1.0)] == ["ops"]
 
 
@@ -295,7 +299,7 @@ def test_no_url_or_secret_reaches_the_database_files(
 ) -> None:
     path = tmp_path / "watcher.db"
     store = SqliteStore(path)
-    store.commit_step(StepToCommit("s", "t", {}, [alert()], to(OPS, MAIL), now=1.0))
+    store.commit_step(StepToCommit.of("s", "t", {}, [alert()], to(OPS, MAIL), now=1.0))
     [row, _] = store.due_deliveries(now=1.0)
     store.mark_retry(row.id, "error=500", next_attempt_at=5.0)
     content = sqlite_file_bytes(path)
@@ -311,8 +315,8 @@ def test_no_url_or_secret_reaches_the_database_files(
 def test_due_deliveries_are_the_pending_ones_whose_time_has_come_oldest_first(
     tmp_store: SqliteStore,
 ) -> None:
-    tmp_store.commit_step(StepToCommit("s", "t", {}, [alert("k1")], to(OPS), now=10.0))
-    tmp_store.commit_step(StepToCommit("s", "u", {}, [alert("k2")], to(OPS), now=20.0))
+    tmp_store.commit_step(StepToCommit.of("s", "t", {}, [alert("k1")], to(OPS), now=10.0))
+    tmp_store.commit_step(StepToCommit.of("s", "u", {}, [alert("k2")], to(OPS), now=20.0))
     first, second = tmp_store.due_deliveries(now=20.0)
     assert tmp_store.due_deliveries(now=15.0) == [first]
     tmp_store.mark_retry(first.id, "refused", next_attempt_at=30.0)
@@ -322,7 +326,9 @@ def test_due_deliveries_are_the_pending_ones_whose_time_has_come_oldest_first(
 
 
 def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: SqliteStore) -> None:
-    tmp_store.commit_step(StepToCommit("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0))
+    tmp_store.commit_step(
+        StepToCommit.of("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
+    )
     claimed = tmp_store.claim_due(now=1.0)
     assert [d.status for d in claimed] == ["sending", "sending"]
     assert tmp_store.claim_due(now=1.0) == []
@@ -336,7 +342,7 @@ def test_claimed_deliveries_are_not_due_until_released_or_requeued(tmp_store: Sq
 
 def test_alert_status_follows_its_deliveries(tmp_store: SqliteStore) -> None:
     [both, one] = tmp_store.commit_step(
-        StepToCommit("s", "t", {}, [alert("k1"), alert("k2")], to(OPS, MAIL), now=1.0)
+        StepToCommit.of("s", "t", {}, [alert("k1"), alert("k2")], to(OPS, MAIL), now=1.0)
     )
     rows = {(d.alert_id, d.url_id): d.id for d in tmp_store.due_deliveries(now=1.0)}
 
@@ -356,7 +362,7 @@ def test_alert_status_follows_its_deliveries(tmp_store: SqliteStore) -> None:
 
 def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: SqliteStore) -> None:
     [gone, kept] = tmp_store.commit_step(
-        StepToCommit("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
+        StepToCommit.of("s", "t", {}, [alert("k1"), alert("k2")], to(OPS), now=1.0)
     )
     rows = {d.alert_id: d.id for d in tmp_store.due_deliveries(now=1.0)}
     with closing(sqlite3.connect(tmp_store.path)) as other, other:  # as by hand
@@ -366,14 +372,14 @@ def test_a_mark_on_a_deleted_delivery_names_it_and_marks_the_others(tmp_store: S
     assert {r.id: r.status for r in tmp_store.history()}[kept] == "sent"
     assert tmp_store.mark_retry(rows[gone], "refused", next_attempt_at=9.0) == [rows[gone]]
     letter = alert("dead|1", channels=("ops",))
-    reports = DeadLetterReports({rows[gone]: letter}, to(OPS))
+    reports = DeadLetterReports.of({rows[gone]: letter}, to(OPS))
     assert tmp_store.mark_dead(GiveUp(rows[gone], "gone", 2.0, reports)) == [rows[gone]]
     assert count(tmp_store, "alerts") == 2  # no dead letter for a delivery that is gone
 
 
 def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: SqliteStore) -> None:
     [alert_id] = tmp_store.commit_step(
-        StepToCommit("s", "t", {}, [alert(channels=())], to(), now=1.0)
+        StepToCommit.of("s", "t", {}, [alert(channels=())], to(), now=1.0)
     )
     [record] = tmp_store.history()
     assert (record.id, record.status, record.deliveries) == (alert_id, "silenced", ())
@@ -381,13 +387,13 @@ def test_an_alert_without_destination_is_recorded_as_silenced(tmp_store: SqliteS
 
 def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: SqliteStore) -> None:
     tmp_store.commit_step(
-        StepToCommit("s", "a", {}, [alert("k1", rule="whales")], to(OPS), now=1.0)
+        StepToCommit.of("s", "a", {}, [alert("k1", rule="whales")], to(OPS), now=1.0)
     )
     tmp_store.commit_step(
-        StepToCommit("s", "b", {}, [alert("k2", rule="treasury")], to(OPS, MAIL), now=2.0)
+        StepToCommit.of("s", "b", {}, [alert("k2", rule="treasury")], to(OPS, MAIL), now=2.0)
     )
     tmp_store.commit_step(
-        StepToCommit("s", "c", {}, [alert("k3", rule="whales")], to(OPS), now=3.0)
+        StepToCommit.of("s", "c", {}, [alert("k3", rule="whales")], to(OPS), now=3.0)
     )
     due = tmp_store.due_deliveries(now=3.0)
     [ops_row, mail_row] = [d for d in due if d.alert.rule == "treasury"]
@@ -412,7 +418,9 @@ def test_history_is_newest_first_filtered_and_summarises_deliveries(tmp_store: S
 
 def test_the_store_is_a_context_manager_that_closes_the_file(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "watcher.db") as store:
-        store.commit_step(StepToCommit("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0))
+        store.commit_step(
+            StepToCommit.of("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
+        )
         assert store.load_state("votes", "cluster") == {"seen": 1}
     with pytest.raises(PermanentStateError, match="load state: ProgrammingError") as closed:
         store.load_state("votes", "cluster")

@@ -92,7 +92,7 @@ def test_the_postgresql_engine_has_every_member_of_the_protocol_with_its_paramet
 async def test_a_committed_step_is_read_back_with_its_alerts_queued(store: Store) -> None:
     assert await store.load_state("signatures", "addr1") is None
     ids = await store.commit_step(
-        StepToCommit(
+        StepToCommit.of(
             "signatures", "addr1", {"cursor": "sig9", "seen": [1, 2]}, [alert("k1")], to(OPS), 10.0
         )
     )
@@ -102,7 +102,7 @@ async def test_a_committed_step_is_read_back_with_its_alerts_queued(store: Store
     # A step redone after a crash repeats nothing.
     assert (
         await store.commit_step(
-            StepToCommit("signatures", "addr1", {"c": 2}, [alert("k1")], to(OPS), 11.0)
+            StepToCommit.of("signatures", "addr1", {"c": 2}, [alert("k1")], to(OPS), 11.0)
         )
         == []
     )
@@ -127,7 +127,7 @@ async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
     store: Store,
 ) -> None:
     since = WatchSince(1000.0, slot=77)
-    await store.commit_step(StepToCommit("signatures", "polled", {"cursor": 1}, (), to(), 900.0))
+    await store.commit_step(StepToCommit.of("signatures", "polled", {"cursor": 1}, (), to(), 900.0))
     assert await store.register_watch("signatures", ["a", "b", "polled"], since) == 2
     assert await store.load_state("signatures", "a") == {
         "v": 1,
@@ -143,12 +143,12 @@ async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
     assert await store.awaiting_first_poll() == [Awaiting("signatures", 3, 1000.0)]
     # A first poll held back as doubtful keeps the start: still waiting.
     doubted = {"v": 1, WATCH_SINCE_KEY: {"at": 1000.0, "slot": 77}, "doubt": {"seen": 1}}
-    await store.commit_step(StepToCommit("signatures", "a", doubted, (), to(), 2100.0))
+    await store.commit_step(StepToCommit.of("signatures", "a", doubted, (), to(), 2100.0))
     # The first polls' states: one staged and flushed, one committed with its step.
     store.stage_state("signatures", "b", {"v": 1, "cursor": {"sig": "x"}}, 2100.0)
     await store.flush_states()
     assert await store.awaiting_first_poll() == [Awaiting("signatures", 2, 1000.0)]
-    await store.commit_step(StepToCommit("signatures", "a", {"cursor": 2}, (), to(), 2200.0))
+    await store.commit_step(StepToCommit.of("signatures", "a", {"cursor": 2}, (), to(), 2200.0))
     assert await store.awaiting_first_poll() == [Awaiting("signatures", 1, 2000.0)]
     status = await store.status("_cadence")
     assert status.awaiting == [Awaiting("signatures", 1, 2000.0)]
@@ -164,7 +164,7 @@ async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
 
 async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
     await store.commit_step(
-        StepToCommit("s", "t1", {}, [alert("a1"), alert("a2")], to(OPS, MAIL), 10.0)
+        StepToCommit.of("s", "t1", {}, [alert("a1"), alert("a2")], to(OPS, MAIL), 10.0)
     )
     assert await store.claim_due(5.0) == []  # not due yet
     claimed = await store.claim_due(10.0)
@@ -186,7 +186,7 @@ async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
 
 
 async def test_a_release_with_not_before_delays_the_rows(store: Store) -> None:
-    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)
     await store.release([row.id], not_before=30.0)
     assert await store.claim_due(29.0) == []
@@ -195,8 +195,8 @@ async def test_a_release_with_not_before_delays_the_rows(store: Store) -> None:
 
 async def test_claims_skip_busy_urls_and_complete_digest_groups(store: Store) -> None:
     grouped = [alert(f"g{n}", grouping=Grouping("new_transactions")) for n in range(3)]
-    await store.commit_step(StepToCommit("s", "t1", {}, grouped, to(OPS), 10.0))
-    await store.commit_step(StepToCommit("s", "t2", {}, [alert("m1")], to(MAIL), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t1", {}, grouped, to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t2", {}, [alert("m1")], to(MAIL), 10.0))
     assert {r.url_id for r in await store.claim_due(10.0, skip_urls=[OPS.url_id])} == {MAIL.url_id}
     rows = await store.claim_due(10.0, limit=1, group_limit=10)
     key = "r|new_transactions"
@@ -208,11 +208,11 @@ async def test_claims_skip_busy_urls_and_complete_digest_groups(store: Store) ->
 
 
 async def test_a_dead_delivery_queues_its_dead_letter_once(store: Store) -> None:
-    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)
     letter = alert("dead|a1", rule="watcher_dead_letter")
     await store.mark_dead(
-        GiveUp([row.id], "refused", 11.0, DeadLetterReports({row.id: letter}, to(MAIL)))
+        GiveUp([row.id], "refused", 11.0, DeadLetterReports.of({row.id: letter}, to(MAIL)))
     )
     keys = [record.alert.dedup_key for record in await store.history()]
     assert keys == ["dead|a1", "a1"]
@@ -235,8 +235,8 @@ async def test_silences_are_added_listed_active_and_expired(store: Store) -> Non
 
 
 async def test_history_is_newest_first_and_filtered_by_rule(store: Store) -> None:
-    await store.commit_step(StepToCommit("s", "t1", {}, [alert("a1", rule="r1")], to(OPS), 10.0))
-    await store.commit_step(StepToCommit("s", "t2", {}, [alert("a2", rule="r2")], to(), 20.0))
+    await store.commit_step(StepToCommit.of("s", "t1", {}, [alert("a1", rule="r1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t2", {}, [alert("a2", rule="r2")], to(), 20.0))
     records = await store.history()
     assert [(r.alert.dedup_key, r.status) for r in records] == [
         ("a2", "silenced"),
@@ -248,8 +248,8 @@ async def test_history_is_newest_first_and_filtered_by_rule(store: Store) -> Non
 
 
 async def test_retention_deletes_old_finished_alerts_and_unwatched_targets(store: Store) -> None:
-    await store.commit_step(StepToCommit("s", "old", {}, [alert("a1")], to(OPS), 10.0))
-    await store.commit_step(StepToCommit("s", "kept", {"x": 1}, [alert("a2")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "old", {}, [alert("a1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "kept", {"x": 1}, [alert("a2")], to(OPS), 10.0))
     rows = await store.claim_due(10.0)
     await store.mark_sent([rows[0].id], 11.0)  # a1 sent; a2 still claimed: kept
     watched = lambda source, target: target == "kept"  # noqa: E731
@@ -270,21 +270,21 @@ async def test_standing_alerts_are_what_fires_and_the_recent_resolutions(store: 
         return alert(key, subject=subject, reason=reason)
 
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+        StepToCommit.of("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 100.0)
+        StepToCommit.of("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 100.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 200.0)
+        StepToCommit.of("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 200.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("c1", "C", "firing")], to(OPS), 100.0)
+        StepToCommit.of("s", "t", {}, [state("c1", "C", "firing")], to(OPS), 100.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("c2", "C", "resolved")], to(OPS), 150.0)
+        StepToCommit.of("s", "t", {}, [state("c2", "C", "resolved")], to(OPS), 150.0)
     )
-    await store.commit_step(StepToCommit("s", "t", {}, [alert("e1")], to(OPS), 200.0))
+    await store.commit_step(StepToCommit.of("s", "t", {}, [alert("e1")], to(OPS), 200.0))
     rows = await store.standing_alerts([OPS.url_id], 160.0)
     assert [(r.alert.dedup_key, r.url_id, r.created_at) for r in rows] == [
         ("a1", OPS.url_id, 100.0),
@@ -310,13 +310,13 @@ async def test_a_muted_repeat_leaves_its_firing_standing(store: Store) -> None:
     ):
         destinations = to() if facts else to(OPS)
         firing = alert(key, subject="A", reason=reason, facts=facts)
-        await store.commit_step(StepToCommit("s", "t", {}, [firing], destinations, when))
+        await store.commit_step(StepToCommit.of("s", "t", {}, [firing], destinations, when))
     rows = await store.standing_alerts([OPS.url_id], 0.0)
     assert [r.alert.dedup_key for r in rows] == ["f1"]
     [firing_now], _outbox = await store.summary()
     assert (firing_now.rule, firing_now.subject, firing_now.since) == ("r", "A", 100.0)
     repeat = alert("f3", subject="A", reason="repeat")
-    await store.commit_step(StepToCommit("s", "t", {}, [repeat], to(OPS), 300.0))
+    await store.commit_step(StepToCommit.of("s", "t", {}, [repeat], to(OPS), 300.0))
     assert [r.alert.dedup_key for r in await store.standing_alerts([OPS.url_id], 0.0)] == ["f3"]
 
 
@@ -330,13 +330,13 @@ async def test_the_summary_and_the_status_are_what_fires_the_outbox_and_the_roun
         return alert(key, subject=subject, reason=reason, severity="critical")
 
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
+        StepToCommit.of("s", "t", {}, [state("a1", "A", "firing")], to(OPS, MAIL), 100.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 110.0)
+        StepToCommit.of("s", "t", {}, [state("b1", "B", "firing")], to(OPS), 110.0)
     )
     await store.commit_step(
-        StepToCommit("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
+        StepToCommit.of("s", "t", {}, [state("b2", "B", "resolved")], to(OPS), 120.0)
     )
     [dead, *_] = await store.claim_due(100.0)
     await store.mark_dead(GiveUp([dead.id], "gone", 130.0))

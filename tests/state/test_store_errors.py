@@ -25,14 +25,16 @@ def test_a_locked_database_is_a_transient_store_error_with_the_driver_error_as_c
         try:
             with pytest.raises(TransientStateError, match=r"^commit step: OperationalError") as e:
                 store.commit_step(
-                    StepToCommit("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
+                    StepToCommit.of("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
                 )
             assert isinstance(e.value.__cause__, sqlite3.OperationalError)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         assert store.load_state("votes", "cluster") is None  # rolled back: nothing written
-        store.commit_step(StepToCommit("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0))
+        store.commit_step(
+            StepToCommit.of("votes", "cluster", {"seen": 1}, [], lambda alert: [], 10.0)
+        )
         assert store.load_state("votes", "cluster") == {"seen": 1}
 
 

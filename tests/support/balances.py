@@ -13,6 +13,7 @@ from watcher.core.errors import RpcError
 from watcher.kinds.toolkit.layouts import TOKEN_PROGRAM
 from watcher.ledger.models_accounts import MultipleAccounts
 from watcher.ledger.models_das import TokenAccountPage
+from watcher.ledger.shared_reads import SharedReads
 
 from support.values import key
 
@@ -33,6 +34,7 @@ class Balances:
         self.slot = 1_000
         self.balance_calls: list[tuple[str, Any]] = []
         self.fail: RpcError | None = None
+        self.shared_reads = SharedReads(self)
 
     async def get_multiple_accounts(self, keys: Sequence[str]) -> MultipleAccounts:
         self.balance_calls.append(("getMultipleAccounts", list(keys)))

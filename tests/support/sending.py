@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from watcher.alerting.messages import PLAIN, Presentation
+from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.config.sections import DeliverySettings
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow
 from watcher.delivery.channels import Channels

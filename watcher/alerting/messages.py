@@ -35,13 +35,7 @@ from typing import Any, Protocol
 from jinja2 import TemplateError
 
 # The formatters are named here too: each kind's wording reaches them as ``messages.*``.
-from watcher.alerting.formatting import PLAIN as PLAIN
-from watcher.alerting.formatting import Presentation as Presentation
-from watcher.alerting.formatting import lines as lines
-from watcher.alerting.formatting import plural as plural
-from watcher.alerting.formatting import shorten
-from watcher.alerting.formatting import sol as sol
-from watcher.alerting.formatting import ui_amount as ui_amount
+from watcher.alerting.formatting import PLAIN, Presentation, lines, plural, shorten
 from watcher.alerting.framing import framed
 from watcher.alerting.templating import rendered
 from watcher.core.clock import human_duration, iso

@@ -47,7 +47,8 @@ class ResolvedDestinations:
     ) -> ResolvedDestinations:
         return cls({id(alert): tuple(destinations(alert)) for alert in alerts})
 
-    def __call__(self, alert: AlertMessage) -> Sequence[Destination]:
+    def for_alert(self, alert: AlertMessage) -> Sequence[Destination]:
+        """Where ``alert`` goes (``KeyError``: not one it was resolved for)."""
         return self.by_alert[id(alert)]
 
 
@@ -57,7 +58,16 @@ class DeadLetterReports:
     saying so for each delivery (``by_delivery``, by delivery id), sent to ``destinations``."""
 
     by_delivery: Mapping[int, AlertMessage]
-    destinations: Callable[[AlertMessage], Sequence[Destination]]
+    destinations: ResolvedDestinations
+
+    @classmethod
+    def of(
+        cls,
+        by_delivery: Mapping[int, AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+    ) -> DeadLetterReports:
+        """The reports, each letter's destinations resolved now by ``destinations``."""
+        return cls(by_delivery, ResolvedDestinations.of(by_delivery.values(), destinations))
 
     def letters_except(self, not_given_up: Collection[int]) -> list[AlertMessage]:
         """The dead letters to queue: none for a delivery not given up (gone, or no longer

@@ -24,6 +24,8 @@ class RoundTally:
     token_reads: int = 0  # of the balance reads, those that read token accounts too
 
 
+# Per sweep, not per process: the client is shared by sweeps running at once, so only the context
+# a call runs in says which sweep made it (a parameter would cross every source's observe).
 _CURRENT: ContextVar[RoundTally | None] = ContextVar("watcher_round_tally", default=None)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from watcher.alerting.messages import PLAIN, Presentation
+from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.core import outbox_rows
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination

@@ -29,7 +29,6 @@ from watcher.core.outbox_rows import (
     DeadLetterReports,
     DeliveryRow,
     Destination,
-    ResolvedDestinations,
 )
 from watcher.core.retry import RetryPauses
 from watcher.delivery import dead_letters, digest, outbox
@@ -260,7 +259,7 @@ class UrlWorker:
 
         letters = dead_letters.letters(rows, error, channels.fallback, now, elsewhere)
         # Resolved here, not in the transaction: it may run on the store's own thread.
-        reports = DeadLetterReports(letters, ResolvedDestinations.of(letters.values(), elsewhere))
+        reports = DeadLetterReports.of(letters, elsewhere)
         ids = [row.id for row in rows]
         missing = await self.db.run(
             "give up delivery",

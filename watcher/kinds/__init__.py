@@ -41,7 +41,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import (
     CLUSTER_DELINQUENT_STAKE,
     RPC_DISAGREEMENT,
@@ -166,7 +166,7 @@ def wording_of(kind: str) -> messages.Wording | None:
 def word(
     alert: AlertMessage,
     rule: messages.PresentedRule | None,
-    shown: messages.Presentation = messages.PLAIN,
+    shown: formatting.Presentation = formatting.PLAIN,
 ) -> AlertMessage:
     """Word a step's alert, once: its kind's default wording or its rule's templates, with
     the address book's labels and explorer links (``shown``). ``rule``: the rule that made

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -118,17 +118,17 @@ def _alert(
 # -- wording ---------------------------------------------------------------------------------
 
 
-def _value(field: str, value: Any, shown: messages.Presentation) -> str:
+def _value(field: str, value: Any, shown: formatting.Presentation) -> str:
     if field == "data":
         return f"sha256 {str(value)[:12]}…"
     if field == "owner":
         return shown.name(str(value))
     if field == "lamports":
-        return messages.sol(int(value))
+        return formatting.sol(int(value))
     return str(value)
 
 
-def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: formatting.Presentation) -> str:
     field = change["field"]
     if field in ("created", "closed"):
         return f"- the account was {field}"
@@ -137,13 +137,13 @@ def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str
 
 
 def account_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     account = facts["account"]
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
     what = ", ".join(change["field"] for change in changes)
     title = f"{messages.rule_head(facts)} account {shown.short(account)} changed: {what}"
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Account: {shown.name(account)}",
         shown.link("address", account),

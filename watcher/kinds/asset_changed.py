@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -145,25 +145,25 @@ SOURCE = AssetSource()
 
 
 def asset_changed_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
     asset = facts["asset"]
     what = ", ".join(change["field"] for change in changes)
     title = f"{messages.rule_head(facts)} asset {shown.short(asset)} changed: {what}"
     name = f" ({facts['name']})" if facts.get("name") else ""
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Asset: {shown.name(asset)}{name}",
         shown.link("address", asset),
-        f"{messages.plural(len(changes), 'change')}:",
+        f"{formatting.plural(len(changes), 'change')}:",
         "",
         *(_change_line(change, shown) for change in changes),
     )
     return title, body
 
 
-def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: formatting.Presentation) -> str:
     def value(item: Any) -> str:
         if item is None:
             return "none"

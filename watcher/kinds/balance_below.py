@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -75,7 +75,7 @@ def balance_assessment(rule: BalanceBelowRule, observation: AccountObservation) 
         "unit": unit,
         "decimals": decimals,
         "amount": str(raw),
-        "amount_ui": messages.ui_amount(raw, decimals),
+        "amount_ui": formatting.ui_amount(raw, decimals),
         "minimum": f"{minimum:g}",
         "slot": observation.slot,
     }
@@ -108,7 +108,7 @@ def _amount(facts: Mapping[str, Any]) -> str:
 
 
 def balance_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     account = facts["subject"]
     unit = "SOL" if facts["unit"] == "SOL" else "tokens"
@@ -126,7 +126,7 @@ def balance_text(
         title = f"{head} balance of {who} below {minimum}: {facts['amount_ui']} {unit}"
         summary = f"The balance is under the {minimum} minimum."
     missing = None if facts.get("exists", True) else "The account does not exist (counts as 0)."
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Account: {shown.name(account)}",
         shown.link("address", account),

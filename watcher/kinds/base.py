@@ -54,10 +54,13 @@ from watcher.ledger.models_das import (
     TokenAccountPage,
 )
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
+from watcher.ledger.shared_reads import SharedReads
 
 
 class LedgerReader(Protocol):
     """What sources may ask of the RPC client (``watcher.ledger.rpc.RpcClient`` implements it)."""
+
+    shared_reads: SharedReads  # the reads its concurrent polls share
 
     async def get_signatures_for_address(
         self,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
@@ -88,7 +88,7 @@ def step_cluster_stalled(
 
 
 def cluster_stalled_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     stalled = human_duration(float(facts["stalled_seconds"]))
     if facts["reason"] == "resolved":
@@ -103,7 +103,7 @@ def cluster_stalled_text(
         )
         limit = human_duration(float(facts["stalled_for"]))
         summary = f"Neither the highest vote nor the highest root advanced for {limit} or more."
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         summary,
         f"Highest vote: slot {facts['highest_vote']}; highest root: slot {facts['highest_root']}",

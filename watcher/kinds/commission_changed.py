@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.kinds.toolkit.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "commission_changed"
@@ -21,7 +21,7 @@ step_commission_changed = changes_step(
 
 
 def commission_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     change = f"{facts['old']}% -> {facts['new']}%"
     return change_text(facts, shown, f"commission {change}", f"Commission: {change}")

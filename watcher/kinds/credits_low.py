@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -91,7 +91,7 @@ def step_credits_low(
 
 
 def credits_low_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     vote, node = facts.get("vote_pubkey"), facts.get("node_pubkey")
     below = f"{float(facts['below_pct']):g}%"
@@ -106,7 +106,7 @@ def credits_low_text(
         title = validator_title(facts, shown, f"credits {below} under the median")
         limit = f"{float(facts['below_median_pct']):g}%"
         summary = f"It earned more than {limit} fewer vote credits than the median validator."
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Validator: {shown.name(facts['subject'], vote, node)}",
         summary,

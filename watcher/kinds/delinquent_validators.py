@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.builtin import BuiltinRule
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
@@ -198,7 +198,7 @@ def _by_pubkey(accounts: Iterable[VoteAccount]) -> dict[str, VoteAccount]:
 
 
 def validator_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     reason = facts["reason"]
     if reason == "resolved":
@@ -211,11 +211,11 @@ def validator_text(
     else:
         title = validator_title(facts, shown, f"{facts['status']}")
         summary = _validator_problem(facts)
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         shown.link("address", facts.get("node_pubkey")),
-        f"Activated stake: {messages.sol(facts.get('activated_stake'))}",
+        f"Activated stake: {formatting.sol(facts.get('activated_stake'))}",
         _last_vote_line(facts),
     )
     return title, body
@@ -235,13 +235,15 @@ def _last_vote_line(facts: messages.Facts) -> str | None:
         return None
     behind = facts.get("slots_behind")
     note = (
-        f" ({messages.plural(behind, 'slot')} behind the newest vote)" if behind is not None else ""
+        f" ({formatting.plural(behind, 'slot')} behind the newest vote)"
+        if behind is not None
+        else ""
     )
     return f"Last vote: slot {facts['last_vote']}{note}"
 
 
 def cluster_stake_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     """``cluster_delinquent_stake``: more than the threshold of activated stake is delinquent."""
     share = f"{facts['delinquent_pct']:.1f}%"
@@ -265,14 +267,14 @@ def cluster_stake_text(
     listed: list[str | None] = []
     for account in largest:
         vote, node = account["vote_pubkey"], account["node_pubkey"]
-        stake = messages.sol(account["activated_stake"])
+        stake = formatting.sol(account["activated_stake"])
         listed += [f"- {shown.name(vote)}  {stake}, identity {shown.name(node)}"]
         listed += [shown.link("address", vote)]
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         summary,
-        f"Delinquent: {messages.sol(facts['delinquent_stake'])} of "
-        f"{messages.sol(facts['total_stake'])}; "
+        f"Delinquent: {formatting.sol(facts['delinquent_stake'])} of "
+        f"{formatting.sol(facts['total_stake'])}; "
         f"{facts['delinquent_count']} of {facts['total_count']} vote accounts",
         *(("", "Largest delinquent vote accounts:", *listed) if listed else ()),
     )

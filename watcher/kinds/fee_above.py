@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration
@@ -135,7 +135,7 @@ SOURCE = FeesSource()
 
 
 def fee_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     fee, limit = f"{facts['fee']} lamports", f"{facts['max_lamports']} lamports"
     if facts["reason"] == "resolved":
@@ -147,7 +147,7 @@ def fee_text(
     else:
         title = f"{messages.rule_head(facts)} fee {fee}, above {limit}"
         summary = f"The fee of the watched message is above the {limit} maximum."
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         summary,
         f"Fee: {fee} (getFeeForMessage at slot {facts['slot']})",

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -258,8 +258,8 @@ def _report(
             "account": account,
             "old": None if old is None else str(old),
             "new": None if new is None else str(new),
-            "old_ui": None if old is None else messages.ui_amount(old, decimals),
-            "new_ui": None if new is None else messages.ui_amount(new, decimals),
+            "old_ui": None if old is None else formatting.ui_amount(old, decimals),
+            "new_ui": None if new is None else formatting.ui_amount(new, decimals),
             "pct": pct,
             "rank": new_rank.get(account),
             "old_rank": old_rank.get(account),
@@ -308,16 +308,16 @@ SOURCE = HoldersSource()
 
 
 def holders_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
-    noun = messages.plural(len(changes), "top-holder change")
+    noun = formatting.plural(len(changes), "top-holder change")
     mint = facts["mint"]
     title = f"{messages.rule_head(facts)} {noun} on {shown.short(mint)}"
     listed: list[str | None] = []
     for change in changes:
         listed += [_holder_line(change, shown), shown.link("address", change["account"])]
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),
@@ -329,13 +329,13 @@ def holders_text(
     return title, body
 
 
-def _holder_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _holder_line(change: Mapping[str, Any], shown: formatting.Presentation) -> str:
     line = _holder_change(change, shown)
     owner = change.get("owner")
     return f"{line}; owner {shown.name(owner)}" if owner else line
 
 
-def _holder_change(change: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _holder_change(change: Mapping[str, Any], shown: formatting.Presentation) -> str:
     account = shown.name(change["account"])
     if change["kind"] == "entered":
         return f"- entered the top 20 at rank {change['rank']}: {account}  {change['new_ui']}"

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -295,10 +295,10 @@ SOURCE = AssetsSource()
 
 
 def new_assets_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     assets: Sequence[Mapping[str, Any]] = facts["assets"]
-    noun = messages.plural(len(assets), "new asset")
+    noun = formatting.plural(len(assets), "new asset")
     if not facts.get("complete", True):
         noun = f"{noun} (at least)"
     query, of = facts["query"], facts["of"]
@@ -316,7 +316,7 @@ def new_assets_text(
         line = f"- {name}{asset['id']} ({asset['interface']}), owner {shown.name(asset['owner'])}"
         listed += [line, shown.link("address", asset["id"])]
     more = len(assets) - LISTED
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Collection: {shown.name(of)}" if query == "collection" else None,
         f"Creator: {shown.name(of)}" if query == "creator" else None,

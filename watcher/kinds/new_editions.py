@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -139,14 +139,14 @@ SOURCE = EditionsSource()
 
 
 def new_editions_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     editions: Sequence[Mapping[str, Any]] = facts["editions"]
     master = facts["master"]
     of = "unlimited" if facts.get("max_supply") is None else f"{facts['max_supply']:,}"
     supply = f"supply {facts['supply']:,} of {of}"
     title = (
-        f"{messages.rule_head(facts)} {messages.plural(len(editions), 'new edition')} of "
+        f"{messages.rule_head(facts)} {formatting.plural(len(editions), 'new edition')} of "
         f"{shown.short(master)} ({supply})"
     )
     listed: list[str | None] = []
@@ -156,7 +156,7 @@ def new_editions_text(
             shown.link("address", edition["mint"]),
         ]
     more = len(editions) - LISTED
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Master edition: {shown.name(master)}",
         shown.link("address", master),

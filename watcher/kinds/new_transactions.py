@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 import structlog
 from pydantic import AfterValidator, Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey, Pubkeys
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
@@ -600,12 +600,12 @@ SOURCE = SignaturesSource()
 
 
 def transactions_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     count = int(facts["count"])
     failed = int(facts.get("failed", 0))
     failed_note = f" ({failed} failed)" if failed else ""
-    noun = messages.plural(count, "new transaction")
+    noun = formatting.plural(count, "new transaction")
     address = facts["address"]
     moved = tx_amounts.amounts_lines(facts, shown)
     title = f"{messages.rule_head(facts)} {noun} on {shown.short(address)}{failed_note}"
@@ -615,7 +615,7 @@ def transactions_text(
     for entry in facts["signatures"]:
         listed += [_signature_line(entry, shown), shown.link("tx", entry["signature"])]
     more = int(facts.get("more", 0))
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Address: {shown.name(address)}",
         shown.link("address", address),
@@ -631,7 +631,7 @@ def transactions_text(
     return title, body
 
 
-def _signature_line(entry: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _signature_line(entry: Mapping[str, Any], shown: formatting.Presentation) -> str:
     """Shortened when its link (the next line) carries it in full."""
     known = "" if entry.get("block_time") is not None else ", time unknown"
     return f"- {shown.listed('tx', entry['signature'])}  " + _signature_details(entry) + known

@@ -38,7 +38,6 @@ from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.accounts import chunks
 from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.layouts import (
     NONCE_AUTHORITY_OFFSET,
@@ -51,6 +50,7 @@ from watcher.kinds.toolkit.layouts import (
 from watcher.kinds.toolkit.nonce_words import nonce_accounts_text
 from watcher.kinds.toolkit.unverified import inventory_alert, inventory_count, snapshot_step
 from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.shared_reads import chunks
 
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
 SIGNATURES_LIMIT: Final = 1000

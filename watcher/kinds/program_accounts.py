@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkey
 from watcher.core.events import SET_ASIDE_KEY, AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -122,7 +122,7 @@ class ProgramAccountsSource(base.Slotless):
     ) -> Doubt | None:
         foreign = sorted(set(observation.foreign) - set((state or {}).get(SET_ASIDE_KEY, ())))
         if foreign:
-            reason = f"{messages.plural(len(foreign), 'account')} owned by another program"
+            reason = f"{formatting.plural(len(foreign), 'account')} owned by another program"
             return Doubt(reason, picture_of("foreign", foreign))
         if not state or "accounts" not in state:
             return None
@@ -227,7 +227,7 @@ SOURCE = ProgramAccountsSource()
 
 
 def program_accounts_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     program = facts["program"]
     filters = facts.get("filters") or []
@@ -238,7 +238,7 @@ def program_accounts_text(
             f"{shown.short(program)}, "
             f"more than max_accounts {facts['max_accounts']}: not compared"
         )
-        body = messages.lines(
+        body = formatting.lines(
             messages.rule_line(facts),
             f"Program: {shown.name(program)}",
             filter_line,
@@ -250,7 +250,7 @@ def program_accounts_text(
         return title, body
     created: Sequence[str] = facts["created"]
     closed: Sequence[str] = facts["closed"]
-    noun = messages.plural(len(created) + len(closed), "account change")
+    noun = formatting.plural(len(created) + len(closed), "account change")
     parts = [f"{len(created)} created"] if created else []
     parts += [f"{len(closed)} closed"] if closed else []
     title = f"{messages.rule_head(facts)} {noun} under {shown.short(program)} ({', '.join(parts)})"
@@ -260,7 +260,7 @@ def program_accounts_text(
             listed += [f"- {change}: {shown.name(key)}", shown.link("address", key)]
         if len(keys) > LISTED:
             listed.append(f"... and {len(keys) - LISTED} more {change}")
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts), f"Program: {shown.name(program)}", filter_line, "", *listed
     )
     return title, body

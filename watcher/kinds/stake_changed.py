@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.kinds.toolkit.vote_changes import ChangeRule, change_kind, change_text, changes_step
 
 KIND_NAME = "stake_changed"
@@ -36,11 +36,11 @@ step_stake_changed = changes_step(
 
 
 def stake_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     old, new = int(facts["old"]), int(facts["new"])
     pct = f" ({Decimal(new - old) * 100 / Decimal(old):+.2f}%)" if old else ""
-    moved = f"{messages.sol(old)} -> {messages.sol(new)}{pct}"
+    moved = f"{formatting.sol(old)} -> {formatting.sol(new)}{pct}"
     detail = f"Activated stake: {moved}, since it was last notified"
     return change_text(facts, shown, f"stake {moved}", detail)
 

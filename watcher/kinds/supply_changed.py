@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration, Pubkeys
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -132,9 +132,9 @@ def _alert(
         "old": str(old),
         "new": str(new),
         "delta": str(delta),
-        "old_ui": messages.ui_amount(old, decimals),
-        "new_ui": messages.ui_amount(new, decimals),
-        "delta_ui": messages.ui_amount(abs(delta), decimals),
+        "old_ui": formatting.ui_amount(old, decimals),
+        "new_ui": formatting.ui_amount(new, decimals),
+        "delta_ui": formatting.ui_amount(abs(delta), decimals),
         "direction": "minted" if delta > 0 else "burnt",
     }
     key = f"{rule.name}|{mint}|supply-{seq}|event"
@@ -148,7 +148,7 @@ SOURCE = SupplySource()
 
 
 def supply_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     mint = facts["mint"]
     sign = "+" if facts["direction"] == "minted" else "-"
@@ -156,7 +156,7 @@ def supply_text(
         f"{messages.rule_head(facts)} {facts['delta_ui']} tokens {facts['direction']} "
         f"on {shown.short(mint)}"
     )
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Mint: {shown.name(mint)}",
         shown.link("address", mint),

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkeys, _no_duplicates
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -206,7 +206,7 @@ class TokenAccountsSource(base.Slotless):
                 mint=query.get("mint"), owner=query.get("owner"), limit=PAGE_LIMIT, cursor=cursor
             )
             if page.errors:
-                problem = f"the service reported {messages.plural(len(page.errors), 'error')}"
+                problem = f"the service reported {formatting.plural(len(page.errors), 'error')}"
                 return TokenAccountsObservation(tuple(accounts), problem)
             accounts += page.token_accounts
             if page.cursor is None or len(page.token_accounts) < PAGE_LIMIT:
@@ -327,10 +327,10 @@ SOURCE = TokenAccountsSource()
 
 
 def token_accounts_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     changes: Sequence[Mapping[str, Any]] = facts["changes"]
-    noun = messages.plural(len(changes), "token account change")
+    noun = formatting.plural(len(changes), "token account change")
     owner, mint = facts.get("owner"), facts.get("mint")
     of = shown.short(owner) if owner else f"mint {shown.short(mint or '')}"
     title = f"{messages.rule_head(facts)} {noun} of {of}"
@@ -338,7 +338,7 @@ def token_accounts_text(
     for change in changes[:LISTED]:
         listed += [_change_line(change, shown), shown.link("address", change["account"])]
     more = len(changes) - LISTED
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Owner: {shown.name(owner)}" if owner else None,
         f"Mint: {shown.name(mint)}" if mint else None,
@@ -349,7 +349,7 @@ def token_accounts_text(
     return title, body
 
 
-def _change_line(change: Mapping[str, Any], shown: messages.Presentation) -> str:
+def _change_line(change: Mapping[str, Any], shown: formatting.Presentation) -> str:
     account = shown.name(change["account"])
     line = f"- {change['change']}: {account}"
     if change["change"] == "allowance_increased":

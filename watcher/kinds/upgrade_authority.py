@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting
 from watcher.config.rule_models import Pubkeys
 from watcher.core.events import AlertMessage
 from watcher.kinds import base
@@ -65,7 +65,7 @@ async def read_programs(ledger: base.LedgerReader, keys: Sequence[str]) -> power
 SOURCE = powers.PowersSource("program_powers", "upgrade_authority", read_programs, keys_per_call=50)
 
 
-def _verb(facts: Mapping[str, Any], shown: messages.Presentation) -> str | None:
+def _verb(facts: Mapping[str, Any], shown: formatting.Presentation) -> str | None:
     if facts["field"] == "deploy_slot":
         return f"redeployed (deploy slot {facts['old']} -> {facts['new']})"
     if facts["field"] == "upgrade_authority" and facts["new"] is None:

@@ -13,7 +13,7 @@ the worst it can be (docs/rules.md says what else cannot be seen).
 
 Observation (``VatObservation``): the getVoteAccounts answer (one call shared by the polls of a
 tick and the other sources reading it, ``watcher.kinds.sources.vote_accounts``) and the watched vote
-account itself, read with getMultipleAccounts through the ``accounts`` source's batcher (the
+account itself, read with getMultipleAccounts through the reader's account batcher (the
 calls of ``balance_below``); its context slot says where the epoch stands. State: ``{"v": 1,
 "slot": ..., "accounts": ..., "current": ..., "episodes": ...}``.
 """
@@ -35,7 +35,7 @@ from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.lamports import LAMPORTS_PER_SOL
 from watcher.kinds import base
 from watcher.kinds.delinquent_validators import classify_validators
-from watcher.kinds.sources import accounts, vote_accounts
+from watcher.kinds.sources import vote_accounts
 from watcher.kinds.toolkit.alert_samples import episode_samples, sample_account, sample_key
 from watcher.kinds.toolkit.cluster import vote_account_counts, vote_accounts_doubt
 from watcher.kinds.toolkit.metric_values import Sample, sol
@@ -149,7 +149,7 @@ def vat_samples(
 class VatSource:
     metric_values = staticmethod(vat_samples)  # what /metrics shows of an answer
     name = "vat"
-    # Its vote account through the accounts source's batcher (up to 100 keys a call); the
+    # Its vote account through the reader's account batcher (up to 100 keys a call); the
     # getVoteAccounts of a tick, shared.
     facts = base.SourceFacts(
         ("getVoteAccounts", "getMultipleAccounts"), keys_per_call=100, per_tick=("getVoteAccounts",)
@@ -162,7 +162,7 @@ class VatSource:
         votes = await vote_accounts.read(ledger)
         # Not in getVoteAccounts: the watched key may still be an unstaked vote account.
         vote = vote_pubkey_of(target, votes) or target
-        read = await accounts.BATCHER.read(ledger, vote)
+        read = await ledger.shared_reads.accounts.read(vote)
         account = read.account
         if account is not None and account.owner != VOTE_PROGRAM:
             return VatObservation(votes, None, None, read.slot)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -137,7 +137,7 @@ SOURCE = NodesSource()
 
 
 def drift_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     reason = facts["reason"]
     node: str = facts.get("node_pubkey") or facts["subject"]
@@ -156,7 +156,7 @@ def drift_text(
         title = f"{head} node {who} {short}"
         summary = problem
     votes_named = ", ".join(shown.name(vote) for vote in vote_pubkeys)
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         f"Node: {shown.name(node)}",
         shown.link("address", node),
@@ -168,7 +168,7 @@ def drift_text(
         f"Feature set: {facts.get('feature_set') or 'unknown'}; stake majority: "
         f"{facts.get('reference_feature_set') or 'unknown'}"
         f" ({facts.get('reference_feature_set_stake_pct', '?')}% of stake)",
-        f"Activated stake: {messages.sol(facts.get('stake'))}",
+        f"Activated stake: {formatting.sol(facts.get('stake'))}",
     )
     return title, body
 

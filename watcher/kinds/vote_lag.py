@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.alerting.lifecycle import Assessment, step_episodes
 from watcher.config import rule_models
 from watcher.config.rule_models import PositiveDuration, Pubkeys
@@ -71,10 +71,10 @@ def step_vote_lag(
 
 
 def vote_lag_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
-    behind = messages.plural(int(facts["slots_behind"]), "slot")
-    limit = messages.plural(int(facts["max_slots"]), "slot")
+    behind = formatting.plural(int(facts["slots_behind"]), "slot")
+    limit = formatting.plural(int(facts["max_slots"]), "slot")
     if facts["reason"] == "resolved":
         title = validator_title(facts, shown, f"caught up ({behind} behind)")
         summary = f"Resolved after {facts['duration']}: its last vote is {behind} behind."
@@ -84,7 +84,7 @@ def vote_lag_text(
     else:
         title = validator_title(facts, shown, f"votes {behind} behind")
         summary = f"Its last vote is {behind} behind the cluster's newest vote (limit {limit})."
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         f"Last vote: slot {facts['last_vote']}",

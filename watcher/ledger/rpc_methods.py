@@ -44,6 +44,7 @@ from watcher.ledger.models_das import (
     ProgramAccountsData,
     TokenAccountPage,
 )
+from watcher.ledger.shared_reads import SharedReads
 
 if TYPE_CHECKING:
     from watcher.ledger.rpc import RpcClient  # which imports this module
@@ -78,6 +79,7 @@ class LedgerMethods:
     def __init__(self, commitment: str) -> None:
         self.commitment = commitment
         self.signatures_commitment = signatures_commitment(commitment)
+        self.shared_reads = SharedReads(self)
 
     async def call(
         self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]

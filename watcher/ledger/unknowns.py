@@ -61,4 +61,6 @@ class UnknownFieldLog:
         self._said.clear()
 
 
+# Process-wide, like the logger it filters: a field is said once per process, whichever reader
+# (client, pinned endpoint) or kind's check met it, and a reload does not say it again.
 UNKNOWN_FIELDS_LOG = UnknownFieldLog()

@@ -11,7 +11,7 @@ from memory only."""
 from __future__ import annotations
 
 import platform
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -25,16 +25,15 @@ from prometheus_client import (
 )
 
 from watcher.alerting.health import RoundHealth, StateHealth
-from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, Silence
+from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.core.version import __version__
-from watcher.ledger.rpc import RpcStats
 from watcher.service.loop_lag import BUCKETS as LAG_BUCKETS
 from watcher.service.observed_values import ObservedValues
-from watcher.service.scrape_time import ScrapeTime
+from watcher.service.scrape_time import ScrapeReads, ScrapeTime
 from watcher.state import snapshot
 from watcher.state.interface import LeaseRound
-from watcher.state.snapshot import Awaiting, StateSummary
+from watcher.state.snapshot import StateSummary
 
 __all__ = ["HealthVerdict", "Metrics", "StateSummary", "health_verdict"]
 
@@ -49,22 +48,15 @@ class Metrics:
     def __init__(
         self,
         clock: Callable[[], float],
-        rpc_stats: RpcStats | None = None,
+        reads: ScrapeReads | None = None,
         *,
-        read_state: Callable[[], Awaitable[StateSummary]] | None = None,
-        cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None,
-        kind_of: Callable[[str], str] = lambda rule: "",
-        read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
-        read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
         heartbeat: bool = False,
         shared_state: bool = False,
     ) -> None:
-        """``rpc_stats`` (the RPC client's counters; None: no client of the daemon's),
-        ``read_state``, ``cadences``, ``kind_of``, ``read_silences`` and ``read_awaiting`` are
-        read when scraped (``watcher.service.scrape_time.ScrapeTime``). ``heartbeat``: one is
-        configured; ``shared_state``: the state is a database instances share (state_url).
-        Without them their gauges are not exported at all: a 0 would read as a heartbeat 56
-        years old and shards nobody holds."""
+        """``reads``: what is read when scraped (``watcher.service.scrape_time``; None: nothing,
+        no RPC client's counters, no state). ``heartbeat``: one is configured; ``shared_state``:
+        the state is a database instances share (state_url). Without them their gauges are not
+        exported at all: a 0 would read as a heartbeat 56 years old and shards nobody holds."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._clock = clock
         r = self.registry
@@ -209,15 +201,7 @@ class Metrics:
         # The values the rules observe (accepted answers only): rendered by ``exposition``
         # itself, before the registry (each target's lines kept while its values stay).
         self.observed = ObservedValues()
-        self.scrape_time = ScrapeTime(
-            clock,
-            rpc_stats,
-            read_state=read_state,
-            read_awaiting=read_awaiting,
-            cadences=cadences,
-            kind_of=kind_of,
-            read_silences=read_silences,
-        )
+        self.scrape_time = ScrapeTime(clock, reads or ScrapeReads())
         r.register(self.scrape_time)
         # Last: a scrape reads it after rendering everything else, so that a scrape's own hold
         # of the loop (if any) shows in the next one.

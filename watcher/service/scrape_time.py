@@ -8,6 +8,7 @@ reading in a thread, from memory only."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -28,42 +29,43 @@ from watcher.state.snapshot import Awaiting, StateSummary
 RATE_LIMITED = "RateLimited"
 AWAITING_EVERY = 10.0  # seconds between two reads of the targets awaiting their first poll
 
-__all__ = ["ScrapeTime"]
+__all__ = ["ScrapeReads", "ScrapeTime"]
+
+
+@dataclass(frozen=True)
+class ScrapeReads:
+    """What a scrape reads. ``rpc_stats``: the RPC client's counters (None: no client to show).
+    ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
+    ``cadences``: the calls a second at the current cadences and the current interval of every
+    adaptive target (``watcher.budget.cadences``); ``kind_of``: a rule's kind (the rules in
+    force; "" for one no longer in force); ``read_silences``: the store's ``active_silences``
+    (a firing alert one covers is labelled ``silenced="true"``); ``read_awaiting``: the store's
+    ``awaiting_first_poll`` (None: not shown)."""
+
+    rpc_stats: RpcStats | None = None
+    read_state: Callable[[], Awaitable[StateSummary]] | None = None
+    read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None
+    cadences: Callable[[], tuple[float, list[float]] | None] = lambda: None
+    kind_of: Callable[[str], str] = lambda rule: ""
+    read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None
 
 
 class ScrapeTime(Collector):
     """Values read when scraped: RPC retries and 429s, the cadences, the outbox, the firing
     alerts."""
 
-    def __init__(
-        self,
-        clock: Callable[[], float],
-        rpc_stats: RpcStats | None,
-        *,
-        read_state: Callable[[], Awaitable[StateSummary]] | None,
-        read_awaiting: Callable[[], Awaitable[list[Awaiting]]] | None = None,
-        cadences: Callable[[], tuple[float, list[float]] | None],
-        kind_of: Callable[[str], str],
-        read_silences: Callable[[float], Awaitable[list[Silence]]] | None = None,
-    ) -> None:
-        """``rpc_stats``: the RPC client's counters, read at each scrape (None: no client to
-        show). ``read_state``: the store's ``summary`` (None: no state to show, nothing read).
-        ``cadences``: the calls a second at the current cadences and the current interval of
-        every adaptive target (``watcher.budget.cadences``); ``kind_of``: a rule's kind (the
-        rules in force; "" for one no longer in force); ``read_silences``: the store's
-        ``active_silences`` (a firing alert one covers is labelled ``silenced="true"``);
-        ``read_awaiting``: the store's ``awaiting_first_poll`` (None: not shown)."""
+    def __init__(self, clock: Callable[[], float], reads: ScrapeReads) -> None:
         self._clock = clock
-        self._read_awaiting = read_awaiting
+        self._read_awaiting = reads.read_awaiting
         self._awaiting: list[Awaiting] | None = None
         self._awaiting_due = float("-inf")  # when the targets awaiting are read again
-        self._rpc_stats = rpc_stats
-        self._read_state = read_state
+        self._rpc_stats = reads.rpc_stats
+        self._read_state = reads.read_state
         self._read: StateSummary | None = None
-        self._read_silences = read_silences
+        self._read_silences = reads.read_silences
         self._silences: list[Silence] = []
-        self._cadences_now = cadences
-        self._kind_of = kind_of
+        self._cadences_now = reads.cadences
+        self._kind_of = reads.kind_of
 
     async def refresh(self) -> None:
         """Reads the firing alerts and the outbox (``Store.summary``) for the next scrape and

@@ -48,6 +48,15 @@ def describe_jobs(jobs: Sequence[Job]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class HttpParts:
+    """/metrics and /healthz (``endpoint``), with the probe of the event loop's lag whose
+    histogram (watcher_event_loop_lag_seconds) /metrics shows: one is there with the other."""
+
+    endpoint: HttpEndpoint
+    loop_lag: LoopLagProbe
+
+
+@dataclass(frozen=True)
 class Parts:
     """The parts whose tasks the runtime starts, watches over and stops."""
 
@@ -56,10 +65,9 @@ class Parts:
     pruner: Pruner  # the retention passes
     leases: LeaseKeeper  # the shards held (several instances on one database)
     notifier: SystemdNotifier  # READY, STOPPING and the watchdog
-    http: HttpEndpoint | None  # /metrics and /healthz
+    http: HttpParts | None  # /metrics and /healthz
     heartbeat: Heartbeat | None
     watch_starts: WatchStarts  # when each history-reading target's watch began
-    loop_lag: LoopLagProbe | None  # watcher_event_loop_lag_seconds, where /metrics shows it
 
 
 class Runtime:
@@ -89,13 +97,15 @@ class Runtime:
 
     @property
     def loop_lag(self) -> LoopLagProbe | None:
-        return self.parts.loop_lag
+        return None if self.parts.http is None else self.parts.http.loop_lag
 
     async def run(self, stop: asyncio.Event, ruleset: RuleSet) -> None:
         """Run ``ruleset`` until ``stop`` is set, then stop cleanly: no new work, in-flight
         work finishes."""
         if self.parts.http is not None:
-            await self.parts.http.start()  # first: a port in use stops the start with one line
+            await (
+                self.parts.http.endpoint.start()
+            )  # first: a port in use stops the start with one line
         try:
             await self.store.start()
         except StateError as exc:
@@ -163,7 +173,7 @@ class Runtime:
             # Their failure, if any, was reported above.
             await asyncio.wait({sender_task, pruner, lease_task, listener, *lag})
             if self.parts.http is not None:
-                await self.parts.http.close()
+                await self.parts.http.endpoint.close()
             if self.parts.heartbeat is not None:
                 await self.parts.heartbeat.close()
             await self.close()

@@ -3,7 +3,7 @@ alerts, dead-letter reports), and the small SQL helpers of the store."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -11,7 +11,7 @@ from sqlite_utils import Database
 
 from watcher.core.events import SILENCE_FACT, AlertMessage
 from watcher.core.fastjson import encode_stored
-from watcher.core.outbox_rows import Destination
+from watcher.core.outbox_rows import ResolvedDestinations
 
 # An alert's status follows from its deliveries (see ``watcher.core.outbox_rows.ALERT_STATUSES``).
 REFRESH_ALERT_STATUS = """
@@ -42,7 +42,7 @@ class AlertRows:
     def insert_alerts(
         self,
         alerts: Sequence[AlertMessage],
-        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        destinations: ResolvedDestinations,
         now: float,
     ) -> list[int]:
         new_ids: list[int] = []
@@ -51,7 +51,7 @@ class AlertRows:
             if alert_id is None:
                 continue
             new_ids.append(alert_id)
-            for destination in destinations(alert):
+            for destination in destinations.for_alert(alert):
                 self._db.execute(
                     """INSERT INTO deliveries
                     (alert_id, channel, url_id, status, attempts, next_attempt_at, created_at)

@@ -113,6 +113,7 @@ from watcher.core.outbox_rows import (
     DeliveryRow,
     Destination,
     GroupSends,
+    ResolvedDestinations,
 )
 from watcher.state.records import SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
@@ -122,15 +123,29 @@ from watcher.state.snapshot import Awaiting, StateSummary, StoreStatus
 @dataclass(frozen=True)
 class StepToCommit:
     """A step to commit (``TargetStateStore.commit_step``): ``target``'s new ``state`` of
-    ``source``, the step's ``alerts`` and where each goes (``destinations``: one outbox row per
-    URL; none, a silenced alert), written together at ``now``."""
+    ``source``, the step's ``alerts`` and where each goes (``destinations``, resolved before the
+    transaction: one outbox row per URL; none, a silenced alert), written together at ``now``."""
 
     source: str
     target: str
     state: TargetState
     alerts: Sequence[AlertMessage]
-    destinations: Callable[[AlertMessage], Sequence[Destination]]
+    destinations: ResolvedDestinations
     now: float
+
+    @classmethod
+    def of(
+        cls,
+        source: str,
+        target: str,
+        state: TargetState,
+        alerts: Sequence[AlertMessage],
+        destinations: Callable[[AlertMessage], Sequence[Destination]],
+        now: float,
+    ) -> StepToCommit:
+        """The step, each alert's destinations resolved now by ``destinations``."""
+        routed = ResolvedDestinations.of(alerts, destinations)
+        return cls(source, target, state, alerts, routed, now)
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,14 @@ notification (a reconnect) delays a send, never loses it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from watcher.core.events import AlertMessage
-from watcher.core.outbox_rows import DeliveryRow, Destination, GroupSends
+from watcher.core.outbox_rows import DeliveryRow, GroupSends, ResolvedDestinations
 from watcher.state.alerts import alert_values, fires_now
 from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
 from watcher.state.interface import GiveUp
@@ -229,7 +229,7 @@ async def notify_outbox(conn: Connection) -> None:
 async def insert_alerts(
     conn: Connection,
     alerts: Sequence[AlertMessage],
-    destinations: Callable[[AlertMessage], Sequence[Destination]],
+    destinations: ResolvedDestinations,
     now: float,
 ) -> list[int]:
     """Queue alerts with their deliveries inside the caller's transaction (``AlertRows`` on
@@ -265,7 +265,7 @@ async def insert_alerts(
                 "DELETE FROM firing_alerts WHERE rule = %s AND subject = %s AND alert_id < %s",
                 [alert.rule, alert.subject, alert_id],
             )
-        for destination in destinations(alert):
+        for destination in destinations.for_alert(alert):
             await conn.execute(
                 """INSERT INTO deliveries
                 (alert_id, channel, url_id, status, attempts, next_attempt_at, created_at)

@@ -4,9 +4,9 @@ per call), or a token account's balance with getTokenAccountBalance (target ``to
 Kinds riding it (``balance_below``, ``account_changed``) name a *part* (``Kind.part``),
 composed into the source when the registry is built (``composed``): the part's pure step gets
 the rules of its kind and its own slice of the target's state (``state[kind]``). Polls of one
-round run concurrently; ``AccountBatcher`` gathers the keys asked for by one reader in one round
-into calls of at most 100 keys (the one place that chunks getMultipleAccounts). A failed call
-fails every target of its chunk: never evidence.
+round run concurrently; the reader's ``shared_reads`` gathers the keys asked for in one round into
+calls of at most 100 keys (``watcher.ledger.shared_reads``). A failed call fails every target of
+its chunk: never evidence.
 
 State: ``{"v": 1, "slot": context slot, "seen": what the account was, KIND: the part's state,
 ...}``. An answer older in slots than the last one taken is stale (not taken). ``seen`` (the
@@ -16,7 +16,6 @@ does, unlike the slot: it tells activity from a quiet poll (``activity_keys``).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,6 @@ from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL, Account
 
 TOKEN_PREFIX = "token:"
-WAKE_PER_TURN = 10  # polls a getMultipleAccounts answer wakes per turn of the event loop
 STATE_VERSION = 1
 
 
@@ -38,72 +36,6 @@ def token_target(address: str) -> str:
 
 def address_of(target: str) -> str:
     return target.removeprefix(TOKEN_PREFIX)
-
-
-def chunks(keys: Sequence[str], size: int = MAX_KEYS_PER_CALL) -> list[list[str]]:
-    """Distinct keys, in order, in lists of at most ``size``."""
-    distinct = list(dict.fromkeys(keys))
-    return [distinct[start : start + size] for start in range(0, len(distinct), size)]
-
-
-@dataclass(frozen=True)
-class AccountRead:
-    account: Account | None  # None: the account does not exist
-    slot: int
-
-
-class AccountBatcher:
-    """Reads of single accounts made in the same round (concurrent polls) by one reader become
-    getMultipleAccounts calls of at most 100 keys each."""
-
-    def __init__(self) -> None:
-        self._pending: dict[
-            int, tuple[base.LedgerReader, dict[str, asyncio.Future[AccountRead]]]
-        ] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def read(self, ledger: base.LedgerReader, key: str) -> AccountRead:
-        loop = asyncio.get_running_loop()
-        entry = self._pending.get(id(ledger))
-        if entry is None:
-            entry = self._pending[id(ledger)] = (ledger, {})
-            task = loop.create_task(self._flush(id(ledger)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        future = entry[1].get(key)
-        if future is None:
-            future = entry[1][key] = loop.create_future()
-        return await asyncio.shield(future)
-
-    async def _flush(self, reader_id: int) -> None:
-        for _ in range(3):  # let the other polls of the round ask first
-            await asyncio.sleep(0)
-        ledger, futures = self._pending.pop(reader_id)
-        calls = (self._call(ledger, chunk, futures) for chunk in chunks(list(futures)))
-        await asyncio.gather(*calls)
-
-    @staticmethod
-    async def _call(
-        ledger: base.LedgerReader, keys: list[str], futures: dict[str, asyncio.Future[AccountRead]]
-    ) -> None:
-        try:
-            answer = await ledger.get_multiple_accounts(keys)
-        except Exception as exc:  # handed to every waiting poll
-            for key in keys:
-                futures[key].set_exception(exc)
-                futures[key].exception()  # retrieved here too: a cancelled poll must not warn
-            return
-        # A few polls woken per turn of the loop: the hundred this call serves, all at once (and
-        # the other calls' of the batch with them), would hold it for tens of milliseconds.
-        try:
-            for index, (key, account) in enumerate(zip(keys, answer.value, strict=True)):
-                if index and not index % WAKE_PER_TURN:
-                    await asyncio.sleep(0)
-                futures[key].set_result(AccountRead(account, answer.context.slot))
-        except asyncio.CancelledError:
-            for key in keys:
-                futures[key].cancel()  # no-op for those answered already
-            raise
 
 
 @dataclass(frozen=True)
@@ -157,7 +89,6 @@ class AccountsSource(base.ContextSlotted[AccountObservation]):
 
     def __init__(self, parts: Mapping[str, Part] | None = None) -> None:
         self._parts: dict[str, Part] = dict(parts or {})  # by the rule kind each serves
-        self.batcher = BATCHER
         self.rule_kinds: tuple[str, ...] = tuple(self._parts)
 
     def composed(self, parts: Mapping[str, Part]) -> AccountsSource:
@@ -170,7 +101,7 @@ class AccountsSource(base.ContextSlotted[AccountObservation]):
         if target.startswith(TOKEN_PREFIX):
             answer = await ledger.get_token_account_balance(address_of(target))
             return AccountObservation(address_of(target), answer.context.slot, token=answer.value)
-        read = await self.batcher.read(ledger, target)
+        read = await ledger.shared_reads.accounts.read(target)
         return AccountObservation(target, read.slot, account=read.account)
 
     def step(
@@ -195,7 +126,5 @@ class AccountsSource(base.ContextSlotted[AccountObservation]):
         return StepOutcome(state=new_state, alerts=tuple(alerts))
 
 
-# One batcher for every reader of single accounts (``vat`` reads its vote accounts through it).
-BATCHER = AccountBatcher()
 # The source as kinds name it: no parts (the registry composes the one it polls).
 SOURCE = AccountsSource()

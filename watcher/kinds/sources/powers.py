@@ -21,13 +21,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule, PositiveDuration
 from watcher.core.clock import iso
 from watcher.core.errors import PermanentRpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
-from watcher.kinds.sources.accounts import chunks
 from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME
 from watcher.kinds.toolkit.layouts import NotDecodable
 from watcher.kinds.toolkit.unverified import (
@@ -40,6 +39,7 @@ from watcher.kinds.toolkit.unverified import (
 )
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
+from watcher.ledger.shared_reads import chunks
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 
@@ -267,12 +267,12 @@ class PowersWords:
     labels: Mapping[str, str]
     member: str = "member"  # what one entry of a mapping field is (a multisig's member)
     nobody: str = "none"
-    verb: Callable[[Mapping[str, Any], messages.Presentation], str | None] | None = None
+    verb: Callable[[Mapping[str, Any], formatting.Presentation], str | None] | None = None
     # A field's value in words (None: as a key or a number).
     show: Callable[[str, Any], str | None] | None = None
 
     def value(
-        self, name: str, value: Any, shown: messages.Presentation, *, short: bool = False
+        self, name: str, value: Any, shown: formatting.Presentation, *, short: bool = False
     ) -> str:
         said = None if self.show is None else self.show(name, value)
         if said is not None:
@@ -283,7 +283,7 @@ class PowersWords:
             return shown.short(value) if short else shown.name(value)
         return str(value)
 
-    def powers_line(self, powers: Mapping[str, Any], shown: messages.Presentation) -> str:
+    def powers_line(self, powers: Mapping[str, Any], shown: formatting.Presentation) -> str:
         parts = []
         for name, label in self.labels.items():
             if name in powers:
@@ -293,11 +293,11 @@ class PowersWords:
 
 def powers_text(
     words: PowersWords,
-) -> Callable[[messages.Facts, messages.Presentation], tuple[str, str]]:
+) -> Callable[[messages.Facts, formatting.Presentation], tuple[str, str]]:
     """The default wording of a powers kind."""
 
     def text(
-        facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+        facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
     ) -> tuple[str, str]:
         what = facts.get("what")
         if what == "inventory":
@@ -310,7 +310,7 @@ def powers_text(
 
 
 def _change_text(
-    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+    words: PowersWords, facts: messages.Facts, shown: formatting.Presentation
 ) -> tuple[str, str]:
     account, name = facts["account"], facts["field"]
     head = f"{messages.rule_head(facts)} {words.thing} {shown.short(account)}"
@@ -320,9 +320,9 @@ def _change_text(
         shown.link("address", account),
     ]
     if name == "*":
-        title = f"{head} can be verified: {words.powers_line(facts['new'], messages.PLAIN)}"
+        title = f"{head} can be verified: {words.powers_line(facts['new'], formatting.PLAIN)}"
         body.append(f"Now: {words.powers_line(facts['new'], shown)}")
-        return title, messages.lines(*body)
+        return title, formatting.lines(*body)
     label = words.labels.get(name, name)
     old, new = facts.get("old"), facts.get("new")
     special = words.verb(facts, shown) if words.verb is not None else None
@@ -339,7 +339,7 @@ def _change_text(
             )
         body += [f"Member: {shown.name(member)}", f"Was: {words.value(name, old, shown)}"]
         body.append(f"Now: {words.value(name, new, shown)}")
-        return f"{head}: {said}", messages.lines(*body)
+        return f"{head}: {said}", formatting.lines(*body)
     if special is not None:
         said = special
     elif new is None:
@@ -355,15 +355,15 @@ def _change_text(
         f"{label.capitalize()} was: {words.value(name, old, shown)}",
         f"{label.capitalize()} now: {words.value(name, new, shown)}",
     ]
-    return f"{head}: {said}", messages.lines(*body)
+    return f"{head}: {said}", formatting.lines(*body)
 
 
 def _inventory_text(
-    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+    words: PowersWords, facts: messages.Facts, shown: formatting.Presentation
 ) -> tuple[str, str]:
     watched: Sequence[str] = facts["watched"]
     title = (
-        f"{messages.rule_head(facts)} {messages.plural(len(watched), 'watched ' + words.thing)}, "
+        f"{messages.rule_head(facts)} {formatting.plural(len(watched), 'watched ' + words.thing)}, "
         f"{len(facts['accounts'])} decoded (inventory)"
     )
     body = inventory_body(
@@ -378,7 +378,7 @@ def _inventory_text(
 
 
 def _unverified_text(
-    words: PowersWords, facts: messages.Facts, shown: messages.Presentation
+    words: PowersWords, facts: messages.Facts, shown: formatting.Presentation
 ) -> tuple[str, str]:
     account = facts["account"]
     title, summary = unverified_words(

@@ -5,7 +5,8 @@
 The sweeps the scheduler starts together (a ``Tick``: the jobs of one interval tick at once)
 share one answer per reader (endpoint), however many sources and targets they poll; a rule test
 gives each of its steps one. Outside a tick (a catch-up sweep, a test sweeping by hand) only
-calls in flight are shared. A failed call is not shared once failed: the next read calls again.
+the reader's call in flight is shared (held by the reader, ``shared_reads``). A failed call is not
+shared once failed: the next read calls again.
 """
 
 from __future__ import annotations
@@ -17,18 +18,17 @@ from contextvars import ContextVar
 
 from watcher.kinds import base
 from watcher.ledger.models import VoteAccounts
+from watcher.ledger.shared_reads import SharedReads
 
 
 class Tick:
-    """The answers of the sweeps started together, by reader (``id`` of the reader)."""
+    """The answers of the sweeps started together, by reader (its ``shared_reads``)."""
 
     def __init__(self) -> None:
-        self.answers: dict[int, asyncio.Task[VoteAccounts]] = {}
+        self.answers: dict[SharedReads, asyncio.Task[VoteAccounts]] = {}
 
 
 _TICK: ContextVar[Tick | None] = ContextVar("vote_accounts_tick", default=None)
-# Outside a tick: the calls in flight, by reader, each forgotten once it ends.
-_IN_FLIGHT: dict[int, asyncio.Task[VoteAccounts]] = {}
 
 
 @contextlib.contextmanager
@@ -44,18 +44,19 @@ def sharing(tick: Tick) -> Iterator[None]:
 async def read(ledger: base.LedgerReader) -> VoteAccounts:
     """getVoteAccounts of ``ledger``, shared as the module says."""
     tick = _TICK.get()
-    shared = _IN_FLIGHT if tick is None else tick.answers
-    key = id(ledger)
-    task = shared.get(key)
+    reads = ledger.shared_reads
+    task = reads.vote_accounts if tick is None else tick.answers.get(reads)
     if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
         task = asyncio.get_running_loop().create_task(ledger.get_vote_accounts())
-        shared[key] = task
         if tick is None:
-            task.add_done_callback(lambda done: _forget(key, done))
+            reads.vote_accounts = task
+            task.add_done_callback(lambda done: _forget(reads, done))
+        else:
+            tick.answers[reads] = task
     # Shielded: a poll cancelled (a stop) does not cancel the call the others wait on.
     return await asyncio.shield(task)
 
 
-def _forget(key: int, done: asyncio.Task[VoteAccounts]) -> None:
-    if _IN_FLIGHT.get(key) is done:
-        del _IN_FLIGHT[key]
+def _forget(reads: SharedReads, done: asyncio.Task[VoteAccounts]) -> None:
+    if reads.vote_accounts is done:
+        reads.vote_accounts = None

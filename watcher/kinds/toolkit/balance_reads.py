@@ -1,6 +1,6 @@
 """Reading what an address holds, for the transactions that moved it (``new_transactions``):
 its lamports with getMultipleAccounts, batched with the round's other reads (the accounts
-source's batcher), and with ``tokens`` its token accounts by owner (getTokenAccounts) and the
+reader's batcher), and with ``tokens`` its token accounts by owner (getTokenAccounts) and the
 decimals of their mints. A read that fails says why and never raises: the transactions it was
 for are notified all the same (``watcher.kinds.toolkit.tx_amounts``)."""
 
@@ -14,9 +14,9 @@ import structlog
 from watcher.core.errors import BadResponse, RpcError
 from watcher.core.tally import count_balance_read
 from watcher.kinds import base
-from watcher.kinds.sources.accounts import BATCHER, AccountRead
 from watcher.kinds.toolkit.layouts import NotDecodable, mint_decimals
 from watcher.kinds.toolkit.tx_amounts import BalanceRead, Holding, ReadOutcome
+from watcher.ledger.shared_reads import AccountRead
 
 log = structlog.get_logger(__name__)
 
@@ -40,8 +40,9 @@ async def read_balances(
     try:
         amounts = await _token_amounts(ledger, address) if tokens else None
         unknown = sorted(mint for mint in amounts or () if mint not in known)
+        batcher = ledger.shared_reads.accounts
         own, *mints = await asyncio.gather(
-            BATCHER.read(ledger, address), *(BATCHER.read(ledger, mint) for mint in unknown)
+            batcher.read(address), *(batcher.read(mint) for mint in unknown)
         )
         decimals = {**known, **{m: _decimals(m, r) for m, r in zip(unknown, mints, strict=True)}}
         held = (

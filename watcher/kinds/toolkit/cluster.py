@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import CLUSTER as CLUSTER  # one definition, re-exported
 from watcher.core.events import TargetState
 from watcher.ledger.models import VoteAccount, VoteAccounts
@@ -42,7 +42,7 @@ def vote_accounts_doubt(state: TargetState | None, vote_accounts: VoteAccounts) 
 
 
 def validator_lines(
-    facts: messages.Facts, shown: messages.Presentation, *details: str | None
+    facts: messages.Facts, shown: formatting.Presentation, *details: str | None
 ) -> list[str | None]:
     """The lines every validator alert shows: the validator, what happened (``details``), its
     vote account with its explorer link, its identity (``lines`` skips the None ones)."""
@@ -56,7 +56,7 @@ def validator_lines(
     ]
 
 
-def validator_title(facts: messages.Facts, shown: messages.Presentation, what: str) -> str:
+def validator_title(facts: messages.Facts, shown: formatting.Presentation, what: str) -> str:
     """The title of a validator alert: the rule, the validator (shortened, labelled by its
     watched pubkey, vote account or identity), then ``what`` happened."""
     who = shown.short(facts["subject"], facts.get("vote_pubkey"), facts.get("node_pubkey"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.kinds.toolkit.unverified import inventory_body, unverified_body, unverified_words
 
 _TITLES: Final[Mapping[str, str]] = {
@@ -22,7 +22,7 @@ _MEANS: Final[Mapping[str, str]] = {
 
 
 def nonce_accounts_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     what = facts.get("what")
     if what == "inventory":
@@ -32,7 +32,7 @@ def nonce_accounts_text(
     return _change_text(facts, shown)
 
 
-def _change_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
+def _change_text(facts: messages.Facts, shown: formatting.Presentation) -> tuple[str, str]:
     change, account = facts["change"], facts["account"]
     old, new = facts.get("old_authority"), facts.get("new_authority")
     authority = new if change == "created" else old
@@ -69,10 +69,10 @@ def _change_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[s
             "Transactions signed against a durable nonce never expire: whoever holds them can "
             "run them while the authority's key signs nothing more."
         )
-    return title, messages.lines(*body)
+    return title, formatting.lines(*body)
 
 
-def _funding_lines(facts: messages.Facts, shown: messages.Presentation) -> list[str | None]:
+def _funding_lines(facts: messages.Facts, shown: formatting.Presentation) -> list[str | None]:
     signature = facts.get("first_signature")
     unseen = (
         "Funded by: not visible through the service's methods (they have no transaction lookup)"
@@ -86,12 +86,12 @@ def _funding_lines(facts: messages.Facts, shown: messages.Presentation) -> list[
     ]
 
 
-def _inventory_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
+def _inventory_text(facts: messages.Facts, shown: formatting.Presentation) -> tuple[str, str]:
     authorities: Sequence[str] = facts["authorities"]
     title = (
         f"{messages.rule_head(facts)} "
-        f"{messages.plural(len(facts['accounts']), 'durable nonce account')} on "
-        f"{messages.plural(len(authorities), 'watched key')} (inventory)"
+        f"{formatting.plural(len(facts['accounts']), 'durable nonce account')} on "
+        f"{formatting.plural(len(authorities), 'watched key')} (inventory)"
     )
     body = inventory_body(
         facts,
@@ -108,7 +108,7 @@ def _inventory_text(facts: messages.Facts, shown: messages.Presentation) -> tupl
     return title, body
 
 
-def _unverified_text(facts: messages.Facts, shown: messages.Presentation) -> tuple[str, str]:
+def _unverified_text(facts: messages.Facts, shown: formatting.Presentation) -> tuple[str, str]:
     account, authority = facts.get("account"), facts["authority"]
     what = (
         f"nonce account {shown.short(account)}"

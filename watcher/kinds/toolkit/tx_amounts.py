@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from watcher.alerting import messages
+from watcher.alerting import formatting
 from watcher.core.lamports import LAMPORTS_DECIMALS
 
 SOL = "SOL"  # the asset key of lamports; any other key is a mint
@@ -253,7 +253,7 @@ def judge(
 
 
 def signed(raw: int, decimals: int) -> str:
-    text = messages.ui_amount(raw, decimals)
+    text = formatting.ui_amount(raw, decimals)
     return text if raw < 0 else f"+{text}"
 
 
@@ -262,11 +262,11 @@ def change_line(
 ) -> str:
     """``SOL 1,200.5 -> 200.5 (-1,000) over 3 transactions``; a first read, ``SOL 200.5``."""
     decimals = int(asset["decimals"])
-    after = messages.ui_amount(int(asset["after"]), decimals)
-    over = "" if count is None else f" over {messages.plural(count, 'transaction')}"
+    after = formatting.ui_amount(int(asset["after"]), decimals)
+    over = "" if count is None else f" over {formatting.plural(count, 'transaction')}"
     if asset.get("before") is None:
         return f"{name} {after} (no earlier read){over}"
-    before = messages.ui_amount(int(asset["before"]), decimals)
+    before = formatting.ui_amount(int(asset["before"]), decimals)
     delta = int(asset["change"])
     change = "no change" if delta == 0 and sol else signed(delta, decimals)
     return f"{name} {before} -> {after} ({change}){over}"
@@ -278,7 +278,7 @@ class Amounts:
     lines: tuple[str, ...]
 
 
-def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> Amounts:
+def amounts_lines(facts: Mapping[str, Any], shown: formatting.Presentation) -> Amounts:
     """What moved, per asset (``tx_amounts``), for the body; and the changes for the title."""
     balances = facts.get("balances")
     if not balances:
@@ -302,7 +302,7 @@ def amounts_lines(facts: Mapping[str, Any], shown: messages.Presentation) -> Amo
     counted = int(balances.get("counted_before") or 0)
     if counted:
         lines.append(
-            f"  ({messages.plural(counted, 'transaction')} landed before the last balance read:"
+            f"  ({formatting.plural(counted, 'transaction')} landed before the last balance read:"
             " counted in the previous notification)"
         )
     return Amounts(", ".join(head), tuple(lines))

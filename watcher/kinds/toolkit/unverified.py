@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import EventRule
 from watcher.core.clock import human_duration
 from watcher.core.events import AlertMessage, StepOutcome, TargetState, inventory_key
@@ -147,7 +147,7 @@ def unverified_words(facts: Mapping[str, Any], what: str, again: str) -> tuple[s
 def inventory_listing(
     accounts: Sequence[Mapping[str, Any]],
     describe: Callable[[Mapping[str, Any]], str],
-    shown: messages.Presentation,
+    shown: formatting.Presentation,
 ) -> list[str | None]:
     """An inventory's accounts one by one (``describe``: what follows the account's name), with
     their links, the first ``LISTED`` of them."""
@@ -165,7 +165,7 @@ def inventory_listing(
 def unverified_body(facts: Mapping[str, Any], about: Sequence[str | None], summary: str) -> str:
     """The body of a "cannot be verified" alert: the lines ``about`` what it concerns, why it
     cannot be verified and since when, then ``summary`` (``unverified_words``)."""
-    return messages.lines(
+    return formatting.lines(
         messages.rule_line(facts),
         *about,
         f"Why: {facts['why']}",
@@ -176,7 +176,7 @@ def unverified_body(facts: Mapping[str, Any], about: Sequence[str | None], summa
 
 def inventory_body(
     facts: Mapping[str, Any],
-    shown: messages.Presentation,
+    shown: formatting.Presentation,
     describe: Callable[[Mapping[str, Any]], str],
     *,
     intro: Sequence[str],
@@ -186,7 +186,7 @@ def inventory_body(
     """The body of an inventory: what it is (``intro``), its accounts (``inventory_listing``;
     ``none`` when there are none), then each key it could not list, after ``not_listed``."""
     listed = inventory_listing(facts["accounts"], describe, shown)
-    return messages.lines(
+    return formatting.lines(
         messages.rule_line(facts),
         *intro,
         "",

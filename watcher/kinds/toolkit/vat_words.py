@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.core.clock import human_duration
 from watcher.kinds.toolkit.cluster import validator_lines, validator_title
 
 
 def vat_text(
-    facts: messages.Facts, shown: messages.Presentation = messages.PLAIN
+    facts: messages.Facts, shown: formatting.Presentation = formatting.PLAIN
 ) -> tuple[str, str]:
     failing: Sequence[str] = facts.get("failing") or ()
     if facts["reason"] == "resolved":
@@ -41,7 +41,7 @@ def vat_text(
             f"Inside the warning margin of {facts['warn_rank_margin']:,} places: a little "
             "less stake, or a little more for others, and it falls out."
         )
-    body = messages.lines(
+    body = formatting.lines(
         messages.rule_line(facts),
         *validator_lines(facts, shown, summary),
         *_condition_lines(facts),
@@ -56,7 +56,7 @@ def _short(facts: messages.Facts) -> str:
         if condition == "no_stake":
             parts.append("no activated stake")
         elif condition == "balance":
-            parts.append(f"vote account {messages.sol(facts['balance_short'])} short")
+            parts.append(f"vote account {formatting.sol(facts['balance_short'])} short")
         else:
             parts.append(f"rank {facts['rank']:,} past {facts['max_rank']:,}")
     left = facts.get("seconds_left")
@@ -71,29 +71,29 @@ def _condition_lines(facts: messages.Facts) -> list[str | None]:
     if "no_stake" in failing:
         out.append("No activated stake: the ticket takes only vote accounts with stake.")
     else:
-        out.append(f"Activated stake: {messages.sol(stake)}")
+        out.append(f"Activated stake: {formatting.sol(stake)}")
     balance = facts.get("balance")
     if balance is not None:
         need = (
-            f"{messages.sol(facts['min_balance'])} "
-            f"(the rent-exempt {messages.sol(facts['rent_exempt'])} plus "
-            f"{messages.sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
+            f"{formatting.sol(facts['min_balance'])} "
+            f"(the rent-exempt {formatting.sol(facts['rent_exempt'])} plus "
+            f"{formatting.sol(int(facts['min_balance']) - int(facts['rent_exempt']))})"
         )
         if "balance" in failing:
             out.append(
-                f"Vote account balance: {messages.sol(balance)}, "
-                f"{messages.sol(facts['balance_short'])} short of {need}"
+                f"Vote account balance: {formatting.sol(balance)}, "
+                f"{formatting.sol(facts['balance_short'])} short of {need}"
             )
         else:
-            out.append(f"Vote account balance: {messages.sol(balance)} (needs {need})")
+            out.append(f"Vote account balance: {formatting.sol(balance)} (needs {need})")
     rank = facts.get("rank")
     if rank is not None:
         among = f"among {facts['staked_accounts']:,} staked vote accounts"
         where = f"Rank by activated stake: {rank:,} {among}, cut at {facts['max_rank']:,}"
         if "rank" in failing:
             where += (
-                f": it needs {messages.sol(facts['stake_gap'])} more to pass the "
-                f"{messages.sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
+                f": it needs {formatting.sol(facts['stake_gap'])} more to pass the "
+                f"{formatting.sol(facts['cut_stake'])} at place {facts['max_rank']:,}"
             )
         out.append(where)
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from watcher.alerting import messages
+from watcher.alerting import formatting, messages
 from watcher.config.rule_models import CLUSTER, EventRule, PositiveDuration, Pubkeys, RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import base
@@ -130,12 +130,14 @@ def validator_named(facts: Mapping[str, Any]) -> base.Named:
 
 
 def change_text(
-    facts: messages.Facts, shown: messages.Presentation, what: str, detail: str
+    facts: messages.Facts, shown: formatting.Presentation, what: str, detail: str
 ) -> tuple[str, str]:
     """The wording of one change: ``what`` in the title (after the validator), ``detail`` in
     the body (under it)."""
     title = validator_title(facts, shown, what)
-    return title, messages.lines(messages.rule_line(facts), *validator_lines(facts, shown, detail))
+    return title, formatting.lines(
+        messages.rule_line(facts), *validator_lines(facts, shown, detail)
+    )
 
 
 def change_kind(
