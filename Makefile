@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck rule-tests bench bench-quick soak soak-quick chaos chaos-scale watch-began clean check-packaging check-install lock
+.PHONY: demo test lint typecheck bench bench-quick soak soak-quick chaos chaos-scale watch-began clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
