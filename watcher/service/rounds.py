@@ -171,6 +171,7 @@ class Sweeper:
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
             )
+        self.reports.metrics.flush_polls()
         if tally.balance_reads:
             # Paid from the budget as polls are: the next sweeps have that much less room. The
             # calls they cost: a sweep's SOL reads go together, up to 100 addresses a
