@@ -46,6 +46,7 @@ SendBatch = Callable[
 class _Queue:
     method: str
     model: Any
+    cap: int  # calls per batch (``Batcher.cap``)
     calls: deque[tuple[list[Any] | None, asyncio.Future[Any]]] = field(default_factory=deque)
     # The running loop, read when the queue was last empty: ``asyncio.get_running_loop`` is a
     # getpid system call in CPython 3.11, once per call it was 1.6% of a sweep's CPU.
@@ -78,7 +79,7 @@ class Batcher:
         key = (method, model)  # list[X] is a new object each time, equal to the others
         queue = self._queues.get(key)
         if queue is None:
-            queue = self._queues[key] = _Queue(method, model)
+            queue = self._queues[key] = _Queue(method, model, self.cap(method))
         if not queue.calls or queue.loop is None:
             queue.loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = queue.loop.create_future()
@@ -97,7 +98,7 @@ class Batcher:
         return queue.loop if queue.loop is not None else asyncio.get_running_loop()
 
     def _kick(self, queue: _Queue) -> None:
-        cap = self.cap(queue.method)
+        cap = queue.cap
         while len(queue.calls) >= cap:
             self._launch(queue, cap, partial=False)
         if queue.calls and not queue.partial_waiting and not queue.tick_scheduled:
@@ -106,7 +107,7 @@ class Batcher:
 
     def _tick(self, queue: _Queue) -> None:
         queue.tick_scheduled = False
-        cap = self.cap(queue.method)
+        cap = queue.cap
         while len(queue.calls) >= cap:
             self._launch(queue, cap, partial=False)
         if queue.calls and not queue.partial_waiting:
