@@ -25,6 +25,7 @@ from prometheus_client import (
 )
 
 from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.alerting.messages import PresentedRule
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.core.version import __version__
@@ -288,12 +289,13 @@ class Metrics:
             if isinstance(below, dict):
                 self.events_suppressed.labels(alert.rule, str(below.get("reason"))).inc()
 
-    def polled_for(self, rules: Iterable[str]) -> None:
+    def polled_for(self, rules: Iterable[PresentedRule]) -> None:
         """One poll of a target, made for these rules; on the counters from the next
         ``flush_polls``."""
         pending = self._pending_rules
         for rule in rules:
-            pending[rule] = pending.get(rule, 0) + 1
+            name = rule.name
+            pending[name] = pending.get(name, 0) + 1
 
     def budget_deferred_polls(self, source: str, polls: int) -> None:
         """Due polls put off by the budget's hard limit (``watcher.budget.planning``)."""
