@@ -171,6 +171,7 @@ class Sweeper:
                 prepare=lambda part: self._prefetch(job, part),
                 chunk=PREFETCH_CHUNK,
             )
+        self.reports.metrics.flush_polls()
         if tally.balance_reads:
             # Paid from the budget as polls are: the next sweeps have that much less room. The
             # calls they cost: a sweep's SOL reads go together, up to 100 addresses a
@@ -277,20 +278,25 @@ class Sweeper:
         unchanged = held_at_start is not None and self.store.shards_held() is held_at_start
         if not unchanged and not self.store.holds(source.name, target):
             return None
-        with self.database_work(f"poll {source.name}"):
-            try:
-                ok = await self.poll(source, target, job.interval, job.max_interval)
-            except StateError:
-                raise  # database_work's
-            except Exception as exc:  # a bug or an unreadable state: this target's failure only
-                detail = self.reports.poll_faults.failed(source.name, target, exc)
-                self.reports.last_errors.failed(source.name, detail)
-                self.reports.metrics.poll_raised(source.name)
-                return False
+        # ``database_work`` written out: its context manager per poll was a measurable share
+        # of a sweep's CPU.
+        commits = self.store.commits
+        try:
+            ok = await self.poll(source, target, job.interval, job.max_interval)
+        except StateError as exc:
+            self._database_failed(exc, f"poll {source.name}")
+            return None
+        except Exception as exc:  # a bug or an unreadable state: this target's failure only
+            detail = self.reports.poll_faults.failed(source.name, target, exc)
+            self.reports.last_errors.failed(source.name, detail)
+            self.reports.metrics.poll_raised(source.name)
+            ok = False
+        else:
             if ok:
                 self.reports.poll_faults.succeeded(source.name, target)
-            return ok
-        return None
+        if self.store.commits != commits:  # only a write shows the database works again
+            self.reports.state_health.succeeded(self.clock())
+        return ok
 
     @contextlib.contextmanager
     def database_work(self, operation: str) -> Iterator[None]:
@@ -299,12 +305,16 @@ class Sweeper:
         commits = self.store.commits
         try:
             yield
-        except LeaseLost as exc:
-            # Not the database failing: another instance owns the shard now (the write rolled
-            # back; its new owner polls the target).
-            log.info("shard lost; its write rolled back", shard=exc.shard, during=operation)
         except StateError as exc:
-            self.reports.state_health.failed(exc.during(operation), self.clock())
+            self._database_failed(exc, operation)
         else:
             if self.store.commits != commits:  # only a write shows the database works again
                 self.reports.state_health.succeeded(self.clock())
+
+    def _database_failed(self, exc: StateError, operation: str) -> None:
+        if isinstance(exc, LeaseLost):
+            # Not the database failing: another instance owns the shard now (the write rolled
+            # back; its new owner polls the target).
+            log.info("shard lost; its write rolled back", shard=exc.shard, during=operation)
+        else:
+            self.reports.state_health.failed(exc.during(operation), self.clock())

@@ -71,7 +71,7 @@ class PollMetrics(Protocol):
 
     def polled(self, source: str, ok: bool) -> None: ...
 
-    def polled_for(self, rules: Iterable[str]) -> None: ...
+    def polled_for(self, rules: Iterable[PresentedRule]) -> None: ...
 
     def suppressed(self, alerts: Iterable[AlertMessage]) -> None: ...
 
@@ -123,7 +123,7 @@ class TargetPipeline:
         watching = config.ruleset.rules_for(source.name, target)
         rules: list[PresentedRule] = [*watching, *config.builtins.rules_for(source.name)]
         state = await self.store.load_state(source.name, target)
-        self.metrics.polled_for(rule.name for rule in watching)
+        self.metrics.polled_for(watching)
         try:
             observed = await self.observer.observe(source, target, state, rules)
         except RpcError as exc:
