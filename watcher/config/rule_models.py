@@ -73,6 +73,8 @@ def _pubkey_text(value: object) -> object:
 
 
 def _no_duplicates(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(values)) == len(values):  # no index held per value (a million addresses)
+        return values
     seen: dict[str, int] = {}
     for index, value in enumerate(values):
         if value in seen:
