@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench bench-quick soak soak-quick chaos chaos-scale watch-began clean check-packaging check-install lock
+.PHONY: demo test lint typecheck bench bench-quick soak soak-quick chaos chaos-scale memory watch-began clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/bench.py --quick
+
+# What the daemon holds per watched address at 10,000 and 100,000: RSS by stage and
+# tracemalloc's top allocation sites (bench/memory.py, about 5 minutes).
+memory: $(STAMP)
+	$(BIN)/python bench/memory.py --trace
 
 soak-quick: $(STAMP)
 	$(BIN)/python bench/soak.py all --quick

@@ -33,10 +33,15 @@ def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], l
         reason = exc.strerror or type(exc).__name__
         return [], [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
     already = set(listed)
-    seen: dict[str, int] = {}
+    # A set and the list, not a dict of value -> line: a million addresses would hold an int
+    # per line until the rule is built. The first lines are found again for a duplicate only.
+    seen: set[str] = set()
+    addresses: list[str] = []
+    first_lines: dict[str, int] | None = None
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        value = line.split("#", 1)[0].strip()
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        value = _value(line)
         if not value:
             continue
         try:
@@ -45,13 +50,29 @@ def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], l
             problems.append(Problem(shown, number, str(exc)))
             continue
         if value in seen:
-            message = f"duplicate address {value} (first on line {seen[value]})"
+            if first_lines is None:
+                first_lines = _first_lines(lines)
+            message = f"duplicate address {value} (first on line {first_lines[value]})"
             problems.append(Problem(shown, number, message))
         elif value in already:
             problems.append(Problem(shown, number, f"{value} is already in the rule's addresses"))
         else:
-            seen[value] = number
-    return list(seen), problems
+            seen.add(value)
+            addresses.append(value)
+    return addresses, problems
+
+
+def _value(line: str) -> str:
+    """A line's address, or "" (a blank line or a comment)."""
+    return line.split("#", 1)[0].strip()
+
+
+def _first_lines(lines: Sequence[str]) -> dict[str, int]:
+    """Each value's first line (numbered from 1)."""
+    first: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        first.setdefault(_value(line), number)
+    return first
 
 
 def with_address_file(

@@ -57,7 +57,7 @@ CLUSTER_SUBJECT = "cluster"  # the subject of cluster_delinquent_stake
 
 def check_pubkey(value: str) -> str:
     """A base58 string of 32 bytes (an account, mint, vote account or identity)."""
-    if not is_base58_of(value, 32):
+    if not is_base58_of(value, 32, remember=False):  # checked once a load: not cached
         raise ValueError(f"not a valid base58 public key: {value[:60]!r}")
     return value
 
@@ -73,6 +73,8 @@ def _pubkey_text(value: object) -> object:
 
 
 def _no_duplicates(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(values)) == len(values):  # no index held per value (a million addresses)
+        return values
     seen: dict[str, int] = {}
     for index, value in enumerate(values):
         if value in seen:

@@ -63,14 +63,24 @@ class RuleSet:
             if rule.name in self._by_name:
                 raise ValueError(f"duplicate rule name {rule.name!r}")
             self._by_name[rule.name] = rule
-        # (source, target) -> the rules watching it, in rule order; insertion order of the
-        # keys is the order targets were first named, which jobs() keeps.
+        # source -> target -> the rules watching it, in rule order; insertion order of the
+        # targets is the order they were first named, which jobs() keeps. Targets watched by
+        # the same rules share one tuple: a million addresses of one rule hold one, not a
+        # million lists (and no (source, target) key per target).
         self._jobs: list[Job] | None = None  # ``jobs()``, made once
-        self._watchers: dict[tuple[str, str], list[RuleBase]] = {}
+        self._watchers: dict[str, dict[str, tuple[RuleBase, ...]]] = {}
+        shared: dict[tuple[int, ...], tuple[RuleBase, ...]] = {}
         for rule in self.rules:
             source = kinds[rule.kind].source.name  # once a rule, not once per target (100,000)
+            by_target = self._watchers.setdefault(source, {})
+            alone = (rule,)
             for target in rule.targets:
-                self._watchers.setdefault((source, target), []).append(rule)
+                before = by_target.get(target)
+                if before is None:
+                    by_target[target] = alone
+                    continue
+                watching = (*before, rule)
+                by_target[target] = shared.setdefault(tuple(map(id, watching)), watching)
 
     def rule(self, name: str) -> RuleBase:
         """The rule called ``name``; ``KeyError`` if there is none."""
@@ -78,23 +88,20 @@ class RuleSet:
 
     def rules_for(self, source: str, target: str) -> list[RuleBase]:
         """The rules of ``source`` that watch ``target`` (empty when none)."""
-        return list(self._watchers.get((source, target), ()))
+        return list(self._watchers.get(source, {}).get(target, ()))
 
     def targets(self, source: str) -> list[str]:
         """Every target of ``source``, in the order the rules name them."""
-        return [target for (name, target) in self._watchers if name == source]
+        return list(self._watchers.get(source, ()))
 
     def interval(self, source: str, target: str) -> float:
         """How often ``target`` is polled: the shortest ``every`` of the rules watching it."""
-        return min(rule.every for rule in self._watchers[(source, target)])
+        return _interval(self._watchers[source][target])
 
     def max_interval(self, source: str, target: str) -> float | None:
         """How far ``target`` may back off: the shortest ``max_every`` of the rules watching
         it, or None (always at its interval) when one of them has none."""
-        bounds = [max_every_of(rule) for rule in self._watchers[(source, target)]]
-        if any(bound is None for bound in bounds):
-            return None
-        return min(bound for bound in bounds if bound is not None)
+        return _max_interval(self._watchers[source][target])
 
     def jobs(self) -> list[Job]:
         """One job per source, interval and max_interval, sorted by them (a fixed job before
@@ -107,9 +114,17 @@ class RuleSet:
 
     def _grouped_jobs(self) -> list[Job]:
         grouped: dict[tuple[str, float, float | None], list[str]] = {}
-        for source, target in self._watchers:
-            bounds = (self.interval(source, target), self.max_interval(source, target))
-            grouped.setdefault((source, *bounds), []).append(target)
+        for source, by_target in self._watchers.items():
+            # The bounds once per distinct tuple of rules (targets of one rule share theirs).
+            bounds_of: dict[int, tuple[float, float | None]] = {}
+            for target, watching in by_target.items():
+                bounds = bounds_of.get(id(watching))
+                if bounds is None:
+                    bounds = bounds_of[id(watching)] = (
+                        _interval(watching),
+                        _max_interval(watching),
+                    )
+                grouped.setdefault((source, *bounds), []).append(target)
 
         def order(key: tuple[str, float, float | None]) -> tuple[str, float, float]:
             source, interval, longest = key
@@ -121,3 +136,14 @@ class RuleSet:
                 grouped.items(), key=lambda item: order(item[0])
             )
         ]
+
+
+def _interval(watching: Sequence[RuleBase]) -> float:
+    return min(rule.every for rule in watching)
+
+
+def _max_interval(watching: Sequence[RuleBase]) -> float | None:
+    bounds = [max_every_of(rule) for rule in watching]
+    if any(bound is None for bound in bounds):
+        return None
+    return min(bound for bound in bounds if bound is not None)

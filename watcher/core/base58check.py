@@ -34,16 +34,19 @@ def _bounds(nbytes: int) -> tuple[tuple[int, str], tuple[int, str]]:
     return (len(low), low), (len(high), high)
 
 
-def is_base58_of(value: str, size: int) -> bool:
-    """Whether ``value`` is base58 that decodes to exactly ``size`` bytes."""
-    if size == 32:  # keys come back every poll (6,455 gossip nodes): remembered
+def is_base58_of(value: str, size: int, *, remember: bool = True) -> bool:
+    """Whether ``value`` is base58 that decodes to exactly ``size`` bytes. ``remember``: a
+    32-byte key's answer is kept (keys come back every poll: 6,455 gossip nodes); a rule
+    file's keys, checked once a load, are not (a million addresses would fill the cache, about
+    100 bytes each, and a load reads them in order: a bounded cache of them never hits)."""
+    if size == 32 and remember:
         return _is_key(value)
     return _check(value, size)
 
 
-# Room for a 100,000-address rule file, read twice at start-up (its lines, then the rule), and
-# the 6,455 gossip nodes: about 20 MB at most.
-@functools.lru_cache(maxsize=2**18)
+# Room for the keys answers show again and again (6,455 gossip nodes, the vote accounts and
+# their identities): about 3 MB at most.
+@functools.lru_cache(maxsize=2**15)
 def _is_key(value: str) -> bool:
     return _check(value, 32)
 

@@ -64,7 +64,9 @@ class WatchStarts:
         before = history_targets(previous)
         began = 0
         for source, targets in sorted(history_targets(jobs).items()):
-            new = sorted(targets - before.get(source, set()))
+            known = before.get(source)
+            # At start nothing came before: no copy of a million targets' set to subtract none.
+            new = sorted(targets - known if known else targets)
             if not new:
                 continue
             count = await self.store.register_watch(source, new, since)

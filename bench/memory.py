@@ -1,0 +1,205 @@
+"""What the daemon holds in memory per watched address (``make memory``; bench/README.md).
+
+    python bench/memory.py                        # 10,000 and 100,000 addresses
+    python bench/memory.py --sizes 1000000
+    python bench/memory.py --trace                # and tracemalloc's top allocation sites
+
+Each size runs in a fresh process: the real daemon (``watcher.app.Daemon``) built in-process
+from a rules file listing N addresses (``addresses_file`` lists, one ``new_transactions`` rule
+each, ``every: 10m``) on a SQLite state file, started as ``watcher run`` starts it (the store
+opened, the lease round, the watches' start recorded) and each job swept once against the
+simulator (``watcher simulate``, a quiet ledger, in a process of its own: its memory is not
+counted). Printed per stage: the process's RSS, and what each stage added per address; the
+peak RSS (VmHWM). With ``--trace`` a second fresh process does the same under tracemalloc and
+prints the allocation sites holding the most after the sweep, in bytes per address (tracemalloc
+slows the run about twofold and its own bookkeeping inflates RSS, so RSS is read without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent))
+
+import yaml  # noqa: E402
+from daemon_run import peak_rss_mb  # noqa: E402
+from scale import Simulator, write_rules  # noqa: E402
+
+from watcher.app import Daemon  # noqa: E402
+from watcher.checks import load_config  # noqa: E402
+from watcher.config.ruleset import RuleSet  # noqa: E402
+from watcher.kinds import KINDS  # noqa: E402
+from watcher.simulator.keys import derived_pubkey  # noqa: E402
+
+EVERY = "10m"
+TOP_SITES = 15
+# Each stage's name, RSS MB, and under tracemalloc the MB traced then and at the stage's peak.
+Stages = list[tuple[str, tuple[float, float, float]]]
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def settled() -> tuple[float, float, float]:
+    """RSS now, and under tracemalloc the MB traced now and at the peak since the last stage."""
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory() if tracemalloc.is_tracing() else (0, 0)
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
+    return rss_mb(), current / 2**20, peak / 2**20
+
+
+def write_settings(folder: Path, url: str) -> Path:
+    settings = {
+        "rpc_url": url,
+        "rules": ["rules/rules.yaml"],
+        "state_path": "state/watcher.db",
+        "channels": {"hooks": ["json://127.0.0.1:9/"]},  # nothing is sent: no history
+        "rpc": {"batch_size": 10, "max_concurrency": 8},
+        "log_level": "warning",
+    }
+    path = folder / "watcher.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+async def start_and_sweep(daemon: Daemon, stages: Stages) -> None:
+    """What ``Runtime.run`` does before its scheduler runs, then one sweep of each job."""
+    await daemon.store.start()
+    await daemon.leases.round()
+    jobs = daemon.ruleset.jobs()
+    await daemon.watch_starts.began(jobs)
+    stages.append(("started", settled()))
+    for job in jobs:
+        await daemon.sweep(job)
+    stages.append(("swept once", settled()))
+
+
+async def run(daemon: Daemon, stages: Stages) -> None:
+    try:
+        await start_and_sweep(daemon, stages)
+    finally:
+        await daemon.close()
+
+
+def measure(size: int, url: str, trace: bool) -> dict[str, Any]:
+    """One size in this process: RSS by stage, and with ``trace`` the top allocation sites."""
+    addresses = [derived_pubkey(f"memory {n}") for n in range(size)]
+    with tempfile.TemporaryDirectory(prefix="watcher-memory-") as tmp:
+        folder = Path(tmp)
+        (folder / "rules").mkdir()
+        write_rules(folder / "rules", addresses, EVERY)
+        config = write_settings(folder, url)
+        del addresses
+        if trace:
+            tracemalloc.start()
+        stages: Stages = [("imported", settled())]
+        settings, rules = load_config(config)
+        ruleset = RuleSet(rules, KINDS)
+        del rules
+        stages.append(("rules read", settled()))
+        daemon = Daemon(settings, ruleset)
+        del settings, ruleset
+        stages.append(("daemon built", settled()))
+        started = time.perf_counter()
+
+        asyncio.run(run(daemon, stages))
+        sweep_s = time.perf_counter() - started
+        sites: list[tuple[str, int, int]] = []
+        if trace:
+            gc.collect()
+            snapshot = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            for stat in snapshot.statistics("lineno")[:TOP_SITES]:
+                frame = stat.traceback[0]
+                where = f"{Path(frame.filename).name}:{frame.lineno}"
+                with contextlib.suppress(ValueError):  # outside the repository: its name
+                    where = f"{Path(frame.filename).relative_to(BENCH.parent)}:{frame.lineno}"
+                sites.append((where, stat.size, stat.count))
+    return {
+        "size": size,
+        "stages": stages,
+        "peak_mb": peak_rss_mb(os.getpid()),
+        "sweep_s": sweep_s,
+        "sites": sites,
+    }
+
+
+def child(size: int, url: str, trace: bool) -> dict[str, Any]:
+    """``measure`` in a fresh process (nothing of another size in its heap)."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", str(size), "--url", url]
+        + (["--trace"] if trace else []),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def report(result: dict[str, Any]) -> None:
+    size = result["size"]
+    if result["sites"]:
+        print(f"  tracemalloc ({size:,}): traced now / peak during the stage, bytes per address")
+        for name, (_, now, peak) in result["stages"][1:]:
+            print(f"    {name:<15} {now * 2**20 / size:8.0f} {peak * 2**20 / size:8.0f}")
+        print("  after the sweep, the top sites (bytes per address, blocks)")
+        for where, size_b, count in result["sites"]:
+            print(f"    {size_b / size:8.1f} B/addr {count:>10,} blocks  {where}")
+        return
+    stages = result["stages"]
+    base = stages[0][1][0]
+    print(f"\n{size:,} addresses (sweep {result['sweep_s']:.1f} s)")
+    print("  stage            RSS MB   added MB   bytes/address (since imported)")
+    previous = base
+    for name, (rss, _, _) in stages:
+        added = rss - previous
+        per = (rss - base) * 1024 * 1024 / size
+        print(f"  {name:<15} {rss:8.1f} {added:+10.1f} {per:12.0f}")
+        previous = rss
+    print(f"  peak RSS (VmHWM) {result['peak_mb']:.1f} MB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
+    parser.add_argument("--trace", action="store_true", help="also tracemalloc's top sites")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure(args.one, args.url, args.trace)))
+        return 0
+    simulator = Simulator(latency=0.0)
+    try:
+        print(f"memory per watched address (every {EVERY}, SQLite, one sweep)")
+        for size in (int(s) for s in args.sizes.split(",")):
+            report(child(size, simulator.url, trace=False))
+            if args.trace:
+                report(child(size, simulator.url, trace=True))
+    finally:
+        simulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
