@@ -17,16 +17,12 @@ from typing import Any, Generic, TypeVar
 
 from watcher.core.clock import Clock
 from watcher.simulator import recorded
-from watcher.simulator.accounts import AccountBook
+from watcher.simulator.accounts import AccountBook, PlainAccount
 from watcher.simulator.faults import FaultPlan
 from watcher.simulator.keys import random_pubkey, random_signature
-from watcher.simulator.tokens import TokenControls, _Mint
-from watcher.simulator.validators import (
-    DELINQUENT_SLOT_DISTANCE,
-    ValidatorControls,
-    _Validator,
-)
-from watcher.simulator.votes import VoteControls
+from watcher.simulator.tokens import Tokens
+from watcher.simulator.validators import DELINQUENT_SLOT_DISTANCE, KEEP, Validators, _Keep
+from watcher.simulator.votes import Votes
 
 
 @dataclass(frozen=True)
@@ -65,8 +61,10 @@ def memo_text(memo: str) -> str:
     return f"[{len(memo.encode())}] {memo}"
 
 
-class Ledger(TokenControls, ValidatorControls, VoteControls):
-    """A fake cluster: signature histories, token holders, vote accounts and gossip nodes."""
+class Ledger:
+    """A fake cluster: signature histories, token holders (``tokens``), vote accounts and
+    gossip nodes (``validators``, ``votes``) and plain accounts (``accounts``), all under one
+    lock."""
 
     def __init__(
         self,
@@ -81,14 +79,16 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         # Following the wall clock (``follow_wall_clock``): slots the clock is behind the
         # ledger's own after a halt (<= 0); None while the ledger keeps its own slots.
         self._clock_offset: int | None = None
-        self._epoch = epoch
+        self.halted = False  # while true, ``tick`` moves nothing
         self._clock = clock
         self._rng = random.Random(seed)
         self._revision = 0
         self._histories: dict[str, _AddressHistory] = {}
-        self._mints: dict[str, _Mint] = {}
-        self._validators: dict[str, _Validator] = {}  # by vote pubkey, in insertion order
-        self._nodes: dict[str, dict[str, Any]] = {}  # by node pubkey, in insertion order
+        self.tokens = Tokens(self._lock, self._changed)
+        self.validators = Validators(
+            self._lock, self._changed, current_slot=lambda: self._slot, epoch=epoch
+        )
+        self.votes = Votes(self._lock, self._changed, validators=self.validators, epoch=epoch)
         self.faults = FaultPlan()
         self.accounts = AccountBook(self._lock)  # plain accounts and fees (simulator.accounts)
 
@@ -100,22 +100,7 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
         accounts, 6455 gossip nodes; the slot is the recorded tip. With ``holders_mint``, that
         mint holds the recorded top-20 token accounts (8 decimals)."""
         ledger = cls(clock=clock, seed=seed)
-        votes = recorded.vote_accounts()
-        tip = recorded.MAINNET_TIP_SLOT
-        for account in votes["current"] + votes["delinquent"]:
-            delinquent = tip - account["lastVote"] >= DELINQUENT_SLOT_DISTANCE
-            ledger._validators[account["votePubkey"]] = _Validator(
-                vote_pubkey=account["votePubkey"],
-                node_pubkey=account["nodePubkey"],
-                stake=account["activatedStake"],
-                commission=account["commission"],
-                epoch_credits=copy.deepcopy(account["epochCredits"]),
-                epoch_vote_account=account["epochVoteAccount"],
-                lag=0 if delinquent else tip - account["lastVote"],
-                frozen_last_vote=account["lastVote"] if delinquent else None,
-                root_behind=account["lastVote"] - account["rootSlot"],
-            )
-        ledger._nodes = {node["pubkey"]: dict(node) for node in recorded.cluster_nodes()}
+        ledger.validators.load_recorded(recorded.MAINNET_TIP_SLOT)
         if holders_mint is not None:
             holders, decimals = recorded.top_holders()
             ledger.set_holders(holders_mint, holders, decimals=decimals)
@@ -149,13 +134,15 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
             _ = self._slot  # catch up now
 
     def halt(self, halted: bool = True) -> None:
+        """Halts the cluster (or lets it run again): no slot passes while it is halted."""
         with self._lock:
             if self._clock_offset is not None and self.halted and not halted:
                 # Go on from the slot it stood at, not from where the clock has got to.
                 wall = recorded.wall_clock_slot(self._clock())
                 self._clock_offset = min(0, self._stored_slot - wall)
             _ = self._slot  # caught up to the moment it halts
-            super().halt(halted)
+            self.halted = halted
+            self._changed()
 
     @property
     def slot(self) -> int:
@@ -287,6 +274,118 @@ class Ledger(TokenControls, ValidatorControls, VoteControls):
             if until is not None and until in history.position:
                 start = max(start, history.position[until] + 1)
             return [tx.entry() for tx in reversed(history.transactions[start:end])]
+
+    # -- the parts' methods, on the ledger itself (documented on Tokens, Validators, Votes) --
+
+    def set_holders(self, mint: str, holders: Iterable[tuple[str, int]], decimals: int = 6) -> None:
+        self.tokens.set_holders(mint, holders, decimals)
+
+    def set_holder_amount(self, mint: str, account: str, amount: int) -> None:
+        self.tokens.set_holder_amount(mint, account, amount)
+
+    def holder_amount(self, mint: str, account: str) -> int:
+        return self.tokens.holder_amount(mint, account)
+
+    def remove_holder(self, mint: str, account: str) -> None:
+        self.tokens.remove_holder(mint, account)
+
+    def largest_accounts(self, mint: str, top: int = 20) -> list[dict[str, Any]] | None:
+        return self.tokens.largest_accounts(mint, top)
+
+    def set_supply(self, mint: str, amount: int) -> None:
+        self.tokens.set_supply(mint, amount)
+
+    def token_supply(self, mint: str) -> dict[str, Any] | None:
+        return self.tokens.token_supply(mint)
+
+    def token_account(self, account: str) -> tuple[str, int, int] | None:
+        return self.tokens.token_account(account)
+
+    def set_validator(
+        self,
+        vote_pubkey: str,
+        node_pubkey: str,
+        *,
+        stake: int,
+        delinquent: bool = False,
+        commission: int = 0,
+    ) -> None:
+        self.validators.set_validator(
+            vote_pubkey, node_pubkey, stake=stake, delinquent=delinquent, commission=commission
+        )
+
+    def mark_delinquent(self, pubkey: str) -> None:
+        self.validators.mark_delinquent(pubkey)
+
+    def mark_current(self, pubkey: str) -> None:
+        self.validators.mark_current(pubkey)
+
+    def remove_validator(self, pubkey: str) -> None:
+        self.validators.remove_validator(pubkey)
+
+    def vote_account(self, vote_pubkey: str) -> PlainAccount | None:
+        return self.validators.vote_account(vote_pubkey)
+
+    def vote_accounts(
+        self,
+        *,
+        vote_pubkey: str | None = None,
+        keep_unstaked_delinquents: bool = False,
+        delinquent_distance: int = DELINQUENT_SLOT_DISTANCE,
+    ) -> dict[str, list[dict[str, Any]]]:
+        return self.validators.vote_accounts(
+            vote_pubkey=vote_pubkey,
+            keep_unstaked_delinquents=keep_unstaked_delinquents,
+            delinquent_distance=delinquent_distance,
+        )
+
+    def pick_validator(
+        self,
+        version_prefix: str | None = None,
+        *,
+        delinquent: bool = False,
+        exclude: Iterable[str] = (),
+    ) -> tuple[str, str]:
+        return self.validators.pick_validator(
+            version_prefix, delinquent=delinquent, exclude=exclude
+        )
+
+    def set_node(
+        self,
+        pubkey: str,
+        *,
+        version: str | _Keep | None = KEEP,
+        feature_set: int | _Keep | None = KEEP,
+    ) -> None:
+        self.validators.set_node(pubkey, version=version, feature_set=feature_set)
+
+    def remove_node(self, pubkey: str) -> None:
+        self.validators.remove_node(pubkey)
+
+    def node(self, pubkey: str) -> dict[str, Any] | None:
+        return self.validators.node(pubkey)
+
+    def cluster_nodes(self) -> list[dict[str, Any]]:
+        return self.validators.cluster_nodes()
+
+    def update_validator(
+        self,
+        pubkey: str,
+        *,
+        behind: int | None = None,
+        credits: int | None = None,
+        commission: int | None = None,
+        stake: int | None = None,
+        balance: int | None = None,
+    ) -> None:
+        self.votes.update_validator(
+            pubkey,
+            behind=behind,
+            credits=credits,
+            commission=commission,
+            stake=stake,
+            balance=balance,
+        )
 
 
 Kept = TypeVar("Kept")

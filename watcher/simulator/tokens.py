@@ -1,4 +1,4 @@
-"""Token mints on the fake cluster (mixed into ``Ledger``): each mint's token accounts and
+"""Token mints on the fake cluster (a part of ``Ledger``): each mint's token accounts and
 their raw amounts, answered as getTokenLargestAccounts, getTokenSupply and token account data."""
 
 from __future__ import annotations
@@ -33,10 +33,14 @@ def token_amount(amount: int, decimals: int) -> dict[str, Any]:
     }
 
 
-class TokenControls:
-    _lock: threading.RLock
-    _mints: dict[str, _Mint]
-    _changed: Callable[[], None]
+class Tokens:
+    """The mints of one ledger. Every public method takes ``lock`` (the ledger's) and calls
+    ``changed`` after a change."""
+
+    def __init__(self, lock: threading.RLock, changed: Callable[[], None]) -> None:
+        self._lock = lock
+        self._changed = changed
+        self._mints: dict[str, _Mint] = {}
 
     def set_holders(self, mint: str, holders: Iterable[tuple[str, int]], decimals: int = 6) -> None:
         """Replaces every token account of ``mint`` (token account address -> raw amount)."""

@@ -1,4 +1,4 @@
-"""Vote accounts and gossip nodes on the fake cluster (mixed into ``Ledger``): who votes, how
+"""Vote accounts and gossip nodes on the fake cluster (a part of ``Ledger``): who votes, how
 far behind, and what version each node reports, answered as getVoteAccounts and
 getClusterNodes."""
 
@@ -78,13 +78,47 @@ def _new_node(pubkey: str) -> dict[str, Any]:
     return dict(sorted(node.items()))
 
 
-class ValidatorControls:
-    _lock: threading.RLock
-    _slot: int
-    _epoch: int
-    _validators: dict[str, _Validator]  # by vote pubkey, in insertion order
-    _nodes: dict[str, dict[str, Any]]  # by node pubkey, in insertion order
-    _changed: Callable[[], None]
+class Validators:
+    """The vote accounts and gossip nodes of one ledger, in epoch ``epoch``; ``current_slot``
+    reads the cluster's tip (called with the lock held). Every public method takes ``lock``
+    (the ledger's) and calls ``changed`` after a change."""
+
+    def __init__(
+        self,
+        lock: threading.RLock,
+        changed: Callable[[], None],
+        *,
+        current_slot: Callable[[], int],
+        epoch: int,
+    ) -> None:
+        self._lock = lock
+        self._changed = changed
+        self._current_slot = current_slot
+        self._epoch = epoch
+        self._validators: dict[str, _Validator] = {}  # by vote pubkey, in insertion order
+        self._nodes: dict[str, dict[str, Any]] = {}  # by node pubkey, in insertion order
+
+    def load_recorded(self, tip: int) -> None:
+        """Replaces every vote account and gossip node with the recorded mainnet ones
+        (``recorded.vote_accounts``, ``recorded.cluster_nodes``), recorded at slot ``tip``."""
+        votes = recorded.vote_accounts()
+        with self._lock:
+            self._validators = {}
+            for account in votes["current"] + votes["delinquent"]:
+                delinquent = tip - account["lastVote"] >= DELINQUENT_SLOT_DISTANCE
+                self._validators[account["votePubkey"]] = _Validator(
+                    vote_pubkey=account["votePubkey"],
+                    node_pubkey=account["nodePubkey"],
+                    stake=account["activatedStake"],
+                    commission=account["commission"],
+                    epoch_credits=copy.deepcopy(account["epochCredits"]),
+                    epoch_vote_account=account["epochVoteAccount"],
+                    lag=0 if delinquent else tip - account["lastVote"],
+                    frozen_last_vote=account["lastVote"] if delinquent else None,
+                    root_behind=account["lastVote"] - account["rootSlot"],
+                )
+            self._nodes = {node["pubkey"]: dict(node) for node in recorded.cluster_nodes()}
+            self._changed()
 
     # -- validators (vote accounts) -------------------------------------------------------
 
@@ -116,20 +150,20 @@ class ValidatorControls:
         """Stops the vote account(s) of ``pubkey`` (vote or node pubkey) voting: its last vote
         freezes more than 128 slots behind the tip."""
         with self._lock:
-            for validator in self._matching(pubkey):
+            for validator in self.matching(pubkey):
                 self._set_voting(validator, voting=False)
             self._changed()
 
     def mark_current(self, pubkey: str) -> None:
         """Makes the vote account(s) of ``pubkey`` (vote or node pubkey) vote at the tip again."""
         with self._lock:
-            for validator in self._matching(pubkey):
+            for validator in self.matching(pubkey):
                 self._set_voting(validator, voting=True)
             self._changed()
 
     def remove_validator(self, pubkey: str) -> None:
         with self._lock:
-            for validator in self._matching(pubkey):
+            for validator in self.matching(pubkey):
                 del self._validators[validator.vote_pubkey]
             self._changed()
 
@@ -137,9 +171,11 @@ class ValidatorControls:
         if voting:
             validator.lag, validator.frozen_last_vote = 0, None
         elif validator.frozen_last_vote is None:
-            validator.frozen_last_vote = self._slot - _DELINQUENT_FREEZE_BEHIND
+            validator.frozen_last_vote = self._current_slot() - _DELINQUENT_FREEZE_BEHIND
 
-    def _matching(self, pubkey: str) -> list[_Validator]:
+    def matching(self, pubkey: str) -> list[_Validator]:
+        """The vote accounts whose vote or node pubkey is ``pubkey`` (the caller holds the
+        lock and may change them); ``KeyError`` when there is none."""
         found = [v for v in self._validators.values() if pubkey in (v.vote_pubkey, v.node_pubkey)]
         if not found:
             raise KeyError(f"no vote account with vote or node pubkey {pubkey}")
@@ -164,7 +200,7 @@ class ValidatorControls:
         """What getVoteAccounts answers: delinquent when the last vote is ``delinquent_distance``
         slots or more behind the tip; unstaked delinquents left out unless asked for."""
         with self._lock:
-            tip = self._slot  # one tip for the whole answer (a wall-clock slot moves on)
+            tip = self._current_slot()  # one tip for the whole answer (a wall-clock slot moves on)
             answer: dict[str, list[dict[str, Any]]] = {"current": [], "delinquent": []}
             for validator in self._validators.values():
                 if vote_pubkey is not None and validator.vote_pubkey != vote_pubkey:

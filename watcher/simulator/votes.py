@@ -1,31 +1,32 @@
-"""What the validator kinds need to script on the fake cluster (mixed into ``Ledger``): a
-validator voting N slots behind, its credits of the current epoch, its commission and stake,
-and a halted cluster (no slot advances: every lastVote and rootSlot stands still)."""
+"""What the validator kinds need to script on the fake cluster (a part of ``Ledger``): a
+validator voting N slots behind, its credits of the current epoch, its commission and stake."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from watcher.simulator.validators import _Validator
+from watcher.simulator.validators import Validators
 
 MAX_EPOCH_CREDITS = 5  # a node reports the last five epochs
 
 
-class VoteControls:
-    _lock: threading.RLock
-    _epoch: int
-    _matching: Callable[[str], list[_Validator]]
-    _changed: Callable[[], None]
-    halted: bool = False  # while true, ``tick`` moves nothing
+class Votes:
+    """Changes to the vote accounts of ``validators`` in epoch ``epoch``. Every public method
+    takes ``lock`` (the ledger's) and calls ``changed`` after a change."""
 
-    def halt(self, halted: bool = True) -> None:
-        """Halts the cluster (or lets it run again): no slot passes while it is halted."""
-        with self._lock:
-            self.halted = halted
-            self._changed()
+    def __init__(
+        self,
+        lock: threading.RLock,
+        changed: Callable[[], None],
+        *,
+        validators: Validators,
+        epoch: int,
+    ) -> None:
+        self._lock = lock
+        self._changed = changed
+        self._validators = validators
+        self._epoch = epoch
 
     def update_validator(
         self,
@@ -48,7 +49,7 @@ class VoteControls:
         if commission is not None and not 0 <= commission <= 100:
             raise ValueError("commission is a percentage from 0 to 100")
         with self._lock:
-            for validator in self._matching(pubkey):
+            for validator in self._validators.matching(pubkey):
                 if behind is not None:
                     validator.lag, validator.frozen_last_vote = behind, None
                 if credits is not None:
