@@ -44,7 +44,7 @@ from watcher.ledger.aio import AiohttpPoster
 from watcher.ledger.batching import Batcher, refuses_batches
 from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.retrying import Backoff, Retrier, RpcStats, is_endpoint_failure
-from watcher.ledger.rpc_methods import LedgerMethods, PinnedReader
+from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ledger.transport import (
     BatchesOff,
     Endpoint,
@@ -327,3 +327,18 @@ class RpcClient(LedgerMethods):
                 endpoint=endpoint.public_url,
                 detail=err.message,
             )
+
+
+class PinnedReader(LedgerMethods):
+    """A reader whose calls go to one endpoint of ``client`` only (retried there, never failed
+    over)."""
+
+    def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
+        super().__init__(client.commitment)
+        self._client, self.endpoint = client, endpoint
+        self.public_url = endpoint.public_url
+
+    async def call(
+        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
+    ) -> T:
+        return await self._client.call(method, params, model, only=self.endpoint)

@@ -11,7 +11,7 @@ asks for its model and checks what the model cannot (one answer per key asked).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -45,10 +45,6 @@ from watcher.ledger.models_das import (
     TokenAccountPage,
 )
 from watcher.ledger.shared_reads import SharedReads
-
-if TYPE_CHECKING:
-    from watcher.ledger.rpc import RpcClient  # which imports this module
-    from watcher.ledger.transport import Endpoint
 
 T = TypeVar("T")
 
@@ -214,18 +210,3 @@ class LedgerMethods:
 
     async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
         return await self.call("getNftEditions", [mint, page, limit], EditionList)
-
-
-class PinnedReader(LedgerMethods):
-    """A reader whose calls go to one endpoint of ``client`` only (retried there, never failed
-    over)."""
-
-    def __init__(self, client: RpcClient, endpoint: Endpoint) -> None:
-        super().__init__(client.commitment)
-        self._client, self.endpoint = client, endpoint
-        self.public_url = endpoint.public_url
-
-    async def call(
-        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
-    ) -> T:
-        return await self._client.call(method, params, model, only=self.endpoint)

@@ -19,7 +19,7 @@ from watcher.core.errors import RpcError
 from watcher.core.events import TargetState
 from watcher.kinds.base import LedgerReader, Source
 from watcher.ledger.quorum import Disagreement, Quorum, agree, majority, observe_from
-from watcher.ledger.rpc_methods import PinnedReader
+from watcher.ledger.rpc import PinnedReader
 from watcher.service.configuration import Configured
 
 Answers = list[tuple[str, Any]]  # each answer with the endpoint that gave it (its public URL)
