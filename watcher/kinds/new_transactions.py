@@ -20,7 +20,7 @@ entry whose signature or slot is unreadable is left out of its page.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -129,6 +129,54 @@ class SignaturesObservation:
     left_out: tuple[Any, ...] = ()  # entries listed with an unreadable signature or slot
     # The balances read in the same poll (``tx_amounts``); neither read nor error: not read.
     balances: ReadOutcome = tx_amounts.NOT_READ
+    # The state ``observe`` was given, parsed (``StateReads``): ``doubt`` and ``step`` use it
+    # while their state holds the same values. None (an observation built otherwise): parsed.
+    reads: StateReads | None = field(default=None, compare=False, repr=False)
+
+
+class StateReads:
+    """The cursor and the kept balance read of one state, each parsed when first asked for and
+    then kept (one poll's observe, doubt and step all need them)."""
+
+    __slots__ = ("_balance_json", "_cursor", "_cursor_json", "_cursor_read", "_kept", "_kept_read")
+
+    def __init__(self, state: TargetState | None) -> None:
+        self._cursor_json = (state or {}).get("cursor")
+        self._balance_json = (state or {}).get("balance")
+        self._cursor: Cursor | None = None
+        self._kept: BalanceRead | None = None
+        self._cursor_read = self._kept_read = False
+
+    @classmethod
+    def of(cls, state: TargetState | None, observation: SignaturesObservation) -> StateReads:
+        """The observation's reads when ``state`` holds the values they were parsed from, else
+        ``state``'s own."""
+        reads = observation.reads
+        if reads is not None and reads.fits(state):
+            return reads
+        return cls(state)
+
+    def fits(self, state: TargetState | None) -> bool:
+        """Whether ``state`` holds the cursor and balance values these reads are of."""
+        cursor, balance = (state or {}).get("cursor"), (state or {}).get("balance")
+        return (cursor is self._cursor_json or cursor == self._cursor_json) and (
+            balance is self._balance_json or balance == self._balance_json
+        )
+
+    def cursor(self) -> Cursor | None:
+        """The state's cursor; None: never polled."""
+        if not self._cursor_read:
+            raw = self._cursor_json
+            self._cursor = None if raw is None else Cursor.from_json(raw)
+            self._cursor_read = True
+        return self._cursor
+
+    def kept(self) -> BalanceRead | None:
+        """The state's kept balance read; None: none kept."""
+        if not self._kept_read:
+            self._kept = BalanceRead.from_json(self._balance_json)
+            self._kept_read = True
+        return self._kept
 
 
 def cursor_of(state: TargetState | None) -> Cursor | None:
@@ -141,35 +189,41 @@ def kept_read(state: TargetState | None) -> BalanceRead | None:
     return BalanceRead.from_json((state or {}).get("balance"))
 
 
-def needs_read(state: TargetState | None, pages: Sequence[Sequence[SignatureEntry]]) -> bool:
+def needs_read(
+    state: TargetState | None,
+    pages: Sequence[Sequence[SignatureEntry]],
+    reads: StateReads | None = None,
+) -> bool:
     """Whether a poll reads the balances: its first (the baseline), one that found a new
     signature, and one of an address whose rule asks for tokens not read yet (their baseline),
     unless such a read failed already (``BALANCE_ERROR``: a provider without getTokenAccounts
     would otherwise cost two calls at every quiet poll; the next poll that finds a signature
-    reads them)."""
-    cursor = cursor_of(state)
+    reads them). ``reads``: ``state``'s, parsed already."""
+    reads = reads or StateReads(state)
+    cursor = reads.cursor()
     if cursor is None:
         return True
     if new_signatures(cursor, pages)[0]:
         return True
-    kept = kept_read(state)
-    if (state or {}).get(BALANCE_ERROR):
-        return False
-    return bool((state or {}).get("tokens")) and (kept is None or kept.tokens is None)
+    if (state or {}).get(BALANCE_ERROR) or not (state or {}).get("tokens"):
+        return False  # the kept read is not needed to tell (most quiet polls)
+    kept = reads.kept()
+    return kept is None or kept.tokens is None
 
 
-def known_decimals(state: TargetState | None) -> dict[str, int]:
-    kept = kept_read(state)
+def known_decimals(state: TargetState | None, reads: StateReads | None = None) -> dict[str, int]:
+    kept = (reads or StateReads(state)).kept()
     return {mint: held.decimals for mint, held in ((kept and kept.tokens) or {}).items()}
 
 
 async def _read_balances(
-    ledger: base.LedgerReader, target: str, state: TargetState | None
+    ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads
 ) -> ReadOutcome:
     """The poll's balance read: tokens when a rule asked for them (``"tokens"``), the mints'
     decimals already kept not read again."""
     wanted = bool((state or {}).get("tokens"))
-    return await balance_reads.read_balances(ledger, target, wanted, known_decimals(state))
+    decimals = known_decimals(state, reads)
+    return await balance_reads.read_balances(ledger, target, wanted, decimals)
 
 
 async def _next_page(
@@ -208,9 +262,10 @@ class SignaturesSource(base.Slotless):
     async def observe(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> SignaturesObservation:
-        cursor = cursor_of(state)
+        reads = StateReads(state)
+        cursor = reads.cursor()
         if cursor is None:
-            return await self._first(ledger, target, state)
+            return await self._first(ledger, target, state, reads)
         pages: list[tuple[SignatureEntry, ...]] = []
         unreadable: list[Any] = []
         fetched: set[str] = set()
@@ -223,21 +278,22 @@ class SignaturesSource(base.Slotless):
             unreadable += left_out(answer)
             if page_is_last(cursor, answer, PAGE_LIMIT):
                 balances = tx_amounts.NOT_READ
-                if needs_read(state, pages):
-                    balances = await _read_balances(ledger, target, state)
+                if needs_read(state, pages, reads):
+                    balances = await _read_balances(ledger, target, state, reads)
                 return SignaturesObservation(
                     pages=tuple(pages),
                     baseline=False,
                     target=target,
                     left_out=tuple(unreadable),
                     balances=balances,
+                    reads=reads,
                 )
             if not page:
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             before = page[-1].signature  # the last readable one: the node lists the rest again
 
     async def _first(
-        self, ledger: base.LedgerReader, target: str, state: TargetState | None
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads
     ) -> SignaturesObservation:
         """The first poll. One entry is enough to learn where history ends, unless the newest
         is odd (set aside, or being doubted): then a page, to start from the newest that is
@@ -281,13 +337,14 @@ class SignaturesSource(base.Slotless):
             unreadable += left_out(answer)
         # The baseline read; the tokens when the state says a rule asks for them (when it does
         # not say so yet, the step has the poll done again: ``_tokens_unread``).
-        balances = await _read_balances(ledger, target, state)
+        balances = await _read_balances(ledger, target, state, reads)
         return SignaturesObservation(
             pages=tuple(pages),
             baseline=True,
             target=target,
             left_out=tuple(unreadable),
             balances=balances,
+            reads=reads,
         )
 
     def doubt(
@@ -317,7 +374,7 @@ class SignaturesSource(base.Slotless):
         # and the rest taken, so one odd entry never mutes its address.
         known = set((state or {}).get(SET_ASIDE_KEY) or ())
         unreadable = sorted(_left_out_keys(observation) - known)
-        bound = _slot_bound(state, now, tip)
+        bound = _slot_bound(state, now, tip, StateReads.of(state, observation))
         ahead = [
             e for e in entries if bound is not None and e.slot > bound and e.signature not in known
         ]
@@ -366,6 +423,7 @@ class SignaturesSource(base.Slotless):
         observation: SignaturesObservation,
         now: float,
     ) -> _Stepped:
+        reads = StateReads.of(state, observation)
         aside = _set_aside(state)
         listed_now = _left_out_keys(observation) | {
             entry.signature for page in observation.pages for entry in page
@@ -378,13 +436,13 @@ class SignaturesSource(base.Slotless):
                 for page in _known_times(observation.pages, now)
             ),
         )
-        kept = kept_read(state)
+        kept = reads.kept()
         if state and not observation.baseline and not any(observation.pages):
             quiet = _quiet_read(kept, observation.balances)
             return _Stepped(state=_kept(state, aside), balance=quiet)  # nothing new
-        cursor = cursor_of(state)
+        cursor = reads.cursor()
         if observation.baseline or cursor is None:
-            return self._first_step(rules, target, state, observation, aside)
+            return self._first_step(rules, target, state, observation, aside, kept)
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
             slot_time = (state or {}).get("slot_time")
@@ -408,12 +466,13 @@ class SignaturesSource(base.Slotless):
         state: TargetState | None,
         observation: SignaturesObservation,
         aside: set[str],
+        kept: BalanceRead | None,
     ) -> _Stepped:
         """The first poll: what came after the watch began is new, the rest is the baseline.
-        Without a kept start (a rule test's first step), the whole history is the baseline."""
+        Without a kept start (a rule test's first step), the whole history is the baseline.
+        ``kept``: the state's kept balance read."""
         since = WatchSince.of(state)
         entries = [entry for page in observation.pages for entry in page]
-        kept = kept_read(state)
         waiting: TargetState = {"v": STATE_VERSION}
         if since is not None:
             waiting[WATCH_SINCE_KEY] = since.to_json()
@@ -495,11 +554,13 @@ def _left_out_keys(observation: SignaturesObservation) -> set[str]:
     return {picture_of(entry) for entry in observation.left_out}
 
 
-def _slot_bound(state: TargetState | None, now: float, tip: SlotTip | None) -> int | None:
+def _slot_bound(
+    state: TargetState | None, now: float, tip: SlotTip | None, reads: StateReads
+) -> int | None:
     """The highest slot a real entry can have: from the cluster's tip, and from the cursor's own
     slot and time (a first poll has only the tip); None when neither is known."""
     bounds = [tip.bound(now)] if tip is not None else []
-    cursor = cursor_of(state)
+    cursor = reads.cursor()
     slot_time = (state or {}).get("slot_time")
     if cursor is not None and cursor.slot is not None and slot_time is not None:
         bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
