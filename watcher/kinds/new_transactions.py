@@ -179,16 +179,6 @@ class StateReads:
         return self._kept
 
 
-def cursor_of(state: TargetState | None) -> Cursor | None:
-    if not state or state.get("cursor") is None:
-        return None
-    return Cursor.from_json(state["cursor"])
-
-
-def kept_read(state: TargetState | None) -> BalanceRead | None:
-    return BalanceRead.from_json((state or {}).get("balance"))
-
-
 def needs_read(
     state: TargetState | None,
     pages: Sequence[Sequence[SignatureEntry]],
