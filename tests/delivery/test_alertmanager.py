@@ -18,6 +18,8 @@ from watcher.delivery.alertmanager import Endpoint, Reposter, endpoint, payload,
 from watcher.delivery.notifier import Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
 
+from support.sending import answering
+
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
@@ -210,14 +212,6 @@ def test_what_stands_is_the_newest_alert_per_url_and_subject() -> None:
 
 
 # -- posting ------------------------------------------------------------------------------------
-
-
-def answering(status: int, seen: list[httpx.Request]) -> httpx.Client:
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(status, text="no")
-
-    return httpx.Client(transport=httpx.MockTransport(handle))
 
 
 @pytest.mark.parametrize(

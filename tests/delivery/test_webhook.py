@@ -15,6 +15,8 @@ from watcher.delivery.notifier import ByScheme, Message, Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
 from watcher.delivery.webhook import Endpoint, body, endpoint, fingerprint, post
 
+from support.sending import answering
+
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 SIG = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
 
@@ -194,14 +196,6 @@ def test_a_message_without_alerts_is_one_short_info_alert() -> None:
     [mine] = posted["watcher"]["alerts"]
     assert (mine["rule"], mine["severity"], mine["reason"]) == ("watcher_test", "info", "event")
     assert mine["text"] == "hello"
-
-
-def answering(status: int, seen: list[httpx.Request]) -> httpx.Client:
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(status, text="no")
-
-    return httpx.Client(transport=httpx.MockTransport(handle))
 
 
 @pytest.mark.parametrize(

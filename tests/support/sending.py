@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import httpx
+
 from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.config.sections import DeliverySettings
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow
@@ -65,3 +67,14 @@ def titles(received: Iterable[dict[str, Any]]) -> list[str]:
 
 def alert_history(store: SqliteStore) -> list[AlertRecord]:
     return list(reversed(store.history(limit=1000)))
+
+
+def answering(status: int, seen: list[httpx.Request]) -> httpx.Client:
+    """An HTTP client whose every request is answered ``status`` and recorded in ``seen`` (the
+    posts of watcher's own channels: Alertmanager, webhooks)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status, text="no")
+
+    return httpx.Client(transport=httpx.MockTransport(handle))
