@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -138,14 +139,9 @@ class StateReads:
     """The cursor and the kept balance read of one state, each parsed when first asked for and
     then kept (one poll's observe, doubt and step all need them)."""
 
-    __slots__ = ("_balance_json", "_cursor", "_cursor_json", "_cursor_read", "_kept", "_kept_read")
-
     def __init__(self, state: TargetState | None) -> None:
         self._cursor_json = (state or {}).get("cursor")
         self._balance_json = (state or {}).get("balance")
-        self._cursor: Cursor | None = None
-        self._kept: BalanceRead | None = None
-        self._cursor_read = self._kept_read = False
 
     @classmethod
     def of(cls, state: TargetState | None, observation: SignaturesObservation) -> StateReads:
@@ -163,20 +159,16 @@ class StateReads:
             balance is self._balance_json or balance == self._balance_json
         )
 
+    @cached_property
     def cursor(self) -> Cursor | None:
         """The state's cursor; None: never polled."""
-        if not self._cursor_read:
-            raw = self._cursor_json
-            self._cursor = None if raw is None else Cursor.from_json(raw)
-            self._cursor_read = True
-        return self._cursor
+        raw = self._cursor_json
+        return None if raw is None else Cursor.from_json(raw)
 
+    @cached_property
     def kept(self) -> BalanceRead | None:
         """The state's kept balance read; None: none kept."""
-        if not self._kept_read:
-            self._kept = BalanceRead.from_json(self._balance_json)
-            self._kept_read = True
-        return self._kept
+        return BalanceRead.from_json(self._balance_json)
 
 
 def needs_read(
@@ -190,19 +182,19 @@ def needs_read(
     would otherwise cost two calls at every quiet poll; the next poll that finds a signature
     reads them). ``reads``: ``state``'s, parsed already."""
     reads = reads or StateReads(state)
-    cursor = reads.cursor()
+    cursor = reads.cursor
     if cursor is None:
         return True
     if new_signatures(cursor, pages)[0]:
         return True
     if (state or {}).get(BALANCE_ERROR) or not (state or {}).get("tokens"):
         return False  # the kept read is not needed to tell (most quiet polls)
-    kept = reads.kept()
+    kept = reads.kept
     return kept is None or kept.tokens is None
 
 
 def known_decimals(state: TargetState | None, reads: StateReads | None = None) -> dict[str, int]:
-    kept = (reads or StateReads(state)).kept()
+    kept = (reads or StateReads(state)).kept
     return {mint: held.decimals for mint, held in ((kept and kept.tokens) or {}).items()}
 
 
@@ -253,7 +245,7 @@ class SignaturesSource(base.Slotless):
         self, ledger: base.LedgerReader, target: str, state: TargetState | None
     ) -> SignaturesObservation:
         reads = StateReads(state)
-        cursor = reads.cursor()
+        cursor = reads.cursor
         if cursor is None:
             return await self._first(ledger, target, state, reads)
         pages: list[tuple[SignatureEntry, ...]] = []
@@ -426,11 +418,11 @@ class SignaturesSource(base.Slotless):
                 for page in _known_times(observation.pages, now)
             ),
         )
-        kept = reads.kept()
+        kept = reads.kept
         if state and not observation.baseline and not any(observation.pages):
             quiet = _quiet_read(kept, observation.balances)
             return _Stepped(state=_kept(state, aside), balance=quiet)  # nothing new
-        cursor = reads.cursor()
+        cursor = reads.cursor
         if observation.baseline or cursor is None:
             return self._first_step(rules, target, state, observation, aside, kept)
         fresh, new_cursor = new_signatures(cursor, observation.pages)
@@ -550,7 +542,7 @@ def _slot_bound(
     """The highest slot a real entry can have: from the cluster's tip, and from the cursor's own
     slot and time (a first poll has only the tip); None when neither is known."""
     bounds = [tip.bound(now)] if tip is not None else []
-    cursor = reads.cursor()
+    cursor = reads.cursor
     slot_time = (state or {}).get("slot_time")
     if cursor is not None and cursor.slot is not None and slot_time is not None:
         bounds.append(cursor.slot + slot_allowance(now - float(slot_time)))
