@@ -71,7 +71,7 @@ from watcher.config.call_budget import Budget  # noqa: E402
 from watcher.config.ruleset import Job  # noqa: E402
 from watcher.service.last_errors import LastErrors  # noqa: E402
 from watcher.service.metrics import Metrics  # noqa: E402
-from watcher.service.rounds import RoundReports, Sweeper  # noqa: E402
+from watcher.service.rounds import Fanout, RoundReports, Sweeper  # noqa: E402
 from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
@@ -264,7 +264,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
         admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
         reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
         rpc_health=unused,
-        width=8,
+        fanout=Fanout(8),
         stopping=asyncio.Event(),
         clock=time.monotonic,
     )

@@ -44,7 +44,7 @@ from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
 from watcher.service.poll_faults import PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
-from watcher.service.rounds import RoundReports, RpcHealth, Sweeper
+from watcher.service.rounds import Fanout, RoundReports, RpcHealth, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.scrape_time import ScrapeReads
 from watcher.service.sdnotify import SystemdNotifier
@@ -183,7 +183,13 @@ class Daemon:
             rpc_health=RpcHealth(
                 config=self.config, store=self.store, commit=self.committer.commit
             ),
-            width=sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
+            fanout=Fanout(
+                sweeps.sweep_width(settings.rpc.max_concurrency, settings.rpc.batch_size),
+                # One endpoint's answer per poll: under quorum, polls ask several.
+                None
+                if self.client is None or self.quorum.needed > 1
+                else sweeps.FirstCalls(self.client, self.store),
+            ),
             stopping=self.stopping,
             clock=clock,
         )

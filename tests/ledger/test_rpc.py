@@ -33,6 +33,7 @@ from watcher.core.errors import (
 from watcher.core.redact import REDACTOR
 from watcher.ledger.models import SignatureEntry
 from watcher.ledger.rpc import RpcClient, RpcSettings
+from watcher.ledger.rpc_methods import LedgerMethods, PrimedReader
 from watcher.ledger.transport import Endpoint, EndpointSpec
 
 from support.loopback import node_poster
@@ -831,3 +832,32 @@ async def test_a_too_deeply_nested_answer_is_a_bad_answer_in_a_batch_too(
     outcomes = await client.call_batch("getBalance", [[ADDRESS], [ADDRESS]], int)
     assert all(isinstance(outcome, BadResponse) for outcome in outcomes)
     assert "nested too deeply" in str(outcomes[0])
+
+
+class _Asked(LedgerMethods):
+    """A reader answering every call with the calls asked so far."""
+
+    def __init__(self) -> None:
+        super().__init__("confirmed")
+        self.asked: list[tuple[str, Any]] = []
+
+    async def call(self, method: str, params: Any, model: Any) -> Any:
+        self.asked.append((method, params))
+        return []
+
+
+async def test_a_primed_reader_answers_its_call_once_and_asks_its_reader_for_the_rest() -> None:
+    reader = _Asked()
+    entry = SignatureEntry.model_validate({"signature": "5" * 88, "slot": 7})
+    call = reader.signatures_call("Addr1", until="9" * 88, limit=1000)
+    primed = PrimedReader(reader, call, [entry])
+    assert primed.shared_reads is reader.shared_reads  # the polls' shared reads stay one
+    # The same call: the answer in hand, not asked again; the next page is asked of the reader.
+    assert await primed.get_signatures_for_address("Addr1", until="9" * 88) == [entry]
+    assert reader.asked == []
+    assert await primed.get_signatures_for_address("Addr1", until="9" * 88) == []
+    assert reader.asked == [("getSignaturesForAddress", call.params)]
+
+    failed = PrimedReader(reader, call, BadResponse("garbage", method="getSignaturesForAddress"))
+    with pytest.raises(BadResponse, match="garbage"):
+        await failed.get_signatures_for_address("Addr1", until="9" * 88)

@@ -129,3 +129,43 @@ async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
         await world.daemon.sweep(signatures)
     assert [line["failed"] for line in logs if line["event"] == "round"] == [0]
     assert any(line["event"] == "poll of target works again" for line in logs)
+
+
+async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_its_own_poll(
+    make_world: Callable[..., World],
+) -> None:
+    addresses = tuple(derived_pubkey(f"batched deposit {i}") for i in range(25))
+    rule = {
+        "name": "deposits",
+        "kind": "new_transactions",
+        "addresses": list(addresses),
+        "every": "1s",
+        "notify": ["hooks"],
+    }
+    world = make_world(rules=[rule], rpc={"batch_size": 10})
+    for address in addresses:
+        world.ledger.add_transactions(address, 1)
+    job = Job("signatures", 1.0, addresses)
+    await world.daemon.sweep(job)  # the first polls: each its own page, then its balance
+    world.server.log.clear()
+    world.now[0] += 1
+    await world.daemon.sweep(job)  # quiet: one page since each cursor, 10 to a request
+    quiet = world.server.log.snapshot()
+    assert [call.method for call in quiet] == ["getSignaturesForAddress"] * 25
+    assert sorted(call.batch_size for call in quiet) == [5] * 5 + [10] * 20
+    assert all("until" in call.params[1] for call in quiet)
+
+    # Moves in the middle of a batch: each alert names its own address, once; a call of the
+    # batch answered garbage fails its own poll only.
+    moved = [addresses[3], addresses[14]]
+    for address in moved:
+        world.ledger.add_transactions(address, 2)
+    world.ledger.faults.rewrite("getSignaturesForAddress", lambda result: "garbage", skip=20)
+    world.now[0] += 1
+    with capture_logs() as logs:
+        await world.daemon.sweep(job)
+    said = rounds(logs)["signatures"]
+    assert said["targets"] == 25 and said["failed"] == 1 and said["alerts"] == 2
+    alerts = await world.alerts()
+    assert sorted(alert.subject for alert in alerts) == sorted(moved)
+    assert all("2 new transactions" in alert.title for alert in alerts), alerts

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
+import pytest
 import structlog
 
 from watcher.config.ruleset import Job
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.service.scheduler import Scheduler
-from watcher.service.sweeps import run_bounded, stretch_for, stretch_warning, sweep_width
+from watcher.service.sweeps import (
+    run_batches,
+    run_bounded,
+    run_eagerly,
+    stretch_for,
+    stretch_warning,
+    sweep_width,
+)
 
 URL = "https://rpc.example.com/v3/SeCrEtKeY-0123456789abcdefXYZ"
 
@@ -101,3 +111,62 @@ async def test_a_sweep_that_overran_its_interval_is_followed_at_once() -> None:
     (_, first_end), (second_start, _) = runs
     # Not at the next tick (2 s after the first start, 0.6 s after its end): at once.
     assert second_start - first_end < 0.3
+
+
+async def test_run_batches_hands_each_batch_its_targets_in_order_and_prepares_whole_batches() -> (
+    None
+):
+    seen: list[list[int]] = []
+    prepared: list[list[int]] = []
+
+    async def poll_batch(batch: Sequence[int]) -> list[int]:
+        seen.append(list(batch))
+        await asyncio.sleep(0)
+        return [target * 2 for target in batch]
+
+    async def prepare(part: Sequence[int]) -> None:
+        prepared.append(list(part))
+
+    results = await run_batches(range(25), poll_batch, 2, batch=10, prepare=prepare, chunk=20)
+    assert results == [target * 2 for target in range(25)]
+    assert seen == [list(range(10)), list(range(10, 20)), list(range(20, 25))]
+    assert prepared == [list(range(20)), list(range(20, 25))]
+    assert await run_batches([], poll_batch, 2, batch=10) == []
+
+
+async def test_run_eagerly_finishes_what_does_not_wait_in_the_callers_task() -> None:
+    caller = asyncio.current_task()
+    ran_in: dict[int, asyncio.Task[Any] | None] = {}
+    gate = asyncio.Event()
+
+    async def poll(index: int) -> int:
+        ran_in[index] = asyncio.current_task()
+        if index % 2:
+            await gate.wait()  # this one waits: it goes on as a task of its own
+        return index * 10
+
+    asyncio.get_running_loop().call_soon(gate.set)  # once the polls wait
+    assert await run_eagerly([poll(index) for index in range(5)]) == [0, 10, 20, 30, 40]
+    assert [ran_in[index] is caller for index in range(5)] == [True, True, True, True, True]
+
+
+async def test_run_eagerly_cancelled_cancels_the_polls_that_wait_and_closes_the_rest() -> None:
+    cleaned: list[str] = []
+    never, waiting = asyncio.Event(), asyncio.Event()
+
+    async def waits() -> None:
+        try:
+            waiting.set()
+            await never.wait()
+        finally:
+            cleaned.append("waited")
+
+    async def quick() -> None:
+        cleaned.append("quick")
+
+    running = asyncio.ensure_future(run_eagerly([waits(), quick(), quick()]))
+    await waiting.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert cleaned == ["quick", "quick", "waited"]

@@ -13,7 +13,7 @@ from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
 from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
-from watcher.service.rounds import RoundReports, Sweeper
+from watcher.service.rounds import Fanout, RoundReports, Sweeper
 
 
 class HeldShards:
@@ -75,7 +75,7 @@ def scheduling_sweeper(
         ),
         reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),
         rpc_health=unused,
-        width=8,
+        fanout=Fanout(8),
         stopping=asyncio.Event(),
         clock=time,
     )

@@ -54,6 +54,7 @@ from watcher.ledger.models_das import (
     TokenAccountPage,
 )
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
+from watcher.ledger.rpc_methods import Call
 from watcher.ledger.shared_reads import SharedReads
 
 
@@ -70,6 +71,15 @@ class LedgerReader(Protocol):
         until: str | None = None,
         limit: int = 1000,
     ) -> list[SignatureEntry]: ...
+
+    def signatures_call(
+        self,
+        address: str,
+        *,
+        before: str | None = None,
+        until: str | None = None,
+        limit: int = 1000,
+    ) -> Call: ...
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]: ...
 
@@ -179,6 +189,19 @@ class Source(Protocol[Observation]):
         observation: Observation,
         now: float,
     ) -> StepOutcome: ...
+
+
+@runtime_checkable
+class FirstCall(Protocol):
+    """A source that can say, from a target's state alone, the call its next poll makes first:
+    a sweep makes a batch of such calls in one request and hands each poll its answer
+    (``watcher.ledger.rpc_methods.PrimedReader``), so that a quiet poll never waits."""
+
+    def first_call(
+        self, ledger: LedgerReader, target: str, state: TargetState | None
+    ) -> Call | None:
+        """That call (None: not known before the poll, e.g. a first poll)."""
+        ...
 
 
 # A kind's share of a shared source's step (pure): the rules of the target, the target, the

@@ -66,6 +66,7 @@ from watcher.ledger.plausibility import (
     picture_of,
     slot_allowance,
 )
+from watcher.ledger.rpc_methods import Call
 from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
 log = structlog.get_logger(__name__)
@@ -273,6 +274,16 @@ class SignaturesSource(base.Slotless):
             if not page:
                 raise BadResponse(f"{METHOD}: a full page of unreadable entries", method=METHOD)
             before = page[-1].signature  # the last readable one: the node lists the rest again
+
+    def first_call(
+        self, ledger: base.LedgerReader, target: str, state: TargetState | None
+    ) -> Call | None:
+        """A later poll's first page: the signatures since the cursor (a first poll's pages
+        depend on its first answer)."""
+        cursor = StateReads(state).cursor
+        if cursor is None:
+            return None
+        return ledger.signatures_call(target, until=cursor.sig, limit=PAGE_LIMIT)
 
     async def _first(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads

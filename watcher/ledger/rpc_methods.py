@@ -6,16 +6,19 @@ result must fit; raises ``RpcError``) and its commitment (getSignaturesForAddres
 one below confirmed, is asked at ``signatures_commitment``). Each method builds its params,
 asks for its model and checks what the model cannot (one answer per key asked).
 ``PinnedReader``: the same methods, their calls to one endpoint of a client only.
+``PrimedReader``: the same methods, one call of which was answered already (made in a batch with
+other polls' calls).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from watcher.core.errors import BadResponse
+from watcher.core.errors import BadResponse, RpcError
 from watcher.ledger.models import (
     ClusterNode,
     ClusterNodes,
@@ -64,6 +67,16 @@ _PROGRAM_ACCOUNTS_DATA = TypeAdapter(ProgramAccountsData)
 _ASSETS = TypeAdapter(list[Asset | None])
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call known before it is made: its method, its params, and the model its answer must
+    fit."""
+
+    method: str
+    params: list[Any] | None
+    model: Any
+
+
 def signatures_commitment(commitment: str) -> str:
     """The commitment getSignaturesForAddress is asked at: ``commitment``, confirmed at least."""
     return "confirmed" if commitment == "processed" else commitment
@@ -94,6 +107,20 @@ class LedgerMethods:
     ) -> SignaturePage:
         """Newest first; ``before`` and ``until`` are exclusive and left out when None. An entry
         whose signature or slot is unreadable is left out (``SignaturePage.listed`` counts it)."""
+        call = self.signatures_call(address, before=before, until=until, limit=limit)
+        page = await self.call(call.method, call.params, _SIGNATURES)
+        return page if isinstance(page, SignaturePage) else SignaturePage(page)
+
+    def signatures_call(
+        self,
+        address: str,
+        *,
+        before: str | None = None,
+        until: str | None = None,
+        limit: int = MAX_SIGNATURES_LIMIT,
+    ) -> Call:
+        """The getSignaturesForAddress call ``get_signatures_for_address`` makes with these
+        arguments, made elsewhere (a sweep's batch of first calls: ``PrimedReader``)."""
         if not 1 <= limit <= MAX_SIGNATURES_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SIGNATURES_LIMIT}: {limit}")
         config: dict[str, Any] = {"commitment": self.signatures_commitment, "limit": limit}
@@ -101,8 +128,7 @@ class LedgerMethods:
             config["before"] = before
         if until is not None:
             config["until"] = until
-        page = await self.call("getSignaturesForAddress", [address, config], _SIGNATURES)
-        return page if isinstance(page, SignaturePage) else SignaturePage(page)
+        return Call("getSignaturesForAddress", [address, config], _SIGNATURES)
 
     async def get_token_largest_accounts(self, mint: str) -> list[TokenAmount]:
         return list((await self.get_token_largest_accounts_with_context(mint)).value)
@@ -210,3 +236,31 @@ class LedgerMethods:
 
     async def get_nft_editions(self, mint: str, *, page: int = 1, limit: int = 1000) -> EditionList:
         return await self.call("getNftEditions", [mint, page, limit], EditionList)
+
+
+class PrimedReader(LedgerMethods):
+    """``reader``'s methods, one call of which was made already: ``answer`` is its value or the
+    ``RpcError`` it failed with. The first time that call is asked (same method, equal params)
+    it gets that answer without waiting; every other call goes to ``reader``."""
+
+    def __init__(self, reader: LedgerMethods, call: Call, answer: Any) -> None:
+        # Not LedgerMethods' own: the reads the polls share stay ``reader``'s.
+        self.commitment = reader.commitment
+        self.signatures_commitment = reader.signatures_commitment
+        self.shared_reads = reader.shared_reads
+        self._reader = reader
+        self._call: Call | None = call
+        self._answer = answer
+
+    async def call(
+        self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
+    ) -> T:
+        made = self._call
+        if made is not None and method == made.method and params == made.params:
+            self._call = None  # once: a later page asks again
+            answer = self._answer
+            if isinstance(answer, RpcError):
+                raise answer
+            value: T = answer
+            return value
+        return await self._reader.call(method, params, model)

@@ -78,13 +78,15 @@ class Observer:
         target: str,
         state: TargetState | None,
         rules: Sequence[PresentedRule],
+        ledger: LedgerReader | None = None,
     ) -> Observed:
         """One observation of ``target`` (raises ``RpcError`` when it failed; under quorum, when
         too few endpoints answer). Under quorum the endpoints' steps by ``rules`` are compared:
         when they do not agree and more endpoints are configured, one more is asked, for a
-        majority."""
+        majority. ``ledger``: the reader to observe through, one endpoint's answer (a
+        ``Primed`` reader holding the poll's first answer); none: ``self.ledger``."""
         if not self.applies(source, target):
-            observation = await source.observe(self.ledger, target, state)
+            observation = await source.observe(ledger or self.ledger, target, state)
             return Observed(observation, self.clock())
         assert self.endpoints is not None
         observe = lambda reader: source.observe(reader, target, state)  # noqa: E731

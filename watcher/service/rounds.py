@@ -38,7 +38,14 @@ from watcher.service.heartbeat import Heartbeat
 from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
 from watcher.service.poll_faults import PollFaults
-from watcher.service.sweeps import ShardedTargets, run_bounded
+from watcher.service.sweeps import (
+    FirstCalls,
+    Primed,
+    ShardedTargets,
+    run_batches,
+    run_bounded,
+    run_eagerly,
+)
 from watcher.state.interface import Store, TargetStateStore
 from watcher.state.records import SourceRound
 
@@ -57,6 +64,7 @@ class Poll(Protocol):
         target: str,
         interval: float,
         max_interval: float | None = None,
+        primed: Primed | None = None,
         /,
     ) -> Awaitable[bool]: ...
 
@@ -114,11 +122,20 @@ class RpcHealth:
             await self.commit(builtin.SOURCE, builtin.RPC_TARGET, outcome, rules, now)
 
 
+@dataclass(frozen=True)
+class Fanout:
+    """How a sweep runs its polls: ``width`` under way at once; with ``first_calls``, the
+    first calls of a batch of them in one request (None: each poll makes its own)."""
+
+    width: int
+    first_calls: FirstCalls | None = None
+
+
 class Sweeper:
     """Runs the rounds. ``admission`` says which of an adaptive job's due targets the budget
     lets a sweep poll (by the cadences it keeps); ``reports`` hear how each round went, and
-    ``rpc_health`` its verdict on the endpoints; ``width``: polls under way at once;
-    ``stopping`` set: no new round starts."""
+    ``rpc_health`` its verdict on the endpoints; ``fanout``: how many polls at once, and
+    whether in batches; ``stopping`` set: no new round starts."""
 
     def __init__(
         self,
@@ -128,13 +145,13 @@ class Sweeper:
         admission: Admission,
         reports: RoundReports,
         rpc_health: RpcHealth,
-        width: int,
+        fanout: Fanout,
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
         self.poll, self.store, self.admission = poll, store, admission
         self.reports, self.rpc_health = reports, rpc_health
-        self.width = width
+        self.fanout = fanout
         self.stopping, self.clock = stopping, clock
         self.targets = ShardedTargets()  # each job's targets by shard, for the shards held
         # Per job (source, interval, max_interval): the shards its rounds covered since they
@@ -161,16 +178,27 @@ class Sweeper:
             await self.targets.prepare(job)
         held = self.targets.held(job, shards)
         targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
-        width = min(self.width, max(1, len(targets)))  # no idle workers for one target
+        first_calls = self.fanout.first_calls
+        batch = None if first_calls is None else first_calls.batch(source)
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
-            results = await run_bounded(
-                targets,
-                lambda target: self._poll(source, target, job, held_at_start),
-                width,
-                prepare=lambda part: self._prefetch(job, part),
-                chunk=PREFETCH_CHUNK,
-            )
+            if first_calls is not None and batch is not None:
+                results = await run_batches(
+                    targets,
+                    lambda part: self._poll_batch(first_calls, source, part, job, held_at_start),
+                    min(max(1, self.fanout.width // batch), max(1, -(-len(targets) // batch))),
+                    batch=batch,
+                    prepare=lambda part: self._prefetch(job, part),
+                    chunk=PREFETCH_CHUNK,
+                )
+            else:
+                results = await run_bounded(
+                    targets,
+                    lambda target: self._poll(source, target, job, held_at_start),
+                    min(self.fanout.width, max(1, len(targets))),  # no idle workers for one
+                    prepare=lambda part: self._prefetch(job, part),
+                    chunk=PREFETCH_CHUNK,
+                )
         self.reports.metrics.flush_polls()
         if tally.balance_reads:
             # Paid from the budget as polls are: the next sweeps have that much less room. The
@@ -268,8 +296,31 @@ class Sweeper:
                     "reading a chunk of states failed; each poll reads its own", source=job.source
                 )
 
+    async def _poll_batch(
+        self,
+        first_calls: FirstCalls,
+        source: Source[Any],
+        targets: Sequence[str],
+        job: Job,
+        held_at_start: frozenset[int] | None,
+    ) -> list[bool | None]:
+        """The polls of a batch of targets, their first calls made in one request: a quiet
+        one runs to its end at once, with no task of its own."""
+        primed = await first_calls.prime(source, targets)
+        return await run_eagerly(
+            [
+                self._poll(source, target, job, held_at_start, start)
+                for target, start in zip(targets, primed, strict=True)
+            ]
+        )
+
     async def _poll(
-        self, source: Source[Any], target: str, job: Job, held_at_start: frozenset[int] | None
+        self,
+        source: Source[Any],
+        target: str,
+        job: Job,
+        held_at_start: frozenset[int] | None,
+        primed: Primed | None = None,
     ) -> bool | None:
         """Whether the poll succeeded; None when the database failed it or the target's shard
         was handed back or lost meanwhile (not this instance's any more: not polled). While the
@@ -282,7 +333,7 @@ class Sweeper:
         # of a sweep's CPU.
         commits = self.store.commits
         try:
-            ok = await self.poll(source, target, job.interval, job.max_interval)
+            ok = await self.poll(source, target, job.interval, job.max_interval, primed)
         except StateError as exc:
             self._database_failed(exc, f"poll {source.name}")
             return None

@@ -2,7 +2,9 @@
 
 ``run_bounded`` polls the targets with at most ``width`` observations in flight (workers pulling
 from one iterator: 100,000 targets are never 100,000 tasks), results in the targets' order, each
-chunk prepared (its states read in one query) as the polls reach it.
+chunk prepared (its states read in one query) as the polls reach it. ``run_batches`` does it a
+batch at a time: ``FirstCalls`` makes a batch's first calls in one request, and ``run_eagerly``
+runs its polls at once, a quiet one to its end without a task or a turn of the event loop.
 ``sweep_width`` is that width for a client: every request the concurrency cap allows, each
 filled with a batch, twice over so that the next batch is ready when a slot frees.
 
@@ -15,12 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 from watcher.config.ruleset import Job
+from watcher.core.errors import StateError
+from watcher.core.events import TargetState
+from watcher.core.tally import count_call
 from watcher.kinds import SOURCES
+from watcher.kinds.base import FirstCall, LedgerReader, Source
 from watcher.ledger.rpc import RpcClient
+from watcher.ledger.rpc_methods import Call, PrimedReader
+from watcher.state.interface import TargetStateStore
 from watcher.state.shards import shard_of
 
 T = TypeVar("T")
@@ -74,6 +83,164 @@ async def run_bounded(
         for task in [*workers, *prepared.values()]:
             task.cancel()
     return cast(list[R], results)  # every slot filled: each index was polled
+
+
+async def run_batches(
+    targets: Sequence[T],
+    poll_batch: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
+    width: int,
+    *,
+    batch: int,
+    prepare: Callable[[Sequence[T]], Awaitable[None]] | None = None,
+    chunk: int = 1,
+) -> list[R]:
+    """``run_bounded`` a batch at a time: ``poll_batch`` polls ``batch`` targets together and
+    returns their results in order, at most ``width`` batches at a time; ``prepare`` as there
+    (a chunk of whole batches)."""
+    results: list[R | None] = [None] * len(targets)
+    count = -(-len(targets) // batch)
+
+    async def poll(index: int) -> None:
+        start = index * batch
+        results[start : start + batch] = await poll_batch(targets[start : start + batch])
+
+    async def prepare_batches(indexes: Sequence[int]) -> None:
+        assert prepare is not None
+        await prepare(targets[indexes[0] * batch : (indexes[-1] + 1) * batch])
+
+    await run_bounded(
+        range(count),
+        poll,
+        width,
+        prepare=None if prepare is None else prepare_batches,
+        chunk=max(1, chunk // batch),
+    )
+    return cast(list[R], results)  # every slot filled: each batch was polled
+
+
+async def run_eagerly(polls: Sequence[Coroutine[Any, Any, R]]) -> list[R]:
+    """Each of ``polls`` run at once, up to its first wait; one that finishes without waiting
+    (a quiet poll whose answer is in hand) costs no task and no turn of the event loop; the
+    others go on as tasks, awaited together. Results in order. (Python 3.12's eager tasks, for
+    3.11.)"""
+    results: list[Any] = [None] * len(polls)
+    waiting: list[tuple[int, asyncio.Task[R]]] = []
+    try:
+        for index, poll in enumerate(polls):
+            try:
+                yielded = poll.send(None)
+            except StopIteration as done:
+                results[index] = done.value
+            else:
+                waiting.append((index, asyncio.ensure_future(_finish(_Rest(poll, yielded)))))
+        if waiting:
+            for (index, _), value in zip(
+                waiting, await asyncio.gather(*(task for _, task in waiting)), strict=True
+            ):
+                results[index] = value
+    except BaseException:
+        for _, task in waiting:
+            task.cancel()
+        if waiting:
+            await asyncio.wait([task for _, task in waiting])
+        # Every poll ended before the caller hears of it: one not started, or whose task was
+        # cancelled before it ran, is closed here (its cleanups run); a finished one ignores it.
+        for poll in polls:
+            poll.close()
+        raise
+    return cast(list[R], results)
+
+
+class _Rest(Generic[R]):
+    """The rest of a coroutine that was started outside a task and waits on ``yielded``: each
+    wait passed to the task running it, each wake-up (or cancellation) passed back."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, R], yielded: Any) -> None:
+        self._coroutine, self._yielded = coroutine, yielded
+
+    def __await__(self) -> Generator[Any, None, R]:
+        coroutine, yielded = self._coroutine, self._yielded
+        while True:
+            try:
+                yield yielded
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # the task cancelled: the coroutine hears it
+                try:
+                    yielded = coroutine.throw(exc)
+                except StopIteration as done:
+                    return cast(R, done.value)
+            else:
+                try:
+                    yielded = coroutine.send(None)
+                except StopIteration as done:
+                    return cast(R, done.value)
+
+
+async def _finish(rest: _Rest[R]) -> R:
+    return await rest
+
+
+class FirstCalls:
+    """The first calls of a batch of polls, made together in one request through ``client``:
+    the source of a ``FirstCall`` says each target's, by its state (the signatures of an
+    address since its cursor); each poll then starts from its ``Primed``: its state and a
+    reader holding that answer. Not for polls under quorum (they ask several endpoints)."""
+
+    def __init__(self, client: RpcClient, store: TargetStateStore) -> None:
+        self.client, self.store = client, store
+
+    def batch(self, source: Source[Any]) -> int | None:
+        """Targets of ``source`` whose first calls go in one request; None: each poll makes
+        its own calls (the source does not say them, or the client does not batch)."""
+        batcher = self.client.batcher
+        if batcher is None or not isinstance(source, FirstCall):
+            return None
+        method = source.facts.batched
+        return batcher.cap(method) if method else batcher.batch_size
+
+    async def prime(self, source: Source[Any], targets: Sequence[str]) -> list[Primed | None]:
+        """What each target's poll starts from: its state as read and a reader holding its
+        first call's answer (None: the poll reads and calls itself). A database error reading
+        a state primes none of them: each poll reads its own. A state the source cannot read
+        primes none for its target: its poll meets that error."""
+        assert isinstance(source, FirstCall)
+        calls: list[Call | None] = []
+        states: list[TargetState | None] = []
+        for target in targets:
+            try:
+                state = await self.store.load_state(source.name, target)
+            except StateError:
+                return [None] * len(targets)
+            states.append(state)
+            try:
+                calls.append(source.first_call(self.client, target, state))
+            except Exception:  # an unreadable state: its own poll fails on it, as any
+                calls.append(None)
+        made = [call for call in calls if call is not None]
+        if not made:
+            return [None] * len(targets)
+        method, model = made[0].method, made[0].model
+        if any(call.method != method for call in made):  # one request: one method
+            return [None] * len(targets)
+        for _ in made:
+            count_call()  # the round's tally (watcher.core.tally), as each call of its own
+        answers = iter(await self.client.call_batch(method, [call.params for call in made], model))
+        return [
+            None if call is None else Primed(state, PrimedReader(self.client, call, next(answers)))
+            for call, state in zip(calls, states, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Primed:
+    """What a poll starts from when its batch made its first call: the target's state as read
+    (a state read once: a sweep's prefetched copy is handed out once) and the reader holding
+    that call's answer."""
+
+    state: TargetState | None
+    ledger: LedgerReader
 
 
 class ShardedTargets:

@@ -58,6 +58,7 @@ from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
 from watcher.service.last_errors import LastErrors
 from watcher.service.observed_values import ObservedValues
+from watcher.service.sweeps import Primed
 from watcher.state.interface import TargetStateStore
 
 log = structlog.get_logger("watcher.app")
@@ -115,17 +116,23 @@ class TargetPipeline:
         target: str,
         interval: float = 0.0,
         max_interval: float | None = None,
+        primed: Primed | None = None,
     ) -> bool:
         """One observation of ``target`` by the job sweeping ``source`` every ``interval`` s;
         whether it succeeded (an answer taken as evidence). With ``max_interval`` the target
-        backs off while quiet: its cadence after this poll goes with its new state."""
+        backs off while quiet: its cadence after this poll goes with its new state.
+        ``primed``: the target's state as its sweep read it and a reader holding the answer
+        to its first call, made with its batch's (``watcher.service.sweeps.FirstCalls``)."""
         config = self.config.current
         watching = config.ruleset.rules_for(source.name, target)
         rules: list[PresentedRule] = [*watching, *config.builtins.rules_for(source.name)]
-        state = await self.store.load_state(source.name, target)
+        if primed is None:
+            state, ledger = await self.store.load_state(source.name, target), None
+        else:
+            state, ledger = primed.state, primed.ledger
         self.metrics.polled_for(watching)
         try:
-            observed = await self.observer.observe(source, target, state, rules)
+            observed = await self.observer.observe(source, target, state, rules, ledger)
         except RpcError as exc:
             # A failed call is never evidence: no step, no commit, the cursor stays put.
             # Logged once per round (the round's summary and RoundHealth), not per poll.
