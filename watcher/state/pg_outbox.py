@@ -57,6 +57,11 @@ class PgOutbox:
         self._claimed.update(row.id for row in rows)
         return rows
 
+    @mapped("read the next due delivery")
+    async def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        async with self._pool.connection() as conn:
+            return await pg_deliveries.next_due(conn, self.token, skip_urls)
+
     @mapped("read a digest group")
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         async with self._pool.connection() as conn:
