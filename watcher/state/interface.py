@@ -259,7 +259,7 @@ class OutboxStore(Protocol):
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         """Calls ``wake`` whenever another process queued deliveries, until cancelled; returns
-        at once when no other process shares the outbox (the sender's own polling suffices)."""
+        at once when no other process shares the outbox (this process wakes its own sender)."""
 
 
 class SilenceStore(Protocol):

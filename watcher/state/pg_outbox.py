@@ -126,7 +126,8 @@ class PgOutbox:
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         """Listens on a connection of its own (``pg_deliveries.listen_outbox``): a commit that
         queued deliveries, in any instance, wakes this one's sender at once. A lost connection
-        is opened again after a pause; meanwhile the sender's own polling takes over."""
+        is opened again after a pause; meanwhile the sender finds new rows at the end of its
+        idle wait."""
         pauses = RetryPauses(1.0, 30.0)
         while True:
             try:
