@@ -208,6 +208,27 @@ async def test_two_instances_never_claim_the_same_delivery(
     assert len(ids) == len(set(ids)) == 40
 
 
+async def test_next_due_leaves_out_a_url_another_instance_is_sending_to(
+    instances: Callable[[str], PostgresStore], database: str
+) -> None:
+    """While another instance holds a URL's claim, its rows are that instance's to send: they
+    do not make this one claim again (until the claim expires)."""
+    a, b = instances("a"), instances("b")
+    await a.start()
+    await b.start()
+    await a.maintain_leases()
+    for n in range(2):
+        await a.commit_step(StepToCommit.of("s", f"t{n}", {}, [alert(f"k{n}")], to_url(0), 1.0))
+    await a.commit_step(StepToCommit.of("s", "t2", {}, [alert("k2")], to_url(1), 2.0))
+    (first,) = await a.claim_due(1.0, limit=1)
+    assert [first.url_id] == [d.url_id for d in to_url(0)(first.alert)]
+    assert await a.next_due() == 1.0  # its own claim: the second row to the URL is a's too
+    assert await b.next_due() == 2.0  # a holds json://h/0: only json://h/1's row is b's
+    async with await psycopg.AsyncConnection.connect(database, autocommit=True) as conn:
+        await conn.execute(f"UPDATE deliveries SET claim_expires_at = {NOW} - 1")
+    assert await b.next_due() == 1.0  # a's claim expired: its URL's rows are anyone's
+
+
 async def test_a_late_ack_of_a_claim_taken_over_changes_nothing(
     instances: Callable[[str], PostgresStore], database: str
 ) -> None:

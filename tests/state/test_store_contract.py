@@ -185,6 +185,23 @@ async def test_claims_marks_and_the_alerts_status(store: Store) -> None:
     assert [row.attempts for row in again if row.id == second] == [1]
 
 
+async def test_next_due_is_the_earliest_pending_delivery_a_claim_could_take(store: Store) -> None:
+    assert await store.next_due() is None  # nothing pending
+    await store.commit_step(StepToCommit.of("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
+    await store.commit_step(StepToCommit.of("s", "t2", {}, [alert("m1")], to(MAIL), 12.0))
+    assert await store.next_due() == 10.0
+    assert await store.next_due(skip_urls=[OPS.url_id]) == 12.0  # a busy URL's rows wait
+    (ops,) = await store.claim_due(10.0)
+    assert await store.next_due() == 12.0  # claimed: being sent, not pending
+    await store.mark_retry(ops.id, "HTTP 500", 30.0)
+    (mail,) = await store.claim_due(12.0)
+    assert await store.next_due() == 30.0  # the retry
+    await store.mark_sent(mail.id, 13.0)
+    (retried,) = await store.claim_due(30.0)
+    await store.mark_sent(retried.id, 31.0)
+    assert await store.next_due() is None
+
+
 async def test_a_release_with_not_before_delays_the_rows(store: Store) -> None:
     await store.commit_step(StepToCommit.of("s", "t1", {}, [alert("a1")], to(OPS), 10.0))
     (row,) = await store.claim_due(10.0)

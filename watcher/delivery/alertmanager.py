@@ -300,6 +300,13 @@ class Reposter:
             return False
         return now - self._last >= self.every
 
+    def next_round_at(self) -> float | None:
+        """When the next round falls due (clock time); None before the first ``maybe_start``
+        (which starts the interval) or while no Alertmanager URL is configured."""
+        if self._last is None or not any(is_alertmanager(u) for u in self._urls().values()):
+            return None
+        return self._last + self.every
+
     def maybe_start(self) -> asyncio.Task[int] | None:
         """Start a round when one is due and an Alertmanager URL is configured."""
         now = self._clock()

@@ -189,7 +189,7 @@ class Sender:
             self._requeued = True
             if requeued:
                 log.warning("requeued deliveries interrupted by the last stop", count=requeued)
-        busy = [url_id for url_id, task in self._workers.items() if not task.done()]
+        busy = self._busy_urls()
         claiming = time.monotonic()
         rows = await self._store.claim_due(
             self._clock(), self._batch, group_limit=MAX_DIGEST_ROWS, skip_urls=busy
@@ -210,6 +210,23 @@ class Sender:
             task.add_done_callback(self._worker_done)
             started.append(task)
         return started
+
+    async def next_due(self) -> float | None:
+        """When this sender next has work that no wake (``more_due``) announces: the earliest
+        pending delivery to a URL whose worker is idle falls due, or the next Alertmanager
+        re-post round (clock time); None: nothing is pending. Raises ``StateError`` as
+        ``dispatch`` does."""
+        due = await self._store.next_due(skip_urls=self._busy_urls())
+        repost = self.reposter.next_round_at()
+        return min((at for at in (due, repost) if at is not None), default=None)
+
+    @property
+    def sending(self) -> bool:
+        """Whether a worker is still at work: its end sets ``more_due``."""
+        return bool(self._workers)
+
+    def _busy_urls(self) -> list[str]:
+        return [url_id for url_id, task in self._workers.items() if not task.done()]
 
     def _worker_done(self, task: asyncio.Task[int]) -> None:
         for url_id, worker in list(self._workers.items()):

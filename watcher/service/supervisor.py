@@ -38,9 +38,63 @@ log = structlog.get_logger(__name__)
 # How long a clean stop waits for in-flight polls and sends before it abandons them. Abandoning
 # is safe: nothing is committed until a step is complete, and unsent rows wait for the next start.
 STOP_GRACE_SECONDS = 5.0
+# The sender's idle wait (``idle_seconds``): until its next due delivery, but never longer than
+# this, for what no wake announces (rows another instance committed while this one was not
+# listening, a claim another instance let expire, a clock step).
+SENDER_LONGEST_IDLE_SECONDS = 10.0
+# ...and this long when something is due already that the last claim did not take (another
+# instance holds its URL, or more than one claim's batch): claimed again soon, but no busy loop.
 SENDER_IDLE_SECONDS = 0.5
 # How often the supervisor looks at the tasks and the database's health.
 SUPERVISE_SECONDS = 1.0
+
+
+def idle_seconds(next_due: float | None, now: float) -> float:
+    """How long the idle sender waits for a wake (``more_due``) before it claims again, at
+    ``now``: until ``next_due`` (``Sender.next_due``), at most ``SENDER_LONGEST_IDLE_SECONDS``;
+    ``SENDER_IDLE_SECONDS`` when that moment has passed already."""
+    if next_due is None:
+        return SENDER_LONGEST_IDLE_SECONDS
+    if next_due <= now:
+        return SENDER_IDLE_SECONDS
+    return min(next_due - now, SENDER_LONGEST_IDLE_SECONDS)
+
+
+async def wait_or_time_out(wake: asyncio.Event, seconds: float) -> None:
+    """Returns once ``wake`` is set or after ``seconds``, whichever comes first."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wake.wait(), seconds)
+
+
+# How the sender loop waits for a wake or its time: ``wait_or_time_out``, or on another clock.
+IdleWait = Callable[[asyncio.Event, float], Awaitable[None]]
+
+
+async def deliver_until_stopped(
+    sender: Sender,
+    stopping: asyncio.Event,
+    state_health: StateHealth,
+    clock: Clock,
+    wait: IdleWait = wait_or_time_out,
+) -> None:
+    """Start a worker for each URL with due deliveries (``Sender.dispatch``) until ``stopping``
+    is set: at once when woken (``more_due``: new rows committed here or announced by another
+    instance, a worker finished), else when the next delivery falls due (``idle_seconds``). A
+    failed claim (database locked, disk full) is retried with backoff: the sender never stops
+    on its own."""
+    # Not retried at once, whatever wakes the sender meanwhile.
+    pauses = RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
+    while not stopping.is_set():
+        try:
+            await sender.dispatch()
+            next_due = await sender.next_due()
+            pauses.reset()
+        except StateError as exc:
+            state_health.failed(exc.during("claim deliveries"), clock())
+            await pauses.sleep()
+            continue
+        await wait(sender.more_due, idle_seconds(next_due, clock()))
+        sender.more_due.clear()
 
 
 def describe_jobs(jobs: Sequence[Job]) -> list[str]:
@@ -121,7 +175,7 @@ class Runtime:
         if self.started is not None:
             await self.started()
         lease_task = asyncio.create_task(self.parts.leases.keep_forever(), name="leases")
-        # Deliveries other instances queue wake this sender at once (polling is the fallback).
+        # Deliveries other instances queue wake this sender at once (else its idle wait's end).
         listener = asyncio.create_task(
             self.store.watch_outbox(self.parts.sender.more_due.set), name="outbox notifications"
         )
@@ -203,19 +257,5 @@ class Runtime:
         return self.state_health.fatal(self.clock())
 
     async def deliver_forever(self) -> None:
-        """Start a worker for each URL with due deliveries (``Sender.dispatch``), whenever
-        there is new work, a worker finished, or every half second. A failed claim (database
-        locked, disk full) is retried with backoff: the sender never stops on its own."""
-        # Not retried at once, whatever wakes the sender meanwhile.
-        pauses = RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
-        while not self.stopping.is_set():
-            try:
-                await self.parts.sender.dispatch()
-                pauses.reset()
-            except StateError as exc:
-                self.state_health.failed(exc.during("claim deliveries"), self.clock())
-                await pauses.sleep()
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.parts.sender.more_due.wait(), SENDER_IDLE_SECONDS)
-            self.parts.sender.more_due.clear()
+        """The sender loop (``deliver_until_stopped``) until the run stops."""
+        await deliver_until_stopped(self.parts.sender, self.stopping, self.state_health, self.clock)

@@ -84,6 +84,17 @@ class Deliveries:
         ).fetchall()
         return [delivery_row(r) for r in rows]
 
+    def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        """The earliest ``next_attempt_at`` of the pending deliveries, leaving out those to
+        ``skip_urls``; None when none is pending (one read of the ``deliveries_due`` index)."""
+        row = self._db.execute(
+            f"""SELECT next_attempt_at FROM deliveries
+            WHERE status = 'pending' AND url_id NOT IN ({marks(skip_urls)})
+            ORDER BY next_attempt_at LIMIT 1""",
+            list(skip_urls),
+        ).fetchone()
+        return None if row is None else float(row[0])
+
     def claim_due(
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]:

@@ -41,7 +41,8 @@ No transaction is ever held across a call: between two calls, the store holds no
   its other due rows. ``release`` puts claimed rows back to ``pending`` (only those still
   ``sending``). ``requeue_interrupted``: every ``sending`` row back to ``pending`` (SQLite: the
   one process that sends calls it at start-up; PostgreSQL: nothing, an interrupted send's claim
-  expires and any instance takes it).
+  expires and any instance takes it). ``next_due``: a read, when the next pending delivery
+  falls due (what the idle sender sleeps until).
 - ``mark_sent`` / ``mark_retry`` / ``mark_dead``: the deliveries' fate and their alerts'
   status in one transaction; each returns the ids no longer in the table (the others are
   marked all the same). ``mark_sent`` with ``group`` records the digest send in it;
@@ -223,6 +224,12 @@ class OutboxStore(Protocol):
         self, now: float, limit: int = 100, group_limit: int = 0, skip_urls: Sequence[str] = ()
     ) -> list[DeliveryRow]: ...
 
+    async def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        """When the earliest pending delivery a claim could take falls due (its
+        ``next_attempt_at``, on the clock ``claim_due`` is given), leaving out those to
+        ``skip_urls``; None when there is none. On PostgreSQL, a URL another instance holds
+        under a live claim is left out too (that instance sends its rows)."""
+
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends: ...
 
     async def release(
@@ -252,7 +259,7 @@ class OutboxStore(Protocol):
 
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         """Calls ``wake`` whenever another process queued deliveries, until cancelled; returns
-        at once when no other process shares the outbox (the sender's own polling suffices)."""
+        at once when no other process shares the outbox (this process wakes its own sender)."""
 
 
 class SilenceStore(Protocol):

@@ -23,7 +23,10 @@ No trigger: the transaction that inserts deliveries calls ``notify_outbox`` (``p
 itself, as ``insert_alerts`` does. PostgreSQL delivers a notification at commit only (never
 for a rollback) and folds identical ones of one transaction into one. ``listen_outbox`` waits on
 a dedicated autocommit connection and wakes at most ``poll_timeout`` later anyway: a lost
-notification (a reconnect) delays a send, never loses it.
+notification (a reconnect) delays a send, never loses it. Between wakes, a sender sleeps until
+its ``next_due`` delivery falls due (a retry), for a bounded time: what no notification tells
+(rows another instance committed while this one was not listening, a claim that expired) is
+found at its next claim.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from watcher.state.alerts import alert_values, fires_now
 from watcher.state.deliveries import DELIVERY_COLUMNS, GROUP_SENDS_KEPT_SECONDS, delivery_row
 from watcher.state.interface import GiveUp
 from watcher.state.pg_claims import not_changed, update_claimed
+from watcher.state.pg_leases import NOW
 
 Connection = AsyncConnection[TupleRow]
 
@@ -218,6 +222,25 @@ async def group_sends(conn: Connection, group_key: str, url_id: str) -> GroupSen
 
 
 # -- queuing and waking -----------------------------------------------------------------------
+
+
+async def next_due(conn: Connection, token: str, busy_urls: Sequence[str] = ()) -> float | None:
+    """The earliest ``next_attempt_at`` of the pending deliveries a claim under ``token`` could
+    take: leaving out those to ``busy_urls`` and to a URL another claimer holds under a live
+    claim (that claimer sends them; should it die, its claim expires and they are anyone's).
+    None when there is none."""
+    row = await (
+        await conn.execute(
+            f"""SELECT d.next_attempt_at FROM deliveries d
+            WHERE d.status = 'pending' AND d.url_id <> ALL(%(busy)s)
+                AND NOT EXISTS (SELECT 1 FROM deliveries o
+                    WHERE o.url_id = d.url_id AND o.status = 'sending'
+                        AND o.claim_token <> %(token)s AND o.claim_expires_at >= (SELECT {NOW}))
+            ORDER BY d.next_attempt_at LIMIT 1""",
+            {"busy": list(busy_urls), "token": token},
+        )
+    ).fetchone()
+    return None if row is None else float(row[0])
 
 
 async def notify_outbox(conn: Connection) -> None:

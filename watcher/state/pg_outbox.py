@@ -57,6 +57,11 @@ class PgOutbox:
         self._claimed.update(row.id for row in rows)
         return rows
 
+    @mapped("read the next due delivery")
+    async def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        async with self._pool.connection() as conn:
+            return await pg_deliveries.next_due(conn, self.token, skip_urls)
+
     @mapped("read a digest group")
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         async with self._pool.connection() as conn:
@@ -121,7 +126,8 @@ class PgOutbox:
     async def watch_outbox(self, wake: Callable[[], None]) -> None:
         """Listens on a connection of its own (``pg_deliveries.listen_outbox``): a commit that
         queued deliveries, in any instance, wakes this one's sender at once. A lost connection
-        is opened again after a pause; meanwhile the sender's own polling takes over."""
+        is opened again after a pause; meanwhile the sender finds new rows at the end of its
+        idle wait."""
         pauses = RetryPauses(1.0, 30.0)
         while True:
             try:

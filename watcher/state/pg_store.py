@@ -169,6 +169,9 @@ class PostgresStore(AsyncClosing):
     ) -> list[DeliveryRow]:
         return await self.outbox.claim_due(now, limit, group_limit, skip_urls)
 
+    async def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        return await self.outbox.next_due(skip_urls)
+
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         return await self.outbox.group_sends(group_key, url_id)
 

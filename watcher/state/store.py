@@ -145,6 +145,10 @@ class SqliteStore(Closing):
         with mapped("claim due"):
             return self.outbox.claim_due(now, limit, group_limit, skip_urls)
 
+    def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        with mapped("next due"):
+            return self.outbox.next_due(skip_urls)
+
     def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         with mapped("group sends"):
             return self.outbox.group_sends(group_key, url_id)
@@ -386,6 +390,9 @@ class AsyncSqliteStore(AsyncClosing):
         return await self._call(
             "claim due", self.sqlite.claim_due, now, limit, group_limit, skip_urls
         )
+
+    async def next_due(self, skip_urls: Sequence[str] = ()) -> float | None:
+        return await self._call("next due", self.sqlite.next_due, skip_urls)
 
     async def group_sends(self, group_key: str, url_id: str) -> GroupSends:
         return await self._call("group sends", self.sqlite.group_sends, group_key, url_id)
