@@ -18,7 +18,7 @@ calls, synchronous, for one thread (the tests, the benchmarks, the one-shot comm
 own (those of its target states' repository directly, the states held in memory staying on the
 loop's thread), one at a time in the order called, and reads what is true now on a second
 thread with a read-only connection. Both map the driver's errors to the store's
-(``watcher.state.sqlite_errors``). ``with SqliteStore(path) as store:`` closes the file at the
+(``watcher.state.database.mapped``). ``with SqliteStore(path) as store:`` closes the file at the
 end, as ``async with AsyncSqliteStore.open(path) as store:`` does.
 """
 
@@ -40,6 +40,8 @@ from watcher.core.outbox_rows import AlertRecord, DeliveryRow, GroupSends
 from watcher.state.closing import AsyncClosing, Closing
 from watcher.state.database import (
     StateUnusable,
+    mapped,
+    mapped_batches,
     migrate,
     open_database,
     open_readonly,
@@ -53,7 +55,6 @@ from watcher.state.interface import GiveUp, LeaseRound, StepToCommit
 from watcher.state.records import History, Silences, SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
-from watcher.state.sqlite_errors import mapped, mapped_batches
 from watcher.state.staging import MISS, HeldStates
 from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetRows
 
