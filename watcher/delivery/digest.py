@@ -18,7 +18,7 @@ its first ``DIGEST_ITEMS`` alerts by the titles they were given when stored
 "... and K more" (alerts). A kind that names things (``DigestWords.names``: a transaction's
 signatures) also has them listed under each title, each shortened with its explorer link
 carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more" (its items). The
-rule's summary and runbook frame it (``watcher.alerting.framing``).
+rule's summary and runbook frame it (``watcher.alerting.messages.framed``).
 A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
@@ -33,8 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.formatting import PLAIN, Presentation, lines
-from watcher.alerting.framing import framed, with_notes
-from watcher.alerting.messages import rule_head
+from watcher.alerting.messages import framed, rule_head, with_notes
 from watcher.core.clock import iso
 from watcher.core.events import AlertMessage, Grouping, Severity
 from watcher.core.outbox_rows import DeliveryRow
