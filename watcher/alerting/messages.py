@@ -8,7 +8,7 @@ facts are a JSON-friendly dict that always holds ``rule``, ``severity``, ``subje
 a sandbox).
 
 Texts are plain and read well as they are; channels that render Markdown get them as Markdown
-at send time (``watcher.delivery.markup``). Titles are short
+at send time (``watcher.delivery.apprise_adapter.to_markdown``). Titles are short
 (``[CRITICAL] my-validator: validator ELvd…mskf delinquent``; a resolution reads
 ``[RESOLVED] ...``); pubkeys are shortened in titles, bodies carry them in full, except a
 signature listed with its explorer link, shortened to its first and last 8 characters (the link
