@@ -55,8 +55,7 @@ from watcher.state.interface import GiveUp, LeaseRound, StepToCommit
 from watcher.state.records import History, Silences, SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
-from watcher.state.staging import MISS, HeldStates
-from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetRows
+from watcher.state.targets import MISS, REGISTER_CHUNK, STAGED_LIMIT, HeldStates, TargetRows
 
 _T = TypeVar("_T")
 
@@ -78,7 +77,7 @@ class SqliteStore(Closing):
         self.alerts = History(self._db)
         self.retention = Retention(self._db)
         self.snapshots = Snapshots(self._db)
-        # The staged and prefetched states (``watcher.state.staging``).
+        # The staged and prefetched states (``watcher.state.targets.HeldStates``).
         self.held = HeldStates(STAGED_LIMIT)
 
     @property
