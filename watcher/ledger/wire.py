@@ -42,7 +42,7 @@ class BatchAnswer:
 
 
 class HttpAnswer(Protocol):
-    """An HTTP answer read in full, as a poster returns it (``watcher.ledger.aio.Answer``, or
+    """An HTTP answer read in full, as a poster returns it (``watcher.ledger.transport.Answer``, or
     an ``httpx.Response``). ``headers``: case-insensitive."""
 
     @property
