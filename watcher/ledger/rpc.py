@@ -53,8 +53,15 @@ from watcher.ledger.transport import (
     PosterFactory,
     Sleep,
 )
-from watcher.ledger.unknowns import target_of
-from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
+from watcher.ledger.wire import (
+    BatchAnswer,
+    adapter,
+    envelope,
+    target_of,
+    unwrap,
+    unwrap_batch,
+    validate,
+)
 
 __all__ = [
     "COMMITMENTS",
