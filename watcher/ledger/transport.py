@@ -205,22 +205,24 @@ Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 current_trace: ContextVar[Trace | None] = ContextVar("watcher_request_trace", default=None)
 
 
-async def _first_bytes_sent(
-    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any
-) -> None:
-    # aiohttp holds the headers back and writes them with the body's first chunk, in a task of
-    # its own (a loop iteration later, longer when the loop is busy): that is when it leaves.
-    trace = current_trace.get()
-    if trace is not None:
-        await trace("http11.send_request_body.started", {})
+TraceHook = Callable[[aiohttp.ClientSession, SimpleNamespace, Any], Awaitable[None]]
 
 
-async def _answer_headers(
-    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any
-) -> None:
-    trace = current_trace.get()
-    if trace is not None:
-        await trace("http11.receive_response_headers.complete", {})
+def _telling(event: str) -> TraceHook:
+    """An aiohttp trace hook telling the request's ``trace`` (if any) of ``event``."""
+
+    async def tell(_session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: Any) -> None:
+        trace = current_trace.get()
+        if trace is not None:
+            await trace(event, {})
+
+    return tell
+
+
+# aiohttp holds the headers back and writes them with the body's first chunk, in a task of its
+# own (a loop iteration later, longer when the loop is busy): that is when the request leaves.
+_first_bytes_sent = _telling("http11.send_request_body.started")
+_answer_headers = _telling("http11.receive_response_headers.complete")
 
 
 def scrubbed(exc: Exception) -> httpx.TransportError:
