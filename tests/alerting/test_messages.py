@@ -8,8 +8,14 @@ from typing import Any
 import pytest
 
 from watcher.alerting.formatting import shorten, ui_amount
-from watcher.alerting.framing import framed, with_notes
-from watcher.alerting.messages import episode_facts, make_alert, minimal_text, render_checked
+from watcher.alerting.messages import (
+    episode_facts,
+    framed,
+    make_alert,
+    minimal_text,
+    render_checked,
+    with_notes,
+)
 from watcher.alerting.templating import template_problem
 from watcher.kinds import RULE_MODELS, word
 from watcher.kinds.delinquent_validators import validator_text

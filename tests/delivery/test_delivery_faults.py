@@ -23,8 +23,8 @@ from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, Outcome
 from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings
 from watcher.kinds import KINDS
+from watcher.state.database import state_error
 from watcher.state.interface import StepToCommit
-from watcher.state.sqlite_errors import state_error
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.testing.receivers import JsonReceiver, TrickleReceiver
 

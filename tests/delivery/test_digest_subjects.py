@@ -16,8 +16,8 @@ from watcher.alerting.formatting import Presentation
 from watcher.config.rule_models import EventRule
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow
+from watcher.delivery.apprise_adapter import to_markdown
 from watcher.delivery.digest import DIGEST_ITEMS, digest_text, words_of
-from watcher.delivery.markup import to_markdown
 from watcher.kinds import KINDS, RULE_MODELS, word
 from watcher.kinds.toolkit.alert_samples import sample_key
 from watcher.state.interface import StepToCommit

@@ -20,8 +20,8 @@ import pytest
 import requests
 
 from watcher.core.events import AlertMessage, Reason, Severity
-from watcher.delivery import notifier, paging
-from watcher.delivery.apprise_adapter import AppriseNotifier
+from watcher.delivery import notifier
+from watcher.delivery.apprise_adapter import AppriseNotifier, episode_key, keyed_url, message_key
 from watcher.delivery.notifier import Message, StoredAlert, Tone
 
 PAGERDUTY = "pagerduty://integr4tionKey0123@ap1Key0123456789"
@@ -98,8 +98,8 @@ def test_pagerduty_resolves_the_incident_its_firing_opened(posts: list[dict[str,
     send(PAGERDUTY, stored("resolved"), AppriseNotifier())  # after a restart
     send(PAGERDUTY, stored("firing", episode=2))
     events = [(p["json"]["event_action"], p["json"]["dedup_key"]) for p in posts]
-    key_1 = paging.episode_key(stored("firing").alert)
-    key_2 = paging.episode_key(stored("firing", episode=2).alert)
+    key_1 = episode_key(stored("firing").alert)
+    key_2 = episode_key(stored("firing", episode=2).alert)
     assert events == [
         ("trigger", key_1),
         ("trigger", key_1),
@@ -161,22 +161,22 @@ def test_an_info_state_alert_opens_an_opsgenie_alert(posts: list[dict[str, Any]]
     send(OPSGENIE, info)
     [created] = posts
     assert created["url"] == "https://api.opsgenie.com/v2/alerts"
-    assert created["json"]["alias"] == paging.episode_key(firing.alert)
+    assert created["json"]["alias"] == episode_key(firing.alert)
 
 
 def test_pagerduty_keeps_an_action_the_user_set(posts: list[dict[str, Any]]) -> None:
     send(f"{PAGERDUTY}?action=trigger", stored("resolved"))
     [event] = posts
     assert event["json"]["event_action"] == "trigger"
-    assert event["json"]["dedup_key"] == paging.episode_key(stored("resolved").alert)
+    assert event["json"]["dedup_key"] == episode_key(stored("resolved").alert)
 
 
 def test_opsgenie_closes_by_the_alias_its_firing_carried(posts: list[dict[str, Any]]) -> None:
     send(OPSGENIE, stored("firing"))
     send(OPSGENIE, stored("resolved"), AppriseNotifier())  # another process: closed all the same
     send(OPSGENIE, stored("firing", episode=2))
-    key_1 = paging.episode_key(stored("firing").alert)
-    key_2 = paging.episode_key(stored("firing", episode=2).alert)
+    key_1 = episode_key(stored("firing").alert)
+    key_2 = episode_key(stored("firing", episode=2).alert)
     created, closed, again = posts
     assert created["url"] == "https://api.opsgenie.com/v2/alerts"
     assert created["json"]["alias"] == key_1
@@ -212,19 +212,19 @@ def test_an_opsgenie_alias_the_user_set_is_kept(posts: list[dict[str, Any]]) -> 
 )
 def test_which_urls_get_the_key(url: str, reason: Reason, expected: str | None) -> None:
     alert = stored(reason)
-    keyed = paging.keyed_url(url, [alert])
+    keyed = keyed_url(url, [alert])
     if expected is None:
         assert keyed is None
         return
-    key = paging.message_key([alert])
+    key = message_key([alert])
     assert keyed is not None and keyed.endswith(expected.format(key=key))
 
 
 def test_the_key_is_per_rule_subject_and_episode() -> None:
     keys = {
-        paging.episode_key(stored("firing", 1, "A").alert),
-        paging.episode_key(stored("firing", 2, "A").alert),
-        paging.episode_key(stored("firing", 1, "B").alert),
+        episode_key(stored("firing", 1, "A").alert),
+        episode_key(stored("firing", 2, "A").alert),
+        episode_key(stored("firing", 1, "B").alert),
     }
     assert len(keys) == 3
-    assert paging.episode_key(stored("resolved", 1, "A").alert) in keys
+    assert episode_key(stored("resolved", 1, "A").alert) in keys

@@ -23,9 +23,8 @@ from watcher.checks import check_config
 from watcher.core.events import DOUBT_KEY
 from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.holder_changes import HoldersObservation
-from watcher.ledger.models import TokenAmount
+from watcher.ledger.models import UNKNOWN_FIELDS_LOG, TokenAmount
 from watcher.ledger.plausibility import SLOT_MARGIN, Doubt, SlotTip, judge
-from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 from watcher.state.interface import StepToCommit
 from watcher.state.store import SqliteStore
 from watcher.testing.daemon import write_config

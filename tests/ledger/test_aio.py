@@ -1,6 +1,7 @@
-"""The aiohttp engine (watcher.ledger.aio), against real servers on loopback: the
-pacer's trace still sees each request leave and its answer arrive, and an engine error that
-httpx-aiohttp leaves unmapped still reaches the client as a redacted transport error."""
+"""The aiohttp engine (watcher.ledger.transport.AiohttpPoster), against real servers on
+loopback: the pacer's trace still sees each request leave and its answer arrive, and an engine
+error that httpx-aiohttp leaves unmapped still reaches the client as a redacted transport
+error."""
 
 from __future__ import annotations
 

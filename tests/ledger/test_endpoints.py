@@ -9,8 +9,8 @@ import pytest
 import structlog
 
 from watcher.core.errors import InvalidRequest, RpcError, RpcTimeout, ServerError
-from watcher.ledger.endpoints import COOLDOWN_FIRST, EndpointPool
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings
+from watcher.ledger.transport import COOLDOWN_FIRST, EndpointPool
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 

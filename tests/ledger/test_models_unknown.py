@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from watcher.core.errors import BadResponse
 from watcher.ledger.models import (
+    UNKNOWN_FIELDS_LOG,
     ClusterNodes,
     SignaturePage,
     SignaturePageAnswer,
@@ -29,7 +30,6 @@ from watcher.ledger.models import (
 )
 from watcher.ledger.models_accounts import MultipleAccounts
 from watcher.ledger.models_das import AssetPage, EditionList, ProgramAccounts, TokenAccountPage
-from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 from watcher.ledger.wire import validate
 
 ADDRESS = "9aB71bqATWmsKrhhTJUM8UHQWyTL8y61nVfZbXLkoGmY"

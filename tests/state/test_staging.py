@@ -1,4 +1,4 @@
-"""``HeldStates`` (watcher.state.staging), the staged and prefetched states both engines hold:
+"""``HeldStates`` (watcher.state.targets), the staged and prefetched states both engines hold:
 which copy a load returns after each sequence of stages, prefetches, commits and flushes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from watcher.state.staging import MISS, HeldStates
+from watcher.state.targets import MISS, HeldStates
 
 S = "signatures"  # the source of every step but those written "votes: ..."
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from watcher.core.errors import PermanentStateError, StateError, TransientStateError
+from watcher.state.database import state_error
 from watcher.state.interface import StepToCommit
-from watcher.state.sqlite_errors import state_error
 from watcher.state.store import SqliteStore
 
 

@@ -18,8 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import httpx
 from aiohttp import web
 
-from watcher.ledger.aio import AiohttpPoster, Answer, Trace
-from watcher.ledger.transport import PosterFactory
+from watcher.ledger.transport import AiohttpPoster, Answer, PosterFactory, Trace
 
 Handler = Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]]
 

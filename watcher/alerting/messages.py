@@ -8,13 +8,15 @@ facts are a JSON-friendly dict that always holds ``rule``, ``severity``, ``subje
 a sandbox).
 
 Texts are plain and read well as they are; channels that render Markdown get them as Markdown
-at send time (``watcher.delivery.markup``). Titles are short
+at send time (``watcher.delivery.apprise_adapter.to_markdown``). Titles are short
 (``[CRITICAL] my-validator: validator ELvd…mskf delinquent``; a resolution reads
 ``[RESOLVED] ...``); pubkeys are shortened in titles, bodies carry them in full, except a
 signature listed with its explorer link, shortened to its first and last 8 characters (the link
-carries it in full). A rule's ``summary`` and ``runbook`` frame every body
-(``watcher.alerting.framing``). Reminders and resolutions count durations from the onset of
-the problem (``episode_facts``: the pending time of ``for`` included).
+carries it in full). A rule's ``summary`` and ``runbook`` frame every body (``framed``): the
+summary its first line, under the title, the runbook its last (``Runbook: ...``); a digest
+(``watcher.delivery.digest``) frames the body it makes from its newest alert's facts.
+Reminders and resolutions count durations from the onset of the problem (``episode_facts``: the
+pending time of ``for`` included).
 
 How keys are shown is a ``Presentation`` (the settings' address book ``labels`` and
 ``explorer_url``): a labelled key reads ``ELvd…mskf (my validator)`` in titles and in full with
@@ -36,7 +38,6 @@ from jinja2 import TemplateError
 
 # The formatters are named here too: each kind's wording reaches them as ``messages.*``.
 from watcher.alerting.formatting import PLAIN, Presentation, lines, plural, shorten
-from watcher.alerting.framing import framed
 from watcher.alerting.templating import rendered
 from watcher.core.clock import human_duration, iso
 from watcher.core.events import AlertMessage, Grouping, Reason, Severity
@@ -88,6 +89,37 @@ def _tag(facts: Facts) -> str:
 def rule_line(facts: Facts) -> str:
     built_in = "built in, " if facts.get("built_in") else ""
     return f"Rule: {facts['rule']} ({built_in}severity {facts['severity']})"
+
+
+# -- the frame: a rule's summary and runbook around every message of the rule -------------------
+
+
+def runbook_line(facts: Facts) -> str | None:
+    runbook = facts.get("runbook")
+    return f"Runbook: {runbook}" if runbook else None
+
+
+def framed(body: str, facts: Facts, notes: Sequence[str] = ()) -> str:
+    """A body between its rule's ``summary`` (the first line, under the title) and
+    ``runbook`` (the last line), with ``notes`` (``watcher.delivery.digest``) before it."""
+    summary = facts.get("summary")
+    runbook = runbook_line(facts)
+    return lines(
+        *((str(summary), "") if summary else ()),
+        body,
+        *(("", *notes) if notes else ()),
+        *(("", runbook) if runbook else ()),
+    )
+
+
+def with_notes(body: str, facts: Facts, notes: Sequence[str]) -> str:
+    """A worded (``framed``) body with ``notes`` added, still before its runbook line."""
+    if not notes:
+        return body
+    runbook = runbook_line(facts)
+    if runbook and body.endswith("\n\n" + runbook):
+        return lines(body[: -len(runbook) - 2], "", *notes, "", runbook)
+    return lines(body, "", *notes)
 
 
 # -- episodes (state kinds) ------------------------------------------------------------------

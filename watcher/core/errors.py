@@ -37,7 +37,7 @@ WatcherError
 ```
 
 ``StateError`` is what the store raises (``watcher.state.interface``): each engine maps its
-driver's errors at its boundary (``watcher.state.sqlite_errors``, ``watcher.state.pg_errors``),
+driver's errors at its boundary (``watcher.state.database``, ``watcher.state.pg_errors``),
 so that callers catch ``StateError`` alone, whatever the engine; a caller names what it was
 doing with ``StateError.during``. A stretch of transient state errors longer than
 ``health.database_down_for`` is fatal too.

@@ -10,7 +10,7 @@ from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.core import outbox_rows
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
-from watcher.delivery import paging
+from watcher.delivery.apprise_adapter import pages
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ class Channels:
 
     def destinations(self, alert: AlertMessage) -> list[Destination]:
         """Every URL of every channel the alert names (unknown channels were refused earlier),
-        but those that page (``paging.pages``) for an inventory: information, not an
+        but those that page (``pages``) for an inventory: information, not an
         incident, decided here, where an alert's URLs are known, for every engine and path."""
         return [
             Destination(channel, url)
             for channel in alert.channels
             for url in self.by_name.get(channel, ())
-            if not (alert.is_inventory and paging.pages(url))
+            if not (alert.is_inventory and pages(url))
         ]

@@ -1,4 +1,5 @@
-"""Noise control for event alerts (digests and their pace) and the dead letters' wording.
+"""Noise control for event alerts (digests and their pace), and the dead letters: which given-up
+deliveries are reported, and their wording.
 
 Event rules (new_transactions, holder_changes) carry a ``Grouping``; their alerts are gathered
 per rule and destination URL, as in Alertmanager:
@@ -18,26 +19,26 @@ its first ``DIGEST_ITEMS`` alerts by the titles they were given when stored
 "... and K more" (alerts). A kind that names things (``DigestWords.names``: a transaction's
 signatures) also has them listed under each title, each shortened with its explorer link
 carrying it in full, until ``DIGEST_NAMED`` are named, then "... and N more" (its items). The
-rule's summary and runbook frame it (``watcher.alerting.framing``).
+rule's summary and runbook frame it (``watcher.alerting.messages.framed``).
 A resolution goes out in the "resolved" tone (Apprise's success type, ``tone_of``).
 
 A delivery given up (``delivery.deadline``) is a dead letter: reported by an alert of its own
-to ``fallback_channels``; a dead letter that dies in turn is only logged (no loop).
+to ``fallback_channels`` (``letters``: which are, and their texts); a dead letter that dies in
+turn is only logged (no loop), as is one with no fallback URL but the one that failed.
 
 Pure: rows and times in, texts and times out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watcher.alerting.formatting import PLAIN, Presentation, lines
-from watcher.alerting.framing import framed, with_notes
-from watcher.alerting.messages import rule_head
+from watcher.alerting.messages import framed, rule_head, with_notes
 from watcher.core.clock import iso
 from watcher.core.events import AlertMessage, Grouping, Severity
-from watcher.core.outbox_rows import DeliveryRow
+from watcher.core.outbox_rows import DeliveryRow, Destination
 from watcher.delivery.notifier import Tone
 from watcher.kinds import digest_words
 from watcher.kinds.base import DigestWords, Named
@@ -308,3 +309,22 @@ def dead_letter(
         facts=facts,
         grouping=DEAD_LETTER_GROUPING,
     )
+
+
+def letters(
+    rows: Sequence[DeliveryRow],
+    error: str,
+    fallback_channels: Sequence[str],
+    now: float,
+    elsewhere: Callable[[AlertMessage], Sequence[Destination]],
+) -> dict[int, AlertMessage]:
+    """The dead letter of each row (by delivery id) that has somewhere to go: never one for a
+    dead letter itself, nor one with no URL but the failed one (``elsewhere``)."""
+    reports: dict[int, AlertMessage] = {}
+    for row in rows:
+        if is_dead_letter(row):
+            continue
+        letter = dead_letter(row, error, channels=fallback_channels, now=now)
+        if elsewhere(letter):
+            reports[row.id] = letter
+    return reports

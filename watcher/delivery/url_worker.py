@@ -4,7 +4,7 @@ A URL has at most one worker task at a time (``UrlWorker.send_in_order``). A
 message the URL accepted is marked sent right away (the shorter that window, the fewer repeats a
 crash can cause); a refused one is rescheduled with backoff (``outbox.next_attempt``) and the
 URL's later messages wait behind it; past the deadline it is given up and reported to the
-fallback channels (``dead_letters``). A digest group whose time has not come goes back to wait
+fallback channels (``digest.letters``). A digest group whose time has not come goes back to wait
 (``digest.release_at``) without holding up the others.
 
 Every database operation is retried while its error is transient (``StoreCalls``): a send the URL
@@ -31,7 +31,7 @@ from watcher.core.outbox_rows import (
     Destination,
 )
 from watcher.core.retry import RetryPauses
-from watcher.delivery import dead_letters, digest, outbox
+from watcher.delivery import digest, outbox
 from watcher.delivery.apprise_adapter import REJECTED_URL, notification_id
 from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, StoredAlert
@@ -39,6 +39,8 @@ from watcher.delivery.send_timeout import BoundedSends
 from watcher.state.interface import GiveUp, OutboxStore
 
 log = structlog.get_logger(__name__)
+# What became of a delivery given up is said as the sender's.
+sender_log = structlog.get_logger("watcher.delivery.outbox_sender")
 
 NOT_CONFIGURED = "destination no longer configured"
 # Retrying a failed database operation: first wait, longest wait (seconds).
@@ -257,7 +259,7 @@ class UrlWorker:
         def elsewhere(alert: AlertMessage) -> list[Destination]:
             return [d for d in channels.destinations(alert) if d.url_id != failed_url]
 
-        letters = dead_letters.letters(rows, error, channels.fallback, now, elsewhere)
+        letters = digest.letters(rows, error, channels.fallback, now, elsewhere)
         # Resolved here, not in the transaction: it may run on the store's own thread.
         reports = DeadLetterReports.of(letters, elsewhere)
         ids = [row.id for row in rows]
@@ -269,9 +271,33 @@ class UrlWorker:
         for row in rows:
             if row.id in missing:
                 continue
-            dead_letters.log_given_up(row, error, reported=row.id in letters)
+            _log_given_up(row, error, reported=row.id in letters)
             if self.metrics is not None:
                 self.metrics.given_up(row, error)
+
+
+def _log_given_up(row: DeliveryRow, error: str, *, reported: bool) -> None:
+    sender_log.error(
+        "delivery given up",
+        alert_id=row.alert_id,
+        rule=row.alert.rule,
+        channel=row.channel,
+        url_id=row.url_id,
+        attempts=row.attempts + 1,
+        error=error,
+        dead_letter="queued" if reported else "not reported",
+    )
+    if not reported:
+        sender_log.error(
+            "dead letter not reported: it was one itself"
+            if digest.is_dead_letter(row)
+            else "dead letter not reported: no fallback_channels URL but the failed one",
+            alert_id=row.alert_id,
+            rule=row.alert.rule,
+            title=row.alert.title,
+            channel=row.channel,
+            url_id=row.url_id,
+        )
 
 
 def _log_gone(rows: Sequence[DeliveryRow], missing: Sequence[int], outcome: str) -> None:

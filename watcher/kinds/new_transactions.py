@@ -57,7 +57,7 @@ from watcher.kinds.toolkit.signature_cursor import (
     split_at_watch,
 )
 from watcher.kinds.toolkit.tx_amounts import BalanceRead, ReadOutcome
-from watcher.ledger.models import SignatureEntry, UnknownField
+from watcher.ledger.models import UNKNOWN_FIELDS_LOG, SignatureEntry, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,
     MAX_CLOCK_AHEAD,
@@ -67,7 +67,6 @@ from watcher.ledger.plausibility import (
     slot_allowance,
 )
 from watcher.ledger.rpc_methods import Call
-from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
 
 log = structlog.get_logger(__name__)
 

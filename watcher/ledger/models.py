@@ -13,7 +13,10 @@ come from a real cluster; pubkeys are base58 of 32 bytes, signatures of 64.
 Except for fields that only inform (``Unknowable``: a ``blockTime``, a memo, a commission, a
 version...): one of those out of its range or of the wrong type (a ``blockTime`` in milliseconds)
 is that field unknown, as if the node had sent null, and the rest of the answer stands; the
-wire's reader logs it (``UNKNOWN_FIELDS``). An entry stays in an address's history: refusing the
+wire's reader hands it (``UNKNOWN_FIELDS``) to ``UNKNOWN_FIELDS_LOG``, which says each once (a
+warning), never the answer refused: once per method, target, entry and field, in a bounded
+memory (an odd entry stays in an address's history and comes back in later answers, and
+repeating it each poll would drown the log). An entry stays in an address's history: refusing the
 whole answer for it would refuse every later answer too. Likewise a signature entry whose own
 identity (signature, slot) is unreadable is left out of its page (``SignaturePage``), not the
 page refused. Whether an answer that fits is *plausible* against what came before (a slot far
@@ -22,9 +25,12 @@ ahead, an empty cluster) is ``watcher.ledger.plausibility``'s call.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import structlog
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -40,6 +46,7 @@ from pydantic import (
 )
 
 from watcher.core.base58check import is_base58_of
+from watcher.core.redact import REDACTOR
 
 U64_MAX = 2**64 - 1
 # 2^40 slots is 14,000 years of 400 ms slots: no real cluster is there (mainnet: ~4e8 in 2025).
@@ -109,6 +116,51 @@ def Unknowable(wire_name: str, unknown: Any = None) -> WrapValidator:
             return unknown
 
     return WrapValidator(validate)
+
+
+log = structlog.get_logger("watcher.ledger")
+
+REMEMBERED = 10_000  # odd fields remembered as said; the oldest is forgotten first
+_VALUE_CHARS = 80
+
+
+class UnknownFieldLog:
+    """Says each field taken as unknown once (see the module), forgetting the oldest first."""
+
+    def __init__(self, remembered: int = REMEMBERED) -> None:
+        self._said: OrderedDict[tuple[str, str | None, str | None, str], None] = OrderedDict()
+        self._remembered = remembered
+
+    def report(self, method: str, target: str | None, fields: Iterable[UnknownField]) -> None:
+        for unknown in fields:
+            key = (method, target, unknown.entry, unknown.field)
+            if key in self._said:
+                self._said.move_to_end(key)
+                continue
+            self._said[key] = None
+            if len(self._said) > self._remembered:
+                self._said.popitem(last=False)
+            shown = repr(unknown.value)
+            if len(shown) > _VALUE_CHARS:
+                shown = shown[: _VALUE_CHARS - 1] + "…"
+            log.warning(
+                "entry left out: its identity is unreadable"
+                if unknown.left_out
+                else "field out of its range taken as unknown",
+                method=method,
+                target=target,
+                entry=unknown.entry,
+                field=unknown.field,
+                value=REDACTOR.redact(shown),
+            )
+
+    def clear(self) -> None:
+        self._said.clear()
+
+
+# Process-wide, like the logger it filters: a field is said once per process, whichever reader
+# (client, pinned endpoint) or kind's check met it, and a reload does not say it again.
+UNKNOWN_FIELDS_LOG = UnknownFieldLog()
 
 
 class _Answer(BaseModel):

@@ -193,7 +193,7 @@ async def paced(
     pacer.late(ticket, clock())  # a busy loop woke it late: the next slots move already
 
     async def trace(event: str, info: dict[str, Any]) -> None:
-        # httpcore writes the headers as it says; aiohttp with the body (watcher.ledger.aio).
+        # httpcore writes the headers as it says; aiohttp with the body (watcher.ledger.transport).
         if event.endswith(("send_request_headers.started", "send_request_body.started")):
             pacer.sent(ticket, clock())
         elif event.endswith("receive_response_headers.complete"):

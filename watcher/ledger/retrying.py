@@ -1,7 +1,7 @@
 """Rounds of attempts over the endpoints, and what a failure means for the next one.
 
 ``Retrier.run``: in a round, the endpoints in the pool's order
-(``watcher.ledger.endpoints.EndpointPool``) until one answers or one fails in a way another
+(``watcher.ledger.transport.EndpointPool``) until one answers or one fails in a way another
 endpoint would not mend (``is_endpoint_failure``); between rounds, backoff with full jitter, or
 what a 429's Retry-After asked for, until ``max_attempts`` rounds. A 429 within ``max_rps``
 slows that endpoint's pacer. The error given up on carries its number of rounds
@@ -26,9 +26,8 @@ from watcher.core.errors import (
     RpcTimeout,
     ServerError,
 )
-from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.pacing import Pacer
-from watcher.ledger.transport import Endpoint, Sleep
+from watcher.ledger.transport import Endpoint, EndpointPool, Sleep
 from watcher.ledger.wire import NODE_BEHIND_CODE
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ position holds its value or its error. Each request has an id of its own, increa
 
 The client holds its parts, each built here from ``RpcSettings`` or given:
 - one ``Endpoint`` per URL (``watcher.ledger.transport``), each with its poster (production's:
-  ``watcher.ledger.aio.AiohttpPoster``; ``poster`` injects another), its pacer (``max_rps``) and
+  ``AiohttpPoster``; ``poster`` injects another), its pacer (``max_rps``) and
   its own secrets registered with the redactor;
 - ``HttpRequests``: one request, under the concurrency cap and the endpoint's pacer;
 - ``Retrier`` (``watcher.ledger.retrying``): rounds of attempts over the ``EndpointPool``;
@@ -40,21 +40,28 @@ from pydantic import TypeAdapter
 
 from watcher.core.errors import BadResponse, RpcError, TransientRpcError
 from watcher.core.tally import count_call
-from watcher.ledger.aio import AiohttpPoster
 from watcher.ledger.batching import Batcher, refuses_batches
-from watcher.ledger.endpoints import EndpointPool
 from watcher.ledger.retrying import Backoff, Retrier, RpcStats, is_endpoint_failure
 from watcher.ledger.rpc_methods import LedgerMethods
 from watcher.ledger.transport import (
+    AiohttpPoster,
     BatchesOff,
     Endpoint,
+    EndpointPool,
     EndpointSpec,
     HttpRequests,
     PosterFactory,
     Sleep,
 )
-from watcher.ledger.unknowns import target_of
-from watcher.ledger.wire import BatchAnswer, adapter, envelope, unwrap, unwrap_batch, validate
+from watcher.ledger.wire import (
+    BatchAnswer,
+    adapter,
+    envelope,
+    target_of,
+    unwrap,
+    unwrap_batch,
+    validate,
+)
 
 __all__ = [
     "COMMITMENTS",

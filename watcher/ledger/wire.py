@@ -22,8 +22,7 @@ from watcher.core.errors import (
 from watcher.core.fastjson import decode_json as decode_json
 from watcher.core.fastjson import encode_json as encode_json
 from watcher.core.redact import REDACTOR
-from watcher.ledger.models import FROM_WIRE, UNKNOWN_FIELDS, UnknownField
-from watcher.ledger.unknowns import UNKNOWN_FIELDS_LOG
+from watcher.ledger.models import FROM_WIRE, UNKNOWN_FIELDS, UNKNOWN_FIELDS_LOG, UnknownField
 
 T = TypeVar("T")
 
@@ -42,7 +41,7 @@ class BatchAnswer:
 
 
 class HttpAnswer(Protocol):
-    """An HTTP answer read in full, as a poster returns it (``watcher.ledger.aio.Answer``, or
+    """An HTTP answer read in full, as a poster returns it (``watcher.ledger.transport.Answer``, or
     an ``httpx.Response``). ``headers``: case-insensitive."""
 
     @property
@@ -174,6 +173,12 @@ def validate(method: str, adapter: TypeAdapter[T], result: Any, target: str | No
     if unknown:
         UNKNOWN_FIELDS_LOG.report(method, target, unknown)
     return value
+
+
+def target_of(params: list[Any] | None) -> str | None:
+    """The address a call asks about (its first parameter, when a string)."""
+    first = params[0] if params else None
+    return first if isinstance(first, str) else None
 
 
 _TAG = re.compile(r"<[^>]*>")

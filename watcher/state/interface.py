@@ -66,7 +66,7 @@ No transaction is ever held across a call: between two calls, the store holds no
 wrote anything (the health signal "the database works again").
 
 Errors: every call raises the store's errors (``watcher.core.errors``), never its driver's: an
-engine maps them at its boundary (``watcher.state.sqlite_errors``, ``watcher.state.pg_errors``;
+engine maps them at its boundary (``watcher.state.database``, ``watcher.state.pg_errors``;
 the driver's error as ``__cause__``). ``TransientStateError``: locked or busy, disk full, I/O,
 connection lost; the call rolled back, retry it with backoff. ``PermanentStateError``: corrupt,
 read-only, schema or constraint errors, a bug; retrying cannot help. A caller tells what it was

@@ -1,6 +1,6 @@
 """psycopg's errors mapped to the store's (``watcher.core.errors``): the PostgreSQL engine's
-boundary (``pg_state_error``; ``mapped``, its calls' decorator), as ``watcher.state.sqlite_errors``
-is SQLite's.
+boundary (``pg_state_error``; ``mapped``, its calls' decorator), as ``watcher.state.database``'s
+``mapped`` is SQLite's.
 
 Transient (the call rolled back; retry with backoff, the daemon's health tracks the stretch):
 a connection lost, refused or reset, the pool out of connections within its timeout; the server

@@ -20,7 +20,7 @@ What differs from the SQLite engine, one process owning everything:
 - Targets are leased by shard (``watcher.state.shards``, ``watcher.state.pg_leases``; the
   shards held and their epochs in ``watcher.state.leased_shards``), and every write of a
   target's rows is fenced by its shard's lease (``pg_targets``). The staged and prefetched
-  states are held as on SQLite (``watcher.state.staging``), flushed in larger batches.
+  states are held as on SQLite (``watcher.state.targets.HeldStates``), flushed in larger batches.
 - Deliveries are claimed under this process's token, never requeued at start-up; the claims
   held are extended with each lease round (``pg_outbox``).
 """

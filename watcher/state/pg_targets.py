@@ -1,6 +1,7 @@
 """The target states of the PostgreSQL engine (``PgTargets``, held by ``PostgresStore``):
-loaded, prefetched, staged and flushed as on SQLite (``watcher.state.staging`` holds the copies
-in memory), and every write fenced by the shard's lease (``watcher.state.pg_leases.fenced``).
+loaded, prefetched, staged and flushed as on SQLite (``watcher.state.targets.HeldStates`` holds
+the copies in memory), and every write fenced by the shard's lease
+(``watcher.state.pg_leases.fenced``).
 
 ``commit_step`` writes a step's state with its alerts in one transaction that first checks that
 this instance still holds the shard at the epoch it took it with (``FOR SHARE`` on the lease
@@ -26,8 +27,7 @@ from watcher.state.leased_shards import LeasedShards
 from watcher.state.pg_errors import mapped
 from watcher.state.pg_pool import Connection
 from watcher.state.shards import shard_of
-from watcher.state.staging import MISS, HeldStates, StagedRow
-from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT
+from watcher.state.targets import MISS, REGISTER_CHUNK, STAGED_LIMIT, HeldStates, StagedRow
 
 log = structlog.get_logger(__name__)
 

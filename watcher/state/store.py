@@ -18,7 +18,7 @@ calls, synchronous, for one thread (the tests, the benchmarks, the one-shot comm
 own (those of its target states' repository directly, the states held in memory staying on the
 loop's thread), one at a time in the order called, and reads what is true now on a second
 thread with a read-only connection. Both map the driver's errors to the store's
-(``watcher.state.sqlite_errors``). ``with SqliteStore(path) as store:`` closes the file at the
+(``watcher.state.database.mapped``). ``with SqliteStore(path) as store:`` closes the file at the
 end, as ``async with AsyncSqliteStore.open(path) as store:`` does.
 """
 
@@ -40,6 +40,8 @@ from watcher.core.outbox_rows import AlertRecord, DeliveryRow, GroupSends
 from watcher.state.closing import AsyncClosing, Closing
 from watcher.state.database import (
     StateUnusable,
+    mapped,
+    mapped_batches,
     migrate,
     open_database,
     open_readonly,
@@ -53,9 +55,7 @@ from watcher.state.interface import GiveUp, LeaseRound, StepToCommit
 from watcher.state.records import History, Silences, SourceRound
 from watcher.state.retention import BATCH_ROWS, Pruned, Retention, WatchedTarget
 from watcher.state.snapshot import Awaiting, Snapshots, StateSummary, StoreStatus
-from watcher.state.sqlite_errors import mapped, mapped_batches
-from watcher.state.staging import MISS, HeldStates
-from watcher.state.targets import REGISTER_CHUNK, STAGED_LIMIT, TargetRows
+from watcher.state.targets import MISS, REGISTER_CHUNK, STAGED_LIMIT, HeldStates, TargetRows
 
 _T = TypeVar("_T")
 
@@ -77,7 +77,7 @@ class SqliteStore(Closing):
         self.alerts = History(self._db)
         self.retention = Retention(self._db)
         self.snapshots = Snapshots(self._db)
-        # The staged and prefetched states (``watcher.state.staging``).
+        # The staged and prefetched states (``watcher.state.targets.HeldStates``).
         self.held = HeldStates(STAGED_LIMIT)
 
     @property

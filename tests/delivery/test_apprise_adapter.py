@@ -1,11 +1,17 @@
-"""Markdown for the channels that render it (watcher.delivery.markup), plain text elsewhere."""
+"""Markdown for the channels that render it, plain text elsewhere, and messages cut to each
+service's size (watcher.delivery.apprise_adapter)."""
 
 from __future__ import annotations
 
 import pytest
 
-from watcher.delivery.apprise_adapter import TRUNCATED, fit_for_url
-from watcher.delivery.markup import escape, renders_markdown, to_markdown
+from watcher.delivery.apprise_adapter import (
+    TRUNCATED,
+    escape,
+    fit_for_url,
+    renders_markdown,
+    to_markdown,
+)
 
 SIG = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
 ADDRESS = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
