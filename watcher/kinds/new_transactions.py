@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -48,6 +47,7 @@ from watcher.kinds.toolkit.alert_samples import SAMPLE_TIME, sample_key
 from watcher.kinds.toolkit.signature_cursor import (
     Cursor,
     baseline_cursor,
+    continues_from,
     cursor_after_first_poll,
     left_out,
     listed,
@@ -135,13 +135,21 @@ class SignaturesObservation:
     reads: StateReads | None = field(default=None, compare=False, repr=False)
 
 
+_UNREAD: Any = object()
+
+
 class StateReads:
     """The cursor and the kept balance read of one state, each parsed when first asked for and
-    then kept (one poll's observe, doubt and step all need them)."""
+    then kept (one poll's observe, doubt and step all need them). Kept by hand, not with
+    ``functools.cached_property``, which takes a lock on every read in Python 3.11."""
+
+    __slots__ = ("_balance_json", "_cursor", "_cursor_json", "_kept")
 
     def __init__(self, state: TargetState | None) -> None:
         self._cursor_json = (state or {}).get("cursor")
         self._balance_json = (state or {}).get("balance")
+        self._cursor: Cursor | None = _UNREAD
+        self._kept: BalanceRead | None = _UNREAD
 
     @classmethod
     def of(cls, state: TargetState | None, observation: SignaturesObservation) -> StateReads:
@@ -159,16 +167,22 @@ class StateReads:
             balance is self._balance_json or balance == self._balance_json
         )
 
-    @cached_property
+    @property
     def cursor(self) -> Cursor | None:
         """The state's cursor; None: never polled."""
-        raw = self._cursor_json
-        return None if raw is None else Cursor.from_json(raw)
+        cursor = self._cursor
+        if cursor is _UNREAD:
+            raw = self._cursor_json
+            cursor = self._cursor = None if raw is None else Cursor.from_json(raw)
+        return cursor
 
-    @cached_property
+    @property
     def kept(self) -> BalanceRead | None:
         """The state's kept balance read; None: none kept."""
-        return BalanceRead.from_json(self._balance_json)
+        kept = self._kept
+        if kept is _UNREAD:
+            kept = self._kept = BalanceRead.from_json(self._balance_json)
+        return kept
 
 
 def needs_read(
@@ -279,10 +293,10 @@ class SignaturesSource(base.Slotless):
     ) -> Call | None:
         """A later poll's first page: the signatures since the cursor (a first poll's pages
         depend on its first answer)."""
-        cursor = StateReads(state).cursor
-        if cursor is None:
+        raw = (state or {}).get("cursor")
+        if raw is None:
             return None
-        return ledger.signatures_call(target, until=cursor.sig, limit=PAGE_LIMIT)
+        return ledger.signatures_call(target, until=continues_from(raw), limit=PAGE_LIMIT)
 
     async def _first(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads

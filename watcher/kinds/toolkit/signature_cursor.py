@@ -58,6 +58,13 @@ class Cursor:
 EMPTY_HISTORY = Cursor(sig=None, slot=None)
 
 
+def continues_from(data: Mapping[str, Any]) -> str | None:
+    """The signature a cursor (as ``to_json`` wrote it) continues from: its ``sig``, read
+    without parsing the rest."""
+    sig: str | None = data.get("sig")
+    return sig
+
+
 def baseline_cursor(page: Sequence[SignatureEntry]) -> Cursor:
     """The cursor learned from the first poll (``limit=1``): the newest entry, or empty."""
     if not page:
