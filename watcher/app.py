@@ -37,11 +37,10 @@ from watcher.service.committing import Committer
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
-from watcher.service.last_errors import LastErrors
 from watcher.service.leasing import LeaseKeeper
 from watcher.service.loop_lag import LoopLagProbe
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
-from watcher.service.poll_faults import PollFaults
+from watcher.service.poll_faults import LastErrors, PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
 from watcher.service.rounds import Fanout, RoundReports, RpcHealth, Sweeper

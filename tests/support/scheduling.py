@@ -11,8 +11,8 @@ from watcher.budget.admission import Admission
 from watcher.budget.cadences import CadenceBook
 from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
-from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
+from watcher.service.poll_faults import LastErrors
 from watcher.service.rounds import Fanout, RoundReports, Sweeper
 
 

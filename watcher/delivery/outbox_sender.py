@@ -38,8 +38,7 @@ from watcher.delivery.alertmanager import (
 )
 from watcher.delivery.apprise_adapter import AppriseNotifier, protect_delivery_logs
 from watcher.delivery.channels import Channels
-from watcher.delivery.notifier import ByScheme, Notifier
-from watcher.delivery.send_timeout import BoundedSends
+from watcher.delivery.notifier import BoundedSends, ByScheme, Notifier
 from watcher.delivery.url_worker import (
     DB_RETRY_FIRST,
     DB_RETRY_MAX,

@@ -34,8 +34,7 @@ from watcher.core.retry import RetryPauses
 from watcher.delivery import digest, outbox
 from watcher.delivery.apprise_adapter import REJECTED_URL, notification_id
 from watcher.delivery.channels import Channels
-from watcher.delivery.notifier import Message, StoredAlert
-from watcher.delivery.send_timeout import BoundedSends
+from watcher.delivery.notifier import BoundedSends, Message, StoredAlert
 from watcher.state.interface import GiveUp, OutboxStore
 
 log = structlog.get_logger(__name__)

@@ -35,9 +35,8 @@ from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.heartbeat import Heartbeat
-from watcher.service.last_errors import LastErrors
 from watcher.service.metrics import Metrics
-from watcher.service.poll_faults import PollFaults
+from watcher.service.poll_faults import LastErrors, PollFaults
 from watcher.service.sweeps import (
     FirstCalls,
     Primed,

@@ -27,6 +27,7 @@ from apscheduler.schedulers.base import STATE_RUNNING
 
 from watcher.config.ruleset import Job
 from watcher.core.clock import Clock, system_clock
+from watcher.kinds import SOURCES
 from watcher.kinds.sources import vote_accounts
 
 log = structlog.get_logger(__name__)
@@ -133,7 +134,10 @@ class Scheduler:
         self._inflight.add(task)
         started = self._clock()
         try:
-            with vote_accounts.sharing(self._tick_now()):
+            if _reads_per_tick(job):
+                with vote_accounts.sharing(self._tick_now()):
+                    await self._sweep(job)
+            else:
                 await self._sweep(job)
             if self._clock() - started >= job.interval:
                 # Overran: the tick it covered was skipped, and waiting for the next one leaves
@@ -214,3 +218,10 @@ def _job_id(job: Job) -> str:
     if job.max_interval is not None:
         return f"{job.source}@{job.interval:g}-{job.max_interval:g}"
     return f"{job.source}@{job.interval:g}"
+
+
+def _reads_per_tick(job: Job) -> bool:
+    """Whether ``job``'s source reads getVoteAccounts, whose one call serves every sweep
+    started together (``watcher.kinds.sources.vote_accounts``)."""
+    source = SOURCES.get(job.source)
+    return source is not None and bool(source.facts.per_tick)

@@ -1,4 +1,4 @@
-from watcher.service.last_errors import LastErrors
+from watcher.service.poll_faults import LastErrors
 
 
 def test_the_last_failure_of_a_source_is_the_one_named() -> None:
