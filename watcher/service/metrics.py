@@ -99,6 +99,7 @@ class Metrics:
             ["method"],
             registry=r,
         )
+        self._rpc_latency_of: dict[str, Histogram] = {}
         self.notifications = Counter(
             "watcher_notifications",
             "Notification sends by channel and outcome (sent, failed, dead)",
@@ -295,7 +296,11 @@ class Metrics:
         self.poll_errors.labels(source).inc()
 
     def rpc_request(self, method: str, seconds: float) -> None:
-        self.rpc_latency.labels(method).observe(seconds)
+        # Each method's series looked up once: ``labels`` per request was 2% of a sweep's CPU.
+        series = self._rpc_latency_of.get(method)
+        if series is None:
+            series = self._rpc_latency_of[method] = self.rpc_latency.labels(method)
+        series.observe(seconds)
 
     def delivered(self, channel: str, outcome: str) -> None:
         self.notifications.labels(channel, outcome).inc()

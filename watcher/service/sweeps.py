@@ -205,7 +205,7 @@ class FirstCalls:
         first call's answer (None: the poll reads and calls itself). A database error reading
         a state primes none of them: each poll reads its own. A state the source cannot read
         primes none for its target: its poll meets that error."""
-        assert isinstance(source, FirstCall)
+        first_call = cast(FirstCall, source).first_call  # as ``batch`` found
         calls: list[Call | None] = []
         states: list[TargetState | None] = []
         for target in targets:
@@ -215,7 +215,7 @@ class FirstCalls:
                 return [None] * len(targets)
             states.append(state)
             try:
-                calls.append(source.first_call(self.client, target, state))
+                calls.append(first_call(self.client, target, state))
             except Exception:  # an unreadable state: its own poll fails on it, as any
                 calls.append(None)
         made = [call for call in calls if call is not None]
