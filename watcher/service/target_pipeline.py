@@ -56,7 +56,7 @@ from watcher.ledger.quorum import Disagreement
 from watcher.service.agreement import Observer
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
-from watcher.service.observed_values import ObservedValues
+from watcher.service.metrics import ObservedValues
 from watcher.service.poll_faults import LastErrors
 from watcher.service.sweeps import Primed
 from watcher.state.interface import TargetStateStore
