@@ -406,7 +406,7 @@ def health_verdict(
     return HealthVerdict(True, "ok")
 
 
-# -- the values the rules observe --------------------------------------------------------------
+# -- the values the rules observe ------------------------------------------------------------------
 
 Key = tuple[str, str]  # (source, target)
 Watching = Callable[[str, str], Sequence[Any]]  # (source, target) -> the rules watching it
