@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import RetryPauses, StateError
 from watcher.core.events import AlertMessage

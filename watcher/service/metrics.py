@@ -39,7 +39,7 @@ from prometheus_client import (
     utils,
 )
 
-from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.alerting.builtin import RoundHealth, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.core.events import BELOW_THRESHOLD_FACT, AlertMessage
 from watcher.core.outbox_rows import DeliveryRow

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.config.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
 from watcher.core.errors import DaemonFailed, RetryPauses, StateError

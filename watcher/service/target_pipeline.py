@@ -43,7 +43,7 @@ from typing import Any, Protocol
 import structlog
 
 from watcher.alerting import builtin
-from watcher.alerting.health import RoundHealth
+from watcher.alerting.builtin import RoundHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.budget.cadences import CadenceBook, activity, paced_state, stored_cadence
 from watcher.core.errors import DoubtfulAnswer, RpcError
