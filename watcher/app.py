@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Callable
 from functools import partial
 
+from watcher.alerting.builtin import RoundHealth, StateHealth
 from watcher.alerting.formatting import Presentation
-from watcher.alerting.health import RoundHealth, StateHealth
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import CadenceBook
 from watcher.budget.cadences import at_scrape as cadences_at_scrape

@@ -18,10 +18,11 @@ import yaml
 from watcher.alerting.builtin import (
     BuiltinRule,
     Builtins,
+    RoundHealth,
+    RoundVerdict,
     rpc_condition,
     step_rpc_health,
 )
-from watcher.alerting.health import RoundHealth, RoundVerdict
 from watcher.config.reading import load_settings
 from watcher.config.rule_models import CLUSTER_DELINQUENT_STAKE, RPC_DISAGREEMENT, RPC_UNHEALTHY
 from watcher.config.rules import load_rules
@@ -61,7 +62,7 @@ def roundtrip(state: TargetState) -> TargetState:
     return loaded
 
 
-# -- counting failed rounds (watcher.alerting.health)
+# -- counting failed rounds (watcher.alerting.builtin.RoundHealth)
 
 # One round: (source, outcomes of its calls: True = succeeded).
 Round = tuple[str, Sequence[bool]]

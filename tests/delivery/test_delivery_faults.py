@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.config.sections import DeliverySettings
 from watcher.core.errors import PermanentStateError, TransientStateError
 from watcher.core.events import AlertMessage

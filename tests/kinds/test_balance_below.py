@@ -21,10 +21,10 @@ from watcher.core.errors import RpcError
 from watcher.kinds import KINDS, word
 from watcher.kinds.balance_below import BalanceBelowRule, balance_assessment, step_balances
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation
+from watcher.ledger.batching import chunks
 from watcher.ledger.models import TokenAmount
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.rpc import RpcClient, RpcSettings
-from watcher.ledger.shared_reads import chunks
 from watcher.simulator import Ledger, SimulatorServer
 
 

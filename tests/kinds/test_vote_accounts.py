@@ -11,8 +11,8 @@ import pytest
 
 from watcher.kinds import SOURCES, base
 from watcher.kinds.sources import vote_accounts
+from watcher.ledger.batching import SharedReads
 from watcher.ledger.models import VoteAccounts
-from watcher.ledger.shared_reads import SharedReads
 
 
 class Reader:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from watcher.alerting.health import RoundHealth, StateHealth
+from watcher.alerting.builtin import RoundHealth, StateHealth
 from watcher.service.metrics import Metrics, health_verdict
 from watcher.state.interface import LeaseRound
 from watcher.state.snapshot import Outbox

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import pytest
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.config.sections import DeliverySettings
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow

@@ -11,9 +11,9 @@ from typing import Any
 
 from watcher.core.errors import RpcError
 from watcher.kinds.toolkit.layouts import TOKEN_PROGRAM
+from watcher.ledger.batching import SharedReads
 from watcher.ledger.models_accounts import MultipleAccounts
 from watcher.ledger.models_das import TokenAccountPage
-from watcher.ledger.shared_reads import SharedReads
 
 from support.values import key
 

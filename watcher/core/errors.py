@@ -1,4 +1,5 @@
-"""Every error the daemon raises on purpose.
+"""Every error the daemon raises on purpose (which ones are worth retrying: ``.transient``), and
+the pauses of a loop that retries until it works (``RetryPauses``).
 
 ```
 WatcherError
@@ -44,11 +45,17 @@ doing with ``StateError.during``. A stretch of transient state errors longer tha
 
 When retries are used up the client raises the last transient error itself (so callers still see
 e.g. ``RateLimited``), with ``.attempts`` telling how many requests were made.
+
+``RetryPauses`` are the pauses of a loop that retries until it works: ``first`` seconds, then
+twice the last, at most ``longest``; a success starts them over (``reset``). Not for RPC calls,
+whose rounds of attempts and jittered backoff are ``watcher.ledger.retrying``'s, nor for a
+delivery's next try, kept in the outbox (``watcher.delivery.outbox``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from watcher.core.redact import REDACTOR
@@ -231,3 +238,28 @@ class StateUnusable(PermanentStateError):
     def __init__(self, message: str) -> None:
         super().__init__(message, operation="open the state database")
         self.args = (self.message,)  # str(): the line naming the path, nothing more
+
+
+@dataclass
+class RetryPauses:
+    """The pauses between the tries of a loop that retries until it works."""
+
+    first: float
+    longest: float
+    _next: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._next = self.first
+
+    def next(self) -> float:
+        """The pause before the next try (each one twice the last, at most ``longest``)."""
+        pause = self._next
+        self._next = min(pause * 2, self.longest)
+        return pause
+
+    async def sleep(self) -> None:
+        await asyncio.sleep(self.next())
+
+    def reset(self) -> None:
+        """A try worked: the next failure pauses ``first`` again."""
+        self._next = self.first

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.config.sections import DeliverySettings
 from watcher.core.clock import Clock
 from watcher.core.events import AlertMessage

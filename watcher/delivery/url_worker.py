@@ -21,16 +21,15 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.core.clock import Clock
-from watcher.core.errors import StateError
+from watcher.core.errors import RetryPauses, StateError
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import (
     DeadLetterReports,
     DeliveryRow,
     Destination,
 )
-from watcher.core.retry import RetryPauses
 from watcher.delivery import digest, outbox
 from watcher.delivery.apprise_adapter import REJECTED_URL, notification_id
 from watcher.delivery.channels import Channels

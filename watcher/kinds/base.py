@@ -32,6 +32,7 @@ from watcher.alerting.messages import Wording
 from watcher.config.rule_models import RuleBase
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds.toolkit.metric_values import Sampler
+from watcher.ledger.batching import SharedReads
 from watcher.ledger.models import (
     ClusterNode,
     SignatureEntry,
@@ -55,7 +56,6 @@ from watcher.ledger.models_das import (
 )
 from watcher.ledger.plausibility import Doubt, SlotTip, older_slot
 from watcher.ledger.rpc_methods import Call
-from watcher.ledger.shared_reads import SharedReads
 
 
 class LedgerReader(Protocol):

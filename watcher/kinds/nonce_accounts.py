@@ -49,8 +49,8 @@ from watcher.kinds.toolkit.layouts import (
 )
 from watcher.kinds.toolkit.nonce_words import nonce_accounts_text
 from watcher.kinds.toolkit.unverified import inventory_alert, inventory_count, snapshot_step
+from watcher.ledger.batching import chunks
 from watcher.ledger.plausibility import Doubt, SlotTip
-from watcher.ledger.shared_reads import chunks
 
 SIGNATURE_LOOKUPS: Final = 10  # new accounts whose creating transaction one poll looks up
 SIGNATURES_LIMIT: Final = 1000

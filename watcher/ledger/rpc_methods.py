@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from watcher.core.errors import BadResponse, RpcError
+from watcher.ledger.batching import SharedReads
 from watcher.ledger.models import (
     ClusterNode,
     ClusterNodes,
@@ -47,7 +48,6 @@ from watcher.ledger.models_das import (
     ProgramAccountsData,
     TokenAccountPage,
 )
-from watcher.ledger.shared_reads import SharedReads
 
 T = TypeVar("T")
 

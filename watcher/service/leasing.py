@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.core.clock import Clock
 from watcher.core.errors import StateError
 from watcher.state.interface import LeaseRound, LeaseStore

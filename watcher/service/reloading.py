@@ -22,7 +22,7 @@ from watcher.core.errors import ConfigError, StateError
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
 from watcher.service.configuration import Configuration, Configured
-from watcher.service.observed_values import ObservedValues
+from watcher.service.metrics import ObservedValues
 from watcher.service.scheduler import Scheduler
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import describe_jobs

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import structlog
 
 from watcher.alerting import builtin
-from watcher.alerting.health import RoundHealth, RoundVerdict, StateHealth
+from watcher.alerting.builtin import RoundHealth, RoundVerdict, StateHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import stored_cadence

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from watcher.alerting.health import StateHealth
+from watcher.alerting.builtin import StateHealth
 from watcher.config.ruleset import Job, RuleSet
 from watcher.core.clock import Clock
-from watcher.core.errors import DaemonFailed, StateError
-from watcher.core.retry import RetryPauses
+from watcher.core.errors import DaemonFailed, RetryPauses, StateError
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import DB_RETRY_MAX
 from watcher.service.heartbeat import Heartbeat

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 import structlog
 
 from watcher.alerting import builtin
-from watcher.alerting.health import RoundHealth
+from watcher.alerting.builtin import RoundHealth
 from watcher.alerting.messages import PresentedRule
 from watcher.budget.cadences import CadenceBook, activity, paced_state, stored_cadence
 from watcher.core.errors import DoubtfulAnswer, RpcError
@@ -56,7 +56,7 @@ from watcher.ledger.quorum import Disagreement
 from watcher.service.agreement import Observer
 from watcher.service.committing import Committer
 from watcher.service.configuration import Configured
-from watcher.service.observed_values import ObservedValues
+from watcher.service.metrics import ObservedValues
 from watcher.service.poll_faults import LastErrors
 from watcher.service.sweeps import Primed
 from watcher.state.interface import TargetStateStore

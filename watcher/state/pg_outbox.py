@@ -16,8 +16,8 @@ import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from watcher.core.errors import RetryPauses
 from watcher.core.outbox_rows import DeliveryRow, GroupSends
-from watcher.core.retry import RetryPauses
 from watcher.state import pg_claims, pg_deliveries, pg_rows
 from watcher.state.interface import GiveUp
 from watcher.state.pg_errors import mapped

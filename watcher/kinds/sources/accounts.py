@@ -5,8 +5,8 @@ Kinds riding it (``balance_below``, ``account_changed``) name a *part* (``Kind.p
 composed into the source when the registry is built (``composed``): the part's pure step gets
 the rules of its kind and its own slice of the target's state (``state[kind]``). Polls of one
 round run concurrently; the reader's ``shared_reads`` gathers the keys asked for in one round into
-calls of at most 100 keys (``watcher.ledger.shared_reads``). A failed call fails every target of
-its chunk: never evidence.
+calls of at most 100 keys (``watcher.ledger.batching.AccountBatcher``). A failed call fails every
+target of its chunk: never evidence.
 
 State: ``{"v": 1, "slot": context slot, "seen": what the account was, KIND: the part's state,
 ...}``. An answer older in slots than the last one taken is stale (not taken). ``seen`` (the

@@ -37,9 +37,9 @@ from watcher.kinds.toolkit.unverified import (
     unverified_body,
     unverified_words,
 )
+from watcher.ledger.batching import chunks
 from watcher.ledger.models_accounts import Account
 from watcher.ledger.plausibility import Doubt, SlotTip
-from watcher.ledger.shared_reads import chunks
 
 Powers = dict[str, Any]  # field -> a key (or None: nobody), a number, or {member: value}
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 from watcher.kinds import base
+from watcher.ledger.batching import SharedReads
 from watcher.ledger.models import VoteAccounts
-from watcher.ledger.shared_reads import SharedReads
 
 
 class Tick:

@@ -16,7 +16,7 @@ from watcher.core.tally import count_balance_read
 from watcher.kinds import base
 from watcher.kinds.toolkit.layouts import NotDecodable, mint_decimals
 from watcher.kinds.toolkit.tx_amounts import BalanceRead, Holding, ReadOutcome
-from watcher.ledger.shared_reads import AccountRead
+from watcher.ledger.batching import AccountRead
 
 log = structlog.get_logger(__name__)
 

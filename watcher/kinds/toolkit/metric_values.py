@@ -2,10 +2,10 @@
 
 A source that shows values names its sampler (``metric_values``: ``watcher.kinds.base.Graphed``,
 gathered by source name in ``watcher.kinds.SAMPLERS``): it maps an answer taken as evidence, with
-the rules watching its target, to ``Sample`` values; ``watcher.service.observed_values`` keeps the
-latest of each target in memory and renders them when scraped. Where solana-exporter (v3) has the
-same value, its name, labels and unit are used (stake and balances in SOL), so that its dashboard
-panels and alert rules work unchanged; the other names follow the same style.
+the rules watching its target, to ``Sample`` values; ``watcher.service.metrics.ObservedValues``
+keeps the latest of each target in memory and renders them when scraped. Where solana-exporter
+(v3) has the same value, its name, labels and unit are used (stake and balances in SOL), so that
+its dashboard panels and alert rules work unchanged; the other names follow the same style.
 
 A sample names the ``subject`` it is about (a watched pubkey, or a rule for the fee kind; None:
 the target as a whole), so that a reload that stops watching it drops it at once.

@@ -1,4 +1,4 @@
-"""The observed values kept for /metrics (``watcher.service.observed_values``): a target's
+"""The observed values kept for /metrics (``watcher.service.metrics.ObservedValues``): a target's
 samples replaced whole by its next accepted answer, dropped by a reload that stops watching it,
 and rendered as prometheus_client renders them."""
 
@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamil
 from prometheus_client.registry import Collector
 
 from watcher.kinds.toolkit.metric_values import METRICS, Sample
-from watcher.service.observed_values import ObservedValues
+from watcher.service.metrics import ObservedValues
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""AccountBatcher: the reads of one round become getMultipleAccounts calls of at most 100 keys,
-and an answer wakes its polls a few per turn of the event loop, not all at once."""
+"""AccountBatcher (``watcher.ledger.batching``): the reads of one round become getMultipleAccounts
+calls of at most 100 keys, and an answer wakes its polls a few per turn of the event loop, not all
+at once."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from watcher.ledger.shared_reads import WAKE_PER_TURN, AccountBatcher, AccountRead
+from watcher.ledger.batching import WAKE_PER_TURN, AccountBatcher, AccountRead
 
 
 class Reader:

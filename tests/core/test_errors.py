@@ -1,10 +1,10 @@
-"""The pauses of a loop that retries until it works (``watcher.core.retry``)."""
+"""The pauses of a loop that retries until it works (``watcher.core.errors.RetryPauses``)."""
 
 from __future__ import annotations
 
 import time
 
-from watcher.core.retry import RetryPauses
+from watcher.core.errors import RetryPauses
 
 
 def test_pauses_double_up_to_the_longest_and_a_success_starts_them_over() -> None:
