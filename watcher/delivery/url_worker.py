@@ -73,7 +73,7 @@ class StoreCalls:
     ) -> T:
         """Run a store call; a transient database error (rolled back) is recorded and retried
         with backoff until it works, a permanent one is raised as ``PermanentStateError``."""
-        pauses = RetryPauses(*self.delays)
+        pauses: RetryPauses | None = None  # made at the first failure: most calls work
         while True:
             try:
                 result = await call()
@@ -82,6 +82,7 @@ class StoreCalls:
                 self.state_health.failed(error, self.clock())
                 if not error.transient:
                     raise error from exc
+                pauses = pauses or RetryPauses(*self.delays)
                 await pauses.sleep()
                 continue
             if writes:

@@ -81,15 +81,17 @@ async def deliver_until_stopped(
     instance, a worker finished), else when the next delivery falls due (``idle_seconds``). A
     failed claim (database locked, disk full) is retried with backoff: the sender never stops
     on its own."""
-    # Not retried at once, whatever wakes the sender meanwhile.
-    pauses = RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
+    # Not retried at once, whatever wakes the sender meanwhile; made at the first failure of a
+    # stretch, dropped once a claim works.
+    pauses: RetryPauses | None = None
     while not stopping.is_set():
         try:
             await sender.dispatch()
             next_due = await sender.next_due()
-            pauses.reset()
+            pauses = None
         except StateError as exc:
             state_health.failed(exc.during("claim deliveries"), clock())
+            pauses = pauses or RetryPauses(SENDER_IDLE_SECONDS * 2, DB_RETRY_MAX)
             await pauses.sleep()
             continue
         await wait(sender.more_due, idle_seconds(next_due, clock()))
