@@ -28,7 +28,7 @@ from watcher.state.interface import StepToCommit
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 from watcher.testing.receivers import JsonReceiver, TrickleReceiver
 
-from support.sending import delivery_settings
+from support.sending import alert, delivery_settings
 
 ID_HEADER = "X-Watcher-Id"
 
@@ -42,19 +42,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-def alert(key: str) -> AlertMessage:
-    return AlertMessage(
-        rule="treasury",
-        severity="warning",
-        subject="addr1",
-        reason="event",
-        dedup_key=key,
-        title=f"[warning] treasury: {key}",
-        body=f"signature {key} on addr1",
-        channels=("ops",),
-    )
 
 
 def make_sender(

@@ -18,7 +18,6 @@ import pytest
 
 from watcher.alerting.builtin import StateHealth
 from watcher.config.sections import DeliverySettings
-from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SenderStore, SendSettings
@@ -34,7 +33,7 @@ from watcher.state.store import AsyncSqliteStore
 from watcher.testing.postgres import Postgres
 from watcher.testing.receivers import JsonReceiver
 
-from support.sending import delivery_settings
+from support.sending import alert, delivery_settings
 from support.values import FakeClock
 
 S = TypeVar("S", bound=OutboxStore)
@@ -95,19 +94,6 @@ class OnTheTestClock:
             await self.meanwhile()
         if not wake.is_set():
             self.clock.advance(seconds)
-
-
-def alert(key: str) -> AlertMessage:
-    return AlertMessage(
-        rule="treasury",
-        severity="warning",
-        subject="addr1",
-        reason="event",
-        dedup_key=key,
-        title=f"[warning] treasury: {key}",
-        body=f"signature {key} on addr1",
-        channels=("ops",),
-    )
 
 
 def sender_on(

@@ -10,12 +10,27 @@ import httpx
 
 from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.config.sections import DeliverySettings
+from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import AlertRecord, DeliveryRow
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings
 from watcher.state.store import AsyncSqliteStore, SqliteStore
 
 from support.values import FakeClock
+
+
+def alert(key: str) -> AlertMessage:
+    """A warning of the rule ``treasury`` to the channel ``ops``, keyed ``key``."""
+    return AlertMessage(
+        rule="treasury",
+        severity="warning",
+        subject="addr1",
+        reason="event",
+        dedup_key=key,
+        title=f"[warning] treasury: {key}",
+        body=f"signature {key} on addr1",
+        channels=("ops",),
+    )
 
 
 def make_sender(
