@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
 
@@ -79,19 +80,26 @@ async def run_bounded(
 class ShardedTargets:
     """A job's targets in the shards an instance holds (several instances on one database),
     shard by shard. Each job's partition is computed once (a hash per target) and kept while
-    the job is in force: a reload makes new jobs, and the old ones' partitions are dropped."""
+    the job is in force, as positions in the job's targets (4 bytes a target): a reload makes
+    new jobs, and the old ones' partitions are dropped. The targets themselves are made (and
+    kept) for the shards held only, and dropped when a shard is handed back: a job of packed
+    addresses (``JoinedTargets``) holds no str for the shards of other instances."""
 
     def __init__(self) -> None:
-        self._by_job: dict[int, tuple[Job, dict[int, list[str]]]] = {}
+        self._by_job: dict[int, tuple[Job, dict[int, array[int]]]] = {}
+        # Per job, the targets of each shard held (made when the shard is first asked about).
+        self._made: dict[int, tuple[Job, dict[int, tuple[str, ...]]]] = {}
         # Per job, the last shards asked about and their targets: the same tuple while the
         # shards held stay the same (the cadence book indexes a tuple once).
         self._held: dict[int, tuple[Job, frozenset[int], tuple[str, ...]]] = {}
 
-    async def prepare(self, job: Job) -> None:
-        """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
-        second or more, which on the event loop would hold up the lease renewals."""
-        if self._kept(job) is None:
-            await asyncio.to_thread(self._partition, job)
+    async def prepare(self, job: Job, shards: frozenset[int] | None = None) -> None:
+        """Partitions ``job``'s targets in a thread when it is new, and makes those of the
+        ``shards`` not made yet there too: a million hashes take a second or more, and a
+        quarter of a million packed addresses half a second, which on the event loop would
+        hold up the lease renewals."""
+        if self._kept(job) is None or (shards is not None and not self._ready(job, shards)):
+            await asyncio.to_thread(self._made_for, job, shards)
 
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
         """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
@@ -100,27 +108,54 @@ class ShardedTargets:
         kept = self._held.get(id(job))
         if kept is not None and kept[0] is job and kept[1] == shards:
             return kept[2]
-        partition = self._partition(job)
-        targets = tuple(target for shard in sorted(shards) for target in partition.get(shard, ()))
+        made = self._made_for(job, shards)
+        targets = tuple(target for shard in sorted(shards) for target in made.get(shard, ()))
         if len(self._held) > 64:  # jobs of rules replaced by a reload
             self._held.clear()
         self._held[id(job)] = (job, shards, targets)
         return targets
 
-    def _kept(self, job: Job) -> dict[int, list[str]] | None:
+    def _ready(self, job: Job, shards: frozenset[int]) -> bool:
+        made = self._made.get(id(job))
+        return made is not None and made[0] is job and made[1].keys() == shards
+
+    def _made_for(self, job: Job, shards: frozenset[int] | None) -> dict[int, tuple[str, ...]]:
+        """The targets of each shard of ``shards`` (none when None), made for those not made
+        yet; those of the shards no longer held are dropped."""
+        partition = self._partition(job)
+        kept = self._made.get(id(job))
+        before = kept[1] if kept is not None and kept[0] is job else {}
+        wanted = shards or frozenset()
+        targets = job.targets
+        made = {
+            shard: before[shard]
+            if shard in before
+            else tuple(targets[index] for index in partition.get(shard, ()))
+            for shard in wanted
+        }
+        if len(self._made) > 64:  # jobs of rules replaced by a reload
+            self._made.clear()
+        self._made[id(job)] = (job, made)
+        return made
+
+    def _kept(self, job: Job) -> dict[int, array[int]] | None:
         """``job``'s partition when it is made already."""
         kept = self._by_job.get(id(job))
         return kept[1] if kept is not None and kept[0] is job else None
 
-    def _partition(self, job: Job) -> dict[int, list[str]]:
+    def _partition(self, job: Job) -> dict[int, array[int]]:
         kept = self._kept(job)
         if kept is not None:
             return kept
         if len(self._by_job) > 64:  # jobs of rules replaced by a reload
             self._by_job.clear()
-        partition: dict[int, list[str]] = {}
-        for target in job.targets:
-            partition.setdefault(shard_of(job.source, target), []).append(target)
+        partition: dict[int, array[int]] = {}
+        for index, target in enumerate(job.targets):
+            shard = shard_of(job.source, target)
+            positions = partition.get(shard)
+            if positions is None:
+                positions = partition[shard] = array("I")
+            positions.append(index)
         self._by_job[id(job)] = (job, partition)
         return partition
 
