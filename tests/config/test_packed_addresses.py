@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import base58
 from hypothesis import given
 from hypothesis import strategies as st
@@ -59,3 +61,13 @@ def test_equal_by_their_keys_and_order() -> None:
     assert PackedAddresses([a, b]) == PackedAddresses([a, b])
     assert hash(PackedAddresses([a, b])) == hash(PackedAddresses([a, b]))
     assert PackedAddresses([a, b]) != PackedAddresses([b, a])
+
+
+@given(st.lists(st.integers(min_value=0, max_value=6), max_size=25))
+def test_repeats_name_each_later_position_and_the_first(numbers: list[int]) -> None:
+    packed = PackedAddresses.packed(
+        b"".join(n.to_bytes(32, "big") for n in numbers),
+        array("I", (hash(key(n)) & 0xFFFFFFFF for n in numbers)),
+    )
+    first = {n: numbers.index(n) for n in numbers}
+    assert packed.repeats() == [(at, first[n]) for at, n in enumerate(numbers) if first[n] != at]

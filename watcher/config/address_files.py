@@ -10,7 +10,6 @@ A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one 
 
 from __future__ import annotations
 
-import io
 from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -30,29 +29,27 @@ from watcher.core.errors import Problem
 KEY = "addresses_file"
 
 
-def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], list[Problem]]:
-    """The file's addresses in order, and its problems (``listed``: the rule's own
+def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[PackedAddresses, list[Problem]]:
+    """The file's addresses in order, packed, and its problems (``listed``: the rule's own
     ``addresses``; an address already there, or twice in the file, is a problem)."""
     shown = display_path(path)
+    nothing = PackedAddresses(())
     try:
         if path.stat().st_size > MAX_BYTES:
             limit = f"larger than the limit of {MAX_BYTES // (1024 * 1024)} MiB"
-            return [], [Problem(shown, None, f"{KEY}: {limit}")]
+            return nothing, [Problem(shown, None, f"{KEY}: {limit}")]
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return [], [Problem(shown, None, f"{KEY}: not UTF-8 text")]
+        return nothing, [Problem(shown, None, f"{KEY}: not UTF-8 text")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        return [], [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
+        return nothing, [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
     already = set(listed)
-    # A set and the list, not a dict of value -> line: a million addresses would hold an int
-    # per line until the rule is built. The first lines are found again for a duplicate only.
-    seen: set[str] = set()
-    addresses: list[str] = []
-    first_lines: dict[str, int] | None = None
+    # Each key packed as it is read, with its hash and line: no str kept per address (a
+    # million would hold 100 MB until the rule is built). Repeats are found once packed.
+    data, hashes, lines = bytearray(), array("I"), array("I")
     problems: list[Problem] = []
-    # Line by line, not a list of every line: a file of 200,000 would hold them all at once.
-    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         value = _value(line)
         if not value:
             continue
@@ -61,30 +58,41 @@ def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], l
         except ValueError as exc:
             problems.append(Problem(shown, number, str(exc)))
             continue
-        if value in seen:
-            if first_lines is None:
-                first_lines = _first_lines(text.splitlines())
-            message = f"duplicate address {value} (first on line {first_lines[value]})"
-            problems.append(Problem(shown, number, message))
-        elif value in already:
+        if value in already:
             problems.append(Problem(shown, number, f"{value} is already in the rule's addresses"))
-        else:
-            seen.add(value)
-            addresses.append(value)
-    return addresses, problems
+            continue
+        data += decode_key(value)
+        hashes.append(_hash32(value))
+        lines.append(number)
+    del text
+    packed = PackedAddresses.packed(bytes(data), hashes)
+    del data, hashes
+    repeats = packed.repeats()
+    if repeats:
+        for position, first in repeats:
+            message = f"duplicate address {packed[position]} (first on line {lines[first]})"
+            problems.append(Problem(shown, lines[position], message))
+        problems.sort(key=lambda problem: problem.line or 0)
+    return packed, problems
+
+
+BLOCK_CHARS = 1 << 20
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.splitlines()`` a block at a time: a list of every line of a file of 200,000
+    would be held at once (a str each)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + BLOCK_CHARS)
+        end = len(text) if end < 0 else end + 1  # a cut after a line feed ends a line
+        yield from text[start:end].splitlines()
+        start = end
 
 
 def _value(line: str) -> str:
     """A line's address, or "" (a blank line or a comment)."""
     return line.split("#", 1)[0].strip()
-
-
-def _first_lines(lines: Sequence[str]) -> dict[str, int]:
-    """Each value's first line (numbered from 1)."""
-    first: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        first.setdefault(_value(line), number)
-    return first
 
 
 def with_address_file(
@@ -100,11 +108,13 @@ def with_address_file(
     listed = list(listed) if isinstance(listed, list) else []
     path = rule_file.parent / name.strip()
     addresses, problems = read_addresses(path, [a for a in listed if isinstance(a, str)])
-    if not addresses or problems:
-        return {**raw, "addresses": [*listed, *addresses]}, problems
+    if problems:
+        return dict(raw), problems
+    if not addresses:
+        return {**raw, "addresses": listed}, []
     # The listed ones are validated with the rule (their problems point at their lines); the
     # file's were checked as they were read.
-    return {**raw, "addresses": _FromFile(listed, PackedAddresses(addresses))}, []
+    return {**raw, "addresses": _FromFile(listed, addresses)}, []
 
 
 @dataclass(frozen=True)
@@ -176,25 +186,51 @@ class PackedAddresses(Sequence[str]):
     a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
 
     __slots__ = ("_data", "_hashes", "_last", "_positions")
+    _data: bytes
+    _hashes: array[int]
+    _positions: array[int]
+    _last: tuple[str, bool]
 
     def __init__(self, addresses: Sequence[str]) -> None:
         """``addresses``: valid base58 keys, no repeats."""
-        data = bytearray()
-        for address in addresses:
-            data += decode_key(address)
-        self._data = bytes(data)
-        del data
-        order = sorted(range(len(addresses)), key=lambda index: _hash32(addresses[index]))
-        self._hashes = array("I", (_hash32(addresses[index]) for index in order))
-        self._positions = array("I", order)
+        data = b"".join(decode_key(address) for address in addresses)
+        made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
+        self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
         # The last answer of ``in``: a poll asks it of the rule set, then of its rules.
-        self._last: tuple[str, bool] = ("", False)
+        self._last = ("", False)
 
-    def _from(self, data: bytes, hashes: array[int], positions: array[int]) -> PackedAddresses:
+    @staticmethod
+    def packed(data: bytes, hashes: array[int]) -> PackedAddresses:
+        """The keys of ``data`` (32 bytes each), ``hashes`` their texts' (``_hash32``)."""
+        order = sorted(range(len(hashes)), key=hashes.__getitem__)
+        return PackedAddresses._from(
+            data, array("I", (hashes[index] for index in order)), array("I", order)
+        )
+
+    @staticmethod
+    def _from(data: bytes, hashes: array[int], positions: array[int]) -> PackedAddresses:
         packed = PackedAddresses.__new__(PackedAddresses)
         packed._data, packed._hashes, packed._positions = data, hashes, positions
         packed._last = ("", False)
         return packed
+
+    def repeats(self) -> list[tuple[int, int]]:
+        """Each key seen before: (its position, the first position of that key), in order."""
+        hashes, positions = self._hashes, self._positions
+        found: list[tuple[int, int]] = []
+        at = 0
+        while at < len(hashes):
+            end = at + 1
+            while end < len(hashes) and hashes[end] == hashes[at]:
+                end += 1
+            if end - at > 1:  # a repeat, or two keys of one hash
+                first_of: dict[bytes, int] = {}
+                for position in sorted(positions[at:end]):
+                    first = first_of.setdefault(self.key(position), position)
+                    if first != position:
+                        found.append((position, first))
+            at = end
+        return sorted(found)
 
     def __len__(self) -> int:
         return len(self._data) // KEY_BYTES
