@@ -153,6 +153,7 @@ _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _DIGIT = {char: value for value, char in enumerate(_ALPHABET)}
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # two digits a step: half the divisions
 KEY_BYTES = 32
+RECENT = 8192  # items made and answers of ``in`` kept (see ``PackedAddresses``)
 
 
 def encode_key(key: bytes) -> str:
@@ -185,19 +186,22 @@ class PackedAddresses(Sequence[str]):
     32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
     a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
 
-    __slots__ = ("_data", "_hashes", "_last", "_positions")
+    __slots__ = ("_data", "_hashes", "_known", "_made", "_positions")
     _data: bytes
     _hashes: array[int]
     _positions: array[int]
-    _last: tuple[str, bool]
+    # The last items made and answers of ``in``: a sweep makes a chunk's items for its states'
+    # prefetch, then each poll asks for its item again, and whether a rule watches it twice
+    # (the rule set's lookup, then the kind's step): each then costs a dict lookup.
+    _made: dict[int, str]
+    _known: dict[str, bool]
 
     def __init__(self, addresses: Sequence[str]) -> None:
         """``addresses``: valid base58 keys, no repeats."""
         data = b"".join(decode_key(address) for address in addresses)
         made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
         self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
-        # The last answer of ``in``: a poll asks it of the rule set, then of its rules.
-        self._last = ("", False)
+        self._made, self._known = {}, {}
 
     @staticmethod
     def packed(data: bytes, hashes: array[int]) -> PackedAddresses:
@@ -211,7 +215,7 @@ class PackedAddresses(Sequence[str]):
     def _from(data: bytes, hashes: array[int], positions: array[int]) -> PackedAddresses:
         packed = PackedAddresses.__new__(PackedAddresses)
         packed._data, packed._hashes, packed._positions = data, hashes, positions
-        packed._last = ("", False)
+        packed._made, packed._known = {}, {}
         return packed
 
     def repeats(self) -> list[tuple[int, int]]:
@@ -242,11 +246,20 @@ class PackedAddresses(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
+        made = self._made.get(index)
+        if made is not None:
+            return made
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("address index out of range")
-        return encode_key(self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES])
+        made = encode_key(self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES])
+        if len(self._made) >= RECENT:
+            self._made.clear()
+            self._known.clear()
+        self._made[index] = made
+        self._known[made] = True
+        return made
 
     def __iter__(self) -> Iterator[str]:
         data = self._data
@@ -256,11 +269,12 @@ class PackedAddresses(Sequence[str]):
     def __contains__(self, value: object) -> bool:
         if not isinstance(value, str):
             return False
-        last = self._last
-        if last[0] is value:
-            return last[1]
-        found = self._position(value) is not None
-        self._last = (value, found)
+        found = self._known.get(value)
+        if found is None:
+            found = self._position(value) is not None
+            if len(self._known) >= RECENT:
+                self._known.clear()
+            self._known[value] = found
         return found
 
     def _position(self, value: str) -> int | None:
@@ -269,7 +283,7 @@ class PackedAddresses(Sequence[str]):
         at = bisect_left(hashes, wanted)
         while at < len(hashes) and hashes[at] == wanted:
             position = self._positions[at]
-            if self[position] == value:
+            if encode_key(self.key(position)) == value:
                 return position
             at += 1
         return None
