@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import base58
@@ -12,7 +13,7 @@ from pydantic import TypeAdapter
 
 from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rule_models import RuleBase
-from watcher.config.ruleset import Job, JoinedTargets, RuleSet
+from watcher.config.ruleset import Job, JoinedTargets, PickedTargets, RuleSet
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, AnyRule
 
 
@@ -240,3 +241,10 @@ def test_a_files_addresses_make_one_job_holding_them_packed() -> None:
     assert [(job.interval, list(job.targets)) for job in jobs] == [(600.0, [A, B, C])]
     assert isinstance(jobs[0].targets, JoinedTargets)
     assert jobs == RuleSet([with_file("deposits", "10m", [A], [B, C])], KINDS).jobs()
+
+
+def test_picked_targets_are_those_at_their_positions_in_order() -> None:
+    joined = JoinedTargets(((A,), PackedAddresses([B, C, M])))
+    picked = PickedTargets(joined, array("I", [3, 0, 2]))
+    assert list(picked) == [M, A, C] == [picked[0], picked[1], picked[2]]
+    assert len(picked) == 3 and picked[1:] == [A, C] and picked[-1] == C

@@ -1,5 +1,5 @@
-"""A job's targets in the shards an instance holds: made for those shards only, dropped when
-a shard is handed back; packed addresses give the same targets as listed ones."""
+"""A job's targets in the shards an instance holds, shard by shard: packed addresses give the
+same targets as listed ones, and a shard handed back is out of the next sweep's."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ async def test_the_held_shards_targets_shard_by_shard_alike_listed_or_packed() -
     shards = frozenset(range(0, 1024, 4))
     for job in (LISTED, PACKED):
         sharded = ShardedTargets()
-        await sharded.prepare(job, shards)
+        await sharded.prepare(job)
         held = sharded.held(job, shards)
         assert sorted(held) == sorted(in_shards(shards))
         assert [shard_of("signatures", t) for t in held] == sorted(
@@ -42,14 +42,10 @@ async def test_the_held_shards_targets_shard_by_shard_alike_listed_or_packed() -
         assert sharded.held(job, None) is job.targets
 
 
-async def test_a_shard_handed_back_keeps_no_targets_and_a_new_one_is_made() -> None:
+async def test_a_shard_handed_back_is_out_and_a_shard_taken_in() -> None:
     sharded = ShardedTargets()
     first, second = frozenset({1, 2, 3}), frozenset({2, 3, 4})
     await sharded.prepare(PACKED)
     assert sorted(sharded.held(PACKED, first)) == sorted(in_shards(first))
-    made = sharded._made[id(PACKED)][1]
-    kept = made[2]
     assert sorted(sharded.held(PACKED, second)) == sorted(in_shards(second))
-    made = sharded._made[id(PACKED)][1]
-    assert made.keys() == {2, 3, 4}
-    assert made[2] is kept  # a shard still held is not made again
+    assert list(sharded.held(PACKED, frozenset())) == []

@@ -17,6 +17,7 @@ a new RuleSet and compares ``jobs()``.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Protocol, overload
 from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
 
-__all__ = ["CLUSTER", "Job", "JoinedTargets", "RuleSet"]
+__all__ = ["CLUSTER", "IMMUTABLE_TARGETS", "Job", "JoinedTargets", "PickedTargets", "RuleSet"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,39 @@ class JoinedTargets(Sequence[str]):
 
     def __repr__(self) -> str:
         return f"JoinedTargets({self.parts!r})"
+
+
+class PickedTargets(Sequence[str]):
+    """The targets at ``positions`` of a sequence, in that order (a job's targets in the shards
+    an instance holds): 4 bytes a target, and no str made before one is asked for."""
+
+    __slots__ = ("_of", "_positions")
+
+    def __init__(self, of: Sequence[str], positions: array[int]) -> None:
+        self._of, self._positions = of, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._of[position] for position in self._positions[index]]
+        return self._of[self._positions[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        of = self._of
+        return (of[position] for position in self._positions)
+
+    def __repr__(self) -> str:
+        return f"PickedTargets(<{len(self)} targets>)"
+
+
+# Sequences of targets that never change: what is indexed of one holds while it is in use.
+IMMUTABLE_TARGETS = (tuple, JoinedTargets, PickedTargets)
 
 
 class _Named(Protocol):

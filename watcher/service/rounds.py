@@ -158,7 +158,7 @@ class Sweeper:
                 shards = shards & only
                 self._covered[key] = self._covered.get(key, frozenset()) | shards
         if shards is not None:
-            await self.targets.prepare(job, shards)
+            await self.targets.prepare(job)
         held = self.targets.held(job, shards)
         targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
         width = min(self.width, max(1, len(targets)))  # no idle workers for one target

@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
 
-from watcher.config.ruleset import Job
+from watcher.config.ruleset import Job, PickedTargets
 from watcher.kinds import SOURCES
 from watcher.ledger.rpc import RpcClient
 from watcher.state.shards import shard_of
@@ -81,25 +81,21 @@ class ShardedTargets:
     """A job's targets in the shards an instance holds (several instances on one database),
     shard by shard. Each job's partition is computed once (a hash per target) and kept while
     the job is in force, as positions in the job's targets (4 bytes a target): a reload makes
-    new jobs, and the old ones' partitions are dropped. The targets themselves are made (and
-    kept) for the shards held only, and dropped when a shard is handed back: a job of packed
-    addresses (``JoinedTargets``) holds no str for the shards of other instances."""
+    new jobs, and the old ones' partitions are dropped. The held shards' targets are their
+    positions too (``PickedTargets``): a job of packed addresses holds no str for any shard,
+    each made when its poll comes."""
 
     def __init__(self) -> None:
         self._by_job: dict[int, tuple[Job, dict[int, array[int]]]] = {}
-        # Per job, the targets of each shard held (made when the shard is first asked about).
-        self._made: dict[int, tuple[Job, dict[int, tuple[str, ...]]]] = {}
-        # Per job, the last shards asked about and their targets: the same tuple while the
-        # shards held stay the same (the cadence book indexes a tuple once).
-        self._held: dict[int, tuple[Job, frozenset[int], tuple[str, ...]]] = {}
+        # Per job, the last shards asked about and their targets: the same sequence while the
+        # shards held stay the same (the cadence book indexes it once).
+        self._held: dict[int, tuple[Job, frozenset[int], PickedTargets]] = {}
 
-    async def prepare(self, job: Job, shards: frozenset[int] | None = None) -> None:
-        """Partitions ``job``'s targets in a thread when it is new, and makes those of the
-        ``shards`` not made yet there too: a million hashes take a second or more, and a
-        quarter of a million packed addresses half a second, which on the event loop would
-        hold up the lease renewals."""
-        if self._kept(job) is None or (shards is not None and not self._ready(job, shards)):
-            await asyncio.to_thread(self._made_for, job, shards)
+    async def prepare(self, job: Job) -> None:
+        """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
+        second or more, which on the event loop would hold up the lease renewals."""
+        if self._kept(job) is None:
+            await asyncio.to_thread(self._partition, job)
 
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
         """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
@@ -108,35 +104,15 @@ class ShardedTargets:
         kept = self._held.get(id(job))
         if kept is not None and kept[0] is job and kept[1] == shards:
             return kept[2]
-        made = self._made_for(job, shards)
-        targets = tuple(target for shard in sorted(shards) for target in made.get(shard, ()))
+        partition = self._partition(job)
+        positions = array("I")
+        for shard in sorted(shards):
+            positions.extend(partition.get(shard, ()))
+        targets = PickedTargets(job.targets, positions)
         if len(self._held) > 64:  # jobs of rules replaced by a reload
             self._held.clear()
         self._held[id(job)] = (job, shards, targets)
         return targets
-
-    def _ready(self, job: Job, shards: frozenset[int]) -> bool:
-        made = self._made.get(id(job))
-        return made is not None and made[0] is job and made[1].keys() == shards
-
-    def _made_for(self, job: Job, shards: frozenset[int] | None) -> dict[int, tuple[str, ...]]:
-        """The targets of each shard of ``shards`` (none when None), made for those not made
-        yet; those of the shards no longer held are dropped."""
-        partition = self._partition(job)
-        kept = self._made.get(id(job))
-        before = kept[1] if kept is not None and kept[0] is job else {}
-        wanted = shards or frozenset()
-        targets = job.targets
-        made = {
-            shard: before[shard]
-            if shard in before
-            else tuple(targets[index] for index in partition.get(shard, ()))
-            for shard in wanted
-        }
-        if len(self._made) > 64:  # jobs of rules replaced by a reload
-            self._made.clear()
-        self._made[id(job)] = (job, made)
-        return made
 
     def _kept(self, job: Job) -> dict[int, array[int]] | None:
         """``job``'s partition when it is made already."""
