@@ -10,7 +10,8 @@ each, ``every: 10m``) on a SQLite state file, started as ``watcher run`` starts 
 opened, the lease round, the watches' start recorded) and each job swept once against the
 simulator (``watcher simulate``, a quiet ledger, in a process of its own: its memory is not
 counted). Printed per stage: the process's RSS, and what each stage added per address; the
-peak RSS (VmHWM). With ``--trace`` a second fresh process does the same under tracemalloc and
+peak RSS (VmHWM), of the measured process alone (the addresses are made and the rules written
+by the parent). With ``--trace`` a second fresh process does the same under tracemalloc and
 prints the allocation sites holding the most after the sweep, in bytes per address (tracemalloc
 slows the run about twofold and its own bookkeeping inflates RSS, so RSS is read without it).
 """
@@ -100,40 +101,36 @@ async def run(daemon: Daemon, stages: Stages) -> None:
         await daemon.close()
 
 
-def measure(size: int, url: str, trace: bool) -> dict[str, Any]:
-    """One size in this process: RSS by stage, and with ``trace`` the top allocation sites."""
-    addresses = [derived_pubkey(f"memory {n}") for n in range(size)]
-    with tempfile.TemporaryDirectory(prefix="watcher-memory-") as tmp:
-        folder = Path(tmp)
-        (folder / "rules").mkdir()
-        write_rules(folder / "rules", addresses, EVERY)
-        config = write_settings(folder, url)
-        del addresses
-        if trace:
-            tracemalloc.start()
-        stages: Stages = [("imported", settled())]
-        settings, rules = load_config(config)
-        ruleset = RuleSet(rules, KINDS)
-        del rules
-        stages.append(("rules read", settled()))
-        daemon = Daemon(settings, ruleset)
-        del settings, ruleset
-        stages.append(("daemon built", settled()))
-        started = time.perf_counter()
+def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
+    """One size in this process, its rules and settings in ``folder`` (written by the parent:
+    the N addresses made to write them would be this process's peak): RSS by stage, and with
+    ``trace`` the top allocation sites."""
+    config = folder / "watcher.yaml"
+    if trace:
+        tracemalloc.start()
+    stages: Stages = [("imported", settled())]
+    settings, rules = load_config(config)
+    ruleset = RuleSet(rules, KINDS)
+    del rules
+    stages.append(("rules read", settled()))
+    daemon = Daemon(settings, ruleset)
+    del settings, ruleset
+    stages.append(("daemon built", settled()))
+    started = time.perf_counter()
 
-        asyncio.run(run(daemon, stages))
-        sweep_s = time.perf_counter() - started
-        sites: list[tuple[str, int, int]] = []
-        if trace:
-            gc.collect()
-            snapshot = tracemalloc.take_snapshot()
-            tracemalloc.stop()
-            for stat in snapshot.statistics("lineno")[:TOP_SITES]:
-                frame = stat.traceback[0]
-                where = f"{Path(frame.filename).name}:{frame.lineno}"
-                with contextlib.suppress(ValueError):  # outside the repository: its name
-                    where = f"{Path(frame.filename).relative_to(BENCH.parent)}:{frame.lineno}"
-                sites.append((where, stat.size, stat.count))
+    asyncio.run(run(daemon, stages))
+    sweep_s = time.perf_counter() - started
+    sites: list[tuple[str, int, int]] = []
+    if trace:
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        for stat in snapshot.statistics("lineno")[:TOP_SITES]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            with contextlib.suppress(ValueError):  # outside the repository: its name
+                where = f"{Path(frame.filename).relative_to(BENCH.parent)}:{frame.lineno}"
+            sites.append((where, stat.size, stat.count))
     return {
         "size": size,
         "stages": stages,
@@ -144,14 +141,22 @@ def measure(size: int, url: str, trace: bool) -> dict[str, Any]:
 
 
 def child(size: int, url: str, trace: bool) -> dict[str, Any]:
-    """``measure`` in a fresh process (nothing of another size in its heap)."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--one", str(size), "--url", url]
-        + (["--trace"] if trace else []),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    """``measure`` in a fresh process (nothing of another size in its heap, nor the addresses
+    made to write its rules)."""
+    with tempfile.TemporaryDirectory(prefix="watcher-memory-") as tmp:
+        folder = Path(tmp)
+        (folder / "rules").mkdir()
+        addresses = [derived_pubkey(f"memory {n}") for n in range(size)]
+        write_rules(folder / "rules", addresses, EVERY)
+        del addresses
+        write_settings(folder, url)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(size), "--folder", str(folder)]
+            + (["--trace"] if trace else []),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -184,10 +189,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
     parser.add_argument("--trace", action="store_true", help="also tracemalloc's top sites")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(measure(args.one, args.url, args.trace)))
+        print(json.dumps(measure(args.one, args.folder, args.trace)))
         return 0
     simulator = Simulator(latency=0.0)
     try:

@@ -16,7 +16,8 @@ sweep runs at once over the shards each holds (``--cold``: every address from th
 Each instance runs under bench/sampler.py: a thread samples the event loop's stack every 2 ms.
 
 Figures: the shards each instance holds after the settle time (``shard_leases``; target 256 +-
-16 each), the database's size, each instance's RSS (now and peak), its first sweep (time,
+16 each), the database's size, each instance's RSS (now and peak; PASS when every peak is under
+``--rss-bar``, 200 MiB), its first sweep (time,
 targets, RPC calls: its "round" line), that sweep's CPU per 1,000 polls, and the store's share
 of the sweep: the samples in the PostgreSQL store or its driver over the samples not idle, in
 the sweep's window, applied to the process's CPU over that window (target: at most 10%). Then
@@ -54,6 +55,7 @@ PER_FILE = 200_000
 SHARDS = 1024
 SHARE_SLACK = 16
 STORE_BAR = 0.10
+RSS_BAR = 200  # MiB each instance may peak at (the goal of a share's memory: bench/README.md)
 SOURCE = "signatures"
 BENCH = Path(__file__).resolve().parent
 UNMEASURED = "- (a sweep within the sampler's first second)"
@@ -379,6 +381,11 @@ def run(args: argparse.Namespace) -> Table:
             "RSS now / peak (MiB)",
             ", ".join(f"{n} {(rss[n] or 0) / 1024:.0f}/{peaks[n]:.0f}" for n in names),
         )
+        table.add(
+            f"peak RSS of each instance under {args.rss_bar:g} MiB",
+            "PASS" if max(peaks.values()) < args.rss_bar else f"FAIL ({max(peaks.values()):.0f})",
+            fail=max(peaks.values()) >= args.rss_bar,
+        )
         figures = [i.figures() for i in instances]
         shares: list[float] = []
         for f in figures:
@@ -476,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.03, help="simulator's, seconds")
     parser.add_argument("--settle", type=float, default=60.0, help="after the sweeps (s)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="for the first sweeps")
+    parser.add_argument(
+        "--rss-bar",
+        type=float,
+        default=RSS_BAR,
+        help=f"each instance's peak RSS must stay under it, MiB (default {RSS_BAR})",
+    )
     parser.add_argument(
         "--no-reference",
         dest="reference",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import base58
@@ -10,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
+from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rule_models import RuleBase
-from watcher.config.ruleset import Job, RuleSet
+from watcher.config.ruleset import Job, JoinedTargets, PickedTargets, RuleSet
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, AnyRule
 
 
@@ -188,3 +190,61 @@ def test_targets_sharing_both_bounds_form_one_job(
     rules: list[RuleBase], expected: list[Job]
 ) -> None:
     assert RuleSet(rules, KINDS).jobs() == expected
+
+
+def with_file(name: str, every: str, listed: list[str], packed: list[str]) -> RuleBase:
+    """A new_transactions rule as read with an ``addresses_file`` (its addresses packed)."""
+    addresses = RuleAddresses(tuple(listed), PackedAddresses(packed))
+    return rule(name, "new_transactions", every, addresses=addresses)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_INTERVALS),
+            st.sets(st.integers(min_value=1, max_value=8), max_size=3),
+            st.sets(st.integers(min_value=1, max_value=8), max_size=4),
+        ).filter(lambda spec: bool(spec[1] or spec[2])),
+        max_size=8,
+    )
+)
+def test_addresses_files_and_lists_each_target_in_one_job_with_all_its_rules(
+    specs: list[tuple[str, set[int], set[int]]],
+) -> None:
+    rules = [
+        with_file(
+            f"r{index}", every, [key(n) for n in sorted(listed)], [key(n) for n in packed - listed]
+        )
+        if packed - listed
+        else tx(f"r{index}", every, *[key(n) for n in sorted(listed)])
+        for index, (every, listed, packed) in enumerate(specs)
+    ]
+    ruleset = RuleSet(rules, KINDS)
+    scheduled = [(target, job.interval) for job in ruleset.jobs() for target in job.targets]
+    expected: dict[str, float] = {}
+    for r in rules:
+        for target in r.targets:
+            expected[target] = min(expected.get(target, float("inf")), r.every)
+    assert sorted(scheduled) == sorted(expected.items())
+    assert sorted(ruleset.targets("signatures")) == sorted(expected)
+    for target in expected:
+        watching = [r for r in rules if target in r.targets]
+        assert ruleset.rules_for("signatures", target) == watching
+        assert ruleset.interval("signatures", target) == expected[target]
+        assert all(target in r.target_set for r in watching)
+    assert ruleset.rules_for("signatures", key(9)) == []
+
+
+def test_a_files_addresses_make_one_job_holding_them_packed() -> None:
+    deposits = with_file("deposits", "10m", [A], [B, C])
+    jobs = RuleSet([deposits], KINDS).jobs()
+    assert [(job.interval, list(job.targets)) for job in jobs] == [(600.0, [A, B, C])]
+    assert isinstance(jobs[0].targets, JoinedTargets)
+    assert jobs == RuleSet([with_file("deposits", "10m", [A], [B, C])], KINDS).jobs()
+
+
+def test_picked_targets_are_those_at_their_positions_in_order() -> None:
+    joined = JoinedTargets(((A,), PackedAddresses([B, C, M])))
+    picked = PickedTargets(joined, array("I", [3, 0, 2]))
+    assert list(picked) == [M, A, C] == [picked[0], picked[1], picked[2]]
+    assert len(picked) == 3 and picked[1:] == [A, C] and picked[-1] == C

@@ -29,7 +29,7 @@ from typing import Final, Protocol
 
 from watcher.budget.backoff import Cadence, after_poll, rescheduled
 from watcher.config.current import Current
-from watcher.config.ruleset import Job
+from watcher.config.ruleset import IMMUTABLE_TARGETS, Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import WATCH_SINCE_KEY, TargetState
 
@@ -165,8 +165,9 @@ class CadenceBook:
     ``due`` costs what is due, not the number of targets (the scheduler's CPU at 100,000
     targets is measured in ``bench/activity.py``): the book keeps a timing wheel of next due
     times per source, and indexes each sequence of targets it is asked about once. A tuple
-    is indexed for as long as it is asked about (a sweep's targets are the job's tuple, or the
-    held shards' tuple, ``ShardedTargets``); any other sequence at each call (it may change).
+    is indexed for as long as it is asked about (a sweep's targets are the job's, or the held
+    shards', ``ShardedTargets``), as is each sequence of ``IMMUTABLE_TARGETS``; any other
+    sequence at each call (it may change).
     """
 
     def __init__(self) -> None:
@@ -195,7 +196,7 @@ class CadenceBook:
             {target: position for position, target in enumerate(targets)},
             [target for target in targets if target not in known],
         )
-        if type(targets) is tuple:
+        if type(targets) in IMMUTABLE_TARGETS:
             if len(self._views) > 64:  # jobs and shard sets of the past
                 self._views.clear()
             self._views[key] = view

@@ -19,6 +19,8 @@ from watcher.cli.support import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from watcher.config.ruleset import RuleSet
 
 silence_app = typer.Typer(
@@ -40,7 +42,7 @@ def _builtin_subjects() -> dict[str, tuple[str, ...]]:
     }
 
 
-def _silenceable(ruleset: RuleSet) -> dict[str, tuple[str, ...]]:
+def _silenceable(ruleset: RuleSet) -> dict[str, Sequence[str]]:
     """Rule name -> the subjects its alerts can have (its addresses, mints or validators)."""
     from watcher.alerting import builtin
     from watcher.config.rule_models import RPC_DISAGREEMENT, StateRule

@@ -1,16 +1,27 @@
 """``addresses_file:`` on a ``new_transactions`` rule: a plain file of addresses, one per line,
 ``#`` comments and blank lines ignored, path relative to the rule file, read with the rules (so
 on every reload too). Each bad line is one ``FILE:LINE: message`` problem; the file's addresses
-join the rule's ``addresses`` before the rule is validated.
+join the rule's ``addresses`` (``RuleAddresses``) before the rule is validated.
+
+A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one ``bytes``, not a
+44-character str (about 93 bytes, and a slot wherever it is listed). A million addresses take
+40 MB rather than 100 MB and more; a str is made when one is asked for (about 3 us).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from bisect import bisect_left
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, overload
 
-from watcher.config.rule_models import check_pubkey
+from pydantic import GetCoreSchemaHandler, GetPydanticSchema
+from pydantic_core import core_schema
+
+from watcher.config.rule_models import Pubkeys, check_pubkey
 from watcher.config.yamlload import MAX_BYTES
 from watcher.config.yamlpos import display_path
 from watcher.core.errors import Problem
@@ -18,29 +29,27 @@ from watcher.core.errors import Problem
 KEY = "addresses_file"
 
 
-def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], list[Problem]]:
-    """The file's addresses in order, and its problems (``listed``: the rule's own
+def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[PackedAddresses, list[Problem]]:
+    """The file's addresses in order, packed, and its problems (``listed``: the rule's own
     ``addresses``; an address already there, or twice in the file, is a problem)."""
     shown = display_path(path)
+    nothing = PackedAddresses(())
     try:
         if path.stat().st_size > MAX_BYTES:
             limit = f"larger than the limit of {MAX_BYTES // (1024 * 1024)} MiB"
-            return [], [Problem(shown, None, f"{KEY}: {limit}")]
+            return nothing, [Problem(shown, None, f"{KEY}: {limit}")]
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return [], [Problem(shown, None, f"{KEY}: not UTF-8 text")]
+        return nothing, [Problem(shown, None, f"{KEY}: not UTF-8 text")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        return [], [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
+        return nothing, [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
     already = set(listed)
-    # A set and the list, not a dict of value -> line: a million addresses would hold an int
-    # per line until the rule is built. The first lines are found again for a duplicate only.
-    seen: set[str] = set()
-    addresses: list[str] = []
-    first_lines: dict[str, int] | None = None
+    # Each key packed as it is read, with its hash and line: no str kept per address (a
+    # million would hold 100 MB until the rule is built). Repeats are found once packed.
+    data, hashes, lines = bytearray(), array("I"), array("I")
     problems: list[Problem] = []
-    lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(_lines(text), start=1):
         value = _value(line)
         if not value:
             continue
@@ -49,30 +58,41 @@ def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[list[str], l
         except ValueError as exc:
             problems.append(Problem(shown, number, str(exc)))
             continue
-        if value in seen:
-            if first_lines is None:
-                first_lines = _first_lines(lines)
-            message = f"duplicate address {value} (first on line {first_lines[value]})"
-            problems.append(Problem(shown, number, message))
-        elif value in already:
+        if value in already:
             problems.append(Problem(shown, number, f"{value} is already in the rule's addresses"))
-        else:
-            seen.add(value)
-            addresses.append(value)
-    return addresses, problems
+            continue
+        data += decode_key(value)
+        hashes.append(_hash32(value))
+        lines.append(number)
+    del text
+    packed = PackedAddresses.packed(bytes(data), hashes)
+    del data, hashes
+    repeats = packed.repeats()
+    if repeats:
+        for position, first in repeats:
+            message = f"duplicate address {packed[position]} (first on line {lines[first]})"
+            problems.append(Problem(shown, lines[position], message))
+        problems.sort(key=lambda problem: problem.line or 0)
+    return packed, problems
+
+
+BLOCK_CHARS = 1 << 20
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.splitlines()`` a block at a time: a list of every line of a file of 200,000
+    would be held at once (a str each)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + BLOCK_CHARS)
+        end = len(text) if end < 0 else end + 1  # a cut after a line feed ends a line
+        yield from text[start:end].splitlines()
+        start = end
 
 
 def _value(line: str) -> str:
     """A line's address, or "" (a blank line or a comment)."""
     return line.split("#", 1)[0].strip()
-
-
-def _first_lines(lines: Sequence[str]) -> dict[str, int]:
-    """Each value's first line (numbered from 1)."""
-    first: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        first.setdefault(_value(line), number)
-    return first
 
 
 def with_address_file(
@@ -88,4 +108,278 @@ def with_address_file(
     listed = list(listed) if isinstance(listed, list) else []
     path = rule_file.parent / name.strip()
     addresses, problems = read_addresses(path, [a for a in listed if isinstance(a, str)])
-    return {**raw, "addresses": [*listed, *addresses]}, problems
+    if problems:
+        return dict(raw), problems
+    if not addresses:
+        return {**raw, "addresses": listed}, []
+    # The listed ones are validated with the rule (their problems point at their lines); the
+    # file's were checked as they were read.
+    return {**raw, "addresses": _FromFile(listed, addresses)}, []
+
+
+@dataclass(frozen=True)
+class _FromFile:
+    """What the rule's ``addresses`` validate from: those listed (as written) and the file's."""
+
+    listed: list[Any]
+    packed: PackedAddresses
+
+
+def _listed_then_packed(value: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+    if isinstance(value, RuleAddresses):
+        return value
+    if isinstance(value, _FromFile):
+        listed = handler(value.listed) if value.listed else ()
+        return RuleAddresses(tuple(listed), value.packed)
+    return handler(value)
+
+
+def _addresses_schema(_: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    return core_schema.no_info_wrap_validator_function(
+        _listed_then_packed,
+        handler.generate_schema(Pubkeys),
+        serialization=core_schema.plain_serializer_function_ser_schema(list),
+    )
+
+
+# A rule's ``addresses``: the listed ones as ``Pubkeys`` (a tuple), or with an ``addresses_file``
+# those and the file's packed ones (``RuleAddresses``).
+Addresses = Annotated[Sequence[str], GetPydanticSchema(_addresses_schema)]
+
+
+# -- packed keys -------------------------------------------------------------------------------
+
+_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_DIGIT = {char: value for value, char in enumerate(_ALPHABET)}
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # two digits a step: half the divisions
+KEY_BYTES = 32
+RECENT = 8192  # items made and answers of ``in`` kept (see ``PackedAddresses``)
+
+
+def encode_key(key: bytes) -> str:
+    """The base58 text of a 32-byte key."""
+    number = int.from_bytes(key, "big")
+    pairs = []
+    while number >= 3364:
+        number, pair = divmod(number, 3364)
+        pairs.append(_PAIRS[pair])
+    pairs.append(_ALPHABET[number] if number < 58 else _PAIRS[number])
+    numeral = "".join(reversed(pairs)).lstrip("1")
+    return "1" * (len(key) - len(key.lstrip(b"\0"))) + numeral
+
+
+def decode_key(text: str) -> bytes:
+    """The 32 bytes of a base58 key (``check_pubkey`` passed)."""
+    number = 0
+    for char in text:
+        number = number * 58 + _DIGIT[char]
+    return number.to_bytes(KEY_BYTES, "big")
+
+
+def _hash32(text: str) -> int:
+    return hash(text) & 0xFFFFFFFF  # a str keeps its hash: a poll's target asks for it once
+
+
+class PackedAddresses(Sequence[str]):
+    """Distinct 32-byte keys, in the order given, packed in one ``bytes``; each item is the
+    key's base58 text, made when asked for. Membership by the texts' hashes: a sorted array of
+    32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
+    a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
+
+    __slots__ = ("_data", "_hashes", "_known", "_made", "_positions")
+    _data: bytes
+    _hashes: array[int]
+    _positions: array[int]
+    # The last items made and answers of ``in``: a sweep makes a chunk's items for its states'
+    # prefetch, then each poll asks for its item again, and whether a rule watches it twice
+    # (the rule set's lookup, then the kind's step): each then costs a dict lookup.
+    _made: dict[int, str]
+    _known: dict[str, bool]
+
+    def __init__(self, addresses: Sequence[str]) -> None:
+        """``addresses``: valid base58 keys, no repeats."""
+        data = b"".join(decode_key(address) for address in addresses)
+        made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
+        self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
+        self._made, self._known = {}, {}
+
+    @staticmethod
+    def packed(data: bytes, hashes: array[int]) -> PackedAddresses:
+        """The keys of ``data`` (32 bytes each), ``hashes`` their texts' (``_hash32``)."""
+        order = sorted(range(len(hashes)), key=hashes.__getitem__)
+        return PackedAddresses._from(
+            data, array("I", (hashes[index] for index in order)), array("I", order)
+        )
+
+    @staticmethod
+    def _from(data: bytes, hashes: array[int], positions: array[int]) -> PackedAddresses:
+        packed = PackedAddresses.__new__(PackedAddresses)
+        packed._data, packed._hashes, packed._positions = data, hashes, positions
+        packed._made, packed._known = {}, {}
+        return packed
+
+    def repeats(self) -> list[tuple[int, int]]:
+        """Each key seen before: (its position, the first position of that key), in order."""
+        hashes, positions = self._hashes, self._positions
+        found: list[tuple[int, int]] = []
+        at = 0
+        while at < len(hashes):
+            end = at + 1
+            while end < len(hashes) and hashes[end] == hashes[at]:
+                end += 1
+            if end - at > 1:  # a repeat, or two keys of one hash
+                first_of: dict[bytes, int] = {}
+                for position in sorted(positions[at:end]):
+                    first = first_of.setdefault(self.key(position), position)
+                    if first != position:
+                        found.append((position, first))
+            at = end
+        return sorted(found)
+
+    def __len__(self) -> int:
+        return len(self._data) // KEY_BYTES
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        made = self._made.get(index)
+        if made is not None:
+            return made
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("address index out of range")
+        made = encode_key(self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES])
+        if len(self._made) >= RECENT:
+            self._made.clear()
+            self._known.clear()
+        self._made[index] = made
+        self._known[made] = True
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        data = self._data
+        for start in range(0, len(data), KEY_BYTES):
+            yield encode_key(data[start : start + KEY_BYTES])
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, str):
+            return False
+        found = self._known.get(value)
+        if found is None:
+            found = self._position(value) is not None
+            if len(self._known) >= RECENT:
+                self._known.clear()
+            self._known[value] = found
+        return found
+
+    def _position(self, value: str) -> int | None:
+        wanted = _hash32(value)
+        hashes = self._hashes
+        at = bisect_left(hashes, wanted)
+        while at < len(hashes) and hashes[at] == wanted:
+            position = self._positions[at]
+            if encode_key(self.key(position)) == value:
+                return position
+            at += 1
+        return None
+
+    def key(self, index: int) -> bytes:
+        return self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES]
+
+    def common(self, other: PackedAddresses) -> list[str]:
+        """The addresses in both, in this one's order. A walk of both sorted hash arrays: no
+        set of either (200,000 int objects and their set, for each pair of files)."""
+        mine, theirs = self._hashes, other._hashes
+        found: list[int] = []
+        at = there = 0
+        while at < len(mine) and there < len(theirs):
+            if mine[at] < theirs[there]:
+                at += 1
+            elif mine[at] > theirs[there]:
+                there += 1
+            else:
+                hashed = mine[at]
+                while at < len(mine) and mine[at] == hashed:
+                    position = self._positions[at]
+                    if encode_key(self.key(position)) in other:
+                        found.append(position)
+                    at += 1
+        return [encode_key(self.key(position)) for position in sorted(found)]
+
+    def without(self, addresses: Collection[str]) -> PackedAddresses:
+        """These addresses less ``addresses``, in the same order."""
+        gone = {position for value in addresses if (position := self._position(value)) is not None}
+        if not gone:
+            return self
+        kept = [index for index in range(len(self)) if index not in gone]
+        renumbered = {old: new for new, old in enumerate(kept)}
+        pairs = [
+            (hashed, renumbered[position])
+            for hashed, position in zip(self._hashes, self._positions, strict=True)
+            if position not in gone
+        ]
+        return self._from(
+            b"".join(self.key(index) for index in kept),
+            array("I", (hashed for hashed, _ in pairs)),
+            array("I", (position for _, position in pairs)),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedAddresses):
+            return self._data == other._data
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._data)  # computed once: bytes keep their hash
+
+    def __repr__(self) -> str:
+        return f"PackedAddresses(<{len(self)} addresses>)"
+
+
+class RuleAddresses(Sequence[str]):
+    """A rule's ``addresses`` with an ``addresses_file``: those listed in the rule (``listed``),
+    then the file's (``packed``), none in both."""
+
+    __slots__ = ("_listed_set", "listed", "packed")
+
+    def __init__(self, listed: tuple[str, ...], packed: PackedAddresses) -> None:
+        self.listed, self.packed = listed, packed
+        self._listed_set = frozenset(listed)
+
+    def __len__(self) -> int:
+        return len(self.listed) + len(self.packed)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if 0 <= index < len(self.listed):
+            return self.listed[index]
+        return self.packed[index - len(self.listed)]
+
+    def __iter__(self) -> Iterator[str]:
+        return chain(self.listed, self.packed)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._listed_set or value in self.packed
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RuleAddresses):
+            return self.listed == other.listed and self.packed == other.packed
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.listed, self.packed))
+
+    def __repr__(self) -> str:
+        return f"RuleAddresses({self.listed!r}, {self.packed!r})"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping, Sequence
 from typing import Annotated, Any, Self
 
 from jinja2 import TemplateSyntaxError
@@ -178,20 +178,24 @@ class RuleBase(BaseModel):
         return self._origin
 
     @property
-    def watched(self) -> tuple[str, ...]:
+    def watched(self) -> Sequence[str]:
         """The pubkeys this rule is about (addresses, mints or validators)."""
         raise NotImplementedError
 
     @property
-    def targets(self) -> tuple[str, ...]:
+    def targets(self) -> Sequence[str]:
         """What its source polls for it: its addresses or mints, or the one ``cluster``."""
         return self.watched
 
     @functools.cached_property
-    def target_set(self) -> frozenset[str]:
-        """``targets`` as a set, made once: whether the rule watches a target is asked at every
-        poll of it, and a tuple of 10,000 addresses takes a scan (10,000 polls a sweep)."""
-        return frozenset(self.targets)
+    def target_set(self) -> Container[str]:
+        """``targets`` for ``in``, made once: whether the rule watches a target is asked at
+        every poll of it, and a tuple of 10,000 addresses takes a scan (10,000 polls a sweep).
+        A frozenset; an ``addresses_file``'s packed addresses answer ``in`` themselves."""
+        targets = self.targets
+        if isinstance(targets, tuple | list):
+            return frozenset(targets)
+        return targets
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copy = super().model_copy(update=update, deep=deep)

@@ -17,13 +17,17 @@ a new RuleSet and compares ``jobs()``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from itertools import chain
+from typing import Protocol, overload
 
+from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
 
-__all__ = ["CLUSTER", "Job", "RuleSet"]
+__all__ = ["CLUSTER", "IMMUTABLE_TARGETS", "Job", "JoinedTargets", "PickedTargets", "RuleSet"]
 
 
 @dataclass(frozen=True)
@@ -34,12 +38,95 @@ class Job:
 
     source: str
     interval: float
-    targets: tuple[str, ...]
+    targets: Sequence[str]  # a tuple, or with packed addresses a ``JoinedTargets``
     max_interval: float | None = None
 
     @property
     def adaptive(self) -> bool:
         return self.max_interval is not None
+
+
+class JoinedTargets(Sequence[str]):
+    """Sequences of targets one after the other (a job's listed targets, then the packed
+    addresses of rule files): an immutable sequence that makes no str until one is asked for."""
+
+    __slots__ = ("_starts", "parts")
+
+    def __init__(self, parts: tuple[Sequence[str], ...]) -> None:
+        self.parts = parts
+        self._starts: list[int] = []
+        total = 0
+        for part in parts:
+            self._starts.append(total)
+            total += len(part)
+        self._starts.append(total)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("target index out of range")
+        part = bisect_right(self._starts, index) - 1
+        return self.parts[part][index - self._starts[part]]
+
+    def __iter__(self) -> Iterator[str]:
+        return chain.from_iterable(self.parts)
+
+    def __contains__(self, value: object) -> bool:
+        return any(value in part for part in self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JoinedTargets):
+            return self.parts == other.parts
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"JoinedTargets({self.parts!r})"
+
+
+class PickedTargets(Sequence[str]):
+    """The targets at ``positions`` of a sequence, in that order (a job's targets in the shards
+    an instance holds): 4 bytes a target, and no str made before one is asked for."""
+
+    __slots__ = ("_of", "_positions")
+
+    def __init__(self, of: Sequence[str], positions: array[int]) -> None:
+        self._of, self._positions = of, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._of[position] for position in self._positions[index]]
+        return self._of[self._positions[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        of = self._of
+        return (of[position] for position in self._positions)
+
+    def __repr__(self) -> str:
+        return f"PickedTargets(<{len(self)} targets>)"
+
+
+# Sequences of targets that never change: what is indexed of one holds while it is in use.
+IMMUTABLE_TARGETS = (tuple, JoinedTargets, PickedTargets)
 
 
 class _Named(Protocol):
@@ -69,18 +156,65 @@ class RuleSet:
         # million lists (and no (source, target) key per target).
         self._jobs: list[Job] | None = None  # ``jobs()``, made once
         self._watchers: dict[str, dict[str, tuple[RuleBase, ...]]] = {}
+        # source -> the packed addresses of each rule's ``addresses_file``, with the rule (in
+        # rule order), kept as they are: no str and no dict entry per address. A target in
+        # more than one place (two files, or a file and a rule's list) is in ``_watchers``
+        # instead, with all its rules, and out of the packed lists the jobs sweep.
+        self._packed: dict[str, list[tuple[PackedAddresses, tuple[RuleBase, ...]]]] = {}
+        self._swept: dict[str, list[tuple[PackedAddresses, RuleBase]]] = {}
         shared: dict[tuple[int, ...], tuple[RuleBase, ...]] = {}
         for rule in self.rules:
             source = kinds[rule.kind].source.name  # once a rule, not once per target (100,000)
             by_target = self._watchers.setdefault(source, {})
             alone = (rule,)
-            for target in rule.targets:
+            targets = rule.targets
+            if isinstance(targets, RuleAddresses):
+                self._packed.setdefault(source, []).append((targets.packed, alone))
+                targets = targets.listed
+            for target in targets:
                 before = by_target.get(target)
                 if before is None:
                     by_target[target] = alone
                     continue
                 watching = (*before, rule)
                 by_target[target] = shared.setdefault(tuple(map(id, watching)), watching)
+        for source, packed in self._packed.items():
+            self._swept[source] = self._apart(self._watchers[source], packed, shared)
+
+    def _apart(
+        self,
+        by_target: dict[str, tuple[RuleBase, ...]],
+        packed: list[tuple[PackedAddresses, tuple[RuleBase, ...]]],
+        shared: dict[tuple[int, ...], tuple[RuleBase, ...]],
+    ) -> list[tuple[PackedAddresses, RuleBase]]:
+        """Moves the packed addresses named more than once into ``by_target``, with every rule
+        watching them; the packed lists the jobs sweep, without those."""
+        named_again: dict[str, None] = {}
+        for target in by_target:
+            if any(target in addresses for addresses, _ in packed):
+                named_again[target] = None
+        for index, (addresses, _) in enumerate(packed):
+            for other, _ in packed[index + 1 :]:
+                named_again.update(dict.fromkeys(addresses.common(other)))
+        if not named_again:
+            return [(addresses, rules[0]) for addresses, rules in packed]
+        order = {id(rule): index for index, rule in enumerate(self.rules)}
+        for target in named_again:
+            rules = {id(rule): rule for rule in by_target.get(target, ())}
+            for addresses, (rule,) in packed:
+                if target in addresses:
+                    rules[id(rule)] = rule
+            watching = tuple(sorted(rules.values(), key=lambda rule: order[id(rule)]))
+            by_target[target] = shared.setdefault(tuple(map(id, watching)), watching)
+        return [(addresses.without(named_again), rules[0]) for addresses, rules in packed]
+
+    def _watching(self, source: str, target: str) -> tuple[RuleBase, ...] | None:
+        found = self._watchers.get(source, {}).get(target)
+        if found is None and source in self._packed:
+            for addresses, rules in self._packed[source]:
+                if target in addresses:
+                    return rules
+        return found
 
     def rule(self, name: str) -> RuleBase:
         """The rule called ``name``; ``KeyError`` if there is none."""
@@ -88,24 +222,33 @@ class RuleSet:
 
     def rules_for(self, source: str, target: str) -> list[RuleBase]:
         """The rules of ``source`` that watch ``target`` (empty when none)."""
-        return list(self._watchers.get(source, {}).get(target, ()))
+        return list(self._watching(source, target) or ())
 
     def targets(self, source: str) -> list[str]:
-        """Every target of ``source``, in the order the rules name them."""
-        return list(self._watchers.get(source, ()))
+        """Every target of ``source``: those the rules list, in the order they name them,
+        then those of their ``addresses_file``, file by file."""
+        listed = list(self._watchers.get(source, ()))
+        return listed + [t for addresses, _ in self._swept.get(source, ()) for t in addresses]
 
     def interval(self, source: str, target: str) -> float:
         """How often ``target`` is polled: the shortest ``every`` of the rules watching it."""
-        return _interval(self._watchers[source][target])
+        return _interval(self._known(source, target))
 
     def max_interval(self, source: str, target: str) -> float | None:
         """How far ``target`` may back off: the shortest ``max_every`` of the rules watching
         it, or None (always at its interval) when one of them has none."""
-        return _max_interval(self._watchers[source][target])
+        return _max_interval(self._known(source, target))
+
+    def _known(self, source: str, target: str) -> tuple[RuleBase, ...]:
+        watching = self._watching(source, target)
+        if watching is None:
+            raise KeyError((source, target))
+        return watching
 
     def jobs(self) -> list[Job]:
         """One job per source, interval and max_interval, sorted by them (a fixed job before
-        an adaptive one); targets keep the order the rules name them. Made once (the same
+        an adaptive one); targets keep the order the rules name them, those of the rules'
+        ``addresses_file`` after the listed ones (``JoinedTargets``). Made once (the same
         list every call: do not change it): a million targets take seconds, which a reload
         spends in its loading thread (``Reloader.reload``), not on the event loop."""
         if self._jobs is None:
@@ -125,16 +268,27 @@ class RuleSet:
                         _max_interval(watching),
                     )
                 grouped.setdefault((source, *bounds), []).append(target)
+        files: dict[tuple[str, float, float | None], list[PackedAddresses]] = {}
+        for source, swept in self._swept.items():
+            for addresses, rule in swept:
+                if addresses:
+                    key = (source, rule.every, max_every_of(rule))
+                    grouped.setdefault(key, [])
+                    files.setdefault(key, []).append(addresses)
+
+        def targets_of(key: tuple[str, float, float | None]) -> Sequence[str]:
+            listed = tuple(grouped[key])
+            packed = files.get(key)
+            return JoinedTargets((listed, *packed)) if packed else listed
 
         def order(key: tuple[str, float, float | None]) -> tuple[str, float, float]:
             source, interval, longest = key
             return source, interval, 0.0 if longest is None else longest
 
         return [
-            Job(source=source, interval=interval, targets=tuple(targets), max_interval=longest)
-            for (source, interval, longest), targets in sorted(
-                grouped.items(), key=lambda item: order(item[0])
-            )
+            Job(source=source, interval=interval, targets=targets_of(key), max_interval=key[2])
+            for key in sorted(grouped, key=order)
+            for source, interval in [key[:2]]
         ]
 
 

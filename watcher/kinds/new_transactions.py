@@ -28,7 +28,8 @@ import structlog
 from pydantic import AfterValidator, Field
 
 from watcher.alerting import formatting, messages
-from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey, Pubkeys
+from watcher.config.address_files import Addresses
+from watcher.config.rule_models import Backoff, EventRule, PositiveDuration, Pubkey
 from watcher.core.clock import iso
 from watcher.core.errors import BadResponse
 from watcher.core.events import (
@@ -95,7 +96,9 @@ class _HashableAmounts(dict[str, Decimal]):
 
 class NewTransactionsRule(EventRule, Backoff):
     kind: Literal["new_transactions"] = "new_transactions"
-    addresses: Pubkeys  # the listed ones and those of addresses_file (watcher.config.address_files)
+    addresses: (
+        Addresses  # the listed ones and those of addresses_file (watcher.config.address_files)
+    )
     addresses_file: str | None = None  # one address per line, relative to the rule file
     every: PositiveDuration = 30.0
     # Read the address's token balances too (getTokenAccounts by owner) when it moves.
@@ -115,7 +118,7 @@ class NewTransactionsRule(EventRule, Backoff):
         return tx_amounts.Threshold(self.min_change_sol, self.min_change, self.direction)
 
     @property
-    def watched(self) -> tuple[str, ...]:
+    def watched(self) -> Sequence[str]:
         return self.addresses
 
 

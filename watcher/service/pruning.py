@@ -28,8 +28,11 @@ PRUNE_EVERY_SECONDS = 3600.0
 def watched_by(ruleset: RuleSet) -> WatchedTarget:
     """Whether a (source, target) is named by a rule of ``ruleset``; the daemon's own state
     (the built-in rpc_unhealthy episode) always is."""
-    named = {(job.source, target) for job in ruleset.jobs() for target in job.targets}
-    return lambda source, target: source == builtin.SOURCE or (source, target) in named
+    # The rule set's own lookup, not a set of every (source, target): a million addresses
+    # would take a tuple and a set slot each (packed addresses: a str each as well).
+    return lambda source, target: (
+        source == builtin.SOURCE or bool(ruleset.rules_for(source, target))
+    )
 
 
 class InForce(Protocol):

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from watcher.config.ruleset import Job
+from watcher.config.ruleset import Job, PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call
@@ -246,13 +247,16 @@ class Primed:
 class ShardedTargets:
     """A job's targets in the shards an instance holds (several instances on one database),
     shard by shard. Each job's partition is computed once (a hash per target) and kept while
-    the job is in force: a reload makes new jobs, and the old ones' partitions are dropped."""
+    the job is in force, as positions in the job's targets (4 bytes a target): a reload makes
+    new jobs, and the old ones' partitions are dropped. The held shards' targets are their
+    positions too (``PickedTargets``): a job of packed addresses holds no str for any shard,
+    each made when its poll comes."""
 
     def __init__(self) -> None:
-        self._by_job: dict[int, tuple[Job, dict[int, list[str]]]] = {}
-        # Per job, the last shards asked about and their targets: the same tuple while the
-        # shards held stay the same (the cadence book indexes a tuple once).
-        self._held: dict[int, tuple[Job, frozenset[int], tuple[str, ...]]] = {}
+        self._by_job: dict[int, tuple[Job, dict[int, array[int]]]] = {}
+        # Per job, the last shards asked about and their targets: the same sequence while the
+        # shards held stay the same (the cadence book indexes it once).
+        self._held: dict[int, tuple[Job, frozenset[int], PickedTargets]] = {}
 
     async def prepare(self, job: Job) -> None:
         """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
@@ -268,26 +272,33 @@ class ShardedTargets:
         if kept is not None and kept[0] is job and kept[1] == shards:
             return kept[2]
         partition = self._partition(job)
-        targets = tuple(target for shard in sorted(shards) for target in partition.get(shard, ()))
+        positions = array("I")
+        for shard in sorted(shards):
+            positions.extend(partition.get(shard, ()))
+        targets = PickedTargets(job.targets, positions)
         if len(self._held) > 64:  # jobs of rules replaced by a reload
             self._held.clear()
         self._held[id(job)] = (job, shards, targets)
         return targets
 
-    def _kept(self, job: Job) -> dict[int, list[str]] | None:
+    def _kept(self, job: Job) -> dict[int, array[int]] | None:
         """``job``'s partition when it is made already."""
         kept = self._by_job.get(id(job))
         return kept[1] if kept is not None and kept[0] is job else None
 
-    def _partition(self, job: Job) -> dict[int, list[str]]:
+    def _partition(self, job: Job) -> dict[int, array[int]]:
         kept = self._kept(job)
         if kept is not None:
             return kept
         if len(self._by_job) > 64:  # jobs of rules replaced by a reload
             self._by_job.clear()
-        partition: dict[int, list[str]] = {}
-        for target in job.targets:
-            partition.setdefault(shard_of(job.source, target), []).append(target)
+        partition: dict[int, array[int]] = {}
+        for index, target in enumerate(job.targets):
+            shard = shard_of(job.source, target)
+            positions = partition.get(shard)
+            if positions is None:
+                positions = partition[shard] = array("I")
+            positions.append(index)
         self._by_job[id(job)] = (job, partition)
         return partition
 

@@ -16,12 +16,13 @@ polled keeps its state: its cursor says where it was seen up to.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import structlog
 
-from watcher.config.ruleset import Job
+from watcher.config.address_files import PackedAddresses
+from watcher.config.ruleset import Job, JoinedTargets
 from watcher.core.clock import Clock
 from watcher.core.events import WatchSince
 from watcher.kinds import SOURCES
@@ -38,14 +39,42 @@ class KnowsTip(Protocol):
     def tip(self) -> SlotTip | None: ...
 
 
-def history_targets(jobs: Iterable[Job]) -> dict[str, set[str]]:
-    """The targets of ``jobs`` per source, for the sources that read a history."""
-    found: dict[str, set[str]] = {}
+def history_targets(jobs: Iterable[Job]) -> dict[str, list[Sequence[str]]]:
+    """The targets of ``jobs`` per source, for the sources that read a history: the parts of
+    each job's targets (its listed ones, and the packed addresses of rule files, which are not
+    turned into a million str at once)."""
+    found: dict[str, list[Sequence[str]]] = {}
     for job in jobs:
         source = SOURCES.get(job.source)
         if source is not None and source.facts.reads_history:
-            found.setdefault(job.source, set()).update(job.targets)
+            targets = job.targets
+            parts = targets.parts if isinstance(targets, JoinedTargets) else (targets,)
+            found.setdefault(job.source, []).extend(parts)
     return found
+
+
+def _new_targets(
+    parts: list[Sequence[str]], before: list[Sequence[str]]
+) -> Iterator[Sequence[str]]:
+    """The targets of ``parts`` not in ``before``, a bounded piece at a time: the listed ones
+    sorted, then each packed list's in its order (the same order in every instance)."""
+    packed_before = [part for part in before if isinstance(part, PackedAddresses)]
+    listed_before = {t for part in before if not isinstance(part, PackedAddresses) for t in part}
+
+    def known(target: str) -> bool:
+        return target in listed_before or any(target in part for part in packed_before)
+
+    listed = {t for part in parts if not isinstance(part, PackedAddresses) for t in part}
+    # At start nothing came before: nothing to look up.
+    yield sorted(t for t in listed if not known(t)) if before else sorted(listed)
+    for part in parts:
+        if not isinstance(part, PackedAddresses) or part in packed_before:
+            continue  # listed: above; packed and in force already: every target known
+        for start in range(0, len(part), PIECE):
+            yield [t for t in part[start : start + PIECE] if not (before and known(t))]
+
+
+PIECE = 10_000  # packed addresses registered at once (made into str for it)
 
 
 class WatchStarts:
@@ -63,13 +92,11 @@ class WatchStarts:
         since = WatchSince(self.clock(), None if tip is None else tip.slot)
         before = history_targets(previous)
         began = 0
-        for source, targets in sorted(history_targets(jobs).items()):
-            known = before.get(source)
-            # At start nothing came before: no copy of a million targets' set to subtract none.
-            new = sorted(targets - known if known else targets)
-            if not new:
-                continue
-            count = await self.store.register_watch(source, new, since)
+        for source, parts in sorted(history_targets(jobs).items()):
+            count = 0
+            for new in _new_targets(parts, before.get(source, [])):
+                if new:
+                    count += await self.store.register_watch(source, new, since)
             began += count
             if count:
                 log.info("watch began", source=source, targets=count, since=since.at)

@@ -1,0 +1,73 @@
+"""A rule file's addresses kept packed: 32 bytes a key, a str made when one is asked for."""
+
+from __future__ import annotations
+
+from array import array
+
+import base58
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watcher.config.address_files import PackedAddresses, decode_key, encode_key
+
+keys = st.binary(min_size=32, max_size=32).map(lambda raw: base58.b58encode(raw).decode())
+
+
+def key(number: int) -> str:
+    return base58.b58encode(number.to_bytes(32, "big")).decode()
+
+
+@given(st.binary(min_size=32, max_size=32))
+def test_a_key_reads_back_as_base58_does(raw: bytes) -> None:
+    text = base58.b58encode(raw).decode()
+    assert encode_key(raw) == text
+    assert decode_key(text) == raw
+
+
+def test_keys_of_leading_zero_bytes_keep_their_ones() -> None:
+    for raw in (bytes(32), bytes(31) + b"\x01", b"\x00\x00" + b"\xff" * 30):
+        assert encode_key(raw) == base58.b58encode(raw).decode()
+
+
+@given(st.lists(keys, unique=True, max_size=40), st.lists(keys, max_size=10))
+def test_the_addresses_in_their_order_and_membership_exact(
+    addresses: list[str], others: list[str]
+) -> None:
+    packed = PackedAddresses(addresses)
+    assert list(packed) == addresses
+    assert len(packed) == len(addresses)
+    assert [packed[i] for i in range(len(addresses))] == addresses
+    assert packed[1:3] == addresses[1:3]
+    for address in addresses:
+        assert address in packed
+    for other in others:
+        assert (other in packed) == (other in addresses)
+    assert object() not in packed
+
+
+@given(st.lists(keys, unique=True, max_size=30), st.data())
+def test_without_and_common(addresses: list[str], data: st.DataObject) -> None:
+    packed = PackedAddresses(addresses)
+    gone = data.draw(st.sets(st.sampled_from(addresses))) if addresses else set()
+    rest = packed.without(gone)
+    assert list(rest) == [a for a in addresses if a not in gone]
+    assert all((a in rest) == (a not in gone) for a in addresses)
+    other = PackedAddresses([*sorted(gone), key(1)] if key(1) not in addresses else sorted(gone))
+    assert sorted(packed.common(other)) == sorted(gone)
+
+
+def test_equal_by_their_keys_and_order() -> None:
+    a, b = key(1), key(2)
+    assert PackedAddresses([a, b]) == PackedAddresses([a, b])
+    assert hash(PackedAddresses([a, b])) == hash(PackedAddresses([a, b]))
+    assert PackedAddresses([a, b]) != PackedAddresses([b, a])
+
+
+@given(st.lists(st.integers(min_value=0, max_value=6), max_size=25))
+def test_repeats_name_each_later_position_and_the_first(numbers: list[int]) -> None:
+    packed = PackedAddresses.packed(
+        b"".join(n.to_bytes(32, "big") for n in numbers),
+        array("I", (hash(key(n)) & 0xFFFFFFFF for n in numbers)),
+    )
+    first = {n: numbers.index(n) for n in numbers}
+    assert packed.repeats() == [(at, first[n]) for at, n in enumerate(numbers) if first[n] != at]
