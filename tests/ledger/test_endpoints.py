@@ -10,7 +10,7 @@ import structlog
 
 from watcher.core.errors import InvalidRequest, RpcError, RpcTimeout, ServerError
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings
-from watcher.ledger.transport import COOLDOWN_FIRST, EndpointPool
+from watcher.ledger.transport import COOLDOWN_FIRST, COOLDOWN_MAX, EndpointPool
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
 
@@ -50,6 +50,14 @@ def test_each_failure_in_a_row_doubles_the_cool_down() -> None:
     pool.failed("a", 0.0)  # the failed probe
     assert pool.order(COOLDOWN_FIRST) == ["b", "a"]
     assert pool.order(2 * COOLDOWN_FIRST) == ["a", "b"]
+
+
+def test_an_endpoint_failing_for_days_rests_the_longest_cool_down_and_is_still_probed() -> None:
+    pool = EndpointPool(["a", "b"])
+    for _ in range(5000):  # more failures in a row than a float's doubling allows
+        pool.failed("a", 0.0)
+    assert pool.order(COOLDOWN_MAX - 0.1) == ["b", "a"]
+    assert pool.order(COOLDOWN_MAX) == ["a", "b"]  # the probe
 
 
 def test_when_all_have_failed_every_endpoint_is_still_tried_due_soonest_first() -> None:

@@ -155,7 +155,10 @@ class EndpointPool(Generic[E]):
         health.retry_at = now + self._cooldown(health.failures)
 
     def _cooldown(self, failures: int) -> float:
-        return float(min(self._cooldown_max, self._cooldown_first * 2.0 ** max(failures - 1, 0)))
+        # The doubling stops counting long before a float would overflow (an endpoint down for
+        # days fails thousands of times in a row).
+        doublings = min(max(failures - 1, 0), 64)
+        return float(min(self._cooldown_max, self._cooldown_first * 2.0**doublings))
 
     def _index(self, endpoint: E) -> int:
         for index, known in enumerate(self.endpoints):
