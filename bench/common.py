@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import IO, Any, Self
 
 from watcher.testing.daemon import DaemonProcess, write_config
 from watcher.testing.receivers import JsonReceiver
@@ -25,6 +25,7 @@ __all__ = [
     "DaemonProcess",
     "Receiver",
     "Table",
+    "drain",
     "key_leaks",
     "outbox_pending",
     "rss_kb",
@@ -91,6 +92,14 @@ class Receiver(JsonReceiver):
         """Every accepted post: its JSON body and its X-Watcher-Id header."""
         with self._mine:
             return list(self._accepted)
+
+
+def drain(stream: IO[str] | None) -> None:
+    """Reads what a child process writes to ``stream`` (its piped stdout) from now on, in a
+    thread, and drops it: a pipe nobody reads fills up and the child blocks on its next write
+    (a simulator logging its failed answers stopped answering)."""
+    if stream is not None:
+        threading.Thread(target=lambda: stream.read(), daemon=True).start()
 
 
 def rss_kb(pid: int | None) -> int | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import drain
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -87,6 +88,7 @@ class Simulator:
             line = self.proc.stdout.readline() if self.proc.stdout else ""
             if "serving" in line:
                 break
+        drain(self.proc.stdout)
         self.url = f"http://127.0.0.1:{self.port}/v3/sim-key"
 
     def stop(self) -> None:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
 import yaml
-from common import Table, rss_kb, wait_for
+from common import Table, drain, rss_kb, wait_for
 from daemon_run import free_port, peak_rss_mb
 
 from watcher.simulator.keys import derived_pubkey
@@ -260,6 +260,7 @@ class Simulator:
             line = self.proc.stdout.readline() if self.proc.stdout else ""
             if "serving" in line or not line:
                 break
+        drain(self.proc.stdout)
         self.url = f"http://127.0.0.1:{self.port}/v3/sim-key"
 
     def stop(self) -> None:
