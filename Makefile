@@ -59,6 +59,7 @@ watch-began: $(STAMP)
 chaos-scale: $(STAMP)
 	deploy/ensure-postgresql  # the throwaway server's binaries (installs them as root)
 	$(BIN)/python bench/chaos.py --scale
+	$(BIN)/python bench/memory.py --sizes 1000000  # one instance, SQLite: peak RSS, first sweep
 
 typecheck: $(STAMP)
 	$(BIN)/mypy watcher tests bench deploy/grafana/dashboard.py

@@ -47,6 +47,9 @@ from watcher.kinds import KINDS  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 EVERY = "10m"
+EVERY_SECONDS = 600.0
+MILLION = 1_000_000
+PEAK_BAR_MB = 400.0
 TOP_SITES = 15
 # Each stage's name, RSS MB, and under tracemalloc the MB traced then and at the stage's peak.
 Stages = list[tuple[str, tuple[float, float, float]]]
@@ -182,6 +185,13 @@ def report(result: dict[str, Any]) -> None:
         print(f"  {name:<15} {rss:8.1f} {added:+10.1f} {per:12.0f}")
         previous = rss
     print(f"  peak RSS (VmHWM) {result['peak_mb']:.1f} MB")
+    if size >= MILLION:
+        # Issue figures for one instance at a million: under 400 MB, its first sweep (the
+        # start and every first poll) inside its interval.
+        rss_ok = result["peak_mb"] < PEAK_BAR_MB
+        sweep_ok = result["sweep_s"] < EVERY_SECONDS
+        print(f"  peak under {PEAK_BAR_MB} MB: {'PASS' if rss_ok else 'FAIL'}")
+        print(f"  sweep within every: {EVERY}: {'PASS' if sweep_ok else 'FAIL'}")
 
 
 def main() -> int:
