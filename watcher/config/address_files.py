@@ -11,7 +11,7 @@ A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -341,18 +341,23 @@ class PackedAddresses(Sequence[str]):
         return f"PackedAddresses(<{len(self)} addresses>)"
 
 
-class RuleAddresses(Sequence[str]):
-    """A rule's ``addresses`` with an ``addresses_file``: those listed in the rule (``listed``),
-    then the file's (``packed``), none in both."""
+class JoinedTargets(Sequence[str]):
+    """Sequences of targets one after the other (a job's listed targets, then the packed
+    addresses of rule files): an immutable sequence that makes no str until one is asked for."""
 
-    __slots__ = ("_listed_set", "listed", "packed")
+    __slots__ = ("_starts", "parts")
 
-    def __init__(self, listed: tuple[str, ...], packed: PackedAddresses) -> None:
-        self.listed, self.packed = listed, packed
-        self._listed_set = frozenset(listed)
+    def __init__(self, parts: tuple[Sequence[str], ...]) -> None:
+        self.parts = parts
+        self._starts: list[int] = []
+        total = 0
+        for part in parts:
+            self._starts.append(total)
+            total += len(part)
+        self._starts.append(total)
 
     def __len__(self) -> int:
-        return len(self.listed) + len(self.packed)
+        return self._starts[-1]
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -363,23 +368,42 @@ class RuleAddresses(Sequence[str]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        if 0 <= index < len(self.listed):
-            return self.listed[index]
-        return self.packed[index - len(self.listed)]
+        if not 0 <= index < len(self):
+            raise IndexError("target index out of range")
+        part = bisect_right(self._starts, index) - 1
+        return self.parts[part][index - self._starts[part]]
 
     def __iter__(self) -> Iterator[str]:
-        return chain(self.listed, self.packed)
+        return chain.from_iterable(self.parts)
 
     def __contains__(self, value: object) -> bool:
-        return value in self._listed_set or value in self.packed
+        return any(value in part for part in self.parts)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, RuleAddresses):
-            return self.listed == other.listed and self.packed == other.packed
+        if isinstance(other, JoinedTargets):
+            return self.parts == other.parts
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((self.listed, self.packed))
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"JoinedTargets({self.parts!r})"
+
+
+class RuleAddresses(JoinedTargets):
+    """A rule's ``addresses`` with an ``addresses_file``: those listed in the rule (``listed``),
+    then the file's (``packed``), none in both."""
+
+    __slots__ = ("_listed_set", "listed", "packed")
+
+    def __init__(self, listed: tuple[str, ...], packed: PackedAddresses) -> None:
+        super().__init__((listed, packed))
+        self.listed, self.packed = listed, packed
+        self._listed_set = frozenset(listed)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._listed_set or value in self.packed
 
     def __repr__(self) -> str:
         return f"RuleAddresses({self.listed!r}, {self.packed!r})"

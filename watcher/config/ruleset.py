@@ -18,13 +18,11 @@ a new RuleSet and compares ``jobs()``.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Protocol, overload
 
-from watcher.config.address_files import PackedAddresses, RuleAddresses
+from watcher.config.address_files import JoinedTargets, PackedAddresses, RuleAddresses
 from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
 
 __all__ = ["CLUSTER", "IMMUTABLE_TARGETS", "Job", "JoinedTargets", "PickedTargets", "RuleSet"]
@@ -44,56 +42,6 @@ class Job:
     @property
     def adaptive(self) -> bool:
         return self.max_interval is not None
-
-
-class JoinedTargets(Sequence[str]):
-    """Sequences of targets one after the other (a job's listed targets, then the packed
-    addresses of rule files): an immutable sequence that makes no str until one is asked for."""
-
-    __slots__ = ("_starts", "parts")
-
-    def __init__(self, parts: tuple[Sequence[str], ...]) -> None:
-        self.parts = parts
-        self._starts: list[int] = []
-        total = 0
-        for part in parts:
-            self._starts.append(total)
-            total += len(part)
-        self._starts.append(total)
-
-    def __len__(self) -> int:
-        return self._starts[-1]
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("target index out of range")
-        part = bisect_right(self._starts, index) - 1
-        return self.parts[part][index - self._starts[part]]
-
-    def __iter__(self) -> Iterator[str]:
-        return chain.from_iterable(self.parts)
-
-    def __contains__(self, value: object) -> bool:
-        return any(value in part for part in self.parts)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, JoinedTargets):
-            return self.parts == other.parts
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.parts)
-
-    def __repr__(self) -> str:
-        return f"JoinedTargets({self.parts!r})"
 
 
 class PickedTargets(Sequence[str]):
