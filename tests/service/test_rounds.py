@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from structlog.testing import capture_logs
 
 from watcher.config.ruleset import Job
 from watcher.simulator.keys import derived_pubkey
+from watcher.state.store import AsyncSqliteStore
 
 from support.seeded import MINT, TREASURY, World, daemon_worlds
 
@@ -146,7 +147,20 @@ async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_
     for address in addresses:
         world.ledger.add_transactions(address, 1)
     job = Job("signatures", 1.0, addresses)
+    # Each state is read once, with its chunk (a read of its own per target would be a query
+    # per poll: on PostgreSQL a round trip each).
+    rows = cast(AsyncSqliteStore, world.daemon.store).sqlite.targets
+    own_reads: list[str] = []
+    read_state = rows.read_state
+
+    def counted(source: str, target: str) -> Any:
+        if source == "signatures":
+            own_reads.append(target)
+        return read_state(source, target)
+
+    rows.read_state = counted  # type: ignore[method-assign]
     await world.daemon.sweep(job)  # the first polls: each its own page, then its balance
+    assert own_reads == []
     world.server.log.clear()
     world.now[0] += 1
     await world.daemon.sweep(job)  # quiet: one page since each cursor, 10 to a request
@@ -154,6 +168,7 @@ async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_
     assert [call.method for call in quiet] == ["getSignaturesForAddress"] * 25
     assert sorted(call.batch_size for call in quiet) == [5] * 5 + [10] * 20
     assert all("until" in call.params[1] for call in quiet)
+    assert own_reads == []
 
     # Moves in the middle of a batch: each alert names its own address, once; a call of the
     # batch answered garbage fails its own poll only.

@@ -202,46 +202,54 @@ class FirstCalls:
         return batcher.cap(method) if method else batcher.batch_size
 
     async def prime(self, source: Source[Any], targets: Sequence[str]) -> list[Primed | None]:
-        """What each target's poll starts from: its state as read and a reader holding its
-        first call's answer (None: the poll reads and calls itself). A database error reading
-        a state primes none of them: each poll reads its own. A state the source cannot read
-        primes none for its target: its poll meets that error."""
+        """What each target's poll starts from: its state as read (handed on: a sweep's
+        prefetched copy is handed out once) and a reader holding its first call's answer. No
+        reader: a state with no first call (a first poll) or one the source cannot read (its
+        poll meets that error). None: a database error stopped the reads; those polls read
+        their own states."""
         first_call = cast(FirstCall, source).first_call  # as ``batch`` found
-        calls: list[Call | None] = []
-        states: list[TargetState | None] = []
+        read: list[tuple[TargetState | None, Call | None]] = []
         for target in targets:
             try:
                 state = await self.store.load_state(source.name, target)
             except StateError:
-                return [None] * len(targets)
-            states.append(state)
+                break
             try:
-                calls.append(first_call(self.client, target, state))
+                call = first_call(self.client, target, state)
             except Exception:  # an unreadable state: its own poll fails on it, as any
-                calls.append(None)
-        made = [call for call in calls if call is not None]
-        if not made:
-            return [None] * len(targets)
-        method, model = made[0].method, made[0].model
-        if any(call.method != method for call in made):  # one request: one method
-            return [None] * len(targets)
-        for _ in made:
-            count_call()  # the round's tally (watcher.core.tally), as each call of its own
-        answers = iter(await self.client.call_batch(method, [call.params for call in made], model))
-        return [
-            None if call is None else Primed(state, PrimedReader(self.client, call, next(answers)))
-            for call, state in zip(calls, states, strict=True)
+                call = None
+            read.append((state, call))
+        made = [call for _, call in read if call is not None]
+        if made and any(call.method != made[0].method for call in made):
+            made = []  # one request, one method: each poll makes its own call
+        answers = iter(await self._answers(made) if made else ())
+        primed: list[Primed | None] = [
+            Primed(
+                state,
+                None
+                if call is None or not made
+                else PrimedReader(self.client, call, next(answers)),
+            )
+            for state, call in read
         ]
+        return primed + [None] * (len(targets) - len(primed))
+
+    async def _answers(self, calls: Sequence[Call]) -> list[Any]:
+        """The answers of ``calls`` (one method), in one request: each a value or its error."""
+        for _ in calls:
+            count_call()  # the round's tally (watcher.core.tally), as each call of its own
+        method, model = calls[0].method, calls[0].model
+        return await self.client.call_batch(method, [call.params for call in calls], model)
 
 
 @dataclass(frozen=True, slots=True)
 class Primed:
-    """What a poll starts from when its batch made its first call: the target's state as read
-    (a state read once: a sweep's prefetched copy is handed out once) and the reader holding
-    that call's answer."""
+    """What a poll of a batch starts from: the target's state as its batch read it (a state
+    read once: a sweep's prefetched copy is handed out once) and, when the batch made its first
+    call, the reader holding that call's answer (None: the poll makes its calls itself)."""
 
     state: TargetState | None
-    ledger: LedgerReader
+    ledger: LedgerReader | None = None
 
 
 class ShardedTargets:
