@@ -185,7 +185,7 @@ class Sweeper:
                 results = await run_batches(
                     targets,
                     lambda part: self._poll_batch(first_calls, source, part, job, held_at_start),
-                    min(max(1, self.fanout.width // batch), max(1, -(-len(targets) // batch))),
+                    max(1, self.fanout.width // batch),
                     batch=batch,
                     prepare=lambda part: self._prefetch(job, part),
                     chunk=PREFETCH_CHUNK,

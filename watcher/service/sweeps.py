@@ -99,7 +99,7 @@ async def run_batches(
     returns their results in order, at most ``width`` batches at a time; ``prepare`` as there
     (a chunk of whole batches)."""
     results: list[R | None] = [None] * len(targets)
-    count = -(-len(targets) // batch)
+    count = math.ceil(len(targets) / batch)
 
     async def poll(index: int) -> None:
         start = index * batch
@@ -112,7 +112,7 @@ async def run_batches(
     await run_bounded(
         range(count),
         poll,
-        width,
+        min(width, max(1, count)),  # no idle workers for a few batches
         prepare=None if prepare is None else prepare_batches,
         chunk=max(1, chunk // batch),
     )
