@@ -259,7 +259,7 @@ async def adaptive(work: Workload, budget: float | None, name: str) -> Outcome:
     config, store = _Fixed(_InForce(plan_budget, jobs)), _Store()
     metrics = Metrics(time.monotonic)
     sweeper = Sweeper(
-        poll=unused,
+        polls=unused,
         store=cast(Any, store),
         admission=Admission(config=config, cadences=book, shards=store, metrics=metrics),
         reports=RoundReports(unused, unused, metrics, unused, LastErrors(), None),

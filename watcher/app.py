@@ -166,7 +166,7 @@ class Daemon:
         # in force (``config.current``) when they need it, so a reload reaches them without
         # their knowing it.
         self.sweeper = Sweeper(
-            poll=self.pipeline.poll,
+            polls=self.pipeline,
             store=self.store,
             admission=Admission(
                 config=self.config, cadences=self.cadences, shards=self.store, metrics=self.metrics

@@ -163,12 +163,35 @@ async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_
     assert own_reads == []
     world.server.log.clear()
     world.now[0] += 1
-    await world.daemon.sweep(job)  # quiet: one page since each cursor, 10 to a request
+    registry = world.daemon.metrics.registry
+    polls = {
+        name: registry.get_sample_value(name, labels)
+        for name, labels in [
+            ("watcher_polls_total", {"source": "signatures"}),
+            ("watcher_rule_polls_total", {"rule": "deposits"}),
+        ]
+    }
+    with capture_logs() as logs:
+        await world.daemon.sweep(job)  # quiet: one page since each cursor, 10 to a request
     quiet = world.server.log.snapshot()
     assert [call.method for call in quiet] == ["getSignaturesForAddress"] * 25
     assert sorted(call.batch_size for call in quiet) == [5] * 5 + [10] * 20
     assert all("until" in call.params[1] for call in quiet)
     assert own_reads == []
+    # Each quiet poll ends at its answer, and counts as a poll that succeeded.
+    said = rounds(logs)["signatures"]
+    assert (said["targets"], said["failed"], said["alerts"]) == (25, 0, 0)
+    for name, labels in [
+        ("watcher_polls_total", {"source": "signatures"}),
+        ("watcher_rule_polls_total", {"rule": "deposits"}),
+    ]:
+        assert registry.get_sample_value(name, labels) == (polls[name] or 0) + 25
+    assert (
+        registry.get_sample_value(
+            "watcher_last_successful_poll_timestamp_seconds", {"source": "signatures"}
+        )
+        == world.now[0]
+    )
 
     # Moves in the middle of a batch: each alert names its own address, once; a call of the
     # batch answered garbage fails its own poll only.

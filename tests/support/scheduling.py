@@ -68,7 +68,7 @@ def scheduling_sweeper(
     """A sweeper for its scheduling only (what is due, the budget, catch-ups): nothing polls."""
     unused = cast(Any, None)
     return Sweeper(
-        poll=unused,
+        polls=unused,
         store=cast(Any, store),
         admission=Admission(
             config=in_force(budget, jobs), cadences=book, shards=cast(Any, store), metrics=metrics

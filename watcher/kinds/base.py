@@ -195,12 +195,23 @@ class Source(Protocol[Observation]):
 class FirstCall(Protocol):
     """A source that can say, from a target's state alone, the call its next poll makes first:
     a sweep makes a batch of such calls in one request and hands each poll its answer
-    (``watcher.ledger.rpc_methods.PrimedReader``), so that a quiet poll never waits."""
+    (``watcher.ledger.rpc_methods.PrimedReader``); an answer that shows the poll quiet ends it
+    there (``quiet``)."""
 
     def first_call(
         self, ledger: LedgerReader, target: str, state: TargetState | None
     ) -> Call | None:
         """That call (None: not known before the poll, e.g. a first poll)."""
+        ...
+
+    def quiet(
+        self, rules: Sequence[Any], target: str, state: TargetState | None, answer: Any
+    ) -> bool:
+        """Whether a poll of ``target`` by ``rules`` from ``state`` whose first call answered
+        ``answer`` (its value, or the ``RpcError`` it failed with) ends there having found
+        nothing: no other call, no doubt, no alert, its state as it was, no value to show.
+        Such a poll is counted as a success without being run (most polls of a large address
+        list): the answer must say so for certain, else the poll runs."""
         ...
 
 

@@ -58,7 +58,7 @@ from watcher.kinds.toolkit.signature_cursor import (
     split_at_watch,
 )
 from watcher.kinds.toolkit.tx_amounts import BalanceRead, ReadOutcome
-from watcher.ledger.models import UNKNOWN_FIELDS_LOG, SignatureEntry, UnknownField
+from watcher.ledger.models import UNKNOWN_FIELDS_LOG, SignatureEntry, SignaturePage, UnknownField
 from watcher.ledger.plausibility import (
     CONFIRM_POLLS,
     MAX_CLOCK_AHEAD,
@@ -301,6 +301,19 @@ class SignaturesSource(base.Slotless):
             return None
         return ledger.signatures_call(target, until=continues_from(raw), limit=PAGE_LIMIT)
 
+    def quiet(
+        self, rules: Sequence[Any], target: str, state: TargetState | None, answer: Any
+    ) -> bool:
+        """An empty first page, nothing left out: nothing since the cursor, so ``observe``
+        would end there (unless the balances are to be read) and ``step`` keep the state."""
+        if not state or not isinstance(answer, SignaturePage) or answer or answer.left_out:
+            return False
+        if state.get("cursor") is None or not _settled(state, _wants_tokens(rules, target)):
+            return False
+        if state.get(BALANCE_ERROR) or not state.get("tokens"):
+            return True  # ``needs_read``'s own shortcut, without parsing the cursor
+        return not needs_read(state, ((),))
+
     async def _first(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads
     ) -> SignaturesObservation:
@@ -406,16 +419,14 @@ class SignaturesSource(base.Slotless):
         observation: SignaturesObservation,
         now: float,
     ) -> StepOutcome:
-        wanted = any(rule.tokens for rule in base.watching(rules, NewTransactionsRule, target))
+        wanted = _wants_tokens(rules, target)
         if (
             state
             and not observation.baseline
             and not any(observation.pages)
             and not observation.left_out
-            and DOUBT_KEY not in state
-            and SET_ASIDE_KEY not in state
             and observation.balances == tx_amounts.NOT_READ
-            and bool(state.get("tokens")) == wanted
+            and _settled(state, wanted)
         ):
             return StepOutcome(state=state)  # nothing new (most polls): the state as it is
         outcome = self._step(rules, target, state, observation, now)
@@ -515,6 +526,21 @@ class SignaturesSource(base.Slotless):
             for rule in base.watching(rules, NewTransactionsRule, target)
         )
         return _Stepped(state=_state(cursor, slot_time, aside), alerts=alerts, balance=balance)
+
+
+def _wants_tokens(rules: Sequence[Any], target: str) -> bool:
+    """Whether a rule watching ``target`` asks for its token balances."""
+    return any(rule.tokens for rule in base.watching(rules, NewTransactionsRule, target))
+
+
+def _settled(state: TargetState, wants_tokens: bool) -> bool:
+    """Whether ``state`` holds nothing a poll that finds nothing would change: no entry doubted
+    or set aside, and the tokens read exactly when a rule asks for them."""
+    return (
+        DOUBT_KEY not in state
+        and SET_ASIDE_KEY not in state
+        and bool(state.get("tokens")) == wants_tokens
+    )
 
 
 def _tokens_unread(rules: Sequence[Any], target: str, state: TargetState | None) -> bool:

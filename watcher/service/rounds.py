@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,11 +53,10 @@ log = structlog.get_logger("watcher.app")
 PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to 32,766 values)
 
 
-class Poll(Protocol):
-    """One observation of a target by the job sweeping its source every ``interval`` s (backing
-    off up to ``max_interval`` s when set): whether it succeeded (``TargetPipeline.poll``)."""
+class Polls(Protocol):
+    """The polls of targets (``TargetPipeline``)."""
 
-    def __call__(
+    def poll(
         self,
         source: Source[Any],
         target: str,
@@ -65,7 +64,22 @@ class Poll(Protocol):
         max_interval: float | None = None,
         primed: Primed | None = None,
         /,
-    ) -> Awaitable[bool]: ...
+    ) -> Awaitable[bool]:
+        """One observation of a target by the job sweeping its source every ``interval`` s
+        (backing off up to ``max_interval`` s when set): whether it succeeded."""
+        ...
+
+    def quiet(
+        self,
+        source: Source[Any],
+        target: str,
+        interval: float,
+        max_interval: float | None,
+        primed: Primed,
+        /,
+    ) -> bool:
+        """Whether ``primed`` shows that poll quiet: then it is counted done, not run."""
+        ...
 
 
 class InForce(Protocol):
@@ -139,7 +153,7 @@ class Sweeper:
     def __init__(
         self,
         *,
-        poll: Poll,
+        polls: Polls,
         store: Store,
         admission: Admission,
         reports: RoundReports,
@@ -148,7 +162,7 @@ class Sweeper:
         stopping: asyncio.Event,
         clock: Clock,
     ) -> None:
-        self.poll, self.store, self.admission = poll, store, admission
+        self.polls, self.store, self.admission = polls, store, admission
         self.reports, self.rpc_health = reports, rpc_health
         self.fanout = fanout
         self.stopping, self.clock = stopping, clock
@@ -193,7 +207,7 @@ class Sweeper:
             else:
                 results = await run_bounded(
                     targets,
-                    lambda target: self._poll(source, target, job, held_at_start),
+                    lambda target: self._unless_handed_back(source, target, job, held_at_start),
                     min(self.fanout.width, max(1, len(targets))),  # no idle workers for one
                     prepare=lambda part: self._prefetch(job, part),
                     chunk=PREFETCH_CHUNK,
@@ -306,33 +320,39 @@ class Sweeper:
         """The polls of a batch of targets, their first calls made in one request: a quiet
         one runs to its end at once, with no task of its own."""
         primed = await first_calls.prime(source, targets)
-        return await run_eagerly(
-            [
-                self._poll(source, target, job, held_at_start, start)
-                for target, start in zip(targets, primed, strict=True)
-            ]
-        )
+        results: list[bool | None] = [None] * len(targets)
+        polls: dict[int, Coroutine[Any, Any, bool | None]] = {}
+        for index, (target, start) in enumerate(zip(targets, primed, strict=True)):
+            if not self._held(source, target, held_at_start):
+                continue  # None: not polled
+            if start is not None and self.polls.quiet(
+                source, target, job.interval, job.max_interval, start
+            ):
+                self.reports.poll_faults.succeeded(source.name, target)
+                results[index] = True
+            else:
+                polls[index] = self._poll(source, target, job, start)
+        for index, ok in zip(polls, await run_eagerly(list(polls.values())), strict=True):
+            results[index] = ok
+        return results
+
+    def _held(self, source: Source[Any], target: str, held_at_start: frozenset[int] | None) -> bool:
+        """Whether ``target``'s shard is still this instance's (it may have been handed back or
+        lost since the sweep began). While the store holds the very shards the sweep started
+        with, every target of the sweep is still held: no need to hash each one to its shard
+        (``holds``)."""
+        unchanged = held_at_start is not None and self.store.shards_held() is held_at_start
+        return unchanged or self.store.holds(source.name, target)
 
     async def _poll(
-        self,
-        source: Source[Any],
-        target: str,
-        job: Job,
-        held_at_start: frozenset[int] | None,
-        primed: Primed | None = None,
+        self, source: Source[Any], target: str, job: Job, primed: Primed | None = None
     ) -> bool | None:
-        """Whether the poll succeeded; None when the database failed it or the target's shard
-        was handed back or lost meanwhile (not this instance's any more: not polled). While the
-        store holds the very shards the sweep started with, every target of the sweep is still
-        held: no need to hash each one to its shard (``holds``)."""
-        unchanged = held_at_start is not None and self.store.shards_held() is held_at_start
-        if not unchanged and not self.store.holds(source.name, target):
-            return None
+        """Whether the poll succeeded; None when the database failed it."""
         # ``database_work`` written out: its context manager per poll was a measurable share
         # of a sweep's CPU.
         commits = self.store.commits
         try:
-            ok = await self.poll(source, target, job.interval, job.max_interval, primed)
+            ok = await self.polls.poll(source, target, job.interval, job.max_interval, primed)
         except StateError as exc:
             self._database_failed(exc, f"poll {source.name}")
             return None
@@ -347,6 +367,14 @@ class Sweeper:
         if self.store.commits != commits:  # only a write shows the database works again
             self.reports.state_health.succeeded(self.clock())
         return ok
+
+    async def _unless_handed_back(
+        self, source: Source[Any], target: str, job: Job, held_at_start: frozenset[int] | None
+    ) -> bool | None:
+        """``_poll`` of a target still held; None (not polled) for one handed back."""
+        if not self._held(source, target, held_at_start):
+            return None
+        return await self._poll(source, target, job)
 
     @contextlib.contextmanager
     def database_work(self, operation: str) -> Iterator[None]:

@@ -27,7 +27,7 @@ from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call
 from watcher.kinds import SOURCES
-from watcher.kinds.base import FirstCall, LedgerReader, Source
+from watcher.kinds.base import FirstCall, Source
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import Call, PrimedReader
 from watcher.state.interface import TargetStateStore
@@ -249,7 +249,7 @@ class Primed:
     call, the reader holding that call's answer (None: the poll makes its calls itself)."""
 
     state: TargetState | None
-    ledger: LedgerReader | None = None
+    ledger: PrimedReader | None = None
 
 
 class ShardedTargets:

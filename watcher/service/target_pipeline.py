@@ -23,6 +23,10 @@ which takes it down this path, each line a call into one module:
                                                           watcher.state (Store.commit_step)
     notify    wake the sender                             watcher.delivery.outbox_sender
 
+A poll whose first call its sweep made with its batch's (``watcher.service.sweeps.FirstCalls``)
+may end before the path: when its source reads that answer as nothing new (``quiet``), it is
+counted as a success, and nothing else is done (most polls of a large address list).
+
 Which layer writes which key of a target's state document is said beside ``TargetState``
 (``watcher.core.events``).
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 
@@ -49,7 +53,7 @@ from watcher.budget.cadences import CadenceBook, activity, paced_state, stored_c
 from watcher.core.errors import DoubtfulAnswer, RpcError
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.core.tally import count_disagreement
-from watcher.kinds.base import Source
+from watcher.kinds.base import FirstCall, Source
 from watcher.ledger import plausibility
 from watcher.ledger.plausibility import Doubt, SlotTip
 from watcher.ledger.quorum import Disagreement
@@ -168,6 +172,33 @@ class TargetPipeline:
         slot = source.tip(observation)
         if slot is not None:
             self.tip = SlotTip(slot, now) if self.tip is None else self.tip.after(slot, now)
+        return True
+
+    def quiet(
+        self,
+        source: Source[Any],
+        target: str,
+        interval: float,
+        max_interval: float | None,
+        primed: Primed,
+    ) -> bool:
+        """Whether the first answer ``primed`` holds shows the poll quiet (its source's
+        ``FirstCall.quiet``): then it is counted as ``poll`` counts a success that found
+        nothing, without being run (no observation, step or commit: they would change
+        nothing). False: ``poll`` it. A target that backs off (``max_interval``) is always
+        polled: even a quiet poll moves its cadence."""
+        ledger = primed.ledger
+        if ledger is None or max_interval is not None:
+            return False
+        config = self.config.current
+        watching = config.ruleset.rules_for(source.name, target)
+        rules: list[PresentedRule] = [*watching, *config.builtins.rules_for(source.name)]
+        # A primed answer is a ``FirstCall`` source's (``watcher.service.sweeps.FirstCalls``).
+        if not cast(FirstCall, source).quiet(rules, target, primed.state, ledger.answer):
+            return False
+        self.metrics.polled_for(watching)
+        self.health.succeeded(source.name, target, interval=interval)
+        self.metrics.polled(source.name, ok=True)
         return True
 
     # -- agree ---------------------------------------------------------------------------------
