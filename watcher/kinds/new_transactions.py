@@ -530,7 +530,12 @@ class SignaturesSource(base.Slotless):
 
 def _wants_tokens(rules: Sequence[Any], target: str) -> bool:
     """Whether a rule watching ``target`` asks for its token balances."""
-    return any(rule.tokens for rule in base.watching(rules, NewTransactionsRule, target))
+    # ``base.watching`` with the cheap test first: most rules do not ask for tokens, and the
+    # membership of a packed address list costs a lookup.
+    return any(
+        isinstance(rule, NewTransactionsRule) and rule.tokens and target in rule.target_set
+        for rule in rules
+    )
 
 
 def _settled(state: TargetState, wants_tokens: bool) -> bool:

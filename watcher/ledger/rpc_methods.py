@@ -241,8 +241,7 @@ class LedgerMethods:
 class PrimedReader(LedgerMethods):
     """``reader``'s methods, one call of which was made already: ``answer`` is its value or the
     ``RpcError`` it failed with. The first time that call is asked (same method, equal params)
-    it gets that answer without waiting; every other call goes to ``reader``. ``answer``: that
-    answer, for a look before the poll (``watcher.kinds.base.FirstCall.quiet``)."""
+    it gets that answer without waiting; every other call goes to ``reader``."""
 
     def __init__(self, reader: LedgerMethods, call: Call, answer: Any) -> None:
         # Not LedgerMethods' own: the reads the polls share stay ``reader``'s.
@@ -251,7 +250,7 @@ class PrimedReader(LedgerMethods):
         self.shared_reads = reader.shared_reads
         self._reader = reader
         self._call: Call | None = call
-        self.answer = answer
+        self._answer = answer
 
     async def call(
         self, method: str, params: list[Any] | None, model: type[T] | TypeAdapter[T]
@@ -259,7 +258,7 @@ class PrimedReader(LedgerMethods):
         made = self._call
         if made is not None and method == made.method and params == made.params:
             self._call = None  # once: a later page asks again
-            answer = self.answer
+            answer = self._answer
             if isinstance(answer, RpcError):
                 raise answer
             value: T = answer

@@ -72,13 +72,13 @@ class Polls(Protocol):
     def quiet(
         self,
         source: Source[Any],
-        target: str,
+        polls: Sequence[tuple[str, Primed | None]],
         interval: float,
         max_interval: float | None,
-        primed: Primed,
         /,
-    ) -> bool:
-        """Whether ``primed`` shows that poll quiet: then it is counted done, not run."""
+    ) -> list[bool]:
+        """For each poll of a batch (its target and what it was primed with), whether its
+        first answer shows it quiet: those are counted done, not run."""
         ...
 
 
@@ -320,18 +320,18 @@ class Sweeper:
         """The polls of a batch of targets, their first calls made in one request: a quiet
         one runs to its end at once, with no task of its own."""
         primed = await first_calls.prime(source, targets)
-        results: list[bool | None] = [None] * len(targets)
+        results: list[bool | None] = [None] * len(targets)  # None: handed back, not polled
+        held = [i for i, target in enumerate(targets) if self._held(source, target, held_at_start)]
+        quiet = self.polls.quiet(
+            source, [(targets[i], primed[i]) for i in held], job.interval, job.max_interval
+        )
         polls: dict[int, Coroutine[Any, Any, bool | None]] = {}
-        for index, (target, start) in enumerate(zip(targets, primed, strict=True)):
-            if not self._held(source, target, held_at_start):
-                continue  # None: not polled
-            if start is not None and self.polls.quiet(
-                source, target, job.interval, job.max_interval, start
-            ):
-                self.reports.poll_faults.succeeded(source.name, target)
+        for index, done in zip(held, quiet, strict=True):
+            if done:
+                self.reports.poll_faults.succeeded(source.name, targets[index])
                 results[index] = True
             else:
-                polls[index] = self._poll(source, target, job, start)
+                polls[index] = self._poll(source, targets[index], job, primed[index])
         for index, ok in zip(polls, await run_eagerly(list(polls.values())), strict=True):
             results[index] = ok
         return results

@@ -19,15 +19,14 @@ import asyncio
 import math
 from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from watcher.config.ruleset import Job, PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call
 from watcher.kinds import SOURCES
-from watcher.kinds.base import FirstCall, Source
+from watcher.kinds.base import FirstCall, LedgerReader, Source
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import Call, PrimedReader
 from watcher.state.interface import TargetStateStore
@@ -224,12 +223,9 @@ class FirstCalls:
             made = []  # one request, one method: each poll makes its own call
         answers = iter(await self._answers(made) if made else ())
         primed: list[Primed | None] = [
-            Primed(
-                state,
-                None
-                if call is None or not made
-                else PrimedReader(self.client, call, next(answers)),
-            )
+            Primed(state)
+            if call is None or not made
+            else Primed(state, call, next(answers), self.client)
             for state, call in read
         ]
         return primed + [None] * (len(targets) - len(primed))
@@ -242,14 +238,23 @@ class FirstCalls:
         return await self.client.call_batch(method, [call.params for call in calls], model)
 
 
-@dataclass(frozen=True, slots=True)
-class Primed:
+class Primed(NamedTuple):
     """What a poll of a batch starts from: the target's state as its batch read it (a state
     read once: a sweep's prefetched copy is handed out once) and, when the batch made its first
-    call, the reader holding that call's answer (None: the poll makes its calls itself)."""
+    call, that ``call`` and its ``answer`` (a value, or the ``RpcError`` it failed with), made
+    through ``client``. (A tuple: one is made per poll.)"""
 
     state: TargetState | None
-    ledger: PrimedReader | None = None
+    call: Call | None = None
+    answer: Any = None
+    client: RpcClient | None = None
+
+    def ledger(self) -> LedgerReader | None:
+        """A reader that gives the poll that answer when it makes that call (None: no call
+        made, the poll makes its calls itself)."""
+        if self.call is None or self.client is None:
+            return None
+        return PrimedReader(self.client, self.call, self.answer)
 
 
 class ShardedTargets:

@@ -40,7 +40,7 @@ other answer's, and the rpc_disagreement episodes as last committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, cast
 
@@ -133,7 +133,7 @@ class TargetPipeline:
         if primed is None:
             state, ledger = await self.store.load_state(source.name, target), None
         else:
-            state, ledger = primed.state, primed.ledger
+            state, ledger = primed.state, primed.ledger()
         self.metrics.polled_for(watching)
         try:
             observed = await self.observer.observe(source, target, state, rules, ledger)
@@ -177,29 +177,37 @@ class TargetPipeline:
     def quiet(
         self,
         source: Source[Any],
-        target: str,
+        polls: Sequence[tuple[str, Primed | None]],
         interval: float,
         max_interval: float | None,
-        primed: Primed,
-    ) -> bool:
-        """Whether the first answer ``primed`` holds shows the poll quiet (its source's
-        ``FirstCall.quiet``): then it is counted as ``poll`` counts a success that found
-        nothing, without being run (no observation, step or commit: they would change
-        nothing). False: ``poll`` it. A target that backs off (``max_interval``) is always
-        polled: even a quiet poll moves its cadence."""
-        ledger = primed.ledger
-        if ledger is None or max_interval is not None:
-            return False
+    ) -> list[bool]:
+        """For each poll of a batch (its target, and what its batch primed it with), whether
+        its first answer shows it quiet (its source's ``FirstCall.quiet``). Those are counted
+        as ``poll`` counts a success that found nothing, and are not run (no observation, step
+        or commit: they would change nothing). The others are to be ``poll``-ed. A target that
+        backs off (``max_interval``) is always polled: even a quiet poll moves its cadence."""
+        if max_interval is not None:
+            return [False] * len(polls)
         config = self.config.current
-        watching = config.ruleset.rules_for(source.name, target)
-        rules: list[PresentedRule] = [*watching, *config.builtins.rules_for(source.name)]
+        name, rules_for = source.name, config.ruleset.rules_for
+        builtins = config.builtins.rules_for(name)
         # A primed answer is a ``FirstCall`` source's (``watcher.service.sweeps.FirstCalls``).
-        if not cast(FirstCall, source).quiet(rules, target, primed.state, ledger.answer):
-            return False
-        self.metrics.polled_for(watching)
-        self.health.succeeded(source.name, target, interval=interval)
-        self.metrics.polled(source.name, ok=True)
-        return True
+        quiet = cast(FirstCall, source).quiet
+        found: list[bool] = []
+        for target, primed in polls:
+            if primed is None or primed.call is None:
+                found.append(False)
+                continue
+            watching = rules_for(name, target)
+            rules: list[PresentedRule] = [*watching, *builtins]
+            if not quiet(rules, target, primed.state, primed.answer):
+                found.append(False)
+                continue
+            found.append(True)
+            self.metrics.polled_for(watching)
+            self.health.succeeded(name, target, interval=interval)
+            self.metrics.polled(name, ok=True)
+        return found
 
     # -- agree ---------------------------------------------------------------------------------
 
