@@ -92,7 +92,7 @@ async def naive_peer(url: str, addresses: list[str]) -> Peer:
     return Peer(time.monotonic() - wall0, time.process_time() - cpu0, len(addresses), too_many)
 
 
-async def lean_poller(url: str, addresses: list[str], sweeps: int = 2) -> Peer:
+async def lean_poller(url: str, addresses: list[str], sweeps: int = 6) -> Peer:
     """The work itself, written lean: aiohttp, JSON-RPC batches of 10 getSignaturesForAddress,
     8 batches in flight, answers read with orjson (as the daemon reads them). A first sweep reads
     each address's newest signature (``limit: 1``, unmeasured); the ``sweeps`` measured after it

@@ -8,7 +8,7 @@ import base58
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.config.address_files import PackedAddresses, decode_key, encode_key
+from watcher.config.address_files import JoinedTargets, PackedAddresses, decode_key, encode_key
 
 keys = st.binary(min_size=32, max_size=32).map(lambda raw: base58.b58encode(raw).decode())
 
@@ -71,3 +71,25 @@ def test_repeats_name_each_later_position_and_the_first(numbers: list[int]) -> N
     )
     first = {n: numbers.index(n) for n in numbers}
     assert packed.repeats() == [(at, first[n]) for at, n in enumerate(numbers) if first[n] != at]
+
+
+@given(
+    st.lists(st.lists(keys, max_size=6), max_size=4),
+    st.integers(-12, 12),
+    st.integers(-12, 12),
+    st.sampled_from([None, 1, 2, -1]),
+)
+def test_joined_targets_slice_as_the_list_of_their_parts_does(
+    parts: list[list[str]], start: int, stop: int, step: int | None
+) -> None:
+    joined = JoinedTargets(
+        tuple(
+            PackedAddresses(list(dict.fromkeys(part))) if i % 2 else tuple(part)
+            for i, part in enumerate(parts)
+        )
+    )
+    whole = list(joined)
+    assert whole == [
+        t for i, part in enumerate(parts) for t in (list(dict.fromkeys(part)) if i % 2 else part)
+    ]
+    assert joined[start:stop:step] == whole[start:stop:step]

@@ -365,7 +365,12 @@ class JoinedTargets(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            part = bisect_right(self._starts, start) - 1
+            if step == 1 and start < stop <= self._starts[part + 1]:  # a sweep's chunk: one part
+                offset = self._starts[part]
+                return list(self.parts[part][start - offset : stop - offset])
+            return [self[i] for i in range(start, stop, step)]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
