@@ -113,6 +113,15 @@ def sender_on(
     )
 
 
+def counted_sender(
+    store: SenderStore, receiver: JsonReceiver
+) -> tuple[Sender, list[Claim], FakeClock]:
+    """``sender_on`` a test clock, each claim of ``store`` recorded in the list."""
+    claims: list[Claim] = []
+    clock = FakeClock()
+    return sender_on(counting_claims(store, claims), receiver, clock), claims, clock
+
+
 async def queue(store: Store, sender: Sender, key: str, now: float) -> None:
     await store.commit_step(
         StepToCommit.of("signatures", "addr1", {}, [alert(key)], sender.destinations, now)
@@ -150,10 +159,8 @@ def test_the_idle_wait_runs_until_the_next_due_delivery_within_its_bounds() -> N
 async def test_a_refused_delivery_is_claimed_again_at_its_retry_and_not_before(
     sqlite: AsyncSqliteStore, json_receiver: JsonReceiver
 ) -> None:
-    claims: list[Claim] = []
-    clock = FakeClock()
+    sender, claims, clock = counted_sender(sqlite, json_receiver)
     start = clock()
-    sender = sender_on(counting_claims(sqlite, claims), json_receiver, clock)
     await queue(sqlite, sender, "k1", start)
     json_receiver.refuse(1)
     stopping = asyncio.Event()
@@ -179,9 +186,7 @@ async def test_an_alert_committed_while_the_sender_sleeps_is_sent_at_once(
     sqlite: AsyncSqliteStore, json_receiver: JsonReceiver
 ) -> None:
     """The daemon's own wait (the event loop's clock): a wake ends it, not its timeout."""
-    claims: list[Claim] = []
-    clock = FakeClock()
-    sender = sender_on(counting_claims(sqlite, claims), json_receiver, clock)
+    sender, claims, clock = counted_sender(sqlite, json_receiver)
     stopping = asyncio.Event()
     loop = asyncio.create_task(deliver_until_stopped(sender, stopping, StateHealth(), clock))
     await until(lambda: claims, within=10.0)  # idle now: nothing pending, the longest wait
@@ -200,10 +205,8 @@ async def test_a_quiet_outbox_is_claimed_once_per_longest_wait(
     sqlite: AsyncSqliteStore, json_receiver: JsonReceiver
 ) -> None:
     """An idle daemon's claims: one per SENDER_LONGEST_IDLE_SECONDS (it was two a second)."""
-    claims: list[Claim] = []
-    clock = FakeClock()
+    sender, claims, clock = counted_sender(sqlite, json_receiver)
     start = clock()
-    sender = sender_on(counting_claims(sqlite, claims), json_receiver, clock)
     stopping = asyncio.Event()
     minute = start + 60.0
     wait = OnTheTestClock(clock, sender, stopping, done=lambda: clock() >= minute)
@@ -249,14 +252,12 @@ async def test_a_row_another_instance_committed_unannounced_is_sent_within_the_l
 ) -> None:
     """No notification reaches this instance (its listener is not running, as after a lost
     connection): the row another instance committed is claimed at the end of the wait."""
-    claims: list[Claim] = []
-    clock = FakeClock()
-    start = clock()
     with postgres.database() as url:
         async with PostgresStore(url, instance="b") as b:
             await b.maintain_leases()  # alone yet: b takes every shard, its steps commit
             async with PostgresStore(url, instance="a") as a:
-                sender = sender_on(counting_claims(a, claims), json_receiver, clock)
+                sender, claims, clock = counted_sender(a, json_receiver)
+                start = clock()
                 stopping = asyncio.Event()
 
                 async def b_commits() -> None:
