@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import textwrap
+import weakref
 from pathlib import Path
 
 import pytest
 
+from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rules import read_rules
 from watcher.kinds import KINDS
 
@@ -91,3 +94,33 @@ def test_read_again_with_the_rules(folder: Path) -> None:
         """)
     )
     assert read(path)[0] == [A, B]  # what a reload (SIGHUP) reads
+
+
+def packed_of(path: Path) -> PackedAddresses:
+    rules, problems = read_rules([path], channels=None, kinds=KINDS)
+    assert problems == []
+    addresses = getattr(rules[0], "addresses", None)
+    assert isinstance(addresses, RuleAddresses)
+    return addresses.packed
+
+
+def test_a_file_read_again_unchanged_gives_the_very_list_the_rules_in_force_hold(
+    folder: Path,
+) -> None:
+    """A reload reads every file again: an unchanged million addresses is not packed a second
+    time beside the list the rules in force hold (40 MB)."""
+    (folder / "deposits.txt").write_text(f"{B}\n{C}\n")
+    path = rule_file(folder, f"addresses: [{A}]", "addresses_file: deposits.txt")
+    first = packed_of(path)
+    assert packed_of(path) is first
+    (folder / "deposits.txt").write_text(f"{B}\n{D}\n")
+    changed = packed_of(path)
+    assert changed is not first and list(changed) == [B, D]
+    # The rule's own addresses changed: the file is read for them (its problems are theirs).
+    path = rule_file(folder, f"addresses: [{D}]", "addresses_file: deposits.txt")
+    assert read(path)[1] == [f"rules/deposits.txt:2: {D} is already in the rule's addresses"]
+    # Kept only while held: a list no rule holds any more is freed.
+    held = weakref.ref(changed)
+    del first, changed
+    gc.collect()
+    assert held() is None

@@ -10,6 +10,8 @@ A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one 
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -31,19 +33,26 @@ KEY = "addresses_file"
 
 def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[PackedAddresses, list[Problem]]:
     """The file's addresses in order, packed, and its problems (``listed``: the rule's own
-    ``addresses``; an address already there, or twice in the file, is a problem)."""
+    ``addresses``; an address already there, or twice in the file, is a problem). A file read
+    again unchanged, with the same ``listed``, gives the list it gave before while that list is
+    still held (``LastReads``)."""
     shown = display_path(path)
     nothing = PackedAddresses(())
     try:
         if path.stat().st_size > MAX_BYTES:
             limit = f"larger than the limit of {MAX_BYTES // (1024 * 1024)} MiB"
             return nothing, [Problem(shown, None, f"{KEY}: {limit}")]
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        read = LAST_READS.read(path, raw, listed)
+        if read.packed is not None:
+            return read.packed, []
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return nothing, [Problem(shown, None, f"{KEY}: not UTF-8 text")]
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return nothing, [Problem(shown, None, f"{KEY}: cannot read {shown}: {reason}")]
+    del raw
     already = set(listed)
     # Each key packed as it is read, with its hash and line: no str kept per address (a
     # million would hold 100 MB until the rule is built). Repeats are found once packed.
@@ -73,7 +82,45 @@ def read_addresses(path: Path, listed: Sequence[str] = ()) -> tuple[PackedAddres
             message = f"duplicate address {packed[position]} (first on line {lines[first]})"
             problems.append(Problem(shown, lines[position], message))
         problems.sort(key=lambda problem: problem.line or 0)
+    if not problems:
+        LAST_READS.keep(read, packed)
     return packed, problems
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file's read: where, what it held (a digest) and the rule's listed addresses beside it,
+    and the list an earlier read of the same gave (None: none held any more)."""
+
+    path: Path
+    digest: bytes
+    listed: frozenset[str]
+    packed: PackedAddresses | None
+
+
+class LastReads:
+    """The packed list each file's last read gave, while the rules in force hold it (a weak
+    reference: a rule dropped frees its list). A reload reads every file again: an unchanged
+    million addresses would otherwise be packed a second time, 40 MB beside the first until
+    the old rules are dropped, and the seconds it takes."""
+
+    def __init__(self) -> None:
+        self._last: dict[Path, tuple[bytes, frozenset[str], weakref.ref[PackedAddresses]]] = {}
+
+    def read(self, path: Path, raw: bytes, listed: Sequence[str]) -> FileRead:
+        where, digest = path.resolve(), hashlib.blake2b(raw, digest_size=16).digest()
+        wanted = frozenset(listed)
+        last = self._last.get(where)
+        packed = None
+        if last is not None and last[0] == digest and last[1] == wanted:
+            packed = last[2]()
+        return FileRead(where, digest, wanted, packed)
+
+    def keep(self, read: FileRead, packed: PackedAddresses) -> None:
+        self._last[read.path] = (read.digest, read.listed, weakref.ref(packed))
+
+
+LAST_READS = LastReads()
 
 
 BLOCK_CHARS = 1 << 20
@@ -186,7 +233,7 @@ class PackedAddresses(Sequence[str]):
     32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
     a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
 
-    __slots__ = ("_data", "_hashes", "_known", "_made", "_positions")
+    __slots__ = ("__weakref__", "_data", "_hashes", "_known", "_made", "_positions")
     _data: bytes
     _hashes: array[int]
     _positions: array[int]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -34,8 +33,10 @@ NODE_UNHEALTHY_CODES = frozenset({-32004, NODE_BEHIND_CODE, -32007, -32009, -320
 _SNIPPET_CHARS = 200
 
 
-@dataclass(frozen=True)
-class BatchAnswer:
+class BatchAnswer(NamedTuple):
+    """One call's answer in a batch: its result, or its error. (A tuple: one is made per call
+    of every batch.)"""
+
     result: Any = None
     error: RpcError | None = None
 
