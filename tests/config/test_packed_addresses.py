@@ -8,7 +8,14 @@ import base58
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses, decode_key, encode_key
+from watcher.config.address_files import (
+    ALL_KEPT,
+    RECENT,
+    JoinedTargets,
+    PackedAddresses,
+    decode_key,
+    encode_key,
+)
 
 keys = st.binary(min_size=32, max_size=32).map(lambda raw: base58.b58encode(raw).decode())
 
@@ -93,3 +100,16 @@ def test_joined_targets_slice_as_the_list_of_their_parts_does(
         t for i, part in enumerate(parts) for t in (list(dict.fromkeys(part)) if i % 2 else part)
     ]
     assert joined[start:stop:step] == whole[start:stop:step]
+
+
+def test_a_short_list_keeps_every_str_it_made_and_a_long_one_its_last() -> None:
+    """A sweep asks for each address once a round: a list of at most ALL_KEPT keeps them all
+    (each round then makes none), a longer one only its last RECENT."""
+    short = PackedAddresses([key(n) for n in range(1, ALL_KEPT + 1)])
+    made = [short[i] for i in range(len(short))]
+    assert all(short[i] is made[i] for i in range(len(short)))
+    long = PackedAddresses([key(n) for n in range(1, ALL_KEPT + 2)])
+    made = [long[i] for i in range(len(long))]
+    assert made == [key(n) for n in range(1, ALL_KEPT + 2)]
+    again = [long[i] is made[i] for i in range(len(long))]
+    assert again.count(False) >= len(long) - RECENT

@@ -201,6 +201,9 @@ _DIGIT = {char: value for value, char in enumerate(_ALPHABET)}
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # two digits a step: half the divisions
 KEY_BYTES = 32
 RECENT = 8192  # items made and answers of ``in`` kept (see ``PackedAddresses``)
+# A list this short keeps every item it made: each sweep would make them all again (a str is
+# about 3 us, a tenth of a quiet poll's CPU), and all of them take at most about 2.5 MB.
+ALL_KEPT = 16_384
 
 
 def encode_key(key: bytes) -> str:
@@ -233,7 +236,7 @@ class PackedAddresses(Sequence[str]):
     32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
     a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
 
-    __slots__ = ("__weakref__", "_data", "_hashes", "_known", "_made", "_positions")
+    __slots__ = ("__weakref__", "_data", "_hashes", "_keep", "_known", "_made", "_positions")
     _data: bytes
     _hashes: array[int]
     _positions: array[int]
@@ -242,13 +245,14 @@ class PackedAddresses(Sequence[str]):
     # (the rule set's lookup, then the kind's step): each then costs a dict lookup.
     _made: dict[int, str]
     _known: dict[str, bool]
+    _keep: int  # how many of each are kept: every one of a short list (``ALL_KEPT``)
 
     def __init__(self, addresses: Sequence[str]) -> None:
         """``addresses``: valid base58 keys, no repeats."""
         data = b"".join(decode_key(address) for address in addresses)
         made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
         self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
-        self._made, self._known = {}, {}
+        self._made, self._known, self._keep = {}, {}, made._keep
 
     @staticmethod
     def packed(data: bytes, hashes: array[int]) -> PackedAddresses:
@@ -263,6 +267,8 @@ class PackedAddresses(Sequence[str]):
         packed = PackedAddresses.__new__(PackedAddresses)
         packed._data, packed._hashes, packed._positions = data, hashes, positions
         packed._made, packed._known = {}, {}
+        count = len(data) // KEY_BYTES
+        packed._keep = 2 * count + 1 if count <= ALL_KEPT else RECENT  # answers of ``in`` too
         return packed
 
     def repeats(self) -> list[tuple[int, int]]:
@@ -301,7 +307,7 @@ class PackedAddresses(Sequence[str]):
         if not 0 <= index < len(self):
             raise IndexError("address index out of range")
         made = encode_key(self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES])
-        if len(self._made) >= RECENT:
+        if len(self._made) >= self._keep:
             self._made.clear()
             self._known.clear()
         self._made[index] = made
@@ -319,7 +325,7 @@ class PackedAddresses(Sequence[str]):
         found = self._known.get(value)
         if found is None:
             found = self._position(value) is not None
-            if len(self._known) >= RECENT:
+            if len(self._known) >= self._keep:
                 self._known.clear()
             self._known[value] = found
         return found
