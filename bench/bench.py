@@ -53,6 +53,7 @@ from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 LATENCY = 0.03
 PEER_SAMPLE = 10_000
+LEAN_RUNS = 3  # the lean poller's runs per size, the cheapest taken
 RPC = {"batch_size": 10, "max_concurrency": 8}
 # The sizes measured and their intervals, which leave each sweep room to finish before the next.
 EVERY = {1000: 5.0, 10_000: 15.0, 100_000: 60.0}
@@ -176,7 +177,10 @@ def scenario(
                 naive = asyncio.run(naive_peer(sim.url, sample))
                 naive.sweep_s *= n / len(sample)
                 if limits.get("batches", True):
-                    lean = asyncio.run(lean_poller(sim.url, sample))
+                    # Its figure moves by a third from run to run on a shared machine: the
+                    # cheapest of three (noise only adds), against the daemon's mean.
+                    runs = [asyncio.run(lean_poller(sim.url, sample)) for _ in range(LEAN_RUNS)]
+                    lean = min(runs, key=lambda peer: peer.cpu_s)
                     lean.sweep_s *= n / len(sample)
         finally:
             sim.stop()
