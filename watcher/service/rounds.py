@@ -317,8 +317,9 @@ class Sweeper:
         job: Job,
         held_at_start: frozenset[int] | None,
     ) -> list[bool | None]:
-        """The polls of a batch of targets, their first calls made in one request: a quiet
-        one runs to its end at once, with no task of its own."""
+        """The polls of a batch of targets, their first calls made in one request: one whose
+        answer shows it quiet is counted and not run (``Polls.quiet``); the others run at once,
+        each a task of its own only once it waits (``run_eagerly``)."""
         primed = await first_calls.prime(source, targets)
         results: list[bool | None] = [None] * len(targets)  # None: handed back, not polled
         held = [i for i, target in enumerate(targets) if self._held(source, target, held_at_start)]
