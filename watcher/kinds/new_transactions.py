@@ -198,11 +198,10 @@ def needs_read(
     unless such a read failed already (``BALANCE_ERROR``: a provider without getTokenAccounts
     would otherwise cost two calls at every quiet poll; the next poll that finds a signature
     reads them). ``reads``: ``state``'s, parsed already."""
+    if (state or {}).get("cursor") is None:
+        return True  # the first poll: the baseline's read
     reads = reads or StateReads(state)
-    cursor = reads.cursor
-    if cursor is None:
-        return True
-    if new_signatures(cursor, pages)[0]:
+    if any(pages) and new_signatures(reads.cursor, pages)[0]:  # a quiet page: nothing parsed
         return True
     if (state or {}).get(BALANCE_ERROR) or not (state or {}).get("tokens"):
         return False  # the kept read is not needed to tell (most quiet polls)
@@ -308,11 +307,7 @@ class SignaturesSource(base.Slotless):
         would end there (unless the balances are to be read) and ``step`` keep the state."""
         if not state or not isinstance(answer, SignaturePage) or answer or answer.left_out:
             return False
-        if state.get("cursor") is None or not _settled(state, _wants_tokens(rules, target)):
-            return False
-        if state.get(BALANCE_ERROR) or not state.get("tokens"):
-            return True  # ``needs_read``'s own shortcut, without parsing the cursor
-        return not needs_read(state, ((),))
+        return _settled(state, _wants_tokens(rules, target)) and not needs_read(state, (answer,))
 
     async def _first(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads

@@ -3,8 +3,9 @@
 ``run_bounded`` polls the targets with at most ``width`` observations in flight (workers pulling
 from one iterator: 100,000 targets are never 100,000 tasks), results in the targets' order, each
 chunk prepared (its states read in one query) as the polls reach it. ``run_batches`` does it a
-batch at a time: ``FirstCalls`` makes a batch's first calls in one request, and ``run_eagerly``
-runs its polls at once, a quiet one to its end without a task or a turn of the event loop.
+batch at a time: ``FirstCalls`` makes a batch's first calls in one request; a poll whose answer
+shows it quiet ends there (``watcher.service.rounds``), and ``run_eagerly`` runs the others at
+once, each a task only once it waits.
 ``sweep_width`` is that width for a client: every request the concurrency cap allows, each
 filled with a batch, twice over so that the next batch is ready when a slot frees.
 
@@ -120,7 +121,7 @@ async def run_batches(
 
 async def run_eagerly(polls: Sequence[Coroutine[Any, Any, R]]) -> list[R]:
     """Each of ``polls`` run at once, up to its first wait; one that finishes without waiting
-    (a quiet poll whose answer is in hand) costs no task and no turn of the event loop; the
+    (its answer in hand: a failed call, say) costs no task and no turn of the event loop; the
     others go on as tasks, awaited together. Results in order. (Python 3.12's eager tasks, for
     3.11.)"""
     results: list[Any] = [None] * len(polls)
