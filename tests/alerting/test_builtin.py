@@ -75,7 +75,7 @@ def play(rounds: Sequence[Round]) -> list[tuple[bool, int] | None]:
     for now, (source, outcomes) in enumerate(rounds):
         for index, ok in enumerate(outcomes):
             if ok:
-                health.succeeded(source, f"t{index}")
+                health.succeeded(source)
             else:
                 health.failed(source, f"t{index}", error)
         verdict = health.round_done(source, float(now))
@@ -132,7 +132,7 @@ def test_two_jobs_of_one_source_each_count_their_own_rounds() -> None:
         verdict = health.round_done("votes", now, interval=interval)
         verdicts.append(None if verdict is None else (verdict.answered, verdict.failed_rounds))
 
-    health.succeeded("votes", "cluster", interval=60.0)  # the 60 s round is still open
+    health.succeeded("votes", interval=60.0)  # the 60 s round is still open
     for now in (10.0, 20.0):
         health.failed("votes", "cluster", error, interval=10.0)
         done(10.0, now)

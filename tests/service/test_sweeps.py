@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import structlog
 
 from watcher.config.ruleset import Job
+from watcher.core.errors import StateError
+from watcher.kinds import SOURCES
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.service.scheduler import Scheduler
 from watcher.service.sweeps import (
+    FirstCalls,
     run_batches,
     run_bounded,
     run_eagerly,
@@ -170,3 +173,25 @@ async def test_run_eagerly_cancelled_cancels_the_polls_that_wait_and_closes_the_
     with pytest.raises(asyncio.CancelledError):
         await running
     assert cleaned == ["quick", "quick", "waited"]
+
+
+class UnreadableStates:
+    """A store whose reads fail (a locked or lost database)."""
+
+    def __init__(self) -> None:
+        self.asked: list[Sequence[str]] = []
+
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[Any]:
+        self.asked.append(targets)
+        raise StateError("database is locked", operation="load states")
+
+
+async def test_a_batch_whose_states_cannot_be_read_leaves_each_poll_to_read_its_own() -> None:
+    store = UnreadableStates()
+    async with RpcClient(URL, RpcSettings(batch_size=10)) as client:
+        primed = await FirstCalls(client, cast(Any, store)).prime(
+            SOURCES["signatures"], _addresses(3)
+        )
+    # Nothing made of the batch, no call sent: each poll reads its state and meets the error.
+    assert primed == [None, None, None]
+    assert store.asked == [_addresses(3)]

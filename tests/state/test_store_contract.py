@@ -123,6 +123,24 @@ async def test_staged_states_are_read_before_the_flush_and_written_by_it(store: 
     assert await store.load_state("signatures", "nobody") is None
 
 
+async def test_a_batch_s_states_are_read_in_order_from_memory_first(store: Store) -> None:
+    for n in range(3):
+        store.stage_state("signatures", f"a{n}", {"n": n}, 5.0)
+    await store.flush_states()
+    store.stage_state("signatures", "a1", {"n": 10}, 6.0)  # staged: newer than the stored one
+    await store.prefetch_states("signatures", ["a2"])
+    await store.commit_step(StepToCommit.of("signatures", "a0", {"n": 20}, (), to(), 7.0))
+    targets = ["a2", "nobody", "a1", "a0", "a2"]
+    assert await store.load_states("signatures", targets) == [
+        {"n": 2},  # prefetched
+        None,
+        {"n": 10},
+        {"n": 20},  # committed: no copy held
+        {"n": 2},
+    ]
+    assert await store.load_states("signatures", []) == []
+
+
 async def test_a_watch_s_start_is_kept_once_and_counted_until_the_first_poll(
     store: Store,
 ) -> None:

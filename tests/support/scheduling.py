@@ -30,6 +30,9 @@ class HeldShards:
     async def load_state(self, source: str, target: str) -> None:
         return None
 
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[None]:
+        return [None] * len(targets)
+
     def shards_held(self) -> frozenset[int] | None:
         return self.shards
 

@@ -302,8 +302,9 @@ class RoundHealth:
             transient=error.transient,
         )
 
-    def succeeded(self, source: str, target: str, *, interval: float = 0.0) -> None:
-        self._ok_this_round[source, interval] += 1
+    def succeeded(self, source: str, *, interval: float = 0.0, count: int = 1) -> None:
+        """``count`` polls of ``source`` answered."""
+        self._ok_this_round[source, interval] += count
 
     def round_done(self, source: str, now: float, *, interval: float = 0.0) -> RoundVerdict | None:
         """Close the round of the job; None when it made no call (nothing to say)."""

@@ -298,7 +298,8 @@ class PackedAddresses(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            made_of, item = self._made.get, self.__getitem__
+            return [made_of(i) or item(i) for i in range(*index.indices(len(self)))]
         made = self._made.get(index)
         if made is not None:
             return made

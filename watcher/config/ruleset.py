@@ -172,6 +172,11 @@ class RuleSet:
         """The rules of ``source`` that watch ``target`` (empty when none)."""
         return list(self._watching(source, target) or ())
 
+    def watching(self, source: str, target: str) -> tuple[RuleBase, ...]:
+        """``rules_for``'s rules as the rule set holds them: the same tuple for every target
+        the same rules watch."""
+        return self._watching(source, target) or ()
+
     def targets(self, source: str) -> list[str]:
         """Every target of ``source``: those the rules list, in the order they name them,
         then those of their ``addresses_file``, file by file."""

@@ -40,10 +40,10 @@ def tallying() -> Iterator[RoundTally]:
         _CURRENT.reset(token)
 
 
-def count_call() -> None:
+def count_call(number: int = 1) -> None:
     tally = _CURRENT.get()
     if tally is not None:
-        tally.calls += 1
+        tally.calls += number
 
 
 def count_alerts(number: int) -> None:

@@ -200,12 +200,12 @@ def needs_read(
     reads them). ``reads``: ``state``'s, parsed already."""
     if (state or {}).get("cursor") is None:
         return True  # the first poll: the baseline's read
-    reads = reads or StateReads(state)
-    if any(pages) and new_signatures(reads.cursor, pages)[0]:  # a quiet page: nothing parsed
+    # A quiet page: nothing parsed.
+    if any(pages) and new_signatures((reads or StateReads(state)).cursor, pages)[0]:
         return True
     if (state or {}).get(BALANCE_ERROR) or not (state or {}).get("tokens"):
         return False  # the kept read is not needed to tell (most quiet polls)
-    kept = reads.kept
+    kept = (reads or StateReads(state)).kept
     return kept is None or kept.tokens is None
 
 
@@ -527,10 +527,10 @@ def _wants_tokens(rules: Sequence[Any], target: str) -> bool:
     """Whether a rule watching ``target`` asks for its token balances."""
     # ``base.watching`` with the cheap test first: most rules do not ask for tokens, and the
     # membership of a packed address list costs a lookup.
-    return any(
-        isinstance(rule, NewTransactionsRule) and rule.tokens and target in rule.target_set
-        for rule in rules
-    )
+    for rule in rules:
+        if isinstance(rule, NewTransactionsRule) and rule.tokens and target in rule.target_set:
+            return True
+    return False
 
 
 def _settled(state: TargetState, wants_tokens: bool) -> bool:

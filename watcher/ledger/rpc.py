@@ -248,10 +248,9 @@ class RpcClient(LedgerMethods):
         pending = list(range(len(params_list)))
         tries = 0
 
-        def settle(position: int, outcome: T | RpcError) -> None:
-            if isinstance(outcome, RpcError):
-                outcome.attempts = tries
-            outcomes[position] = outcome
+        def settle(position: int, error: RpcError) -> None:
+            error.attempts = tries
+            outcomes[position] = error
 
         async def attempt(endpoint: Endpoint) -> None:
             nonlocal tries
@@ -282,22 +281,22 @@ class RpcClient(LedgerMethods):
                     settle(position, err)
                 raise
             failed: TransientRpcError | None = None
-            for position, answer in zip(list(pending), answers, strict=True):
-                outcome: T | RpcError
-                if answer.error is not None:
-                    outcome = answer.error
-                else:
+            again: list[int] = []  # the calls to send again: those that failed transiently
+            for position, answer in zip(pending, answers, strict=True):
+                error = answer.error
+                if error is None:
                     try:
-                        outcome = validate(
+                        outcomes[position] = validate(
                             method, model_adapter, answer.result, target_of(params_list[position])
                         )
+                        continue
                     except BadResponse as err:
-                        outcome = err
-                settle(position, outcome)
-                if isinstance(outcome, TransientRpcError):
-                    failed = outcome
-                else:
-                    pending.remove(position)
+                        error = err
+                settle(position, error)
+                if isinstance(error, TransientRpcError):
+                    failed = error
+                    again.append(position)
+            pending[:] = again
             if failed is not None:
                 raise failed
 
@@ -305,7 +304,8 @@ class RpcClient(LedgerMethods):
             # Whatever failed for good is already in outcomes.
             with contextlib.suppress(RpcError):
                 await self._retrier.run(method, attempt)
-        self.stats.successes += sum(not isinstance(o, RpcError) for o in outcomes.values())
+        failures = [o for o in outcomes.values() if isinstance(o, RpcError)]
+        self.stats.successes += len(outcomes) - len(failures)
         return [outcomes[position] for position in range(len(params_list))]
 
     async def _singly(

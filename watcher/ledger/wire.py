@@ -109,6 +109,15 @@ def unwrap_batch(
     answers = []
     for request_id in ids:
         entry = by_id.get(request_id)
+        if (
+            entry is not None
+            and "result" in entry
+            and "error" not in entry
+            and entry.get("jsonrpc") == "2.0"
+            and type(entry["id"]) is int  # not a bool (True == 1)
+        ):
+            answers.append(BatchAnswer(entry["result"]))  # ``unwrap``'s, in short: most are
+            continue
         try:
             if entry is None:
                 raise BadResponse(f"batch answer has no entry for id {request_id}", method=method)

@@ -247,17 +247,17 @@ class Metrics:
 
     # -- hooks ----------------------------------------------------------------------------------
 
-    def polled(self, source: str, ok: bool) -> None:
-        """One poll of a target of ``source``, succeeded or not; on the counters from the next
-        ``flush_polls``."""
+    def polled(self, source: str, ok: bool, count: int = 1) -> None:
+        """``count`` polls of targets of ``source``, succeeded or not; on the counters from the
+        next ``flush_polls``."""
         pending = self._pending_polls.get(source)
         if pending is None:
             pending = self._pending_polls[source] = _PendingPolls()
-        pending.polls += 1
+        pending.polls += count
         if ok:
             pending.last_success = self._clock()
         else:
-            pending.failures += 1
+            pending.failures += count
 
     def flush_polls(self) -> None:
         """The polls counted since the last flush, added to their counters."""
@@ -290,13 +290,13 @@ class Metrics:
             if isinstance(below, dict):
                 self.events_suppressed.labels(alert.rule, str(below.get("reason"))).inc()
 
-    def polled_for(self, rules: Iterable[PresentedRule]) -> None:
-        """One poll of a target, made for these rules; on the counters from the next
+    def polled_for(self, rules: Iterable[PresentedRule], count: int = 1) -> None:
+        """``count`` polls of targets, each made for these rules; on the counters from the next
         ``flush_polls``."""
         pending = self._pending_rules
         for rule in rules:
             name = rule.name
-            pending[name] = pending.get(name, 0) + 1
+            pending[name] = pending.get(name, 0) + count
 
     def budget_deferred_polls(self, source: str, polls: int) -> None:
         """Due polls put off by the budget's hard limit (``watcher.budget.planning``)."""

@@ -322,7 +322,13 @@ class Sweeper:
         each a task of its own only once it waits (``run_eagerly``)."""
         primed = await first_calls.prime(source, targets)
         results: list[bool | None] = [None] * len(targets)  # None: handed back, not polled
-        held = [i for i, target in enumerate(targets) if self._held(source, target, held_at_start)]
+        held: Sequence[int] = (
+            range(len(targets))  # one instance holds every target
+            if held_at_start is None
+            else [
+                i for i, target in enumerate(targets) if self._held(source, target, held_at_start)
+            ]
+        )
         quiet = self.polls.quiet(
             source, [(targets[i], primed[i]) for i in held], job.interval, job.max_interval
         )

@@ -205,22 +205,22 @@ class FirstCalls:
         """What each target's poll starts from: its state as read (handed on: a sweep's
         prefetched copy is handed out once) and a reader holding its first call's answer. No
         reader: a state with no first call (a first poll) or one the source cannot read (its
-        poll meets that error). None: a database error stopped the reads; those polls read
-        their own states."""
+        poll meets that error). None for every poll when a database error failed the batch's
+        read: each poll reads its own state (and meets the error)."""
         first_call = cast(FirstCall, source).first_call  # as ``batch`` found
+        try:
+            states = await self.store.load_states(source.name, targets)
+        except StateError:
+            return [None] * len(targets)
         read: list[tuple[TargetState | None, Call | None]] = []
-        for target in targets:
-            try:
-                state = await self.store.load_state(source.name, target)
-            except StateError:
-                break
+        for target, state in zip(targets, states, strict=True):
             try:
                 call = first_call(self.client, target, state)
             except Exception:  # an unreadable state: its own poll fails on it, as any
                 call = None
             read.append((state, call))
         made = [call for _, call in read if call is not None]
-        if made and any(call.method != made[0].method for call in made):
+        if len({call.method for call in made}) > 1:
             made = []  # one request, one method: each poll makes its own call
         answers = iter(await self._answers(made) if made else ())
         primed: list[Primed | None] = [
@@ -229,12 +229,11 @@ class FirstCalls:
             else Primed(state, call, next(answers), self.client)
             for state, call in read
         ]
-        return primed + [None] * (len(targets) - len(primed))
+        return primed
 
     async def _answers(self, calls: Sequence[Call]) -> list[Any]:
         """The answers of ``calls`` (one method), in one request: each a value or its error."""
-        for _ in calls:
-            count_call()  # the round's tally (watcher.core.tally), as each call of its own
+        count_call(len(calls))  # the round's tally (watcher.core.tally), as each call of its own
         method, model = calls[0].method, calls[0].model
         return await self.client.call_batch(method, [call.params for call in calls], model)
 

@@ -74,9 +74,9 @@ class PollMetrics(Protocol):
     @property
     def observed(self) -> ObservedValues: ...
 
-    def polled(self, source: str, ok: bool) -> None: ...
+    def polled(self, source: str, ok: bool, count: int = 1) -> None: ...
 
-    def polled_for(self, rules: Iterable[PresentedRule]) -> None: ...
+    def polled_for(self, rules: Iterable[PresentedRule], count: int = 1) -> None: ...
 
     def suppressed(self, alerts: Iterable[AlertMessage]) -> None: ...
 
@@ -150,7 +150,7 @@ class TargetPipeline:
             source, target, state, doubt, now, interval
         ):
             return False
-        self.health.succeeded(source.name, target, interval=interval)
+        self.health.succeeded(source.name, interval=interval)
         self.metrics.polled(source.name, ok=True)
         if observed.quorum:
             await self._commit_disagreement(source.name, target, observed.disagreement, now)
@@ -189,24 +189,30 @@ class TargetPipeline:
         if max_interval is not None:
             return [False] * len(polls)
         config = self.config.current
-        name, rules_for = source.name, config.ruleset.rules_for
-        builtins = config.builtins.rules_for(name)
+        name, watching_of = source.name, config.ruleset.watching
+        builtins = tuple(config.builtins.rules_for(name))
         # A primed answer is a ``FirstCall`` source's (``watcher.service.sweeps.FirstCalls``).
         quiet = cast(FirstCall, source).quiet
         found: list[bool] = []
+        # Counted once for the batch: the targets of one rule share its tuple of rules.
+        quiet_for: dict[int, tuple[tuple[PresentedRule, ...], int]] = {}
         for target, primed in polls:
             if primed is None or primed.call is None:
                 found.append(False)
                 continue
-            watching = rules_for(name, target)
-            rules: list[PresentedRule] = [*watching, *builtins]
-            if not quiet(rules, target, primed.state, primed.answer):
-                found.append(False)
-                continue
-            found.append(True)
-            self.metrics.polled_for(watching)
-            self.health.succeeded(name, target, interval=interval)
-            self.metrics.polled(name, ok=True)
+            watching = watching_of(name, target)
+            rules = watching + builtins if builtins else watching
+            done = quiet(rules, target, primed.state, primed.answer)
+            found.append(done)
+            if done:
+                _, count = quiet_for.get(id(watching), (watching, 0))
+                quiet_for[id(watching)] = (watching, count + 1)
+        total = sum(count for _, count in quiet_for.values())
+        if total:
+            for rules_of, count in quiet_for.values():
+                self.metrics.polled_for(rules_of, count)
+            self.health.succeeded(name, interval=interval, count=total)
+            self.metrics.polled(name, ok=True, count=total)
         return found
 
     # -- agree ---------------------------------------------------------------------------------

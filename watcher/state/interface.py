@@ -35,7 +35,7 @@ No transaction is ever held across a call: between two calls, the store holds no
   poll redone) until ``flush_states`` writes every staged state in one transaction (a failed
   flush keeps them staged, to be tried again). ``load_state`` sees staged states first.
 - ``prefetch_states`` reads a chunk of states in one query; each is taken once by
-  ``load_state``. Only this process's writes drop a prefetched copy.
+  ``load_state`` or ``load_states``. Only this process's writes drop a prefetched copy.
 - ``claim_due``: due deliveries moved from ``pending`` to ``sending`` in one transaction
   (nothing claimed when it raises); with ``group_limit``, each digest group is completed with
   its other due rows. ``release`` puts claimed rows back to ``pending`` (only those still
@@ -207,6 +207,10 @@ class TargetStateStore(Protocol):
         """Writes the staged states in one transaction; how many."""
 
     async def load_state(self, source: str, target: str) -> TargetState | None: ...
+
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[TargetState | None]:
+        """``load_state`` of each of ``targets``, in order: a sweep's batch in one await, the
+        states not held in memory read in one query."""
 
     async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
         """Keeps ``since`` as the moment the watch of each of ``targets`` began, for those with

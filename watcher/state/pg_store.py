@@ -156,6 +156,9 @@ class PostgresStore(AsyncClosing):
     async def load_state(self, source: str, target: str) -> TargetState | None:
         return await self.targets.load_state(source, target)
 
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[TargetState | None]:
+        return await self.targets.load_states(source, targets)
+
     async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
         return await self.targets.register_watch(source, targets, since)
 

@@ -108,6 +108,15 @@ class PgTargets:
         state: TargetState | None = None if text is None else decode_json(text)
         return state
 
+    @mapped("read target states")
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[TargetState | None]:
+        found, missed = self._states.load_all(source, targets)
+        read: dict[str, str | None] = {}
+        if missed:
+            async with self._pool.connection() as conn:
+                read = await pg_rows.load_states(conn, source, missed)
+        return self._states.filled(found, targets, read)
+
     @mapped("record when watches began")
     async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
         # Not fenced: it only adds rows nobody has written, and the watch began for every

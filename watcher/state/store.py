@@ -368,6 +368,16 @@ class AsyncSqliteStore(AsyncClosing):
             return copy
         return await self._call("load state", self.sqlite.targets.read_state, source, target)
 
+    async def load_states(self, source: str, targets: Sequence[str]) -> list[TargetState | None]:
+        held = self.sqlite.held
+        found, missed = held.load_all(source, targets)
+        read = (
+            await self._call("load states", self.sqlite.targets.read_states, source, missed)
+            if missed
+            else {}
+        )
+        return held.filled(found, targets, read)
+
     async def register_watch(self, source: str, targets: Sequence[str], since: WatchSince) -> int:
         # In chunks: a million targets are one transaction each 10,000, and the store's other
         # calls (a scrape's, a commit's) are served between them.

@@ -21,7 +21,7 @@ meanwhile (``failed``: a newer state is never overwritten by an older one).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 
@@ -80,16 +80,41 @@ class HeldStates:
 
     def load(self, source: str, target: str) -> TargetState | Miss | None:
         """The newest copy held of the target's state (see the module), or ``MISS``."""
-        held = self._staged.get((source, target)) or self._flushing.get((source, target))
-        if held is not None:
-            state: TargetState = decode_json(held[0])
-            return state
+        if self._staged or self._flushing:  # most polls: nothing staged, no key to make
+            held = self._staged.get((source, target)) or self._flushing.get((source, target))
+            if held is not None:
+                state: TargetState = decode_json(held[0])
+                return state
         prefetched = self._prefetched.get(source)
         if prefetched is not None and target in prefetched:
             text = prefetched.pop(target)
             read: TargetState | None = None if text is None else decode_json(text)
             return read
         return MISS
+
+    def load_all(
+        self, source: str, targets: Sequence[str]
+    ) -> tuple[list[TargetState | Miss | None], list[str]]:
+        """``load`` of each of ``targets``, in order, and the targets of those ``MISS``-ed."""
+        found = [self.load(source, target) for target in targets]
+        return found, [
+            target for target, state in zip(targets, found, strict=True) if state is MISS
+        ]
+
+    @staticmethod
+    def filled(
+        found: Sequence[TargetState | Miss | None],
+        targets: Sequence[str],
+        read: Mapping[str, str | None],
+    ) -> list[TargetState | None]:
+        """``load_all``'s states with each ``MISS`` replaced by its target's state as ``read``
+        from the database (its JSON; None: no state yet)."""
+        return [
+            (None if (text := read[target]) is None else decode_json(text))
+            if state is MISS
+            else state
+            for target, state in zip(targets, found, strict=True)
+        ]
 
     def written(self, source: str, target: str) -> None:
         """A step of the target committed: its staged and prefetched copies are older."""
