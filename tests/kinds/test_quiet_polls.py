@@ -94,7 +94,9 @@ async def states() -> dict[str, TargetState | None]:
 
 ANSWERS: dict[str, Any] = {
     "empty": SignaturePage([]),
-    "empty, one entry unreadable": SignaturePage([], ({"signature": "?", "slot": 1},)),
+    "empty, one entry unreadable": SignaturePage.with_left_out(
+        [], ({"signature": "?", "slot": 1},)
+    ),
     "a new entry": SignaturePage([entry("new", 5000)]),
     "a failed call": RpcTimeout("read timeout", method="getSignaturesForAddress"),
 }

@@ -156,26 +156,23 @@ class RuleSet:
             by_target[target] = shared.setdefault(tuple(map(id, watching)), watching)
         return [(addresses.without(named_again), rules[0]) for addresses, rules in packed]
 
-    def _watching(self, source: str, target: str) -> tuple[RuleBase, ...] | None:
-        found = self._watchers.get(source, {}).get(target)
-        if found is None and source in self._packed:
-            for addresses, rules in self._packed[source]:
-                if target in addresses:
-                    return rules
-        return found
-
     def rule(self, name: str) -> RuleBase:
         """The rule called ``name``; ``KeyError`` if there is none."""
         return self._by_name[name]
 
     def rules_for(self, source: str, target: str) -> list[RuleBase]:
         """The rules of ``source`` that watch ``target`` (empty when none)."""
-        return list(self._watching(source, target) or ())
+        return list(self.watching(source, target))
 
     def watching(self, source: str, target: str) -> tuple[RuleBase, ...]:
         """``rules_for``'s rules as the rule set holds them: the same tuple for every target
         the same rules watch."""
-        return self._watching(source, target) or ()
+        found = self._watchers.get(source, {}).get(target)
+        if found is None and source in self._packed:
+            for addresses, rules in self._packed[source]:
+                if target in addresses:
+                    return rules
+        return found or ()
 
     def targets(self, source: str) -> list[str]:
         """Every target of ``source``: those the rules list, in the order they name them,
@@ -193,8 +190,8 @@ class RuleSet:
         return _max_interval(self._known(source, target))
 
     def _known(self, source: str, target: str) -> tuple[RuleBase, ...]:
-        watching = self._watching(source, target)
-        if watching is None:
+        watching = self.watching(source, target)
+        if not watching:
             raise KeyError((source, target))
         return watching
 

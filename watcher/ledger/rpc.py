@@ -57,7 +57,6 @@ from watcher.ledger.wire import (
     BatchAnswer,
     adapter,
     envelope,
-    target_of,
     unwrap,
     unwrap_batch,
     validate,
@@ -214,7 +213,7 @@ class RpcClient(LedgerMethods):
             payload = envelope(request_id, method, params)
             body, headers = await self._requests.post(endpoint, method, payload)
             result = unwrap(method, request_id, body, headers)
-            return validate(method, model_adapter, result, target_of(params))
+            return validate(method, model_adapter, result, params)
 
         value = await self._retrier.run(method, attempt, only)
         self.stats.successes += 1
@@ -287,7 +286,7 @@ class RpcClient(LedgerMethods):
                 if error is None:
                     try:
                         outcomes[position] = validate(
-                            method, model_adapter, answer.result, target_of(params_list[position])
+                            method, model_adapter, answer.result, params_list[position]
                         )
                         continue
                     except BadResponse as err:

@@ -13,8 +13,7 @@ other polls' calls).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -67,10 +66,9 @@ _PROGRAM_ACCOUNTS_DATA = TypeAdapter(ProgramAccountsData)
 _ASSETS = TypeAdapter(list[Asset | None])
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """One call known before it is made: its method, its params, and the model its answer must
-    fit."""
+    fit. (A tuple: a sweep makes one per target.)"""
 
     method: str
     params: list[Any] | None

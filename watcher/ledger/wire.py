@@ -165,9 +165,11 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def validate(method: str, adapter: TypeAdapter[T], result: Any, target: str | None = None) -> T:
+def validate(
+    method: str, adapter: TypeAdapter[T], result: Any, params: list[Any] | None = None
+) -> T:
     """``result`` read into its model; a field the model took as unknown is logged once, with
-    ``target`` (the address asked about)."""
+    the address the call's ``params`` asked about (``target_of``)."""
     unknown: list[UnknownField] = []
     try:
         # The core validator itself: ``TypeAdapter.validate_python``'s wrapper is a measurable
@@ -185,7 +187,7 @@ def validate(method: str, adapter: TypeAdapter[T], result: Any, target: str | No
             method=method,
         ) from None
     if unknown:
-        UNKNOWN_FIELDS_LOG.report(method, target, unknown)
+        UNKNOWN_FIELDS_LOG.report(method, target_of(params), unknown)
     return value
 
 
