@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench bench-quick soak soak-quick chaos chaos-scale memory watch-began clean check-packaging check-install lock
+.PHONY: demo test lint typecheck bench bench-quick instructions soak soak-quick chaos chaos-scale memory watch-began clean check-packaging check-install lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/bench.py --quick
+
+# Instructions per quiet poll, the daemon's against the lean poller's, counted by callgrind: a
+# figure that repeats on a noisy machine (bench/instructions.py, about a minute; needs valgrind).
+instructions: $(STAMP)
+	$(BIN)/python bench/instructions.py
 
 # What the daemon holds per watched address at 10,000 and 100,000: RSS by stage and
 # tracemalloc's top allocation sites (bench/memory.py, about 5 minutes).

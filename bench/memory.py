@@ -46,7 +46,7 @@ from daemon_run import peak_rss_mb  # noqa: E402
 from scale import Simulator, write_rules  # noqa: E402
 
 from bench import LEAN_GOAL, LEAN_RUNS, lean_poller  # noqa: E402
-from watcher.app import Daemon  # noqa: E402
+from watcher.app import Daemon, settle_collector  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
 from watcher.config.ruleset import RuleSet  # noqa: E402
 from watcher.kinds import KINDS  # noqa: E402
@@ -141,6 +141,7 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
     stages.append(("rules read", settled()))
     daemon = Daemon(settings, ruleset)
     del settings, ruleset
+    settle_collector()  # as ``watcher run``
     stages.append(("daemon built", settled()))
     started = time.perf_counter()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import signal
 from pathlib import Path
@@ -127,7 +126,7 @@ async def _run_until_signalled(
 ) -> None:
     import structlog
 
-    from watcher.app import Daemon
+    from watcher.app import Daemon, settle_collector
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -139,16 +138,7 @@ async def _run_until_signalled(
         )
         return
     daemon = Daemon(settings, ruleset)
-    # What exists by now lives as long as the process (modules, the parts, Apprise's plugins,
-    # the models' validators): kept out of the cyclic collector's full passes, which would walk
-    # it again and again, about once a second under a large sweep, each time holding the loop
-    # and the GIL (a scrape's thread) 60 to 100 ms. Objects made later are collected as ever.
-    gc.collect()
-    gc.freeze()
-    # A poll makes a few short-lived containers (futures, coroutines, dataclasses) that
-    # reference counting frees; at the default threshold (700) the young collections they set
-    # off were 6% of a sweep's CPU. Ten thousand allocations between them costs a few MB at most.
-    gc.set_threshold(10_000, 50, 100)
+    settle_collector()
     reloads: set[asyncio.Task[bool]] = set()
 
     def reload() -> None:
