@@ -68,6 +68,7 @@ class Figures:
     name: str
     sweep_s: float | None = None
     targets: int = 0
+    handed_back: int = 0  # of the targets, those whose shard moved away during the sweep
     calls: int = 0
     failed: int = 0
     cpu_s: float | None = None  # the process's CPU over the sweep (less the sampler's)
@@ -163,6 +164,7 @@ class Instance:
             return figures
         figures.sweep_s = float(sweep["duration"])
         figures.targets, figures.calls = int(sweep["targets"]), int(sweep["calls"])
+        figures.handed_back = int(sweep.get("handed_back", 0))
         figures.failed = int(sweep.get("failed", 0))
         end = datetime.fromisoformat(sweep["timestamp"]).timestamp()
         begin = end - figures.sweep_s
@@ -417,10 +419,17 @@ def run(args: argparse.Namespace) -> Table:
         busy = sum(f.busy for f in figures)
         for entry, n in entries.most_common(8):
             table.add(f"  store samples: {entry}", f"{n} ({100 * n / max(1, busy):.1f}% of busy)")
-        polled = sum(f.calls for f in figures)
-        # Not a target: a shard that changes hands after its new owner's sweep began waits for
-        # that owner's next sweep (the job's interval), so these may fall short of every address.
-        table.add("addresses polled by the first sweeps", f"{polled:,} of {args.addresses:,}")
+        # The targets each first sweep polled (its calls are more: a first poll also reads its
+        # balances, a getMultipleAccounts call for up to 100 addresses). Not a target: a shard
+        # that changes hands after its new owner's sweep began waits for that owner's next
+        # sweep (the job's interval), so these may fall short of every address.
+        polled = sum(f.targets - f.handed_back for f in figures)
+        table.add(
+            "addresses polled by the first sweeps (handed back; calls)",
+            f"{polled:,} of {args.addresses:,} ({sum(f.handed_back for f in figures):,}; "
+            f"{sum(f.calls for f in figures):,})",
+            fail=polled > args.addresses,
+        )
         if polled < args.addresses:
             # What moved, to tell a catch-up round's line from a first sweep's.
             for instance in instances:

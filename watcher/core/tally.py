@@ -1,5 +1,6 @@
 """What one sweep did, counted where it happens: RPC calls (in the RPC client), alerts
-committed and polls whose endpoints disagreed (in the daemon), for the round's summary line.
+committed, polls whose endpoints disagreed and targets handed back to another instance (in the
+daemon), for the round's summary line.
 
 The tally rides a context variable set around one sweep: the tasks the sweep starts inherit it,
 so two sweeps running at once (two sources, or one source at two intervals) keep apart counts.
@@ -22,6 +23,8 @@ class RoundTally:
     # getMultipleAccounts call and, with tokens, a getTokenAccounts call: rpc.budget pays them.
     balance_reads: int = 0
     token_reads: int = 0  # of the balance reads, those that read token accounts too
+    # Targets of the sweep not polled: their shard went to another instance during the sweep.
+    handed_back: int = 0
 
 
 # Per sweep, not per process: the client is shared by sweeps running at once, so only the context
@@ -56,6 +59,12 @@ def count_disagreement() -> None:
     tally = _CURRENT.get()
     if tally is not None:
         tally.disagreements += 1
+
+
+def count_handed_back(number: int) -> None:
+    tally = _CURRENT.get()
+    if tally is not None:
+        tally.handed_back += number
 
 
 def count_balance_read(tokens: bool = False) -> None:

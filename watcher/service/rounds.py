@@ -30,7 +30,7 @@ from watcher.config.ruleset import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome
-from watcher.core.tally import tallying
+from watcher.core.tally import count_handed_back, tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
@@ -241,6 +241,9 @@ class Sweeper:
             due=len(targets) + deferred,
             deferred=deferred,  # due, but the budget's limit had no room: the next sweep's
             skipped=len(held) - len(targets) - deferred,
+            # Of ``targets``, those whose shard another instance took during the sweep: not
+            # polled here (their new holder's catch-up polls them).
+            handed_back=tally.handed_back,
             failed=failed,
             disagreed=tally.disagreements,  # answered, not evidence: not failed
             calls=tally.calls,
@@ -329,6 +332,8 @@ class Sweeper:
                 i for i, target in enumerate(targets) if self._held(source, target, held_at_start)
             ]
         )
+        if len(held) < len(targets):
+            count_handed_back(len(targets) - len(held))
         quiet = self.polls.quiet(
             source, [(targets[i], primed[i]) for i in held], job.interval, job.max_interval
         )
@@ -380,6 +385,7 @@ class Sweeper:
     ) -> bool | None:
         """``_poll`` of a target still held; None (not polled) for one handed back."""
         if not self._held(source, target, held_at_start):
+            count_handed_back(1)
             return None
         return await self._poll(source, target, job)
 
