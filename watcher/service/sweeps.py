@@ -212,24 +212,23 @@ class FirstCalls:
             states = await self.store.load_states(source.name, targets)
         except StateError:
             return [None] * len(targets)
-        read: list[tuple[TargetState | None, Call | None]] = []
+        calls: list[Call | None] = []
         for target, state in zip(targets, states, strict=True):
             try:
-                call = first_call(self.client, target, state)
+                calls.append(first_call(self.client, target, state))
             except Exception:  # an unreadable state: its own poll fails on it, as any
-                call = None
-            read.append((state, call))
-        made = [call for _, call in read if call is not None]
+                calls.append(None)
+        made = [call for call in calls if call is not None]
         if len({call.method for call in made}) > 1:
             made = []  # one request, one method: each poll makes its own call
-        answers = iter(await self._answers(made) if made else ())
-        primed: list[Primed | None] = [
-            Primed(state)
-            if call is None or not made
-            else Primed(state, call, next(answers), self.client)
-            for state, call in read
+        if not made:
+            return [Primed(state) for state in states]
+        answers = iter(await self._answers(made))
+        client = self.client
+        return [
+            Primed(state) if call is None else Primed(state, call, next(answers), client)
+            for state, call in zip(states, calls, strict=True)
         ]
-        return primed
 
     async def _answers(self, calls: Sequence[Call]) -> list[Any]:
         """The answers of ``calls`` (one method), in one request: each a value or its error."""

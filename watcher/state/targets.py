@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
+from typing import cast
 
 from sqlite_utils import Database
 
@@ -96,7 +97,17 @@ class HeldStates:
         self, source: str, targets: Sequence[str]
     ) -> tuple[list[TargetState | Miss | None], list[str]]:
         """``load`` of each of ``targets``, in order, and the targets of those ``MISS``-ed."""
-        found = [self.load(source, target) for target in targets]
+        found: list[TargetState | Miss | None]
+        if self._staged or self._flushing:
+            found = [self.load(source, target) for target in targets]
+        else:  # most sweeps: ``load`` with only the prefetched chunk to look in, inline
+            prefetched = self._prefetched.get(source, {})
+            found = [
+                text
+                if (text := prefetched.pop(target, MISS)) is MISS or text is None
+                else decode_json(text)
+                for target in targets
+            ]
         return found, [
             target for target, state in zip(targets, found, strict=True) if state is MISS
         ]
@@ -109,6 +120,8 @@ class HeldStates:
     ) -> list[TargetState | None]:
         """``load_all``'s states with each ``MISS`` replaced by its target's state as ``read``
         from the database (its JSON; None: no state yet)."""
+        if not read:  # nothing missed: the engine read nothing
+            return cast(list[TargetState | None], found)
         return [
             (None if (text := read[target]) is None else decode_json(text))
             if state is MISS
