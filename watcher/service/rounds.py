@@ -338,9 +338,11 @@ class Sweeper:
             source, [(targets[i], primed[i]) for i in held], job.interval, job.max_interval
         )
         polls: dict[int, Coroutine[Any, Any, bool | None]] = {}
+        faults = self.reports.poll_faults if self.reports.poll_faults else None  # most: none
         for index, done in zip(held, quiet, strict=True):
             if done:
-                self.reports.poll_faults.succeeded(source.name, targets[index])
+                if faults is not None:
+                    faults.succeeded(source.name, targets[index])
                 results[index] = True
             else:
                 polls[index] = self._poll(source, targets[index], job, primed[index])

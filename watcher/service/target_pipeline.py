@@ -195,7 +195,8 @@ class TargetPipeline:
         quiet = cast(FirstCall, source).quiet
         found: list[bool] = []
         # Counted once for the batch: the targets of one rule share its tuple of rules.
-        quiet_for: dict[int, tuple[tuple[PresentedRule, ...], int]] = {}
+        quiet_for: dict[int, int] = {}
+        rules_of: dict[int, tuple[PresentedRule, ...]] = {}
         for target, primed in polls:
             if primed is None or primed.call is None:
                 found.append(False)
@@ -205,12 +206,15 @@ class TargetPipeline:
             done = quiet(rules, target, primed.state, primed.answer)
             found.append(done)
             if done:
-                _, count = quiet_for.get(id(watching), (watching, 0))
-                quiet_for[id(watching)] = (watching, count + 1)
-        total = sum(count for _, count in quiet_for.values())
+                key = id(watching)
+                if key in quiet_for:
+                    quiet_for[key] += 1
+                else:
+                    quiet_for[key], rules_of[key] = 1, watching
+        total = sum(quiet_for.values())
         if total:
-            for rules_of, count in quiet_for.values():
-                self.metrics.polled_for(rules_of, count)
+            for key, count in quiet_for.items():
+                self.metrics.polled_for(rules_of[key], count)
             self.health.succeeded(name, interval=interval, count=total)
             self.metrics.polled(name, ok=True, count=total)
         return found
