@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import watcher
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
@@ -18,6 +20,16 @@ from watcher.testing.receivers import wait_until as _wait_until
 # busy CI box made correct properties fail. Speed is measured in bench/, not here.
 settings.register_profile("watcher", deadline=None)
 settings.load_profile("watcher")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package's bytecode once, before the workers start. The end-to-end tests
+    start hundreds of ``watcher`` processes (the daemon, ``status``, ``alerts``...), and each
+    one compiles every module it imports from source when nothing is cached, as happens under
+    ``PYTHONDONTWRITEBYTECODE``: a few tenths of a second of CPU each, on every start. (What
+    an import writes by itself otherwise; an up-to-date file is left as it is.)"""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        compileall.compile_dir(Path(watcher.__file__).parent, quiet=1)
 
 
 @pytest.fixture
