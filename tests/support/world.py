@@ -41,12 +41,15 @@ def small_cluster(clock: Callable[[], float] = time.time) -> Ledger:
 
 
 def rules(every: str = "200ms") -> list[dict[str, Any]]:
+    """The event rules send at once (``group_wait: 0s``): each watches one target, so a poll's
+    news is one alert with no company to wait for, and the tests wait on every message."""
     return [
         {
             "name": "treasury",
             "kind": "new_transactions",
             "addresses": [TREASURY],
             "every": every,
+            "group_wait": "0s",
             "notify": ["hooks"],
         },
         {
@@ -55,6 +58,7 @@ def rules(every: str = "200ms") -> list[dict[str, Any]]:
             "mints": [MINT],
             "min_change_pct": 10,
             "every": every,
+            "group_wait": "0s",
             "notify": ["hooks"],
             "severity": "info",
         },
