@@ -4,7 +4,7 @@ it, a real `watcher run` process delivering to a real local json:// receiver."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,16 @@ class World:
         target = self.polls(method) + more
         wait_until(lambda: self.polls(method) >= target, 15.0, f"{more} more {method} polls")
 
+    def wait_polls_of(self, methods: Iterable[str], more: int) -> None:
+        """``wait_polls`` of each of ``methods`` at once: the sources are swept side by side,
+        and waiting for them one after the other waited out their intervals over and over."""
+        targets = {method: self.polls(method) + more for method in methods}
+        wait_until(
+            lambda: all(self.polls(method) >= count for method, count in targets.items()),
+            15.0,
+            f"{more} more polls of each of " + ", ".join(targets),
+        )
+
 
 def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]:
     with SimulatorServer(ledger, api_key=API_KEY) as server, JsonReceiver() as receiver:
@@ -130,10 +140,12 @@ def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]
 
 
 def all_polled(world: World) -> None:
-    for method in (
-        "getSignaturesForAddress",
-        "getTokenLargestAccounts",
-        "getVoteAccounts",
-        "getClusterNodes",
-    ):
-        world.wait_polls(method, 2)
+    world.wait_polls_of(
+        (
+            "getSignaturesForAddress",
+            "getTokenLargestAccounts",
+            "getVoteAccounts",
+            "getClusterNodes",
+        ),
+        2,
+    )
