@@ -80,8 +80,25 @@ def wait_until() -> Callable[..., Any]:
     return _wait_until
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the end-to-end tests first: they are the slow ones, and with several xdist workers
     a slow test started last keeps one worker busy after the others are done. (A stable sort:
-    the order within each group stays the collection order.)"""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    the order within each group stays the collection order.)
+
+    Under xdist, each worker's first share of the collection (``--dist worksteal`` hands each
+    an equal run of it, in order) starts with its part of the end-to-end tests: dealt out in
+    turn, so that every worker starts on them at once. In one run of them all, the first
+    worker alone had them for its first minute or two, one at a time, each mostly waiting."""
+    end_to_end = [item for item in items if item.get_closest_marker("e2e") is not None]
+    rest = [item for item in items if item.get_closest_marker("e2e") is None]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for worker in range(workers):
+        share = remaining // (workers - worker)  # as worksteal's first distribution counts
+        remaining -= share
+        mine = end_to_end[worker::workers]
+        others = max(0, share - len(mine))
+        ordered += mine + rest[:others]
+        del rest[:others]
+    items[:] = ordered + rest
