@@ -117,7 +117,7 @@ class World:
         targets = {method: self.polls(method) + more for method in methods}
         wait_until(
             lambda: all(self.polls(method) >= count for method, count in targets.items()),
-            15.0,
+            15.0 * len(targets),  # the deadline the waits one after the other had in all
             f"{more} more polls of each of " + ", ".join(targets),
         )
 
