@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import watcher
 from watcher.state.store import SqliteStore
 from watcher.testing.postgres import Postgres
 from watcher.testing.receivers import JsonReceiver, SmtpReceiver
@@ -18,6 +20,16 @@ from watcher.testing.receivers import wait_until as _wait_until
 # busy CI box made correct properties fail. Speed is measured in bench/, not here.
 settings.register_profile("watcher", deadline=None)
 settings.load_profile("watcher")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package's bytecode once, before the workers start. The end-to-end tests
+    start hundreds of ``watcher`` processes (the daemon, ``status``, ``alerts``...), and each
+    one compiles every module it imports from source when nothing is cached, as happens under
+    ``PYTHONDONTWRITEBYTECODE``: a few tenths of a second of CPU each, on every start. (What
+    an import writes by itself otherwise; an up-to-date file is left as it is.)"""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        compileall.compile_dir(Path(watcher.__file__).parent, quiet=1)
 
 
 @pytest.fixture
@@ -68,8 +80,25 @@ def wait_until() -> Callable[..., Any]:
     return _wait_until
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the end-to-end tests first: they are the slow ones, and with several xdist workers
     a slow test started last keeps one worker busy after the others are done. (A stable sort:
-    the order within each group stays the collection order.)"""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    the order within each group stays the collection order.)
+
+    Under xdist, each worker's first share of the collection (``--dist worksteal`` hands each
+    an equal run of it, in order) starts with its part of the end-to-end tests: dealt out in
+    turn, so that every worker starts on them at once. In one run of them all, the first
+    worker alone had them for its first minute or two, one at a time, each mostly waiting."""
+    end_to_end = [item for item in items if item.get_closest_marker("e2e") is not None]
+    rest = [item for item in items if item.get_closest_marker("e2e") is None]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for worker in range(workers):
+        share = remaining // (workers - worker)  # as worksteal's first distribution counts
+        remaining -= share
+        mine = end_to_end[worker::workers]
+        others = max(0, share - len(mine))
+        ordered += mine + rest[:others]
+        del rest[:others]
+    items[:] = ordered + rest

@@ -47,6 +47,7 @@ def treasury_rule(**fields: Any) -> dict[str, Any]:
         "addresses": [TREASURY],
         "every": "200ms",
         "min_change_sol": "0.01",
+        "group_wait": "0s",  # one address: nothing to group, the test waits on each send
         "notify": ["hooks"],
         **fields,
     }

@@ -73,8 +73,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def test_program_and_asset_kinds_fire_once_and_faults_are_never_evidence(world: World) -> None:
     world.daemon.start()
-    for method in METHODS:
-        world.wait_polls(method, 2)
+    world.wait_polls_of(METHODS, 2)
     assert ours(world) == [], world.titles()
 
     # Whole rounds fail, and one answer of each has the wrong shape: none of it is news.
@@ -83,8 +82,7 @@ def test_program_and_asset_kinds_fire_once_and_faults_are_never_evidence(world: 
             world.ledger.faults.inject(kind, method=method, count=3)
     faults = world.ledger.faults
     wait_until(lambda: faults.pending() == 0, 30, "faults consumed")
-    for method in METHODS:
-        world.wait_polls(method, 2)
+    world.wait_polls_of(METHODS, 2)
     world.daemon.assert_alive()
     assert ours(world) == [], world.titles()
 
@@ -98,8 +96,7 @@ def test_program_and_asset_kinds_fire_once_and_faults_are_never_evidence(world: 
     notes = wait_until(
         lambda: ours(world) if len(ours(world)) >= 5 else None, 15, "5 notifications"
     )
-    for method in METHODS:
-        world.wait_polls(method, 2)
+    world.wait_polls_of(METHODS, 2)
     titles = sorted(note["title"] for note in ours(world))
     assert len(titles) == 5, titles
     assert "deposits: 2 token account changes" in titles[0]

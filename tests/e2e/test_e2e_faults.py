@@ -29,6 +29,7 @@ def treasury_only() -> list[dict[str, Any]]:
             "kind": "new_transactions",
             "addresses": [TREASURY],
             "every": "200ms",
+            "group_wait": "0s",  # one address: nothing to group, the test waits on each send
             "notify": ["hooks"],
         },
     ]

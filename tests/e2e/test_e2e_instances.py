@@ -77,6 +77,9 @@ def shared(
                         "kind": "new_transactions",
                         "addresses": ADDRESSES,
                         "every": getattr(request, "param", "300ms"),
+                        # Sent as they come: each signature is named in a message either way,
+                        # and the test waits for them.
+                        "group_wait": "0s",
                         "notify": ["hooks"],
                     }
                 ],

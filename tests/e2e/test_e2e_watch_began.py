@@ -174,6 +174,9 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
             def listed(alerts: list[dict[str, Any]]) -> list[str]:
                 return [s["signature"] for a in alerts for s in a["facts"]["signatures"]]
 
+            # Waited for at the receiver: each look with `watcher alerts` starts a process
+            # (the CPU the daemon needs meanwhile), so it is asked once they are all told.
+            wait_until(lambda: told(receiver) >= len(after), 60, "every transaction told")
             wait_until(
                 lambda: set(after) <= set(listed(history())),
                 60,
@@ -194,8 +197,13 @@ def test_what_lands_after_the_watch_began_is_notified_however_late_the_first_pol
     began = [a for a in alerts if "Since the watch began at" in a["body"]]
     assert len(began) == 20 + 20 + 10  # the first polls' (start, kill -9, reload)
     # And the receiver was told of each of them (alone, or counted in a digest's title).
-    told = [
+    assert told(receiver) == len(after)
+
+
+def told(receiver: JsonReceiver) -> int:
+    """Transactions the receiver was told of: each alone, or counted in a digest's title."""
+    counts = [
         re.match(r"\[WARNING\] deposits: (\d+) new transactions? ", note["title"])
         for note in receiver.received
     ]
-    assert sum(int(match.group(1)) for match in told if match) == len(after)
+    return sum(int(match.group(1)) for match in counts if match)

@@ -4,7 +4,7 @@ it, a real `watcher run` process delivering to a real local json:// receiver."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,12 +41,15 @@ def small_cluster(clock: Callable[[], float] = time.time) -> Ledger:
 
 
 def rules(every: str = "200ms") -> list[dict[str, Any]]:
+    """The event rules send at once (``group_wait: 0s``): each watches one target, so a poll's
+    news is one alert with no company to wait for, and the tests wait on every message."""
     return [
         {
             "name": "treasury",
             "kind": "new_transactions",
             "addresses": [TREASURY],
             "every": every,
+            "group_wait": "0s",
             "notify": ["hooks"],
         },
         {
@@ -55,6 +58,7 @@ def rules(every: str = "200ms") -> list[dict[str, Any]]:
             "mints": [MINT],
             "min_change_pct": 10,
             "every": every,
+            "group_wait": "0s",
             "notify": ["hooks"],
             "severity": "info",
         },
@@ -107,6 +111,16 @@ class World:
         target = self.polls(method) + more
         wait_until(lambda: self.polls(method) >= target, 15.0, f"{more} more {method} polls")
 
+    def wait_polls_of(self, methods: Iterable[str], more: int) -> None:
+        """``wait_polls`` of each of ``methods`` at once: the sources are swept side by side,
+        and waiting for them one after the other waited out their intervals over and over."""
+        targets = {method: self.polls(method) + more for method in methods}
+        wait_until(
+            lambda: all(self.polls(method) >= count for method, count in targets.items()),
+            15.0 * len(targets),  # the deadline the waits one after the other had in all
+            f"{more} more polls of each of " + ", ".join(targets),
+        )
+
 
 def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]:
     with SimulatorServer(ledger, api_key=API_KEY) as server, JsonReceiver() as receiver:
@@ -126,10 +140,12 @@ def make_world(tmp_path: Path, ledger: Ledger, **config: Any) -> Iterator[World]
 
 
 def all_polled(world: World) -> None:
-    for method in (
-        "getSignaturesForAddress",
-        "getTokenLargestAccounts",
-        "getVoteAccounts",
-        "getClusterNodes",
-    ):
-        world.wait_polls(method, 2)
+    world.wait_polls_of(
+        (
+            "getSignaturesForAddress",
+            "getTokenLargestAccounts",
+            "getVoteAccounts",
+            "getClusterNodes",
+        ),
+        2,
+    )

@@ -124,11 +124,14 @@ class DaemonProcess:
 
 
 def tx_rule(*addresses: str) -> dict[str, Any]:
+    """A fast rule on ``addresses``, its alerts sent at once (``group_wait: 0s``): a test adds
+    transactions and waits for their message, with no company to wait for."""
     return {
         "name": "treasury",
         "kind": "new_transactions",
         "addresses": list(addresses),
         "every": "200ms",
+        "group_wait": "0s",
         "notify": ["hooks"],
     }
 
