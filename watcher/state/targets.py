@@ -86,28 +86,17 @@ class HeldStates:
             if held is not None:
                 state: TargetState = decode_json(held[0])
                 return state
-        prefetched = self._prefetched.get(source)
-        if prefetched is not None and target in prefetched:
-            text = prefetched.pop(target)
-            read: TargetState | None = None if text is None else decode_json(text)
-            return read
-        return MISS
+        text = self._prefetched.get(source, {}).pop(target, MISS)
+        if text is MISS or text is None:
+            return text
+        read: TargetState = decode_json(text)
+        return read
 
     def load_all(
         self, source: str, targets: Sequence[str]
     ) -> tuple[list[TargetState | Miss | None], list[str]]:
         """``load`` of each of ``targets``, in order, and the targets of those ``MISS``-ed."""
-        found: list[TargetState | Miss | None]
-        if self._staged or self._flushing:
-            found = [self.load(source, target) for target in targets]
-        else:  # most sweeps: ``load`` with only the prefetched chunk to look in, inline
-            prefetched = self._prefetched.get(source, {})
-            found = [
-                text
-                if (text := prefetched.pop(target, MISS)) is MISS or text is None
-                else decode_json(text)
-                for target in targets
-            ]
+        found = [self.load(source, target) for target in targets]
         return found, [
             target for target, state in zip(targets, found, strict=True) if state is MISS
         ]
