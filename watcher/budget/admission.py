@@ -124,7 +124,7 @@ class Admission:
                 self.cadences.cadences(job.source),
                 self.cadences.planned(job.source).get,
                 now=now,
-                slack=job.interval / 2,
+                every=job.interval,
                 # Urgent early enough that an extra cannot spend the poll it needs: within the
                 # next sweep and the time the budget takes to earn one poll.
                 horizon=1.5 * job.interval + 1.0 / max(rate, 1e-9),

@@ -205,13 +205,18 @@ class SpendWindow:
                 self._credit -= polls
 
 
+# A plan's interval is a float the allocation worked out: a plan of every sweep (5 s) may come
+# out a hair over (5.000001 s), which must not mean every other sweep.
+_TICK_TOLERANCE = 0.99
+
+
 def admitted(
     due: Sequence[str],
     cadences: Mapping[str, Cadence | None],
     planned: Callable[[str], float | None],
     *,
     now: float,
-    slack: float,
+    every: float,
     horizon: float,
     room: int,
 ) -> list[str]:
@@ -222,8 +227,8 @@ def admitted(
        ``now + horizon`` (the next sweep, and the time the budget takes to earn a poll): the
        fairness bound, earliest deadline first;
     2. first polls (``None`` cadence): their pace has paid for them already;
-    3. the plan's polls: the planned interval since the last poll has passed (within
-       ``slack``), earliest deadline first;
+    3. the plan's polls: the planned interval since the last poll has passed, counted in the
+       sweeps' ticks (``every`` apart), earliest deadline first;
     4. extras: activity brought the target back under its planned interval; the most events
        expected since its last poll (estimated rate times the time since) first.
 
@@ -240,9 +245,11 @@ def admitted(
         if cadence is None:
             return (1, 0.0)
         interval = planned(target) or cadence.interval
-        # Within the sweeps' slack of its time, but never a quarter of its interval early: a
-        # target planned every 7 s, swept every 5 s, would otherwise be owed at every sweep.
-        if cadence.seen_at + interval > now + min(slack, interval / 4):
+        # Polls happen at sweeps, and a poll's answer comes a little after its sweep's tick:
+        # the time since, rounded to the ticks, against the plan. A target planned every 6.6 s,
+        # swept every 5 s, is owed every 10 s: owed at the nearer tick, it would spend a third
+        # more than its plan, and the targets it crowded out would all fall due at their bound.
+        if every * round((now - cadence.seen_at) / every) < interval * _TICK_TOLERANCE:
             # Not owed yet: an extra, however near its deadline (a busy target polled early
             # and often would otherwise always look urgent, and take every poll).
             return (3, -cadence.rate * (now - cadence.seen_at))
