@@ -3,6 +3,7 @@
     python bench/memory.py                        # 10,000 and 100,000 addresses
     python bench/memory.py --sizes 1000000
     python bench/memory.py --trace                # and tracemalloc's top allocation sites
+    python bench/memory.py --sizes 1000000 --max-rps 250 --latency 0.03
 
 Each size runs in a fresh process: the real daemon (``watcher.app.Daemon``) built in-process
 from a rules file listing N addresses (``addresses_file`` lists, one ``new_transactions`` rule
@@ -18,6 +19,11 @@ addresses against the same server, and the daemon's CPU per poll is weighed agai
 ``--trace`` a second fresh process does the same under tracemalloc (one sweep) and prints the
 allocation sites holding the most after the sweep, in bytes per address (tracemalloc slows the
 run about twofold and its own bookkeeping inflates RSS, so RSS is read without it).
+
+``--latency`` adds that many seconds to each answer (``make bench``'s ledger is 0.03 s away; the
+default, 0, leaves the CPU alone to set the pace). ``--max-rps R`` sets ``rpc.max_rps: R`` and has
+the simulator answer 429 beyond R requests a second: printed then, each sweep's requests and
+their rate, and the 429s the daemon met (goal: none, the sweeps within the interval).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +86,16 @@ def settled() -> tuple[float, float, float]:
     return rss_mb(), current / 2**20, peak / 2**20
 
 
-def write_settings(folder: Path, url: str) -> Path:
+def write_settings(folder: Path, url: str, max_rps: float | None = None) -> Path:
+    rpc: dict[str, Any] = {"batch_size": 10, "max_concurrency": 8}
+    if max_rps is not None:
+        rpc["max_rps"] = max_rps
     settings = {
         "rpc_url": url,
         "rules": ["rules/rules.yaml"],
         "state_path": "state/watcher.db",
         "channels": {"hooks": ["json://127.0.0.1:9/"]},  # nothing is sent: no history
-        "rpc": {"batch_size": 10, "max_concurrency": 8},
+        "rpc": rpc,
         "log_level": "warning",
     }
     path = folder / "watcher.yaml"
@@ -92,7 +103,7 @@ def write_settings(folder: Path, url: str) -> Path:
     return path
 
 
-async def start_and_sweep(daemon: Daemon, stages: Stages) -> None:
+async def start_and_sweep(daemon: Daemon, stages: Stages, requests: list[int]) -> None:
     """What ``Runtime.run`` does before its scheduler runs, then one sweep of each job."""
     await daemon.store.start()
     await daemon.leases.round()
@@ -101,7 +112,13 @@ async def start_and_sweep(daemon: Daemon, stages: Stages) -> None:
     stages.append(("started", settled()))
     for job in jobs:
         await daemon.sweep(job)
+    requests.append(sent(daemon))
     stages.append(("swept once", settled()))
+
+
+def sent(daemon: Daemon) -> int:
+    """HTTP requests the daemon's client has sent so far."""
+    return 0 if daemon.client is None else daemon.client.stats.requests
 
 
 async def steady_sweep(daemon: Daemon) -> tuple[float, float]:
@@ -113,11 +130,14 @@ async def steady_sweep(daemon: Daemon) -> tuple[float, float]:
     return time.perf_counter() - wall, process_cpu() - cpu
 
 
-async def run(daemon: Daemon, stages: Stages, steady: list[float] | None) -> None:
+async def run(
+    daemon: Daemon, stages: Stages, steady: list[float] | None, requests: list[int]
+) -> None:
     try:
-        await start_and_sweep(daemon, stages)
+        await start_and_sweep(daemon, stages, requests)
         if steady is not None:
             steady.extend(await steady_sweep(daemon))
+            requests.append(sent(daemon) - requests[0])
     finally:
         await daemon.close()
 
@@ -146,7 +166,9 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
     started = time.perf_counter()
 
     steady: list[float] | None = None if trace else []  # tracemalloc's figures: one sweep
-    asyncio.run(run(daemon, stages, steady))
+    requests: list[int] = []  # the first sweep's, then the steady one's
+    asyncio.run(run(daemon, stages, steady, requests))
+    too_many = 0 if daemon.client is None else daemon.client.stats.errors["RateLimited"]
     sweep_s = time.perf_counter() - started - (steady[0] if steady else 0.0)
     sites: list[tuple[str, int, int]] = []
     if trace:
@@ -167,10 +189,12 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
         "steady_s": steady[0] if steady else None,
         "steady_cpu_per_1000": 1000 * steady[1] / size if steady else None,
         "sites": sites,
+        "requests": requests,
+        "too_many": too_many,
     }
 
 
-def child(size: int, url: str, trace: bool) -> dict[str, Any]:
+def child(size: int, url: str, trace: bool, max_rps: float | None = None) -> dict[str, Any]:
     """``measure`` in a fresh process (nothing of another size in its heap, nor the addresses
     made to write its rules)."""
     with tempfile.TemporaryDirectory(prefix="watcher-memory-") as tmp:
@@ -179,7 +203,7 @@ def child(size: int, url: str, trace: bool) -> dict[str, Any]:
         addresses = [derived_pubkey(f"memory {n}") for n in range(size)]
         write_rules(folder / "rules", addresses, EVERY)
         del addresses
-        write_settings(folder, url)
+        write_settings(folder, url, max_rps)
         out = subprocess.run(
             [sys.executable, __file__, "--one", str(size), "--folder", str(folder)]
             + (["--trace"] if trace else []),
@@ -191,7 +215,7 @@ def child(size: int, url: str, trace: bool) -> dict[str, Any]:
     return result
 
 
-def report(result: dict[str, Any]) -> None:
+def report(result: dict[str, Any], max_rps: float | None = None) -> None:
     size = result["size"]
     if result["sites"]:
         print(f"  tracemalloc ({size:,}): traced now / peak during the stage, bytes per address")
@@ -217,6 +241,8 @@ def report(result: dict[str, Any]) -> None:
             f"  a steady sweep: {result['steady_s']:.1f} s, "
             f"{1000 * result['steady_cpu_per_1000']:.0f} ms of CPU per 1,000 polls"
         )
+    if max_rps is not None:
+        report_paced(result, max_rps)
     if size >= MILLION:
         # Issue figures for one instance at a million: under 400 MB, its first sweep (the
         # start and every first poll) and a steady one inside the interval.
@@ -224,6 +250,18 @@ def report(result: dict[str, Any]) -> None:
         sweep_ok = result["sweep_s"] < EVERY_SECONDS and result["steady_s"] < EVERY_SECONDS
         print(f"  peak under {PEAK_BAR_MB} MB: {'PASS' if rss_ok else 'FAIL'}")
         print(f"  sweeps within every: {EVERY}: {'PASS' if sweep_ok else 'FAIL'}")
+
+
+def report_paced(result: dict[str, Any], max_rps: float) -> None:
+    """Each sweep's requests and their rate under ``max_rps``, and the 429s met (goal: none)."""
+    timed = [("first sweep", result["sweep_s"]), ("steady sweep", result["steady_s"])]
+    for (name, seconds), requests in zip(timed, result["requests"], strict=False):
+        print(
+            f"  {name}: {requests:,} requests in {seconds:.1f} s, "
+            f"{requests / seconds:.0f} a second (max_rps {max_rps:g})"
+        )
+    too_many = result["too_many"]
+    print(f"  429s met under max_rps: {too_many}: {'PASS' if too_many == 0 else 'FAIL'}")
 
 
 def lean_beside(result: dict[str, Any], url: str) -> bool:
@@ -243,25 +281,45 @@ def lean_beside(result: dict[str, Any], url: str) -> bool:
     return ok
 
 
+@contextlib.contextmanager
+def unlimited(latency: float) -> Iterator[Simulator]:
+    simulator = Simulator(latency=latency)
+    try:
+        yield simulator
+    finally:
+        simulator.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
     parser.add_argument("--trace", action="store_true", help="also tracemalloc's top sites")
+    parser.add_argument("--latency", type=float, default=0.0, help="added to each answer (s)")
+    parser.add_argument(
+        "--max-rps", type=float, help="rpc.max_rps, the simulator answering 429 beyond it"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(measure(args.one, args.folder, args.trace)))
         return 0
-    simulator = Simulator(latency=0.0)
+    simulator = Simulator(latency=args.latency, enforce_rps=args.max_rps)
     try:
-        print(f"memory per watched address (every {EVERY}, SQLite, one sweep)")
+        paced = "" if args.max_rps is None else f", max_rps {args.max_rps:g}"
+        print(
+            f"memory per watched address (every {EVERY}, SQLite, one sweep, "
+            f"{1000 * args.latency:g} ms latency{paced})"
+        )
         failed = False
         for size in (int(s) for s in args.sizes.split(",")):
-            result = child(size, simulator.url, trace=False)
-            report(result)
+            result = child(size, simulator.url, trace=False, max_rps=args.max_rps)
+            report(result, args.max_rps)
+            failed |= args.max_rps is not None and result["too_many"] > 0
             if size >= MILLION:
-                failed |= not lean_beside(result, simulator.url)
+                # The lean poller is not paced: under max_rps, a server of its own without it.
+                with unlimited(args.latency) if args.max_rps else nullcontext(simulator) as lean:
+                    failed |= not lean_beside(result, lean.url)
             if args.trace:
                 report(child(size, simulator.url, trace=True))
     finally:

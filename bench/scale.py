@@ -236,10 +236,12 @@ def write_instance(home: Path, name: str, rules: Path, rpc_url: str, state_url: 
 
 
 class Simulator:
-    """``watcher simulate`` with an empty ledger in a process of its own."""
+    """``watcher simulate`` with an empty ledger in a process of its own (``enforce_rps``: it
+    answers 429 beyond that many requests a second)."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, enforce_rps: float | None = None) -> None:
         self.port = free_port()
+        limit = [] if enforce_rps is None else ["--enforce-rps", str(enforce_rps)]
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -252,6 +254,7 @@ class Simulator:
                 "quiet",
                 "--latency",
                 str(latency),
+                *limit,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

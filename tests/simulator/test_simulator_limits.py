@@ -50,6 +50,15 @@ def test_rate_window_slides_and_names_the_wait() -> None:
         RateWindow(0)
 
 
+def test_rate_window_counts_requests_by_when_they_arrived() -> None:
+    # The server's threads ask in any order: each request counts at its arrival.
+    window = RateWindow(2, FakeClock())
+    assert window.admit(0.5) is None
+    assert window.admit(0.2) is None  # arrived earlier, asked later: (-0.8, 0.2] held none
+    assert window.admit(0.9) == 1  # (-0.1, 0.9] holds 0.2 and 0.5
+    assert window.admit(1.3) is None  # (0.3, 1.3] holds 0.5 alone
+
+
 def test_rate_window_fractional_rates() -> None:
     clock = FakeClock()
     assert _admit_at(RateWindow(0.5, clock), clock, 0.0, 0.2) == [None, 1]  # at most 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
+from bisect import bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -44,29 +44,39 @@ NO_LIMITS: Final = ProviderLimits()
 
 
 class RateWindow:
-    """At most ``ceil(rps)`` requests accepted in any window of ``WINDOW_SECONDS``."""
+    """At most ``ceil(rps)`` requests accepted in any window of ``WINDOW_SECONDS``, counted by
+    when each arrived."""
 
     def __init__(self, rps: float, clock: Callable[[], float] = time.monotonic) -> None:
         if rps <= 0:
             raise ValueError(f"enforce_rps must be positive: {rps}")
         self.rps = rps
         self._limit = math.ceil(rps * WINDOW_SECONDS)  # 2.5: 0, 0.4 and 0.8 s in one window
-        self._clock = clock
-        self._accepted: deque[float] = deque()
+        self.clock = clock
+        self._accepted: list[float] = []  # arrivals, in order
         self._lock = threading.Lock()
 
-    def admit(self) -> int | None:
-        """None when a request arriving now is accepted (and counted); else the whole seconds
-        the client should wait (``Retry-After``: until the oldest request leaves the window).
-        The time is read under the lock: the window stays in order whichever thread asks."""
+    def admit(self, arrived: float | None = None) -> int | None:
+        """None when a request that ``arrived`` then (read from ``clock`` as it came in; now
+        when None) is accepted (and counted); else the whole seconds the client should wait
+        (``Retry-After``: until the oldest request leaves the window). A provider counts a
+        request at its door: the server's threads take turns at the GIL, and counting it only
+        when its thread got round to it (its body read and parsed) would bunch requests that
+        arrived evenly."""
         with self._lock:
-            now = self._clock()
-            while self._accepted and self._accepted[0] <= now - WINDOW_SECONDS:
-                self._accepted.popleft()
-            if len(self._accepted) < self._limit:
-                self._accepted.append(now)
+            now = self.clock() if arrived is None else arrived
+            accepted = self._accepted
+            # Threads may ask out of the order their requests arrived in: a window of history
+            # is kept behind the latest arrival.
+            del accepted[
+                : bisect_right(accepted, accepted[-1] - 2 * WINDOW_SECONDS if accepted else now)
+            ]
+            start = bisect_right(accepted, now - WINDOW_SECONDS)
+            within = bisect_right(accepted, now) - start
+            if within < self._limit:
+                insort(accepted, now)
                 return None
-            return max(1, math.ceil(self._accepted[0] + WINDOW_SECONDS - now))
+            return max(1, math.ceil(accepted[start] + WINDOW_SECONDS - now))
 
 
 @dataclass(frozen=True)

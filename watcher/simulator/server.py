@@ -176,6 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(sim.control)
             return
         sim.http_counters.request()
+        arrived = None if sim.rate_window is None else sim.rate_window.clock()
         path_ok = urlsplit(self.path).path == sim.path
         length_text = self.headers.get("Content-Length")
         if length_text is None or not length_text.isdigit():
@@ -200,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, _error_body(_UNAUTHORIZED))
             return
         if sim.rate_window is not None:
-            retry_after = sim.rate_window.admit()
+            retry_after = sim.rate_window.admit(arrived)
             if retry_after is not None:
                 sim.http_counters.too_many()
                 self._send(429, _error_body(_TOO_MANY), headers={"Retry-After": str(retry_after)})
