@@ -63,7 +63,7 @@ async def daemon_side(folder: Path, sweeps: int) -> None:
     settings, rules = load_config(folder / "watcher.yaml")
     daemon = Daemon(settings, RuleSet(rules, KINDS))
     try:
-        await start_and_sweep(daemon, [])
+        await start_and_sweep(daemon, [], [])
         jobs = daemon.ruleset.jobs()
         for job in jobs:  # the first quiet sweep: its states read once from the database
             await daemon.sweep(job)

@@ -21,9 +21,11 @@ allocation sites holding the most after the sweep, in bytes per address (tracema
 run about twofold and its own bookkeeping inflates RSS, so RSS is read without it).
 
 ``--latency`` adds that many seconds to each answer (``make bench``'s ledger is 0.03 s away; the
-default, 0, leaves the CPU alone to set the pace). ``--max-rps R`` sets ``rpc.max_rps: R`` and has
-the simulator answer 429 beyond R requests a second: printed then, each sweep's requests and
-their rate, and the 429s the daemon met (goal: none, the sweeps within the interval).
+default, 0, leaves the CPU alone to set the pace). ``--max-every 1h`` makes each rule adaptive
+(``max_every``: the cadence book holds an entry per target). ``--max-rps R`` sets
+``rpc.max_rps: R`` and has the simulator answer 429 beyond R requests a second: printed then,
+each sweep's requests and their rate, and the 429s the daemon met (goal: none, the sweeps
+within the interval).
 """
 
 from __future__ import annotations
@@ -194,14 +196,21 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
     }
 
 
-def child(size: int, url: str, trace: bool, max_rps: float | None = None) -> dict[str, Any]:
+def child(
+    size: int,
+    url: str,
+    trace: bool,
+    max_rps: float | None = None,
+    max_every: str | None = None,
+) -> dict[str, Any]:
     """``measure`` in a fresh process (nothing of another size in its heap, nor the addresses
     made to write its rules)."""
     with tempfile.TemporaryDirectory(prefix="watcher-memory-") as tmp:
         folder = Path(tmp)
         (folder / "rules").mkdir()
         addresses = [derived_pubkey(f"memory {n}") for n in range(size)]
-        write_rules(folder / "rules", addresses, EVERY)
+        adaptive = None if max_every is None else {"max_every": max_every}
+        write_rules(folder / "rules", addresses, EVERY, adaptive)
         del addresses
         write_settings(folder, url, max_rps)
         out = subprocess.run(
@@ -298,6 +307,7 @@ def main() -> int:
     parser.add_argument(
         "--max-rps", type=float, help="rpc.max_rps, the simulator answering 429 beyond it"
     )
+    parser.add_argument("--max-every", help="each rule adaptive, up to this interval (e.g. 1h)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -307,13 +317,14 @@ def main() -> int:
     simulator = Simulator(latency=args.latency, enforce_rps=args.max_rps)
     try:
         paced = "" if args.max_rps is None else f", max_rps {args.max_rps:g}"
+        paced += "" if args.max_every is None else f", max_every {args.max_every}"
         print(
             f"memory per watched address (every {EVERY}, SQLite, one sweep, "
             f"{1000 * args.latency:g} ms latency{paced})"
         )
         failed = False
         for size in (int(s) for s in args.sizes.split(",")):
-            result = child(size, simulator.url, trace=False, max_rps=args.max_rps)
+            result = child(size, simulator.url, False, args.max_rps, args.max_every)
             report(result, args.max_rps)
             failed |= args.max_rps is not None and result["too_many"] > 0
             if size >= MILLION:
@@ -321,7 +332,7 @@ def main() -> int:
                 with unlimited(args.latency) if args.max_rps else nullcontext(simulator) as lean:
                     failed |= not lean_beside(result, lean.url)
             if args.trace:
-                report(child(size, simulator.url, trace=True))
+                report(child(size, simulator.url, True, args.max_rps, args.max_every))
     finally:
         simulator.stop()
     return int(failed)

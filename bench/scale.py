@@ -184,8 +184,11 @@ class Instance:
         return figures
 
 
-def write_rules(rules: Path, addresses: list[str], every: str) -> None:
-    """The rules of every address: ``addresses_file`` lists of ``PER_FILE`` each."""
+def write_rules(
+    rules: Path, addresses: list[str], every: str, extra: dict[str, Any] | None = None
+) -> None:
+    """The rules of every address: ``addresses_file`` lists of ``PER_FILE`` each (each rule with
+    the fields of ``extra`` too)."""
     listed = []
     for n, start in enumerate(range(0, len(addresses), PER_FILE)):
         (rules / f"addresses-{n}.txt").write_text(
@@ -198,6 +201,7 @@ def write_rules(rules: Path, addresses: list[str], every: str) -> None:
                 "addresses_file": f"addresses-{n}.txt",
                 "every": every,
                 "notify": ["hooks"],
+                **(extra or {}),
             }
         )
     (rules / "rules.yaml").write_text(yaml.safe_dump({"rules": listed}))
