@@ -5,6 +5,7 @@ keeps every backoff."""
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,12 @@ from watcher.budget.cadences import (
     stored_cadence,
     worth_storing,
 )
-from watcher.config.ruleset import Job
+from watcher.config import address_files
+from watcher.config.address_files import PackedAddresses
+from watcher.config.ruleset import Job, JoinedTargets
 from watcher.core.events import CADENCE_KEY
 from watcher.service.status import Status, read_status
+from watcher.simulator.keys import derived_pubkey
 from watcher.state.commands import sqlite_command_store
 
 from support.seeded import HOLDERS, MINT, TREASURY, World, base_rules, daemon_worlds
@@ -112,6 +116,30 @@ def test_the_due_index_says_what_looking_at_every_target_would(operations: list[
                 or now + slack >= known.next_due
             ]
             assert book.due("signatures", first, now, slack) == expected
+
+
+def test_the_book_holds_one_str_of_each_target_of_a_packed_list() -> None:
+    """A packed list makes a new str at each pass over it: what the book learns of its
+    targets, the polls it says are due and their next times hold the strs its index made,
+    not a second one each (a hundred bytes a target: 100 MB at a million)."""
+    targets = JoinedTargets((PackedAddresses([derived_pubkey(f"book {n}") for n in range(500)]),))
+    book = CadenceBook()
+    tracemalloc.start()
+    try:
+        for target in book.unknown("signatures", targets):
+            book.learn("signatures", target, None)  # as a sweep learns what the states keep
+        for target in book.due("signatures", targets, 0.0):
+            book.after_poll("signatures", target, None, now=0.0, events=0, every=1, max_every=8)
+        assert not book.due("signatures", targets, 0.5)
+        made = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, address_files.__file__)]
+        )
+    finally:
+        tracemalloc.stop()
+    # The blocks the packed list allocated and something still holds: its base58 strs (about
+    # 93 bytes each; nothing else of it was made after tracing began).
+    strs = sum(stat.count for stat in made.statistics("lineno"))
+    assert strs == len(targets)
 
 
 @pytest.mark.parametrize(

@@ -191,11 +191,11 @@ class CadenceBook:
         if view is not None and view.targets is targets:
             return view
         known = self._index(source).known
-        view = _View(
-            targets,
-            {target: position for position, target in enumerate(targets)},
-            [target for target in targets if target not in known],
-        )
+        position = {target: position for position, target in enumerate(targets)}
+        # The unknown ones are the position's own strs, not ``targets``' again: a packed list
+        # makes a new str at each pass, and what the book learns of them (and the polls they
+        # are due for) would then hold a second copy of each target's str.
+        view = _View(targets, position, [target for target in position if target not in known])
         if type(targets) in IMMUTABLE_TARGETS:
             if len(self._views) > 64:  # jobs and shard sets of the past
                 self._views.clear()
