@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watcher.config.address_files import (
-    ALL_KEPT,
     RECENT,
     JoinedTargets,
     PackedAddresses,
@@ -102,14 +101,20 @@ def test_joined_targets_slice_as_the_list_of_their_parts_does(
     assert joined[start:stop:step] == whole[start:stop:step]
 
 
-def test_a_short_list_keeps_every_str_it_made_and_a_long_one_its_last() -> None:
-    """A sweep asks for each address once a round: a list of at most ALL_KEPT keeps them all
-    (each round then makes none), a longer one only its last RECENT."""
-    short = PackedAddresses([key(n) for n in range(1, ALL_KEPT + 1)])
-    made = [short[i] for i in range(len(short))]
-    assert all(short[i] is made[i] for i in range(len(short)))
-    long = PackedAddresses([key(n) for n in range(1, ALL_KEPT + 2)])
-    made = [long[i] for i in range(len(long))]
-    assert made == [key(n) for n in range(1, ALL_KEPT + 2)]
-    again = [long[i] is made[i] for i in range(len(long))]
-    assert again.count(False) >= len(long) - RECENT
+def test_a_list_keeps_every_str_it_made_when_told_and_else_its_last() -> None:
+    """A sweep asks for each address once a round: a list told to keep them all (the rule set
+    does when its lists are short, ``ALL_KEPT`` in all) then makes none again, another only
+    keeps its last RECENT."""
+    count = RECENT + 100
+    kept = PackedAddresses([key(n) for n in range(1, count + 1)])
+    kept.keep_every_str(True)
+    made = [kept[i] for i in range(len(kept))]
+    assert all(kept[i] is made[i] for i in range(len(kept)))
+    recent = PackedAddresses([key(n) for n in range(1, count + 1)])
+    made = [recent[i] for i in range(len(recent))]
+    assert made == [key(n) for n in range(1, count + 1)]
+    again = [recent[i] is made[i] for i in range(len(recent))]
+    assert again.count(False) >= len(recent) - RECENT
+    kept.keep_every_str(False)  # a reload made the rules' lists long: back to the last RECENT
+    assert [kept[i] for i in range(len(kept))] == made
+    assert [kept[i] is made[i] for i in range(len(kept))].count(False) >= count - RECENT

@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
+from watcher.config import address_files
+from watcher.config import ruleset as ruleset_module
 from watcher.config.address_files import PackedAddresses, RuleAddresses
 from watcher.config.rule_models import RuleBase
 from watcher.config.ruleset import Job, JoinedTargets, PickedTargets, RuleSet
@@ -241,6 +243,28 @@ def test_a_files_addresses_make_one_job_holding_them_packed() -> None:
     assert [(job.interval, list(job.targets)) for job in jobs] == [(600.0, [A, B, C])]
     assert isinstance(jobs[0].targets, JoinedTargets)
     assert jobs == RuleSet([with_file("deposits", "10m", [A], [B, C])], KINDS).jobs()
+
+
+def test_rules_with_few_packed_addresses_in_all_keep_every_str_each_list_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted over all the rules' lists, not per list: many short lists of a big watch list
+    would otherwise keep a str of every address."""
+
+    def kept_strs(rules: list[RuleBase]) -> bool:
+        """Whether a second pass over each list gives the very strs of the first."""
+        RuleSet(rules, KINDS)
+        packed = [r.targets.packed for r in rules if isinstance(r.targets, RuleAddresses)]
+        made = [[p[i] for i in range(len(p))] for p in packed]
+        return all(
+            p[i] is first[i] for p, first in zip(packed, made, strict=True) for i in range(len(p))
+        )
+
+    monkeypatch.setattr(ruleset_module, "ALL_KEPT", 4)
+    monkeypatch.setattr(address_files, "RECENT", 1)
+    assert kept_strs([with_file("a", "10m", [], [A, B]), with_file("b", "10m", [], [C, M])])
+    three = [with_file(name, "10m", [], [key(n), key(n + 10)]) for n, name in enumerate("abc")]
+    assert not kept_strs(three)  # 6 in all: each list only its last few
 
 
 def test_picked_targets_are_those_at_their_positions_in_order() -> None:

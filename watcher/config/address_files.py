@@ -201,9 +201,11 @@ _DIGIT = {char: value for value, char in enumerate(_ALPHABET)}
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # two digits a step: half the divisions
 KEY_BYTES = 32
 RECENT = 8192  # items made and answers of ``in`` kept (see ``PackedAddresses``)
-# A list this short keeps every item it made: each sweep would make them all again (a str is
-# about 3 us, a tenth of a quiet poll's CPU), and all of them take at most about 2.5 MB.
-ALL_KEPT = 16_384
+# Rules whose packed lists hold this many addresses in all keep every str each list made
+# (``keep_every_str``, the rule set's call): each sweep would make them all again, a str is about
+# 3 us and with its cache entries 190 bytes (a tenth of a quiet poll's CPU, 25 MB at most). In
+# all, not per list: a million split into short lists would keep 190 MB.
+ALL_KEPT = 131_072
 
 
 def encode_key(key: bytes) -> str:
@@ -245,7 +247,7 @@ class PackedAddresses(Sequence[str]):
     # (the rule set's lookup, then the kind's step): each then costs a dict lookup.
     _made: dict[int, str]
     _known: dict[str, bool]
-    _keep: int  # how many of each are kept: every one of a short list (``ALL_KEPT``)
+    _keep: int  # how many of each are kept: ``RECENT``, or every one (``keep_every_str``)
 
     def __init__(self, addresses: Sequence[str]) -> None:
         """``addresses``: valid base58 keys, no repeats."""
@@ -267,9 +269,15 @@ class PackedAddresses(Sequence[str]):
         packed = PackedAddresses.__new__(PackedAddresses)
         packed._data, packed._hashes, packed._positions = data, hashes, positions
         packed._made, packed._known = {}, {}
-        count = len(data) // KEY_BYTES
-        packed._keep = 2 * count + 1 if count <= ALL_KEPT else RECENT  # answers of ``in`` too
+        packed._keep = RECENT
         return packed
+
+    def keep_every_str(self, every: bool) -> None:
+        """Whether every item made (and answer of ``in``) is kept, or the last ``RECENT``."""
+        self._keep = 2 * len(self) + 1 if every else RECENT  # answers of ``in`` too
+        if len(self._made) >= self._keep or len(self._known) >= self._keep:
+            self._made.clear()
+            self._known.clear()
 
     def repeats(self) -> list[tuple[int, int]]:
         """Each key seen before: (its position, the first position of that key), in order."""

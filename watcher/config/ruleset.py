@@ -22,7 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, overload
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses, RuleAddresses
+from watcher.config.address_files import (
+    ALL_KEPT,
+    JoinedTargets,
+    PackedAddresses,
+    RuleAddresses,
+)
 from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
 
 __all__ = ["CLUSTER", "IMMUTABLE_TARGETS", "Job", "JoinedTargets", "PickedTargets", "RuleSet"]
@@ -128,6 +133,11 @@ class RuleSet:
                 by_target[target] = shared.setdefault(tuple(map(id, watching)), watching)
         for source, packed in self._packed.items():
             self._swept[source] = self._apart(self._watchers[source], packed, shared)
+        # Few packed addresses in all: each list keeps every str it makes (``ALL_KEPT``).
+        read = [addresses for packed in self._packed.values() for addresses, _ in packed]
+        every = sum(map(len, read)) <= ALL_KEPT
+        for addresses in read + [a for swept in self._swept.values() for a, _ in swept]:
+            addresses.keep_every_str(every)
 
     def _apart(
         self,
