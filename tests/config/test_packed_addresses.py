@@ -110,6 +110,7 @@ def test_a_list_keeps_every_str_it_made_when_told_and_else_its_last() -> None:
     kept.keep_every_str(True)
     made = [kept[i] for i in range(len(kept))]
     assert all(kept[i] is made[i] for i in range(len(kept)))
+    assert all(a is b for a, b in zip(kept, made, strict=True))  # a pass gives the kept ones
     recent = PackedAddresses([key(n) for n in range(1, count + 1)])
     made = [recent[i] for i in range(len(recent))]
     assert made == [key(n) for n in range(1, count + 1)]

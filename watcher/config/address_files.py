@@ -238,7 +238,16 @@ class PackedAddresses(Sequence[str]):
     32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
     a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
 
-    __slots__ = ("__weakref__", "_data", "_hashes", "_keep", "_known", "_made", "_positions")
+    __slots__ = (
+        "__weakref__",
+        "_data",
+        "_every",
+        "_hashes",
+        "_keep",
+        "_known",
+        "_made",
+        "_positions",
+    )
     _data: bytes
     _hashes: array[int]
     _positions: array[int]
@@ -248,13 +257,14 @@ class PackedAddresses(Sequence[str]):
     _made: dict[int, str]
     _known: dict[str, bool]
     _keep: int  # how many of each are kept: ``RECENT``, or every one (``keep_every_str``)
+    _every: bool  # every one kept: a pass over the list gives the kept strs too
 
     def __init__(self, addresses: Sequence[str]) -> None:
         """``addresses``: valid base58 keys, no repeats."""
         data = b"".join(decode_key(address) for address in addresses)
         made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
         self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
-        self._made, self._known, self._keep = {}, {}, made._keep
+        self._made, self._known, self._keep, self._every = {}, {}, made._keep, False
 
     @staticmethod
     def packed(data: bytes, hashes: array[int]) -> PackedAddresses:
@@ -269,12 +279,13 @@ class PackedAddresses(Sequence[str]):
         packed = PackedAddresses.__new__(PackedAddresses)
         packed._data, packed._hashes, packed._positions = data, hashes, positions
         packed._made, packed._known = {}, {}
-        packed._keep = RECENT
+        packed._keep, packed._every = RECENT, False
         return packed
 
     def keep_every_str(self, every: bool) -> None:
         """Whether every item made (and answer of ``in``) is kept, or the last ``RECENT``."""
         self._keep = 2 * len(self) + 1 if every else RECENT  # answers of ``in`` too
+        self._every = every
         if len(self._made) >= self._keep or len(self._known) >= self._keep:
             self._made.clear()
             self._known.clear()
@@ -324,6 +335,10 @@ class PackedAddresses(Sequence[str]):
         return made
 
     def __iter__(self) -> Iterator[str]:
+        if self._every:  # the kept strs, not copies of them (a cadence book indexes a pass)
+            for index in range(len(self)):
+                yield self[index]
+            return
         data = self._data
         for start in range(0, len(data), KEY_BYTES):
             yield encode_key(data[start : start + KEY_BYTES])
