@@ -303,8 +303,7 @@ class RpcClient(LedgerMethods):
             # Whatever failed for good is already in outcomes.
             with contextlib.suppress(RpcError):
                 await self._retrier.run(method, attempt)
-        failures = [o for o in outcomes.values() if isinstance(o, RpcError)]
-        self.stats.successes += len(outcomes) - len(failures)
+        self.stats.successes += sum(not isinstance(o, RpcError) for o in outcomes.values())
         return [outcomes[position] for position in range(len(params_list))]
 
     async def _singly(

@@ -66,11 +66,9 @@ class RateWindow:
         with self._lock:
             now = self.clock() if arrived is None else arrived
             accepted = self._accepted
-            # Threads may ask out of the order their requests arrived in: a window of history
-            # is kept behind the latest arrival.
-            del accepted[
-                : bisect_right(accepted, accepted[-1] - 2 * WINDOW_SECONDS if accepted else now)
-            ]
+            # Threads may ask out of the order their requests arrived in: some history is kept
+            # behind the window.
+            del accepted[: bisect_right(accepted, now - 2 * WINDOW_SECONDS)]
             start = bisect_right(accepted, now - WINDOW_SECONDS)
             within = bisect_right(accepted, now) - start
             if within < self._limit:
