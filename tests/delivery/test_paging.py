@@ -21,8 +21,9 @@ import requests
 
 from watcher.core.events import AlertMessage, Reason, Severity
 from watcher.delivery import notifier
-from watcher.delivery.apprise_adapter import AppriseNotifier, episode_key, keyed_url, message_key
+from watcher.delivery.apprise_adapter import AppriseNotifier
 from watcher.delivery.notifier import Message, StoredAlert, Tone
+from watcher.delivery.paging import episode_key, keyed_url, message_key
 
 PAGERDUTY = "pagerduty://integr4tionKey0123@ap1Key0123456789"
 OPSGENIE = "opsgenie://0psg3nieApiKey0123456789/@ops-team"

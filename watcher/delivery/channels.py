@@ -10,7 +10,7 @@ from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.core import outbox_rows
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
-from watcher.delivery.apprise_adapter import pages
+from watcher.delivery.paging import pages
 
 
 @dataclass(frozen=True)

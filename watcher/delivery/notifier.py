@@ -173,3 +173,8 @@ class BoundedSends:
 
 def _accepted(send: concurrent.futures.Future[Outcome]) -> bool:
     return not send.cancelled() and send.exception() is None and send.result().accepted
+
+
+def scheme(url: str) -> str:
+    """The Apprise scheme of a URL, lower case (``slack``, ``json``...)."""
+    return url.split("://", 1)[0].lower()
