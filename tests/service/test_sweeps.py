@@ -45,7 +45,7 @@ async def test_run_bounded_keeps_order_and_never_exceeds_its_width() -> None:
     assert await run_bounded(range(1000), poll, 7) == [i * 2 for i in range(1000)]
     assert peak == 7
     assert await run_bounded([], poll, 7) == []
-    assert sweep_width(8, 10) == 160  # every request slot filled with a batch, twice over
+    assert sweep_width(8, 10) == 640  # every request slot filled with a batch, eight times over
 
 
 def test_stretch_warning_says_by_how_much() -> None:

@@ -7,7 +7,9 @@ batch at a time: ``FirstCalls`` makes a batch's first calls in one request; a po
 shows it quiet ends there (``watcher.service.rounds``), and ``run_eagerly`` runs the others at
 once, each a task only once it waits.
 ``sweep_width`` is that width for a client: every request the concurrency cap allows, each
-filled with a batch, twice over so that the next batch is ready when a slot frees.
+filled with a batch, eight times over: a first poll waits for two answers (its signatures,
+then its balance), and the balance reads of the batches waiting at once share requests (twice
+over, a first sweep sent 1.5 requests a batch; eight times, 1.13: bench/README).
 
 ``stretch_warning`` (pure): when the requests a sweep needs take longer at ``max_rps`` than its
 interval, the sweep stretches to fit the rate (the pacer sees to it) and the user is told once,
@@ -317,7 +319,7 @@ class ShardedTargets:
 
 def sweep_width(max_concurrency: int, batch_size: int) -> int:
     """Observations in flight in one sweep."""
-    return 2 * max_concurrency * batch_size
+    return 8 * max_concurrency * batch_size
 
 
 def stretch_warning(job: Job, *, max_rps: float | None, calls_per_request: int) -> str | None:

@@ -41,9 +41,12 @@ async def read_balances(
         amounts = await _token_amounts(ledger, address) if tokens else None
         unknown = sorted(mint for mint in amounts or () if mint not in known)
         batcher = ledger.shared_reads.accounts
-        own, *mints = await asyncio.gather(
-            batcher.read(address), *(batcher.read(mint) for mint in unknown)
-        )
+        if unknown:
+            own, *mints = await asyncio.gather(
+                batcher.read(address), *(batcher.read(mint) for mint in unknown)
+            )
+        else:  # most reads: no task for a gather of one
+            own, mints = await batcher.read(address), []
         decimals = {**known, **{m: _decimals(m, r) for m, r in zip(unknown, mints, strict=True)}}
         held = (
             None
