@@ -52,7 +52,6 @@ from watcher.service.supervisor import HttpParts, Parts, Runtime
 from watcher.service.target_pipeline import TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
-from watcher.state.pg_store import PostgresStore
 from watcher.state.records import config_round
 from watcher.state.shards import SHARDS
 from watcher.state.store import AsyncSqliteStore
@@ -338,6 +337,10 @@ def open_store(settings: Settings) -> Store:
     """The engine the settings name, built without I/O on PostgreSQL (``Store.start`` connects);
     the SQLite file is opened (created or upgraded) at once."""
     if settings.state_url is not None:
+        # Imported only here: psycopg and its pool are a seventh of a start's imports, and
+        # most installations run on SQLite.
+        from watcher.state.pg_store import PostgresStore
+
         return PostgresStore(
             settings.state_url.get_secret_value(),
             instance=settings.instance_name,

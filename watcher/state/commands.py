@@ -15,7 +15,6 @@ from typing import Protocol, Self
 from watcher.core.events import NewSilence, Silence
 from watcher.core.outbox_rows import AlertRecord
 from watcher.state.closing import Closing
-from watcher.state.pg_store import PostgresStore
 from watcher.state.snapshot import StoreStatus
 from watcher.state.store import SqliteStore
 
@@ -38,6 +37,8 @@ class SharedCommandStore(Closing):
     """A ``CommandStore`` on a shared PostgreSQL; ``with`` starts and closes it."""
 
     def __init__(self, url: str, *, lease_ttl: float) -> None:
+        from watcher.state.pg_store import PostgresStore  # psycopg: only when PostgreSQL is used
+
         self._engine = PostgresStore(url, instance="command", lease_ttl=lease_ttl, command=True)
         self._loop = asyncio.Runner()
 
