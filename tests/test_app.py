@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from watcher.app import public_endpoint, rpc_client
@@ -25,3 +27,31 @@ async def test_the_endpoint_named_before_the_client_is_the_one_the_client_shows(
         assert public_endpoint(settings) == client.public_url
         assert "SECRETKEY" not in client.public_url and "K2" not in client.public_url
         assert client.stats is stats
+
+
+# What a start on each engine imports, in a fresh interpreter: the store it opens, nothing of
+# the other engine's driver (psycopg and its pool were a seventh of a SQLite start's imports).
+_STARTED_IMPORTS = """
+import sys
+from watcher.app import open_store
+from watcher.config.settings import Settings
+settings = Settings(rpc_url="https://rpc.example.com", rules=["rules.yaml"], {engine})
+store = open_store(settings)
+print(type(store).__name__, "psycopg" in sys.modules)
+"""
+
+
+def _started_imports(engine: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _STARTED_IMPORTS.format(engine=engine)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_a_sqlite_start_does_not_import_postgresqls_driver(tmp_path: Path) -> None:
+    assert _started_imports(f"state_path={str(tmp_path / 'w.db')!r}") == "AsyncSqliteStore False"
+    url = "postgresql://watcher@127.0.0.1:9/watcher"  # built without I/O: nothing listens there
+    assert _started_imports(f"state_url={url!r}") == "PostgresStore True"
