@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from watcher.app import public_endpoint, rpc_client
 from watcher.config.settings import Settings
 from watcher.ledger.rpc import RpcStats
+
+from support.imports import fresh_output
 
 
 async def test_the_endpoint_named_before_the_client_is_the_one_the_client_shows(
@@ -42,13 +42,7 @@ print(type(store).__name__, "psycopg" in sys.modules)
 
 
 def _started_imports(engine: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", _STARTED_IMPORTS.format(engine=engine)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
+    return fresh_output(_STARTED_IMPORTS.format(engine=engine))
 
 
 def test_a_sqlite_start_does_not_import_postgresqls_driver(tmp_path: Path) -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from support.imports import fresh_output
 
 PROBE = """
 import signal, sys
@@ -22,13 +21,7 @@ print(all(signal.getsignal(s) not in (signal.SIG_DFL, signal.default_int_handler
 
 
 def probe(command: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(command=command)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
+    return fresh_output(PROBE.format(command=command))
 
 
 def test_run_notes_a_stop_before_the_command_line_is_imported() -> None:

@@ -38,3 +38,9 @@ def imported_modules(paths: Sequence[Path]) -> dict[Path, set[str]]:
         text=True,
     )
     return {Path(path): set(names) for path, names in json.loads(done.stdout).items()}
+
+
+def fresh_output(code: str) -> str:
+    """What ``code`` prints run in a fresh interpreter (what a start imports, say), stripped."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
