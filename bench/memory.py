@@ -42,7 +42,6 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -290,15 +289,6 @@ def lean_beside(result: dict[str, Any], url: str) -> bool:
     return ok
 
 
-@contextlib.contextmanager
-def unlimited(latency: float) -> Iterator[Simulator]:
-    simulator = Simulator(latency=latency)
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
@@ -314,8 +304,7 @@ def main() -> int:
     if args.one is not None:
         print(json.dumps(measure(args.one, args.folder, args.trace)))
         return 0
-    simulator = Simulator(latency=args.latency, enforce_rps=args.max_rps)
-    try:
+    with Simulator(latency=args.latency, enforce_rps=args.max_rps) as simulator:
         paced = "" if args.max_rps is None else f", max_rps {args.max_rps:g}"
         paced += "" if args.max_every is None else f", max_every {args.max_every}"
         print(
@@ -329,12 +318,11 @@ def main() -> int:
             failed |= args.max_rps is not None and result["too_many"] > 0
             if size >= MILLION:
                 # The lean poller is not paced: under max_rps, a server of its own without it.
-                with unlimited(args.latency) if args.max_rps else nullcontext(simulator) as lean:
+                beside = Simulator(args.latency) if args.max_rps else nullcontext(simulator)
+                with beside as lean:
                     failed |= not lean_beside(result, lean.url)
             if args.trace:
                 report(child(size, simulator.url, True, args.max_rps, args.max_every))
-    finally:
-        simulator.stop()
     return int(failed)
 
 

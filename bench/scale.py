@@ -276,6 +276,12 @@ class Simulator:
         self.proc.terminate()
         self.proc.wait(10)
 
+    def __enter__(self) -> Simulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def shard_counts(conninfo: str) -> dict[str, int]:
     with psycopg.connect(conninfo, autocommit=True) as conn:
