@@ -70,8 +70,8 @@ from watcher.budget.planning import ALLOCATE_EVERY  # noqa: E402
 from watcher.config.call_budget import Budget  # noqa: E402
 from watcher.config.ruleset import Job  # noqa: E402
 from watcher.service.metrics import Metrics  # noqa: E402
-from watcher.service.poll_faults import LastErrors  # noqa: E402
 from watcher.service.rounds import Fanout, RoundReports, Sweeper  # noqa: E402
+from watcher.service.target_pipeline import LastErrors  # noqa: E402
 from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 

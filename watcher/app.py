@@ -41,7 +41,6 @@ from watcher.service.http import HttpEndpoint
 from watcher.service.leasing import LeaseKeeper
 from watcher.service.loop_lag import LoopLagProbe
 from watcher.service.metrics import HealthVerdict, Metrics, health_verdict
-from watcher.service.poll_faults import LastErrors, PollFaults
 from watcher.service.pruning import Pruner
 from watcher.service.reloading import Reloader
 from watcher.service.rounds import Fanout, RoundReports, RpcHealth, Sweeper
@@ -49,7 +48,7 @@ from watcher.service.scheduler import Scheduler
 from watcher.service.scrape_time import ScrapeReads
 from watcher.service.sdnotify import SystemdNotifier
 from watcher.service.supervisor import HttpParts, Parts, Runtime
-from watcher.service.target_pipeline import TargetPipeline
+from watcher.service.target_pipeline import LastErrors, PollFaults, TargetPipeline
 from watcher.service.watch_starts import WatchStarts
 from watcher.state.interface import LeaseRound, Store
 from watcher.state.records import config_round
@@ -119,7 +118,9 @@ class Daemon:
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         self.last_errors = LastErrors()  # each source's last failed poll's error
-        self.poll_faults = PollFaults()  # targets whose polls raise (watcher.service.poll_faults)
+        self.poll_faults = (
+            PollFaults()
+        )  # targets whose polls raise (watcher.service.target_pipeline.PollFaults)
         # One observation of one target, from its answer to its outbox rows.
         self.committer = Committer(
             store=self.store,

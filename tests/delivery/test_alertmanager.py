@@ -15,6 +15,7 @@ from watcher.core.events import AlertMessage, Grouping, Reason, Silence
 from watcher.core.outbox_rows import DeliveryRow
 from watcher.delivery import alertmanager, notifier
 from watcher.delivery.alertmanager import Endpoint, Reposter, endpoint, payload, post, standing
+from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Outcome, StoredAlert
 from watcher.delivery.notify_check import unreadable_urls
 
@@ -324,6 +325,13 @@ async def test_no_alertmanager_url_no_round() -> None:
     clock.now += 120
     assert reposter.maybe_start() is None
     await asyncio.sleep(0)
+
+
+def test_the_sender_asks_for_rounds_only_when_its_channels_hold_an_alertmanager() -> None:
+    # Outbox_sender skips the re-post rounds at each wake when this is False.
+    assert Channels.of({"ops": ["json://x/", "alertmanager://127.0.0.1:9093"]}).has_alertmanager
+    assert Channels.of({"ops": ["json://x/"], "chat": ["alertmanagers://h:9093"]}).has_alertmanager
+    assert not Channels.of({"ops": ["json://x/", "mailto://a@b.c"]}).has_alertmanager
 
 
 def silence(rule: str = "delinquent", subject: str | None = None) -> Silence:

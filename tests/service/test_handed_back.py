@@ -15,9 +15,9 @@ from watcher.alerting.builtin import RoundHealth, StateHealth
 from watcher.config.ruleset import Job
 from watcher.kinds.base import Source
 from watcher.service.metrics import Metrics
-from watcher.service.poll_faults import LastErrors, PollFaults
 from watcher.service.rounds import Fanout, RoundReports, Sweeper
 from watcher.service.sweeps import Primed
+from watcher.service.target_pipeline import LastErrors, PollFaults
 from watcher.state.records import SourceRound
 from watcher.state.shards import shard_of
 

@@ -12,8 +12,8 @@ from watcher.budget.cadences import CadenceBook
 from watcher.config.call_budget import Budget
 from watcher.config.ruleset import Job
 from watcher.service.metrics import Metrics
-from watcher.service.poll_faults import LastErrors
 from watcher.service.rounds import Fanout, RoundReports, Sweeper
+from watcher.service.target_pipeline import LastErrors
 
 
 class HeldShards:

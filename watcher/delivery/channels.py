@@ -10,6 +10,7 @@ from watcher.alerting.formatting import PLAIN, Presentation
 from watcher.core import outbox_rows
 from watcher.core.events import AlertMessage
 from watcher.core.outbox_rows import Destination
+from watcher.delivery.alertmanager import is_alertmanager
 from watcher.delivery.paging import pages
 
 
@@ -17,16 +18,20 @@ from watcher.delivery.paging import pages
 class Channels:
     """Each channel's URLs (``by_name``), the channels told of a delivery given up
     (``fallback``) and how digests show keys (``presentation``: labels and explorer links, as
-    the alerts name them). ``urls``: every configured URL by its ``url_id``."""
+    the alerts name them). ``urls``: every configured URL by its ``url_id``;
+    ``has_alertmanager``: whether one of them is an Alertmanager's (its standing alerts are
+    re-posted: ``watcher.delivery.alertmanager.Reposter``)."""
 
     by_name: Mapping[str, tuple[str, ...]]
     fallback: tuple[str, ...] = ()
     presentation: Presentation = PLAIN
     urls: Mapping[str, str] = field(init=False, repr=False)
+    has_alertmanager: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         urls = {outbox_rows.url_id(url): url for urls in self.by_name.values() for url in urls}
         object.__setattr__(self, "urls", urls)
+        object.__setattr__(self, "has_alertmanager", any(map(is_alertmanager, urls.values())))
 
     @classmethod
     def of(

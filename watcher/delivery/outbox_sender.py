@@ -181,7 +181,8 @@ class Sender:
         what the previous process left mid-send."""
         if self._url_worker.stopping:
             return []
-        self.reposter.maybe_start()
+        if self.channels.has_alertmanager:  # else no round to start, at each wake
+            self.reposter.maybe_start()
         if not self._requeued:
             # The previous process may have stopped mid-send: those rows go out again.
             requeued = await self._store.requeue_interrupted()
@@ -216,7 +217,7 @@ class Sender:
         re-post round (clock time); None: nothing is pending. Raises ``StateError`` as
         ``dispatch`` does."""
         due = await self._store.next_due(skip_urls=self._busy_urls())
-        repost = self.reposter.next_round_at()
+        repost = self.reposter.next_round_at() if self.channels.has_alertmanager else None
         return min((at for at in (due, repost) if at is not None), default=None)
 
     @property

@@ -307,7 +307,8 @@ class Metrics:
         self.balance_read_count.labels(source).inc(reads)
 
     def poll_raised(self, source: str) -> None:
-        """A poll that raised (``watcher.service.poll_faults``): counted as a failed poll too."""
+        """A poll that raised (``watcher.service.target_pipeline.PollFaults``): counted as a failed
+        poll too."""
         self.polled(source, ok=False)
         self.poll_errors.labels(source).inc()
 

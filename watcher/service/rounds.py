@@ -5,8 +5,8 @@ poll it is given (``watcher.service.target_pipeline``); the states that quiet po
 written in one go at the end; then the round's health (the built-in rpc_unhealthy), its row in
 the sources' rounds, its log line and the heartbeat. A database error ends only the work it hit
 (one poll, one of these writes): its transaction rolled back, the next round redoes it. Any other
-error a poll raises is that target's failure (``watcher.service.poll_faults``): the sweep goes
-on with the others.
+error a poll raises is that target's failure (``watcher.service.target_pipeline.PollFaults``):
+the sweep goes on with the others.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from watcher.kinds.base import Source
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
-from watcher.service.poll_faults import LastErrors, PollFaults
 from watcher.service.sweeps import (
     FirstCalls,
     Primed,
@@ -45,6 +44,7 @@ from watcher.service.sweeps import (
     run_bounded,
     run_eagerly,
 )
+from watcher.service.target_pipeline import LastErrors, PollFaults
 from watcher.state.interface import Store, TargetStateStore
 from watcher.state.records import SourceRound
 

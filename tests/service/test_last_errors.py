@@ -1,4 +1,4 @@
-from watcher.service.poll_faults import LastErrors
+from watcher.service.target_pipeline import LastErrors
 
 
 def test_the_last_failure_of_a_source_is_the_one_named() -> None:
