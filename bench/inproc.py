@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from watcher.app import Daemon  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
-from watcher.config.ruleset import RuleSet  # noqa: E402
-from watcher.kinds import KINDS, SOURCES  # noqa: E402
+from watcher.kinds import SOURCES  # noqa: E402
+from watcher.kinds.ruleset import RuleSet  # noqa: E402
 from watcher.simulator import Ledger, SimulatorServer  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
@@ -54,7 +54,7 @@ def daemon_for(folder: Path, url: str, rules: str) -> Daemon:
         )
     )
     settings, rules_loaded = load_config(folder / "watcher.yaml")
-    return Daemon(settings, RuleSet(rules_loaded, KINDS))
+    return Daemon(settings, RuleSet(rules_loaded))
 
 
 async def busy_address(folder: Path) -> bool:

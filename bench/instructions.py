@@ -42,8 +42,7 @@ from scale import Simulator, write_rules  # noqa: E402
 from bench import lean_poller  # noqa: E402
 from watcher.app import Daemon, settle_collector  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
-from watcher.config.ruleset import RuleSet  # noqa: E402
-from watcher.kinds import KINDS  # noqa: E402
+from watcher.kinds.ruleset import RuleSet  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 COLLECTED = re.compile(r"Collected : (\d+)")
@@ -61,7 +60,7 @@ def counting(on: bool) -> None:
 
 async def daemon_side(folder: Path, sweeps: int) -> None:
     settings, rules = load_config(folder / "watcher.yaml")
-    daemon = Daemon(settings, RuleSet(rules, KINDS))
+    daemon = Daemon(settings, RuleSet(rules))
     try:
         await start_and_sweep(daemon, [], [])
         jobs = daemon.ruleset.jobs()

@@ -57,8 +57,7 @@ from scale import Simulator, write_rules  # noqa: E402
 from bench import LEAN_GOAL, LEAN_RUNS, lean_poller  # noqa: E402
 from watcher.app import Daemon, settle_collector  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
-from watcher.config.ruleset import RuleSet  # noqa: E402
-from watcher.kinds import KINDS  # noqa: E402
+from watcher.kinds.ruleset import RuleSet  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
 EVERY = "10m"
@@ -157,7 +156,7 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
         tracemalloc.start()
     stages: Stages = [("imported", settled())]
     settings, rules = load_config(config)
-    ruleset = RuleSet(rules, KINDS)
+    ruleset = RuleSet(rules)
     del rules
     stages.append(("rules read", settled()))
     daemon = Daemon(settings, ruleset)

@@ -27,11 +27,10 @@ from typing import Any
 
 import watcher
 from watcher.app import Daemon
-from watcher.config.rules import load_rules
-from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core import logs
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import load_rules
+from watcher.kinds.ruleset import RuleSet
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.testing.receivers import JsonReceiver
 
@@ -80,9 +79,9 @@ async def one_poll(walk: Walk, folder: Path, ledger: Ledger, url: str, hook: Jso
         rules=[rules_file],
         channels={"ops": [f"json://127.0.0.1:{hook.port}/"]},
     )
-    rules = load_rules([rules_file], channels=None, kinds=KINDS)
+    rules = load_rules([rules_file], channels=None)
     stop = asyncio.Event()
-    daemon = Daemon(settings, RuleSet(rules, KINDS))
+    daemon = Daemon(settings, RuleSet(rules))
     runner = asyncio.create_task(daemon.run(stop))
     try:
         deadline = time.monotonic() + TIMEOUT

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 import watcher
 from watcher import (
-    KINDS,
     ConfigError,
     Daemon,
     RpcError,
@@ -24,7 +23,7 @@ from watcher import (
 )
 from watcher.app import Daemon as DaemonItself
 from watcher.cli import app
-from watcher.config.ruleset import RuleSet as RuleSetItself
+from watcher.kinds.ruleset import RuleSet as RuleSetItself
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.state.store import SqliteStore
 
@@ -66,8 +65,8 @@ def test_a_daemon_built_in_code_sweeps_the_ledger(tmp_path: Path) -> None:
             rules=["rules.yaml"],
             channels={"ops": ["json://127.0.0.1:9/"]},
         )
-        rules = load_rules(settings.rules, channels=set(settings.channels), kinds=KINDS)
-        daemon = Daemon(settings, RuleSet(rules, KINDS))
+        rules = load_rules(settings.rules, channels=set(settings.channels))
+        daemon = Daemon(settings, RuleSet(rules))
 
         async def one_round() -> None:
             try:

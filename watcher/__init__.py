@@ -2,15 +2,14 @@
 
 What a program embedding the daemon needs, importable from ``watcher``::
 
-    from watcher import KINDS, Daemon, RuleSet, Settings, load_rules
+    from watcher import Daemon, RuleSet, Settings, load_rules
 
     settings = Settings.build(rpc_url=..., rules=["rules/"], channels={"ops": ["json://..."]})
-    rules = load_rules(settings.rules, channels=set(settings.channels), kinds=KINDS)
-    daemon = Daemon(settings, RuleSet(rules, KINDS))
+    rules = load_rules(settings.rules, channels=set(settings.channels))
+    daemon = Daemon(settings, RuleSet(rules))
 
 (``load_config(path)`` reads a settings file and its rules together; ``KINDS``, the registry of
-watch kinds, is imported where it is read, but by ``watcher.config``, below the kinds, which is
-handed it to read or index rules.) Errors: every error the
+watch kinds, is imported where it is read, never passed.) Errors: every error the
 daemon raises on purpose is a ``WatcherError``; ``ConfigError`` (settings or rules),
 ``RpcError`` (the ledger's endpoint), ``StateError`` (the state database) and ``DaemonFailed``.
 The names are imported on first use, so that ``import watcher`` stays cheap.
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     from watcher.app import Daemon
     from watcher.checks import load_config
     from watcher.config.reading import load_settings
-    from watcher.config.rules import load_rules
-    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
     from watcher.core.errors import (
         ConfigError,
@@ -37,15 +34,17 @@ if TYPE_CHECKING:
     )
     from watcher.core.version import __version__
     from watcher.kinds import KINDS
+    from watcher.kinds.rule_files import load_rules
+    from watcher.kinds.ruleset import RuleSet
 
 _WHERE = {
     "KINDS": "watcher.kinds",
     "Daemon": "watcher.app",
-    "RuleSet": "watcher.config.ruleset",
+    "RuleSet": "watcher.kinds.ruleset",
     "Settings": "watcher.config.settings",
     "load_settings": "watcher.config.reading",
     "load_config": "watcher.checks",
-    "load_rules": "watcher.config.rules",
+    "load_rules": "watcher.kinds.rule_files",
     "WatcherError": "watcher.core.errors",
     "ConfigError": "watcher.core.errors",
     "RpcError": "watcher.core.errors",

@@ -25,11 +25,11 @@ from watcher.alerting.builtin import (
 )
 from watcher.config.reading import load_settings
 from watcher.config.rule_models import CLUSTER_DELINQUENT_STAKE, RPC_DISAGREEMENT, RPC_UNHEALTHY
-from watcher.config.rules import load_rules
 from watcher.core.errors import ConfigError, ServerError
 from watcher.core.events import AlertMessage, TargetState
-from watcher.kinds import KINDS, RULE_MODELS, SOURCES, word
+from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.delinquent_validators import delinquent_stake_pct
+from watcher.kinds.rule_files import load_rules
 from watcher.ledger.models import VoteAccount, VoteAccounts
 from watcher.simulator.keys import derived_pubkey
 
@@ -368,7 +368,7 @@ def builtins_for(tmp_path: Path, rule_list: list[dict[str, Any]], **settings: An
     }
     (tmp_path / "watcher.yaml").write_text(yaml.safe_dump(document))
     loaded = load_settings(tmp_path / "watcher.yaml", env={})
-    return Builtins.from_settings(loaded, load_rules(loaded.rules, None, kinds=KINDS), ENDPOINT)
+    return Builtins.from_settings(loaded, load_rules(loaded.rules, None), ENDPOINT)
 
 
 RULES = [

@@ -25,7 +25,7 @@ from watcher.budget.cadences import (
 )
 from watcher.config import address_files
 from watcher.config.address_files import PackedAddresses
-from watcher.config.ruleset import Job, JoinedTargets
+from watcher.config.jobs import Job, JoinedTargets
 from watcher.core.events import CADENCE_KEY
 from watcher.service.status import Status, read_status
 from watcher.simulator.keys import derived_pubkey

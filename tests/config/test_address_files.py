@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from watcher.config.address_files import PackedAddresses, RuleAddresses
-from watcher.config.rules import read_rules
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import read_rules
 
 from support.values import key
 
@@ -33,7 +32,7 @@ def rule_file(folder: Path, *lines: str, kind: str = "new_transactions") -> Path
 
 
 def read(path: Path) -> tuple[list[str], list[str]]:
-    rules, problems = read_rules([path], channels=None, kinds=KINDS)
+    rules, problems = read_rules([path], channels=None)
     addresses = [a for rule in rules for a in getattr(rule, "addresses", ())]
     return addresses, [str(problem) for problem in problems]
 
@@ -97,7 +96,7 @@ def test_read_again_with_the_rules(folder: Path) -> None:
 
 
 def packed_of(path: Path) -> PackedAddresses:
-    rules, problems = read_rules([path], channels=None, kinds=KINDS)
+    rules, problems = read_rules([path], channels=None)
     assert problems == []
     addresses = getattr(rules[0], "addresses", None)
     assert isinstance(addresses, RuleAddresses)

@@ -9,10 +9,9 @@ import pytest
 
 from watcher.checks import check_config, load_config
 from watcher.config.reading import load_settings
-from watcher.config.rules import load_rules
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import load_rules
 
 from support.settings_files import (
     KEY,
@@ -440,7 +439,7 @@ def test_the_example_settings_validate_without_any_variable_set(
     assert settings.state_path == REPO / "state" / "watcher.db"
     every_example = [path for path in (REPO / "rules").glob("*.yaml")]
     assert {rule.name for rule in rules} == {
-        rule.name for rule in load_rules(every_example, channels=None, kinds=KINDS)
+        rule.name for rule in load_rules(every_example, channels=None)
     }
 
 

@@ -22,7 +22,6 @@ from watcher.delivery.apprise_adapter import AppriseNotifier
 from watcher.delivery.channels import Channels
 from watcher.delivery.notifier import Message, Outcome
 from watcher.delivery.outbox_sender import DELIVERY_DEFAULTS, Sender, SendSettings
-from watcher.kinds import KINDS
 from watcher.state.database import state_error
 from watcher.state.interface import StepToCommit
 from watcher.state.store import AsyncSqliteStore, SqliteStore
@@ -359,8 +358,8 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
     delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
     from watcher.app import Daemon
     from watcher.checks import load_config
-    from watcher.config.ruleset import RuleSet
     from watcher.core.errors import DaemonFailed
+    from watcher.kinds.ruleset import RuleSet
     from watcher.simulator import Ledger, SimulatorServer
     from watcher.testing.daemon import write_config
 
@@ -380,7 +379,7 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
             ],
         )
         settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules, KINDS))
+        daemon = Daemon(settings, RuleSet(rules))
 
         async def broken() -> list[Any]:
             raise RuntimeError("a bug in the sender")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.config.rules import read_rules
 from watcher.core.errors import RpcError
 from watcher.kinds import KINDS, word
 from watcher.kinds.balance_below import BalanceBelowRule, balance_assessment, step_balances
+from watcher.kinds.rule_files import read_rules
 from watcher.kinds.sources.accounts import SOURCE, AccountObservation
 from watcher.ledger.batching import chunks
 from watcher.ledger.models import TokenAmount
@@ -139,7 +139,7 @@ def test_wrong_keys_are_refused_at_the_rule_line(
     monkeypatch.chdir(tmp_path)
     text = "rules:\n  - name: low\n    kind: balance_below\n    " + keys.replace("A", IDENTITY)
     Path("a.yaml").write_text(textwrap.dedent(text) + "\n")
-    _, problems = read_rules([Path("a.yaml")], None, kinds=KINDS)
+    _, problems = read_rules([Path("a.yaml")], None)
     assert len(problems) == 1
     assert str(problems[0]).startswith("a.yaml:")
     assert message in str(problems[0])

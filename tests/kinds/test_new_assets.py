@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
 from watcher.kinds.new_assets import AssetsObservation, NewAssetsRule, new_since, request_of
+from watcher.kinds.rule_files import read_rules
 from watcher.ledger.models_das import Asset, AssetPage
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import Ledger, SimulatorServer
@@ -142,7 +142,7 @@ def test_rule_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
         f"  - name: c\n    kind: new_assets\n    collection: {COLLECTION}\n"
         "    only_verified: true\n"
     )
-    _, problems = read_rules([path], None, kinds=KINDS)
+    _, problems = read_rules([path], None)
     text = [str(problem) for problem in problems]
     assert any(f"{path}:2:" in line and "exactly one of collection" in line for line in text)
     assert any(f"{path}:8:" in line and "owner" in line for line in text)

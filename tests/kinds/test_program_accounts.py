@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
 from watcher.kinds.program_accounts import ProgramAccountsRule, ProgramObservation, diff_keys
+from watcher.kinds.rule_files import read_rules
 from watcher.ledger.models_das import ProgramAccounts
 from watcher.ledger.plausibility import judge
 from watcher.ledger.rpc import RpcClient, RpcSettings
@@ -133,7 +133,7 @@ def test_rule_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
         "    filters: [{dataSize: 1, memcmp: {offset: 0, bytes: abc}}]\n"
         "    max_accounts: 0\n"
     )
-    _, problems = read_rules([path], None, kinds=KINDS)
+    _, problems = read_rules([path], None)
     text = "\n".join(str(problem) for problem in problems)
     assert f"{path}:5: filters" in text and "at most 4" in text
     assert f"{path}:9: filters[0]" in text and "either {dataSize: N}" in text

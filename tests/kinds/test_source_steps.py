@@ -14,7 +14,6 @@ import pytest
 from pydantic import TypeAdapter
 
 from watcher.config.rule_models import EventRule, RuleBase
-from watcher.config.ruleset import RuleSet
 from watcher.core.errors import BadResponse, RpcTimeout
 from watcher.core.events import AlertMessage, StepOutcome, TargetState
 from watcher.kinds import (
@@ -32,6 +31,7 @@ from watcher.kinds.base import Kind, LedgerReader
 from watcher.kinds.delinquent_validators import DelinquentValidatorsRule
 from watcher.kinds.holder_changes import HoldersObservation
 from watcher.kinds.new_transactions import SignaturesObservation
+from watcher.kinds.ruleset import RuleSet
 from watcher.kinds.sources import accounts, votes
 from watcher.kinds.sources.votes import VotesSource
 from watcher.kinds.version_drift import ClusterObservation, VersionDriftRule
@@ -221,7 +221,7 @@ async def test_one_notification_per_rule_watching_the_address() -> None:
     elsewhere = rule("new_transactions", name="elsewhere", addresses=[OTHER_ADDRESS])
     whales = rule("holder_changes", name="whales", mints=[MINT])
     rules = [TREASURY, audit, elsewhere, whales]
-    assert sorted(RuleSet(rules, KINDS).targets("signatures")) == sorted([ADDRESS, OTHER_ADDRESS])
+    assert sorted(RuleSet(rules).targets("signatures")) == sorted([ADDRESS, OTHER_ADDRESS])
     state = roundtrip((await poll(FakeLedger(history(5)), None, rules)).state)
     outcome = await poll(FakeLedger([entry("x", 99_999), *history(5)]), state, rules)
     assert sorted((a.rule, a.severity, a.title.split(":")[0]) for a in outcome.alerts) == [
@@ -465,8 +465,8 @@ def replace_version(node: ClusterNode, version: str | None) -> ClusterNode:
 async def test_nodes_observe_reads_gossip_and_vote_accounts() -> None:
     observation = await NODES.observe(cast(LedgerReader, FakeLedger([])), "cluster", None)
     assert len(observation.nodes) == 6455 and len(observation.vote_accounts.current) == 1040
-    assert RuleSet([DRIFT], KINDS).targets("nodes") == ["cluster"]
-    assert RuleSet([TREASURY], KINDS).targets("nodes") == []
+    assert RuleSet([DRIFT]).targets("nodes") == ["cluster"]
+    assert RuleSet([TREASURY]).targets("nodes") == []
 
 
 def test_version_drift_fires_names_both_versions_and_resolves_on_catching_up() -> None:
@@ -528,8 +528,8 @@ def test_registry() -> None:
     for name, source in SOURCES.items():
         assert source.name == name
     assert source_of("version_drift") is NODES
-    assert RuleSet([MY_VALIDATOR], KINDS).targets("votes") == ["cluster"]
-    assert RuleSet([WHALES, TREASURY], KINDS).targets("holders") == [MINT]
+    assert RuleSet([MY_VALIDATOR]).targets("votes") == ["cluster"]
+    assert RuleSet([WHALES, TREASURY]).targets("holders") == [MINT]
 
 
 WATCHES = {"new_transactions": "addresses", "holder_changes": "mints"}

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from watcher.config.rules import read_rules
 from watcher.kinds import KINDS, word
+from watcher.kinds.rule_files import read_rules
 from watcher.kinds.token_accounts import (
     CHANGES,
     MAX_PAGES,
@@ -170,7 +170,7 @@ def test_rule_keys_are_checked_with_file_and_line(tmp_path: Path) -> None:
         "  - name: b\n    kind: token_accounts\n"
         f"    owners: [{OWNER}]\n    changes: [created, burnt]\n"
     )
-    _, problems = read_rules([path], None, kinds=KINDS)
+    _, problems = read_rules([path], None)
     text = [str(problem) for problem in problems]
     assert any(line.startswith(f"{path}:2:") and "owners, mints or both" in line for line in text)
     assert any(line.startswith(f"{path}:7:") and "burnt" in line for line in text)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from test_vote_kinds import BIG, MINE, MINE_NODE, VOTES, account, cluster, play, reasons, rule
 
 from watcher.checks.templates import sample_alerts, template_problems
-from watcher.config.ruleset import RuleSet
-from watcher.kinds import KINDS, digest_words
+from watcher.kinds import digest_words
+from watcher.kinds.ruleset import RuleSet
 
 STAKE = rule("stake_changed", name="stake", validators=[MINE], min_change_pct=10)
 COMMISSION = rule("commission_changed", name="commission", validators=[MINE_NODE])
@@ -118,7 +118,7 @@ def test_digest_words() -> None:
 def test_event_rules_poll_the_one_cluster_target() -> None:
     assert STAKE.targets == ("cluster",) and STAKE.watched == (MINE,)
     assert COMMISSION.targets == ("cluster",) and COMMISSION.watched == (MINE_NODE,)
-    assert RuleSet([STAKE], KINDS).targets("votes") == ["cluster"]
+    assert RuleSet([STAKE]).targets("votes") == ["cluster"]
 
 
 # -- watcher check: templates rendered on sample alerts of each kind -------------------------

@@ -18,8 +18,9 @@ import yaml
 
 from watcher.app import Daemon
 from watcher.checks import load_config
-from watcher.config.ruleset import Job, RuleSet
-from watcher.kinds import KINDS, SOURCES
+from watcher.config.jobs import Job
+from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import RuleSet
 from watcher.ledger.quorum import agree, differences
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.testing.daemon import write_config
@@ -89,7 +90,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         )
         with_endpoints(config, [server_a.url, server_b.url], quorum=2)
         settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules, KINDS), clock=lambda: now[0])
+        daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
         try:
             yield (world := World(a, b, (server_a, server_b), daemon, now))
         finally:

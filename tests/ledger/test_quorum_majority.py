@@ -19,9 +19,9 @@ from watcher.alerting.builtin import SOURCE as BUILTIN
 from watcher.alerting.messages import disagreement_text
 from watcher.app import Daemon
 from watcher.checks import load_config
-from watcher.config.ruleset import RuleSet
 from watcher.core.events import StepOutcome
-from watcher.kinds import KINDS, SOURCES
+from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import RuleSet
 from watcher.ledger.quorum import Quorum, majority
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.testing.daemon import write_config
@@ -154,7 +154,7 @@ async def three(tmp_path: Path) -> AsyncIterator[Three]:
         data.update(rpc_urls=[a.url, b.url, c.url], quorum=2)
         config.write_text(yaml.safe_dump(data))
         settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules, KINDS), clock=lambda: now[0])
+        daemon = Daemon(settings, RuleSet(rules), clock=lambda: now[0])
         urls = (
             a.url.replace(KEYS[0], "***"),
             b.url.replace(KEYS[1], "***"),

@@ -10,8 +10,7 @@ from typing import Any
 
 from watcher.app import Daemon
 from watcher.checks import load_config
-from watcher.config.ruleset import RuleSet
-from watcher.kinds import KINDS
+from watcher.kinds.ruleset import RuleSet
 from watcher.service.loop_lag import watch_loop_lag
 from watcher.service.metrics import Metrics
 from watcher.testing.daemon import write_config
@@ -63,7 +62,7 @@ async def test_the_probe_ticks_every_http_loop_lag_every_and_only_where_metrics_
             extra=extra,
         )
         settings, rules = load_config(config)
-        return Daemon(settings, RuleSet(rules, KINDS))
+        return Daemon(settings, RuleSet(rules))
 
     for http, probe_every in [
         ({"listen": "127.0.0.1:9108"}, 0.5),  # the default: two ticks a second

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base58
 
 from watcher.config.address_files import PackedAddresses
-from watcher.config.ruleset import Job, JoinedTargets
+from watcher.config.jobs import Job, JoinedTargets
 from watcher.service.sweeps import ShardedTargets
 from watcher.state.shards import shard_of
 

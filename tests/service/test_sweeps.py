@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 import structlog
 
-from watcher.config.ruleset import Job
+from watcher.config.jobs import Job
 from watcher.core.errors import StateError
 from watcher.kinds import SOURCES
 from watcher.ledger.rpc import RpcClient, RpcSettings

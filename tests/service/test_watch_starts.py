@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import base58
 
 from watcher.config.address_files import PackedAddresses
-from watcher.config.ruleset import Job, JoinedTargets
+from watcher.config.jobs import Job, JoinedTargets
 from watcher.core.events import WatchSince
 from watcher.service.watch_starts import WatchStarts
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watcher.config.rules import load_rules
 from watcher.kinds import KINDS
+from watcher.kinds.rule_files import load_rules
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.simulator import SCENARIOS, SimulatorServer
 
@@ -15,7 +15,7 @@ OURS = {"token_accounts", "new_assets", "program_accounts", "asset_changed", "ne
 
 
 async def test_every_example_target_of_these_kinds_is_observed_without_doubt() -> None:
-    rules = [rule for rule in load_rules([REPO / "rules"], None, kinds=KINDS) if rule.kind in OURS]
+    rules = [rule for rule in load_rules([REPO / "rules"], None) if rule.kind in OURS]
     assert {rule.kind for rule in rules} == OURS
     with SimulatorServer(SCENARIOS["demo"].new_ledger()) as server:
         async with RpcClient(server.url, RpcSettings(max_attempts=1)) as client:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.config.ruleset import Job, RuleSet
+from watcher.config.jobs import Job
 from watcher.core.events import AlertMessage, Grouping, Reason
 from watcher.core.outbox_rows import Destination
-from watcher.kinds import KINDS
+from watcher.kinds.ruleset import RuleSet
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.interface import GiveUp, StepToCommit
@@ -231,7 +231,7 @@ async def make_world(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
 
 def treasury_only(world: World, named: bool) -> RuleSet:
     rules = world.daemon.ruleset.rules
-    return RuleSet([rule for rule in rules if named or rule.name != "treasury"], KINDS)
+    return RuleSet([rule for rule in rules if named or rule.name != "treasury"])
 
 
 async def test_a_target_named_again_within_retention_alerts_on_what_it_missed_and_after_is_new(

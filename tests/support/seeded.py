@@ -11,9 +11,9 @@ from typing import Any
 
 from watcher.app import Daemon
 from watcher.checks import load_config
-from watcher.config.ruleset import RuleSet
 from watcher.core.events import AlertMessage
-from watcher.kinds import KINDS, RULE_MODELS, SOURCES
+from watcher.kinds import RULE_MODELS, SOURCES
+from watcher.kinds.ruleset import RuleSet
 from watcher.kinds.toolkit.signature_cursor import Cursor
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.simulator.keys import derived_pubkey
@@ -139,7 +139,7 @@ async def daemon_worlds(tmp_path: Path) -> AsyncIterator[Callable[..., World]]:
         )
         settings, loaded = load_config(config)
         extra = [RULE_MODELS[r["kind"]].model_validate(r) for r in unchecked]
-        daemon = Daemon(settings, RuleSet([*loaded, *extra], KINDS), clock=lambda: now[0])
+        daemon = Daemon(settings, RuleSet([*loaded, *extra]), clock=lambda: now[0])
         made.append((server, daemon))
         return World(ledger, daemon, now, server)
 

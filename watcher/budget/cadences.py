@@ -29,7 +29,7 @@ from typing import Final, Protocol
 
 from watcher.budget.backoff import Cadence, after_poll, rescheduled
 from watcher.config.current import Current
-from watcher.config.ruleset import IMMUTABLE_TARGETS, Job
+from watcher.config.jobs import IMMUTABLE_TARGETS, Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import WATCH_SINCE_KEY, TargetState
 

@@ -8,10 +8,10 @@ target quiet), their shares of the budget, and whether the floor fits it, or by 
 intervals will stretch beyond ``max_every`` (as the daemon's plan will,
 ``watcher.budget.planning``).
 
-Pure: jobs in (one per source and interval, ``watcher.config.ruleset.Job``), lines out. What one
+Pure: jobs in (one per source and interval, ``watcher.config.jobs.Job``), lines out. What one
 poll of a target of each source calls is the source's own declaration (``SourceFacts``: its
-methods, the keys one call serves, whether a target is a rule's keys), read from the sources
-handed in (the registry's, ``watcher.kinds.SOURCES``, unless told). The figures are the quiet
+methods, the keys one call serves, whether a target is a rule's keys), read from the
+registry's sources (``watcher.kinds.SOURCES``). The figures are the quiet
 minimum: one call per target per poll (a busy address pages further, a large token-account
 listing takes more pages); the ``accounts`` source asks for up to 100 keys per call; one
 getVoteAccounts per tick serves every source reading it (``per_tick``), whatever its targets.
@@ -23,15 +23,15 @@ facts it counts are the kinds' (``watcher.kinds``, above the settings).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from watcher.config.call_budget import MONTH_SECONDS, Budget
+from watcher.config.jobs import Job
 from watcher.config.rule_models import RuleBase, max_every_of
-from watcher.config.ruleset import Job
 from watcher.kinds import KINDS, SOURCES
-from watcher.kinds.base import Source, SourceFacts
+from watcher.kinds.base import SourceFacts
 from watcher.kinds.nonce_accounts import NONCE_METHOD
 
 
@@ -46,15 +46,13 @@ class MethodCost:
         return self.per_second * MONTH_SECONDS
 
 
-def method_costs(
-    jobs: Iterable[Job], sources: Mapping[str, Source[Any]] = SOURCES
-) -> list[MethodCost]:
+def method_costs(jobs: Iterable[Job]) -> list[MethodCost]:
     """Calls per second of each method, summed over the jobs, most expensive first."""
     targets: dict[str, int] = {}
     rates: dict[str, float] = {}
     ticks: dict[str, set[float]] = {}  # a method called once per tick: the intervals calling it
     for job in jobs:
-        facts = _facts(job.source, sources)
+        facts = _facts(job.source)
         keys = _keys(job, facts)
         calls = math.ceil(keys / facts.keys_per_call)
         for method in facts.methods:
@@ -87,9 +85,9 @@ def _multiple(interval: float, of: float) -> bool:
     return abs(ratio - round(ratio)) < 1e-9
 
 
-def _facts(name: str, sources: Mapping[str, Source[Any]]) -> SourceFacts:
+def _facts(name: str) -> SourceFacts:
     """The facts of the source ``name`` (one unknown here: one call of a method of its name)."""
-    source = sources.get(name)
+    source = SOURCES.get(name)
     return source.facts if source is not None else SourceFacts((name,))
 
 
@@ -111,13 +109,12 @@ def cost_lines(
     jobs: Iterable[Job],
     max_rps: float | None,
     batch_size: int,
-    sources: Mapping[str, Source[Any]] = SOURCES,
     rules: Iterable[RuleBase] = (),
 ) -> list[str]:
     """The lines ``watcher check`` prints: one per method, the total, the reads made only on
     change (``change_lines``, of ``rules``), and the share of ``max_rps`` the requests take
     (calls grouped ``batch_size`` to a request, those on change included)."""
-    costs = method_costs(jobs, sources)
+    costs = method_costs(jobs)
     if not costs:
         return []
     width = max(len(cost.method) for cost in costs)
@@ -139,7 +136,7 @@ def cost_lines(
             f"interval ({nonces.targets} keys), among the heaviest calls a node serves; a "
             "provider that refuses it makes them say the keys cannot be verified"
         )
-    changes = change_costs(rules, sources)
+    changes = change_costs(rules)
     out += change_lines(changes)
     total += sum(cost.per_second for cost in changes)
     if max_rps is not None:
@@ -159,16 +156,14 @@ CHANGE_SHARE: Final = 0.05
 BATCHED_KEYS: Final = 100  # getMultipleAccounts' keys a call
 
 
-def change_costs(
-    rules: Iterable[RuleBase], sources: Mapping[str, Source[Any]] = SOURCES
-) -> list[MethodCost]:
+def change_costs(rules: Iterable[RuleBase]) -> list[MethodCost]:
     """Calls a second of the reads made only when a poll finds something new, assuming
     ``CHANGE_SHARE`` of the polls do: per method, most expensive first. The moving targets
     of one round share getMultipleAccounts calls (a round of one mover still pays a call)."""
     targets: dict[str, int] = {}
     rates: dict[str, float] = {}
     for rule in rules:
-        source = sources.get(_source_name(rule))
+        source = SOURCES.get(_source_name(rule))
         if source is None or not source.facts.on_change:
             continue
         count = len(rule.targets)

@@ -18,14 +18,13 @@ from pathlib import Path
 from watcher.checks.templates import template_problems
 from watcher.config.reading import read_settings
 from watcher.config.rule_models import RuleBase
-from watcher.config.rules import read_rules
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import Loc, display_path
 from watcher.core.errors import ConfigError, Problem
 from watcher.delivery.alertmanager import is_alertmanager
 from watcher.delivery.notify_check import unreadable_urls
 from watcher.delivery.webhook import is_webhook
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import read_rules
 from watcher.state.database import state_path_problem
 
 
@@ -51,7 +50,7 @@ def _read(
 ) -> tuple[Settings | None, list[RuleBase], list[Problem]]:
     reading = read_settings(path, env, deep=what_settings_point_at)
     rules, rule_problems = read_rules(
-        reading.rule_paths, reading.channels, kinds=KINDS, routing=reading.settings
+        reading.rule_paths, reading.channels, routing=reading.settings
     )
     # Templates that compile but fail on a sample alert of their kind (TypeError at render).
     rule_problems += template_problems(rules)

@@ -25,8 +25,8 @@ from watcher.cli.support import (
 from watcher.core.stop_requests import StopRequests, stop_requests
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
-    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
+    from watcher.kinds.ruleset import RuleSet
 
 app = typer.Typer(
     name="watcher",

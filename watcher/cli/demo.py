@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from watcher.app import Daemon
-from watcher.config.rules import load_rules
-from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core import logs
 from watcher.core.errors import ConfigError, DaemonFailed
 from watcher.core.events import BELOW_THRESHOLD_FACT
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import load_rules
+from watcher.kinds.ruleset import RuleSet
 from watcher.simulator import SCENARIOS, Ledger, Scenario, SimulatorServer, run_scenario
 from watcher.simulator.scenarios import Step
 from watcher.state.store import SqliteStore
@@ -50,7 +49,7 @@ EXPECTED = {
 def run_demo(rules_path: Path, *, listen: str = DEMO_LISTEN) -> int:
     logs.configure("warning", "console")
     try:
-        rules = load_rules([rules_path], channels=None, kinds=KINDS)
+        rules = load_rules([rules_path], channels=None)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem)
@@ -73,7 +72,7 @@ def run_demo(rules_path: Path, *, listen: str = DEMO_LISTEN) -> int:
             print(f"metrics: http://{listen}/metrics  health: http://{listen}/healthz", flush=True)
             fast_rules = [rule.model_copy(update=_demo_pace(rule)) for rule in rules]
             try:
-                asyncio.run(_play(settings, RuleSet(fast_rules, KINDS), ledger, scenario))
+                asyncio.run(_play(settings, RuleSet(fast_rules), ledger, scenario))
             except DaemonFailed as exc:  # e.g. the port is taken: say so, in one line
                 print(f"watcher demo: {exc} (--listen HOST:PORT serves elsewhere)")
                 return 1

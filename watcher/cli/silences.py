@@ -21,7 +21,7 @@ from watcher.cli.support import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from watcher.config.ruleset import RuleSet
+    from watcher.kinds.ruleset import RuleSet
 
 silence_app = typer.Typer(
     help="Mute a rule's notifications for a while; muted alerts stay in the history.",

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands: `watcher --help` stays fast
-    from watcher.config.ruleset import RuleSet
     from watcher.config.settings import Settings
+    from watcher.kinds.ruleset import RuleSet
     from watcher.state.commands import CommandStore
 
 ConfigOption = Annotated[
@@ -35,11 +35,10 @@ def fail_with_problems(problems: list[object]) -> None:
 
 def load(config: Path) -> tuple[Settings, RuleSet]:
     from watcher.checks import load_config
-    from watcher.config.ruleset import RuleSet
-    from watcher.kinds import KINDS
+    from watcher.kinds.ruleset import RuleSet
 
     settings, rules = load_config(config)
-    return settings, RuleSet(rules, KINDS)
+    return settings, RuleSet(rules)
 
 
 def load_for_state(config: Path) -> tuple[Settings, RuleSet]:
@@ -49,19 +48,18 @@ def load_for_state(config: Path) -> tuple[Settings, RuleSet]:
     are not read. The settings and the rules are checked as ``load`` checks them otherwise."""
     from watcher.config.reading import read_settings
     from watcher.config.readonly import readonly_environ
-    from watcher.config.rules import read_rules
-    from watcher.config.ruleset import RuleSet
     from watcher.core.errors import ConfigError
-    from watcher.kinds import KINDS
+    from watcher.kinds.rule_files import read_rules
+    from watcher.kinds.ruleset import RuleSet
 
     reading = read_settings(config, readonly_environ(config))
     rules, rule_problems = read_rules(
-        reading.rule_paths, reading.channels, kinds=KINDS, routing=reading.settings
+        reading.rule_paths, reading.channels, routing=reading.settings
     )
     problems = [*reading.problems, *rule_problems]
     if problems or reading.settings is None:
         raise ConfigError(problems)
-    return reading.settings, RuleSet(rules, KINDS)
+    return reading.settings, RuleSet(rules)
 
 
 def settings_or_exit(config: Path, *, readonly: bool = False) -> Settings:

@@ -11,8 +11,8 @@ as strings (``"30s"``), so a dumped rule validates again.
 Event kinds (new_transactions, holder_changes) take the grouping keys ``group_wait``,
 ``group_interval``, ``max_per_hour``; state kinds (delinquent_validators, version_drift) take the
 lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by one source
-(``watcher.kinds.source_of``). This module imports nothing of the kinds: the loader
-(``watcher.config.rules``) is handed their registry.
+(``watcher.kinds.source_of``). This module imports nothing of the kinds: the loader, above
+them, does (``watcher.kinds.rule_files``).
 """
 
 from __future__ import annotations

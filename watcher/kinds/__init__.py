@@ -9,10 +9,11 @@ samples, the names of the /metrics values, wording helpers) in ``watcher.kinds.t
 Everything else is derived from ``KINDS``: the rule models and their discriminated union
 (``AnyRule``), the sources the scheduler polls (``SOURCES``), the wording of each alert.
 
-``KINDS`` is a module constant, the only registry: the layers above the kinds import it (or
-what is derived from it) and never take a registry as a parameter; ``watcher.config``, which
-the kinds are built on (the rule models) and so cannot import them, is handed it to read rules
-(``read_rules``, ``load_rules``) and to group them into jobs (``RuleSet``).
+``KINDS`` is a module constant, the only registry: what reads it imports it (or what is derived
+from it) and never takes a registry as a parameter. So the two readers of rules that need it
+are here, above the rule models of ``watcher.config`` that the kinds are built on: the rule
+files' loader (``watcher.kinds.rule_files``: a rule validated by its kind's model) and the rule
+set (``watcher.kinds.ruleset``: rules grouped into jobs by their kinds' sources).
 
 Why a kind *names* the source it rides on instead of being one: one RPC call must serve
 every rule watching the same thing. A source is that call, per target (an address, a

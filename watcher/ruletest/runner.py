@@ -26,14 +26,13 @@ from pydantic import TypeAdapter
 
 from watcher.app import Daemon
 from watcher.config.rule_models import RuleBase
-from watcher.config.rules import read_rules
-from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.config.yamlpos import YamlDocument, display_path, format_loc, normalized
 from watcher.core.errors import ConfigError, Problem, RpcError
 from watcher.core.events import BELOW_THRESHOLD_FACT
 from watcher.core.outbox_rows import AlertRecord
-from watcher.kinds import KINDS
+from watcher.kinds.rule_files import read_rules
+from watcher.kinds.ruleset import RuleSet
 from watcher.kinds.sources import vote_accounts
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.ledger.rpc_methods import LedgerMethods
@@ -220,7 +219,7 @@ def _rules_of(
     ]
     if problems:
         return paths, [], problems
-    rules, problems = read_rules(paths, channels=None, kinds=KINDS)
+    rules, problems = read_rules(paths, channels=None)
     if problems:
         return paths, rules, problems
     names = {rule.name for rule in rules}
@@ -254,7 +253,7 @@ async def _play(
     ):
         reader = _RecordingReader(RpcClient(server.url, RpcSettings(max_attempts=1)))
         settings = _settings(Path(folder), server.url, rule_paths, rules)
-        daemon = Daemon(settings, RuleSet(rules, KINDS), clock=clock, ledger=reader)
+        daemon = Daemon(settings, RuleSet(rules), clock=clock, ledger=reader)
         try:
             last_id = 0
             for index, step in enumerate(test.steps):

@@ -12,11 +12,11 @@ import structlog
 
 from watcher.alerting import builtin
 from watcher.config.current import Current
-from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock
 from watcher.core.durations import format_duration
 from watcher.core.errors import StateError
+from watcher.kinds.ruleset import RuleSet
 from watcher.state.interface import RetentionStore
 from watcher.state.retention import BATCH_ROWS, Pruned, WatchedTarget
 

@@ -16,11 +16,11 @@ from typing import Final
 
 import structlog
 
-from watcher.config.ruleset import RuleSet
 from watcher.config.settings import Settings
 from watcher.core.errors import ConfigError, StateError
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
+from watcher.kinds.ruleset import RuleSet
 from watcher.service.configuration import Configuration, Configured
 from watcher.service.metrics import ObservedValues
 from watcher.service.scheduler import Scheduler

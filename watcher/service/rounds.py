@@ -26,7 +26,7 @@ from watcher.alerting.messages import PresentedRule
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import stored_cadence
 from watcher.config.current import Current
-from watcher.config.ruleset import Job
+from watcher.config.jobs import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome

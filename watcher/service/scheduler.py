@@ -25,7 +25,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.base import STATE_RUNNING
 
-from watcher.config.ruleset import Job
+from watcher.config.jobs import Job
 from watcher.core.clock import Clock, system_clock
 from watcher.kinds import SOURCES
 from watcher.kinds.sources import vote_accounts

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
-from watcher.config.ruleset import Job, PickedTargets
+from watcher.config.jobs import Job, PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call

@@ -22,7 +22,7 @@ from typing import Protocol
 import structlog
 
 from watcher.config.address_files import PackedAddresses
-from watcher.config.ruleset import Job, JoinedTargets
+from watcher.config.jobs import Job, JoinedTargets
 from watcher.core.clock import Clock
 from watcher.core.events import WatchSince
 from watcher.kinds import SOURCES

@@ -8,8 +8,7 @@ one rule without it keeps the target at its interval. A job's targets share both
 are per (source, interval, max_interval), so a job sweeps every ``interval`` and polls the
 targets whose cadence says they are due. Targets: addresses (source ``signatures``), mints
 (``holders``), and the one ``cluster`` for the vote-account set (``votes``) and the node set
-(``nodes``); each rule kind names the source it rides on (``watcher.kinds.KINDS``, handed
-in: ``RuleSet(rules, KINDS)``).
+(``nodes``); each rule's kind names the source it rides on (``KINDS``).
 
 Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
 a new RuleSet and compares ``jobs()``.
@@ -17,10 +16,7 @@ a new RuleSet and compares ``jobs()``.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, overload
+from collections.abc import Sequence
 
 from watcher.config.address_files import (
     ALL_KEPT,
@@ -28,75 +24,13 @@ from watcher.config.address_files import (
     PackedAddresses,
     RuleAddresses,
 )
-from watcher.config.rule_models import CLUSTER, RuleBase, max_every_of
-
-__all__ = ["CLUSTER", "IMMUTABLE_TARGETS", "Job", "JoinedTargets", "PickedTargets", "RuleSet"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One scheduled sweep: poll every target of ``source`` once per ``interval`` seconds;
-    with ``max_interval``, the sweep still runs every ``interval`` but polls only the targets
-    due, each backing off while quiet up to ``max_interval`` seconds between its polls."""
-
-    source: str
-    interval: float
-    targets: Sequence[str]  # a tuple, or with packed addresses a ``JoinedTargets``
-    max_interval: float | None = None
-
-    @property
-    def adaptive(self) -> bool:
-        return self.max_interval is not None
-
-
-class PickedTargets(Sequence[str]):
-    """The targets at ``positions`` of a sequence, in that order (a job's targets in the shards
-    an instance holds): 4 bytes a target, and no str made before one is asked for."""
-
-    __slots__ = ("_of", "_positions")
-
-    def __init__(self, of: Sequence[str], positions: array[int]) -> None:
-        self._of, self._positions = of, positions
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self._of[position] for position in self._positions[index]]
-        return self._of[self._positions[index]]
-
-    def __iter__(self) -> Iterator[str]:
-        of = self._of
-        return (of[position] for position in self._positions)
-
-    def __repr__(self) -> str:
-        return f"PickedTargets(<{len(self)} targets>)"
-
-
-# Sequences of targets that never change: what is indexed of one holds while it is in use.
-IMMUTABLE_TARGETS = (tuple, JoinedTargets, PickedTargets)
-
-
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-class SourcedKind(Protocol):
-    """What a rule set reads of a kind (``watcher.kinds.base.Kind``): the source it rides on."""
-
-    @property
-    def source(self) -> _Named: ...
+from watcher.config.jobs import Job
+from watcher.config.rule_models import RuleBase, max_every_of
+from watcher.kinds import KINDS
 
 
 class RuleSet:
-    def __init__(self, rules: Sequence[RuleBase], kinds: Mapping[str, SourcedKind]) -> None:
-        """``kinds``: the kinds of the rules, by name (``watcher.kinds.KINDS``)."""
+    def __init__(self, rules: Sequence[RuleBase]) -> None:
         self.rules: tuple[RuleBase, ...] = tuple(rules)
         self._by_name: dict[str, RuleBase] = {}
         for rule in self.rules:
@@ -117,7 +51,7 @@ class RuleSet:
         self._swept: dict[str, list[tuple[PackedAddresses, RuleBase]]] = {}
         shared: dict[tuple[int, ...], tuple[RuleBase, ...]] = {}
         for rule in self.rules:
-            source = kinds[rule.kind].source.name  # once a rule, not once per target (100,000)
+            source = KINDS[rule.kind].source.name  # once a rule, not once per target (100,000)
             by_target = self._watchers.setdefault(source, {})
             alone = (rule,)
             targets = rule.targets

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.config import address_files
-from watcher.config import ruleset as ruleset_module
 from watcher.config.address_files import PackedAddresses, RuleAddresses
+from watcher.config.jobs import Job, JoinedTargets, PickedTargets
 from watcher.config.rule_models import RuleBase
-from watcher.config.ruleset import Job, JoinedTargets, PickedTargets, RuleSet
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, AnyRule
+from watcher.kinds import ruleset as ruleset_module
+from watcher.kinds.ruleset import RuleSet
 
 
 def key(number: int) -> str:
@@ -39,7 +40,7 @@ def tx(name: str, every: str, *addresses: str) -> RuleBase:
 
 def test_two_rules_on_one_address_share_one_target_at_the_shorter_interval() -> None:
     slow, fast = tx("slow", "30s", A), tx("fast", "10s", A)
-    rules = RuleSet([slow, fast], KINDS)
+    rules = RuleSet([slow, fast])
     assert rules.jobs() == [Job(source="signatures", interval=10.0, targets=(A,))]
     assert rules.rules_for("signatures", A) == [slow, fast]
     assert rules.interval("signatures", A) == 10.0
@@ -52,8 +53,7 @@ def test_targets_are_grouped_by_interval_per_source() -> None:
             tx("t2", "30s", B, C),
             rule("w", "holder_changes", "1m", mints=[M]),
             rule("w2", "holder_changes", "10s", mints=[M]),
-        ],
-        KINDS,
+        ]
     )
     assert rules.jobs() == [
         Job(source="holders", interval=10.0, targets=(M,)),
@@ -73,8 +73,7 @@ def test_state_kinds_share_the_one_cluster_target_of_their_source() -> None:
             rule("d1", "delinquent_validators", "30s", validators=[V]),
             rule("d2", "delinquent_validators", "10s", validators=[A, V]),
             rule("drift", "version_drift", "5m", validators=[V]),
-        ],
-        KINDS,
+        ]
     )
     assert rules.jobs() == [
         Job(source="nodes", interval=300.0, targets=("cluster",)),
@@ -86,7 +85,7 @@ def test_state_kinds_share_the_one_cluster_target_of_their_source() -> None:
 
 def test_rule_by_name() -> None:
     treasury = tx("treasury", "30s", A)
-    rules = RuleSet([treasury], KINDS)
+    rules = RuleSet([treasury])
     assert rules.rule("treasury") is treasury
     assert rules.rules == (treasury,)
     with pytest.raises(KeyError):
@@ -95,11 +94,11 @@ def test_rule_by_name() -> None:
 
 def test_duplicate_names_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate rule name 'x'"):
-        RuleSet([tx("x", "30s", A), tx("x", "10s", B)], KINDS)
+        RuleSet([tx("x", "30s", A), tx("x", "10s", B)])
 
 
 def test_no_rules_no_jobs() -> None:
-    assert RuleSet([], KINDS).jobs() == []
+    assert RuleSet([]).jobs() == []
 
 
 def test_every_kind_has_a_source() -> None:
@@ -138,7 +137,7 @@ def test_each_target_is_in_exactly_one_job_at_the_shortest_interval_asked(
         )
         for index, (kind, every, numbers) in enumerate(specs)
     ]
-    ruleset = RuleSet(rules, KINDS)
+    ruleset = RuleSet(rules)
     scheduled = [
         (job.source, target, job.interval) for job in ruleset.jobs() for target in job.targets
     ]
@@ -191,7 +190,7 @@ def backoff(name: str, every: str, max_every: str | None, *addresses: str) -> Ru
 def test_targets_sharing_both_bounds_form_one_job(
     rules: list[RuleBase], expected: list[Job]
 ) -> None:
-    assert RuleSet(rules, KINDS).jobs() == expected
+    assert RuleSet(rules).jobs() == expected
 
 
 def with_file(name: str, every: str, listed: list[str], packed: list[str]) -> RuleBase:
@@ -221,7 +220,7 @@ def test_addresses_files_and_lists_each_target_in_one_job_with_all_its_rules(
         else tx(f"r{index}", every, *[key(n) for n in sorted(listed)])
         for index, (every, listed, packed) in enumerate(specs)
     ]
-    ruleset = RuleSet(rules, KINDS)
+    ruleset = RuleSet(rules)
     scheduled = [(target, job.interval) for job in ruleset.jobs() for target in job.targets]
     expected: dict[str, float] = {}
     for r in rules:
@@ -239,10 +238,10 @@ def test_addresses_files_and_lists_each_target_in_one_job_with_all_its_rules(
 
 def test_a_files_addresses_make_one_job_holding_them_packed() -> None:
     deposits = with_file("deposits", "10m", [A], [B, C])
-    jobs = RuleSet([deposits], KINDS).jobs()
+    jobs = RuleSet([deposits]).jobs()
     assert [(job.interval, list(job.targets)) for job in jobs] == [(600.0, [A, B, C])]
     assert isinstance(jobs[0].targets, JoinedTargets)
-    assert jobs == RuleSet([with_file("deposits", "10m", [A], [B, C])], KINDS).jobs()
+    assert jobs == RuleSet([with_file("deposits", "10m", [A], [B, C])]).jobs()
 
 
 def test_rules_with_few_packed_addresses_in_all_keep_every_str_each_list_made(
@@ -253,7 +252,7 @@ def test_rules_with_few_packed_addresses_in_all_keep_every_str_each_list_made(
 
     def kept_strs(rules: list[RuleBase]) -> bool:
         """Whether a second pass over each list gives the very strs of the first."""
-        RuleSet(rules, KINDS)
+        RuleSet(rules)
         packed = [r.targets.packed for r in rules if isinstance(r.targets, RuleAddresses)]
         made = [[p[i] for i in range(len(p))] for p in packed]
         return all(

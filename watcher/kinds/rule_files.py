@@ -3,8 +3,7 @@
 ``paths`` are rule files or folders; a folder contributes its ``*.yaml`` and ``*.yml`` files,
 sorted by name, not recursing into sub-folders and skipping hidden files. All files are read
 and all problems are collected before anything is refused: a user fixes everything in one go.
-The kinds a rule may be of are handed in (``kinds``: ``watcher.kinds.KINDS``): the loader
-imports none of them.
+A rule is of one of the registered kinds (``watcher.kinds.KINDS``), validated by its model.
 """
 
 from __future__ import annotations
@@ -12,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from watcher.config.address_files import KEY, with_address_file
+from watcher.config.routing import Routing, channels_of
 from watcher.config.rule_models import RuleBase
 from watcher.config.yamlpos import (
     YamlDocument,
@@ -30,67 +30,25 @@ from watcher.config.yamlpos import (
     user_errors,
 )
 from watcher.core.errors import ConfigError, Problem
-from watcher.core.events import Severity
+from watcher.kinds import KINDS
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _FILE_KEYS = ("rules",)
-
-
-class Routing(Protocol):
-    """Where a rule without ``notify`` goes (watcher.config.settings.Settings provides it)."""
-
-    @property
-    def default_channels(self) -> Sequence[str]: ...
-
-    @property
-    def routes(self) -> Mapping[Severity, Sequence[str]]: ...
-
-
-class RuleKind(Protocol):
-    """What the loader reads of a kind (``watcher.kinds.base.Kind``): its rule model."""
-
-    @property
-    def model(self) -> type[RuleBase]: ...
-
-
-class RoutedRule(Protocol):
-    """What routing needs of a rule (a loaded rule, a built-in's)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def severity(self) -> Severity: ...
-
-    @property
-    def notify(self) -> tuple[str, ...] | None: ...
-
-
-def channels_of(rule: RoutedRule, routing: Routing) -> tuple[str, ...]:
-    """A rule's channels: its ``notify``, else the route of its severity, else the defaults.
-    (Same order as watcher.alerting.pipeline, which applies it to alerts.)"""
-    if rule.notify is not None:
-        return rule.notify
-    routed = routing.routes.get(rule.severity)
-    if routed:
-        return tuple(routed)
-    return tuple(routing.default_channels)
+_KIND_NAMES = ", ".join(KINDS)
 
 
 def load_rules(
     paths: Sequence[Path],
     channels: set[str] | None,
     *,
-    kinds: Mapping[str, RuleKind],
     routing: Routing | None = None,
 ) -> list[RuleBase]:
     """Every rule of every file, in file order. Raises ``ConfigError`` with all the problems.
 
     ``channels``: the channel names of the settings (None: do not check ``notify``).
-    ``kinds``: the kinds a rule may be of, by name (``watcher.kinds.KINDS``).
     ``routing``: when given, a rule that would end up with no channel at all is a problem.
     """
-    rules, problems = read_rules(paths, channels, kinds=kinds, routing=routing)
+    rules, problems = read_rules(paths, channels, routing=routing)
     if problems:
         raise ConfigError(problems)
     return rules
@@ -100,7 +58,6 @@ def read_rules(
     paths: Sequence[Path],
     channels: set[str] | None,
     *,
-    kinds: Mapping[str, RuleKind],
     routing: Routing | None = None,
 ) -> tuple[list[RuleBase], list[Problem]]:
     """Like ``load_rules``, but returns the valid rules and the problems instead of raising."""
@@ -114,7 +71,7 @@ def read_rules(
             problems.extend(exc.problems)
             continue
         file_problems: list[Problem] = []
-        entries.extend(_read_file(document, kinds, file_problems))
+        entries.extend(_read_file(document, file_problems))
         problems.extend(file_problems)
     problems.extend(_duplicate_names(entries))
     for entry in entries:
@@ -189,9 +146,7 @@ def _rule_files(paths: Sequence[Path], problems: list[Problem]) -> Iterator[Path
                 yield file
 
 
-def _read_file(
-    document: YamlDocument, kinds: Mapping[str, RuleKind], problems: list[Problem]
-) -> Iterator[_Entry]:
+def _read_file(document: YamlDocument, problems: list[Problem]) -> Iterator[_Entry]:
     data = document.data
     if data is None:
         problems.append(Problem(document.file, None, "empty file: expected a 'rules:' list"))
@@ -225,25 +180,22 @@ def _read_file(
             )
             continue
         entry = _Entry(document, index, item, None)
-        entry.rule = _validate_rule(entry, kinds, problems)
+        entry.rule = _validate_rule(entry, problems)
         yield entry
 
 
-def _validate_rule(
-    entry: _Entry, kinds: Mapping[str, RuleKind], problems: list[Problem]
-) -> RuleBase | None:
-    _KINDS = ", ".join(kinds)
+def _validate_rule(entry: _Entry, problems: list[Problem]) -> RuleBase | None:
     kind = entry.raw.get("kind")
     if kind is None:
-        problems.append(entry.problem((), f"missing key 'kind' (one of: {_KINDS})"))
+        problems.append(entry.problem((), f"missing key 'kind' (one of: {_KIND_NAMES})"))
         return None
     if not isinstance(kind, str):
-        message = f"kind: expected one of: {_KINDS}, got {describe_value(kind)}"
+        message = f"kind: expected one of: {_KIND_NAMES}, got {describe_value(kind)}"
         problems.append(entry.problem(("kind",), message))
         return None
-    known = kinds.get(kind)
+    known = KINDS.get(kind)
     if known is None:
-        message = f"unknown kind '{kind}' (expected one of: {_KINDS})"
+        message = f"unknown kind '{kind}' (expected one of: {_KIND_NAMES})"
         problems.append(entry.problem(("kind",), message))
         return None
     model = known.model
@@ -261,7 +213,7 @@ def _validate_rule(
         for error in user_errors(exc):
             loc = error_loc(error)
             if error["type"] == "extra_forbidden" and len(loc) == 1:
-                message = _misplaced_key_message(str(loc[0]), model, kinds)
+                message = _misplaced_key_message(str(loc[0]), model)
             else:
                 message = error_message(error, model)
             problems.append(entry.problem(loc, message))
@@ -270,9 +222,9 @@ def _validate_rule(
     return rule
 
 
-def _misplaced_key_message(key: str, model: type[RuleBase], kinds: Mapping[str, RuleKind]) -> str:
+def _misplaced_key_message(key: str, model: type[RuleBase]) -> str:
     """An unknown key, or one that belongs to other kinds only."""
-    elsewhere = [name for name, kind in kinds.items() if key in keys_at(kind.model, ())]
+    elsewhere = [name for name, kind in KINDS.items() if key in keys_at(kind.model, ())]
     if elsewhere:
         return (
             f"key '{key}' does not apply to kind '{model.kind_name()}' "

@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.config.rules import load_rules, read_rules
 from watcher.core.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
 from watcher.core.errors import ConfigError
 from watcher.core.events import Severity
@@ -20,6 +19,7 @@ from watcher.kinds import KINDS, AnyRule, kinds_taking, source_of
 from watcher.kinds.delinquent_validators import DelinquentValidatorsRule
 from watcher.kinds.holder_changes import HolderChangesRule
 from watcher.kinds.new_transactions import NewTransactionsRule
+from watcher.kinds.rule_files import load_rules, read_rules
 from watcher.kinds.version_drift import VersionDriftRule
 
 TREASURY = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
@@ -48,7 +48,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 def problem_lines(
     paths: list[Path] | None = None, channels: set[str] | None = CHANNELS
 ) -> list[str]:
-    _, problems = read_rules(paths or [Path("rules")], channels, kinds=KINDS)
+    _, problems = read_rules(paths or [Path("rules")], channels)
     return [str(problem) for problem in problems]
 
 
@@ -435,7 +435,7 @@ def test_all_problems_of_all_files_are_collected_in_reading_order(rules_dir: Pat
         "rules/c.yml:6: every: not a duration: '1x' (e.g. 500ms, 30s, 5m, 1h, 1d, 1m30s)",
     ]
     with pytest.raises(ConfigError) as raised:
-        load_rules([Path("rules")], {"ops"}, kinds=KINDS)
+        load_rules([Path("rules")], {"ops"})
     assert [str(problem) for problem in raised.value.problems] == lines[1:]
 
 
@@ -458,7 +458,7 @@ def test_folder_reads_yaml_and_yml_sorted_skipping_hidden_other_and_subfolders(
     (rules_dir / "sub").mkdir()
     write(rules_dir / "sub", "c.yaml", rule("c"))
     # a file named on its own and through its folder counts once
-    rules = load_rules([Path("rules"), Path("rules/a.yaml")], None, kinds=KINDS)
+    rules = load_rules([Path("rules"), Path("rules/a.yaml")], None)
     assert [rule.name for rule in rules] == ["a", "b"]
 
 
@@ -524,7 +524,6 @@ def test_a_rule_without_any_channel_after_routing_is_a_problem(
         [Path("rules")],
         CHANNELS,
         routing=_Routing(default_channels, routes),
-        kinds=KINDS,
     )
     assert [str(problem) for problem in problems] == expected
 
@@ -552,7 +551,7 @@ def test_valid_rules_get_their_defaults(rules_dir: Path) -> None:
             validators: [{NODE}]
         """,
     )
-    treasury, whales, delinquent, drift = load_rules([Path("rules")], None, kinds=KINDS)
+    treasury, whales, delinquent, drift = load_rules([Path("rules")], None)
     assert isinstance(treasury, NewTransactionsRule)
     assert (treasury.every, treasury.severity, treasury.notify) == (30.0, "warning", None)
     assert (treasury.group_wait, treasury.group_interval, treasury.max_per_hour) == (2, 0, None)
@@ -610,7 +609,7 @@ def test_every_key_is_read(rules_dir: Path) -> None:
             max_per_hour: 12
         """,
     )
-    down, whales = load_rules([Path("rules")], CHANNELS, kinds=KINDS)
+    down, whales = load_rules([Path("rules")], CHANNELS)
     assert isinstance(down, DelinquentValidatorsRule)
     assert down.name == "no"
     assert down.validators == (VOTE, NODE)
@@ -629,7 +628,7 @@ def test_an_all_digit_pubkey_read_as_an_integer_keeps_its_digits(rules_dir: Path
         "a.yaml",
         f"rules:\n  - name: a\n    kind: new_transactions\n    addresses: [{system_program}]\n",
     )
-    (rule,) = load_rules([Path("rules")], None, kinds=KINDS)
+    (rule,) = load_rules([Path("rules")], None)
     assert isinstance(rule, NewTransactionsRule)
     assert rule.addresses == (system_program,)
 
@@ -641,7 +640,7 @@ def test_a_dumped_rule_validates_back_through_the_union(rules_dir: Path) -> None
         f"rules:\n  - name: d\n    kind: delinquent_validators\n    validators: [{VOTE}]\n"
         "    for: 1m30s\n    repeat: 1h\n",
     )
-    (rule,) = load_rules([Path("rules")], None, kinds=KINDS)
+    (rule,) = load_rules([Path("rules")], None)
     dumped = rule.model_dump(by_alias=True)
     assert (dumped["for"], dumped["repeat"], dumped["every"]) == ("1m30s", "1h", "30s")
     again = TypeAdapter(AnyRule).validate_python(dumped)
@@ -656,7 +655,7 @@ def test_rules_are_frozen(rules_dir: Path) -> None:
         "a.yaml",
         f"rules:\n  - name: a\n    kind: new_transactions\n    addresses: [{TREASURY}]\n",
     )
-    (rule,) = load_rules([Path("rules")], None, kinds=KINDS)
+    (rule,) = load_rules([Path("rules")], None)
     with pytest.raises(ValueError, match="frozen"):
         rule.every = 1.0  # type: ignore[misc]
     assert hash(rule) == hash(rule.model_copy())
@@ -665,7 +664,7 @@ def test_rules_are_frozen(rules_dir: Path) -> None:
 def test_the_example_rules_validate(monkeypatch: pytest.MonkeyPatch) -> None:
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(repo)
-    rules = load_rules([Path("rules")], CHANNELS, kinds=KINDS)
+    rules = load_rules([Path("rules")], CHANNELS)
     # An example of every kind.
     assert sorted({rule.kind for rule in rules}) == sorted(KINDS)
     assert sorted(path.name for path in Path("rules").glob("*.yaml")) == [
