@@ -28,7 +28,7 @@ def small_cluster(clock: Callable[[], float] = time.time) -> Ledger:
     """A cluster with history: 5 old transactions, 20 holders, three validators on 2.3.6.
     ``clock``: the ledger's (its blockTimes), for a daemon started at another wall clock."""
     ledger = Ledger(seed=7, clock=clock)
-    ledger.add_transactions(TREASURY, 5)
+    ledger.add_transactions(TREASURY, 5, ago=60)  # before the watch: never notified
     ledger.set_holders(MINT, [(h, 1_000_000 * (100 - i)) for i, h in enumerate(HOLDERS[:20])])
     for vote, node, stake in (
         (BIG_VOTE, BIG_NODE, 10_000_000_000_000_000),

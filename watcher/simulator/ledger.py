@@ -191,16 +191,20 @@ class Ledger:
         memo: str | None = None,
         same_slot: bool = False,
         odd: Mapping[str, Any] | None = None,
+        ago: float = 0.0,
     ) -> list[str]:
         """Lands ``count`` transactions touching ``address``, each in a new slot (or all in one
         new slot with ``same_slot``). Returns their signatures newest first, as the RPC lists
         them. ``odd``: fields their entries show wrong whenever listed, e.g.
-        ``{"blockTime": 1790000000000}`` (the ledger itself keeps the true ones for paging)."""
+        ``{"blockTime": 1790000000000}`` (the ledger itself keeps the true ones for paging).
+        ``ago``: seconds before the ledger's clock they landed (their blockTime), for a history
+        older than any watch started after it (a watch counts the second it began in as after
+        it)."""
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
             history = self._histories.setdefault(address, _AddressHistory())
-            block_time = int(self._clock())
+            block_time = int(self._clock() - ago)
             for index in range(count):
                 if index == 0 or not same_slot:
                     self._slot += 1
