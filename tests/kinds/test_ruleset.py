@@ -266,6 +266,19 @@ def test_rules_with_few_packed_addresses_in_all_keep_every_str_each_list_made(
     assert not kept_strs(three)  # 6 in all: each list only its last few
 
 
+def test_a_target_of_a_later_list_is_found_made_by_its_list_or_searched_for() -> None:
+    first, second = with_file("a", "10m", [], [A, B]), with_file("b", "10m", [], [C, M])
+    ruleset = RuleSet([first, second])
+    assert isinstance(first.targets, RuleAddresses) and isinstance(second.targets, RuleAddresses)
+    ours, theirs = second.targets.packed, first.targets.packed
+    assert not ours.known_item(M)  # not made yet: the lookup searches
+    assert ruleset.rules_for("signatures", M) == [second]
+    made = ours[0]  # as a sweep makes it, just before the lookup
+    assert ours.known_item(made) and not theirs.known_item(made)
+    assert ruleset.rules_for("signatures", made) == [second]
+    assert not ours.known_item(A) and ruleset.rules_for("signatures", A) == [first]
+
+
 def test_picked_targets_are_those_at_their_positions_in_order() -> None:
     joined = JoinedTargets(((A,), PackedAddresses([B, C, M])))
     picked = PickedTargets(joined, array("I", [3, 0, 2]))

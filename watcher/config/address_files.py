@@ -343,6 +343,11 @@ class PackedAddresses(Sequence[str]):
         for start in range(0, len(data), KEY_BYTES):
             yield encode_key(data[start : start + KEY_BYTES])
 
+    def known_item(self, value: str) -> bool:
+        """Whether ``value`` is an item made or found lately (``in`` without a search: a
+        False is not an answer, the search may find it)."""
+        return self._known.get(value) is True
+
     def __contains__(self, value: object) -> bool:
         if not isinstance(value, str):
             return False
