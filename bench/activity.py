@@ -68,7 +68,7 @@ from watcher.budget.cadences import (  # noqa: E402
 )
 from watcher.budget.planning import ALLOCATE_EVERY  # noqa: E402
 from watcher.config.call_budget import Budget  # noqa: E402
-from watcher.config.jobs import Job  # noqa: E402
+from watcher.kinds.ruleset import Job  # noqa: E402
 from watcher.service.metrics import Metrics  # noqa: E402
 from watcher.service.rounds import Fanout, RoundReports, Sweeper  # noqa: E402
 from watcher.service.target_pipeline import LastErrors  # noqa: E402

@@ -22,7 +22,6 @@ from watcher.alerting.formatting import Presentation
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import CadenceBook
 from watcher.budget.cadences import at_scrape as cadences_at_scrape
-from watcher.config.jobs import Job
 from watcher.config.settings import Settings
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import StateError
@@ -30,7 +29,7 @@ from watcher.core.redact import split_rpc_url
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender, SendSettings
 from watcher.kinds.base import LedgerReader
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 from watcher.ledger.quorum import Quorum
 from watcher.ledger.rpc import EndpointSpec, RpcClient, RpcSettings, RpcStats
 from watcher.service import sweeps

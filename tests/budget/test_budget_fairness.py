@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from watcher.budget.cadences import CadenceBook
 from watcher.budget.planning import BUDGET_WINDOW, admitted
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.service.metrics import Metrics
 
 from support.scheduling import HeldShards, scheduling_sweeper, time

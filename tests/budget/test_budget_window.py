@@ -13,7 +13,7 @@ import pytest
 from watcher.budget.cadences import CadenceBook
 from watcher.budget.planning import BUDGET_WINDOW, SpendWindow
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.service.metrics import Metrics
 from watcher.state.shards import SHARDS
 

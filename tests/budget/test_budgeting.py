@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from watcher.budget.planning import job_key, plan_budget, stretch_warning
 from watcher.config.call_budget import Budget, parse_budget
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.simulator.keys import derived_pubkey
 
 from support.seeded import World, base_rules, daemon_worlds

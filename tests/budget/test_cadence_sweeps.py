@@ -24,9 +24,9 @@ from watcher.budget.cadences import (
     worth_storing,
 )
 from watcher.config import address_files
-from watcher.config.address_files import PackedAddresses
-from watcher.config.jobs import Job, JoinedTargets
+from watcher.config.address_files import JoinedTargets, PackedAddresses
 from watcher.core.events import CADENCE_KEY
+from watcher.kinds.ruleset import Job
 from watcher.service.status import Status, read_status
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.commands import sqlite_command_store

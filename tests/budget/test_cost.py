@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from watcher.budget.cost import budget_fit, cost_lines, method_costs
 from watcher.cli import app
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
 from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import Job
 
 from support.values import key
 

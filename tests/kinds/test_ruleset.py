@@ -12,12 +12,16 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from watcher.config import address_files
-from watcher.config.address_files import PackedAddresses, RuleAddresses
-from watcher.config.jobs import Job, JoinedTargets, PickedTargets
+from watcher.config.address_files import (
+    JoinedTargets,
+    PackedAddresses,
+    PickedTargets,
+    RuleAddresses,
+)
 from watcher.config.rule_models import RuleBase
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, AnyRule
 from watcher.kinds import ruleset as ruleset_module
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 
 
 def key(number: int) -> str:

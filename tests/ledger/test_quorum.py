@@ -18,9 +18,8 @@ import yaml
 
 from watcher.app import Daemon
 from watcher.checks import load_config
-from watcher.config.jobs import Job
 from watcher.kinds import SOURCES
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 from watcher.ledger.quorum import agree, differences
 from watcher.simulator import Ledger, SimulatorServer
 from watcher.testing.daemon import write_config

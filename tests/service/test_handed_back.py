@@ -12,8 +12,8 @@ from typing import Any, cast
 from structlog.testing import capture_logs
 
 from watcher.alerting.builtin import RoundHealth, StateHealth
-from watcher.config.jobs import Job
 from watcher.kinds.base import Source
+from watcher.kinds.ruleset import Job
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import Fanout, RoundReports, Sweeper
 from watcher.service.sweeps import Primed

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.simulator.keys import derived_pubkey
 from watcher.state.store import AsyncSqliteStore
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base58
 
-from watcher.config.address_files import PackedAddresses
-from watcher.config.jobs import Job, JoinedTargets
+from watcher.config.address_files import JoinedTargets, PackedAddresses
+from watcher.kinds.ruleset import Job
 from watcher.service.sweeps import ShardedTargets
 from watcher.state.shards import shard_of
 

@@ -9,9 +9,9 @@ from typing import Any, cast
 import pytest
 import structlog
 
-from watcher.config.jobs import Job
 from watcher.core.errors import StateError
 from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import Job
 from watcher.ledger.rpc import RpcClient, RpcSettings
 from watcher.service.scheduler import Scheduler
 from watcher.service.sweeps import (

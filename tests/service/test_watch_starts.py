@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import base58
 
-from watcher.config.address_files import PackedAddresses
-from watcher.config.jobs import Job, JoinedTargets
+from watcher.config.address_files import JoinedTargets, PackedAddresses
 from watcher.core.events import WatchSince
+from watcher.kinds.ruleset import Job
 from watcher.service.watch_starts import WatchStarts
 
 

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.config.jobs import Job
 from watcher.core.events import AlertMessage, Grouping, Reason
 from watcher.core.outbox_rows import Destination
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 from watcher.state import snapshot
 from watcher.state.database import MIGRATIONS, migrate, open_database
 from watcher.state.interface import GiveUp, StepToCommit

@@ -10,7 +10,7 @@ from typing import Any, cast
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import CadenceBook
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.service.metrics import Metrics
 from watcher.service.rounds import Fanout, RoundReports, Sweeper
 from watcher.service.target_pipeline import LastErrors

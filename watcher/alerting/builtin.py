@@ -60,12 +60,12 @@ from typing import Any
 import structlog
 
 from watcher.alerting.lifecycle import Episode, step_episodes
-from watcher.config.routing import channels_of
 from watcher.config.rule_models import (
     CLUSTER_DELINQUENT_STAKE,
     RPC_DISAGREEMENT,
     RPC_UNHEALTHY,
     RuleBase,
+    channels_of,
 )
 from watcher.config.settings import Settings
 from watcher.core.clock import human_duration, iso

@@ -10,8 +10,8 @@ function of values; only ``silence`` reads something (the active silences, throu
 callable it is given).
 
 Routing: an alert goes to its rule's ``notify``, else ``routes`` by its severity, else
-``default_channels`` (``watcher.config.routing.channels_of``; the rule loader refuses a rule that
-would end up with none), resolved once per rule when rules load, not per alert. An inventory
+``default_channels`` (``watcher.config.rule_models.channels_of``; the rule loader refuses a rule
+that would end up with none), resolved once per rule when rules load, not per alert. An inventory
 (``AlertMessage.is_inventory``: what exists at a rule's first poll, ``info`` whatever the rule's
 severity) is information, not an incident: a rule routed by severity sends it by its own, to
 ``routes.info`` (else ``default_channels``), not to the route of the rule's severity, the
@@ -36,7 +36,7 @@ import structlog
 
 from watcher.alerting.formatting import Presentation
 from watcher.alerting.messages import PresentedRule
-from watcher.config.routing import RoutedRule, Routing, channels_of
+from watcher.config.rule_models import RoutedRule, Routing, channels_of
 from watcher.core.events import SILENCE_FACT, AlertMessage, Silence
 
 log = structlog.get_logger(__name__)

@@ -31,7 +31,7 @@ from watcher.budget.planning import (
 )
 from watcher.config.call_budget import Budget
 from watcher.config.current import Current
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 from watcher.state.shards import SHARDS
 
 log = structlog.get_logger("watcher.app")

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from watcher.budget.backoff import Cadence, after_poll, rescheduled
+from watcher.config.address_files import IMMUTABLE_TARGETS
 from watcher.config.current import Current
-from watcher.config.jobs import IMMUTABLE_TARGETS, Job
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import WATCH_SINCE_KEY, TargetState
+from watcher.kinds.ruleset import Job
 
 # A target never polled is assumed to see an event a day until it shows its own rate: enough
 # to weigh it against proven idle targets in a budget allocation, little enough not to matter

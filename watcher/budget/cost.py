@@ -8,7 +8,7 @@ target quiet), their shares of the budget, and whether the floor fits it, or by 
 intervals will stretch beyond ``max_every`` (as the daemon's plan will,
 ``watcher.budget.planning``).
 
-Pure: jobs in (one per source and interval, ``watcher.config.jobs.Job``), lines out. What one
+Pure: jobs in (one per source and interval, ``watcher.kinds.ruleset.Job``), lines out. What one
 poll of a target of each source calls is the source's own declaration (``SourceFacts``: its
 methods, the keys one call serves, whether a target is a rule's keys), read from the
 registry's sources (``watcher.kinds.SOURCES``). The figures are the quiet
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from watcher.config.call_budget import MONTH_SECONDS, Budget
-from watcher.config.jobs import Job
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.kinds import KINDS, SOURCES
 from watcher.kinds.base import SourceFacts
 from watcher.kinds.nonce_accounts import NONCE_METHOD
+from watcher.kinds.ruleset import Job
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from typing import Final
 from watcher.budget.allocation import TargetGroup, allocate_groups
 from watcher.budget.backoff import Cadence
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
+from watcher.kinds.ruleset import Job
 
 ALLOCATE_EVERY: Final = 300.0  # seconds: bursts spend beyond the plan until the next one
 # Seconds over which the budget holds, whatever the plan expected: short enough that a month's

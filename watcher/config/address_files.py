@@ -6,6 +6,10 @@ join the rule's ``addresses`` (``RuleAddresses``) before the rule is validated.
 A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one ``bytes``, not a
 44-character str (about 93 bytes, and a slot wherever it is listed). A million addresses take
 40 MB rather than 100 MB and more; a str is made when one is asked for (about 3 us).
+
+A job's targets (``watcher.kinds.ruleset.Job``) are such sequences, never copied into a list:
+the listed ones and the packed lists joined (``JoinedTargets``), or those of the shards an
+instance holds (``PickedTargets``).
 """
 
 from __future__ import annotations
@@ -494,3 +498,36 @@ class RuleAddresses(JoinedTargets):
 
     def __repr__(self) -> str:
         return f"RuleAddresses({self.listed!r}, {self.packed!r})"
+
+
+class PickedTargets(Sequence[str]):
+    """The targets at ``positions`` of a sequence, in that order (a job's targets in the shards
+    an instance holds): 4 bytes a target, and no str made before one is asked for."""
+
+    __slots__ = ("_of", "_positions")
+
+    def __init__(self, of: Sequence[str], positions: array[int]) -> None:
+        self._of, self._positions = of, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._of[position] for position in self._positions[index]]
+        return self._of[self._positions[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        of = self._of
+        return (of[position] for position in self._positions)
+
+    def __repr__(self) -> str:
+        return f"PickedTargets(<{len(self)} targets>)"
+
+
+# Sequences of targets that never change: what is indexed of one holds while it is in use.
+IMMUTABLE_TARGETS = (tuple, JoinedTargets, PickedTargets)

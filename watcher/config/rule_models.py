@@ -13,6 +13,10 @@ Event kinds (new_transactions, holder_changes) take the grouping keys ``group_wa
 lifecycle keys ``for``, ``keep_firing_for``, ``repeat``. Each kind is polled by one source
 (``watcher.kinds.source_of``). This module imports nothing of the kinds: the loader, above
 them, does (``watcher.kinds.rule_files``).
+
+Where a rule's alerts go (``channels_of``): its ``notify``, else the route of its severity,
+else the default channels; ``watcher.alerting.pipeline`` applies it to alerts, and the loader
+refuses a rule it would leave with no channel.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Container, Mapping, Sequence
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Protocol, Self
 
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
@@ -252,3 +256,38 @@ class Backoff(RuleBase):
 def max_every_of(rule: RuleBase) -> float | None:
     """The rule's ``max_every``: None for a kind without backoff or a rule not asking for it."""
     return rule.max_every if isinstance(rule, Backoff) else None
+
+
+# -- routing: where a rule's alerts go -----------------------------------------------------
+class Routing(Protocol):
+    """Where a rule without ``notify`` goes (watcher.config.settings.Settings provides it)."""
+
+    @property
+    def default_channels(self) -> Sequence[str]: ...
+
+    @property
+    def routes(self) -> Mapping[Severity, Sequence[str]]: ...
+
+
+class RoutedRule(Protocol):
+    """What routing needs of a rule (a loaded rule, a built-in's)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def severity(self) -> Severity: ...
+
+    @property
+    def notify(self) -> tuple[str, ...] | None: ...
+
+
+def channels_of(rule: RoutedRule, routing: Routing) -> tuple[str, ...]:
+    """A rule's channels: its ``notify``, else the route of its severity, else the defaults.
+    (Same order as watcher.alerting.pipeline, which applies it to alerts.)"""
+    if rule.notify is not None:
+        return rule.notify
+    routed = routing.routes.get(rule.severity)
+    if routed:
+        return tuple(routed)
+    return tuple(routing.default_channels)

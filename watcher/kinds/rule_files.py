@@ -16,8 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from watcher.config.address_files import KEY, with_address_file
-from watcher.config.routing import Routing, channels_of
-from watcher.config.rule_models import RuleBase
+from watcher.config.rule_models import Routing, RuleBase, channels_of
 from watcher.config.yamlpos import (
     YamlDocument,
     describe_value,

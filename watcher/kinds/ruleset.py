@@ -10,6 +10,8 @@ targets whose cadence says they are due. Targets: addresses (source ``signatures
 (``holders``), and the one ``cluster`` for the vote-account set (``votes``) and the node set
 (``nodes``); each rule's kind names the source it rides on (``KINDS``).
 
+A ``Job`` is what the scheduler, the sweeps and the call budget take.
+
 Lookups are dictionaries built once, so that 100k addresses stay cheap; a reload (SIGHUP) builds
 a new RuleSet and compares ``jobs()``.
 """
@@ -17,6 +19,7 @@ a new RuleSet and compares ``jobs()``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from watcher.config.address_files import (
     ALL_KEPT,
@@ -24,9 +27,24 @@ from watcher.config.address_files import (
     PackedAddresses,
     RuleAddresses,
 )
-from watcher.config.jobs import Job
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.kinds import KINDS
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scheduled sweep: poll every target of ``source`` once per ``interval`` seconds;
+    with ``max_interval``, the sweep still runs every ``interval`` but polls only the targets
+    due, each backing off while quiet up to ``max_interval`` seconds between its polls."""
+
+    source: str
+    interval: float
+    targets: Sequence[str]  # a tuple, or with packed addresses a ``JoinedTargets``
+    max_interval: float | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.max_interval is not None
 
 
 class RuleSet:

@@ -16,9 +16,8 @@ from watcher.alerting.builtin import Builtins
 from watcher.alerting.formatting import Presentation
 from watcher.alerting.pipeline import Routes
 from watcher.config.call_budget import Budget
-from watcher.config.jobs import Job
 from watcher.config.settings import Settings
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 
 
 @dataclass(frozen=True)

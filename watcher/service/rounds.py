@@ -26,13 +26,13 @@ from watcher.alerting.messages import PresentedRule
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import stored_cadence
 from watcher.config.current import Current
-from watcher.config.jobs import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome
 from watcher.core.tally import count_handed_back, tallying
 from watcher.kinds import SOURCES
 from watcher.kinds.base import Source
+from watcher.kinds.ruleset import Job
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics

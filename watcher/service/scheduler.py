@@ -25,9 +25,9 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.schedulers.base import STATE_RUNNING
 
-from watcher.config.jobs import Job
 from watcher.core.clock import Clock, system_clock
 from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import Job
 from watcher.kinds.sources import vote_accounts
 
 log = structlog.get_logger(__name__)

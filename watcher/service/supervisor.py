@@ -17,12 +17,11 @@ from dataclasses import dataclass
 import structlog
 
 from watcher.alerting.builtin import StateHealth
-from watcher.config.jobs import Job
 from watcher.core.clock import Clock
 from watcher.core.errors import DaemonFailed, RetryPauses, StateError
 from watcher.delivery.outbox_sender import Sender
 from watcher.delivery.url_worker import DB_RETRY_MAX
-from watcher.kinds.ruleset import RuleSet
+from watcher.kinds.ruleset import Job, RuleSet
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.http import HttpEndpoint
 from watcher.service.leasing import LeaseKeeper

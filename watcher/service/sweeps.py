@@ -24,12 +24,13 @@ from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
-from watcher.config.jobs import Job, PickedTargets
+from watcher.config.address_files import PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call
 from watcher.kinds import SOURCES
 from watcher.kinds.base import FirstCall, LedgerReader, Source
+from watcher.kinds.ruleset import Job
 from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import Call, PrimedReader
 from watcher.state.interface import TargetStateStore

@@ -21,11 +21,11 @@ from typing import Protocol
 
 import structlog
 
-from watcher.config.address_files import PackedAddresses
-from watcher.config.jobs import Job, JoinedTargets
+from watcher.config.address_files import JoinedTargets, PackedAddresses
 from watcher.core.clock import Clock
 from watcher.core.events import WatchSince
 from watcher.kinds import SOURCES
+from watcher.kinds.ruleset import Job
 from watcher.ledger.plausibility import SlotTip
 from watcher.state.interface import TargetStateStore
 
