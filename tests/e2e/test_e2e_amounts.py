@@ -122,8 +122,12 @@ def sol_change(record: dict[str, Any]) -> int:
 
 def test_amounts_are_notified_and_dust_is_kept_below_the_threshold(world: World, port: int) -> None:
     world.daemon.start()
-    # The baseline, then the tokens' baseline (the next poll, once the rule is known).
+    # The baseline, then the tokens' baseline (the next poll, once the rule is known): its
+    # token accounts, then its SOL balance. The transfer waits for the poll after it: landing
+    # between that poll's two reads, it would be in the baseline, never notified as a change.
     wait_until(lambda: world.polls("getTokenAccounts") >= 1, 15, "the tokens' baseline read")
+    polled = world.polls("getSignaturesForAddress")
+    wait_until(lambda: world.polls("getSignaturesForAddress") > polled, 15, "the poll after it")
 
     transfer(world.ledger, TREASURY, PAYEE, 1_000 * SOL)
     [outflow] = world.wait_notes(1)
