@@ -118,9 +118,7 @@ class Daemon:
         self.health = RoundHealth()
         self.quorum = Quorum(settings.quorum)  # watcher.ledger.quorum
         self.last_errors = LastErrors()  # each source's last failed poll's error
-        self.poll_faults = (
-            PollFaults()
-        )  # targets whose polls raise (watcher.service.target_pipeline.PollFaults)
+        self.poll_faults = PollFaults()  # targets whose polls raise
         # One observation of one target, from its answer to its outbox rows.
         self.committer = Committer(
             store=self.store,
