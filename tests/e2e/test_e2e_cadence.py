@@ -28,7 +28,7 @@ SLACK = 2.0  # a sweep's own time, the delivery, a loaded machine
 @pytest.fixture
 def provider() -> Iterator[tuple[Ledger, SimulatorServer]]:
     ledger = Ledger(seed=5)
-    ledger.add_transactions(IDLE, 1)
+    ledger.add_transactions(IDLE, 1, ago=60)  # history: before the watch, never notified
     with SimulatorServer(ledger, api_key=API_KEY) as server:
         yield ledger, server
 

@@ -58,7 +58,7 @@ def shared(
 ) -> Iterator[tuple[Ledger, JsonReceiver, list[DaemonProcess]]]:
     ledger = Ledger(seed=11)
     for address in ADDRESSES:
-        ledger.add_transactions(address, 2)  # history: a baseline, never announced
+        ledger.add_transactions(address, 2, ago=60)  # history: a baseline, never announced
     with (
         postgres.database() as conninfo,
         SimulatorServer(ledger, api_key="k3yN3v3rL3aks0ut1234567") as server,

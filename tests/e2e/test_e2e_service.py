@@ -58,7 +58,7 @@ class NotifySocket:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     ledger = small_cluster()
-    ledger.add_transactions(SECOND, 3)  # history: the baseline when it is added
+    ledger.add_transactions(SECOND, 3, ago=60)  # history: the baseline when it is added
     yield from make_world(tmp_path, ledger, rules=[tx_rule(TREASURY)])
 
 
