@@ -28,7 +28,15 @@ from watcher.core.events import (
 from watcher.kinds import RULE_MODELS, SOURCES, word
 from watcher.kinds.base import LedgerReader
 from watcher.kinds.new_transactions import transactions_text
-from watcher.kinds.toolkit.tx_amounts import SOL, BalanceRead, Holding, Threshold, changes
+from watcher.kinds.toolkit.tx_amounts import (
+    SOL,
+    BalanceRead,
+    Holding,
+    ReadOutcome,
+    Threshold,
+    changes,
+    movement,
+)
 from watcher.ledger.models import SignatureEntry
 
 from support.balances import Balances
@@ -77,10 +85,19 @@ class Chain(Balances):
         return signatures_page(self.entries, before=before, until=until, limit=limit)
 
     async def get_multiple_accounts(self, keys: Sequence[str]) -> Any:
+        self._land_gap()
+        return await super().get_multiple_accounts(keys)
+
+    async def get_token_accounts(
+        self, *, mint: str | None, owner: str | None, limit: int, cursor: str | None
+    ) -> Any:
+        self._land_gap()  # the tokens are read first
+        return await super().get_token_accounts(mint=mint, owner=owner, limit=limit, cursor=cursor)
+
+    def _land_gap(self) -> None:
         for change, mint in self.gap:  # landed after the page, before this read
             self.land(change, mint)
         self.gap = []
-        return await super().get_multiple_accounts(keys)
 
 
 async def poll(ledger: Chain, state: TargetState | None, rules: Sequence[RuleBase]) -> StepOutcome:
@@ -172,6 +189,51 @@ async def test_a_transfer_landing_between_the_page_and_the_read_is_counted_once(
     assert "landed before the last balance read: counted in the previous notification" in (
         listed.body
     )
+
+
+async def test_a_transfer_landing_while_the_baseline_is_read_is_notified_past_thresholds() -> None:
+    """The first poll's read is a baseline, notified nowhere: a transfer landing between its
+    page and its read is in that baseline, so the next poll, which lists it, notifies it
+    whatever the thresholds and says where its amount went."""
+    ledger, rules = Chain(), [rule(min_change_sol="1")]
+    ledger.gap = [(-7_000_000_000, None)]  # lands after the first page, before the first read
+    baseline = await poll(ledger, None, rules)
+    assert baseline.alerts == ()
+    assert baseline.state["balance"]["baseline_until"] == 1001
+    after = await poll(ledger, baseline.state, rules)
+    (listed,) = after.alerts
+    assert BELOW_THRESHOLD_FACT not in listed.facts
+    assert listed.facts["balances"]["in_baseline"] == 1
+    assert listed.facts["balances"]["counted_before"] == 0
+    assert sol_change(listed) == 0
+    assert (
+        "(1 transaction landed while the watch's baseline balances were read: in that baseline,"
+        " not in the change above)"
+    ) in listed.body
+    # Measured from there on: dust below the threshold stays below it.
+    assert "baseline_until" not in after.state["balance"]
+    ledger.land(-1)
+    (dust,) = (await poll(ledger, after.state, rules)).alerts
+    assert dust.facts[BELOW_THRESHOLD_FACT]["reason"] == "below_threshold"
+
+
+async def test_a_token_transfer_landing_while_the_tokens_baseline_is_read_is_notified() -> None:
+    ledger, rules = Chain(), [rule(tokens=True, min_change={USDC: "500"})]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 5_000_000}
+    state = (await poll(ledger, None, rules)).state
+    ledger.gap = [(100_000_000, USDC)]  # lands after the quiet page, before the tokens' read
+    tokens_read = await poll(ledger, state, rules)
+    assert tokens_read.alerts == ()
+    assert tokens_read.state["balance"]["tokens"] == {USDC: ["105000000", 6]}
+    after = await poll(ledger, tokens_read.state, rules)
+    (listed,) = after.alerts
+    assert BELOW_THRESHOLD_FACT not in listed.facts
+    assert listed.facts["balances"]["in_baseline"] == 1
+    # Measured from there on: a transfer below its min_change is kept below.
+    ledger.land(1_000_000, USDC)
+    (small,) = (await poll(ledger, after.state, rules)).alerts
+    assert small.facts[BELOW_THRESHOLD_FACT]["reason"] == "below_threshold"
 
 
 async def test_a_watch_with_tokens_takes_their_baseline_with_the_cursor_s() -> None:
@@ -267,9 +329,34 @@ def test_threshold_counts_a_measured_change(
     assert threshold.counts(change) is counts
 
 
-def test_a_read_round_trips_through_json() -> None:
-    read = BalanceRead(7, 2**64 - 1, {USDC: Holding(2**63, 6)})
+@pytest.mark.parametrize(
+    "read",
+    [
+        BalanceRead(7, 2**64 - 1, {USDC: Holding(2**63, 6)}),
+        BalanceRead(7, 10, baseline_until=9),
+    ],
+)
+def test_a_read_round_trips_through_json(read: BalanceRead) -> None:
     assert BalanceRead.from_json(json.loads(json.dumps(read.to_json()))) == read
+
+
+@pytest.mark.parametrize(
+    ("kept", "fresh_slots", "counted_before", "in_baseline"),
+    [
+        (None, [5, 9], 0, 0),
+        (BalanceRead(10, 1), [9, 10, 11], 2, 0),  # at or below the notified read's slot
+        (BalanceRead(10, 1).as_baseline(), [9, 10, 11], 0, 2),  # in a baseline read
+        # Tokens first read at slot 14 over SOL notified at slot 10: above 10, in the tokens'.
+        (BalanceRead(10, 1).as_baseline(14), [9, 12, 15], 0, 2),
+    ],
+)
+def test_a_signature_below_the_kept_read_is_counted_once_or_said_in_a_baseline(
+    kept: BalanceRead | None, fresh_slots: list[int], counted_before: int, in_baseline: int
+) -> None:
+    moved, _kept = movement(kept, ReadOutcome(BalanceRead(20, 1)), fresh_slots)
+    assert (moved.counted_before, moved.in_baseline) == (counted_before, in_baseline)
+    failed, still = movement(kept, ReadOutcome(error="timeout"), fresh_slots)
+    assert (failed.counted_before, failed.in_baseline, still) == (counted_before, in_baseline, kept)
 
 
 # -- the property: what is notified adds up -------------------------------------------------

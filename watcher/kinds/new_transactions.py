@@ -500,8 +500,10 @@ class SignaturesSource(base.Slotless):
             # baseline read a poll after the cursor's would take what moved in between as
             # history.
             return _Stepped(state=_kept({**waiting, "tokens": True}, aside))
-        # The baseline's read: what the first change is counted from.
-        baseline = observation.balances.read or kept
+        # The baseline's read: what the first change is counted from. A transaction landing
+        # between this poll's pages and its read is in it, listed by the next poll.
+        read = observation.balances.read
+        baseline = kept if read is None else read.as_baseline()
         if since is None:
             first_page = observation.pages[0] if observation.pages else ()
             newest = max(first_page, key=lambda entry: entry.slot, default=None)
@@ -516,6 +518,8 @@ class SignaturesSource(base.Slotless):
             return _Stepped(state=_state(cursor, slot_time, aside), balance=baseline)
         # No read before the watch began: the balances now, with no change (the first read).
         moved, balance = tx_amounts.movement(kept, observation.balances, ())
+        if moved.first_read and balance is not None:
+            balance = balance.as_baseline()  # notified without a change: a baseline too
         alerts = tuple(
             _alert(rule, target, fresh, moved, since)
             for rule in base.watching(rules, NewTransactionsRule, target)
@@ -579,9 +583,10 @@ def _quiet_read(kept: BalanceRead | None, outcome: ReadOutcome) -> BalanceRead |
     if read is None:
         return kept
     if kept is None:
-        return read
+        return read.as_baseline()
     if kept.tokens is None and read.tokens is not None:
-        return BalanceRead(kept.slot, kept.lamports, read.tokens)
+        # The tokens' baseline: a transaction landing before this read moved them unnotified.
+        return BalanceRead(kept.slot, kept.lamports, read.tokens).as_baseline(read.slot)
     return kept
 
 

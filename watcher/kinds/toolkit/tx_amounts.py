@@ -12,7 +12,10 @@ balance's change between the first read and the last, whatever lands between a s
 and the balance read. A transaction landing in that gap is in the read (its slot is at or below
 the read's) but not in the page: its amount is in this poll's change and its signature is
 listed by the next poll, whose own change then does not include it again (``counted_before``:
-the signatures at or below the previous read's slot). A read that fails, or answers at a slot
+the signatures at or below the previous read's slot). A read that notified no change (a
+baseline: the watch's first, or the tokens' first) has no notification to count such a
+transaction in: its amount is in the baseline (``baseline_until``), and the next poll notifies it
+whatever the thresholds, saying so (``in_baseline``). A read that fails, or answers at a slot
 older than the kept one, is not taken: the transactions are notified without amounts, the kept
 read stays, and the next read's change covers them too.
 """
@@ -20,7 +23,7 @@ read stays, and the next read's change covers them too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -41,11 +44,18 @@ class Holding:
 @dataclass(frozen=True)
 class BalanceRead:
     """The balances of one address read at ``slot``: its lamports and, when read, its tokens
-    by mint (None: not read; a read of an owner of no token accounts is empty)."""
+    by mint (None: not read; a read of an owner of no token accounts is empty).
+    ``baseline_until``: a baseline's read slot (no notification showed its amounts): a
+    transaction not listed yet at or below it is in these amounts, never notified as a change."""
 
     slot: int
     lamports: int
     tokens: Mapping[str, Holding] | None = None
+    baseline_until: int | None = None
+
+    def as_baseline(self, until: int | None = None) -> BalanceRead:
+        """This read, its amounts a baseline up to ``until`` (its own slot by default)."""
+        return replace(self, baseline_until=self.slot if until is None else until)
 
     def holdings(self) -> dict[str, Holding]:
         found = {SOL: Holding(self.lamports, LAMPORTS_DECIMALS)}
@@ -59,6 +69,8 @@ class BalanceRead:
                 mint: [str(held.amount), held.decimals]
                 for mint, held in sorted(self.tokens.items())
             }
+        if self.baseline_until is not None:
+            data["baseline_until"] = self.baseline_until
         return data
 
     @classmethod
@@ -72,6 +84,7 @@ class BalanceRead:
             tokens=None
             if tokens is None
             else {mint: Holding(int(raw), int(dec)) for mint, (raw, dec) in tokens.items()},
+            baseline_until=None if (until := data.get("baseline_until")) is None else int(until),
         )
 
 
@@ -118,6 +131,7 @@ class Movement:
     unknown: str | None = None  # why there are no amounts
     counted_before: int = 0  # signatures whose change a previous read already counted
     first_read: bool = False  # no read before: the balances, no change
+    in_baseline: int = 0  # signatures whose change is in a baseline read (never notified)
 
     def facts(self) -> dict[str, Any]:
         return {
@@ -126,6 +140,7 @@ class Movement:
             "unknown": self.unknown,
             "counted_before": self.counted_before,
             "first_read": self.first_read,
+            "in_baseline": self.in_baseline,
         }
 
 
@@ -158,20 +173,30 @@ def movement(
 ) -> tuple[Movement, BalanceRead | None]:
     """The movement a poll notifies and the read to keep, from the kept read and this poll's
     ``outcome`` (``fresh_slots``: the slots of the new signatures)."""
-    counted = sum(1 for slot in fresh_slots if kept is not None and slot <= kept.slot)
+    # A signature at or below a baseline's slot is in that baseline; else at or below the
+    # kept read's slot, in the notification that read made.
+    until = -1 if kept is None or kept.baseline_until is None else kept.baseline_until
+    in_baseline = sum(1 for slot in fresh_slots if slot <= until)
+    counted = sum(1 for slot in fresh_slots if kept is not None and until < slot <= kept.slot)
     if outcome.read is None:
         reason = outcome.error or "the balances were not read"
-        return Movement(None, unknown=reason, counted_before=counted), kept
+        return Movement(None, unknown=reason, counted_before=counted, in_baseline=in_baseline), kept
     read = outcome.read
     if kept is not None and read.slot < kept.slot:
         reason = (
             f"the balances were read at slot {read.slot}, older than the last read's {kept.slot}"
         )
-        return Movement(None, unknown=reason, counted_before=counted), kept
+        return Movement(None, unknown=reason, counted_before=counted, in_baseline=in_baseline), kept
     if kept is not None and read.tokens is None and kept.tokens is not None:
         read = BalanceRead(read.slot, read.lamports, kept.tokens)  # tokens not asked for now
     return (
-        Movement(read.slot, changes(kept, read), counted_before=counted, first_read=kept is None),
+        Movement(
+            read.slot,
+            changes(kept, read),
+            counted_before=counted,
+            first_read=kept is None,
+            in_baseline=in_baseline,
+        ),
         read,
     )
 
@@ -232,10 +257,11 @@ def judge(
 ) -> dict[str, str] | None:
     """None: notify; else why the poll stays below the rule's thresholds (``reason``, the
     metric's label; ``detail``, in words). A threshold only suppresses a change it measured:
-    amounts unknown (a failed read, a first read) are always notified."""
+    amounts unknown (a failed read, a first read, a transaction in a baseline) are always
+    notified."""
     if failed_notify and any(failed) and threshold.is_set:
         return None  # the rule asks about failed transactions
-    if moved is None or moved.unknown is not None or moved.first_read:
+    if moved is None or moved.unknown is not None or moved.first_read or moved.in_baseline:
         return None
     if not threshold.is_set:
         if failed and all(failed) and not failed_notify:
@@ -304,5 +330,11 @@ def amounts_lines(facts: Mapping[str, Any], shown: formatting.Presentation) -> A
         lines.append(
             f"  ({formatting.plural(counted, 'transaction')} landed before the last balance read:"
             " counted in the previous notification)"
+        )
+    in_baseline = int(balances.get("in_baseline") or 0)
+    if in_baseline:
+        lines.append(
+            f"  ({formatting.plural(in_baseline, 'transaction')} landed while the watch's"
+            " baseline balances were read: in that baseline, not in the change above)"
         )
     return Amounts(", ".join(head), tuple(lines))
