@@ -450,6 +450,65 @@ async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
     assert recorded[USDC] == ledger.tokens[ADDRESS][USDC] - start[USDC]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-(10**9), 10**9), st.sampled_from([SOL, USDC])), max_size=3),
+    st.lists(st.tuples(st.integers(-(10**9), 10**9), st.sampled_from([SOL, USDC])), max_size=3),
+    st.lists(st.one_of(MOVE, POLL), max_size=15),
+)
+async def test_what_lands_while_a_baseline_is_read_is_notified_never_kept_below(
+    first: list[tuple[int, str]],
+    tokens_first: list[tuple[int, str]],
+    steps: list[tuple[str, int, str]],
+) -> None:
+    """Transfers landing while the watch's first read and the tokens' first read are taken
+    are in those baselines: the poll that lists them notifies them, whatever the thresholds,
+    and what is recorded after adds up with them to the ledger's change."""
+    ledger = Chain()
+    rules = [rule(tokens=True, min_change_sol="1000", min_change={USDC: "1000000"})]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 10**15}
+    ledger.lamports[ADDRESS] = 10**15
+    start = {SOL: ledger.lamports[ADDRESS], USDC: ledger.tokens[ADDRESS][USDC]}
+    # The first poll reads the lamports (its baseline); the next, the tokens (theirs): a
+    # transfer landing before either read is in it, never a change notified.
+    in_baselines = {
+        SOL: sum(amount for amount, asset in first if asset == SOL),
+        USDC: sum(amount for amount, asset in [*first, *tokens_first] if asset == USDC),
+    }
+    alerts: list[AlertMessage] = []
+    state: TargetState | None = None
+    for landing in (first, tokens_first):
+        ledger.gap = [(amount, None if asset == SOL else asset) for amount, asset in landing]
+        outcome = await poll(ledger, state, rules)
+        state, alerts = outcome.state, alerts + list(outcome.alerts)
+    for action, amount, asset in steps:
+        mint = None if asset == SOL else asset
+        if action == "land":
+            ledger.land(amount, mint)
+        elif action == "gap":
+            ledger.gap.append((amount, mint))
+        else:
+            failing = RpcTimeout("read timeout", method="getTokenAccounts")
+            ledger.fail = failing if action == "fail" else None
+            outcome = await poll(ledger, state, rules)
+            state = outcome.state
+            alerts += outcome.alerts
+    ledger.fail, ledger.gap = None, []
+    ledger.land(1)
+    alerts += (await poll(ledger, state, rules)).alerts
+    landed_in_baselines = len(first) + len(tokens_first)
+    said = sum(int(alert.facts["balances"].get("in_baseline") or 0) for alert in alerts)
+    assert said == landed_in_baselines
+    for alert in alerts:
+        if alert.facts["balances"].get("in_baseline"):
+            assert BELOW_THRESHOLD_FACT not in alert.facts
+    for asset in (SOL, USDC):
+        recorded = sum(asset_change(alert, asset) for alert in alerts)
+        now = ledger.lamports[ADDRESS] if asset == SOL else ledger.tokens[ADDRESS][USDC]
+        assert recorded + in_baselines[asset] == now - start[asset]
+
+
 def _short(address: str) -> str:
     return f"{address[:4]}…{address[-4:]}"
 

@@ -518,8 +518,6 @@ class SignaturesSource(base.Slotless):
             return _Stepped(state=_state(cursor, slot_time, aside), balance=baseline)
         # No read before the watch began: the balances now, with no change (the first read).
         moved, balance = tx_amounts.movement(kept, observation.balances, ())
-        if moved.first_read and balance is not None:
-            balance = balance.as_baseline()  # notified without a change: a baseline too
         alerts = tuple(
             _alert(rule, target, fresh, moved, since)
             for rule in base.watching(rules, NewTransactionsRule, target)

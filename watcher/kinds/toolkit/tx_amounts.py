@@ -189,6 +189,9 @@ def movement(
         return Movement(None, unknown=reason, counted_before=counted, in_baseline=in_baseline), kept
     if kept is not None and read.tokens is None and kept.tokens is not None:
         read = BalanceRead(read.slot, read.lamports, kept.tokens)  # tokens not asked for now
+    if kept is None or (kept.tokens is None and read.tokens is not None):
+        # Amounts shown with nothing before (the first read, the tokens' first): a baseline.
+        read = read.as_baseline()
     return (
         Movement(
             read.slot,
