@@ -2,9 +2,10 @@
 ``min_change_sol`` and ``tokens: true``. An outflow of 1,000 SOL and an inflow of 25,000 USDC are
 notified with their amounts; 50 dust transfers are not notified, and `watcher alerts` shows them
 below the threshold; /metrics counts them and the balance reads. A transfer landing between a
-signature page and the balance read is counted once, and a kill -9 while the balance read is
-under way (held by the simulator, so the kill lands there every time) loses and doubles
-nothing: the changes recorded add up to the ledger's."""
+signature page and the balance read is counted once; one landing while the watch's first read
+(its baseline) is under way is notified, dust or not, saying its amount is in that baseline; and
+a kill -9 while the balance read is under way (held by the simulator, so the kill lands there
+every time) loses and doubles nothing: the changes recorded add up to the ledger's."""
 
 from __future__ import annotations
 
@@ -207,3 +208,26 @@ def test_a_transfer_in_the_gap_and_a_kill_during_the_read_lose_and_double_nothin
     total = sum(sol_change(r) for r in records)
     assert total == account.lamports - START
     assert Decimal(total) / SOL == Decimal("-22.00002")
+
+
+def test_dust_landing_while_the_baseline_is_read_is_notified_not_kept_below(
+    sol_world: World,
+) -> None:
+    world, ledger = sol_world, sol_world.ledger
+    faults = ledger.faults
+    # The watch's first balance read (its baseline) held 1 s: dust lands then, after the
+    # watch began and after that poll's page: in the baseline, listed by the next poll.
+    faults.inject("timeout", method="getMultipleAccounts", seconds=1.0)
+    world.daemon.start()
+    wait_until(lambda: faults.pending() == 0, 15, "the baseline read under way")
+    transfer(ledger, TREASURY, PAYEE, SOL // 1000)  # 0.001 SOL, below min_change_sol 0.01
+    [note] = world.wait_notes(1)
+    assert "1 new transaction" in note["title"]
+    assert (
+        "(1 transaction landed while the watch's baseline balances were read: in that"
+        " baseline, not in the change above)"
+    ) in note["message"]
+    [record] = history(world.config)
+    assert record["facts"]["balances"]["in_baseline"] == 1
+    assert "below_threshold" not in record["facts"]
+    assert world.daemon.stop() == 0
