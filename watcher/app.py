@@ -187,6 +187,9 @@ class Daemon:
                 None
                 if self.client is None or self.quorum.needed > 1
                 else sweeps.FirstCalls(self.client, self.store),
+                sweeps.sweep_width(
+                    settings.rpc.max_concurrency, settings.rpc.batch_size, quiet=True
+                ),
             ),
             stopping=self.stopping,
             clock=clock,

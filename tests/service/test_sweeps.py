@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
 import structlog
 
+from watcher.alerting.builtin import RoundHealth, StateHealth
 from watcher.core.errors import StateError
+from watcher.core.tally import count_balance_read, count_call
 from watcher.kinds import SOURCES
 from watcher.kinds.ruleset import Job
 from watcher.ledger.rpc import RpcClient, RpcSettings
+from watcher.service.metrics import Metrics
+from watcher.service.rounds import Fanout, RoundReports, Sweeper
 from watcher.service.scheduler import Scheduler
 from watcher.service.sweeps import (
     FirstCalls,
+    Primed,
+    quiet_sweep,
     run_batches,
     run_bounded,
     run_eagerly,
@@ -23,6 +30,7 @@ from watcher.service.sweeps import (
     stretch_warning,
     sweep_width,
 )
+from watcher.service.target_pipeline import LastErrors, PollFaults
 
 URL = "https://rpc.example.com/v3/SeCrEtKeY-0123456789abcdefXYZ"
 
@@ -195,3 +203,100 @@ async def test_a_batch_whose_states_cannot_be_read_leaves_each_poll_to_read_its_
     # Nothing made of the batch, no call sent: each poll reads its state and meets the error.
     assert primed == [None, None, None]
     assert store.asked == [_addresses(3)]
+
+
+# -- the width of a sweep after a quiet one ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("targets", "calls", "balance_reads", "quiet"),
+    [
+        (1000, 1000, 0, True),  # every poll ended at its batch's answer
+        (1000, 1100, 100, True),  # a tenth went on
+        (1000, 1101, 0, False),
+        (1000, 1000, 101, False),  # the first sweep: a balance read each
+        (0, 0, 0, True),
+    ],
+)
+def test_a_sweep_is_quiet_when_nearly_every_poll_ended_at_its_first_answer(
+    targets: int, calls: int, balance_reads: int, quiet: bool
+) -> None:
+    assert quiet_sweep(targets, calls, balance_reads) is quiet
+
+
+class CountedBatches:
+    """First calls that answer after a few turns of the loop, counting the batches under way
+    at once; each poll reads its balance too while ``busy`` (its first answer was news)."""
+
+    def __init__(self) -> None:
+        self.in_flight = self.peak = 0
+        self.busy = False
+
+    def batch(self, source: Any) -> int:
+        return 10
+
+    async def prime(self, source: Any, targets: Sequence[str]) -> list[Primed]:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        count_call(len(targets))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if self.busy:
+            for _ in targets:
+                count_balance_read()
+        self.in_flight -= 1
+        return [Primed(None, cast(Any, "call"), []) for _ in targets]
+
+
+class QuietPolls:
+    def quiet(self, source: Any, polls: Sequence[tuple[str, Primed]], *_: Any) -> list[bool]:
+        return [True] * len(polls)
+
+
+class Unlimited:
+    def spent(self, job: Job, now: float, calls: int) -> None:
+        return None
+
+
+class OneInstance:
+    commits = 0
+
+    def shards_held(self) -> None:
+        return None
+
+    def holds(self, source: str, target: str) -> bool:
+        return True
+
+    async def prefetch_states(self, source: str, targets: Sequence[str]) -> None:
+        return None
+
+    async def flush_states(self) -> int:
+        return 0
+
+    async def record_round(self, done: Any) -> None:
+        return None
+
+
+async def test_a_sweep_after_a_quiet_one_keeps_two_batches_a_slot_not_eight() -> None:
+    job = Job("signatures", 60.0, _addresses(200))
+    batches = CountedBatches()
+    sweeper = Sweeper(
+        polls=cast(Any, QuietPolls()),
+        store=cast(Any, OneInstance()),
+        admission=cast(Any, Unlimited()),  # a fixed job: the budget only hears what it spent
+        reports=RoundReports(
+            RoundHealth(), StateHealth(), Metrics(time.time), PollFaults(), LastErrors(), None
+        ),
+        rpc_health=cast(Any, None),
+        fanout=Fanout(sweep_width(1, 10), cast(Any, batches), sweep_width(1, 10, quiet=True)),
+        stopping=asyncio.Event(),
+        clock=time.time,
+    )
+    peaks = []
+    for busy in (False, False, True, False):
+        batches.busy, batches.peak = busy, 0
+        await sweeper.sweep(job)
+        peaks.append(batches.peak)
+    # The first sweep wide; after a quiet one, two batches a slot; after a busy one, wide again.
+    assert peaks == [8, 2, 2, 8]
+    assert sweep_width(8, 10, quiet=True) == 160

@@ -40,6 +40,7 @@ from watcher.service.sweeps import (
     FirstCalls,
     Primed,
     ShardedTargets,
+    quiet_sweep,
     run_batches,
     run_bounded,
     run_eagerly,
@@ -138,10 +139,12 @@ class RpcHealth:
 @dataclass(frozen=True)
 class Fanout:
     """How a sweep runs its polls: ``width`` under way at once; with ``first_calls``, the
-    first calls of a batch of them in one request (None: each poll makes its own)."""
+    first calls of a batch of them in one request (None: each poll makes its own), and then
+    ``quiet_width`` in a sweep after a quiet one of the same job (None: ``width``)."""
 
     width: int
     first_calls: FirstCalls | None = None
+    quiet_width: int | None = None
 
 
 class Sweeper:
@@ -170,6 +173,7 @@ class Sweeper:
         # Per job (source, interval, max_interval): the shards its rounds covered since they
         # were taken (several instances; ``catch_up``).
         self._covered: dict[CoveredKey, frozenset[int]] = {}
+        self._quiet: set[CoveredKey] = set()  # jobs whose last sweep was quiet (``Fanout``)
 
     async def sweep(self, job: Job, only: frozenset[int] | None = None) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
@@ -193,13 +197,17 @@ class Sweeper:
         targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
         first_calls = self.fanout.first_calls
         batch = None if first_calls is None else first_calls.batch(source)
+        quiet_before = _covered_key(job) in self._quiet
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             if first_calls is not None and batch is not None:
+                width = self.fanout.width
+                if quiet_before and self.fanout.quiet_width is not None:
+                    width = self.fanout.quiet_width
                 results = await run_batches(
                     targets,
                     lambda part: self._poll_batch(first_calls, source, part, job, held_at_start),
-                    max(1, self.fanout.width // batch),
+                    max(1, width // batch),
                     batch=batch,
                     prepare=lambda part: self._prefetch(job, part),
                     chunk=PREFETCH_CHUNK,
@@ -213,6 +221,10 @@ class Sweeper:
                     chunk=PREFETCH_CHUNK,
                 )
         self.reports.metrics.flush_polls()
+        if quiet_sweep(len(targets), tally.calls, tally.balance_reads):
+            self._quiet.add(_covered_key(job))
+        else:
+            self._quiet.discard(_covered_key(job))
         if tally.balance_reads:
             # Paid from the budget as polls are: the next sweeps have that much less room. The
             # calls they cost: a sweep's SOL reads go together, up to 100 addresses a
