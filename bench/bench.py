@@ -218,8 +218,9 @@ def main() -> int:
             f"  {n} addresses every {every:g}s, latency {LATENCY * 1000:.0f} ms, batches of 10 ...",
             flush=True,
         )
-        # CPU per poll read over four steady intervals (one, at 60 s: it is long enough)
-        runs.append(scenario(f"{n} addr", n, every, rounds=5 if every < 60 else 2))
+        # CPU per poll read over three steady intervals (one, at 60 s: it is long enough),
+        # from the second sweep's end: the sweeps after a quiet one
+        runs.append(scenario(f"{n} addr", n, every, rounds=5 if every < 60 else 3))
     if args.poll_cost:
         return report_poll_cost(runs)
     limited = None

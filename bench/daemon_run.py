@@ -107,7 +107,8 @@ class DaemonFigures:
     rounds: int = 0  # sweeps measured
     too_many: int = 0  # 429s received (/metrics)
     first_cpu_s: float = 0.0  # CPU from "started" to the first round line
-    # CPU of one interval, steady: from the first round line to the last, over the intervals
+    # CPU of one interval, steady: from the second round line (the sweeps after it follow a
+    # quiet one, as every sweep after the daemon's second) to the last, over the intervals
     # between them (the kernel counts CPU in 10 ms ticks: one 5 s interval of 1,000 polls is a
     # handful of them, so one reading alone is off by a tenth or two)
     steady_cpu_s: float = 0.0
@@ -121,7 +122,8 @@ class DaemonFigures:
         return round(self.requests / max(1, self.rounds))
 
     def cpu_per_1000(self) -> float:
-        """Steady (the second sweep's interval) when measured, else the first sweep's."""
+        """Steady (the intervals from the second sweep's end) when measured, else the first
+        sweep's."""
         return self.steady_cpu_per_1000() if self.steady_cpu_s else self.first_cpu_per_1000()
 
     def first_cpu_per_1000(self) -> float:
@@ -197,13 +199,13 @@ def measure_daemon(
     addresses: list[str],
     rpc: dict[str, Any],
     every: float,
-    rounds_wanted: int = 2,
+    rounds_wanted: int = 3,
 ) -> DaemonFigures:
     figures = DaemonFigures(len(addresses), every)
     port = free_port()
     settings = write_settings(folder, sim.url, addresses, rpc, every, port)
     proc, log, spawned = _spawn(settings, "daemon.log")
-    ready_cpu = first_cpu = 0.0
+    ready_cpu = first_cpu = steady_from = 0.0
     try:
         deadline = time.monotonic() + 600
         rounds: list[dict[str, Any]] = []
@@ -214,7 +216,9 @@ def measure_daemon(
                 figures.ready_s, ready_cpu = time.monotonic() - spawned, cpu_seconds(proc.pid)
             if len(rounds) >= 1 and not first_cpu:
                 first_cpu = cpu_seconds(proc.pid)
-        end_cpu, intervals = cpu_seconds(proc.pid), len(rounds) - 1
+            if len(rounds) >= 2 and not steady_from:
+                steady_from = cpu_seconds(proc.pid)
+        end_cpu, intervals = cpu_seconds(proc.pid), len(rounds) - 2
         figures.rss_mb = peak_rss_mb(proc.pid)
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:
@@ -224,9 +228,9 @@ def measure_daemon(
     if rounds:
         figures.first_sweep_s, figures.calls = float(rounds[0]["duration"]), int(rounds[0]["calls"])
         figures.first_cpu_s = first_cpu - ready_cpu
-    if len(rounds) >= 2:
-        figures.steady_sweep_s = float(rounds[1]["duration"])
-        figures.steady_cpu_s = (end_cpu - first_cpu) / intervals
+    if len(rounds) >= 3:
+        figures.steady_sweep_s = float(rounds[2]["duration"])
+        figures.steady_cpu_s = (end_cpu - steady_from) / intervals
     figures.requests = int(_metric(metrics, "watcher_rpc_latency_seconds_count"))
     figures.too_many = int(
         _metric(metrics, "watcher_rpc_rate_limited_total")
