@@ -410,24 +410,14 @@ MOVE = st.tuples(
     st.sampled_from(["land", "gap"]), st.integers(-(10**9), 10**9), st.sampled_from([SOL, USDC])
 )
 POLL = st.tuples(st.sampled_from(["poll", "fail"]), st.just(0), st.just(SOL))
+Step = tuple[str, int, str]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(MOVE, POLL), max_size=25))
-async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
-    steps: list[tuple[str, int, str]],
-) -> None:
-    """SOL and a token, rules with thresholds: notified or kept below, the changes recorded add
-    up per asset to the ledger's, whatever lands between the pages and the reads."""
-    ledger = Chain()
-    rules = [rule(tokens=True, min_change_sol="1", min_change={USDC: "500"})]
-    ledger.decimals[USDC] = 6
-    ledger.tokens[ADDRESS] = {USDC: 10**15}
-    ledger.lamports[ADDRESS] = 10**15
-    state = (await poll(ledger, None, rules)).state
-    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
-    start = {SOL: ledger.lamports[ADDRESS], USDC: ledger.tokens[ADDRESS][USDC]}
-    recorded = {SOL: 0, USDC: 0}
+async def play(
+    ledger: Chain, state: TargetState | None, rules: Sequence[RuleBase], steps: Sequence[Step]
+) -> list[AlertMessage]:
+    """The alerts of ``steps`` from ``state`` (moves landing, polls, polls whose token read
+    fails), then of a last transaction and a poll that reads."""
     alerts: list[AlertMessage] = []
     for action, amount, asset in steps:
         mint = None if asset == SOL else asset
@@ -444,6 +434,26 @@ async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
     ledger.fail, ledger.gap = None, []
     ledger.land(1)
     alerts += (await poll(ledger, state, rules)).alerts
+    return alerts
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(MOVE, POLL), max_size=25))
+async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
+    steps: list[Step],
+) -> None:
+    """SOL and a token, rules with thresholds: notified or kept below, the changes recorded add
+    up per asset to the ledger's, whatever lands between the pages and the reads."""
+    ledger = Chain()
+    rules = [rule(tokens=True, min_change_sol="1", min_change={USDC: "500"})]
+    ledger.decimals[USDC] = 6
+    ledger.tokens[ADDRESS] = {USDC: 10**15}
+    ledger.lamports[ADDRESS] = 10**15
+    state = (await poll(ledger, None, rules)).state
+    state = (await poll(ledger, state, rules)).state  # the tokens' baseline
+    start = {SOL: ledger.lamports[ADDRESS], USDC: ledger.tokens[ADDRESS][USDC]}
+    recorded = {SOL: 0, USDC: 0}
+    alerts = await play(ledger, state, rules, steps)
     for asset in recorded:
         recorded[asset] = sum(asset_change(alert, asset) for alert in alerts)
     assert recorded[SOL] == ledger.lamports[ADDRESS] - start[SOL]
@@ -459,7 +469,7 @@ async def test_with_tokens_and_thresholds_every_change_is_recorded_once(
 async def test_what_lands_while_a_baseline_is_read_is_notified_never_kept_below(
     first: list[tuple[int, str]],
     tokens_first: list[tuple[int, str]],
-    steps: list[tuple[str, int, str]],
+    steps: list[Step],
 ) -> None:
     """Transfers landing while the watch's first read and the tokens' first read are taken
     are in those baselines: the poll that lists them notifies them, whatever the thresholds,
@@ -482,21 +492,7 @@ async def test_what_lands_while_a_baseline_is_read_is_notified_never_kept_below(
         ledger.gap = [(amount, None if asset == SOL else asset) for amount, asset in landing]
         outcome = await poll(ledger, state, rules)
         state, alerts = outcome.state, alerts + list(outcome.alerts)
-    for action, amount, asset in steps:
-        mint = None if asset == SOL else asset
-        if action == "land":
-            ledger.land(amount, mint)
-        elif action == "gap":
-            ledger.gap.append((amount, mint))
-        else:
-            failing = RpcTimeout("read timeout", method="getTokenAccounts")
-            ledger.fail = failing if action == "fail" else None
-            outcome = await poll(ledger, state, rules)
-            state = outcome.state
-            alerts += outcome.alerts
-    ledger.fail, ledger.gap = None, []
-    ledger.land(1)
-    alerts += (await poll(ledger, state, rules)).alerts
+    alerts += await play(ledger, state, rules, steps)
     landed_in_baselines = len(first) + len(tokens_first)
     said = sum(int(alert.facts["balances"].get("in_baseline") or 0) for alert in alerts)
     assert said == landed_in_baselines
