@@ -453,7 +453,7 @@ class SignaturesSource(base.Slotless):
         )
         kept = reads.kept
         if state and not observation.baseline and not any(observation.pages):
-            quiet = _quiet_read(kept, observation.balances)
+            quiet = tx_amounts.quiet_read(kept, observation.balances)
             return _Stepped(state=_kept(state, aside), balance=quiet)  # nothing new
         cursor = reads.cursor
         if observation.baseline or cursor is None:
@@ -461,7 +461,7 @@ class SignaturesSource(base.Slotless):
         fresh, new_cursor = new_signatures(cursor, observation.pages)
         if not fresh:
             slot_time = (state or {}).get("slot_time")
-            quiet = _quiet_read(kept, observation.balances)
+            quiet = tx_amounts.quiet_read(kept, observation.balances)
             return _Stepped(state=_state(new_cursor, slot_time, aside), balance=quiet)
         moved, balance = tx_amounts.movement(
             kept, observation.balances, [entry.slot for entry in fresh]
@@ -502,8 +502,7 @@ class SignaturesSource(base.Slotless):
             return _Stepped(state=_kept({**waiting, "tokens": True}, aside))
         # The baseline's read: what the first change is counted from. A transaction landing
         # between this poll's pages and its read is in it, listed by the next poll.
-        read = observation.balances.read
-        baseline = kept if read is None else read.as_baseline()
+        baseline = tx_amounts.quiet_read(None, observation.balances) or kept
         if since is None:
             first_page = observation.pages[0] if observation.pages else ()
             newest = max(first_page, key=lambda entry: entry.slot, default=None)
@@ -570,21 +569,6 @@ def _with_balances(state: TargetState | None, outcome: StepOutcome, wanted: bool
         kept["balance"] = balance.to_json()
     if wanted:
         kept["tokens"] = True
-    return kept
-
-
-def _quiet_read(kept: BalanceRead | None, outcome: ReadOutcome) -> BalanceRead | None:
-    """The read to keep from a poll with nothing new to notify: a change it shows belongs to
-    transactions not listed yet (the next poll's), so only what was never read is taken: the
-    tokens' baseline, or the whole read when there was none."""
-    read = outcome.read
-    if read is None:
-        return kept
-    if kept is None:
-        return read.as_baseline()
-    if kept.tokens is None and read.tokens is not None:
-        # The tokens' baseline: a transaction landing before this read moved them unnotified.
-        return BalanceRead(kept.slot, kept.lamports, read.tokens).as_baseline(read.slot)
     return kept
 
 

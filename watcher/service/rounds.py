@@ -184,8 +184,8 @@ class Sweeper:
         source = SOURCES[job.source]
         started = self.clock()
         shards = held_at_start = self.store.shards_held()
+        key = _covered_key(job)
         if shards is not None:
-            key = _covered_key(job)
             if only is None:
                 self._covered[key] = shards
             else:
@@ -197,12 +197,11 @@ class Sweeper:
         targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
         first_calls = self.fanout.first_calls
         batch = None if first_calls is None else first_calls.batch(source)
-        quiet_before = _covered_key(job) in self._quiet
         with tallying() as tally:
             # The states of each chunk of targets are read in one query as the sweep reaches it.
             if first_calls is not None and batch is not None:
                 width = self.fanout.width
-                if quiet_before and self.fanout.quiet_width is not None:
+                if key in self._quiet and self.fanout.quiet_width is not None:
                     width = self.fanout.quiet_width
                 results = await run_batches(
                     targets,
@@ -222,9 +221,9 @@ class Sweeper:
                 )
         self.reports.metrics.flush_polls()
         if quiet_sweep(len(targets), tally.calls, tally.balance_reads):
-            self._quiet.add(_covered_key(job))
+            self._quiet.add(key)
         else:
-            self._quiet.discard(_covered_key(job))
+            self._quiet.discard(key)
         if tally.balance_reads:
             # Paid from the budget as polls are: the next sweeps have that much less room. The
             # calls they cost: a sweep's SOL reads go together, up to 100 addresses a

@@ -204,6 +204,21 @@ def movement(
     )
 
 
+def quiet_read(kept: BalanceRead | None, outcome: ReadOutcome) -> BalanceRead | None:
+    """The read to keep from a poll with nothing new to notify: a change it shows belongs to
+    transactions not listed yet (the next poll's), so only what was never read is taken: the
+    tokens' baseline, or the whole read when there was none (the watch's baseline)."""
+    read = outcome.read
+    if read is None:
+        return kept
+    if kept is None:
+        return read.as_baseline()
+    if kept.tokens is None and read.tokens is not None:
+        # The tokens' baseline: a transaction landing before this read moved them unnotified.
+        return BalanceRead(kept.slot, kept.lamports, read.tokens).as_baseline(read.slot)
+    return kept
+
+
 # -- thresholds --------------------------------------------------------------------------------
 
 Direction = Literal["in", "out", "any"]
