@@ -19,8 +19,10 @@ from watcher.core.events import DOUBT_KEY, SET_ASIDE_KEY, TargetState
 from watcher.kinds import RULE_MODELS, SOURCES
 from watcher.kinds.base import FirstCall, LedgerReader
 from watcher.kinds.new_transactions import BALANCE_ERROR
+from watcher.kinds.toolkit.signature_cursor import EMPTY_HISTORY
 from watcher.kinds.toolkit.tx_amounts import BalanceRead
 from watcher.ledger.models import SignatureEntry, SignaturePage
+from watcher.ledger.rpc import RpcClient, RpcSettings
 
 from support.balances import Balances
 from support.values import entry, history, key
@@ -147,3 +149,54 @@ async def test_which_first_answers_end_a_poll(
 ) -> None:
     state = (await states())[state_name]
     assert QUIET.quiet(RULES[rules_name], ADDRESS, state, ANSWERS[answer_name]) is quiet
+
+
+# -- at rest: what a sweep keeps of a quiet target instead of its state --------------------------
+
+
+async def test_a_rest_says_of_its_state_what_quiet_and_the_first_call_say() -> None:
+    """``rest`` is the state in short: from it, the same first call and the same verdict on
+    every answer under every rule set; a state it cannot stand for has no quiet answer."""
+    rested = 0
+    async with RpcClient("http://127.0.0.1:9/", RpcSettings(batch_size=10)) as client:
+        for state_name, state in (await states()).items():
+            rest = QUIET.rest(state)
+            for (rules_name, rules), (answer_name, answer) in itertools.product(
+                RULES.items(), ANSWERS.items()
+            ):
+                case = f"{state_name} / rules {rules_name} / answer {answer_name}"
+                quiet = QUIET.quiet(rules, ADDRESS, state, answer)
+                if rest is None:
+                    assert not quiet, case
+                else:
+                    assert QUIET.quiet_at_rest(rules, ADDRESS, rest, answer) is quiet, case
+            if rest is not None:
+                rested += 1
+                assert len(rest) <= 89 and rest.isascii()  # fits a sweep's slot
+                at_rest = QUIET.call_at_rest(client, ADDRESS, rest)
+                assert at_rest == QUIET.first_call(client, ADDRESS, state), state_name
+    # plain, tokens read, and the two whose last read failed
+    assert rested == 4
+
+
+@pytest.mark.parametrize(
+    ("state_name", "rest"),
+    [
+        ("plain", "S" + history(5)[0].signature),  # the newest entry the cursor holds
+        ("tokens read", "T" + history(5)[0].signature),
+        ("tokens asked, not read", None),  # their read is due
+        ("an entry doubted", None),
+        ("no cursor yet", None),
+        ("never polled", None),
+    ],
+)
+async def test_what_a_rest_holds(state_name: str, rest: str | None) -> None:
+    assert QUIET.rest((await states())[state_name]) == rest
+
+
+async def test_an_address_with_no_history_rests_with_no_signature_to_continue_from() -> None:
+    state = {**await polled(PLAIN, None), "cursor": EMPTY_HISTORY.to_json()}
+    assert QUIET.rest(state) == "S"
+    assert QUIET.quiet_at_rest(PLAIN, ADDRESS, "S", ANSWERS["empty"])
+    async with RpcClient("http://127.0.0.1:9/", RpcSettings()) as client:
+        assert QUIET.call_at_rest(client, ADDRESS, "S") == QUIET.first_call(client, ADDRESS, state)

@@ -4,7 +4,7 @@ the RPC calls it made and the alerts it committed, counted per sweep even when s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from watcher.kinds.ruleset import Job
 from watcher.simulator.keys import derived_pubkey
+from watcher.state.shards import SHARDS
 from watcher.state.store import AsyncSqliteStore
 
 from support.seeded import MINT, TREASURY, World, daemon_worlds
@@ -207,3 +208,103 @@ async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_
     alerts = await world.alerts()
     assert sorted(alert.subject for alert in alerts) == sorted(moved)
     assert all("2 new transactions" in alert.title for alert in alerts), alerts
+
+
+class StateReads:
+    """The addresses whose states the database was asked for, query by query."""
+
+    def __init__(self, world: World) -> None:
+        self.rows = cast(AsyncSqliteStore, world.daemon.store).sqlite.targets
+        self.queries: list[list[str]] = []
+        read_states, read_state = self.rows.read_states, self.rows.read_state
+
+        def many(source: str, targets: Sequence[str]) -> Any:
+            if source == "signatures":
+                self.queries.append(list(targets))
+            return read_states(source, targets)
+
+        def one(source: str, target: str) -> Any:
+            if source == "signatures":
+                self.queries.append([target])
+            return read_state(source, target)
+
+        self.rows.read_states = many  # type: ignore[method-assign]
+        self.rows.read_state = one  # type: ignore[method-assign]
+
+    def taken(self) -> list[str]:
+        """The targets read since the last call."""
+        read = [target for query in self.queries for target in query]
+        self.queries.clear()
+        return read
+
+
+async def test_a_quiet_target_is_polled_from_what_its_last_quiet_poll_left_not_its_state(
+    make_world: Callable[..., World],
+) -> None:
+    addresses = tuple(derived_pubkey(f"resting deposit {i}") for i in range(25))
+    rule = {
+        "name": "deposits",
+        "kind": "new_transactions",
+        "addresses": list(addresses),
+        "every": "1s",
+        "notify": ["hooks"],
+    }
+    world = make_world(rules=[rule], rpc={"batch_size": 10})
+    for address in addresses:
+        world.ledger.add_transactions(address, 1)
+    job = Job("signatures", 1.0, addresses)
+    await world.daemon.sweep(job)  # the first polls
+    reads = StateReads(world)
+
+    async def sweep() -> list[str]:
+        world.server.log.clear()
+        world.now[0] += 1
+        await world.daemon.sweep(job)
+        pages = [c for c in world.server.log.snapshot() if c.method == "getSignaturesForAddress"]
+        # Every poll's first call as ever, ten to a request: the page since its cursor, which
+        # the poll that runs takes from its batch (it does not ask again).
+        assert sorted(call.batch_size for call in pages) == [5] * 5 + [10] * 20
+        assert all("until" in call.params[1] for call in pages)
+        return reads.taken()
+
+    assert sorted(await sweep()) == sorted(addresses)  # quiet: each state read, its rest kept
+    assert await sweep() == []  # from the rests: no state read
+    commits = world.daemon.store.commits
+
+    moved = addresses[13]
+    world.ledger.add_transactions(moved, 2)
+    assert await sweep() == [moved]  # its answer was news: its state read, its poll run
+    alerts = await world.alerts()
+    assert [(alert.subject, alert.title.split(": ")[1][:18]) for alert in alerts] == [
+        (moved, "2 new transactions")
+    ]
+    assert world.daemon.store.commits == commits + 1
+    assert await sweep() == [moved]  # its state changed: read again, then at rest
+    assert await sweep() == []
+    world.ledger.add_transactions(moved, 1)
+    assert await sweep() == [moved]
+    assert len(await world.alerts()) == 2  # the next one, counted once
+
+
+async def test_rests_are_kept_only_while_the_same_shards_are_held(
+    make_world: Callable[..., World],
+) -> None:
+    """Another instance may write a target's state once it holds its shard: a shard that moved,
+    even one that came back, leaves no rest standing."""
+    addresses = tuple(derived_pubkey(f"sharded deposit {i}") for i in range(12))
+    rule = {"name": "d", "kind": "new_transactions", "addresses": [*addresses], "notify": ["hooks"]}
+    world = make_world(rules=[rule], rpc={"batch_size": 10})
+    job = Job("signatures", 1.0, addresses)
+    held = [frozenset(range(SHARDS))]
+    store = world.daemon.store
+    store.shards_held = lambda: held[0]  # type: ignore[method-assign]
+    await world.daemon.sweep(job)  # the first polls
+    reads = StateReads(world)
+    for expected in (addresses, ()):
+        world.now[0] += 1
+        await world.daemon.sweep(job)
+        assert sorted(reads.taken()) == sorted(expected)
+    held[0] = frozenset(range(SHARDS))  # the same shards, taken again: another object
+    world.now[0] += 1
+    await world.daemon.sweep(job)
+    assert sorted(reads.taken()) == sorted(addresses)

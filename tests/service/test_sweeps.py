@@ -127,21 +127,22 @@ async def test_a_sweep_that_overran_its_interval_is_followed_at_once() -> None:
 async def test_run_batches_hands_each_batch_its_targets_in_order_and_prepares_whole_batches() -> (
     None
 ):
-    seen: list[list[int]] = []
-    prepared: list[list[int]] = []
+    seen: list[tuple[int, list[int]]] = []
+    prepared: list[tuple[int, int]] = []
 
-    async def poll_batch(batch: Sequence[int]) -> list[int]:
-        seen.append(list(batch))
+    async def poll_batch(start: int, batch: Sequence[int]) -> list[int]:
+        seen.append((start, list(batch)))
         await asyncio.sleep(0)
         return [target * 2 for target in batch]
 
-    async def prepare(part: Sequence[int]) -> None:
-        prepared.append(list(part))
+    async def prepare(start: int, stop: int) -> None:
+        prepared.append((start, stop))
 
-    results = await run_batches(range(25), poll_batch, 2, batch=10, prepare=prepare, chunk=20)
-    assert results == [target * 2 for target in range(25)]
-    assert seen == [list(range(10)), list(range(10, 20)), list(range(20, 25))]
-    assert prepared == [list(range(20)), list(range(20, 25))]
+    targets = range(100, 125)
+    results = await run_batches(targets, poll_batch, 2, batch=10, prepare=prepare, chunk=20)
+    assert results == [target * 2 for target in targets]
+    assert seen == [(0, list(range(100, 110))), (10, list(range(110, 120))), (20, [*targets[20:]])]
+    assert prepared == [(0, 20), (20, 25)]  # positions of the targets, a chunk at a time
     assert await run_batches([], poll_batch, 2, batch=10) == []
 
 
@@ -235,7 +236,7 @@ class CountedBatches:
     def batch(self, source: Any) -> int:
         return 10
 
-    async def prime(self, source: Any, targets: Sequence[str]) -> list[Primed]:
+    async def prime(self, source: Any, targets: Sequence[str], rests: Any) -> list[Primed]:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         count_call(len(targets))

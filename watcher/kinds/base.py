@@ -211,7 +211,23 @@ class FirstCall(Protocol):
         ``answer`` (its value, or the ``RpcError`` it failed with) ends there having found
         nothing: no other call, no doubt, no alert, its state as it was, no value to show.
         Such a poll is counted as a success without being run (most polls of a large address
-        list): the answer must say so for certain, else the poll runs."""
+        list): the answer must say so for certain, else the poll runs. The same as
+        ``quiet_at_rest`` of ``rest(state)`` (False when that is None)."""
+        ...
+
+    def rest(self, state: TargetState | None) -> str | None:
+        """``state`` in short, when it is at rest (a quiet poll leaves it as it is): what its
+        next first call and ``quiet_at_rest`` need of it, a few dozen ASCII characters. A sweep
+        keeps it for each target its last poll found quiet and polls from it without reading
+        the state again (``watcher.service.rests``). None: not at rest."""
+        ...
+
+    def call_at_rest(self, ledger: LedgerReader, target: str, rest: str) -> Call:
+        """``first_call`` of the state ``rest`` was made of."""
+        ...
+
+    def quiet_at_rest(self, rules: Sequence[Any], target: str, rest: str, answer: Any) -> bool:
+        """``quiet`` of the state ``rest`` was made of."""
         ...
 
 

@@ -305,9 +305,28 @@ class SignaturesSource(base.Slotless):
     ) -> bool:
         """An empty first page, nothing left out: nothing since the cursor, so ``observe``
         would end there (unless the balances are to be read) and ``step`` keep the state."""
-        if not state or not isinstance(answer, SignaturePage) or answer or answer.left_out:
+        rest = self.rest(state) if isinstance(answer, SignaturePage) else None
+        return rest is not None and self.quiet_at_rest(rules, target, rest, answer)
+
+    def rest(self, state: TargetState | None) -> str | None:
+        """A polled state with nothing doubted or set aside, whose balances an empty page does
+        not read (``needs_read``): whether it holds the tokens' read (``T``) or not (``S``),
+        then the signature its cursor continues from (none: an address with no history)."""
+        if not state or state.get("cursor") is None:
+            return None
+        if DOUBT_KEY in state or SET_ASIDE_KEY in state or needs_read(state, ((),)):
+            return None
+        return ("T" if state.get("tokens") else "S") + (continues_from(state["cursor"]) or "")
+
+    def call_at_rest(self, ledger: base.LedgerReader, target: str, rest: str) -> Call:
+        return ledger.signatures_call(target, until=rest[1:] or None, limit=PAGE_LIMIT)
+
+    def quiet_at_rest(self, rules: Sequence[Any], target: str, rest: str, answer: Any) -> bool:
+        """An empty page, nothing left out, and the tokens read exactly when a rule asks for
+        them (a reload may have added or dropped that)."""
+        if not isinstance(answer, SignaturePage) or answer or answer.left_out:
             return False
-        return _settled(state, _wants_tokens(rules, target)) and not needs_read(state, (answer,))
+        return (rest[0] == "T") == _wants_tokens(rules, target)
 
     async def _first(
         self, ledger: base.LedgerReader, target: str, state: TargetState | None, reads: StateReads

@@ -1,8 +1,10 @@
 """One scheduled round (a sweep) of a source over its targets, and what it tells afterwards.
 
 The targets are polled a bounded number at once (``watcher.service.sweeps``), each through the
-poll it is given (``watcher.service.target_pipeline``); the states that quiet polls changed are
-written in one go at the end; then the round's health (the built-in rpc_unhealthy), its row in
+poll it is given (``watcher.service.target_pipeline``); a target its last sweep found quiet is
+polled from what that poll kept of its state (``watcher.service.rests``), with no read of the
+state unless its answer is news; the states that quiet polls changed are written in one go at
+the end; then the round's health (the built-in rpc_unhealthy), its row in
 the sources' rounds, its log line and the heartbeat. A database error ends only the work it hit
 (one poll, one of these writes): its transaction rolled back, the next round redoes it. Any other
 error a poll raises is that target's failure (``watcher.service.target_pipeline.PollFaults``):
@@ -14,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 
@@ -31,11 +34,12 @@ from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome
 from watcher.core.tally import count_handed_back, tallying
 from watcher.kinds import SOURCES
-from watcher.kinds.base import Source
+from watcher.kinds.base import FirstCall, Source
 from watcher.kinds.ruleset import Job
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.heartbeat import Heartbeat
 from watcher.service.metrics import Metrics
+from watcher.service.rests import Rests
 from watcher.service.sweeps import (
     FirstCalls,
     Primed,
@@ -137,6 +141,17 @@ class RpcHealth:
 
 
 @dataclass(frozen=True)
+class _JobRests:
+    """A job's rests, and what they hold for: that job (a reload replaces it), its targets'
+    sequence, the shards held (the store's object; None: every shard)."""
+
+    job: weakref.ref[Job]
+    targets: Sequence[str]
+    shards: frozenset[int] | None
+    rests: Rests
+
+
+@dataclass(frozen=True)
 class Fanout:
     """How a sweep runs its polls: ``width`` under way at once; with ``first_calls``, the
     first calls of a batch of them in one request (None: each poll makes its own), and then
@@ -174,6 +189,9 @@ class Sweeper:
         # were taken (several instances; ``catch_up``).
         self._covered: dict[CoveredKey, frozenset[int]] = {}
         self._quiet: set[CoveredKey] = set()  # jobs whose last sweep was quiet (``Fanout``)
+        # Per job: its targets' rests (``watcher.service.rests``), for one job object, one
+        # sequence of targets and one set of held shards (the store's object).
+        self._rests: dict[CoveredKey, _JobRests] = {}
 
     async def sweep(self, job: Job, only: frozenset[int] | None = None) -> None:
         """One scheduled round of a source over its targets, a bounded number at once
@@ -203,12 +221,18 @@ class Sweeper:
                 width = self.fanout.width
                 if key in self._quiet and self.fanout.quiet_width is not None:
                     width = self.fanout.quiet_width
+                # A catch-up round's targets are a few shards': no rests of their own.
+                rests = None if only is not None else self.rests_for(job, targets, held_at_start)
                 results = await run_batches(
                     targets,
-                    lambda part: self._poll_batch(first_calls, source, part, job, held_at_start),
+                    lambda start, part: self._poll_batch(
+                        first_calls, source, start, part, job, held_at_start, rests
+                    ),
                     max(1, width // batch),
                     batch=batch,
-                    prepare=lambda part: self._prefetch(job, part),
+                    prepare=lambda start, stop: self._prefetch_unknown(
+                        job, targets, start, stop, rests
+                    ),
                     chunk=PREFETCH_CHUNK,
                 )
             else:
@@ -311,6 +335,43 @@ class Sweeper:
                     self.admission.cadences.learn(job.source, target, cadence if fresh else None)
         return self.admission.due(job, held, now)
 
+    def rests_for(
+        self, job: Job, targets: Sequence[str], shards: frozenset[int] | None
+    ) -> Rests | None:
+        """The rests kept for this sweep of ``job`` over ``targets`` with ``shards`` held: those
+        of its last sweep when it was of this very job (a reload makes new ones), the same
+        targets and the same shards (no shard moved: nobody else wrote their states); else
+        none known. None: a job whose polls are never quiet (adaptive: each poll moves its
+        cadence)."""
+        if job.adaptive:
+            return None
+        key = _covered_key(job)
+        kept = self._rests.get(key)
+        if (
+            kept is not None
+            and kept.job() is job
+            and kept.targets is targets
+            and kept.shards is shards  # identity: shards that moved and came back are not
+        ):
+            return kept.rests
+        self._rests.pop(key, None)  # freed before its successor is made (90 bytes a target)
+        for gone in [other for other, rests in self._rests.items() if rests.job() is None]:
+            del self._rests[gone]  # a job a reload replaced
+        rests = Rests(len(targets))
+        self._rests[key] = _JobRests(weakref.ref(job), targets, shards, rests)
+        return rests
+
+    async def _prefetch_unknown(
+        self, job: Job, targets: Sequence[str], start: int, stop: int, rests: Rests | None
+    ) -> None:
+        """``_prefetch`` of the targets at positions ``start`` to ``stop`` with no rest."""
+        if rests is None:
+            await self._prefetch(job, targets[start:stop])
+            return
+        unknown = [targets[i] for i in range(start, stop) if not rests.known(i)]
+        if unknown:
+            await self._prefetch(job, unknown)
+
     async def _prefetch(self, job: Job, chunk: Sequence[str]) -> None:
         # A failed read costs only speed: each poll then reads its own state (and meets the error).
         with self.database_work(f"read {job.source} states"):
@@ -327,14 +388,18 @@ class Sweeper:
         self,
         first_calls: FirstCalls,
         source: Source[Any],
+        start: int,
         targets: Sequence[str],
         job: Job,
         held_at_start: frozenset[int] | None,
+        rests: Rests | None,
     ) -> list[bool | None]:
-        """The polls of a batch of targets, their first calls made in one request: one whose
-        answer shows it quiet is counted and not run (``Polls.quiet``); the others run at once,
-        each a task of its own only once it waits (``run_eagerly``)."""
-        primed = await first_calls.prime(source, targets)
+        """The polls of a batch of targets (from position ``start`` of the sweep's), their first
+        calls made in one request: one whose answer shows it quiet is counted and not run
+        (``Polls.quiet``), its rest kept; the others run at once, each a task of its own only
+        once it waits (``run_eagerly``), their rests dropped (their states may change)."""
+        known = None if rests is None else [rests.get(start + i) for i in range(len(targets))]
+        primed = await first_calls.prime(source, targets, known)
         results: list[bool | None] = [None] * len(targets)  # None: handed back, not polled
         held: Sequence[int] = (
             range(len(targets))  # one instance holds every target
@@ -350,13 +415,32 @@ class Sweeper:
         )
         polls: dict[int, Coroutine[Any, Any, bool | None]] = {}
         faults = self.reports.poll_faults if self.reports.poll_faults else None  # most: none
+        at_rest: list[int] = []  # polls to run that were primed from their rests
         for index, done in zip(held, quiet, strict=True):
+            first = primed[index]
             if done:
                 if faults is not None:
                     faults.succeeded(source.name, targets[index])
                 results[index] = True
+                if rests is not None and first is not None and first.rest is None:
+                    rest = cast(FirstCall, source).rest(first.state)
+                    if rest is not None:
+                        rests.put(start + index, rest)
+                continue
+            if rests is not None:
+                rests.drop(start + index)
+            if first is not None and first.rest is not None:
+                at_rest.append(index)
             else:
-                polls[index] = self._poll(source, targets[index], job, primed[index])
+                polls[index] = self._poll(source, targets[index], job, first)
+        if at_rest:
+            restored = await first_calls.restored(
+                source,
+                [targets[i] for i in at_rest],
+                [cast(Primed, primed[i]) for i in at_rest],
+            )
+            for index, first in zip(at_rest, restored, strict=True):
+                polls[index] = self._poll(source, targets[index], job, first)
         for index, ok in zip(polls, await run_eagerly(list(polls.values())), strict=True):
             results[index] = ok
         return results

@@ -94,26 +94,27 @@ async def run_bounded(
 
 async def run_batches(
     targets: Sequence[T],
-    poll_batch: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
+    poll_batch: Callable[[int, Sequence[T]], Awaitable[Sequence[R]]],
     width: int,
     *,
     batch: int,
-    prepare: Callable[[Sequence[T]], Awaitable[None]] | None = None,
+    prepare: Callable[[int, int], Awaitable[None]] | None = None,
     chunk: int = 1,
 ) -> list[R]:
-    """``run_bounded`` a batch at a time: ``poll_batch`` polls ``batch`` targets together and
-    returns their results in order, at most ``width`` batches at a time; ``prepare`` as there
-    (a chunk of whole batches)."""
+    """``run_bounded`` a batch at a time: ``poll_batch(start, part)`` polls the ``batch``
+    targets from position ``start`` together and returns their results in order, at most
+    ``width`` batches at a time; ``prepare(start, stop)`` as there, for the targets at those
+    positions (a chunk of whole batches)."""
     results: list[R | None] = [None] * len(targets)
     count = math.ceil(len(targets) / batch)
 
     async def poll(index: int) -> None:
         start = index * batch
-        results[start : start + batch] = await poll_batch(targets[start : start + batch])
+        results[start : start + batch] = await poll_batch(start, targets[start : start + batch])
 
     async def prepare_batches(indexes: Sequence[int]) -> None:
         assert prepare is not None
-        await prepare(targets[indexes[0] * batch : (indexes[-1] + 1) * batch])
+        await prepare(indexes[0] * batch, min(len(targets), (indexes[-1] + 1) * batch))
 
     await run_bounded(
         range(count),
@@ -207,33 +208,67 @@ class FirstCalls:
         method = source.facts.batched
         return batcher.cap(method) if method else batcher.batch_size
 
-    async def prime(self, source: Source[Any], targets: Sequence[str]) -> list[Primed | None]:
+    async def prime(
+        self,
+        source: Source[Any],
+        targets: Sequence[str],
+        rests: Sequence[str | None] | None = None,
+    ) -> list[Primed | None]:
         """What each target's poll starts from: its state as read (handed on: a sweep's
         prefetched copy is handed out once) and a reader holding its first call's answer. No
         reader: a state with no first call (a first poll) or one the source cannot read (its
-        poll meets that error). None for every poll when a database error failed the batch's
-        read: each poll reads its own state (and meets the error)."""
-        first_call = cast(FirstCall, source).first_call  # as ``batch`` found
+        poll meets that error). A target with a rest (``rests``: the sweep's, by position;
+        ``watcher.service.rests``) has its call made from it and no state read: only
+        ``Polls.quiet`` reads such a ``Primed``, and ``restored`` gives it its state. None for
+        every poll when a database error failed the batch's read: each poll reads its own
+        state (and meets the error)."""
+        first = cast(FirstCall, source)  # as ``batch`` found
+        if rests is None:
+            unknown, rests = targets, [None] * len(targets)
+        else:
+            unknown = [target for target, rest in zip(targets, rests, strict=True) if rest is None]
         try:
-            states = await self.store.load_states(source.name, targets)
+            read = iter(await self.store.load_states(source.name, unknown) if unknown else ())
         except StateError:
             return [None] * len(targets)
+        states: list[TargetState | None] = []
         calls: list[Call | None] = []
-        for target, state in zip(targets, states, strict=True):
+        for target, rest in zip(targets, rests, strict=True):
+            state = None if rest is not None else next(read)
+            states.append(state)
             try:
-                calls.append(first_call(self.client, target, state))
+                if rest is None:
+                    calls.append(first.first_call(self.client, target, state))
+                else:
+                    calls.append(first.call_at_rest(self.client, target, rest))
             except Exception:  # an unreadable state: its own poll fails on it, as any
                 calls.append(None)
         made = [call for call in calls if call is not None]
         if len({call.method for call in made}) > 1:
             made = []  # one request, one method: each poll makes its own call
-        if not made:
-            return [Primed(state) for state in states]
-        answers = iter(await self._answers(made))
+        answers = iter(await self._answers(made) if made else ())
         client = self.client
+        # A poll with no call made runs as any (one with a rest: it reads its own state).
         return [
-            Primed(state) if call is None else Primed(state, call, next(answers), client)
-            for state, call in zip(states, calls, strict=True)
+            (None if rest is not None else Primed(state))
+            if call is None or not made
+            else Primed(state, call, next(answers), client, rest)
+            for state, call, rest in zip(states, calls, rests, strict=True)
+        ]
+
+    async def restored(
+        self, source: Source[Any], targets: Sequence[str], primed: Sequence[Primed]
+    ) -> list[Primed | None]:
+        """The polls of ``targets`` primed from their rests, each with its state read (one
+        query), to be run; None for each when a database error failed the read: each poll
+        reads its own (and meets the error)."""
+        try:
+            states = await self.store.load_states(source.name, targets)
+        except StateError:
+            return [None] * len(targets)
+        return [
+            first._replace(state=state, rest=None)
+            for first, state in zip(primed, states, strict=True)
         ]
 
     async def _answers(self, calls: Sequence[Call]) -> list[Any]:
@@ -247,12 +282,15 @@ class Primed(NamedTuple):
     """What a poll of a batch starts from: the target's state as its batch read it (a state
     read once: a sweep's prefetched copy is handed out once) and, when the batch made its first
     call, that ``call`` and its ``answer`` (a value, or the ``RpcError`` it failed with), made
-    through ``client``. (A tuple: one is made per poll.)"""
+    through ``client``. With a ``rest``, the call was made from it and ``state`` is not read:
+    it is for ``Polls.quiet`` only, and a poll runs from it once ``FirstCalls.restored``. (A
+    tuple: one is made per poll.)"""
 
     state: TargetState | None
     call: Call | None = None
     answer: Any = None
     client: RpcClient | None = None
+    rest: str | None = None
 
     def ledger(self) -> LedgerReader | None:
         """A reader that gives the poll that answer when it makes that call (None: no call

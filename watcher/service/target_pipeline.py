@@ -192,7 +192,8 @@ class TargetPipeline:
         name, watching_of = source.name, config.ruleset.watching
         builtins = tuple(config.builtins.rules_for(name))
         # A primed answer is a ``FirstCall`` source's (``watcher.service.sweeps.FirstCalls``).
-        quiet = cast(FirstCall, source).quiet
+        first_call = cast(FirstCall, source)
+        quiet, quiet_at_rest = first_call.quiet, first_call.quiet_at_rest
         found: list[bool] = []
         # Counted once for the batch: the targets of one rule share its tuple of rules.
         quiet_for: dict[int, int] = {}
@@ -203,7 +204,10 @@ class TargetPipeline:
                 continue
             watching = watching_of(name, target)
             rules = watching + builtins if builtins else watching
-            done = quiet(rules, target, primed.state, primed.answer)
+            if primed.rest is None:
+                done = quiet(rules, target, primed.state, primed.answer)
+            else:  # primed from what its last quiet poll left (``watcher.service.rests``)
+                done = quiet_at_rest(rules, target, primed.rest, primed.answer)
             found.append(done)
             if done:
                 key = id(watching)

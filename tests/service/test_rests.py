@@ -1,0 +1,58 @@
+"""``Rests``: a short ASCII text per position, in fixed slots of one bytearray."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watcher.service.rests import SLOT, Rests
+
+SIGNATURE = "5" * 88  # the longest base58 signature
+
+
+@pytest.mark.parametrize(
+    ("rest", "kept"),
+    [
+        ("S" + SIGNATURE, "S" + SIGNATURE),  # a cursor's signature and its flag: fits
+        ("S", "S"),  # an address with no history yet
+        ("S" + SIGNATURE + "x", None),  # one byte past its slot: not kept
+        ("", None),  # nothing to tell apart from no rest
+        ("Sé", None),  # not ASCII
+    ],
+)
+def test_what_a_slot_keeps(rest: str, kept: str | None) -> None:
+    rests = Rests(3)
+    rests.put(1, "T" + SIGNATURE)
+    rests.put(1, rest)  # a rest that does not fit leaves none, never the older one
+    assert (rests.get(0), rests.get(1), rests.get(2)) == (None, kept, None)
+    assert rests.known(1) is (kept is not None)
+
+
+actions = st.lists(
+    st.tuples(
+        st.integers(0, 9),
+        st.one_of(st.none(), st.text(st.characters(max_codepoint=0x7F), max_size=SLOT + 2)),
+    ),
+    max_size=40,
+)
+
+
+@given(actions)
+def test_rests_are_what_a_dict_of_the_rests_that_fit_would_be(
+    moves: list[tuple[int, str | None]],
+) -> None:
+    rests, model = Rests(10), dict[int, str]()
+    for index, rest in moves:
+        if rest is None:
+            rests.drop(index)
+            model.pop(index, None)
+        else:
+            rests.put(index, rest)
+            if 0 < len(rest) < SLOT:
+                model[index] = rest
+            else:
+                model.pop(index, None)
+    assert len(rests) == 10
+    kept = {index: rests.get(index) for index in range(10) if rests.known(index)}
+    assert kept == model
