@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.service.rests import SLOT, Rests
+from watcher.service.rests import BLOCK_BITS, SLOT, Rests
 
 SIGNATURE = "5" * 88  # the longest base58 signature
 
@@ -29,9 +29,11 @@ def test_what_a_slot_keeps(rest: str, kept: str | None) -> None:
     assert rests.known(1) is (kept is not None)
 
 
+COUNT = 3 << BLOCK_BITS  # three blocks' slots
+positions = st.one_of(st.integers(0, 9), st.integers(0, COUNT - 1))
 actions = st.lists(
     st.tuples(
-        st.integers(0, 9),
+        positions,
         st.one_of(st.none(), st.text(st.characters(max_codepoint=0x7F), max_size=SLOT + 2)),
     ),
     max_size=40,
@@ -42,7 +44,7 @@ actions = st.lists(
 def test_rests_are_what_a_dict_of_the_rests_that_fit_would_be(
     moves: list[tuple[int, str | None]],
 ) -> None:
-    rests, model = Rests(10), dict[int, str]()
+    rests, model = Rests(COUNT), dict[int, str]()
     for index, rest in moves:
         if rest is None:
             rests.drop(index)
@@ -53,6 +55,19 @@ def test_rests_are_what_a_dict_of_the_rests_that_fit_would_be(
                 model[index] = rest
             else:
                 model.pop(index, None)
-    assert len(rests) == 10
-    kept = {index: rests.get(index) for index in range(10) if rests.known(index)}
+    assert len(rests) == COUNT
+    kept = {index: rests.get(index) for index in range(COUNT) if rests.known(index)}
     assert kept == model
+    # A block is made at its first rest only.
+    blocks = {index >> BLOCK_BITS for index, rest in moves if rest and 0 < len(rest) < SLOT}
+    assert rests.held() == len(blocks) * (SLOT << BLOCK_BITS)
+
+
+def test_a_million_targets_hold_nothing_until_their_polls_are_quiet() -> None:
+    rests = Rests(1_000_000)
+    assert rests.held() == 0 and rests.get(999_999) is None
+    rests.drop(999_999)
+    assert rests.held() == 0
+    rests.put(999_999, "S" + SIGNATURE)
+    assert rests.held() == 92_160  # one block of 1,024 slots
+    assert rests.get(999_999) == "S" + SIGNATURE and rests.get(998_976) is None
