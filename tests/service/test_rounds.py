@@ -29,6 +29,23 @@ def rounds(logs: list[MutableMapping[str, Any]]) -> dict[str, MutableMapping[str
     return {line["source"]: line for line in logs if line["event"] == "round"}
 
 
+def deposits(make_world: Callable[..., World], label: str) -> tuple[World, tuple[str, ...], Job]:
+    """A world of 25 addresses with a transaction each, one rule watching them every second,
+    batches of 10; the addresses, and the job sweeping them."""
+    addresses = tuple(derived_pubkey(f"{label} {i}") for i in range(25))
+    rule = {
+        "name": "deposits",
+        "kind": "new_transactions",
+        "addresses": list(addresses),
+        "every": "1s",
+        "notify": ["hooks"],
+    }
+    world = make_world(rules=[rule], rpc={"batch_size": 10})
+    for address in addresses:
+        world.ledger.add_transactions(address, 1)
+    return world, addresses, Job("signatures", 1.0, addresses)
+
+
 async def test_the_summary_counts_the_calls_the_node_saw_and_the_alerts_committed(
     make_world: Callable[..., World],
 ) -> None:
@@ -136,18 +153,7 @@ async def test_a_poll_that_raises_fails_its_target_only_and_the_sweep_goes_on(
 async def test_a_sweeps_first_calls_go_ten_to_a_request_and_each_answer_reaches_its_own_poll(
     make_world: Callable[..., World],
 ) -> None:
-    addresses = tuple(derived_pubkey(f"batched deposit {i}") for i in range(25))
-    rule = {
-        "name": "deposits",
-        "kind": "new_transactions",
-        "addresses": list(addresses),
-        "every": "1s",
-        "notify": ["hooks"],
-    }
-    world = make_world(rules=[rule], rpc={"batch_size": 10})
-    for address in addresses:
-        world.ledger.add_transactions(address, 1)
-    job = Job("signatures", 1.0, addresses)
+    world, addresses, job = deposits(make_world, "batched deposit")
     # Each state is read once, with its chunk (a read of its own per target would be a query
     # per poll: on PostgreSQL a round trip each).
     rows = cast(AsyncSqliteStore, world.daemon.store).sqlite.targets
@@ -241,18 +247,7 @@ class StateReads:
 async def test_a_quiet_target_is_polled_from_what_its_last_quiet_poll_left_not_its_state(
     make_world: Callable[..., World],
 ) -> None:
-    addresses = tuple(derived_pubkey(f"resting deposit {i}") for i in range(25))
-    rule = {
-        "name": "deposits",
-        "kind": "new_transactions",
-        "addresses": list(addresses),
-        "every": "1s",
-        "notify": ["hooks"],
-    }
-    world = make_world(rules=[rule], rpc={"batch_size": 10})
-    for address in addresses:
-        world.ledger.add_transactions(address, 1)
-    job = Job("signatures", 1.0, addresses)
+    world, addresses, job = deposits(make_world, "resting deposit")
     await world.daemon.sweep(job)  # the first polls
     reads = StateReads(world)
 
