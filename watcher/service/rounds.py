@@ -34,7 +34,7 @@ from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome
 from watcher.core.tally import count_handed_back, tallying
 from watcher.kinds import SOURCES
-from watcher.kinds.base import FirstCall, Source
+from watcher.kinds.base import Source
 from watcher.kinds.ruleset import Job
 from watcher.ledger.models_accounts import MAX_KEYS_PER_CALL
 from watcher.service.heartbeat import Heartbeat
@@ -422,14 +422,13 @@ class Sweeper:
                 if faults is not None:
                     faults.succeeded(source.name, targets[index])
                 results[index] = True
-                if rests is not None and first is not None and first.rest is None:
-                    rest = cast(FirstCall, source).rest(first.state)
-                    if rest is not None:
-                        rests.put(start + index, rest)
+                # Read and found at rest: kept for the next sweep.
+                if rests is not None and first is not None and first.state is not None:
+                    rests.put(start + index, first.rest or "")  # none kept if not at rest
                 continue
             if rests is not None:
                 rests.drop(start + index)
-            if first is not None and first.rest is not None:
+            if first is not None and first.unread:
                 at_rest.append(index)
             else:
                 polls[index] = self._poll(source, targets[index], job, first)

@@ -217,11 +217,11 @@ class FirstCalls:
         """What each target's poll starts from: its state as read (handed on: a sweep's
         prefetched copy is handed out once) and a reader holding its first call's answer. No
         reader: a state with no first call (a first poll) or one the source cannot read (its
-        poll meets that error). A target with a rest (``rests``: the sweep's, by position;
-        ``watcher.service.rests``) has its call made from it and no state read: only
-        ``Polls.quiet`` reads such a ``Primed``, and ``restored`` gives it its state. None for
-        every poll when a database error failed the batch's read: each poll reads its own
-        state (and meets the error)."""
+        poll meets that error). Each with its state's rest when it is at rest. A target with a
+        rest kept (``rests``: the sweep's, by position; ``watcher.service.rests``) has its call
+        made from it and no state read (``Primed.unread``): only ``Polls.quiet`` reads such a
+        ``Primed``, and ``restored`` gives it its state. None for every poll when a database
+        error failed the batch's read: each poll reads its own state (and meets the error)."""
         first = cast(FirstCall, source)  # as ``batch`` found
         if rests is None:
             unknown, rests = targets, [None] * len(targets)
@@ -233,27 +233,32 @@ class FirstCalls:
             return [None] * len(targets)
         states: list[TargetState | None] = []
         calls: list[Call | None] = []
+        at_rest: list[str | None] = []
         for target, rest in zip(targets, rests, strict=True):
             state = None if rest is not None else next(read)
-            states.append(state)
+            call: Call | None = None
             try:
                 if rest is None:
-                    calls.append(first.first_call(self.client, target, state))
+                    call = first.first_call(self.client, target, state)
+                    rest = first.rest(state)  # what the sweep keeps if the poll is quiet
                 else:
-                    calls.append(first.call_at_rest(self.client, target, rest))
+                    call = first.call_at_rest(self.client, target, rest)
             except Exception:  # an unreadable state: its own poll fails on it, as any
-                calls.append(None)
+                call = None
+            states.append(state)
+            calls.append(call)
+            at_rest.append(rest)
         made = [call for call in calls if call is not None]
         if len({call.method for call in made}) > 1:
             made = []  # one request, one method: each poll makes its own call
         answers = iter(await self._answers(made) if made else ())
         client = self.client
-        # A poll with no call made runs as any (one with a rest: it reads its own state).
+        # A poll with no call made runs as any (one not read: it reads its own state).
         return [
-            (None if rest is not None else Primed(state))
+            (None if state is None and rest is not None else Primed(state))
             if call is None or not made
             else Primed(state, call, next(answers), client, rest)
-            for state, call, rest in zip(states, calls, rests, strict=True)
+            for state, call, rest in zip(states, calls, at_rest, strict=True)
         ]
 
     async def restored(
@@ -266,10 +271,7 @@ class FirstCalls:
             states = await self.store.load_states(source.name, targets)
         except StateError:
             return [None] * len(targets)
-        return [
-            first._replace(state=state, rest=None)
-            for first, state in zip(primed, states, strict=True)
-        ]
+        return [first._replace(state=state) for first, state in zip(primed, states, strict=True)]
 
     async def _answers(self, calls: Sequence[Call]) -> list[Any]:
         """The answers of ``calls`` (one method), in one request: each a value or its error."""
@@ -282,15 +284,21 @@ class Primed(NamedTuple):
     """What a poll of a batch starts from: the target's state as its batch read it (a state
     read once: a sweep's prefetched copy is handed out once) and, when the batch made its first
     call, that ``call`` and its ``answer`` (a value, or the ``RpcError`` it failed with), made
-    through ``client``. With a ``rest``, the call was made from it and ``state`` is not read:
-    it is for ``Polls.quiet`` only, and a poll runs from it once ``FirstCalls.restored``. (A
-    tuple: one is made per poll.)"""
+    through ``client``; its ``rest`` (``FirstCall.rest``), None when it is not at rest. A
+    ``rest`` with no ``state`` is ``unread``: the call was made from the rest a sweep kept,
+    for ``Polls.quiet`` only; a poll runs from it once ``FirstCalls.restored``. (A tuple: one
+    is made per poll.)"""
 
     state: TargetState | None
     call: Call | None = None
     answer: Any = None
     client: RpcClient | None = None
     rest: str | None = None
+
+    @property
+    def unread(self) -> bool:
+        """Primed from a kept rest: the state was not read."""
+        return self.state is None and self.rest is not None
 
     def ledger(self) -> LedgerReader | None:
         """A reader that gives the poll that answer when it makes that call (None: no call

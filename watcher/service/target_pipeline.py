@@ -182,7 +182,8 @@ class TargetPipeline:
         max_interval: float | None,
     ) -> list[bool]:
         """For each poll of a batch (its target, and what its batch primed it with), whether
-        its first answer shows it quiet (its source's ``FirstCall.quiet``). Those are counted
+        its first answer shows it quiet (its source's ``FirstCall.quiet_at_rest``, of the
+        state's rest or the one its last quiet poll left: ``FirstCall.quiet``). Those are counted
         as ``poll`` counts a success that found nothing, and are not run (no observation, step
         or commit: they would change nothing). The others are to be ``poll``-ed. A target that
         backs off (``max_interval``) is always polled: even a quiet poll moves its cadence."""
@@ -192,8 +193,7 @@ class TargetPipeline:
         name, watching_of = source.name, config.ruleset.watching
         builtins = tuple(config.builtins.rules_for(name))
         # A primed answer is a ``FirstCall`` source's (``watcher.service.sweeps.FirstCalls``).
-        first_call = cast(FirstCall, source)
-        quiet, quiet_at_rest = first_call.quiet, first_call.quiet_at_rest
+        quiet_at_rest = cast(FirstCall, source).quiet_at_rest
         found: list[bool] = []
         # Counted once for the batch: the targets of one rule share its tuple of rules.
         quiet_for: dict[int, int] = {}
@@ -204,10 +204,10 @@ class TargetPipeline:
                 continue
             watching = watching_of(name, target)
             rules = watching + builtins if builtins else watching
-            if primed.rest is None:
-                done = quiet(rules, target, primed.state, primed.answer)
-            else:  # primed from what its last quiet poll left (``watcher.service.rests``)
-                done = quiet_at_rest(rules, target, primed.rest, primed.answer)
+            # The state's rest, or the one its last quiet poll left (``watcher.service.rests``).
+            done = primed.rest is not None and quiet_at_rest(
+                rules, target, primed.rest, primed.answer
+            )
             found.append(done)
             if done:
                 key = id(watching)
