@@ -704,7 +704,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scale:
         import scale
 
-        return scale.main(["--addresses", str(args.scale_addresses)])
+        # Three sweeps at the goal's interval: the third is a steady one, its quiet targets
+        # polled from the rests the second kept, the memory a share holds for good.
+        return scale.main(
+            ["--addresses", str(args.scale_addresses), "--every", "10m", "--sweeps", "3"]
+        )
     started = time.monotonic()
     table = Chaos(args).run()
     print(table.render())

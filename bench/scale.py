@@ -3,6 +3,7 @@
 
     python bench/scale.py                          # 1,000,000 addresses, 4 instances
     python bench/scale.py --addresses 250000
+    python bench/scale.py --every 10m --sweeps 3   # and the steady state (make chaos-scale)
 
 The addresses are ``addresses_file`` lists (200,000 a file: a file stays under the 16 MiB limit),
 one ``new_transactions`` rule each, ``every: 30m``: each instance does one first sweep of its
@@ -20,8 +21,11 @@ Figures: the shards each instance holds after the settle time (``shard_leases``;
 ``--rss-bar``, 200 MiB), its first sweep (time,
 targets, RPC calls: its "round" line), that sweep's CPU per 1,000 polls, and the store's share
 of the sweep: the samples in the PostgreSQL store or its driver over the samples not idle, in
-the sweep's window, applied to the process's CPU over that window (target: at most 10%). Then
-the reference: one process on SQLite, alone, sweeps one instance's share under the same sampler.
+the sweep's window, applied to the process's CPU over that window (target: at most 10%). With
+``--sweeps N``, the run then waits for each instance's N-th sweep at the rules' interval and
+prints its figures and each instance's peak RSS by then: the second sweep keeps its quiet
+targets' rests (90 bytes each), so from the third on the memory is a steady state's. Then the
+reference: one process on SQLite, alone, sweeps one instance's share under the same sampler.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import yaml
 from common import Table, drain, rss_kb, wait_for
 from daemon_run import free_port, peak_rss_mb
 
+from watcher.core.durations import parse_duration
 from watcher.simulator.keys import derived_pubkey
 from watcher.testing.postgres import Postgres
 
@@ -151,15 +156,19 @@ class Instance:
                     continue
         return records
 
-    def first_sweep(self) -> dict[str, Any] | None:
-        return next(
-            (r for r in self.lines() if r.get("event") == "round" and r.get("source") == SOURCE),
-            None,
-        )
+    def sweeps(self) -> list[dict[str, Any]]:
+        """The "round" lines of the rules' job since the reload (the warm-up's job is another
+        source's interval, but the same source: its lines come before the reload)."""
+        return [r for r in self.lines() if r.get("event") == "round" and r.get("source") == SOURCE]
 
-    def figures(self) -> Figures:
+    def first_sweep(self) -> dict[str, Any] | None:
+        return next(iter(self.sweeps()), None)
+
+    def figures(self, nth: int = 1) -> Figures:
+        """The figures of the ``nth`` sweep since the reload (1: the first)."""
         figures = Figures(self.name)
-        sweep = self.first_sweep()
+        done = self.sweeps()
+        sweep = done[nth - 1] if len(done) >= nth else None
         if sweep is None:
             return figures
         figures.sweep_s = float(sweep["duration"])
@@ -452,6 +461,8 @@ def run(args: argparse.Namespace) -> Table:
                     if r.get("event") in ("shards", "shards lost")
                 ]
                 table.note(f"{instance.name}: shards moved since the reload: {moved[:12]}")
+        if args.sweeps > 1:
+            steady(table, instances, args)
         exits = {i.name: i.stop() for i in instances}
         table.add(
             "graceful stop: exit codes",
@@ -462,6 +473,47 @@ def run(args: argparse.Namespace) -> Table:
             reference(table, folder, addresses[: args.addresses // len(names)], args, simulator)
         table.add("run (s)", f"{time.monotonic() - began:.0f}")
     return table
+
+
+def steady(table: Table, instances: list[Instance], args: argparse.Namespace) -> None:
+    """The instances' later sweeps, at the job's interval: the ``--sweeps``-th's figures and
+    each instance's peak RSS by then (a quiet sweep keeps its targets' rests: the memory of a
+    steady state, which a first sweep does not show)."""
+    began = time.monotonic()
+    wait_s = (args.sweeps - 1) * parse_duration(args.every) + args.timeout
+    done = wait_for(
+        lambda: (
+            any(not i.alive() for i in instances)
+            or all(len(i.sweeps()) >= args.sweeps for i in instances)
+        ),
+        wait_s,
+        5.0,
+    )
+    dead = [i.name for i in instances if not i.alive()]
+    if not done or dead:
+        table.add(f"sweep {args.sweeps} done", f"no (exited: {dead or 'none'})", fail=True)
+        return
+    table.add(f"sweep {args.sweeps} of each done after (s)", f"{time.monotonic() - began:.0f} more")
+    for instance in instances:
+        f = instance.figures(args.sweeps)
+        per_1000 = 1e6 * f.cpu_s / f.targets if f.cpu_s is not None and f.targets else None
+        table.add(
+            f"{f.name} sweep {args.sweeps}: s, targets, calls, failed; CPU ms per 1,000 polls",
+            f"{f.sweep_s or 0:.1f}, {f.targets:,}, {f.calls:,}, {f.failed}; "
+            + (f"{per_1000:.0f}" if per_1000 is not None else UNMEASURED),
+            fail=f.failed > 0 or (f.sweep_s or 0) > parse_duration(args.every),
+        )
+    rss = {i.name: rss_kb(i.pid) for i in instances}
+    peaks = {i.name: peak_rss_mb(i.pid) if i.pid else 0.0 for i in instances}
+    table.add(
+        f"RSS now / peak after sweep {args.sweeps} (MiB)",
+        ", ".join(f"{n} {(rss[n] or 0) / 1024:.0f}/{peaks[n]:.0f}" for n in peaks),
+    )
+    table.add(
+        f"peak RSS of each instance under {args.rss_bar:g} MiB, steady state",
+        "PASS" if max(peaks.values()) < args.rss_bar else f"FAIL ({max(peaks.values()):.0f})",
+        fail=max(peaks.values()) >= args.rss_bar,
+    )
 
 
 def reference(
@@ -504,6 +556,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=4)
     parser.add_argument("--every", default="30m", help="the rules' interval (default 30m)")
     parser.add_argument("--latency", type=float, default=0.03, help="simulator's, seconds")
+    parser.add_argument(
+        "--sweeps",
+        type=int,
+        default=1,
+        help="sweeps of each instance to wait for (default 1: the first); from 3 on, the "
+        "steady state's figures and memory (the second sweep keeps its quiet targets' rests)",
+    )
     parser.add_argument("--settle", type=float, default=60.0, help="after the sweeps (s)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="for the first sweeps")
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""``Rests``: a short ASCII text per position, in fixed slots of one bytearray."""
+"""``Rests``: a short ASCII text per position, in blocks of bytearrays."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.service.rests import BLOCK_BITS, SLOT, Rests
+from watcher.service.rests import BLOCK_BITS, LONGEST, Rests
 
 SIGNATURE = "5" * 88  # the longest base58 signature
 
@@ -16,7 +16,7 @@ SIGNATURE = "5" * 88  # the longest base58 signature
     [
         ("S" + SIGNATURE, "S" + SIGNATURE),  # a cursor's signature and its flag: fits
         ("S", "S"),  # an address with no history yet
-        ("S" + SIGNATURE + "x", None),  # one byte past its slot: not kept
+        ("S" + SIGNATURE + "x", None),  # one byte past the longest: not kept
         ("", None),  # nothing to tell apart from no rest
         ("Sé", None),  # not ASCII
     ],
@@ -34,7 +34,7 @@ positions = st.one_of(st.integers(0, 9), st.integers(0, COUNT - 1))
 actions = st.lists(
     st.tuples(
         positions,
-        st.one_of(st.none(), st.text(st.characters(max_codepoint=0x7F), max_size=SLOT + 2)),
+        st.one_of(st.none(), st.text(st.characters(max_codepoint=0x7F), max_size=LONGEST + 2)),
     ),
     max_size=40,
 )
@@ -51,16 +51,19 @@ def test_rests_are_what_a_dict_of_the_rests_that_fit_would_be(
             model.pop(index, None)
         else:
             rests.put(index, rest)
-            if 0 < len(rest) < SLOT:
+            if 0 < len(rest) <= LONGEST:
                 model[index] = rest
             else:
                 model.pop(index, None)
     assert len(rests) == COUNT
     kept = {index: rests.get(index) for index in range(COUNT) if rests.known(index)}
     assert kept == model
-    # A block is made at its first rest only.
-    blocks = {index >> BLOCK_BITS for index, rest in moves if rest and 0 < len(rest) < SLOT}
-    assert rests.held() == len(blocks) * (SLOT << BLOCK_BITS)
+    # A block's lengths are made at its first rest, its texts at its first rest of two bytes
+    # or more.
+    puts = [(index >> BLOCK_BITS, len(rest)) for index, rest in moves if rest is not None]
+    heads = {block for block, length in puts if 0 < length <= LONGEST}
+    texts = {block for block, length in puts if 1 < length <= LONGEST}
+    assert rests.held() == (len(heads) * 2 + len(texts) * LONGEST) << BLOCK_BITS
 
 
 def test_a_million_targets_hold_nothing_until_their_polls_are_quiet() -> None:
@@ -68,6 +71,9 @@ def test_a_million_targets_hold_nothing_until_their_polls_are_quiet() -> None:
     assert rests.held() == 0 and rests.get(999_999) is None
     rests.drop(999_999)
     assert rests.held() == 0
-    rests.put(999_999, "S" + SIGNATURE)
-    assert rests.held() == 92_160  # one block of 1,024 slots
-    assert rests.get(999_999) == "S" + SIGNATURE and rests.get(998_976) is None
+    rests.put(999_999, "S")  # no history: two bytes a target of its block
+    assert rests.held() == 2_048
+    rests.put(999_998, "S" + SIGNATURE)  # a signature: its block's texts too
+    assert rests.held() == 2_048 + 91_136
+    assert rests.get(999_999) == "S" and rests.get(999_998) == "S" + SIGNATURE
+    assert rests.get(998_976) is None

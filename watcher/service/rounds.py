@@ -354,7 +354,7 @@ class Sweeper:
             and kept.shards is shards  # identity: shards that moved and came back are not
         ):
             return kept.rests
-        self._rests.pop(key, None)  # freed before its successor is made (90 bytes a target)
+        self._rests.pop(key, None)  # freed before its successor is made (91 bytes a target)
         for gone in [other for other, rests in self._rests.items() if rests.job() is None]:
             del self._rests[gone]  # a job a reload replaced
         rests = Rests(len(targets))
