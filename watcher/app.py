@@ -23,6 +23,7 @@ from watcher.budget.admission import Admission
 from watcher.budget.cadences import CadenceBook
 from watcher.budget.cadences import at_scrape as cadences_at_scrape
 from watcher.config.settings import Settings
+from watcher.core.allocator import hand_back_freed
 from watcher.core.clock import Clock, system_clock
 from watcher.core.errors import StateError
 from watcher.core.redact import split_rpc_url
@@ -333,6 +334,7 @@ def settle_collector() -> None:
     # counting frees; at the default threshold (700) the young collections they set off were 6%
     # of a sweep's CPU. Ten thousand allocations between them costs a few MB at most.
     gc.set_threshold(10_000, 50, 100)
+    hand_back_freed()  # what reading the rules made and dropped (a list of a million: MBs)
 
 
 def open_store(settings: Settings) -> Store:

@@ -17,6 +17,7 @@ from typing import Final
 import structlog
 
 from watcher.config.settings import Settings
+from watcher.core.allocator import hand_back_freed
 from watcher.core.errors import ConfigError, StateError
 from watcher.delivery.channels import Channels
 from watcher.delivery.outbox_sender import Sender
@@ -109,6 +110,7 @@ class Reloader:
             # /metrics stops showing what no rule watches any more (in a thread: a million
             # targets take a while).
             await asyncio.to_thread(self.observed.retain, ruleset.rules_for)
+        hand_back_freed()  # the old rules' lists, dropped, and what reading the new ones made
         log.info("reloaded", rules=len(ruleset.rules), jobs=describe_jobs(jobs))
         self.notifier.ready(f"{len(ruleset.rules)} rules, {len(jobs)} sweeps")
         return True

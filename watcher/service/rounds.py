@@ -29,6 +29,7 @@ from watcher.alerting.messages import PresentedRule
 from watcher.budget.admission import Admission
 from watcher.budget.cadences import stored_cadence
 from watcher.config.current import Current
+from watcher.core.allocator import hand_back_freed
 from watcher.core.clock import Clock
 from watcher.core.errors import LeaseLost, StateError
 from watcher.core.events import StepOutcome
@@ -56,6 +57,7 @@ from watcher.state.records import SourceRound
 log = structlog.get_logger("watcher.app")
 
 PREFETCH_CHUNK = 500  # targets whose states one query reads (SQLite takes up to 32,766 values)
+TRIM_AFTER = 10_000  # a sweep of this many targets hands its freed memory back (a few ms)
 
 
 class Polls(Protocol):
@@ -289,6 +291,8 @@ class Sweeper:
         )
         if self.reports.heartbeat is not None:
             self.reports.heartbeat.round_done(all(results) and self.reports.state_health.healthy)
+        if len(results) >= TRIM_AFTER:
+            hand_back_freed()  # the sweep's answers, polls and states, freed by now
 
     async def catch_up(self, job: Job) -> None:
         """Several instances: the shards this instance took since ``job``'s last round are
