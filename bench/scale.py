@@ -9,7 +9,7 @@ The addresses are ``addresses_file`` lists (200,000 a file: a file stays under t
 one ``new_transactions`` rule each, ``every: 30m``: each instance does one first sweep of its
 share, then only its lease loop. The simulator (``watcher simulate`` in a process of its own,
 30 ms added to each answer) holds no history: an address it does not know answers an empty
-page, so a million addresses cost it nothing up front. The four ``watcher run`` processes start
+page (``--history``: one old transaction), so a million addresses cost it nothing up front. The four ``watcher run`` processes start
 at once on a throwaway PostgreSQL (the first migrates under its advisory lock, the others wait
 for it) on a one-address warm-up rule at another interval; once each holds its 256 shards, the
 rules are rewritten to every address and each instance reloaded (SIGHUP): the new job's first
@@ -252,7 +252,9 @@ class Simulator:
     """``watcher simulate`` with an empty ledger in a process of its own (``enforce_rps``: it
     answers 429 beyond that many requests a second)."""
 
-    def __init__(self, latency: float, enforce_rps: float | None = None) -> None:
+    def __init__(
+        self, latency: float, enforce_rps: float | None = None, *, history: bool = False
+    ) -> None:
         self.port = free_port()
         limit = [] if enforce_rps is None else ["--enforce-rps", str(enforce_rps)]
         self.proc = subprocess.Popen(
@@ -264,7 +266,7 @@ class Simulator:
                 "--port",
                 str(self.port),
                 "--scenario",
-                "quiet",
+                "quiet-history" if history else "quiet",
                 "--latency",
                 str(latency),
                 *limit,
@@ -333,7 +335,7 @@ def run(args: argparse.Namespace) -> Table:
         postgres = stack.enter_context(Postgres.start())
         conninfo = stack.enter_context(postgres.database())
         parts = dict(item.split("=", 1) for item in conninfo.split())
-        simulator = Simulator(args.latency)
+        simulator = Simulator(args.latency, history=args.history)
         stack.callback(simulator.stop)
         instances = []
         for name in names:
@@ -562,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="sweeps of each instance to wait for (default 1: the first); from 3 on, the "
         "steady state's figures and memory (the second sweep keeps its quiet targets' rests)",
+    )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="every address has one old transaction (its rest then holds a signature: 91 bytes "
+        "a target, against 2 for an address with no history)",
     )
     parser.add_argument("--settle", type=float, default=60.0, help="after the sweeps (s)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="for the first sweeps")

@@ -223,6 +223,27 @@ def test_ignore_until_answers_like_a_lagging_node(ledger: Ledger, rpc: Rpc) -> N
     assert [e["signature"] for e in got] == s[:1]
 
 
+def test_quiet_history_gives_every_unknown_address_one_old_transaction(
+    ledger: Ledger, rpc: Rpc
+) -> None:
+    assert SCENARIOS["quiet-history"].new_ledger().old_transaction_everywhere
+    ledger.old_transaction_everywhere = True
+
+    def page(address: str, **config: Any) -> list[dict[str, Any]]:
+        return list(rpc.result("getSignaturesForAddress", [address, config]))
+
+    (old,) = page(ADDRESS)
+    assert list(old) == SIGNATURE_KEYS and old["err"] is None
+    assert old["blockTime"] < 1_700_000_001 and old["slot"] < recorded.MAINNET_TIP_SLOT
+    assert page(ADDRESS, limit=1) == [old]  # the same every time
+    assert page(ADDRESS, until=old["signature"]) == [] == page(ADDRESS, before=old["signature"])
+    (other,) = page(derived_pubkey("another address"))
+    assert other["signature"] != old["signature"]
+    # An address with transactions of its own answers those.
+    mine = ledger.add_transactions(ADDRESS)
+    assert [entry["signature"] for entry in page(ADDRESS)] == mine
+
+
 # -- getTokenLargestAccounts ----------------------------------------------------------------
 
 

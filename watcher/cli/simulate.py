@@ -41,7 +41,7 @@ def simulate(
         ),
     ] = None,
     scenario: Annotated[
-        str, typer.Option(help="Scripted scenario to play: demo, treasury or quiet.")
+        str, typer.Option(help="Scripted scenario to play: demo, treasury, quiet or quiet-history.")
     ] = "demo",
     api_key: Annotated[str, typer.Option(help="The key expected in the path /v3/KEY.")] = "sim-key",
     speed: Annotated[

@@ -22,6 +22,11 @@ def random_signature(rng: random.Random) -> str:
     return _encode(rng.randbytes(64))
 
 
+def derived_signature(label: str) -> str:
+    """A stable signature named by ``label`` (an address's old transaction)."""
+    return _encode(hashlib.sha512(label.encode()).digest())
+
+
 def random_pubkey(rng: random.Random) -> str:
     return _encode(rng.randbytes(32))
 

@@ -93,6 +93,11 @@ def _demo_cast() -> DemoCast:
 DEMO: Final = _demo_cast()
 
 
+def _quiet_history_setup(ledger: Ledger) -> None:
+    _demo_setup(ledger)
+    ledger.old_transaction_everywhere = True
+
+
 def _demo_setup(ledger: Ledger) -> None:
     # History before the daemon's first poll is its baseline: it must stay quiet.
     ledger.add_transactions(DEMO.treasury, 3, memo="opening balance")
@@ -231,6 +236,12 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         summary="the demo's ledger, where nothing happens",
         steps=(),
         setup=_demo_setup,
+    ),
+    "quiet-history": Scenario(
+        name="quiet-history",
+        summary="the quiet ledger, where every address has one old transaction",
+        steps=(),
+        setup=_quiet_history_setup,
     ),
 }
 
