@@ -61,6 +61,7 @@ from scale import Simulator, write_rules  # noqa: E402
 from bench import LEAN_GOAL, LEAN_RUNS, lean_poller  # noqa: E402
 from watcher.app import Daemon, settle_collector  # noqa: E402
 from watcher.checks import load_config  # noqa: E402
+from watcher.core.allocator import settle_allocator  # noqa: E402
 from watcher.kinds.ruleset import RuleSet  # noqa: E402
 from watcher.simulator.keys import derived_pubkey  # noqa: E402
 
@@ -162,6 +163,7 @@ def measure(size: int, folder: Path, trace: bool) -> dict[str, Any]:
     if trace:
         tracemalloc.start()
     stages: Stages = [("imported", settled())]
+    settle_allocator()  # as ``watcher run``, before its rules are read
     settings, rules = load_config(config)
     ruleset = RuleSet(rules)
     del rules

@@ -6,14 +6,14 @@
     python bench/scale.py --every 10m --sweeps 3   # and the steady state (make chaos-scale)
 
 The addresses are ``addresses_file`` lists (200,000 a file: a file stays under the 16 MiB limit),
-one ``new_transactions`` rule each, ``every: 30m``: each instance does one first sweep of its
-share, then only its lease loop. The simulator (``watcher simulate`` in a process of its own,
-30 ms added to each answer) holds no history: an address it does not know answers an empty
-page (``--history``: one old transaction), so a million addresses cost it nothing up front. The four ``watcher run`` processes start
-at once on a throwaway PostgreSQL (the first migrates under its advisory lock, the others wait
-for it) on a one-address warm-up rule at another interval; once each holds its 256 shards, the
-rules are rewritten to every address and each instance reloaded (SIGHUP): the new job's first
-sweep runs at once over the shards each holds (``--cold``: every address from the start).
+one ``new_transactions`` rule each, ``every: 30m``: each instance does one first sweep of its share,
+then only its lease loop. The simulator (``watcher simulate`` in a process of its own, 30 ms added
+to each answer) holds no history: an address it does not know answers an empty page (``--history``:
+one old transaction), so a million addresses cost it nothing up front. The four ``watcher run``
+processes start at once on a throwaway PostgreSQL (the first migrates under its advisory lock, the
+others wait for it) on a one-address warm-up rule at another interval; once each holds its 256
+shards, the rules are rewritten to every address and each instance reloaded (SIGHUP): the new job's
+first sweep runs at once over the shards each holds (``--cold``: every address from the start).
 Each instance runs under bench/sampler.py: a thread samples the event loop's stack every 2 ms.
 
 Figures: the shards each instance holds after the settle time (``shard_leases``; target 256 +-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from watcher.core.allocator import hand_back_freed
@@ -24,3 +26,34 @@ def test_what_was_freed_leaves_the_process() -> None:
     assert hand_back_freed()
     assert resident_mb() < before - 40
     assert len(kept) == 100_000
+
+
+FREED_AFTER_A_BIG_BLOCK = """
+import sys
+from pathlib import Path
+from watcher.core.allocator import settle_allocator
+
+if sys.argv[1] == "settled":
+    assert settle_allocator()
+big = bytearray(8 << 20)
+del big  # glibc on its own now keeps every block under 8 MiB in its heap
+blocks = [bytearray(200_000) for _ in range(250)]
+kept = bytearray(200_000)
+del blocks
+rss = next(line for line in Path("/proc/self/status").read_text().splitlines()
+           if line.startswith("VmRSS:"))
+print(int(rss.split()[1]) // 1024)
+"""
+
+
+def test_a_settled_allocator_gives_back_large_blocks_as_they_are_freed() -> None:
+    def resident_after(mode: str) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", FREED_AFTER_A_BIG_BLOCK, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(done.stdout)
+
+    assert resident_after("settled") < resident_after("as glibc starts") - 40

@@ -86,8 +86,10 @@ def run(config: ConfigOption) -> None:
     # clean stop too, not death by the signal: noted since the console script's first line.
     early = stop_requests()
     from watcher.core import logs
+    from watcher.core.allocator import settle_allocator
     from watcher.core.errors import ConfigError
 
+    settle_allocator()  # before the rules' reading makes and frees its megabytes
     try:
         settings, ruleset = load(config)
     except ConfigError as exc:
