@@ -705,9 +705,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         import scale
 
         # Three sweeps at the goal's interval: the third is a steady one, its quiet targets
-        # polled from the rests the second kept, the memory a share holds for good.
+        # polled from the rests the second kept, the memory a share holds for good; every
+        # address with a past, as a list of deposit addresses has (a rest holds a signature).
+        addresses = str(args.scale_addresses)
         return scale.main(
-            ["--addresses", str(args.scale_addresses), "--every", "10m", "--sweeps", "3"]
+            ["--addresses", addresses, "--every", "10m", "--sweeps", "3", "--history"]
         )
     started = time.monotonic()
     table = Chaos(args).run()
