@@ -37,8 +37,8 @@ if sys.argv[1] == "settled":
     assert settle_allocator()
 big = bytearray(8 << 20)
 del big  # glibc on its own now keeps every block under 8 MiB in its heap
-blocks = [bytearray(200_000) for _ in range(250)]
-kept = bytearray(200_000)
+blocks = [bytearray(600_000) for _ in range(100)]
+kept = bytearray(600_000)
 del blocks
 rss = next(line for line in Path("/proc/self/status").read_text().splitlines()
            if line.startswith("VmRSS:"))
