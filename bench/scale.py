@@ -402,17 +402,7 @@ def run(args: argparse.Namespace) -> Table:
         )
         size = database_size(conninfo)
         table.add("database size (MiB)", f"{size / 2**20:.0f}")
-        rss = {i.name: rss_kb(i.pid) for i in instances}
-        peaks = {i.name: peak_rss_mb(i.pid) if i.pid else 0.0 for i in instances}
-        table.add(
-            "RSS now / peak (MiB)",
-            ", ".join(f"{n} {(rss[n] or 0) / 1024:.0f}/{peaks[n]:.0f}" for n in names),
-        )
-        table.add(
-            f"peak RSS of each instance under {args.rss_bar:g} MiB",
-            "PASS" if max(peaks.values()) < args.rss_bar else f"FAIL ({max(peaks.values()):.0f})",
-            fail=max(peaks.values()) >= args.rss_bar,
-        )
+        add_memory(table, instances, args.rss_bar)
         figures = [i.figures() for i in instances]
         shares: list[float] = []
         for f in figures:
@@ -505,16 +495,24 @@ def steady(table: Table, instances: list[Instance], args: argparse.Namespace) ->
             + (f"{per_1000:.0f}" if per_1000 is not None else UNMEASURED),
             fail=f.failed > 0 or (f.sweep_s or 0) > parse_duration(args.every),
         )
+    add_memory(table, instances, args.rss_bar, f" after sweep {args.sweeps}", ", steady state")
+
+
+def add_memory(
+    table: Table, instances: list[Instance], bar: float, when: str = "", verdict: str = ""
+) -> None:
+    """Each instance's RSS now and at its peak, and whether every peak is under ``bar`` MiB."""
     rss = {i.name: rss_kb(i.pid) for i in instances}
     peaks = {i.name: peak_rss_mb(i.pid) if i.pid else 0.0 for i in instances}
     table.add(
-        f"RSS now / peak after sweep {args.sweeps} (MiB)",
+        f"RSS now / peak{when} (MiB)",
         ", ".join(f"{n} {(rss[n] or 0) / 1024:.0f}/{peaks[n]:.0f}" for n in peaks),
     )
+    highest = max(peaks.values())
     table.add(
-        f"peak RSS of each instance under {args.rss_bar:g} MiB, steady state",
-        "PASS" if max(peaks.values()) < args.rss_bar else f"FAIL ({max(peaks.values()):.0f})",
-        fail=max(peaks.values()) >= args.rss_bar,
+        f"peak RSS of each instance under {bar:g} MiB{verdict}",
+        "PASS" if highest < bar else f"FAIL ({highest:.0f})",
+        fail=highest >= bar,
     )
 
 

@@ -23,7 +23,6 @@ addresses peaked at 133-134 MiB each against 138-143, and the million's at 194-1
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Callable
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
@@ -34,11 +33,13 @@ MMAP_THRESHOLD = 512 * 1024
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
 
 
+# The process's own symbols: the C library it runs on, with no search for its file (which
+# ``ctypes.util.find_library`` makes by running ``ldconfig``, at every start).
+_PROCESS = ctypes.CDLL(None)
+
+
 def _glibc(name: str) -> Callable[..., int] | None:
-    try:
-        function: Callable[..., int] = getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
-    except (OSError, AttributeError):
-        return None
+    function: Callable[..., int] | None = getattr(_PROCESS, name, None)
     return function
 
 
