@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tempfile
 from array import array
+from pathlib import Path
 
 import base58
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -119,3 +122,44 @@ def test_a_list_keeps_every_str_it_made_when_told_and_else_its_last() -> None:
     kept.keep_every_str(False)  # a reload made the rules' lists long: back to the last RECENT
     assert [kept[i] for i in range(len(kept))] == made
     assert [kept[i] is made[i] for i in range(len(kept))].count(False) >= count - RECENT
+
+
+@given(st.lists(keys, unique=True, min_size=1, max_size=40), st.data())
+def test_a_list_holding_a_share_answers_as_the_whole(
+    addresses: list[str], data: st.DataObject
+) -> None:
+    packed, whole = PackedAddresses(addresses), PackedAddresses(addresses)
+    share = data.draw(st.lists(st.integers(0, len(addresses) - 1)))
+    assert packed.hold_only(share)
+    assert packed.held_count() == len(set(share))
+    assert list(packed) == addresses
+    assert [packed[i] for i in range(len(addresses))] == addresses
+    assert packed[-1] == addresses[-1]
+    assert all(address in packed for address in addresses)
+    assert key(0) not in packed or key(0) in addresses
+    assert packed == whole and hash(packed) == hash(whole)
+    assert list(packed.without(addresses[:1])) == addresses[1:]
+    assert packed.common(whole) == addresses == whole.common(packed)
+    # Another share, then the whole list again: read back from the file each time.
+    assert packed.hold_only(range(len(addresses) - 1, -1, -1))
+    assert packed.held_count() == len(addresses) and list(packed) == addresses
+
+
+def test_a_share_keeps_only_its_keys_in_memory() -> None:
+    addresses = [key(n) for n in range(1, 20_001)]
+    packed = PackedAddresses(addresses)
+    assert packed.held_count() == 20_000
+    assert packed.hold_only(range(0, 20_000, 4))
+    assert packed.held_count() == 5_000
+    assert packed[1] == addresses[1] and packed[4] == addresses[4]
+    assert packed != PackedAddresses(addresses[1:])
+
+
+def test_without_a_file_for_the_rest_every_key_stays(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    addresses = [key(n) for n in range(1, 101)]
+    packed = PackedAddresses(addresses)
+    assert not packed.hold_only([1, 2])
+    assert packed.held_count() == 100 and list(packed) == addresses

@@ -9,20 +9,24 @@ A file's addresses are kept packed (``PackedAddresses``): 32 bytes a key in one 
 
 A job's targets (``watcher.kinds.ruleset.Job``) are such sequences, never copied into a list:
 the listed ones and the packed lists joined (``JoinedTargets``), or those of the shards an
-instance holds (``PickedTargets``).
+instance holds (``PickedTargets``). An instance that holds a share of the shards keeps in memory
+only the keys of its share (``PackedAddresses.hold_only``): the whole list goes to a file of its
+own, read when a key outside the share is asked for.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import weakref
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Annotated, Any, overload
+from typing import IO, Annotated, Any, overload
 
 from pydantic import GetCoreSchemaHandler, GetPydanticSchema
 from pydantic_core import core_schema
@@ -237,22 +241,29 @@ def _hash32(text: str) -> int:
 
 
 class PackedAddresses(Sequence[str]):
-    """Distinct 32-byte keys, in the order given, packed in one ``bytes``; each item is the
-    key's base58 text, made when asked for. Membership by the texts' hashes: a sorted array of
-    32 bits each with the positions beside it, a hit confirmed against the key itself. 40 bytes
-    a key in all. Hashes of str differ between processes: an instance is not to be pickled."""
+    """Distinct 32-byte keys, in the order given, packed in one ``bytes`` (or a share of them,
+    ``hold_only``); each item is the key's base58 text, made when asked for. Membership by the
+    texts' hashes: a sorted array of 32 bits each with the positions beside it, a hit confirmed
+    against the key itself. 40 bytes a key in all (12 a key outside a held share). Hashes of
+    str differ between processes: an instance is not to be pickled."""
 
     __slots__ = (
         "__weakref__",
-        "_data",
+        "_count",
         "_every",
+        "_fingerprint",
         "_hashes",
         "_keep",
+        "_keys",
         "_known",
         "_made",
         "_positions",
     )
-    _data: bytes
+    # The keys: all in one ``bytes``, or once ``hold_only`` ran, those it named (``HeldKeys``).
+    # One attribute, swapped at once: a thread may hold while the event loop reads.
+    _keys: bytes | HeldKeys
+    _count: int
+    _fingerprint: bytes | None
     _hashes: array[int]
     _positions: array[int]
     # The last items made and answers of ``in``: a sweep makes a chunk's items for its states'
@@ -267,7 +278,8 @@ class PackedAddresses(Sequence[str]):
         """``addresses``: valid base58 keys, no repeats."""
         data = b"".join(decode_key(address) for address in addresses)
         made = self.packed(data, array("I", (_hash32(address) for address in addresses)))
-        self._data, self._hashes, self._positions = made._data, made._hashes, made._positions
+        self._keys, self._count, self._fingerprint = made._keys, made._count, None
+        self._hashes, self._positions = made._hashes, made._positions
         self._made, self._known, self._keep, self._every = {}, {}, made._keep, False
 
     @staticmethod
@@ -281,7 +293,8 @@ class PackedAddresses(Sequence[str]):
     @staticmethod
     def _from(data: bytes, hashes: array[int], positions: array[int]) -> PackedAddresses:
         packed = PackedAddresses.__new__(PackedAddresses)
-        packed._data, packed._hashes, packed._positions = data, hashes, positions
+        packed._keys, packed._count, packed._fingerprint = data, len(data) // KEY_BYTES, None
+        packed._hashes, packed._positions = hashes, positions
         packed._made, packed._known = {}, {}
         packed._keep, packed._every = RECENT, False
         return packed
@@ -313,7 +326,7 @@ class PackedAddresses(Sequence[str]):
         return sorted(found)
 
     def __len__(self) -> int:
-        return len(self._data) // KEY_BYTES
+        return self._count
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -330,7 +343,7 @@ class PackedAddresses(Sequence[str]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("address index out of range")
-        made = encode_key(self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES])
+        made = encode_key(self.key(index))
         if len(self._made) >= self._keep:
             self._made.clear()
             self._known.clear()
@@ -343,9 +356,17 @@ class PackedAddresses(Sequence[str]):
             for index in range(len(self)):
                 yield self[index]
             return
-        data = self._data
-        for start in range(0, len(data), KEY_BYTES):
-            yield encode_key(data[start : start + KEY_BYTES])
+        for key in self.keys():
+            yield encode_key(key)
+
+    def keys(self) -> Iterator[bytes]:
+        """Every key, in order."""
+        keys = self._keys
+        if isinstance(keys, HeldKeys):
+            yield from keys.every()
+            return
+        for start in range(0, len(keys), KEY_BYTES):
+            yield keys[start : start + KEY_BYTES]
 
     def known_item(self, value: str) -> bool:
         """Whether ``value`` is an item made or found lately (``in`` without a search: a
@@ -375,7 +396,37 @@ class PackedAddresses(Sequence[str]):
         return None
 
     def key(self, index: int) -> bytes:
-        return self._data[index * KEY_BYTES : (index + 1) * KEY_BYTES]
+        keys = self._keys
+        if type(keys) is bytes:
+            return keys[index * KEY_BYTES : (index + 1) * KEY_BYTES]
+        assert isinstance(keys, HeldKeys)
+        return keys.key(index)
+
+    def hold_only(self, positions: Iterable[int]) -> bool:
+        """Keeps in memory only the keys at ``positions`` (an instance's share of the list:
+        the targets of the shards it holds), the whole list on a file of its own, unlinked,
+        that a key elsewhere is read from when asked for (``in``, a pass over the list, the
+        next share). Every answer stays the same. False when no such file can be made: the
+        keys then all stay in memory."""
+        keys = self._keys
+        spilled = keys.spilled if isinstance(keys, HeldKeys) else Spilled.of(keys)
+        if spilled is None:
+            return False
+        if self._fingerprint is None:
+            self._fingerprint = spilled.fingerprint
+        slots = array("I", [NOT_HELD]) * self._count
+        held = bytearray()
+        for position in positions:
+            if slots[position] == NOT_HELD:  # named twice: held once
+                slots[position] = len(held) // KEY_BYTES
+                held += self.key(position)
+        self._keys = HeldKeys(bytes(held), slots, spilled)
+        return True
+
+    def held_count(self) -> int:
+        """How many keys are in memory (all, until ``hold_only``)."""
+        keys = self._keys
+        return keys.count if isinstance(keys, HeldKeys) else self._count
 
     def common(self, other: PackedAddresses) -> list[str]:
         """The addresses in both, in this one's order. A walk of both sorted hash arrays: no
@@ -416,15 +467,90 @@ class PackedAddresses(Sequence[str]):
         )
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, PackedAddresses):
-            return self._data == other._data
-        return NotImplemented
+        if not isinstance(other, PackedAddresses):
+            return NotImplemented
+        mine, theirs = self._keys, other._keys
+        if type(mine) is bytes and type(theirs) is bytes:
+            return mine == theirs
+        return self._count == other._count and self.fingerprint() == other.fingerprint()
 
     def __hash__(self) -> int:
-        return hash(self._data)  # computed once: bytes keep their hash
+        return hash(self.fingerprint())
+
+    def fingerprint(self) -> bytes:
+        """A digest of every key in order (made once): what equality compares once a list
+        holds only a share of its keys."""
+        if self._fingerprint is None:
+            keys = self._keys
+            assert type(keys) is bytes  # a held list's is made when it is spilled
+            self._fingerprint = _fingerprint(keys)
+        return self._fingerprint
 
     def __repr__(self) -> str:
         return f"PackedAddresses(<{len(self)} addresses>)"
+
+
+NOT_HELD = 0xFFFFFFFF  # a slot of ``HeldKeys``: that key is on the file only
+SPILL_READ = 1 << 20  # bytes a pass over a spilled list reads at once
+
+
+def _fingerprint(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class Spilled:
+    """Every key of a list on a temporary file, unlinked at once (the kernel's page cache
+    keeps what is read often; the process holds none of it)."""
+
+    file: IO[bytes]
+    count: int
+    fingerprint: bytes
+
+    @staticmethod
+    def of(data: bytes) -> Spilled | None:
+        try:
+            file = tempfile.TemporaryFile(prefix="watcher-keys-")  # noqa: SIM115 (held open)
+            file.write(data)
+            file.flush()
+        except OSError:
+            return None
+        return Spilled(file, len(data) // KEY_BYTES, _fingerprint(data))
+
+    def key(self, index: int) -> bytes:
+        if not 0 <= index < self.count:
+            raise IndexError("address index out of range")
+        return os.pread(self.file.fileno(), KEY_BYTES, index * KEY_BYTES)
+
+    def every(self) -> Iterator[bytes]:
+        size, fd = self.count * KEY_BYTES, self.file.fileno()
+        for offset in range(0, size, SPILL_READ):
+            block = os.pread(fd, min(SPILL_READ, size - offset), offset)
+            for start in range(0, len(block), KEY_BYTES):
+                yield block[start : start + KEY_BYTES]
+
+
+@dataclass(frozen=True)
+class HeldKeys:
+    """A share of a list's keys in memory (``held``, 32 bytes each, at ``slots[position]``),
+    the whole list ``spilled``: 36 bytes a key held and 4 a key elsewhere."""
+
+    held: bytes
+    slots: array[int]
+    spilled: Spilled
+
+    @property
+    def count(self) -> int:
+        return len(self.held) // KEY_BYTES
+
+    def key(self, index: int) -> bytes:
+        slot = self.slots[index]
+        if slot == NOT_HELD:
+            return self.spilled.key(index)
+        return self.held[slot * KEY_BYTES : (slot + 1) * KEY_BYTES]
+
+    def every(self) -> Iterator[bytes]:
+        return self.spilled.every()
 
 
 class JoinedTargets(Sequence[str]):
@@ -444,6 +570,10 @@ class JoinedTargets(Sequence[str]):
 
     def __len__(self) -> int:
         return self._starts[-1]
+
+    def placed(self) -> Iterator[tuple[int, Sequence[str]]]:
+        """Each part with the position of its first target."""
+        return zip(self._starts, self.parts, strict=False)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -508,6 +638,11 @@ class PickedTargets(Sequence[str]):
 
     def __init__(self, of: Sequence[str], positions: array[int]) -> None:
         self._of, self._positions = of, positions
+
+    @property
+    def positions(self) -> array[int]:
+        """The positions picked, in their order."""
+        return self._positions
 
     def __len__(self) -> int:
         return len(self._positions)

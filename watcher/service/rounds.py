@@ -211,8 +211,8 @@ class Sweeper:
             else:
                 shards = shards & only
                 self._covered[key] = self._covered.get(key, frozenset()) | shards
-        if shards is not None:
-            await self.targets.prepare(job)
+        if held_at_start is not None:
+            await self.targets.prepare(job, held_at_start)
         held = self.targets.held(job, shards)
         targets, deferred = await self.to_poll(job, held, started) if job.adaptive else (held, 0)
         first_calls = self.fanout.first_calls

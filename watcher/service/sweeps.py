@@ -23,11 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+import tempfile
+import threading
+import weakref
 from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from itertools import chain
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
-from watcher.config.address_files import PickedTargets
+import structlog
+
+from watcher.config.address_files import JoinedTargets, PackedAddresses, PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call
@@ -38,6 +44,8 @@ from watcher.ledger.rpc import RpcClient
 from watcher.ledger.rpc_methods import Call, PrimedReader
 from watcher.state.interface import TargetStateStore
 from watcher.state.shards import shard_of
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -308,30 +316,82 @@ class Primed(NamedTuple):
         return PrimedReader(self.client, self.call, self.answer)
 
 
+HOLD_FROM = 65_536  # a packed list this long keeps only the held shards' keys in memory
+
+
 class ShardedTargets:
     """A job's targets in the shards an instance holds (several instances on one database),
     shard by shard. Each job's partition is computed once (a hash per target) and kept while
     the job is in force, as positions in the job's targets (4 bytes a target): a reload makes
     new jobs, and the old ones' partitions are dropped. The held shards' targets are their
     positions too (``PickedTargets``): a job of packed addresses holds no str for any shard,
-    each made when its poll comes."""
+    each made when its poll comes. A packed list of ``hold_from`` addresses or more keeps in
+    memory only the keys of the shards held (``PackedAddresses.hold_only``): a quarter of a
+    million's 32 MB on each of four instances, the rest read from a file when shards move."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_from: int = HOLD_FROM) -> None:
+        self._hold_from = hold_from
         self._by_job: dict[int, tuple[Job, dict[int, array[int]]]] = {}
         # Per job, the last shards asked about and their targets: the same sequence while the
         # shards held stay the same (the cadence book indexes it once).
         self._held: dict[int, tuple[Job, frozenset[int], PickedTargets]] = {}
+        # Per job, the shards its packed lists hold the keys of; per packed list, the positions
+        # each job of it wants held (two rules of two sources may share a file's list: it
+        # holds both shares). Weak: a list or a job a reload dropped is not kept for this.
+        self._kept_for: dict[int, tuple[Job, frozenset[int]]] = {}
+        self._shares: dict[int, _Shares] = {}
+        self._lock = threading.Lock()
+        self._warned = False  # said once that a list could not keep its share only
 
-    async def prepare(self, job: Job) -> None:
-        """Partitions ``job``'s targets in a thread when it is new: a million hashes take a
-        second or more, which on the event loop would hold up the lease renewals."""
-        if self._kept(job) is None:
-            await asyncio.to_thread(self._partition, job)
+    async def prepare(self, job: Job, shards: frozenset[int]) -> None:
+        """Partitions ``job``'s targets when it is new, and keeps its packed lists' keys of
+        ``shards`` (all the instance holds) when they moved, in a thread: a million hashes
+        take a second or more, which on the event loop would hold up the lease renewals."""
+        kept = self._kept_for.get(id(job))
+        if self._kept(job) is None or kept is None or kept[0] is not job or kept[1] != shards:
+            await asyncio.to_thread(self._prepare, job, shards)
+
+    def _prepare(self, job: Job, shards: frozenset[int]) -> None:
+        with self._lock:  # two jobs' threads may share a list
+            self._prepare_locked(job, shards)
+
+    def _prepare_locked(self, job: Job, shards: frozenset[int]) -> None:
+        picked = self._picked(job, shards)
+        if len(self._kept_for) > 64:  # jobs of rules replaced by a reload
+            self._kept_for.clear()
+        self._kept_for[id(job)] = (job, shards)
+        if not isinstance(job.targets, JoinedTargets):
+            return
+        positions = picked.positions
+        for start, part in job.targets.placed():
+            if isinstance(part, PackedAddresses) and len(part) >= self._hold_from:
+                end = start + len(part)
+                mine = array("I", (p - start for p in positions if start <= p < end))
+                self._share(part, job, mine)
+
+    def _share(self, packed: PackedAddresses, job: Job, positions: array[int]) -> None:
+        for key in [key for key, shares in self._shares.items() if shares.list() is None]:
+            del self._shares[key]
+        shares = self._shares.get(id(packed))
+        if shares is None or shares.list() is not packed:
+            shares = self._shares[id(packed)] = _Shares(weakref.ref(packed), {})
+        shares.by_job[id(job)] = (weakref.ref(job), positions)
+        wanted = [mine for owner, mine in shares.by_job.values() if owner() is not None]
+        if not packed.hold_only(chain.from_iterable(wanted)) and not self._warned:
+            self._warned = True
+            log.warning(
+                "no temporary file for the addresses of shards not held: all kept in memory",
+                addresses=len(packed),
+                directory=tempfile.gettempdir(),
+            )
 
     def held(self, job: Job, shards: frozenset[int] | None) -> Sequence[str]:
         """``job``'s targets in ``shards`` (None: all of them, in the job's order)."""
         if shards is None:
             return job.targets
+        return self._picked(job, shards)
+
+    def _picked(self, job: Job, shards: frozenset[int]) -> PickedTargets:
         kept = self._held.get(id(job))
         if kept is not None and kept[0] is job and kept[1] == shards:
             return kept[2]
@@ -365,6 +425,13 @@ class ShardedTargets:
             positions.append(index)
         self._by_job[id(job)] = (job, partition)
         return partition
+
+
+class _Shares(NamedTuple):
+    """A packed list (weakly) and the positions each job of it wants held, by the job's id."""
+
+    list: weakref.ref[PackedAddresses]
+    by_job: dict[int, tuple[weakref.ref[Job], array[int]]]
 
 
 def sweep_width(max_concurrency: int, batch_size: int, *, quiet: bool = False) -> int:
