@@ -176,3 +176,20 @@ def test_an_equal_answer_keeps_the_samples_and_their_lines() -> None:
     assert values.exposition() == first
     values.accepted("accounts", "A", 2.5, watching_all)
     assert b'solana_account_balance{address="A"} 2.5' in values.exposition()
+
+
+def test_a_scrape_while_no_sample_changed_answers_the_same_text() -> None:
+    values = ObservedValues(SAMPLERS)
+    values.accepted("accounts", "A", 1.5, watching_all)
+    first = values.exposition()
+    values.accepted("accounts", "A", 1.5, watching_all)  # the same answer again
+    assert values.exposition() is first
+    values.accepted("accounts", "A", 2.5, watching_all)
+    moved = values.exposition()
+    assert b'solana_account_balance{address="A"} 2.5' in moved
+    assert b"1.5" not in moved
+    values.accepted("accounts", "A", 2.5, lambda source, target: [])  # no rule watches it now
+    assert b"solana_account_balance{" not in values.exposition()
+    values.accepted("accounts", "B", 3.0, watching_all)
+    values.retain(lambda source, target: [])  # a reload that watches nothing
+    assert b"solana_account_balance{" not in values.exposition()

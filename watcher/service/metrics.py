@@ -434,6 +434,11 @@ class ObservedValues:
         # the target's samples are the same tuple. Scrapes (threads) alone touch it: each
         # swaps in the dict it made.
         self._rendered: dict[Key, tuple[tuple[Sample, ...], tuple[Line, ...]]] = {}
+        # Each change of ``_values`` counts one; the last text rendered and the count it was
+        # rendered at: a scrape while no sample changed answers that text again (rendering
+        # 17,000 series is 10 to 30 ms of a thread that needs the GIL the polls hold).
+        self._changes = 0
+        self._text: tuple[int, bytes] = (-1, b"")
 
     def accepted(self, source: str, target: str, observation: Any, watching: Watching) -> None:
         """An answer taken as evidence, with the rules watching its target now (none: a target
@@ -445,9 +450,11 @@ class ObservedValues:
         samples = sampler(rules, target, observation) if rules else ()
         with self._lock:
             if not samples:
-                self._values.pop((source, target), None)
+                if self._values.pop((source, target), None) is not None:
+                    self._changes += 1
             elif self._values.get((source, target)) != samples:  # equal: its lines are kept
                 self._values[(source, target)] = samples
+                self._changes += 1
 
     def retain(self, watching: Watching) -> None:
         """After a reload: only the targets some rule watches (``watching(source, target)``)
@@ -467,6 +474,7 @@ class ObservedValues:
             subjects = {name for rule in rules for name in (rule.name, *rule.watched)}
             kept[key] = tuple(s for s in samples if s.subject is None or s.subject in subjects)
         with self._lock:
+            self._changes += 1
             for key, samples in seen.items():
                 if self._values.get(key) is not samples:
                     continue  # written since
@@ -484,11 +492,16 @@ class ObservedValues:
         """The observed values in the text format (0.0.4): one family (a gauge, as a rule) per
         metric that has samples, sorted by name, each series once (the first target's), as
         prometheus_client renders them. Run in a thread."""
+        with self._lock:
+            changes = self._changes
+            if self._text[0] == changes:
+                return self._text[1]
+            current = dict(self._values)
         rendered = self._rendered
         kept: dict[Key, tuple[tuple[Sample, ...], tuple[Line, ...]]] = {}
         families: dict[str, list[str]] = {}
         seen: set[str] = set()
-        for key, samples in self.current().items():
+        for key, samples in current.items():
             done = rendered.get(key)
             if done is None or done[0] is not samples:
                 done = (samples, tuple(map(sample_line, samples)))
@@ -502,7 +515,9 @@ class ObservedValues:
         for name, lines in sorted(families.items()):
             spec = METRICS[name]
             text += (f"# HELP {name} {_help(spec)}\n# TYPE {name} {_type(spec)}\n", *lines)
-        return "".join(text).encode()
+        exposition = "".join(text).encode()
+        self._text = (changes, exposition)
+        return exposition
 
 
 def sample_line(sample: Sample) -> Line:
