@@ -193,3 +193,14 @@ def test_a_scrape_while_no_sample_changed_answers_the_same_text() -> None:
     values.accepted("accounts", "B", 3.0, watching_all)
     values.retain(lambda source, target: [])  # a reload that watches nothing
     assert b"solana_account_balance{" not in values.exposition()
+
+
+def test_a_reload_that_drops_a_subject_drops_its_line_from_the_next_scrape() -> None:
+    values = ObservedValues(SAMPLERS)
+    values.accepted("votes", "cluster", 1, watching_all)
+    before = values.exposition().decode()
+    assert 'votekey="A"' in before and 'votekey="B"' in before
+    values.retain(lambda source, target: [Rule("r", ("A",))])
+    after = values.exposition().decode()
+    assert 'votekey="A"' in after and 'votekey="B"' not in after
+    assert "solana_cluster_last_vote 7.0" in after

@@ -430,13 +430,12 @@ class ObservedValues:
         self._samplers = samplers
         self._lock = threading.Lock()
         self._values: dict[Key, tuple[Sample, ...]] = {}
-        # The lines a scrape rendered of each target's samples, reused by the next scrape while
-        # the target's samples are the same tuple. Scrapes (threads) alone touch it: each
-        # swaps in the dict it made.
-        self._rendered: dict[Key, tuple[tuple[Sample, ...], tuple[Line, ...]]] = {}
+        # Each target's samples as lines of the text format, made when they change, by the
+        # poll (or the reload) that changed them: a scrape only joins them. It renders in a
+        # thread that needs the GIL the polls hold; 10,000 lines made there took it 20 ms.
+        self._lines: dict[Key, tuple[Line, ...]] = {}
         # Each change of ``_values`` counts one; the last text rendered and the count it was
-        # rendered at: a scrape while no sample changed answers that text again (rendering
-        # 17,000 series is 10 to 30 ms of a thread that needs the GIL the polls hold).
+        # rendered at: a scrape while no sample changed answers that text again.
         self._changes = 0
         self._text: tuple[int, bytes] = (-1, b"")
 
@@ -448,13 +447,19 @@ class ObservedValues:
             return  # a source that shows no value (signatures, assets ...)
         rules = watching(source, target)
         samples = sampler(rules, target, observation) if rules else ()
-        with self._lock:
-            if not samples:
-                if self._values.pop((source, target), None) is not None:
+        key = (source, target)
+        if not samples:
+            with self._lock:
+                if self._values.pop(key, None) is not None:
+                    del self._lines[key]
                     self._changes += 1
-            elif self._values.get((source, target)) != samples:  # equal: its lines are kept
-                self._values[(source, target)] = samples
-                self._changes += 1
+            return
+        if self._values.get(key) == samples:  # the same: its lines are kept
+            return
+        lines = tuple(map(sample_line, samples))
+        with self._lock:
+            self._values[key], self._lines[key] = samples, lines
+            self._changes += 1
 
     def retain(self, watching: Watching) -> None:
         """After a reload: only the targets some rule watches (``watching(source, target)``)
@@ -462,26 +467,30 @@ class ObservedValues:
         thread (a million targets take a while): a target a poll wrote meanwhile keeps what
         that poll wrote, made with the new rules."""
         seen = self.current()
-        kept: dict[Key, tuple[Sample, ...]] = {}
+        kept: dict[Key, tuple[tuple[Sample, ...], tuple[Line, ...] | None]] = {}
         for key, samples in seen.items():
             rules = watching(*key)
             if not rules:
                 continue
             if all(sample.subject is None for sample in samples):
-                kept[key] = samples
+                kept[key] = (samples, None)  # unchanged: its lines too
                 continue
             # Only validators and fee rules name subjects: a few rules, a few keys each.
             subjects = {name for rule in rules for name in (rule.name, *rule.watched)}
-            kept[key] = tuple(s for s in samples if s.subject is None or s.subject in subjects)
+            still = tuple(s for s in samples if s.subject is None or s.subject in subjects)
+            if still:
+                kept[key] = (still, tuple(map(sample_line, still)))
         with self._lock:
             self._changes += 1
             for key, samples in seen.items():
                 if self._values.get(key) is not samples:
                     continue  # written since
-                if kept.get(key):
-                    self._values[key] = kept[key]
-                else:
-                    del self._values[key]
+                if key not in kept:
+                    del self._values[key], self._lines[key]
+                    continue
+                still, lines = kept[key]
+                if lines is not None:
+                    self._values[key], self._lines[key] = still, lines
 
     def current(self) -> dict[Key, tuple[Sample, ...]]:
         """A copy, safe to read while the polls go on."""
@@ -496,25 +505,18 @@ class ObservedValues:
             changes = self._changes
             if self._text[0] == changes:
                 return self._text[1]
-            current = dict(self._values)
-        rendered = self._rendered
-        kept: dict[Key, tuple[tuple[Sample, ...], tuple[Line, ...]]] = {}
+            every = list(self._lines.values())
         families: dict[str, list[str]] = {}
         seen: set[str] = set()
-        for key, samples in current.items():
-            done = rendered.get(key)
-            if done is None or done[0] is not samples:
-                done = (samples, tuple(map(sample_line, samples)))
-            kept[key] = done
-            for name, series, line in done[1]:
+        for lines in every:
+            for name, series, line in lines:
                 if series not in seen:
                     seen.add(series)
                     families.setdefault(name, []).append(line)
-        self._rendered = kept
         text: list[str] = []
-        for name, lines in sorted(families.items()):
+        for name, lines_of in sorted(families.items()):
             spec = METRICS[name]
-            text += (f"# HELP {name} {_help(spec)}\n# TYPE {name} {_type(spec)}\n", *lines)
+            text += (f"# HELP {name} {_help(spec)}\n# TYPE {name} {_type(spec)}\n", *lines_of)
         exposition = "".join(text).encode()
         self._text = (changes, exposition)
         return exposition
