@@ -40,7 +40,7 @@ AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rests", ("watcher/service/rests.py",)),
     ("the sweep and its batches", ("watcher/service/",)),
     ("the kind's first call and verdict", ("watcher/kinds/", "watcher/alerting/")),
-    ("packed addresses", ("watcher/config/address_files",)),
+    ("packed addresses", ("watcher/config/packed_keys",)),
     ("the state", ("watcher/state/", "sqlite3", "psycopg")),
     ("metrics", ("prometheus_client",)),
     ("logging", ("structlog", "logging/")),

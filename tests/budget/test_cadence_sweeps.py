@@ -23,8 +23,8 @@ from watcher.budget.cadences import (
     stored_cadence,
     worth_storing,
 )
-from watcher.config import address_files
-from watcher.config.address_files import JoinedTargets, PackedAddresses
+from watcher.config import packed_keys
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses
 from watcher.core.events import CADENCE_KEY
 from watcher.kinds.ruleset import Job
 from watcher.service.status import Status, read_status
@@ -132,7 +132,7 @@ def test_the_book_holds_one_str_of_each_target_of_a_packed_list() -> None:
             book.after_poll("signatures", target, None, now=0.0, events=0, every=1, max_every=8)
         assert not book.due("signatures", targets, 0.5)
         made = tracemalloc.take_snapshot().filter_traces(
-            [tracemalloc.Filter(True, address_files.__file__)]
+            [tracemalloc.Filter(True, packed_keys.__file__)]
         )
     finally:
         tracemalloc.stop()

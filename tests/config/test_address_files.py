@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher.config.address_files import PackedAddresses, RuleAddresses
+from watcher.config.address_files import RuleAddresses
+from watcher.config.packed_keys import PackedAddresses
 from watcher.kinds.rule_files import read_rules
 
 from support.values import key

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watcher.config.address_files import (
+from watcher.config.packed_keys import (
     RECENT,
     JoinedTargets,
     PackedAddresses,

@@ -11,13 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from watcher.config import address_files
-from watcher.config.address_files import (
-    JoinedTargets,
-    PackedAddresses,
-    PickedTargets,
-    RuleAddresses,
-)
+from watcher.config import packed_keys
+from watcher.config.address_files import RuleAddresses
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses, PickedTargets
 from watcher.config.rule_models import RuleBase
 from watcher.kinds import KINDS, RULE_MODELS, SOURCES, AnyRule
 from watcher.kinds import ruleset as ruleset_module
@@ -264,7 +260,7 @@ def test_rules_with_few_packed_addresses_in_all_keep_every_str_each_list_made(
         )
 
     monkeypatch.setattr(ruleset_module, "ALL_KEPT", 4)
-    monkeypatch.setattr(address_files, "RECENT", 1)
+    monkeypatch.setattr(packed_keys, "RECENT", 1)
     assert kept_strs([with_file("a", "10m", [], [A, B]), with_file("b", "10m", [], [C, M])])
     three = [with_file(name, "10m", [], [key(n), key(n + 10)]) for n, name in enumerate("abc")]
     assert not kept_strs(three)  # 6 in all: each list only its last few

@@ -10,7 +10,7 @@ import base58
 import pytest
 from structlog.testing import capture_logs
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses
 from watcher.kinds.ruleset import Job
 from watcher.service.sweeps import ShardedTargets
 from watcher.state.shards import shard_of

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import base58
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses
 from watcher.core.events import WatchSince
 from watcher.kinds.ruleset import Job
 from watcher.service.watch_starts import WatchStarts

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from watcher.budget.backoff import Cadence, after_poll, rescheduled
-from watcher.config.address_files import IMMUTABLE_TARGETS
 from watcher.config.current import Current
+from watcher.config.packed_keys import IMMUTABLE_TARGETS
 from watcher.core.events import CADENCE_KEY as CADENCE_KEY  # the key it writes
 from watcher.core.events import WATCH_SINCE_KEY, TargetState
 from watcher.kinds.ruleset import Job

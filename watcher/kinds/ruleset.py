@@ -21,12 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher.config.address_files import (
-    ALL_KEPT,
-    JoinedTargets,
-    PackedAddresses,
-    RuleAddresses,
-)
+from watcher.config.address_files import RuleAddresses
+from watcher.config.packed_keys import ALL_KEPT, JoinedTargets, PackedAddresses
 from watcher.config.rule_models import RuleBase, max_every_of
 from watcher.kinds import KINDS
 

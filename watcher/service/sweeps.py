@@ -33,7 +33,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import structlog
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses, PickedTargets
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses, PickedTargets
 from watcher.core.errors import StateError
 from watcher.core.events import TargetState
 from watcher.core.tally import count_call

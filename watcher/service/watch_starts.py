@@ -21,7 +21,7 @@ from typing import Protocol
 
 import structlog
 
-from watcher.config.address_files import JoinedTargets, PackedAddresses
+from watcher.config.packed_keys import JoinedTargets, PackedAddresses
 from watcher.core.clock import Clock
 from watcher.core.events import WatchSince
 from watcher.kinds import SOURCES
