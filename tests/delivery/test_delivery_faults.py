@@ -390,3 +390,45 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
             await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
     lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
     assert len(lines) == 1 and "a bug in the sender" in lines[0]["reason"]
+
+
+async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    """/metrics shows the store's figures as the daemon last read them: a bug that kills that
+    reading must not leave it showing old figures as current. run() ends as for the sender."""
+    from watcher.app import Daemon
+    from watcher.checks import load_config
+    from watcher.core.errors import DaemonFailed
+    from watcher.kinds.ruleset import RuleSet
+    from watcher.simulator import Ledger, SimulatorServer
+    from watcher.testing.daemon import write_config
+
+    with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
+        config = write_config(
+            tmp_path,
+            rpc_url=server.url,
+            channels={"hooks": [json_receiver.url]},
+            rules=[
+                {
+                    "name": "treasury",
+                    "kind": "new_transactions",
+                    "every": "200ms",
+                    "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
+                    "notify": ["hooks"],
+                }
+            ],
+            extra={"http": {"listen": "127.0.0.1:0"}},
+        )
+        settings, rules = load_config(config)
+        daemon = Daemon(settings, RuleSet(rules))
+
+        async def broken() -> None:
+            raise RuntimeError("a bug in the reading")
+
+        daemon.metrics.refresh = broken  # type: ignore[method-assign]
+        failed = pytest.raises(DaemonFailed, match="store reading stopped: RuntimeError")
+        with structlog.testing.capture_logs() as logs, failed:
+            await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
+    lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
+    assert len(lines) == 1 and "a bug in the reading" in lines[0]["reason"]

@@ -1,7 +1,8 @@
 """``http.listen`` over a real socket, as Prometheus and a load balancer see it: GET and HEAD
-/metrics (the state read on the daemon's loop, the text rendered on the endpoint's own thread,
-an answer even while the daemon's loop is held), /healthz 200 or 503 with the reason, 404 and
-405, the port taken, a clean close, and no line logged per request."""
+/metrics (the state read on the daemon's loop every second, the text rendered on the endpoint's
+own thread from the last reading, an answer even while the daemon's loop is held), /healthz 200
+or 503 with the reason, 404 and 405, the port taken, a clean close, and no line logged per
+request."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from watcher.core.errors import DaemonFailed
+from watcher.service import http
 from watcher.service.http import HttpEndpoint
 from watcher.service.metrics import HealthVerdict, Metrics, StateSummary
 from watcher.service.scrape_time import ScrapeReads
@@ -41,13 +43,14 @@ class WatchedMetrics(Metrics):
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
         self.state_read = asyncio.Event()
+        self.pending = 0  # what the store's outbox holds
         # The state comes from read_state (the store's summary).
         super().__init__(lambda: 0.0, ScrapeReads(read_state=self._read_state_now))
 
     async def _read_state_now(self) -> StateSummary:
         self.events.append(("read state", threading.current_thread().name))
         self.state_read.set()
-        return [], Outbox(0, None, 0)
+        return [], Outbox(self.pending, None, 0)
 
     def exposition(self) -> bytes:
         self.events.append(("render", threading.current_thread().name))
@@ -83,22 +86,45 @@ async def served() -> AsyncIterator[Served]:
     endpoint = HttpEndpoint("127.0.0.1", free_port(), metrics, lambda: verdicts[0].verdict)
     verdicts.append(Served(endpoint, metrics))
     await endpoint.start()
+    reading = asyncio.create_task(endpoint.keep_reading())  # as the runtime runs it
     try:
         yield verdicts[0]
     finally:
+        reading.cancel()
         await endpoint.close()
 
 
 async def test_metrics_read_the_state_on_the_loop_then_render_in_a_thread(served: Served) -> None:
+    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
     answer = await ask(served.endpoint.port, "GET", "/metrics")
     assert answer.status == 200
     assert answer.headers["content-type"] == CONTENT_TYPE_LATEST
     assert answer.headers["connection"] == "close"
     assert 'watcher_polls_total{source="votes"} 3.0' in answer.body.decode()
     assert int(answer.headers["content-length"]) == len(answer.body)
-    (read, read_on), (render, render_on) = served.metrics.events
+    (read, read_on), (render, render_on) = served.metrics.events[0], served.metrics.events[-1]
     assert (read, render) == ("read state", "render")
     assert read_on == threading.main_thread().name != render_on
+    assert "watcher_outbox_depth 0.0" in answer.body.decode()
+
+
+async def test_the_state_is_read_again_every_second_and_a_scrape_shows_the_last_reading(
+    served: Served,
+) -> None:
+    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
+    reads = len(served.metrics.events)
+    served.metrics.pending = 7
+    # Before the next reading, a scrape answers with the last one: it waits for no loop.
+    early = await ask(served.endpoint.port, "GET", "/metrics")
+    assert "watcher_outbox_depth 0.0" in early.body.decode()
+    assert len([e for e in served.metrics.events if e[0] == "read state"]) == reads
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + http.READ_EVERY_SECONDS + 5
+    while "watcher_outbox_depth 7.0" not in (
+        body := (await ask(served.endpoint.port, "GET", "/metrics")).body.decode()
+    ):
+        assert loop.time() < deadline, body
+        await asyncio.sleep(0.05)
 
 
 async def test_a_scrape_is_answered_while_the_daemons_loop_is_held(served: Served) -> None:
@@ -110,14 +136,13 @@ async def test_a_scrape_is_answered_while_the_daemons_loop_is_held(served: Serve
             bodies.append(got.read())
         answered.set()
 
+    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
     threading.Thread(target=scrape).start()
     # The daemon's loop is held (a sweep stepping a thousand targets): the scrape is answered
     # meanwhile, with the store's reading it last had.
     assert answered.wait(timeout=5)
     assert b'watcher_polls_total{source="votes"} 3.0' in bodies[0]
-    # The reading asked for lands once the loop is free.
-    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
-    assert ("read state", threading.main_thread().name) in served.metrics.events
+    assert b"watcher_outbox_depth 0.0" in bodies[0]
 
 
 async def test_a_query_string_is_ignored_and_head_has_no_body(served: Served) -> None:

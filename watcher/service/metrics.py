@@ -3,7 +3,7 @@
 One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
 Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
 outcome); what is read when scraped (RPC retries, the cadences, the outbox and the firing alerts,
-read from the store before each answer on the event loop: ``refresh``) is
+read from the store every second on the event loop: ``refresh``) is
 ``watcher.service.scrape_time``'s, so that the scrape itself renders in a thread from memory only.
 
 The values the rules observe (``ObservedValues``) are kept in memory: the latest samples of each
@@ -366,8 +366,8 @@ class Metrics:
         return self.observed.exposition() + generate_latest(self.registry)
 
     async def refresh(self) -> None:
-        """Reads the firing alerts and the outbox for the next scrape and ``state``; the polls
-        counted so far go on the counters."""
+        """Reads the firing alerts and the outbox for the next scrapes and ``state``; the polls
+        counted so far go on the counters (``HttpEndpoint.keep_reading``, every second)."""
         self.flush_polls()
         await self.scrape_time.refresh()
 

@@ -2,8 +2,8 @@
 the calls the current cadences project, the outbox and the firing alerts.
 
 The outbox and the firing alerts come from the store (a round trip away on PostgreSQL):
-``refresh`` reads them on the event loop before each answer, and the scrape renders that
-reading in a thread, from memory only."""
+``refresh`` reads them on the event loop every second, and a scrape renders the last reading
+in a thread, from memory only."""
 
 from __future__ import annotations
 

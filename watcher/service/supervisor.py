@@ -166,10 +166,14 @@ class Runtime:
         except StateError as exc:
             await self.close()
             raise DaemonFailed(str(exc.during("open the state database"))) from exc
-        lag = (
+        # /metrics' own tasks: the loop's lag, and the store's figures read every second.
+        probes = (
             []
-            if self.loop_lag is None
-            else [asyncio.create_task(self.loop_lag.run(), name="loop lag")]
+            if self.parts.http is None
+            else [
+                asyncio.create_task(self.parts.http.loop_lag.run(), name="loop lag"),
+                asyncio.create_task(self.parts.http.endpoint.keep_reading(), name="store reading"),
+            ]
         )
         # Shards before the first sweeps (several instances on one database; else nothing).
         await self.parts.leases.round()
@@ -207,7 +211,9 @@ class Runtime:
             while fatal is None and not stopped.done():
                 await asyncio.wait({stopped, sender_task}, timeout=SUPERVISE_SECONDS)
                 fatal = (
-                    None if stopped.done() else self.fatal_reason(sender_task, pruner, lease_task)
+                    None
+                    if stopped.done()
+                    else self.fatal_reason(sender_task, pruner, lease_task, probes)
                 )
             stopped.cancel()
             if fatal is not None:
@@ -223,10 +229,10 @@ class Runtime:
             sender_task.cancel()
             lease_task.cancel()  # the store hands the shards back as it closes
             listener.cancel()
-            for task in lag:
+            for task in probes:
                 task.cancel()
             # Their failure, if any, was reported above.
-            await asyncio.wait({sender_task, pruner, lease_task, listener, *lag})
+            await asyncio.wait({sender_task, pruner, lease_task, listener, *probes})
             if self.parts.http is not None:
                 await self.parts.http.endpoint.close()
             if self.parts.heartbeat is not None:
@@ -241,8 +247,10 @@ class Runtime:
         sender_task: asyncio.Task[None],
         pruner: asyncio.Task[None] | None = None,
         lease_task: asyncio.Task[None] | None = None,
+        probes: Sequence[asyncio.Task[None]] = (),
     ) -> str | None:
-        """Why the daemon cannot go on, or None: a dead task, or the database failing."""
+        """Why the daemon cannot go on, or None: a dead task, or the database failing. A dead
+        probe of /metrics (``probes``) would leave it showing old figures as if current."""
         if sender_task.done():
             error = None if sender_task.cancelled() else sender_task.exception()
             return f"the sender stopped: {error!r}" if error else "the sender stopped"
@@ -253,6 +261,9 @@ class Runtime:
             error = lease_task.exception()
             if error is not None:
                 return f"the lease loop stopped: {error!r}"
+        for probe in probes:
+            if probe.done() and not probe.cancelled() and probe.exception() is not None:
+                return f"{probe.get_name()} stopped: {probe.exception()!r}"
         if self.parts.sender.failure is not None:
             return f"a delivery worker failed: {self.parts.sender.failure!r}"
         return self.state_health.fatal(self.clock())
