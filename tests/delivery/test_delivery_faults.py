@@ -427,8 +427,28 @@ async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
             raise RuntimeError("a bug in the reading")
 
         daemon.metrics.refresh = broken  # type: ignore[method-assign]
+        assert daemon.http is not None
+        endpoint = daemon.http.endpoint
+
+        listening, start = asyncio.Event(), endpoint.start
+
+        async def start_and_tell() -> None:
+            await start()
+            listening.set()
+
+        endpoint.start = start_and_tell  # type: ignore[method-assign]
+
+        async def scrape() -> None:  # the reading runs while /metrics is asked for
+            await listening.wait()
+            _, writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            await writer.drain()
+            writer.close()
+
         failed = pytest.raises(DaemonFailed, match="store reading stopped: RuntimeError")
         with structlog.testing.capture_logs() as logs, failed:
+            scraper = asyncio.create_task(scrape())
             await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
+        await scraper
     lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
     assert len(lines) == 1 and "a bug in the reading" in lines[0]["reason"]

@@ -1,8 +1,8 @@
 """``http.listen`` over a real socket, as Prometheus and a load balancer see it: GET and HEAD
-/metrics (the state read on the daemon's loop every second, the text rendered on the endpoint's
-own thread from the last reading, an answer even while the daemon's loop is held), /healthz 200
-or 503 with the reason, 404 and 405, the port taken, a clean close, and no line logged per
-request."""
+/metrics (the state read on the daemon's loop every second while answers are asked for, the
+text rendered on the endpoint's own thread from the last reading, an answer even while the
+daemon's loop is held), /healthz 200 or 503 with the reason, 404 and 405, the port taken, a clean
+close, and no line logged per request."""
 
 from __future__ import annotations
 
@@ -95,36 +95,78 @@ async def served() -> AsyncIterator[Served]:
 
 
 async def test_metrics_read_the_state_on_the_loop_then_render_in_a_thread(served: Served) -> None:
-    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
     answer = await ask(served.endpoint.port, "GET", "/metrics")
     assert answer.status == 200
     assert answer.headers["content-type"] == CONTENT_TYPE_LATEST
     assert answer.headers["connection"] == "close"
     assert 'watcher_polls_total{source="votes"} 3.0' in answer.body.decode()
+    assert "watcher_outbox_depth 0.0" in answer.body.decode()
     assert int(answer.headers["content-length"]) == len(answer.body)
     (read, read_on), (render, render_on) = served.metrics.events[0], served.metrics.events[-1]
     assert (read, render) == ("read state", "render")
     assert read_on == threading.main_thread().name != render_on
-    assert "watcher_outbox_depth 0.0" in answer.body.decode()
 
 
-async def test_the_state_is_read_again_every_second_and_a_scrape_shows_the_last_reading(
-    served: Served,
-) -> None:
-    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
-    reads = len(served.metrics.events)
-    served.metrics.pending = 7
-    # Before the next reading, a scrape answers with the last one: it waits for no loop.
-    early = await ask(served.endpoint.port, "GET", "/metrics")
-    assert "watcher_outbox_depth 0.0" in early.body.decode()
-    assert len([e for e in served.metrics.events if e[0] == "read state"]) == reads
+def reads(served: Served) -> int:
+    return sum(1 for event, _ in served.metrics.events if event == "read state")
+
+
+async def wait_for_depth(served: Served, depth: int) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + http.READ_EVERY_SECONDS + 5
-    while "watcher_outbox_depth 7.0" not in (
+    while f"watcher_outbox_depth {depth:.1f}" not in (
         body := (await ask(served.endpoint.port, "GET", "/metrics")).body.decode()
     ):
         assert loop.time() < deadline, body
         await asyncio.sleep(0.05)
+
+
+async def test_while_scraped_the_state_is_read_every_second_and_a_scrape_shows_the_last_reading(
+    served: Served,
+) -> None:
+    await ask(served.endpoint.port, "GET", "/metrics")
+    made = reads(served)
+    served.metrics.pending = 7
+    # Before the next reading, a scrape answers with the last one: it waits for no loop.
+    early = await ask(served.endpoint.port, "GET", "/metrics")
+    assert "watcher_outbox_depth 0.0" in early.body.decode()
+    assert reads(served) == made
+    # The loop reads again within the second.
+    await wait_for_depth(served, 7)
+
+
+async def test_nobody_asking_nothing_is_read_and_the_first_answer_after_asks_for_a_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http, "READ_EVERY_SECONDS", 0.005)
+    monkeypatch.setattr(http, "KEEP_READING_SECONDS", 0.1)
+    monkeypatch.setattr(http, "REFRESH_WAIT_SECONDS", 5.0)  # an idle loop reads at once
+    metrics = WatchedMetrics()
+    ok = HealthVerdict(True, "ok")
+    served = Served(HttpEndpoint("127.0.0.1", free_port(), metrics, lambda: ok), metrics)
+    await served.endpoint.start()
+    reading = asyncio.create_task(served.endpoint.keep_reading())
+    try:
+        # Before any answer, a daemon reads nothing (twenty of its ticks).
+        await asyncio.sleep(0.1)
+        assert reads(served) == 0
+        await ask(served.endpoint.port, "GET", "/healthz")
+        asked = asyncio.get_running_loop().time()
+        for _ in range(3):  # asked for: read every READ_EVERY_SECONDS
+            metrics.state_read.clear()
+            await asyncio.wait_for(metrics.state_read.wait(), 5)
+        # KEEP_READING_SECONDS since the answer, then twenty ticks more: no reading.
+        await asyncio.sleep(max(0.0, asked + 0.15 - asyncio.get_running_loop().time()))
+        stopped = reads(served)
+        await asyncio.sleep(0.1)
+        assert reads(served) == stopped
+        # The reading is old: the next answer asks the loop for a new one and shows it.
+        metrics.pending = 9
+        answer = await ask(served.endpoint.port, "GET", "/metrics")
+        assert "watcher_outbox_depth 9.0" in answer.body.decode()
+    finally:
+        reading.cancel()
+        await served.endpoint.close()
 
 
 async def test_a_scrape_is_answered_while_the_daemons_loop_is_held(served: Served) -> None:
@@ -136,7 +178,7 @@ async def test_a_scrape_is_answered_while_the_daemons_loop_is_held(served: Serve
             bodies.append(got.read())
         answered.set()
 
-    await asyncio.wait_for(served.metrics.state_read.wait(), 5)
+    await ask(served.endpoint.port, "GET", "/metrics")  # Prometheus scraped a moment ago
     threading.Thread(target=scrape).start()
     # The daemon's loop is held (a sweep stepping a thousand targets): the scrape is answered
     # meanwhile, with the store's reading it last had.

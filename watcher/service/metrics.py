@@ -3,7 +3,7 @@
 One ``CollectorRegistry`` per daemon (never the global one), so that tests can run several.
 Counters are fed by small hooks (a poll's outcome, an RPC request's latency, a delivery's
 outcome); what is read when scraped (RPC retries, the cadences, the outbox and the firing alerts,
-read from the store every second on the event loop: ``refresh``) is
+read from the store every second on the event loop while scraped: ``refresh``) is
 ``watcher.service.scrape_time``'s, so that the scrape itself renders in a thread from memory only.
 
 The values the rules observe (``ObservedValues``) are kept in memory: the latest samples of each

@@ -2,8 +2,9 @@
 the calls the current cadences project, the outbox and the firing alerts.
 
 The outbox and the firing alerts come from the store (a round trip away on PostgreSQL):
-``refresh`` reads them on the event loop every second, and a scrape renders the last reading
-in a thread, from memory only."""
+``refresh`` reads them on the event loop every second while scrapes come
+(``watcher.service.http``), and a scrape renders the last reading in a thread, from memory
+only."""
 
 from __future__ import annotations
 
