@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -351,11 +351,15 @@ def test_state_health_logs_once_per_stretch_and_turns_fatal_after_its_limit() ->
 # -- the supervisor -----------------------------------------------------------------------------
 
 
-async def test_run_ends_with_daemon_failed_when_the_sender_dies(
-    tmp_path: Any, json_receiver: JsonReceiver
-) -> None:
-    """A bug that kills the sender task must not leave the daemon polling with nobody
-    delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
+async def run_until_the_supervisor_ends_it(
+    folder: Any,
+    receiver: JsonReceiver,
+    plant: Callable[[Any], Callable[[], Coroutine[Any, Any, None]]],
+    stopped: str,
+) -> list[str]:
+    """Runs a daemon (one rule, ``http.listen``) with the bug ``plant`` puts in it; ``plant``
+    returns what to do once it runs (nothing, or ask for /metrics). The run must end with
+    ``DaemonFailed`` matching ``stopped``; the supervisor's lines' reasons are returned."""
     from watcher.app import Daemon
     from watcher.checks import load_config
     from watcher.core.errors import DaemonFailed
@@ -365,50 +369,9 @@ async def test_run_ends_with_daemon_failed_when_the_sender_dies(
 
     with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
         config = write_config(
-            tmp_path,
+            folder,
             rpc_url=server.url,
-            channels={"hooks": [json_receiver.url]},
-            rules=[
-                {
-                    "name": "treasury",
-                    "kind": "new_transactions",
-                    "every": "200ms",
-                    "addresses": ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"],
-                    "notify": ["hooks"],
-                }
-            ],
-        )
-        settings, rules = load_config(config)
-        daemon = Daemon(settings, RuleSet(rules))
-
-        async def broken() -> list[Any]:
-            raise RuntimeError("a bug in the sender")
-
-        daemon.sender.dispatch = broken  # type: ignore[method-assign]
-        failed = pytest.raises(DaemonFailed, match="the sender stopped: RuntimeError")
-        with structlog.testing.capture_logs() as logs, failed:
-            await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
-    lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
-    assert len(lines) == 1 and "a bug in the sender" in lines[0]["reason"]
-
-
-async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
-    tmp_path: Any, json_receiver: JsonReceiver
-) -> None:
-    """/metrics shows the store's figures as the daemon last read them: a bug that kills that
-    reading must not leave it showing old figures as current. run() ends as for the sender."""
-    from watcher.app import Daemon
-    from watcher.checks import load_config
-    from watcher.core.errors import DaemonFailed
-    from watcher.kinds.ruleset import RuleSet
-    from watcher.simulator import Ledger, SimulatorServer
-    from watcher.testing.daemon import write_config
-
-    with SimulatorServer(Ledger(seed=1), api_key="k3y-for-the-supervisor-test") as server:
-        config = write_config(
-            tmp_path,
-            rpc_url=server.url,
-            channels={"hooks": [json_receiver.url]},
+            channels={"hooks": [receiver.url]},
             rules=[
                 {
                     "name": "treasury",
@@ -422,21 +385,58 @@ async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
         )
         settings, rules = load_config(config)
         daemon = Daemon(settings, RuleSet(rules))
+        meanwhile = plant(daemon)
+        failed = pytest.raises(DaemonFailed, match=stopped)
+        with structlog.testing.capture_logs() as logs, failed:
+            beside = asyncio.create_task(meanwhile())
+            await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
+        await beside
+    line = "watcher cannot go on; exiting for its supervisor"
+    return [e["reason"] for e in logs if e["event"] == line]
 
+
+async def nothing() -> None:
+    return None
+
+
+async def test_run_ends_with_daemon_failed_when_the_sender_dies(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    """A bug that kills the sender task must not leave the daemon polling with nobody
+    delivering: run() logs one line and raises, so `watcher run` exits 1 (cli)."""
+
+    def plant(daemon: Any) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def broken() -> list[Any]:
+            raise RuntimeError("a bug in the sender")
+
+        daemon.sender.dispatch = broken
+        return nothing
+
+    reasons = await run_until_the_supervisor_ends_it(
+        tmp_path, json_receiver, plant, "the sender stopped: RuntimeError"
+    )
+    assert len(reasons) == 1 and "a bug in the sender" in reasons[0]
+
+
+async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
+    tmp_path: Any, json_receiver: JsonReceiver
+) -> None:
+    """/metrics shows the store's figures as the daemon last read them: a bug that kills that
+    reading must not leave it showing old figures as current. run() ends as for the sender."""
+
+    def plant(daemon: Any) -> Callable[[], Coroutine[Any, Any, None]]:
         async def broken() -> None:
             raise RuntimeError("a bug in the reading")
 
-        daemon.metrics.refresh = broken  # type: ignore[method-assign]
-        assert daemon.http is not None
+        daemon.metrics.refresh = broken
         endpoint = daemon.http.endpoint
-
         listening, start = asyncio.Event(), endpoint.start
 
         async def start_and_tell() -> None:
             await start()
             listening.set()
 
-        endpoint.start = start_and_tell  # type: ignore[method-assign]
+        endpoint.start = start_and_tell
 
         async def scrape() -> None:  # the reading runs while /metrics is asked for
             await listening.wait()
@@ -445,10 +445,9 @@ async def test_run_ends_with_daemon_failed_when_the_metrics_reading_dies(
             await writer.drain()
             writer.close()
 
-        failed = pytest.raises(DaemonFailed, match="store reading stopped: RuntimeError")
-        with structlog.testing.capture_logs() as logs, failed:
-            scraper = asyncio.create_task(scrape())
-            await asyncio.wait_for(daemon.run(asyncio.Event()), 15.0)
-        await scraper
-    lines = [e for e in logs if e["event"] == "watcher cannot go on; exiting for its supervisor"]
-    assert len(lines) == 1 and "a bug in the reading" in lines[0]["reason"]
+        return scrape
+
+    reasons = await run_until_the_supervisor_ends_it(
+        tmp_path, json_receiver, plant, "store reading stopped: RuntimeError"
+    )
+    assert len(reasons) == 1 and "a bug in the reading" in reasons[0]
