@@ -71,7 +71,8 @@ async def test_the_probe_ticks_every_http_loop_lag_every_and_only_where_metrics_
     ]:
         built = daemon(http)
         try:
-            probe = built.runtime.loop_lag
+            http_parts = built.runtime.parts.http
+            probe = None if http_parts is None else http_parts.loop_lag
             assert (probe and probe.every) == probe_every
             assert probe is None or probe.observe == built.metrics.loop_lagged
         finally:

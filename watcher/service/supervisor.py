@@ -150,10 +150,6 @@ class Runtime:
         self.stopping, self.close, self.clock = stopping, close, clock
         self.startup_line = startup_line
 
-    @property
-    def loop_lag(self) -> LoopLagProbe | None:
-        return None if self.parts.http is None else self.parts.http.loop_lag
-
     async def run(self, stop: asyncio.Event, ruleset: RuleSet) -> None:
         """Run ``ruleset`` until ``stop`` is set, then stop cleanly: no new work, in-flight
         work finishes."""
@@ -166,7 +162,7 @@ class Runtime:
         except StateError as exc:
             await self.close()
             raise DaemonFailed(str(exc.during("open the state database"))) from exc
-        # /metrics' own tasks: the loop's lag, and the store's figures read every second.
+        # /metrics' own tasks: the loop's lag, and the store's figures read while scraped.
         probes = (
             []
             if self.parts.http is None
